@@ -1,0 +1,78 @@
+/* compiler.h - what compiler/ offers the runtime and the CLI.
+ *
+ *   sema_compile:  AST -> IR (params, functions, scopes/reuse, loops, data)
+ *   ad_minimize:   appends the backward pass and the optimizer updates
+ *   passes:        prune per target, CSE, constant folding, fusion
+ *   plan_build:    schedule + static memory plan for one target */
+#ifndef GR_COMPILER_H
+#define GR_COMPILER_H
+
+#include "../lang/ast.h"
+#include "ir.h"
+
+/* ---- sema ---- */
+typedef struct sema_param {
+    const char *name;
+    const char *value;         /* text from --set name=value */
+} sema_param;
+
+typedef struct sema_options {
+    const sema_param *params;
+    int n_params;
+    int soft_placement;        /* move nodes on missing devices to cpu:0 */
+    int n_cpu, n_gpu;          /* devices the machine has */
+} sema_options;
+
+/* Builds the IR for a parsed program. Errors go to g->diags; returns 0 on
+ * success, -1 if any error was reported. */
+int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt);
+
+struct data_spec;
+/* The reader spec of a data source (used by sema to probe, by the runtime
+ * to open). Paths point into the graph. */
+void sema_data_spec(const ir_data *d, struct data_spec *s);
+
+/* ---- autodiff ---- */
+typedef enum ad_kind { AD_SGD, AD_MOMENTUM, AD_ADAM } ad_kind;
+typedef struct ad_optimizer {
+    ad_kind kind;
+    double lr, m, b1, b2, eps;
+    int nesterov;
+    int locking;               /* per-variable locks (ordered) around updates */
+} ad_optimizer;
+
+/* Differentiates the scalar `loss` w.r.t. every trainable variable it
+ * depends on, adds slot variables (<var>/momentum, <var>/adam_m, ...) and
+ * update ops, and returns an OP_GROUP node that depends on all updates (the
+ * train target), or -1 on error (reported at span). */
+int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const gr_source *src,
+                gr_span span);
+
+/* ---- passes (passes.c): each is IR -> IR and can be switched off ---- */
+enum { PASS_CSE = 1, PASS_FOLD = 2, PASS_FUSE = 4 };
+void pass_run_all(ir_graph *g, unsigned off);
+
+/* ---- plan (plan.c): schedule + static memory plan for some targets ---- */
+#define PLAN_NONE ((size_t)-1)
+
+typedef struct gr_plan {
+    const ir_graph *g;
+    int *order;                /* node ids in execution order */
+    int n;
+    size_t *offset;            /* per node id: arena offset, or PLAN_NONE */
+    size_t arena_bytes;        /* activations, constants, data batches, inputs */
+    size_t scratch_task_bytes; /* the largest per-task kernel scratch */
+    int *roots;                /* the nodes asked for */
+    int n_roots;
+    int *data_used;            /* data sources read by this plan */
+    int n_data_used;
+} gr_plan;
+
+gr_plan *plan_build(const ir_graph *g, const int *roots, int n_roots);
+void plan_free(gr_plan *p);
+void plan_dump(const gr_plan *p, FILE *out);
+
+/* Graphviz, one cluster per device (dot.c). */
+void ir_dot(const ir_graph *g, FILE *out);
+
+#endif

@@ -1,0 +1,405 @@
+/* ir.c - the IR graph: growable node/var/data/input/name arrays, an arena,
+ * node construction (which runs the op's shape rule), types and the dump. */
+#include "ir.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- arena ---- */
+
+typedef struct ir_block {
+    struct ir_block *next;
+    size_t size, used;
+    max_align_t data[];
+} ir_block;
+
+enum { IR_BLOCK_MIN = 16384 };
+
+void *ir_alloc(ir_graph *g, size_t n)
+{
+    ir_block *b = g->arena;
+    size_t al = sizeof(max_align_t);
+    n = (n + al - 1) / al * al;
+    if (n == 0) n = al;
+    if (!b || b->size - b->used < n) {
+        size_t size = n > IR_BLOCK_MIN ? n : IR_BLOCK_MIN;
+        ir_block *nb = malloc(sizeof(ir_block) + size);
+        if (!nb) return NULL;
+        nb->next = b;
+        nb->size = size;
+        nb->used = 0;
+        g->arena = b = nb;
+    }
+    void *p = (char *)b->data + b->used;
+    b->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+const char *ir_strdup(ir_graph *g, const char *s)
+{
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *p = ir_alloc(g, n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+ir_graph *ir_new(gr_diags *d)
+{
+    ir_graph *g = calloc(1, sizeof(*g));
+    if (!g) return NULL;
+    g->diags = d;
+    g->default_target = -1;
+    return g;
+}
+
+void ir_free(ir_graph *g)
+{
+    if (!g) return;
+    ir_block *b = g->arena;
+    while (b) {
+        ir_block *next = b->next;
+        free(b);
+        b = next;
+    }
+    free(g->nodes);
+    free(g->vars);
+    free(g->data);
+    free(g->inputs);
+    free(g->names);
+    free(g);
+}
+
+/* Grows *v (elements of size sz) so that one more fits. Aborts on OOM: the
+ * compiler cannot continue without memory and a library must not return a
+ * half-built graph silently. */
+static void grow(void **v, int n, int *cap, size_t sz)
+{
+    if (n < *cap) return;
+    int nc = *cap ? *cap * 2 : 64;
+    void *p = realloc(*v, (size_t)nc * sz);
+    if (!p) {
+        fputs("graphrun: out of memory\n", stderr);
+        abort();
+    }
+    *v = p;
+    *cap = nc;
+}
+
+/* ---- nodes ---- */
+
+static int new_node(ir_graph *g, gr_op op, const gr_source *src, gr_span span)
+{
+    grow((void **)&g->nodes, g->n_nodes, &g->cap_nodes, sizeof(ir_node));
+    int id = g->n_nodes++;
+    ir_node *n = &g->nodes[id];
+    memset(n, 0, sizeof(*n));
+    n->op = op;
+    n->device = -1;
+    n->var = -1;
+    n->data = -1;
+    n->src = src;
+    n->span = span;
+    return id;
+}
+
+/* Attribute defaults from the registry, used when the caller passes none. */
+static void default_attrs(gr_op op, ir_attrs *a)
+{
+    memset(a, 0, sizeof(*a));
+    for (int j = 0; j < IR_MAX_ATTRS; j++) {
+        const op_attr *oa = &gr_ops[op].attrs[j];
+        if (!oa->name || oa->def != oa->def) continue; /* none, or required (NAN) */
+        if (oa->kind == ATTR_FLOAT)
+            a->f[j] = oa->def;
+        else if (oa->kind != ATTR_LIST)
+            a->i[j] = (int64_t)oa->def;
+    }
+}
+
+static int check_inputs(ir_graph *g, gr_op op, const int *in, int n_in, const gr_source *src,
+                        gr_span span)
+{
+    int ar = gr_ops[op].arity;
+    if (ar >= 0 && n_in != ar) {
+        diag_error(g->diags, src, span, "%s: expects %d input%s, got %d", gr_ops[op].name, ar,
+                   ar == 1 ? "" : "s", n_in);
+        return -1;
+    }
+    for (int k = 0; k < n_in; k++) {
+        if (in[k] < 0 || in[k] >= g->n_nodes || g->nodes[in[k]].dead) {
+            diag_error(g->diags, src, span, "%s: input %d is not a valid node (%d)",
+                       gr_ops[op].name, k, in[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int ir_add(ir_graph *g, gr_op op, const int *in, int n_in, const ir_attrs *attr,
+           const gr_source *src, gr_span span)
+{
+    if ((unsigned)op >= GR_OP_COUNT || n_in < 0) {
+        diag_error(g->diags, src, span, "internal error: bad op %d", (int)op);
+        return -1;
+    }
+    if (check_inputs(g, op, in, n_in, src, span)) return -1;
+    int *copy = NULL;
+    if (n_in > 0) {
+        copy = ir_alloc(g, (size_t)n_in * sizeof(int));
+        if (!copy) return -1;
+        memcpy(copy, in, (size_t)n_in * sizeof(int));
+    }
+    int id = new_node(g, op, src, span);
+    ir_node *n = &g->nodes[id];
+    n->in = copy;
+    n->n_in = n_in;
+    if (attr)
+        n->attr = *attr;
+    else
+        default_attrs(op, &n->attr);
+    if (gr_ops[op].shape && gr_ops[op].shape(g, id) < 0) {
+        g->nodes[id].dead = 1;
+        return -1;
+    }
+    return id;
+}
+
+int ir_add_like(ir_graph *g, int like, gr_op op, const int *in, int n_in, const ir_attrs *attr)
+{
+    const ir_node *l = &g->nodes[like];
+    int dev = l->device;
+    int id = ir_add(g, op, in, n_in, attr, l->src, l->span);
+    if (id >= 0) g->nodes[id].device = dev;
+    return id;
+}
+
+int ir_add_const(ir_graph *g, double value, const ir_type *t, const gr_source *src, gr_span sp)
+{
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.f[0] = value;
+    int id = ir_add(g, OP_CONST, NULL, 0, &a, src, sp);
+    if (id >= 0 && t) g->nodes[id].type = *t;
+    return id;
+}
+
+int ir_add_const_like(ir_graph *g, int like, double value, const ir_type *t)
+{
+    const ir_node *l = &g->nodes[like];
+    int dev = l->device;
+    int id = ir_add_const(g, value, t, l->src, l->span);
+    if (id >= 0) g->nodes[id].device = dev;
+    return id;
+}
+
+int ir_add_var(ir_graph *g, const ir_var *v)
+{
+    grow((void **)&g->vars, g->n_vars, &g->cap_vars, sizeof(ir_var));
+    int vi = g->n_vars++;
+    ir_var *nv = &g->vars[vi];
+    *nv = *v;
+    nv->name = ir_strdup(g, v->name);
+    int id = new_node(g, OP_VARIABLE, v->src, v->span);
+    ir_node *n = &g->nodes[id];
+    n->type = v->type;
+    n->name = nv->name;
+    n->var = vi;
+    n->device = v->device;
+    nv->node = id;
+    return vi;
+}
+
+int ir_add_data(ir_graph *g, const ir_data *d)
+{
+    grow((void **)&g->data, g->n_data, &g->cap_data, sizeof(ir_data));
+    int di = g->n_data++;
+    ir_data *nd = &g->data[di];
+    *nd = *d;
+    nd->name = ir_strdup(g, d->name);
+    for (int k = 0; k < 2; k++) nd->path[k] = ir_strdup(g, d->path[k]);
+    return di;
+}
+
+int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const gr_source *src, gr_span sp)
+{
+    grow((void **)&g->inputs, g->n_inputs, &g->cap_inputs, sizeof(ir_input));
+    int ii = g->n_inputs++;
+    ir_input *in = &g->inputs[ii];
+    in->name = ir_strdup(g, name);
+    in->type = *t;
+    int id = new_node(g, OP_INPUT, src, sp);
+    g->nodes[id].type = *t;
+    g->nodes[id].name = in->name;
+    g->nodes[id].data = ii;
+    in->node = id;
+    return id;
+}
+
+int ir_set_name(ir_graph *g, const char *name, int node, int is_train)
+{
+    int i = ir_find_name(g, name);
+    if (i < 0) {
+        grow((void **)&g->names, g->n_names, &g->cap_names, sizeof(ir_name));
+        i = g->n_names++;
+        g->names[i].name = ir_strdup(g, name);
+    }
+    g->names[i].node = node;
+    g->names[i].is_train = is_train;
+    if (is_train) g->default_target = i;
+    if (node >= 0 && node < g->n_nodes && !g->nodes[node].name)
+        g->nodes[node].name = g->names[i].name;
+    return i;
+}
+
+int ir_find_name(const ir_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_names; i++)
+        if (strcmp(g->names[i].name, name) == 0) return i;
+    return -1;
+}
+
+int ir_find_var(const ir_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_vars; i++)
+        if (strcmp(g->vars[i].name, name) == 0) return i;
+    return -1;
+}
+
+void ir_add_ctrl(ir_graph *g, int node, int dep)
+{
+    ir_node *n = &g->nodes[node];
+    for (int k = 0; k < n->n_ctrl; k++)
+        if (n->ctrl[k] == dep) return;
+    int *c = ir_alloc(g, (size_t)(n->n_ctrl + 1) * sizeof(int));
+    if (!c) return;
+    if (n->n_ctrl) memcpy(c, n->ctrl, (size_t)n->n_ctrl * sizeof(int));
+    c[n->n_ctrl] = dep;
+    n->ctrl = c;
+    n->n_ctrl++;
+}
+
+/* ---- types ---- */
+
+int64_t ir_numel(const ir_type *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= t->dim[i];
+    return n;
+}
+
+size_t ir_nbytes(const ir_type *t)
+{
+    return (size_t)ir_numel(t) * 4; /* f32 and i32 are both 4 bytes */
+}
+
+int ir_type_eq(const ir_type *a, const ir_type *b)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dim[i] != b->dim[i]) return 0;
+    return 1;
+}
+
+const char *ir_dtype_name(ir_dtype dt)
+{
+    switch (dt) {
+    case DT_F32: return "f32";
+    case DT_I32: return "i32";
+    default: return "?";
+    }
+}
+
+const char *ir_type_str(const ir_type *t, char *buf, size_t n)
+{
+    if (!buf || n == 0) return buf;
+    size_t len = (size_t)snprintf(buf, n, "%s[", ir_dtype_name(t->dtype));
+    for (int i = 0; i < t->rank && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%" PRId64, i ? "," : "", t->dim[i]);
+    if (len < n) snprintf(buf + len, n - len, "]");
+    return buf;
+}
+
+/* ---- dump ---- */
+
+static void dump_device(int dev, FILE *out)
+{
+    if (dev < 0)
+        fputs(" @?", out);
+    else
+        fprintf(out, " @%s:%d", GR_DEV_KIND(dev) == DEV_GPU ? "gpu" : "cpu", GR_DEV_INDEX(dev));
+}
+
+static void dump_where(const char *name, const gr_source *src, gr_span sp, FILE *out)
+{
+    if (!name && !src) return;
+    fputs("  ;", out);
+    if (name) fprintf(out, " %s", name);
+    if (src) {
+        int line = 0, col = 0;
+        src_linecol(src, sp.begin, &line, &col);
+        fprintf(out, " line %d", line);
+    }
+}
+
+static void dump_node(const ir_graph *g, int id, FILE *out)
+{
+    const ir_node *n = &g->nodes[id];
+    char tb[160];
+    fprintf(out, "%%%d = %s(", id, gr_ops[n->op].name);
+    if (n->op == OP_CONST && !n->cdata) fprintf(out, "%g", n->attr.f[0]);
+    for (int k = 0; k < n->n_in; k++) fprintf(out, "%s%%%d", k ? ", " : "", n->in[k]);
+    for (int k = 0; k < n->n_ctrl; k++)
+        fprintf(out, "%s^%%%d", (k || n->n_in) ? ", " : "", n->ctrl[k]);
+    fprintf(out, ") %s", ir_type_str(&n->type, tb, sizeof(tb)));
+    dump_device(n->device, out);
+    dump_where(n->name, n->src, n->span, out);
+    fputc('\n', out);
+}
+
+static const char *init_name(ir_init i)
+{
+    static const char *names[] = {"zeros",   "ones",   "constant", "uniform",
+                                  "normal",  "glorot", "he"};
+    return (unsigned)i < sizeof(names) / sizeof(names[0]) ? names[i] : "?";
+}
+
+static void dump_vars(const ir_graph *g, FILE *out)
+{
+    char tb[160];
+    for (int i = 0; i < g->n_vars; i++) {
+        const ir_var *v = &g->vars[i];
+        fprintf(out, "var %s %s %s(%g, %g)", v->name, ir_type_str(&v->type, tb, sizeof(tb)),
+                init_name(v->init), v->a, v->b);
+        dump_device(v->device, out);
+        if (v->slot_of >= 0) fprintf(out, " slot_of=%s", g->vars[v->slot_of].name);
+        if (!v->trainable) fputs(" untrainable", out);
+        fputc('\n', out);
+    }
+}
+
+static void dump_data(const ir_graph *g, FILE *out)
+{
+    static const char *kinds[] = {"idx", "csv", "raw", "gaussian"};
+    char tb[160], tb2[160];
+    for (int i = 0; i < g->n_data; i++) {
+        const ir_data *d = &g->data[i];
+        fprintf(out, "data %s %s batch=%" PRId64 " x=%s", d->name,
+                (unsigned)d->kind < 4 ? kinds[d->kind] : "?", d->batch,
+                ir_type_str(&d->x, tb, sizeof(tb)));
+        if (d->y.rank >= 0) fprintf(out, " y=%s", ir_type_str(&d->y, tb2, sizeof(tb2)));
+        for (int k = 0; k < 2; k++)
+            if (d->path[k]) fprintf(out, " \"%s\"", d->path[k]);
+        fputc('\n', out);
+    }
+}
+
+void ir_dump(const ir_graph *g, FILE *out)
+{
+    for (int id = 0; id < g->n_nodes; id++)
+        if (!g->nodes[id].dead) dump_node(g, id, out);
+    dump_vars(g, out);
+    dump_data(g, out);
+}

@@ -1,0 +1,153 @@
+/* ir.h - the IR graph: one node per op, edges are tensors.
+ *
+ * Built by compiler/sema.c from the AST, extended by autodiff, rewritten by
+ * passes, then lowered to a plan.  Node ids are indices into g->nodes and are
+ * stable; passes mark nodes dead instead of compacting. */
+#ifndef GR_IR_H
+#define GR_IR_H
+
+#include <stdint.h>
+
+#include "../lang/diag.h"
+#include "ops.h"
+
+#define IR_MAX_DIMS 6
+#define IR_MAX_ATTRS 6
+
+typedef enum ir_dtype { DT_F32, DT_I32, DT_COUNT } ir_dtype;
+
+typedef struct ir_type {
+    ir_dtype dtype;
+    int rank;                  /* 0 = scalar */
+    int64_t dim[IR_MAX_DIMS];
+} ir_type;
+
+/* Attributes, by slot.  Slot j of an op holds its j-th attribute in the
+ * registry (ops.c) in i[j] (ints and bools) or f[j] (floats). An int-list
+ * attribute (a shape, a permutation) lives in list[]. */
+typedef struct ir_attrs {
+    int64_t i[IR_MAX_ATTRS];
+    double f[IR_MAX_ATTRS];
+    int n_list;
+    int64_t list[IR_MAX_DIMS];
+} ir_attrs;
+
+/* Device encoding: GR_DEV(kind, index); -1 means not yet placed. */
+enum { DEV_CPU = 0, DEV_GPU = 1 };
+#define GR_DEV(kind, idx) (((kind) << 16) | (idx))
+#define GR_DEV_KIND(d) ((d) >> 16)
+#define GR_DEV_INDEX(d) ((d)&0xffff)
+
+typedef struct ir_node {
+    gr_op op;
+    int n_in;
+    int *in;                   /* input node ids */
+    int n_ctrl;
+    int *ctrl;                 /* control dependencies: run after these */
+    ir_attrs attr;
+    ir_type type;
+    int device;
+    const gr_source *src;      /* where in the .graph file it came from */
+    gr_span span;
+    const char *name;          /* user-visible name, if any (may be NULL) */
+    int var;                   /* OP_VARIABLE, updates: index into g->vars */
+    int data;                  /* OP_DATA: index into g->data; OP_INPUT: into g->inputs */
+    const void *cdata;         /* OP_CONST with a literal tensor: values, row-major */
+    int dead;                  /* removed by a pass */
+} ir_node;
+
+typedef enum ir_init { INIT_ZEROS, INIT_ONES, INIT_CONSTANT, INIT_UNIFORM,
+                       INIT_NORMAL, INIT_GLOROT, INIT_HE } ir_init;
+
+typedef struct ir_var {
+    const char *name;          /* full scoped name, e.g. model/fc1/w */
+    ir_type type;
+    ir_init init;
+    double a, b;               /* constant: a; uniform: [a,b); normal: mean a, std b */
+    int device;
+    int node;                  /* its OP_VARIABLE node */
+    int slot_of;               /* optimizer slot: the variable it belongs to, else -1 */
+    int trainable;
+    const gr_source *src;
+    gr_span span;
+} ir_var;
+
+typedef enum ir_data_kind { DATA_IDX, DATA_CSV, DATA_RAW, DATA_GAUSSIAN } ir_data_kind;
+
+typedef struct ir_data {
+    const char *name;          /* the `data NAME = ...` name */
+    ir_data_kind kind;
+    const char *path[2];       /* resolved: images/x and labels/y (may be NULL) */
+    int64_t batch;
+    int shuffle;
+    int64_t n;                 /* examples in the file (from its header) */
+    uint64_t seed;
+    ir_type x, y;              /* per-batch types; y.rank < 0 when absent */
+    int label_col;             /* csv: column that holds the label (-1 last) */
+    int x_rank;                /* raw/gaussian: per-example shape as declared */
+    int64_t x_dims[4];
+    int64_t gen_n;             /* gaussian: examples to generate */
+    int64_t n_classes;         /* label range check, 0 = none */
+    const gr_source *src;
+    gr_span span;
+} ir_data;
+
+typedef struct ir_input {
+    const char *name;
+    ir_type type;
+    int node;
+} ir_input;
+
+typedef struct ir_name {
+    const char *name;          /* a top-level (or scoped) assignment name */
+    int node;
+    int is_train;              /* produced by .minimize() */
+} ir_name;
+
+typedef struct ir_graph {
+    ir_node *nodes; int n_nodes, cap_nodes;
+    ir_var *vars; int n_vars, cap_vars;
+    ir_data *data; int n_data, cap_data;
+    ir_input *inputs; int n_inputs, cap_inputs;
+    ir_name *names; int n_names, cap_names;
+    int default_target;        /* index into names of the last minimize, or -1 */
+    gr_diags *diags;           /* where errors go */
+    void *arena;               /* private: node input arrays, strings, cdata */
+} ir_graph;
+
+ir_graph *ir_new(gr_diags *d);
+void ir_free(ir_graph *g);
+/* Arena helpers: memory lives until ir_free. */
+void *ir_alloc(ir_graph *g, size_t n);
+const char *ir_strdup(ir_graph *g, const char *s);
+
+/* Adds a node, runs the op's shape rule (ops.c). On a shape/dtype error the
+ * rule reports at (src, span) and this returns -1.  Inputs must be >= 0. */
+int ir_add(ir_graph *g, gr_op op, const int *in, int n_in, const ir_attrs *attr,
+           const gr_source *src, gr_span span);
+/* Convenience for nodes built by the compiler itself (autodiff, passes): the
+ * span is copied from node `like`. Returns -1 on error. */
+int ir_add_like(ir_graph *g, int like, gr_op op, const int *in, int n_in, const ir_attrs *attr);
+int ir_add_const(ir_graph *g, double value, const ir_type *t, const gr_source *src, gr_span sp);
+/* A constant built by the compiler: src, span and device copied from `like`. */
+int ir_add_const_like(ir_graph *g, int like, double value, const ir_type *t);
+int ir_add_var(ir_graph *g, const ir_var *v);   /* returns var index; creates its node */
+int ir_add_data(ir_graph *g, const ir_data *d); /* returns data index */
+int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const gr_source *src, gr_span sp);
+int ir_set_name(ir_graph *g, const char *name, int node, int is_train);
+int ir_find_name(const ir_graph *g, const char *name); /* index into names or -1 */
+int ir_find_var(const ir_graph *g, const char *name);  /* index into vars or -1 */
+void ir_add_ctrl(ir_graph *g, int node, int dep);
+
+/* Types */
+int64_t ir_numel(const ir_type *t);
+size_t ir_nbytes(const ir_type *t);
+int ir_type_eq(const ir_type *a, const ir_type *b);
+/* "f32[64,784]" into buf; returns buf. */
+const char *ir_type_str(const ir_type *t, char *buf, size_t n);
+const char *ir_dtype_name(ir_dtype dt);
+
+/* Text dump of the IR (graphrun check --emit ir). */
+void ir_dump(const ir_graph *g, FILE *out);
+
+#endif

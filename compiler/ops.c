@@ -1,0 +1,180 @@
+/* ops.c - the op registry: one entry per op (name, arity, attributes and the
+ * rules in ops_shape.c / ops_grad.c), ops_lookup and the scratch rules.
+ *
+ * Attribute slot j of an op is attrs[j]; its value lives in ir_attrs.i[j]
+ * (ints, bools, dtypes), f[j] (floats) or list[] (the one list). */
+#include "ops_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#define REQ NAN
+#define A_INT(n, d) {n, ATTR_INT, d}
+#define A_BOOL(n, d) {n, ATTR_BOOL, d}
+#define A_FLT(n, d) {n, ATTR_FLOAT, d}
+#define A_LIST(n, d) {n, ATTR_LIST, d}
+#define A_NONE {NULL, ATTR_NONE, 0}
+
+/* Attribute sets shared by an op and its gradient helpers. */
+#define ATTRS_MATMUL {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0)}
+#define ATTRS_REDUCE {A_INT("axis", GR_AXIS_ALL), A_BOOL("keepdims", 0)}
+#define ATTRS_SLICE {A_INT("axis", REQ), A_INT("begin", REQ), A_INT("end", REQ), A_LIST("shape", REQ)}
+#define ATTRS_CONV {A_INT("stride", 1), A_INT("padding", 0), A_LIST("shape", REQ)}
+#define ATTRS_POOL {A_INT("size", REQ), A_INT("stride", 0), A_LIST("shape", REQ)}
+#define ATTRS_SHAPE {A_LIST("shape", REQ)}
+#define LOCK A_BOOL("locking", 0)
+
+/* E(op, name, arity, elementwise, public, shape, grad) */
+#define E(op, nm, ar, ew, pub, sh, gr) [op] = {.name = nm, .arity = ar, .elementwise = ew, .public = pub, .shape = sh, .grad = gr
+#define BIN(op, nm, gr) E(op, nm, 2, 1, 1, ops_shape_binary, gr) }
+#define CMP(op, nm) E(op, nm, 2, 1, 1, ops_shape_compare, ops_grad_none) }
+#define UN(op, nm, sh, gr) E(op, nm, 1, 1, 1, sh, gr) }
+#define HELPER(op, nm, ar, sh) E(op, nm, ar, 0, 0, sh, NULL) }
+
+const op_info gr_ops[GR_OP_COUNT] = {
+    E(OP_CONST, "const", 0, 0, 0, NULL, NULL), .attrs = {A_FLT("value", 0)}},
+    E(OP_INPUT, "input", 0, 0, 0, NULL, NULL)},
+    E(OP_DATA, "data", 0, 0, 0, ops_shape_data, NULL), .attrs = {A_INT("which", 0), A_INT("index", 0)}},
+    E(OP_VARIABLE, "variable", 0, 0, 0, NULL, NULL)},
+    E(OP_MATMUL, "matmul", 2, 0, 1, ops_shape_matmul, ops_grad_matmul), .attrs = ATTRS_MATMUL},
+    BIN(OP_ADD, "add", ops_grad_add),
+    BIN(OP_SUB, "sub", ops_grad_sub),
+    BIN(OP_MUL, "mul", ops_grad_mul),
+    BIN(OP_DIV, "div", ops_grad_div),
+    CMP(OP_EQ, "equal"),
+    CMP(OP_NE, "not_equal"),
+    CMP(OP_LT, "less"),
+    CMP(OP_GT, "greater"),
+    CMP(OP_LE, "less_equal"),
+    CMP(OP_GE, "greater_equal"),
+    UN(OP_NEG, "neg", ops_shape_unary_any, ops_grad_neg),
+    UN(OP_EXP, "exp", ops_shape_unary_f32, ops_grad_exp),
+    UN(OP_LOG, "log", ops_shape_unary_f32, ops_grad_log),
+    UN(OP_SQRT, "sqrt", ops_shape_unary_f32, ops_grad_sqrt),
+    UN(OP_RELU, "relu", ops_shape_unary_f32, ops_grad_relu),
+    UN(OP_SIGMOID, "sigmoid", ops_shape_unary_f32, ops_grad_sigmoid),
+    UN(OP_TANH, "tanh", ops_shape_unary_f32, ops_grad_tanh),
+    /* not elementwise for fusion: identity is the stop that keeps it apart */
+    E(OP_IDENTITY, "identity", 1, 0, 1, ops_shape_unary_any, ops_grad_identity)},
+    E(OP_SOFTMAX, "softmax", 1, 0, 1, ops_shape_softmax, ops_grad_softmax)},
+    E(OP_LOG_SOFTMAX, "log_softmax", 1, 0, 1, ops_shape_softmax, ops_grad_log_softmax)},
+    E(OP_SOFTMAX_XENT, "softmax_xent", 2, 0, 1, ops_shape_xent, ops_grad_xent)},
+    E(OP_MSE, "mse", 2, 0, 1, ops_shape_mse, ops_grad_mse)},
+    E(OP_SUM, "sum", 1, 0, 1, ops_shape_reduce, ops_grad_sum_mean), .attrs = ATTRS_REDUCE},
+    E(OP_MEAN, "mean", 1, 0, 1, ops_shape_reduce, ops_grad_sum_mean), .attrs = ATTRS_REDUCE},
+    E(OP_MAX, "max", 1, 0, 1, ops_shape_reduce, ops_grad_max), .attrs = ATTRS_REDUCE},
+    E(OP_ARGMAX, "argmax", 1, 0, 1, ops_shape_argmax, ops_grad_none), .attrs = {A_INT("axis", -1)}},
+    E(OP_RESHAPE, "reshape", 1, 0, 1, ops_shape_reshape, ops_grad_reshape), .attrs = ATTRS_SHAPE},
+    E(OP_TRANSPOSE, "transpose", 1, 0, 1, ops_shape_transpose, ops_grad_transpose),
+        .attrs = {A_LIST("perm", 0)}},
+    E(OP_CONCAT, "concat", -1, 0, 1, ops_shape_concat, ops_grad_concat), .attrs = {A_INT("axis", 0)}},
+    E(OP_SLICE, "slice", 1, 0, 1, ops_shape_slice, ops_grad_slice),
+        .attrs = {A_INT("axis", REQ), A_INT("begin", REQ), A_INT("end", REQ)}},
+    E(OP_GATHER, "gather", 2, 0, 1, ops_shape_gather, ops_grad_gather)},
+    E(OP_CAST, "cast", 1, 0, 1, ops_shape_cast, ops_grad_cast), .attrs = {{"dtype", ATTR_DTYPE, REQ}}},
+    E(OP_ONE_HOT, "one_hot", 1, 0, 1, ops_shape_one_hot, ops_grad_none), .attrs = {A_INT("depth", REQ)}},
+    E(OP_BROADCAST, "broadcast", 1, 0, 0, ops_shape_broadcast, ops_grad_broadcast), .attrs = ATTRS_SHAPE},
+    E(OP_SUM_TO, "sum_to", 1, 0, 0, ops_shape_sum_to, ops_grad_sum_to), .attrs = ATTRS_SHAPE},
+    E(OP_CONV2D, "conv2d", 2, 0, 1, ops_shape_conv2d, ops_grad_conv2d),
+        .attrs = {A_INT("stride", 1), A_INT("padding", 0)}, .scratch = ops_scratch_conv2d},
+    E(OP_MAXPOOL2D, "maxpool2d", 1, 0, 1, ops_shape_pool, ops_grad_maxpool),
+        .attrs = {A_INT("size", REQ), A_INT("stride", 0)}},
+    E(OP_AVGPOOL2D, "avgpool2d", 1, 0, 1, ops_shape_pool, ops_grad_avgpool),
+        .attrs = {A_INT("size", REQ), A_INT("stride", 0)}},
+    E(OP_DROPOUT, "dropout", 1, 0, 1, ops_shape_dropout, ops_grad_dropout),
+        .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1)}},
+    HELPER(OP_RELU_GRAD, "relu_grad", 2, ops_shape_grad_pair),
+    HELPER(OP_SIGMOID_GRAD, "sigmoid_grad", 2, ops_shape_grad_pair),
+    HELPER(OP_TANH_GRAD, "tanh_grad", 2, ops_shape_grad_pair),
+    HELPER(OP_SOFTMAX_GRAD, "softmax_grad", 2, ops_shape_grad_pair),
+    HELPER(OP_LOG_SOFTMAX_GRAD, "log_softmax_grad", 2, ops_shape_grad_pair),
+    HELPER(OP_XENT_GRAD, "softmax_xent_grad", 3, ops_shape_xent_grad),
+    E(OP_MAX_GRAD, "max_grad", 3, 0, 0, ops_shape_like_in1, NULL), .attrs = ATTRS_REDUCE},
+    E(OP_CONV2D_GRAD_X, "conv2d_grad_x", 2, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_CONV,
+        .scratch = ops_scratch_conv2d},
+    E(OP_CONV2D_GRAD_W, "conv2d_grad_w", 2, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_CONV,
+        .scratch = ops_scratch_conv2d_grad_w},
+    E(OP_MAXPOOL_GRAD, "maxpool2d_grad", 2, 0, 0, ops_shape_like_in1, NULL), .attrs = ATTRS_POOL},
+    E(OP_AVGPOOL_GRAD, "avgpool2d_grad", 1, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_POOL},
+    E(OP_DROPOUT_GRAD, "dropout_grad", 1, 0, 0, ops_shape_like_in0, NULL),
+        .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1), A_INT("forward", REQ)}},
+    E(OP_GATHER_GRAD, "gather_grad", 2, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SHAPE},
+    E(OP_SLICE_GRAD, "slice_grad", 1, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SLICE},
+    HELPER(OP_ARGMAX_GRAD_NONE, "no_grad", -1, ops_shape_token),
+    E(OP_APPLY_SGD, "apply_sgd", 2, 0, 0, ops_shape_update, NULL),
+        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_MOMENTUM, "apply_momentum", 3, 0, 0, ops_shape_update, NULL),
+        .attrs = {A_FLT("lr", REQ), A_FLT("m", REQ), A_BOOL("nesterov", 0), A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_ADAM, "apply_adam", 5, 0, 0, ops_shape_update, NULL),
+        .attrs = {A_FLT("lr", REQ), A_FLT("b1", 0.9), A_FLT("b2", 0.999), A_FLT("eps", 1e-8), A_NONE, LOCK}},
+    E(OP_ASSIGN_ADD, "assign_add", 2, 0, 0, ops_shape_assign_add, NULL),
+        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+    HELPER(OP_GROUP, "group", -1, ops_shape_token),
+    E(OP_MATMUL_BIAS, "matmul_bias", 3, 0, 0, ops_shape_matmul_bias, NULL),
+        .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)}},
+};
+_Static_assert(GR_OP_COUNT == 65, "gr_ops needs one entry per op in GR_OPS (ops.h)");
+
+int ops_lookup(const char *name)
+{
+    if (!name) return -1;
+    for (int op = 0; op < GR_OP_COUNT; op++)
+        if (gr_ops[op].public && strcmp(gr_ops[op].name, name) == 0) return op;
+    return -1;
+}
+
+/* ---- helpers shared by the rule files ---- */
+
+ops_tstr ops_ts(const ir_type *t)
+{
+    ops_tstr r;
+    ir_type_str(t, r.s, sizeof(r.s));
+    return r;
+}
+
+ops_tstr ops_list_str(const int64_t *v, int n)
+{
+    ops_tstr r;
+    size_t len = 0;
+    r.s[len++] = '[';
+    for (int i = 0; i < n && len < sizeof(r.s) - 24; i++)
+        len += (size_t)snprintf(r.s + len, sizeof(r.s) - len, "%s%lld", i ? "," : "", (long long)v[i]);
+    snprintf(r.s + len, sizeof(r.s) - len, "]");
+    return r;
+}
+
+int ops_error(ir_graph *g, int id, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vadd(g->diags, DIAG_ERROR, g->nodes[id].src, g->nodes[id].span, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+const ir_type *ops_in_type(const ir_graph *g, int id, int k)
+{
+    return &g->nodes[g->nodes[id].in[k]].type;
+}
+
+/* ---- scratch rules: im2col buffers, per task ---- */
+
+static size_t im2col_bytes(const ir_type *w, const ir_type *y)
+{
+    /* w: [OC, C, KH, KW]; y: [N, OC, OH, OW] */
+    return (size_t)(w->dim[1] * w->dim[2] * w->dim[3] * y->dim[2] * y->dim[3]) * 4;
+}
+
+size_t ops_scratch_conv2d(const ir_graph *g, int id)
+{
+    const ir_node *n = &g->nodes[id];
+    if (n->op == OP_CONV2D) return im2col_bytes(ops_in_type(g, id, 1), &n->type);
+    /* conv2d_grad_x: in dy[N,OC,OH,OW], w */
+    return im2col_bytes(ops_in_type(g, id, 1), ops_in_type(g, id, 0));
+}
+
+size_t ops_scratch_conv2d_grad_w(const ir_graph *g, int id)
+{
+    const ir_type *w = &g->nodes[id].type;
+    return im2col_bytes(w, ops_in_type(g, id, 0)) + (size_t)ir_numel(w) * 4;
+}

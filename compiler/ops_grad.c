@@ -1,0 +1,382 @@
+/* ops_grad.c - gradient rules: IR -> IR.  Each rule receives dy (the
+ * gradient of node id's output) and writes the gradient of input k into
+ * dx[k] (-1 = none).  New nodes come from ir_add_like(g, id, ...), so they
+ * keep the forward node's span and device.  ir_add may move g->nodes, so
+ * rules copy what they need out of a node before adding. */
+#include "ops_impl.h"
+
+#include <string.h>
+
+#define IN(k) (g->nodes[id].in[k])
+
+static ir_attrs no_attrs(void)
+{
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    return a;
+}
+
+static ir_attrs list_attrs(ir_attrs a, const ir_type *t)
+{
+    a.n_list = t->rank;
+    for (int i = 0; i < t->rank; i++) a.list[i] = t->dim[i];
+    return a;
+}
+
+/* add1/add2 pass a failed (-1) operand through, so rules can nest calls
+ * without reporting a second, confusing error. */
+static int add1(ir_graph *g, int id, gr_op op, int x, const ir_attrs *a)
+{
+    if (x < 0) return -1;
+    return ir_add_like(g, id, op, &x, 1, a);
+}
+
+static int add2(ir_graph *g, int id, gr_op op, int x, int y)
+{
+    int in[2] = {x, y};
+    ir_attrs a = no_attrs();
+    if (x < 0 || y < 0) return -1;
+    return ir_add_like(g, id, op, in, 2, &a);
+}
+
+static int scalar_const(ir_graph *g, int id, double v)
+{
+    ir_type t;
+    memset(&t, 0, sizeof(t));
+    return ir_add_const_like(g, id, v, &t);
+}
+
+static int same_shape(const ir_type *a, const ir_type *b)
+{
+    if (a->rank != b->rank) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dim[i] != b->dim[i]) return 0;
+    return 1;
+}
+
+/* Sums a broadcast gradient back to the shape of node x. */
+static int reduce_to(ir_graph *g, int id, int grad, int x)
+{
+    if (grad < 0) return -1;
+    ir_type t = g->nodes[x].type;
+    if (same_shape(&g->nodes[grad].type, &t)) return grad;
+    ir_attrs a = list_attrs(no_attrs(), &t);
+    return add1(g, id, OP_SUM_TO, grad, &a);
+}
+
+static int reshape_to(ir_graph *g, int id, int v, const ir_type *t)
+{
+    if (same_shape(&g->nodes[v].type, t)) return v;
+    ir_attrs a = list_attrs(no_attrs(), t);
+    return add1(g, id, OP_RESHAPE, v, &a);
+}
+
+/* Both gradients of a binary op; fails if either failed. */
+static int finish2(ir_graph *g, int id, int *dx, int ga, int gb)
+{
+    int a = IN(0), b = IN(1);
+    dx[0] = reduce_to(g, id, ga, a);
+    dx[1] = reduce_to(g, id, gb, b);
+    return dx[0] < 0 || dx[1] < 0 ? -1 : 0;
+}
+
+static int finish1(int *dx, int v)
+{
+    dx[0] = v;
+    return v < 0 ? -1 : 0;
+}
+
+int ops_grad_none(ir_graph *g, int id, int dy, int *dx)
+{
+    (void)dy;
+    for (int k = 0; k < g->nodes[id].n_in; k++) dx[k] = -1;
+    return 0;
+}
+
+int ops_grad_identity(ir_graph *g, int id, int dy, int *dx)
+{
+    (void)g, (void)id;
+    return finish1(dx, dy);
+}
+
+/* Only a float-to-float cast passes a gradient; anything through an integer
+ * is a step function. */
+int ops_grad_cast(ir_graph *g, int id, int dy, int *dx)
+{
+    if (g->nodes[id].type.dtype == DT_F32 && ops_in_type(g, id, 0)->dtype == DT_F32)
+        return finish1(dx, dy);
+    dx[0] = -1;
+    return 0;
+}
+
+/* ---- linear algebra ---- */
+
+static int mm(ir_graph *g, int id, int x, int y, int tx, int ty)
+{
+    int in[2] = {x, y};
+    ir_attrs a = no_attrs();
+    a.i[0] = tx;
+    a.i[1] = ty;
+    return ir_add_like(g, id, OP_MATMUL, in, 2, &a);
+}
+
+/* C = op(A) op(B).  With dC = dy:  A B -> dA = dy B^T, dB = A^T dy;
+ * A^T B -> dA = B dy^T, dB = A dy;  A B^T -> dA = dy B, dB = dy^T A;
+ * A^T B^T -> dA = B^T dy^T, dB = dy^T A^T. */
+int ops_grad_matmul(ir_graph *g, int id, int dy, int *dx)
+{
+    int a = IN(0), b = IN(1);
+    int ta = g->nodes[id].attr.i[0] != 0, tb = g->nodes[id].attr.i[1] != 0;
+    if (!ta && !tb) {
+        dx[0] = mm(g, id, dy, b, 0, 1);
+        dx[1] = mm(g, id, a, dy, 1, 0);
+    } else if (ta && !tb) {
+        dx[0] = mm(g, id, b, dy, 0, 1);
+        dx[1] = mm(g, id, a, dy, 0, 0);
+    } else if (!ta && tb) {
+        dx[0] = mm(g, id, dy, b, 0, 0);
+        dx[1] = mm(g, id, dy, a, 1, 0);
+    } else {
+        dx[0] = mm(g, id, b, dy, 1, 1);
+        dx[1] = mm(g, id, dy, a, 1, 1);
+    }
+    return dx[0] < 0 || dx[1] < 0 ? -1 : 0;
+}
+
+/* ---- elementwise binaries ---- */
+
+int ops_grad_add(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish2(g, id, dx, dy, dy);
+}
+
+int ops_grad_sub(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish2(g, id, dx, dy, add1(g, id, OP_NEG, dy, NULL));
+}
+
+int ops_grad_mul(ir_graph *g, int id, int dy, int *dx)
+{
+    int a = IN(0), b = IN(1);
+    int ga = add2(g, id, OP_MUL, dy, b);
+    return finish2(g, id, dx, ga, add2(g, id, OP_MUL, dy, a));
+}
+
+/* y = a / b:  da = dy / b,  db = -dy a / b^2 = -(dy / b) * y. */
+int ops_grad_div(ir_graph *g, int id, int dy, int *dx)
+{
+    int b = IN(1);
+    int ga = add2(g, id, OP_DIV, dy, b);
+    if (ga < 0) return -1;
+    int gb = add1(g, id, OP_NEG, add2(g, id, OP_MUL, ga, id), NULL);
+    return finish2(g, id, dx, ga, gb);
+}
+
+/* ---- elementwise unaries ---- */
+
+int ops_grad_neg(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish1(dx, add1(g, id, OP_NEG, dy, NULL));
+}
+
+int ops_grad_exp(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish1(dx, add2(g, id, OP_MUL, dy, id));
+}
+
+int ops_grad_log(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish1(dx, add2(g, id, OP_DIV, dy, IN(0)));
+}
+
+/* d sqrt(x) = dy / (2 y) = (dy / y) * 0.5 */
+int ops_grad_sqrt(ir_graph *g, int id, int dy, int *dx)
+{
+    int q = add2(g, id, OP_DIV, dy, id);
+    int half = scalar_const(g, id, 0.5);
+    if (q < 0 || half < 0) return -1;
+    return finish1(dx, add2(g, id, OP_MUL, q, half));
+}
+
+int ops_grad_relu(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish1(dx, add2(g, id, OP_RELU_GRAD, dy, IN(0)));
+}
+
+int ops_grad_sigmoid(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish1(dx, add2(g, id, OP_SIGMOID_GRAD, dy, id));
+}
+
+int ops_grad_tanh(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish1(dx, add2(g, id, OP_TANH_GRAD, dy, id));
+}
+
+int ops_grad_softmax(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish1(dx, add2(g, id, OP_SOFTMAX_GRAD, dy, id));
+}
+
+int ops_grad_log_softmax(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish1(dx, add2(g, id, OP_LOG_SOFTMAX_GRAD, dy, id));
+}
+
+int ops_grad_dropout(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_attrs a = g->nodes[id].attr;
+    a.i[2] = id; /* the kernel regenerates the forward node's mask */
+    return finish1(dx, add1(g, id, OP_DROPOUT_GRAD, dy, &a));
+}
+
+/* ---- losses ---- */
+
+int ops_grad_xent(ir_graph *g, int id, int dy, int *dx)
+{
+    int in[3] = {IN(0), IN(1), dy};
+    ir_attrs a = no_attrs();
+    dx[1] = -1;
+    dx[0] = ir_add_like(g, id, OP_XENT_GRAD, in, 3, &a);
+    return dx[0] < 0 ? -1 : 0;
+}
+
+/* mse = mean((p - t)^2):  dp = 2 (p - t) / numel * dy,  dt = -dp. */
+int ops_grad_mse(ir_graph *g, int id, int dy, int *dx)
+{
+    int p = IN(0), t = IN(1);
+    double scale = 2.0 / (double)ir_numel(&g->nodes[p].type);
+    int d = add2(g, id, OP_SUB, p, t);
+    int c = scalar_const(g, id, scale);
+    if (d < 0 || c < 0) return -1;
+    dx[0] = add2(g, id, OP_MUL, add2(g, id, OP_MUL, d, c), dy);
+    if (dx[0] < 0) return -1;
+    dx[1] = add1(g, id, OP_NEG, dx[0], NULL);
+    return dx[1] < 0 ? -1 : 0;
+}
+
+/* ---- reductions ---- */
+
+/* x's type with the reduced axis (or every axis) kept as 1. */
+static ir_type keep_type(const ir_type *x, int64_t axis)
+{
+    ir_type t = *x;
+    for (int i = 0; i < t.rank; i++)
+        if (axis == GR_AXIS_ALL || i == axis) t.dim[i] = 1;
+    return t;
+}
+
+int ops_grad_sum_mean(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_node n = g->nodes[id];
+    ir_type xt = g->nodes[n.in[0]].type;
+    int64_t axis = n.attr.i[0];
+    ir_type kt = keep_type(&xt, axis);
+    int d = reshape_to(g, id, dy, &kt);
+    ir_attrs a = list_attrs(no_attrs(), &xt);
+    d = d < 0 ? -1 : add1(g, id, OP_BROADCAST, d, &a);
+    if (d < 0 || n.op != OP_MEAN) return finish1(dx, d);
+    int64_t count = axis == GR_AXIS_ALL ? ir_numel(&xt) : xt.dim[axis];
+    int c = scalar_const(g, id, 1.0 / (double)count);
+    return finish1(dx, c < 0 ? -1 : add2(g, id, OP_MUL, d, c));
+}
+
+int ops_grad_max(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_node n = g->nodes[id];
+    ir_type kt = keep_type(&g->nodes[n.in[0]].type, n.attr.i[0]);
+    int dk = reshape_to(g, id, dy, &kt);
+    int yk = reshape_to(g, id, id, &kt);
+    if (dk < 0 || yk < 0) return -1;
+    int in[3] = {dk, n.in[0], yk};
+    ir_attrs a = n.attr;
+    a.i[1] = 1;
+    return finish1(dx, ir_add_like(g, id, OP_MAX_GRAD, in, 3, &a));
+}
+
+/* ---- shapes ---- */
+
+int ops_grad_reshape(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_type xt = *ops_in_type(g, id, 0);
+    ir_attrs a = list_attrs(no_attrs(), &xt);
+    return finish1(dx, add1(g, id, OP_RESHAPE, dy, &a));
+}
+
+int ops_grad_transpose(ir_graph *g, int id, int dy, int *dx)
+{
+    const ir_attrs *f = &g->nodes[id].attr;
+    ir_attrs a = no_attrs();
+    a.n_list = f->n_list;
+    for (int i = 0; i < f->n_list; i++) a.list[f->list[i]] = i;
+    return finish1(dx, add1(g, id, OP_TRANSPOSE, dy, &a));
+}
+
+int ops_grad_concat(ir_graph *g, int id, int dy, int *dx)
+{
+    int n_in = g->nodes[id].n_in;
+    int64_t axis = g->nodes[id].attr.i[0], off = 0;
+    for (int k = 0; k < n_in; k++) {
+        ir_attrs a = no_attrs();
+        int64_t len = ops_in_type(g, id, k)->dim[axis];
+        a.i[0] = axis;
+        a.i[1] = off;
+        a.i[2] = off + len;
+        off += len;
+        dx[k] = add1(g, id, OP_SLICE, dy, &a);
+        if (dx[k] < 0) return -1;
+    }
+    return 0;
+}
+
+int ops_grad_slice(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_attrs a = list_attrs(g->nodes[id].attr, ops_in_type(g, id, 0));
+    return finish1(dx, add1(g, id, OP_SLICE_GRAD, dy, &a));
+}
+
+int ops_grad_gather(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_attrs a = list_attrs(no_attrs(), ops_in_type(g, id, 0));
+    int in[2] = {dy, IN(1)};
+    dx[1] = -1;
+    dx[0] = ir_add_like(g, id, OP_GATHER_GRAD, in, 2, &a);
+    return dx[0] < 0 ? -1 : 0;
+}
+
+int ops_grad_broadcast(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish1(dx, reduce_to(g, id, dy, IN(0)));
+}
+
+int ops_grad_sum_to(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_attrs a = list_attrs(no_attrs(), ops_in_type(g, id, 0));
+    return finish1(dx, add1(g, id, OP_BROADCAST, dy, &a));
+}
+
+/* ---- convolution and pooling ---- */
+
+int ops_grad_conv2d(ir_graph *g, int id, int dy, int *dx)
+{
+    int x = IN(0), w = IN(1);
+    ir_attrs ax = list_attrs(g->nodes[id].attr, &g->nodes[x].type);
+    ir_attrs aw = list_attrs(g->nodes[id].attr, &g->nodes[w].type);
+    int in_x[2] = {dy, w}, in_w[2] = {dy, x};
+    dx[0] = ir_add_like(g, id, OP_CONV2D_GRAD_X, in_x, 2, &ax);
+    dx[1] = ir_add_like(g, id, OP_CONV2D_GRAD_W, in_w, 2, &aw);
+    return dx[0] < 0 || dx[1] < 0 ? -1 : 0;
+}
+
+int ops_grad_maxpool(ir_graph *g, int id, int dy, int *dx)
+{
+    int in[2] = {dy, IN(0)};
+    ir_attrs a = g->nodes[id].attr;
+    return finish1(dx, ir_add_like(g, id, OP_MAXPOOL_GRAD, in, 2, &a));
+}
+
+int ops_grad_avgpool(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_attrs a = list_attrs(g->nodes[id].attr, ops_in_type(g, id, 0));
+    return finish1(dx, add1(g, id, OP_AVGPOOL_GRAD, dy, &a));
+}

@@ -1,0 +1,535 @@
+/* ops_shape.c - compile-time shape and dtype rules, one per op family.
+ * Each fills g->nodes[id].type or reports at the node's span and returns -1.
+ * Rules also normalise attributes (negative axes, -1 in reshape, default
+ * permutations, pool strides) so kernels see only resolved values. */
+#include "ops_impl.h"
+
+#include <string.h>
+
+#define NODE(id) (&g->nodes[id])
+#define OPNAME(id) (gr_ops[g->nodes[id].op].name)
+
+static int set_type(ir_graph *g, int id, ir_type t)
+{
+    g->nodes[id].type = t;
+    return 0;
+}
+
+static ir_type make_type(ir_dtype dt, int rank, const int64_t *dims)
+{
+    ir_type t;
+    memset(&t, 0, sizeof(t));
+    t.dtype = dt;
+    t.rank = rank;
+    for (int i = 0; dims && i < rank; i++) t.dim[i] = dims[i];
+    return t;
+}
+
+/* The 0-byte token that updates and groups produce. */
+static ir_type token_type(void)
+{
+    int64_t zero = 0;
+    return make_type(DT_F32, 1, &zero);
+}
+
+static int need_f32(ir_graph *g, int id, const ir_type *t, const char *what)
+{
+    if (t->dtype == DT_F32) return 0;
+    return ops_error(g, id, "%s: %s must be f32, got %s", OPNAME(id), what, ops_ts(t).s);
+}
+
+/* Normalises *axis in place to [0, rank); reports against type t. */
+static int norm_axis(ir_graph *g, int id, int64_t *axis, const ir_type *t)
+{
+    int64_t a = *axis < 0 ? *axis + t->rank : *axis;
+    if (a < 0 || a >= t->rank)
+        return ops_error(g, id, "%s: axis %lld out of range for %s", OPNAME(id), (long long)*axis,
+                         ops_ts(t).s);
+    *axis = a;
+    return 0;
+}
+
+int ops_broadcast(const ir_type *a, const ir_type *b, ir_type *o)
+{
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    ir_type t = make_type(a->dtype, r, NULL);
+    for (int i = 0; i < r; i++) {
+        int64_t da = i < r - a->rank ? 1 : a->dim[i - (r - a->rank)];
+        int64_t db = i < r - b->rank ? 1 : b->dim[i - (r - b->rank)];
+        if (da != db && da != 1 && db != 1) return -1;
+        t.dim[i] = da == 1 ? db : da;
+    }
+    *o = t;
+    return 0;
+}
+
+/* ---- sources ---- */
+
+int ops_shape_data(ir_graph *g, int id)
+{
+    ir_node *n = NODE(id);
+    int64_t di = n->attr.i[1], which = n->attr.i[0];
+    if (di < 0 || di >= g->n_data || (which != 0 && which != 1))
+        return ops_error(g, id, "data: bad data source %lld.%lld", (long long)di, (long long)which);
+    const ir_data *d = &g->data[di];
+    if (which == 1 && d->y.rank < 0)
+        return ops_error(g, id, "data: source '%s' has no labels (y)", d->name);
+    n->data = (int)di;
+    return set_type(g, id, which ? d->y : d->x);
+}
+
+/* ---- linear algebra ---- */
+
+int ops_shape_matmul(ir_graph *g, int id)
+{
+    const ir_type *a = ops_in_type(g, id, 0), *b = ops_in_type(g, id, 1);
+    if (a->rank != 2 || b->rank != 2)
+        return ops_error(g, id, "matmul: operands must be rank 2, got %s @ %s", ops_ts(a).s,
+                         ops_ts(b).s);
+    if (a->dtype != DT_F32 || b->dtype != DT_F32)
+        return ops_error(g, id, "matmul: operands must be f32, got %s @ %s", ops_ts(a).s,
+                         ops_ts(b).s);
+    int ta = NODE(id)->attr.i[0] != 0, tb = NODE(id)->attr.i[1] != 0;
+    int64_t m = a->dim[ta], ka = a->dim[!ta], kb = b->dim[tb], nn = b->dim[!tb];
+    if (ka != kb)
+        return ops_error(g, id, "%s @ %s: inner dimensions %lld and %lld differ", ops_ts(a).s,
+                         ops_ts(b).s, (long long)ka, (long long)kb);
+    int64_t dims[2] = {m, nn};
+    return set_type(g, id, make_type(DT_F32, 2, dims));
+}
+
+int ops_shape_matmul_bias(ir_graph *g, int id)
+{
+    if (ops_shape_matmul(g, id) < 0) return -1;
+    const ir_type *bias = ops_in_type(g, id, 2), *y = &NODE(id)->type;
+    if (bias->dtype != DT_F32 || bias->rank != 1 || bias->dim[0] != y->dim[1])
+        return ops_error(g, id, "matmul_bias: bias must be f32[%lld], got %s",
+                         (long long)y->dim[1], ops_ts(bias).s);
+    return 0;
+}
+
+/* ---- elementwise ---- */
+
+static int binary_type(ir_graph *g, int id, ir_type *o)
+{
+    const ir_type *a = ops_in_type(g, id, 0), *b = ops_in_type(g, id, 1);
+    if (a->dtype != b->dtype)
+        return ops_error(g, id, "%s: dtype mismatch: %s and %s", OPNAME(id), ops_ts(a).s,
+                         ops_ts(b).s);
+    if (ops_broadcast(a, b, o) < 0)
+        return ops_error(g, id, "%s: cannot broadcast %s with %s", OPNAME(id), ops_ts(a).s,
+                         ops_ts(b).s);
+    return 0;
+}
+
+int ops_shape_binary(ir_graph *g, int id)
+{
+    ir_type o;
+    if (binary_type(g, id, &o) < 0) return -1;
+    return set_type(g, id, o);
+}
+
+int ops_shape_compare(ir_graph *g, int id)
+{
+    ir_type o;
+    if (binary_type(g, id, &o) < 0) return -1;
+    o.dtype = DT_F32;
+    return set_type(g, id, o);
+}
+
+int ops_shape_unary_any(ir_graph *g, int id)
+{
+    return set_type(g, id, *ops_in_type(g, id, 0));
+}
+
+int ops_shape_unary_f32(ir_graph *g, int id)
+{
+    if (need_f32(g, id, ops_in_type(g, id, 0), "input") < 0) return -1;
+    return ops_shape_unary_any(g, id);
+}
+
+int ops_shape_softmax(ir_graph *g, int id)
+{
+    const ir_type *x = ops_in_type(g, id, 0);
+    if (need_f32(g, id, x, "input") < 0) return -1;
+    if (x->rank < 1)
+        return ops_error(g, id, "%s: input must have rank >= 1, got %s", OPNAME(id), ops_ts(x).s);
+    return set_type(g, id, *x);
+}
+
+int ops_shape_xent(ir_graph *g, int id)
+{
+    const ir_type *lg = ops_in_type(g, id, 0), *lb = ops_in_type(g, id, 1);
+    if (lg->dtype != DT_F32 || lg->rank != 2)
+        return ops_error(g, id, "softmax_xent: logits must be f32[N,C], got %s", ops_ts(lg).s);
+    if (lb->dtype != DT_I32 || lb->rank != 1)
+        return ops_error(g, id, "softmax_xent: labels must be i32[N], got %s", ops_ts(lb).s);
+    if (lb->dim[0] != lg->dim[0])
+        return ops_error(g, id, "softmax_xent: logits %s and labels %s disagree on N",
+                         ops_ts(lg).s, ops_ts(lb).s);
+    return set_type(g, id, make_type(DT_F32, 1, lg->dim));
+}
+
+int ops_shape_mse(ir_graph *g, int id)
+{
+    const ir_type *p = ops_in_type(g, id, 0), *t = ops_in_type(g, id, 1);
+    if (need_f32(g, id, p, "prediction") < 0) return -1;
+    if (!ir_type_eq(p, t))
+        return ops_error(g, id, "mse: prediction %s and target %s must have the same type",
+                         ops_ts(p).s, ops_ts(t).s);
+    return set_type(g, id, make_type(DT_F32, 0, NULL));
+}
+
+/* ---- reductions ---- */
+
+int ops_shape_reduce(ir_graph *g, int id)
+{
+    ir_node *n = NODE(id);
+    const ir_type *x = ops_in_type(g, id, 0);
+    if (n->op == OP_MEAN && need_f32(g, id, x, "input") < 0) return -1;
+    int keep = n->attr.i[1] != 0;
+    ir_type o = *x;
+    if (n->attr.i[0] == GR_AXIS_ALL) {
+        for (int i = 0; i < o.rank; i++) o.dim[i] = 1;
+        if (!keep) o.rank = 0;
+        return set_type(g, id, o);
+    }
+    if (norm_axis(g, id, &n->attr.i[0], x) < 0) return -1;
+    int ax = (int)n->attr.i[0];
+    if (keep) {
+        o.dim[ax] = 1;
+    } else {
+        for (int i = ax; i + 1 < o.rank; i++) o.dim[i] = o.dim[i + 1];
+        o.rank--;
+    }
+    return set_type(g, id, o);
+}
+
+int ops_shape_argmax(ir_graph *g, int id)
+{
+    ir_node *n = NODE(id);
+    const ir_type *x = ops_in_type(g, id, 0);
+    if (norm_axis(g, id, &n->attr.i[0], x) < 0) return -1;
+    ir_type o = *x;
+    for (int i = (int)n->attr.i[0]; i + 1 < o.rank; i++) o.dim[i] = o.dim[i + 1];
+    o.rank--;
+    o.dtype = DT_I32;
+    return set_type(g, id, o);
+}
+
+/* ---- shapes ---- */
+
+static int check_list(ir_graph *g, int id)
+{
+    int nl = NODE(id)->attr.n_list;
+    if (nl < 0 || nl > IR_MAX_DIMS)
+        return ops_error(g, id, "%s: a shape has at most %d dimensions, got %d", OPNAME(id),
+                         IR_MAX_DIMS, nl);
+    return 0;
+}
+
+int ops_shape_reshape(ir_graph *g, int id)
+{
+    ir_attrs *a = &NODE(id)->attr;
+    const ir_type *x = ops_in_type(g, id, 0);
+    if (check_list(g, id) < 0) return -1;
+    int64_t known = 1;
+    int hole = -1;
+    ops_tstr want = ops_list_str(a->list, a->n_list);
+    for (int i = 0; i < a->n_list; i++) {
+        if (a->list[i] == -1 && hole < 0)
+            hole = i;
+        else if (a->list[i] <= 0)
+            return ops_error(g, id, "reshape: bad dimension %lld in %s (one -1 allowed)",
+                             (long long)a->list[i], want.s);
+        else
+            known *= a->list[i];
+    }
+    int64_t total = ir_numel(x);
+    if (hole >= 0 && known > 0 && total % known == 0) a->list[hole] = total / known;
+    ir_type o = make_type(x->dtype, a->n_list, a->list);
+    if (hole >= 0 ? total % known != 0 : known != total)
+        return ops_error(g, id, "reshape: cannot reshape %s (%lld elements) to %s (%lld elements)",
+                         ops_ts(x).s, (long long)total, want.s, (long long)known);
+    return set_type(g, id, o);
+}
+
+int ops_shape_transpose(ir_graph *g, int id)
+{
+    ir_attrs *a = &NODE(id)->attr;
+    const ir_type *x = ops_in_type(g, id, 0);
+    if (a->n_list == 0) {
+        a->n_list = x->rank;
+        for (int i = 0; i < x->rank; i++) a->list[i] = x->rank - 1 - i;
+    }
+    int seen[IR_MAX_DIMS] = {0};
+    ir_type o = *x;
+    int ok = a->n_list == x->rank;
+    for (int i = 0; ok && i < a->n_list; i++) {
+        int64_t p = a->list[i] < 0 ? a->list[i] + x->rank : a->list[i];
+        ok = p >= 0 && p < x->rank && !seen[p];
+        if (ok) seen[p] = 1, a->list[i] = p, o.dim[i] = x->dim[p];
+    }
+    if (!ok)
+        return ops_error(g, id, "transpose: perm %s is not a permutation of the axes of %s",
+                         ops_list_str(a->list, a->n_list).s, ops_ts(x).s);
+    return set_type(g, id, o);
+}
+
+static int concat_compatible(const ir_type *a, const ir_type *b, int ax)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (i != ax && a->dim[i] != b->dim[i]) return 0;
+    return 1;
+}
+
+int ops_shape_concat(ir_graph *g, int id)
+{
+    ir_node *n = NODE(id);
+    if (n->n_in < 1) return ops_error(g, id, "concat: needs at least one input");
+    const ir_type *a = ops_in_type(g, id, 0);
+    if (norm_axis(g, id, &n->attr.i[0], a) < 0) return -1;
+    int ax = (int)n->attr.i[0];
+    ir_type o = *a;
+    for (int k = 1; k < n->n_in; k++) {
+        const ir_type *b = ops_in_type(g, id, k);
+        if (!concat_compatible(a, b, ax))
+            return ops_error(g, id, "concat: input %d %s does not match %s along axis %d", k,
+                             ops_ts(b).s, ops_ts(a).s, ax);
+        o.dim[ax] += b->dim[ax];
+    }
+    return set_type(g, id, o);
+}
+
+int ops_shape_slice(ir_graph *g, int id)
+{
+    ir_attrs *a = &NODE(id)->attr;
+    const ir_type *x = ops_in_type(g, id, 0);
+    if (norm_axis(g, id, &a->i[0], x) < 0) return -1;
+    int64_t d = x->dim[a->i[0]];
+    int64_t b = a->i[1] < 0 ? a->i[1] + d : a->i[1];
+    int64_t e = a->i[2] < 0 ? a->i[2] + d : a->i[2];
+    if (b < 0 || e > d || b >= e)
+        return ops_error(g, id, "slice: range [%lld, %lld) is empty or out of bounds for axis %lld of %s",
+                         (long long)a->i[1], (long long)a->i[2], (long long)a->i[0], ops_ts(x).s);
+    a->i[1] = b;
+    a->i[2] = e;
+    ir_type o = *x;
+    o.dim[a->i[0]] = e - b;
+    return set_type(g, id, o);
+}
+
+int ops_shape_gather(ir_graph *g, int id)
+{
+    const ir_type *t = ops_in_type(g, id, 0), *ids = ops_in_type(g, id, 1);
+    if (t->rank != 2)
+        return ops_error(g, id, "gather: table must be rank 2 [V,D], got %s", ops_ts(t).s);
+    if (ids->dtype != DT_I32)
+        return ops_error(g, id, "gather: ids must be i32, got %s", ops_ts(ids).s);
+    if (ids->rank >= IR_MAX_DIMS)
+        return ops_error(g, id, "gather: ids %s have too many dimensions", ops_ts(ids).s);
+    ir_type o = *ids;
+    o.dtype = t->dtype;
+    o.dim[o.rank++] = t->dim[1];
+    return set_type(g, id, o);
+}
+
+int ops_shape_cast(ir_graph *g, int id)
+{
+    int64_t dt = NODE(id)->attr.i[0];
+    if (dt < 0 || dt >= DT_COUNT) return ops_error(g, id, "cast: unknown dtype %lld", (long long)dt);
+    ir_type o = *ops_in_type(g, id, 0);
+    o.dtype = (ir_dtype)dt;
+    return set_type(g, id, o);
+}
+
+int ops_shape_one_hot(ir_graph *g, int id)
+{
+    const ir_type *ids = ops_in_type(g, id, 0);
+    int64_t depth = NODE(id)->attr.i[0];
+    if (ids->dtype != DT_I32 || ids->rank >= IR_MAX_DIMS)
+        return ops_error(g, id, "one_hot: ids must be i32 of rank < %d, got %s", IR_MAX_DIMS,
+                         ops_ts(ids).s);
+    if (depth < 1) return ops_error(g, id, "one_hot: depth must be >= 1, got %lld", (long long)depth);
+    ir_type o = *ids;
+    o.dtype = DT_F32;
+    o.dim[o.rank++] = depth;
+    return set_type(g, id, o);
+}
+
+/* 1 if `small` broadcasts (numpy rules) to `big`. */
+static int broadcasts_to(const ir_type *small, const ir_type *big)
+{
+    if (small->rank > big->rank) return 0;
+    int off = big->rank - small->rank;
+    for (int i = 0; i < small->rank; i++)
+        if (small->dim[i] != 1 && small->dim[i] != big->dim[i + off]) return 0;
+    return 1;
+}
+
+static ir_type list_type(const ir_graph *g, int id, ir_dtype dt)
+{
+    const ir_attrs *a = &g->nodes[id].attr;
+    return make_type(dt, a->n_list, a->list);
+}
+
+int ops_shape_broadcast(ir_graph *g, int id)
+{
+    const ir_type *x = ops_in_type(g, id, 0);
+    if (check_list(g, id) < 0) return -1;
+    ir_type o = list_type(g, id, x->dtype);
+    if (!broadcasts_to(x, &o))
+        return ops_error(g, id, "broadcast: cannot broadcast %s to %s", ops_ts(x).s, ops_ts(&o).s);
+    return set_type(g, id, o);
+}
+
+int ops_shape_sum_to(ir_graph *g, int id)
+{
+    const ir_type *x = ops_in_type(g, id, 0);
+    if (check_list(g, id) < 0) return -1;
+    ir_type o = list_type(g, id, x->dtype);
+    if (!broadcasts_to(&o, x))
+        return ops_error(g, id, "sum_to: cannot sum %s to %s", ops_ts(x).s, ops_ts(&o).s);
+    return set_type(g, id, o);
+}
+
+/* ---- convolution and pooling ---- */
+
+static int need_nchw(ir_graph *g, int id, const ir_type *x)
+{
+    if (x->rank != 4)
+        return ops_error(g, id, "%s: input must be rank 4 (N,C,H,W), got %s", OPNAME(id),
+                         ops_ts(x).s);
+    return need_f32(g, id, x, "input");
+}
+
+static int conv_check(ir_graph *g, int id, const ir_type *x, const ir_type *w)
+{
+    if (need_nchw(g, id, x) < 0) return -1;
+    if (w->rank != 4 || w->dtype != DT_F32)
+        return ops_error(g, id, "conv2d: filter must be f32 rank 4 (OC,C,KH,KW), got %s",
+                         ops_ts(w).s);
+    if (x->dim[1] != w->dim[1])
+        return ops_error(g, id, "conv2d: input %s has %lld channels but filter %s expects %lld",
+                         ops_ts(x).s, (long long)x->dim[1], ops_ts(w).s, (long long)w->dim[1]);
+    return 0;
+}
+
+int ops_shape_conv2d(ir_graph *g, int id)
+{
+    const ir_type *x = ops_in_type(g, id, 0), *w = ops_in_type(g, id, 1);
+    int64_t s = NODE(id)->attr.i[0], p = NODE(id)->attr.i[1];
+    if (conv_check(g, id, x, w) < 0) return -1;
+    if (s < 1 || p < 0)
+        return ops_error(g, id, "conv2d: need stride >= 1 and padding >= 0, got %lld and %lld",
+                         (long long)s, (long long)p);
+    int64_t h = x->dim[2] + 2 * p, wd = x->dim[3] + 2 * p;
+    if (h < w->dim[2] || wd < w->dim[3])
+        return ops_error(g, id, "conv2d: filter %s is larger than the padded input %lldx%lld",
+                         ops_ts(w).s, (long long)h, (long long)wd);
+    int64_t dims[4] = {x->dim[0], w->dim[0], (h - w->dim[2]) / s + 1, (wd - w->dim[3]) / s + 1};
+    return set_type(g, id, make_type(DT_F32, 4, dims));
+}
+
+int ops_shape_pool(ir_graph *g, int id)
+{
+    ir_attrs *a = &NODE(id)->attr;
+    const ir_type *x = ops_in_type(g, id, 0);
+    if (need_nchw(g, id, x) < 0) return -1;
+    if (a->i[1] == 0) a->i[1] = a->i[0];
+    int64_t k = a->i[0], s = a->i[1];
+    if (k < 1 || s < 1)
+        return ops_error(g, id, "%s: need size >= 1 and stride >= 1, got %lld and %lld",
+                         OPNAME(id), (long long)k, (long long)s);
+    if (x->dim[2] < k || x->dim[3] < k)
+        return ops_error(g, id, "%s: window %lld is larger than the input %s", OPNAME(id),
+                         (long long)k, ops_ts(x).s);
+    int64_t dims[4] = {x->dim[0], x->dim[1], (x->dim[2] - k) / s + 1, (x->dim[3] - k) / s + 1};
+    return set_type(g, id, make_type(DT_F32, 4, dims));
+}
+
+int ops_shape_dropout(ir_graph *g, int id)
+{
+    double r = NODE(id)->attr.f[0];
+    if (!(r >= 0 && r < 1)) return ops_error(g, id, "dropout: rate must be in [0, 1), got %g", r);
+    return ops_shape_unary_f32(g, id);
+}
+
+/* ---- gradient helpers (built by autodiff; errors here are compiler bugs,
+ * but are still reported rather than asserted) ---- */
+
+int ops_shape_grad_pair(ir_graph *g, int id)
+{
+    const ir_type *dy = ops_in_type(g, id, 0), *y = ops_in_type(g, id, 1);
+    if (!ir_type_eq(dy, y))
+        return ops_error(g, id, "%s: gradient %s does not match %s", OPNAME(id), ops_ts(dy).s,
+                         ops_ts(y).s);
+    return set_type(g, id, *dy);
+}
+
+int ops_shape_xent_grad(ir_graph *g, int id)
+{
+    const ir_type *lg = ops_in_type(g, id, 0), *dy = ops_in_type(g, id, 2);
+    if (lg->rank != 2 || dy->rank != 1 || dy->dim[0] != lg->dim[0])
+        return ops_error(g, id, "softmax_xent_grad: gradient %s does not match logits %s",
+                         ops_ts(dy).s, ops_ts(lg).s);
+    return set_type(g, id, *lg);
+}
+
+int ops_shape_like_in0(ir_graph *g, int id)
+{
+    return set_type(g, id, *ops_in_type(g, id, 0));
+}
+
+int ops_shape_like_in1(ir_graph *g, int id)
+{
+    return set_type(g, id, *ops_in_type(g, id, 1));
+}
+
+int ops_shape_from_list(ir_graph *g, int id)
+{
+    if (check_list(g, id) < 0) return -1;
+    return set_type(g, id, list_type(g, id, ops_in_type(g, id, 0)->dtype));
+}
+
+/* ---- updates ---- */
+
+static int need_var(ir_graph *g, int id)
+{
+    const ir_node *v = &g->nodes[NODE(id)->in[0]];
+    if (v->op != OP_VARIABLE)
+        return ops_error(g, id, "%s: first input must be a variable, got %s", OPNAME(id),
+                         gr_ops[v->op].name);
+    return 0;
+}
+
+int ops_shape_update(ir_graph *g, int id)
+{
+    if (need_var(g, id) < 0) return -1;
+    const ir_node *n = NODE(id);
+    const ir_type *v = ops_in_type(g, id, 0);
+    int n_same = n->op == OP_APPLY_ADAM ? 4 : n->n_in; /* adam's step is a scalar */
+    for (int k = 1; k < n_same; k++)
+        if (!ir_type_eq(ops_in_type(g, id, k), v))
+            return ops_error(g, id, "%s: input %d %s does not match variable %s", OPNAME(id), k,
+                             ops_ts(ops_in_type(g, id, k)).s, ops_ts(v).s);
+    if (n->op == OP_APPLY_ADAM && ops_in_type(g, id, 4)->rank != 0)
+        return ops_error(g, id, "apply_adam: step must be a scalar");
+    return set_type(g, id, token_type());
+}
+
+int ops_shape_assign_add(ir_graph *g, int id)
+{
+    if (need_var(g, id) < 0) return -1;
+    const ir_type *v = ops_in_type(g, id, 0), *x = ops_in_type(g, id, 1);
+    if (!ir_type_eq(v, x))
+        return ops_error(g, id, "assign_add: %s does not match variable %s", ops_ts(x).s,
+                         ops_ts(v).s);
+    return set_type(g, id, token_type());
+}
+
+int ops_shape_token(ir_graph *g, int id)
+{
+    return set_type(g, id, token_type());
+}

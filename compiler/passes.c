@@ -1,0 +1,174 @@
+/* passes.c - graph rewrites after autodiff.  Each pass maps IR to IR and can
+ * be switched off (PASS_* bits) so tests can compare results with and
+ * without it.  Pruning per target happens in plan.c (only what a target
+ * reaches is scheduled).
+ *
+ *   cse:  identical pure nodes (op, inputs, attrs, type, device) merge
+ *   fold: a pure node whose inputs are all constants becomes a constant,
+ *         computed at compile time by the CPU kernel
+ *   fuse: matmul followed by a bias add becomes one matmul_bias */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../devices/cpu/cpu.h"
+#include "compiler.h"
+
+#define FOLD_MAX_ELEMS 65536
+
+/* Ops with state or side effects never merge or fold. */
+static int is_pure(const ir_node *n)
+{
+    switch (n->op) {
+    case OP_VARIABLE: case OP_INPUT: case OP_DATA: case OP_DROPOUT: case OP_DROPOUT_GRAD:
+    case OP_APPLY_SGD: case OP_APPLY_MOMENTUM: case OP_APPLY_ADAM: case OP_ASSIGN_ADD:
+    case OP_GROUP: case OP_ARGMAX_GRAD_NONE:
+        return 0;
+    default: return n->n_ctrl == 0;
+    }
+}
+
+/* Points every use of `from` (inputs, control deps, names, vars) at `to`. */
+static void replace_uses(ir_graph *g, int from, int to)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] == from) n->in[j] = to;
+        for (int j = 0; j < n->n_ctrl; j++)
+            if (n->ctrl[j] == from) n->ctrl[j] = to;
+    }
+    for (int i = 0; i < g->n_names; i++)
+        if (g->names[i].node == from) g->names[i].node = to;
+    g->nodes[from].dead = 1;
+}
+
+static int same_node(const ir_node *a, const ir_node *b)
+{
+    if (a->op != b->op || a->n_in != b->n_in || a->device != b->device ||
+        !ir_type_eq(&a->type, &b->type) || memcmp(&a->attr, &b->attr, sizeof a->attr))
+        return 0;
+    if (a->n_in && memcmp(a->in, b->in, sizeof(int) * (size_t)a->n_in)) return 0;
+    if (a->cdata || b->cdata)
+        return a->cdata && b->cdata && memcmp(a->cdata, b->cdata, ir_nbytes(&a->type)) == 0;
+    return 1;
+}
+
+static uint64_t node_hash(const ir_node *n)
+{
+    uint64_t h = (uint64_t)n->op * 1000003u ^ (uint64_t)n->device;
+    for (int j = 0; j < n->n_in; j++) h = h * 31 + (uint64_t)n->in[j];
+    for (int j = 0; j < n->type.rank; j++) h = h * 17 + (uint64_t)n->type.dim[j];
+    return h;
+}
+
+/* Nodes are in topological id order until fusion, so one forward sweep
+ * merges whole duplicated subgraphs. */
+static void pass_cse(ir_graph *g)
+{
+    int cap = 1;
+    while (cap < 2 * g->n_nodes) cap <<= 1;
+    int *table = malloc(sizeof(int) * (size_t)cap);
+    memset(table, -1, sizeof(int) * (size_t)cap);
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *n = &g->nodes[i];
+        if (n->dead || !is_pure(n)) continue;
+        size_t k = node_hash(n) & (size_t)(cap - 1);
+        for (; table[k] >= 0; k = (k + 1) & (size_t)(cap - 1))
+            if (same_node(&g->nodes[table[k]], n)) break;
+        if (table[k] >= 0) replace_uses(g, i, table[k]);
+        else table[k] = i;
+    }
+    free(table);
+}
+
+static void fold_node(ir_graph *g, int id)
+{
+    ir_node *n = &g->nodes[id];
+    void *in[IR_MAX_DIMS * 4];
+    const ir_type *in_t[IR_MAX_DIMS * 4];
+    if (n->n_in > (int)(sizeof in / sizeof *in)) return;
+    for (int j = 0; j < n->n_in; j++) {
+        ir_node *c = &g->nodes[n->in[j]];
+        if (!c->cdata) { /* materialise a filled constant */
+            void *d = ir_alloc(g, ir_nbytes(&c->type) + 1);
+            kern_args a = {.g = g, .node = c, .out = d, .out_t = &c->type};
+            cpu_kernels[OP_CONST](&a);
+            c->cdata = d;
+        }
+        in[j] = (void *)c->cdata;
+        in_t[j] = &c->type;
+    }
+    void *out = ir_alloc(g, ir_nbytes(&n->type) + 1);
+    kern_args a = {.g = g, .node = n, .out = out, .out_t = &n->type, .n_in = n->n_in, .in = in,
+                   .in_t = in_t, .max_tasks = 1};
+    cpu_kernels[n->op](&a);
+    n->op = OP_CONST;
+    n->n_in = 0;
+    n->cdata = out;
+}
+
+static void pass_fold(ir_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *n = &g->nodes[i];
+        if (n->dead || n->n_in == 0 || !is_pure(n) || !cpu_kernels[n->op] ||
+            gr_ops[n->op].scratch || ir_numel(&n->type) > FOLD_MAX_ELEMS)
+            continue;
+        int all_const = 1;
+        for (int j = 0; j < n->n_in; j++) all_const &= g->nodes[n->in[j]].op == OP_CONST;
+        if (all_const) fold_node(g, i);
+    }
+}
+
+static int *use_counts(const ir_graph *g)
+{
+    int *uses = calloc((size_t)g->n_nodes + 1, sizeof *uses);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        for (int j = 0; j < n->n_in; j++) uses[n->in[j]]++;
+    }
+    for (int i = 0; i < g->n_names; i++) uses[g->names[i].node]++;
+    return uses;
+}
+
+/* add(matmul(a, b), bias[N]) with the matmul used only there. */
+static int fusable_bias(const ir_graph *g, const ir_node *n, const int *uses, int *mm, int *bias)
+{
+    if (n->op != OP_ADD || n->n_in != 2) return 0;
+    for (int k = 0; k < 2; k++) {
+        const ir_node *m = &g->nodes[n->in[k]], *b = &g->nodes[n->in[1 - k]];
+        if (m->op == OP_MATMUL && uses[n->in[k]] == 1 && m->device == n->device &&
+            b->type.rank == 1 && b->type.dtype == DT_F32 && m->type.rank == 2 &&
+            b->type.dim[0] == m->type.dim[1] && ir_type_eq(&m->type, &n->type)) {
+            *mm = n->in[k];
+            *bias = n->in[1 - k];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void pass_fuse(ir_graph *g)
+{
+    int *uses = use_counts(g), n0 = g->n_nodes;
+    for (int i = 0; i < n0; i++) {
+        int mm, bias;
+        if (g->nodes[i].dead || !fusable_bias(g, &g->nodes[i], uses, &mm, &bias)) continue;
+        ir_attrs a = g->nodes[mm].attr;
+        a.i[2] = 0;
+        int in[3] = {g->nodes[mm].in[0], g->nodes[mm].in[1], bias};
+        int f = ir_add_like(g, i, OP_MATMUL_BIAS, in, 3, &a);
+        if (f < 0) continue;
+        replace_uses(g, i, f);
+        g->nodes[mm].dead = 1;
+    }
+    free(uses);
+}
+
+void pass_run_all(ir_graph *g, unsigned off)
+{
+    if (!(off & PASS_FOLD)) pass_fold(g);
+    if (!(off & PASS_CSE)) pass_cse(g);
+    if (!(off & PASS_FUSE)) pass_fuse(g);
+}

@@ -1,0 +1,209 @@
+/* plan.c - the schedule and the static memory plan for a set of roots.
+ *
+ * The schedule is a depth-first post-order from the roots, so it is a valid
+ * topological order even after passes rewired nodes.  Every tensor that is
+ * not a variable gets an arena offset, chosen first-fit by liveness: a
+ * buffer is reused as soon as its last consumer has run.  Constants, data
+ * batches and inputs live for the whole run.  Executors lay out their arena
+ * once from this plan, so a step allocates nothing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler.h"
+
+#define PLAN_ALIGN 64
+
+static size_t align_up(size_t n) { return (n + PLAN_ALIGN - 1) & ~(size_t)(PLAN_ALIGN - 1); }
+
+static int needs_arena(const ir_node *n)
+{
+    return n->op != OP_VARIABLE && ir_nbytes(&n->type) > 0;
+}
+
+static int pinned(const ir_node *n)
+{
+    return n->op == OP_CONST || n->op == OP_DATA || n->op == OP_INPUT;
+}
+
+/* Iterative DFS post-order over inputs and control deps. */
+static int schedule(const ir_graph *g, const int *roots, int n_roots, int *order)
+{
+    unsigned char *state = calloc((size_t)g->n_nodes, 1); /* 0 new, 1 open, 2 done */
+    int *stack = malloc(sizeof(int) * 2 * (size_t)(g->n_nodes + 1)), sp = 0, n = 0;
+    for (int r = 0; r < n_roots; r++) {
+        if (state[roots[r]]) continue;
+        stack[sp++] = roots[r], stack[sp++] = 0;
+        state[roots[r]] = 1;
+        while (sp) {
+            int id = stack[sp - 2], k = stack[sp - 1];
+            const ir_node *nd = &g->nodes[id];
+            if (k < nd->n_in + nd->n_ctrl) {
+                stack[sp - 1]++;
+                int c = k < nd->n_in ? nd->in[k] : nd->ctrl[k - nd->n_in];
+                if (!state[c]) state[c] = 1, stack[sp++] = c, stack[sp++] = 0;
+                continue;
+            }
+            sp -= 2;
+            state[id] = 2;
+            order[n++] = id;
+        }
+    }
+    free(state);
+    free(stack);
+    return n;
+}
+
+typedef struct live {
+    int node, start, end;
+    size_t bytes;
+} live;
+
+static int by_start(const void *a, const void *b)
+{
+    const live *x = a, *y = b;
+    if (x->start != y->start) return x->start - y->start;
+    return x->node - y->node;
+}
+
+/* First-fit: the lowest offset whose gap, between buffers still live at
+ * `l->start`, holds l->bytes. `act` is kept sorted by offset. */
+static size_t place(live *act, size_t *act_off, int *n_act, const live *l)
+{
+    int w = 0;
+    for (int i = 0; i < *n_act; i++)
+        if (act[i].end >= l->start) act[w] = act[i], act_off[w++] = act_off[i];
+    *n_act = w;
+    size_t off = 0;
+    int at = 0;
+    for (; at < w; at++) {
+        if (act_off[at] >= off + l->bytes) break;
+        size_t e = act_off[at] + act[at].bytes;
+        if (e > off) off = e;
+    }
+    memmove(act + at + 1, act + at, sizeof *act * (size_t)(w - at));
+    memmove(act_off + at + 1, act_off + at, sizeof *act_off * (size_t)(w - at));
+    act[at] = *l;
+    act_off[at] = off;
+    (*n_act)++;
+    return off;
+}
+
+static void lifetimes(gr_plan *p, live *ls, int *n_ls, int *pos)
+{
+    const ir_graph *g = p->g;
+    for (int i = 0; i < p->n; i++) pos[p->order[i]] = i;
+    int n = 0;
+    for (int i = 0; i < p->n; i++) {
+        const ir_node *nd = &g->nodes[p->order[i]];
+        if (!needs_arena(nd)) continue;
+        ls[n++] = (live){.node = p->order[i], .start = pinned(nd) ? -1 : i, .end = i,
+                         .bytes = align_up(ir_nbytes(&nd->type))};
+    }
+    for (int k = 0; k < n; k++) pos[ls[k].node] = -(k + 2); /* live index, for consumers */
+    for (int i = 0; i < p->n; i++) {
+        const ir_node *nd = &g->nodes[p->order[i]];
+        for (int j = 0; j < nd->n_in; j++) {
+            int li = -pos[nd->in[j]] - 2;
+            if (li >= 0 && ls[li].end < i) ls[li].end = i;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        if (pinned(&g->nodes[ls[k].node])) ls[k].end = p->n;
+        for (int r = 0; r < p->n_roots; r++)
+            if (p->roots[r] == ls[k].node) ls[k].end = p->n;
+    }
+    *n_ls = n;
+}
+
+static void assign_offsets(gr_plan *p)
+{
+    int n_ls, n_act = 0;
+    live *ls = malloc(sizeof *ls * (size_t)(p->n + 1));
+    live *act = malloc(sizeof *act * (size_t)(p->n + 1));
+    size_t *act_off = malloc(sizeof *act_off * (size_t)(p->n + 1));
+    int *pos = malloc(sizeof(int) * (size_t)p->g->n_nodes);
+    lifetimes(p, ls, &n_ls, pos);
+    qsort(ls, (size_t)n_ls, sizeof *ls, by_start);
+    for (int k = 0; k < n_ls; k++) {
+        size_t off = place(act, act_off, &n_act, &ls[k]);
+        p->offset[ls[k].node] = off;
+        if (off + ls[k].bytes > p->arena_bytes) p->arena_bytes = off + ls[k].bytes;
+    }
+    free(ls);
+    free(act);
+    free(act_off);
+    free(pos);
+}
+
+static void collect_data(gr_plan *p)
+{
+    p->data_used = calloc((size_t)p->g->n_data + 1, sizeof(int));
+    for (int i = 0; i < p->n; i++) {
+        const ir_node *nd = &p->g->nodes[p->order[i]];
+        if (nd->op != OP_DATA) continue;
+        int seen = 0;
+        for (int k = 0; k < p->n_data_used; k++) seen |= p->data_used[k] == nd->data;
+        if (!seen) p->data_used[p->n_data_used++] = nd->data;
+    }
+}
+
+gr_plan *plan_build(const ir_graph *g, const int *roots, int n_roots)
+{
+    gr_plan *p = calloc(1, sizeof *p);
+    p->g = g;
+    p->order = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+    p->offset = malloc(sizeof(size_t) * (size_t)(g->n_nodes + 1));
+    for (int i = 0; i < g->n_nodes; i++) p->offset[i] = PLAN_NONE;
+    p->roots = malloc(sizeof(int) * (size_t)(n_roots + 1));
+    memcpy(p->roots, roots, sizeof(int) * (size_t)n_roots);
+    p->n_roots = n_roots;
+    p->n = schedule(g, roots, n_roots, p->order);
+    assign_offsets(p);
+    for (int i = 0; i < p->n; i++) {
+        const ir_node *nd = &g->nodes[p->order[i]];
+        size_t s = gr_ops[nd->op].scratch ? gr_ops[nd->op].scratch(g, p->order[i]) : 0;
+        if (s > p->scratch_task_bytes) p->scratch_task_bytes = align_up(s);
+    }
+    collect_data(p);
+    return p;
+}
+
+void plan_free(gr_plan *p)
+{
+    if (!p) return;
+    free(p->order);
+    free(p->offset);
+    free(p->roots);
+    free(p->data_used);
+    free(p);
+}
+
+static size_t vars_bytes(const ir_graph *g)
+{
+    size_t n = 0;
+    for (int i = 0; i < g->n_vars; i++) n += ir_nbytes(&g->vars[i].type);
+    return n;
+}
+
+void plan_dump(const gr_plan *p, FILE *out)
+{
+    const ir_graph *g = p->g;
+    size_t naive = 0;
+    fprintf(out, "plan: %d nodes\n", p->n);
+    for (int i = 0; i < p->n; i++) {
+        const ir_node *nd = &g->nodes[p->order[i]];
+        char t[96];
+        fprintf(out, "  %4d  %%%-5d %-18s %-20s", i, p->order[i], gr_ops[nd->op].name,
+                ir_type_str(&nd->type, t, sizeof t));
+        if (p->offset[p->order[i]] != PLAN_NONE) {
+            fprintf(out, " arena[%zu..%zu)", p->offset[p->order[i]],
+                    p->offset[p->order[i]] + ir_nbytes(&nd->type));
+            naive += align_up(ir_nbytes(&nd->type));
+        } else if (nd->op == OP_VARIABLE)
+            fprintf(out, " var %s", g->vars[nd->var].name);
+        fputc('\n', out);
+    }
+    fprintf(out, "arena: %zu bytes (%zu without reuse)\n", p->arena_bytes, naive);
+    fprintf(out, "scratch per task: %zu bytes\n", p->scratch_task_bytes);
+    fprintf(out, "variables: %d, %zu bytes\n", g->n_vars, vars_bytes(g));
+}

@@ -1,0 +1,799 @@
+/* sema.c - AST -> IR.  Evaluates the program once at compile time:
+ * params (with --set overrides), functions (inlined), variable scopes with
+ * TensorFlow's reuse rules, compile-time loops, indexed names and device
+ * annotations.  Builtins (ops, initializers, data, optimizers) are in
+ * sema_builtins.c. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sema_int.h"
+
+#define SEMA_MAX_DEPTH 64
+#define SEMA_MAX_LOOP 100000
+
+/* ---- errors ---- */
+
+void sema_errs(sema *S, gr_span sp, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vadd(S->g->diags, DIAG_ERROR, S->src, sp, fmt, ap);
+    va_end(ap);
+}
+
+void sema_err(sema *S, const ast_node *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vadd(S->g->diags, DIAG_ERROR, S->src, n->span, fmt, ap);
+    va_end(ap);
+}
+
+value v_num(double x, int is_int)
+{
+    value v = {.k = V_NUM, .num = x, .is_int = is_int};
+    return v;
+}
+
+value v_tensor(int node)
+{
+    value v = {.k = node < 0 ? V_ERR : V_TENSOR, .node = node};
+    return v;
+}
+
+static value v_err(void)
+{
+    value v = {.k = V_ERR};
+    return v;
+}
+
+const char *sema_value_kind(const value *v)
+{
+    static const char *names[] = {"an erroneous value", "none", "a number", "a boolean",
+                                  "a string", "a list", "a tensor", "a function",
+                                  "an op", "a builtin", "a data source", "an optimizer",
+                                  "an initializer"};
+    if (v->k == V_NUM && v->is_int) return "an integer";
+    return names[v->k];
+}
+
+/* ---- environments ---- */
+
+static binding *env_find_local(env *e, const char *name)
+{
+    for (int i = e->n - 1; i >= 0; i--)
+        if (strcmp(e->v[i].name, name) == 0) return &e->v[i];
+    return NULL;
+}
+
+static binding *env_find(env *e, const char *name)
+{
+    for (; e; e = e->parent) {
+        binding *b = env_find_local(e, name);
+        if (b) return b;
+    }
+    return NULL;
+}
+
+static void env_set(env *e, const char *name, value v)
+{
+    binding *b = env_find_local(e, name);
+    if (b) {
+        b->v = v;
+        return;
+    }
+    if (e->n == e->cap) {
+        e->cap = e->cap ? 2 * e->cap : 16;
+        e->v = realloc(e->v, sizeof *e->v * (size_t)e->cap);
+    }
+    e->v[e->n].name = name;
+    e->v[e->n++].v = v;
+}
+
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 32 || lb > 32) return 99;
+    int d[33][33];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int x = d[i - 1][j] + 1, y = d[i][j - 1] + 1;
+            d[i][j] = c < x ? (c < y ? c : y) : (x < y ? x : y);
+        }
+    return d[la][lb];
+}
+
+/* The closest bound name, for "did you mean" hints. */
+static const char *env_suggest(env *e, const char *name)
+{
+    const char *best = NULL;
+    int bd = 3;
+    for (; e; e = e->parent)
+        for (int i = 0; i < e->n; i++) {
+            int d = edit_distance(name, e->v[i].name);
+            if (d < bd) bd = d, best = e->v[i].name;
+        }
+    return best;
+}
+
+/* ---- variable scopes ---- */
+
+static vscope *scope_push(sema *S, const char *name, int reuse)
+{
+    vscope *v = calloc(1, sizeof *v);
+    const char *pp = S->scope->path;
+    size_t n = strlen(pp) + strlen(name) + 2;
+    char *path = ir_alloc(S->g, n);
+    snprintf(path, n, "%s%s%s", pp, *pp ? "/" : "", name);
+    v->path = path;
+    v->reuse = reuse;
+    v->parent = S->scope;
+    S->scope = v;
+    return v;
+}
+
+static void scope_pop(sema *S)
+{
+    vscope *v = S->scope;
+    S->scope = v->parent;
+    free(v->counters);
+    free(v);
+}
+
+/* Next number for an unnamed call of `fn` in the current scope entry. */
+static int scope_count(vscope *v, const char *fn)
+{
+    for (int i = 0; i < v->n_counters; i++)
+        if (strcmp(v->counters[i].name, fn) == 0) return v->counters[i].n++;
+    if (v->n_counters == v->cap_counters) {
+        v->cap_counters = v->cap_counters ? 2 * v->cap_counters : 8;
+        v->counters = realloc(v->counters, sizeof *v->counters * (size_t)v->cap_counters);
+    }
+    v->counters[v->n_counters].name = fn;
+    v->counters[v->n_counters++].n = 1;
+    return 0;
+}
+
+/* ---- devices ---- */
+
+static int eval_device(sema *S, env *e, const ast_node *spec)
+{
+    int64_t idx;
+    if (sema_int_arg(S, spec->a, sema_eval(S, e, spec->a), &idx) < 0) return -1;
+    if (idx < 0 || idx > 0xffff) {
+        sema_err(S, spec->a, "device index %lld is out of range", (long long)idx);
+        return -1;
+    }
+    return GR_DEV(strcmp(spec->name, "gpu") == 0 ? DEV_GPU : DEV_CPU, (int)idx);
+}
+
+/* Nodes created since `mark` that have no device yet get `dev`: the
+ * innermost annotation runs first, so it wins. */
+static void place_since(sema *S, int mark, int dev)
+{
+    for (int i = mark; i < S->g->n_nodes; i++)
+        if (S->g->nodes[i].device < 0) S->g->nodes[i].device = dev;
+}
+
+/* ---- expressions ---- */
+
+int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out)
+{
+    if (v.k == V_ERR) return -1;
+    if (v.k != V_NUM || !v.is_int) {
+        sema_err(S, at, "expected an integer, got %s", sema_value_kind(&v));
+        return -1;
+    }
+    *out = (int64_t)v.num;
+    return 0;
+}
+
+static value eval_name(sema *S, env *e, const ast_node *n)
+{
+    binding *b = env_find(e, n->name);
+    if (b) return b->v;
+    int op = ops_lookup(n->name);
+    if (op >= 0) return (value){.k = V_OP, .id = op};
+    int bi = sema_builtin_lookup(n->name);
+    if (bi >= 0) return (value){.k = V_BUILTIN, .id = bi};
+    const char *hint = env_suggest(e, n->name);
+    if (hint)
+        sema_err(S, n, "unknown name '%s'; did you mean '%s'?", n->name, hint);
+    else
+        sema_err(S, n, "unknown name '%s'", n->name);
+    return v_err();
+}
+
+static value eval_list(sema *S, env *e, const ast_node *n)
+{
+    value v = {.k = V_LIST, .n_items = n->n_items};
+    v.items = ir_alloc(S->g, sizeof(value) * (size_t)(n->n_items + 1));
+    for (int i = 0; i < n->n_items; i++) {
+        v.items[i] = sema_eval(S, e, n->items[i]);
+        if (v.items[i].k == V_ERR) return v_err();
+    }
+    return v;
+}
+
+static value fold_numbers(sema *S, const ast_node *n, value x, value y)
+{
+    double a = x.num, b = y.num;
+    int ints = x.is_int && y.is_int;
+    switch (n->op) {
+    case AOP_ADD: return v_num(a + b, ints);
+    case AOP_SUB: return v_num(a - b, ints);
+    case AOP_MUL: return v_num(a * b, ints);
+    case AOP_DIV:
+        if (b == 0) {
+            sema_err(S, n, "division by zero in a compile-time expression");
+            return v_err();
+        }
+        return v_num(a / b, ints && fmod(a, b) == 0);
+    case AOP_EQ: return (value){.k = V_BOOL, .num = a == b};
+    case AOP_NE: return (value){.k = V_BOOL, .num = a != b};
+    case AOP_LT: return (value){.k = V_BOOL, .num = a < b};
+    case AOP_GT: return (value){.k = V_BOOL, .num = a > b};
+    case AOP_LE: return (value){.k = V_BOOL, .num = a <= b};
+    case AOP_GE: return (value){.k = V_BOOL, .num = a >= b};
+    default:
+        sema_err(S, n, "'%s' needs tensors, got two numbers", ast_op_text(n->op));
+        return v_err();
+    }
+}
+
+static const gr_op binop_to_ir[] = {
+    [AOP_MATMUL] = OP_MATMUL, [AOP_ADD] = OP_ADD, [AOP_SUB] = OP_SUB, [AOP_MUL] = OP_MUL,
+    [AOP_DIV] = OP_DIV,       [AOP_EQ] = OP_EQ,   [AOP_NE] = OP_NE,   [AOP_LT] = OP_LT,
+    [AOP_GT] = OP_GT,         [AOP_LE] = OP_LE,   [AOP_GE] = OP_GE,
+};
+
+static ir_dtype value_dtype(sema *S, value v)
+{
+    return v.k == V_TENSOR ? S->g->nodes[v.node].type.dtype : DT_F32;
+}
+
+static value eval_binary(sema *S, env *e, const ast_node *n)
+{
+    value x = sema_eval(S, e, n->a), y = sema_eval(S, e, n->b);
+    if (x.k == V_ERR || y.k == V_ERR) return v_err();
+    if ((x.k == V_NUM || x.k == V_BOOL) && (y.k == V_NUM || y.k == V_BOOL))
+        return fold_numbers(S, n, x, y);
+    ir_dtype like = x.k == V_TENSOR ? value_dtype(S, x) : value_dtype(S, y);
+    int in[2] = {sema_to_tensor(S, n->a, x, like), sema_to_tensor(S, n->b, y, like)};
+    if (in[0] < 0 || in[1] < 0) return v_err();
+    return v_tensor(ir_add(S->g, binop_to_ir[n->op], in, 2, NULL, S->src, n->span));
+}
+
+static value eval_unary(sema *S, env *e, const ast_node *n)
+{
+    value x = sema_eval(S, e, n->a);
+    if (x.k == V_ERR) return x;
+    if (x.k == V_NUM) return v_num(-x.num, x.is_int);
+    int in = sema_to_tensor(S, n->a, x, DT_F32);
+    if (in < 0) return v_err();
+    return v_tensor(ir_add(S->g, OP_NEG, &in, 1, NULL, S->src, n->span));
+}
+
+static value eval_index(sema *S, env *e, const ast_node *n)
+{
+    value x = sema_eval(S, e, n->a), i = sema_eval(S, e, n->b);
+    int64_t k;
+    if (x.k == V_ERR || sema_int_arg(S, n->b, i, &k) < 0) return v_err();
+    if (x.k != V_LIST) {
+        sema_err(S, n->a, "cannot index %s; use slice() or gather() on tensors",
+                 sema_value_kind(&x));
+        return v_err();
+    }
+    if (k < 0 || k >= x.n_items || x.items[k].k == V_NONE) {
+        sema_err(S, n->b, "index %lld is not set (the list has %d elements)", (long long)k,
+                 x.n_items);
+        return v_err();
+    }
+    return x.items[k];
+}
+
+static value eval_field(sema *S, env *e, const ast_node *n)
+{
+    value x = sema_eval(S, e, n->a);
+    if (x.k == V_ERR) return x;
+    if (x.k == V_DATA) return sema_data_field(S, n, x.id, n->name);
+    sema_err(S, n, "%s has no field '%s'", sema_value_kind(&x), n->name);
+    return v_err();
+}
+
+static value eval_method(sema *S, env *e, const ast_node *n)
+{
+    value obj = sema_eval(S, e, n->a);
+    if (obj.k == V_ERR) return obj;
+    if (obj.k != V_OPT || strcmp(n->name, "minimize") != 0) {
+        sema_err(S, n, "%s has no method '%s'", sema_value_kind(&obj), n->name);
+        return v_err();
+    }
+    if (n->n_items != 1 || n->items[0]->kind == AST_KWARG) {
+        sema_err(S, n, "minimize() takes one argument, the loss");
+        return v_err();
+    }
+    value loss = sema_eval(S, e, n->items[0]);
+    int l = loss.k == V_ERR ? -1 : sema_to_tensor(S, n->items[0], loss, DT_F32);
+    if (l < 0) return v_err();
+    value v = v_tensor(ad_minimize(S->g, l, &obj.opt, S->src, n->span));
+    v.is_train = 1;
+    v.id = l;
+    return v;
+}
+
+/* ---- user functions ---- */
+
+static int declares_vars(const ast_node *n)
+{
+    if (!n || n->kind == AST_FN) return 0;
+    if (n->kind == AST_VAR) return 1;
+    for (int i = 0; i < n->n_items; i++)
+        if (declares_vars(n->items[i])) return 1;
+    return declares_vars(n->a) || declares_vars(n->b) || declares_vars(n->c);
+}
+
+static int exec_block(sema *S, env *e, const ast_node *blk);
+
+static int bind_params(sema *S, env *local, const ast_node *call, const ast_node *fn,
+                       value *args, int n_args, const ast_node **kw, value *kwv, int n_kw)
+{
+    int np = fn->n_items, ok = 1;
+    if (n_args > np) {
+        sema_err(S, call, "%s() takes %d argument%s, got %d", fn->name, np, np == 1 ? "" : "s",
+                 n_args);
+        return -1;
+    }
+    for (int i = 0; i < n_args; i++) env_set(local, fn->items[i]->name, args[i]);
+    for (int k = 0; k < n_kw; k++) {
+        int i = 0;
+        while (i < np && strcmp(fn->items[i]->name, kw[k]->name) != 0) i++;
+        if (i == np) {
+            sema_err(S, kw[k], "%s() has no parameter named '%s'", fn->name, kw[k]->name);
+            ok = 0;
+        } else if (i < n_args || env_find_local(local, kw[k]->name)) {
+            sema_err(S, kw[k], "%s() got two values for parameter '%s'", fn->name, kw[k]->name);
+            ok = 0;
+        } else
+            env_set(local, kw[k]->name, kwv[k]);
+    }
+    for (int i = 0; i < np; i++) {
+        const ast_node *p = fn->items[i];
+        if (env_find_local(local, p->name)) continue;
+        if (!p->a) {
+            sema_err(S, call, "%s() is missing argument '%s'", fn->name, p->name);
+            ok = 0;
+            continue;
+        }
+        env_set(local, p->name, sema_eval(S, S->global, p->a));
+    }
+    return ok ? 0 : -1;
+}
+
+static value call_fn(sema *S, const ast_node *call, const ast_node *fn, value *args, int n_args,
+                     const ast_node **kw, value *kwv, int n_kw)
+{
+    if (S->depth >= SEMA_MAX_DEPTH) {
+        sema_err(S, call, "function calls nested deeper than %d (recursion?)", SEMA_MAX_DEPTH);
+        return v_err();
+    }
+    env local = {.parent = S->global};
+    value result = v_err();
+    if (bind_params(S, &local, call, fn, args, n_args, kw, kwv, n_kw) == 0) {
+        int scoped = call->as_name || declares_vars(fn->b);
+        if (scoped) {
+            const char *nm = call->as_name;
+            if (!nm) {
+                char buf[256];
+                snprintf(buf, sizeof buf, "%s_%d", fn->name, scope_count(S->scope, fn->name));
+                nm = ir_strdup(S->g, buf);
+            }
+            scope_push(S, nm, S->scope->reuse);
+        }
+        S->depth++;
+        int saved_in_fn = S->in_fn;
+        S->in_fn = 1;
+        S->ret = (value){.k = V_NONE};
+        int r = exec_block(S, &local, fn->b);
+        result = r == 1 ? S->ret : (value){.k = V_NONE};
+        S->in_fn = saved_in_fn;
+        S->depth--;
+        if (scoped) scope_pop(S);
+    }
+    free(local.v);
+    return result;
+}
+
+static value eval_call(sema *S, env *e, const ast_node *n)
+{
+    value f = sema_eval(S, e, n->a);
+    if (f.k == V_ERR) return f;
+    int na = 0, nk = 0;
+    value *args = calloc((size_t)n->n_items + 1, sizeof *args);
+    value *kwv = calloc((size_t)n->n_items + 1, sizeof *kwv);
+    const ast_node **kw = calloc((size_t)n->n_items + 1, sizeof *kw);
+    int bad = 0;
+    for (int i = 0; i < n->n_items; i++) {
+        const ast_node *it = n->items[i];
+        value v = sema_eval(S, e, it->kind == AST_KWARG ? it->a : it);
+        bad |= v.k == V_ERR;
+        if (it->kind == AST_KWARG) kw[nk] = it, kwv[nk++] = v;
+        else args[na++] = v;
+    }
+    value r = v_err();
+    if (bad) {
+    } else if (f.k == V_FN)
+        r = call_fn(S, n, f.fn, args, na, kw, kwv, nk);
+    else if (f.k == V_OP)
+        r = sema_call_op(S, n, f.id, args, na, kw, kwv, nk);
+    else if (f.k == V_BUILTIN)
+        r = sema_call_builtin(S, e, n, f.id, args, na, kw, kwv, nk);
+    else
+        sema_err(S, n->a, "%s is not callable", sema_value_kind(&f));
+    free(args);
+    free(kwv);
+    free(kw);
+    return r;
+}
+
+static value eval_device_expr(sema *S, env *e, const ast_node *n)
+{
+    int dev = eval_device(S, e, n->b);
+    if (dev < 0) return v_err();
+    int mark = S->g->n_nodes, saved = S->device;
+    S->device = dev;
+    value v = sema_eval(S, e, n->a);
+    S->device = saved;
+    place_since(S, mark, dev);
+    return v;
+}
+
+value sema_eval(sema *S, env *e, const ast_node *n)
+{
+    switch (n->kind) {
+    case AST_NUM: return v_num(n->num, n->flag);
+    case AST_STR: return (value){.k = V_STR, .str = n->name};
+    case AST_BOOL: return (value){.k = V_BOOL, .num = n->flag};
+    case AST_NAME: return eval_name(S, e, n);
+    case AST_LIST: return eval_list(S, e, n);
+    case AST_CALL: return eval_call(S, e, n);
+    case AST_METHOD: return eval_method(S, e, n);
+    case AST_FIELD: return eval_field(S, e, n);
+    case AST_INDEX: return eval_index(S, e, n);
+    case AST_BINARY: return eval_binary(S, e, n);
+    case AST_UNARY: return eval_unary(S, e, n);
+    case AST_DEVICE: return eval_device_expr(S, e, n);
+    default: sema_err(S, n, "expected an expression"); return v_err();
+    }
+}
+
+/* ---- statements ---- */
+
+static int parse_override(sema *S, const ast_node *st, const char *text, value def, value *out)
+{
+    char *end = NULL;
+    if (def.k == V_NUM) {
+        double x = def.is_int ? (double)strtoll(text, &end, 10) : strtod(text, &end);
+        if (!*text || *end) {
+            sema_err(S, st, "--set %s=%s: expected %s like the default", st->name, text,
+                     def.is_int ? "an integer" : "a number");
+            return -1;
+        }
+        *out = v_num(x, def.is_int);
+    } else if (def.k == V_BOOL) {
+        if (strcmp(text, "true") && strcmp(text, "false")) {
+            sema_err(S, st, "--set %s=%s: expected true or false", st->name, text);
+            return -1;
+        }
+        *out = (value){.k = V_BOOL, .num = strcmp(text, "true") == 0};
+    } else if (def.k == V_STR) {
+        *out = (value){.k = V_STR, .str = ir_strdup(S->g, text)};
+    } else {
+        sema_err(S, st, "param %s cannot be overridden: its value is %s", st->name,
+                 sema_value_kind(&def));
+        return -1;
+    }
+    return 0;
+}
+
+static void exec_param(sema *S, env *e, const ast_node *st)
+{
+    if (e != S->global) {
+        sema_err(S, st, "param is only allowed at the top level");
+        return;
+    }
+    value v = sema_eval(S, e, st->a);
+    if (v.k != V_ERR && v.k != V_NUM && v.k != V_BOOL && v.k != V_STR) {
+        sema_err(S, st->a, "a param must be a number, boolean or string, got %s",
+                 sema_value_kind(&v));
+        v = v_err();
+    }
+    for (int i = 0; i < S->opt->n_params; i++)
+        if (strcmp(S->opt->params[i].name, st->name) == 0) {
+            S->param_used[i] = 1;
+            if (v.k != V_ERR && parse_override(S, st, S->opt->params[i].value, v, &v) < 0)
+                v = v_err();
+        }
+    env_set(e, st->name, v);
+}
+
+static void exec_input(sema *S, env *e, const ast_node *st)
+{
+    const ast_node *ty = st->a;
+    ir_type t = {.dtype = strcmp(ty->name, "i32") == 0 ? DT_I32 : DT_F32, .rank = ty->n_items};
+    if (strcmp(ty->name, "f32") && strcmp(ty->name, "i32")) {
+        sema_err(S, ty, "unknown dtype '%s' (expected f32 or i32)", ty->name);
+        return;
+    }
+    if (t.rank > IR_MAX_DIMS) {
+        sema_err(S, ty, "rank %d is above the limit of %d", t.rank, IR_MAX_DIMS);
+        return;
+    }
+    for (int i = 0; i < t.rank; i++) {
+        if (sema_int_arg(S, ty->items[i], sema_eval(S, e, ty->items[i]), &t.dim[i]) < 0)
+            return;
+        if (t.dim[i] <= 0) {
+            sema_err(S, ty->items[i], "dimension must be positive, got %lld",
+                     (long long)t.dim[i]);
+            return;
+        }
+    }
+    int node = ir_add_input(S->g, st->name, &t, S->src, st->span);
+    if (S->device >= 0) S->g->nodes[node].device = S->device;
+    env_set(e, st->name, v_tensor(node));
+}
+
+static void redeclared(sema *S, const ast_node *st, const char *full, int old)
+{
+    const ir_var *ov = &S->g->vars[old];
+    sema_err(S, st, "variable '%s' already exists; declare it in a scope with `reuse` to share it",
+             full);
+    diag_note(S->g->diags, ov->src, ov->span, "'%s' was first declared here", full);
+}
+
+static int reuse_var(sema *S, const ast_node *st, const char *full, int old, const value *init)
+{
+    const ir_var *ov = &S->g->vars[old];
+    if (!ir_type_eq(&ov->type, &init->itype)) {
+        char a[96], b[96];
+        sema_err(S, st, "variable '%s' is reused with shape %s, but it was declared as %s", full,
+                 ir_type_str(&init->itype, a, sizeof a), ir_type_str(&ov->type, b, sizeof b));
+        diag_note(S->g->diags, ov->src, ov->span, "'%s' was first declared here", full);
+        return -1;
+    }
+    return ov->node;
+}
+
+static void exec_var(sema *S, env *e, const ast_node *st)
+{
+    value init = sema_eval(S, e, st->a);
+    if (init.k == V_ERR) return;
+    if (init.k != V_INIT) {
+        sema_err(S, st->a, "a var needs an initializer such as zeros([n]) or glorot([a, b]), got %s",
+                 sema_value_kind(&init));
+        return;
+    }
+    const char *pp = S->scope->path;
+    char full[512];
+    snprintf(full, sizeof full, "%s%s%s", pp, *pp ? "/" : "", st->name);
+    int old = ir_find_var(S->g, full), node;
+    if (S->scope->reuse) {
+        if (old < 0) {
+            sema_err(S, st, "variable '%s' does not exist, but its scope has `reuse` on", full);
+            return;
+        }
+        node = reuse_var(S, st, full, old, &init);
+    } else if (old >= 0) {
+        redeclared(S, st, full, old);
+        return;
+    } else {
+        ir_var v = {.name = ir_strdup(S->g, full), .type = init.itype, .init = init.init,
+                    .a = init.ia, .b = init.ib, .device = S->device, .slot_of = -1,
+                    .trainable = 1, .src = S->src, .span = st->span};
+        int vi = ir_add_var(S->g, &v);
+        node = S->g->vars[vi].node;
+    }
+    if (node >= 0) env_set(e, st->name, v_tensor(node));
+}
+
+static void exec_scope(sema *S, env *e, const ast_node *st)
+{
+    int reuse = S->scope->reuse;
+    if (st->flag == 1) reuse = 1;
+    if (st->flag == 2) {
+        value r = sema_eval(S, e, st->a);
+        if (r.k == V_ERR) return;
+        if (r.k != V_BOOL && r.k != V_NUM) {
+            sema_err(S, st->a, "reuse() needs a boolean, got %s", sema_value_kind(&r));
+            return;
+        }
+        reuse = r.num != 0;
+    }
+    int dev = S->device, saved = S->device, mark = S->g->n_nodes;
+    if (st->b && (dev = eval_device(S, e, st->b)) < 0) return;
+    S->device = dev;
+    scope_push(S, st->name, reuse);
+    exec_block(S, e, st->c);
+    scope_pop(S);
+    S->device = saved;
+    if (st->b) place_since(S, mark, dev);
+}
+
+static int exec_for(sema *S, env *e, const ast_node *st)
+{
+    int64_t lo, hi;
+    if (sema_int_arg(S, st->a, sema_eval(S, e, st->a), &lo) < 0 ||
+        sema_int_arg(S, st->b, sema_eval(S, e, st->b), &hi) < 0)
+        return 0;
+    if (hi - lo > SEMA_MAX_LOOP) {
+        sema_err(S, st, "loop runs %lld times; the limit is %d", (long long)(hi - lo),
+                 SEMA_MAX_LOOP);
+        return 0;
+    }
+    for (int64_t i = lo; i < hi; i++) {
+        env_set(e, st->name, v_num((double)i, 1));
+        int r = exec_block(S, e, st->c);
+        if (r) return r;
+    }
+    return 0;
+}
+
+static void assign_index(sema *S, env *e, const ast_node *st, value v)
+{
+    const ast_node *t = st->a;
+    int64_t k;
+    if (t->a->kind != AST_NAME) {
+        sema_err(S, t->a, "only a name can be indexed on the left of '='");
+        return;
+    }
+    if (sema_int_arg(S, t->b, sema_eval(S, e, t->b), &k) < 0) return;
+    if (k < 0 || k > 4096) {
+        sema_err(S, t->b, "index %lld is out of range [0, 4096]", (long long)k);
+        return;
+    }
+    binding *b = env_find_local(e, t->a->name);
+    value list = b ? b->v : (value){.k = V_LIST};
+    if (list.k != V_LIST) {
+        sema_err(S, t->a, "'%s' is %s, not a list", t->a->name, sema_value_kind(&list));
+        return;
+    }
+    if (k >= list.n_items) {
+        value *items = ir_alloc(S->g, sizeof(value) * (size_t)(k + 1));
+        if (list.n_items) memcpy(items, list.items, sizeof(value) * (size_t)list.n_items);
+        for (int64_t i = list.n_items; i <= k; i++) items[i] = (value){.k = V_NONE};
+        list.items = items;
+        list.n_items = (int)k + 1;
+    }
+    list.items[k] = v;
+    env_set(e, t->a->name, list);
+}
+
+static void exec_assign(sema *S, env *e, const ast_node *st)
+{
+    value v = sema_eval(S, e, st->b);
+    if (st->a->kind == AST_INDEX) {
+        assign_index(S, e, st, v);
+        return;
+    }
+    env_set(e, st->a->name, v);
+    if (e != S->global || v.k != V_TENSOR) return;
+    ir_set_name(S->g, st->a->name, v.node, v.is_train);
+    if (v.is_train) { /* the loss is fetchable as <target>/loss */
+        char buf[300];
+        snprintf(buf, sizeof buf, "%s/loss", st->a->name);
+        ir_set_name(S->g, ir_strdup(S->g, buf), v.id, 0);
+    }
+}
+
+static void exec_fn(sema *S, env *e, const ast_node *st)
+{
+    if (e != S->global) {
+        sema_err(S, st, "functions can only be defined at the top level");
+        return;
+    }
+    env_set(e, st->name, (value){.k = V_FN, .fn = st});
+}
+
+static void exec_data(sema *S, env *e, const ast_node *st)
+{
+    value v = sema_eval(S, e, st->a);
+    if (sema_data_stmt(S, st, v) == 0) env_set(e, st->name, v);
+}
+
+/* Returns 1 after a `return`, else 0. */
+static int exec_stmt(sema *S, env *e, const ast_node *st)
+{
+    switch (st->kind) {
+    case AST_PARAM: exec_param(S, e, st); break;
+    case AST_DATA: exec_data(S, e, st); break;
+    case AST_INPUT: exec_input(S, e, st); break;
+    case AST_VAR: exec_var(S, e, st); break;
+    case AST_FN: exec_fn(S, e, st); break;
+    case AST_SCOPE: exec_scope(S, e, st); break;
+    case AST_FOR: return exec_for(S, e, st);
+    case AST_ASSIGN: exec_assign(S, e, st); break;
+    case AST_EXPR_STMT: sema_eval(S, e, st->a); break;
+    case AST_RETURN:
+        if (!S->in_fn) {
+            sema_err(S, st, "return outside of a function");
+            break;
+        }
+        S->ret = sema_eval(S, e, st->a);
+        return 1;
+    default: sema_err(S, st, "expected a statement"); break;
+    }
+    return 0;
+}
+
+static int exec_block(sema *S, env *e, const ast_node *blk)
+{
+    for (int i = 0; blk && i < blk->n_items; i++)
+        if (exec_stmt(S, e, blk->items[i])) return 1;
+    return 0;
+}
+
+/* ---- placement ---- */
+
+static void place_node(sema *S, ir_node *n)
+{
+    if (n->device < 0) n->device = n->op == OP_VARIABLE ? S->g->vars[n->var].device : -1;
+    if (n->device < 0) n->device = GR_DEV(DEV_CPU, 0);
+    int kind = GR_DEV_KIND(n->device), idx = GR_DEV_INDEX(n->device);
+    int have = kind == DEV_GPU ? S->opt->n_gpu : S->opt->n_cpu;
+    if (idx < have) return;
+    if (S->opt->soft_placement) {
+        diag_add(S->g->diags, DIAG_WARNING, n->src, n->span,
+                 "%s:%d is not available; placing '%s' on cpu:0 (--soft-placement)",
+                 kind == DEV_GPU ? "gpu" : "cpu", idx, gr_ops[n->op].name);
+        n->device = GR_DEV(DEV_CPU, 0);
+        return;
+    }
+    diag_error(S->g->diags, n->src, n->span,
+               "'%s' is placed on %s:%d, but this machine has %d %s device%s (use "
+               "--soft-placement to fall back to the CPU)",
+               gr_ops[n->op].name, kind == DEV_GPU ? "gpu" : "cpu", idx, have,
+               kind == DEV_GPU ? "GPU" : "CPU", have == 1 ? "" : "s");
+}
+
+static void place_all(sema *S)
+{
+    int errs = S->g->diags->n_errors;
+    for (int i = 0; i < S->g->n_vars; i++)
+        if (S->g->vars[i].device < 0) S->g->vars[i].device = GR_DEV(DEV_CPU, 0);
+    for (int i = 0; i < S->g->n_nodes && S->g->diags->n_errors - errs < 3; i++)
+        if (!S->g->nodes[i].dead) place_node(S, &S->g->nodes[i]);
+}
+
+static void check_params_used(sema *S)
+{
+    gr_span none = {0, 0};
+    for (int i = 0; i < S->opt->n_params; i++)
+        if (!S->param_used[i])
+            diag_error(S->g->diags, NULL, none, "--set %s=%s: there is no param named '%s'",
+                       S->opt->params[i].name, S->opt->params[i].value, S->opt->params[i].name);
+}
+
+int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
+{
+    static const sema_options defaults = {.n_cpu = 16};
+    env global = {0};
+    vscope top = {.path = ""};
+    sema S = {.g = g, .src = t->src, .opt = opt ? opt : &defaults, .global = &global,
+              .scope = &top, .device = -1};
+    int errs = g->diags->n_errors;
+    S.param_used = calloc((size_t)S.opt->n_params + 1, 1);
+    if (t->root) exec_block(&S, &global, t->root);
+    check_params_used(&S);
+    if (g->diags->n_errors == errs) place_all(&S);
+    free(S.param_used);
+    free(S.data_x);
+    free(S.data_y);
+    free(top.counters);
+    free(global.v);
+    return g->diags->n_errors == errs ? 0 : -1;
+}

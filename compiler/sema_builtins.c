@@ -1,0 +1,581 @@
+/* sema_builtins.c - what a .graph program can call besides its own fns:
+ * registry ops (by name, arguments mapped to attribute slots), variable
+ * initializers, data sources, optimizers and shape helpers. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../runtime/data.h"
+#include "sema_int.h"
+
+#define GR_DATASETS_DIR "/usr/share/datasets"
+
+enum {
+    B_ZEROS, B_ONES, B_CONSTANT, B_UNIFORM, B_NORMAL, B_GLOROT, B_HE,
+    B_COLS, B_ROWS, B_SHARD, B_NONE,
+    B_IDX, B_CSV, B_RAW, B_GAUSSIAN,
+    B_SGD, B_MOMENTUM, B_ADAM,
+    B_COUNT
+};
+
+static const char *const builtin_names[B_COUNT] = {
+    "zeros", "ones", "constant", "uniform", "normal", "glorot", "he",
+    "cols", "rows", "shard", "none",
+    "idx", "csv", "raw", "gaussian",
+    "sgd", "momentum", "adam",
+};
+
+int sema_builtin_lookup(const char *name)
+{
+    for (int i = 0; i < B_COUNT; i++)
+        if (strcmp(builtin_names[i], name) == 0) return i;
+    return -1;
+}
+
+/* ---- argument binding shared by builtins: positional then keyword ---- */
+
+typedef struct argspec {
+    const char *name;
+    int required;
+} argspec;
+
+/* Binds args to spec slots in out[] (V_NONE when absent). */
+static int bind_args(sema *S, const ast_node *call, const char *fname, const argspec *spec,
+                     int n_spec, value *args, int n_args, const ast_node **kw, value *kwv,
+                     int n_kw, value *out)
+{
+    for (int i = 0; i < n_spec; i++) out[i] = (value){.k = V_NONE};
+    if (n_args > n_spec) {
+        sema_err(S, call, "%s() takes at most %d positional arguments, got %d", fname, n_spec,
+                 n_args);
+        return -1;
+    }
+    for (int i = 0; i < n_args; i++) out[i] = args[i];
+    for (int k = 0; k < n_kw; k++) {
+        int i = 0;
+        while (i < n_spec && strcmp(spec[i].name, kw[k]->name) != 0) i++;
+        if (i == n_spec) {
+            sema_err(S, kw[k], "%s() has no argument named '%s'", fname, kw[k]->name);
+            return -1;
+        }
+        out[i] = kwv[k];
+    }
+    for (int i = 0; i < n_spec; i++)
+        if (spec[i].required && out[i].k == V_NONE) {
+            sema_err(S, call, "%s() is missing argument '%s'", fname, spec[i].name);
+            return -1;
+        }
+    return 0;
+}
+
+static int num_arg(sema *S, const ast_node *at, value v, double def, double *out)
+{
+    if (v.k == V_NONE) {
+        *out = def;
+        return 0;
+    }
+    if (v.k != V_NUM && v.k != V_BOOL) {
+        sema_err(S, at, "expected a number, got %s", sema_value_kind(&v));
+        return -1;
+    }
+    *out = v.num;
+    return 0;
+}
+
+static int shape_arg(sema *S, const ast_node *at, value v, ir_type *t)
+{
+    if (v.k == V_NUM) v = (value){.k = V_LIST, .items = &v, .n_items = 1};
+    if (v.k != V_LIST) {
+        sema_err(S, at, "expected a shape such as [784, 10], got %s", sema_value_kind(&v));
+        return -1;
+    }
+    if (v.n_items > IR_MAX_DIMS) {
+        sema_err(S, at, "rank %d is above the limit of %d", v.n_items, IR_MAX_DIMS);
+        return -1;
+    }
+    t->dtype = DT_F32;
+    t->rank = v.n_items;
+    for (int i = 0; i < v.n_items; i++) {
+        if (sema_int_arg(S, at, v.items[i], &t->dim[i]) < 0) return -1;
+        if (t->dim[i] <= 0) {
+            sema_err(S, at, "dimension %d of the shape is %lld; it must be positive", i,
+                     (long long)t->dim[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- tensors from values ---- */
+
+static int list_shape(const value *v, ir_type *t, int depth)
+{
+    if (v->k != V_LIST) return v->k == V_NUM || v->k == V_BOOL ? 0 : -1;
+    if (depth >= IR_MAX_DIMS || v->n_items == 0) return -1;
+    t->dim[depth] = v->n_items;
+    if (t->rank < depth + 1) t->rank = depth + 1;
+    for (int i = 0; i < v->n_items; i++) {
+        ir_type sub = *t;
+        if (list_shape(&v->items[i], &sub, depth + 1) < 0) return -1;
+        if (i && sub.rank != t->rank) return -1;
+        *t = sub;
+    }
+    return 0;
+}
+
+static int list_fill(const value *v, float *dst, int64_t *k, const ir_type *t, int depth)
+{
+    if (v->k != V_LIST) {
+        dst[(*k)++] = (float)v->num;
+        return 0;
+    }
+    if (v->n_items != t->dim[depth]) return -1;
+    for (int i = 0; i < v->n_items; i++)
+        if (list_fill(&v->items[i], dst, k, t, depth + 1) < 0) return -1;
+    return 0;
+}
+
+static int list_const(sema *S, const ast_node *at, value v)
+{
+    ir_type t = {.dtype = DT_F32};
+    if (list_shape(&v, &t, 0) < 0) {
+        sema_err(S, at, "a tensor literal must be a non-empty rectangular list of numbers");
+        return -1;
+    }
+    float *data = ir_alloc(S->g, sizeof(float) * (size_t)ir_numel(&t));
+    int64_t k = 0;
+    if (list_fill(&v, data, &k, &t, 0) < 0 || k != ir_numel(&t)) {
+        sema_err(S, at, "a tensor literal must be a non-empty rectangular list of numbers");
+        return -1;
+    }
+    int node = ir_add_const(S->g, 0, &t, S->src, at->span);
+    if (node >= 0) S->g->nodes[node].cdata = data;
+    return node;
+}
+
+/* A list of tensors is stacked along a new leading axis. */
+static int stack_tensors(sema *S, const ast_node *at, value v)
+{
+    int *parts = calloc((size_t)v.n_items, sizeof *parts), node = -1;
+    for (int i = 0; i < v.n_items; i++) {
+        int x = sema_to_tensor(S, at, v.items[i], DT_F32);
+        if (x < 0) goto out;
+        ir_attrs a = {0};
+        const ir_type *t = &S->g->nodes[x].type;
+        a.n_list = t->rank + 1;
+        a.list[0] = 1;
+        for (int d = 0; d < t->rank; d++) a.list[d + 1] = t->dim[d];
+        if ((parts[i] = ir_add(S->g, OP_RESHAPE, &x, 1, &a, S->src, at->span)) < 0) goto out;
+    }
+    node = v.n_items == 1 ? parts[0]
+                          : ir_add(S->g, OP_CONCAT, parts, v.n_items, &(ir_attrs){0}, S->src,
+                                   at->span);
+out:
+    free(parts);
+    return node;
+}
+
+int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like)
+{
+    ir_type scalar = {.dtype = DT_F32};
+    switch (v.k) {
+    case V_ERR: return -1;
+    case V_TENSOR: return v.node;
+    case V_BOOL:
+    case V_NUM:
+        if (like == DT_I32 && v.is_int) scalar.dtype = DT_I32;
+        return ir_add_const(S->g, v.num, &scalar, S->src, at->span);
+    case V_LIST:
+        for (int i = 0; i < v.n_items; i++)
+            if (v.items[i].k == V_TENSOR || v.items[i].k == V_NONE)
+                return stack_tensors(S, at, v);
+        return list_const(S, at, v);
+    case V_INIT:
+        if (v.init <= INIT_CONSTANT) {
+            double fill = v.init == INIT_ZEROS ? 0 : v.init == INIT_ONES ? 1 : v.ia;
+            return ir_add_const(S->g, fill, &v.itype, S->src, at->span);
+        }
+        sema_err(S, at, "a random initializer can only initialize a var");
+        return -1;
+    default:
+        sema_err(S, at, "expected a tensor, got %s", sema_value_kind(&v));
+        return -1;
+    }
+}
+
+/* ---- registry ops ---- */
+
+static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value v, int slot,
+                         ir_attrs *a)
+{
+    int64_t iv;
+    switch (spec->kind) {
+    case ATTR_INT:
+        if (sema_int_arg(S, at, v, &iv) < 0) return -1;
+        a->i[slot] = iv;
+        return 0;
+    case ATTR_BOOL:
+        if (v.k != V_BOOL && !(v.k == V_NUM && v.is_int)) {
+            sema_err(S, at, "'%s' must be true or false, got %s", spec->name, sema_value_kind(&v));
+            return -1;
+        }
+        a->i[slot] = v.num != 0;
+        return 0;
+    case ATTR_FLOAT: return num_arg(S, at, v, 0, &a->f[slot]);
+    case ATTR_DTYPE:
+        if (v.k != V_STR || (strcmp(v.str, "f32") && strcmp(v.str, "i32"))) {
+            sema_err(S, at, "'%s' must be \"f32\" or \"i32\"", spec->name);
+            return -1;
+        }
+        a->i[slot] = strcmp(v.str, "i32") == 0 ? DT_I32 : DT_F32;
+        return 0;
+    case ATTR_LIST:
+        if (v.k != V_LIST || v.n_items > IR_MAX_DIMS) {
+            sema_err(S, at, "'%s' must be a list of at most %d integers", spec->name, IR_MAX_DIMS);
+            return -1;
+        }
+        a->n_list = v.n_items;
+        for (int i = 0; i < v.n_items; i++)
+            if (sema_int_arg(S, at, v.items[i], &a->list[i]) < 0) return -1;
+        return 0;
+    default: return -1;
+    }
+}
+
+static int op_n_attrs(const op_info *info)
+{
+    int n = 0;
+    while (n < IR_MAX_ATTRS && info->attrs[n].name) n++;
+    return n;
+}
+
+static int op_attrs(sema *S, const ast_node *call, const op_info *info, value *rest, int n_rest,
+                    const ast_node **kw, value *kwv, int n_kw, ir_attrs *a)
+{
+    int na = op_n_attrs(info);
+    value bound[IR_MAX_ATTRS];
+    argspec spec[IR_MAX_ATTRS];
+    for (int i = 0; i < na; i++) spec[i] = (argspec){info->attrs[i].name, isnan(info->attrs[i].def)};
+    if (bind_args(S, call, info->name, spec, na, rest, n_rest, kw, kwv, n_kw, bound) < 0)
+        return -1;
+    for (int i = 0; i < na; i++) {
+        if (bound[i].k == V_NONE) {
+            a->i[i] = (int64_t)info->attrs[i].def;
+            a->f[i] = info->attrs[i].def;
+        } else if (op_attr_value(S, call, &info->attrs[i], bound[i], i, a) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_args,
+                   const ast_node **kw, value *kwv, int n_kw)
+{
+    const op_info *info = &gr_ops[op];
+    int arity = info->arity, in[IR_MAX_DIMS * 8];
+    value *tensors = args;
+    int n_t = arity;
+    if (arity < 0) { /* variadic: a list of tensors, e.g. concat([a, b], axis=1) */
+        if (n_args < 1 || args[0].k != V_LIST || args[0].n_items > (int)(sizeof in / sizeof *in)) {
+            sema_err(S, call, "%s() takes a list of tensors first", info->name);
+            return (value){.k = V_ERR};
+        }
+        tensors = args[0].items;
+        n_t = args[0].n_items;
+        arity = 1;
+    } else if (n_args < arity) {
+        sema_err(S, call, "%s() takes %d tensor argument%s, got %d", info->name, arity,
+                 arity == 1 ? "" : "s", n_args);
+        return (value){.k = V_ERR};
+    }
+    ir_dtype like = DT_F32;
+    for (int i = 0; i < n_t; i++)
+        if (tensors[i].k == V_TENSOR) like = S->g->nodes[tensors[i].node].type.dtype;
+    for (int i = 0; i < n_t; i++)
+        if ((in[i] = sema_to_tensor(S, call, tensors[i], like)) < 0) return (value){.k = V_ERR};
+    ir_attrs a = {0};
+    if (op_attrs(S, call, info, args + arity, n_args - arity, kw, kwv, n_kw, &a) < 0)
+        return (value){.k = V_ERR};
+    return v_tensor(ir_add(S->g, (gr_op)op, in, n_t, &a, S->src, call->span));
+}
+
+/* ---- initializers ---- */
+
+static value call_init(sema *S, const ast_node *call, int b, value *args, int n_args,
+                       const ast_node **kw, value *kwv, int n_kw)
+{
+    static const argspec spec[] = {{"shape", 1}, {"a", 0}, {"b", 0}};
+    static const argspec cspec[] = {{"value", 1}, {"shape", 1}};
+    static const argspec nspec[] = {{"shape", 1}, {"mean", 0}, {"std", 0}};
+    static const argspec uspec[] = {{"shape", 1}, {"low", 0}, {"high", 0}};
+    value bound[3];
+    const argspec *sp = b == B_CONSTANT ? cspec : b == B_NORMAL ? nspec : b == B_UNIFORM ? uspec : spec;
+    int ns = b == B_CONSTANT ? 2 : (b == B_NORMAL || b == B_UNIFORM) ? 3 : 1;
+    if (bind_args(S, call, builtin_names[b], sp, ns, args, n_args, kw, kwv, n_kw, bound) < 0)
+        return (value){.k = V_ERR};
+    value v = {.k = V_INIT};
+    static const ir_init kinds[] = {[B_ZEROS] = INIT_ZEROS, [B_ONES] = INIT_ONES,
+                                    [B_CONSTANT] = INIT_CONSTANT, [B_UNIFORM] = INIT_UNIFORM,
+                                    [B_NORMAL] = INIT_NORMAL, [B_GLOROT] = INIT_GLOROT,
+                                    [B_HE] = INIT_HE};
+    v.init = kinds[b];
+    int shape_at = b == B_CONSTANT ? 1 : 0;
+    if (shape_arg(S, call, bound[shape_at], &v.itype) < 0) return (value){.k = V_ERR};
+    if (b == B_CONSTANT && num_arg(S, call, bound[0], 0, &v.ia) < 0) return (value){.k = V_ERR};
+    if (b == B_NORMAL && (num_arg(S, call, bound[1], 0, &v.ia) < 0 ||
+                          num_arg(S, call, bound[2], 1, &v.ib) < 0))
+        return (value){.k = V_ERR};
+    if (b == B_UNIFORM && (num_arg(S, call, bound[1], -0.05, &v.ia) < 0 ||
+                           num_arg(S, call, bound[2], 0.05, &v.ib) < 0))
+        return (value){.k = V_ERR};
+    return v;
+}
+
+/* ---- shape helpers ---- */
+
+static value call_dim(sema *S, const ast_node *call, int b, value *args, int n_args)
+{
+    if (n_args != 1 || args[0].k != V_TENSOR) {
+        sema_err(S, call, "%s() takes one tensor", builtin_names[b]);
+        return (value){.k = V_ERR};
+    }
+    const ir_type *t = &S->g->nodes[args[0].node].type;
+    if (t->rank < 1) {
+        sema_err(S, call, "%s() needs a tensor of rank >= 1, got a scalar", builtin_names[b]);
+        return (value){.k = V_ERR};
+    }
+    return v_num((double)(b == B_ROWS ? t->dim[0] : t->dim[t->rank - 1]), 1);
+}
+
+/* shard(x, i, n): the i-th of n equal slices along axis 0. */
+static value call_shard(sema *S, const ast_node *call, value *args, int n_args)
+{
+    int64_t i, n;
+    if (n_args != 3 || args[0].k != V_TENSOR) {
+        sema_err(S, call, "shard() takes (tensor, index, count)");
+        return (value){.k = V_ERR};
+    }
+    if (sema_int_arg(S, call, args[1], &i) < 0 || sema_int_arg(S, call, args[2], &n) < 0)
+        return (value){.k = V_ERR};
+    const ir_type *t = &S->g->nodes[args[0].node].type;
+    if (t->rank < 1 || n <= 0 || t->dim[0] % n || i < 0 || i >= n) {
+        char buf[96];
+        sema_err(S, call, "shard(%s, %lld, %lld): axis 0 must split into %lld equal parts",
+                 ir_type_str(t, buf, sizeof buf), (long long)i, (long long)n, (long long)n);
+        return (value){.k = V_ERR};
+    }
+    int64_t step = t->dim[0] / n;
+    ir_attrs a = {.i = {0, i * step, (i + 1) * step}};
+    return v_tensor(ir_add(S->g, OP_SLICE, &args[0].node, 1, &a, S->src, call->span));
+}
+
+/* ---- optimizers ---- */
+
+static value call_opt(sema *S, const ast_node *call, int b, value *args, int n_args,
+                      const ast_node **kw, value *kwv, int n_kw)
+{
+    static const argspec sgd[] = {{"lr", 1}, {"locking", 0}};
+    static const argspec mom[] = {{"lr", 1}, {"m", 0}, {"nesterov", 0}, {"locking", 0}};
+    static const argspec adam[] = {{"lr", 0}, {"b1", 0}, {"b2", 0}, {"eps", 0}, {"locking", 0}};
+    value v = {.k = V_OPT}, x[5];
+    double nest = 0, lock = 0;
+    ad_optimizer *o = &v.opt;
+    int bad;
+    if (b == B_SGD) {
+        bad = bind_args(S, call, "sgd", sgd, 2, args, n_args, kw, kwv, n_kw, x) < 0 ||
+              num_arg(S, call, x[0], 0, &o->lr) < 0 || num_arg(S, call, x[1], 0, &lock) < 0;
+        o->kind = AD_SGD;
+    } else if (b == B_MOMENTUM) {
+        bad = bind_args(S, call, "momentum", mom, 4, args, n_args, kw, kwv, n_kw, x) < 0 ||
+              num_arg(S, call, x[0], 0, &o->lr) < 0 || num_arg(S, call, x[1], 0.9, &o->m) < 0 ||
+              num_arg(S, call, x[2], 0, &nest) < 0 || num_arg(S, call, x[3], 0, &lock) < 0;
+        o->kind = AD_MOMENTUM;
+    } else {
+        bad = bind_args(S, call, "adam", adam, 5, args, n_args, kw, kwv, n_kw, x) < 0 ||
+              num_arg(S, call, x[0], 1e-3, &o->lr) < 0 || num_arg(S, call, x[1], 0.9, &o->b1) < 0 ||
+              num_arg(S, call, x[2], 0.999, &o->b2) < 0 ||
+              num_arg(S, call, x[3], 1e-8, &o->eps) < 0 || num_arg(S, call, x[4], 0, &lock) < 0;
+        o->kind = AD_ADAM;
+    }
+    if (bad) return (value){.k = V_ERR};
+    if (!(o->lr > 0)) {
+        sema_err(S, call, "learning rate must be positive, got %g", o->lr);
+        return (value){.k = V_ERR};
+    }
+    o->nesterov = nest != 0;
+    o->locking = lock != 0;
+    return v;
+}
+
+/* ---- data sources ---- */
+
+typedef struct data_call {
+    value paths[2], batch, shuffle, seed, shape, classes, label, n, dims;
+} data_call;
+
+static const char *resolve_path(sema *S, const char *p)
+{
+    if (!p || p[0] == '/') return p;
+    const char *file = S->src->name, *slash = strrchr(file, '/');
+    size_t n = strlen(p) + strlen(file) + strlen(GR_DATASETS_DIR) + 4;
+    char *buf = ir_alloc(S->g, n);
+    snprintf(buf, n, "%.*s%s", slash ? (int)(slash - file + 1) : 0, file, p);
+    if (access(buf, R_OK) == 0) return buf;
+    snprintf(buf, n, "%s/%s", GR_DATASETS_DIR, p);
+    if (access(buf, R_OK) == 0) return buf;
+    snprintf(buf, n, "%.*s%s", slash ? (int)(slash - file + 1) : 0, file, p);
+    return buf; /* the reader reports it, with the path it tried */
+}
+
+static int str_or_none(sema *S, const ast_node *at, value v, const char **out)
+{
+    *out = NULL;
+    if (v.k == V_NONE) return 0;
+    if (v.k != V_STR) {
+        sema_err(S, at, "expected a file path string, got %s", sema_value_kind(&v));
+        return -1;
+    }
+    *out = resolve_path(S, v.str);
+    return 0;
+}
+
+void sema_data_spec(const ir_data *d, data_spec *s)
+{
+    static const data_kind kinds[] = {[DATA_IDX] = DATA_KIND_IDX, [DATA_CSV] = DATA_KIND_CSV,
+                                      [DATA_RAW] = DATA_KIND_RAW,
+                                      [DATA_GAUSSIAN] = DATA_KIND_GAUSSIAN};
+    *s = (data_spec){.kind = kinds[d->kind], .path = {d->path[0], d->path[1]}, .batch = d->batch,
+                     .shuffle = d->shuffle, .seed = d->seed, .label_col = d->label_col,
+                     .n_classes = d->n_classes, .n = d->gen_n, .x_rank = d->x_rank};
+    for (int i = 0; i < d->x_rank; i++) s->x_dims[i] = d->x_dims[i];
+}
+
+static int data_from_call(sema *S, const ast_node *call, int b, const data_call *c, ir_data *d)
+{
+    static const ir_data_kind kinds[] = {[B_IDX] = DATA_IDX, [B_CSV] = DATA_CSV,
+                                         [B_RAW] = DATA_RAW, [B_GAUSSIAN] = DATA_GAUSSIAN};
+    double shuffle = 0, seed = 0, classes = 0, label = -1, n = 0;
+    ir_type dims = {0};
+    if (str_or_none(S, call, c->paths[0], &d->path[0]) < 0 ||
+        str_or_none(S, call, c->paths[1], &d->path[1]) < 0 ||
+        sema_int_arg(S, call, c->batch, &d->batch) < 0 ||
+        num_arg(S, call, c->shuffle, 0, &shuffle) < 0 || num_arg(S, call, c->seed, 0, &seed) < 0 ||
+        num_arg(S, call, c->classes, 0, &classes) < 0 ||
+        num_arg(S, call, c->label, -1, &label) < 0 || num_arg(S, call, c->n, 0, &n) < 0)
+        return -1;
+    if (c->dims.k != V_NONE && shape_arg(S, call, c->dims, &dims) < 0) return -1;
+    if (dims.rank > 4) {
+        sema_err(S, call, "per-example shape has rank %d; the limit is 4", dims.rank);
+        return -1;
+    }
+    d->kind = kinds[b];
+    d->shuffle = shuffle != 0;
+    d->seed = (uint64_t)seed;
+    d->n_classes = (int64_t)classes;
+    d->label_col = (int)label;
+    d->gen_n = (int64_t)n;
+    d->x_rank = dims.rank;
+    for (int i = 0; i < dims.rank; i++) d->x_dims[i] = dims.dim[i];
+    return 0;
+}
+
+/* x: f32[batch, features] by default, or f32[batch, shape...] with shape=. */
+static int data_types(sema *S, const ast_node *call, const data_call *c, const data_info *info,
+                      ir_data *d)
+{
+    int64_t per = 1;
+    for (int i = 0; i < info->x_rank; i++) per *= info->x_dims[i];
+    d->x = (ir_type){.dtype = DT_F32, .rank = 2, .dim = {d->batch, per}};
+    if (c->shape.k != V_NONE) {
+        ir_type sh;
+        if (shape_arg(S, call, c->shape, &sh) < 0) return -1;
+        if (ir_numel(&sh) != per || sh.rank + 1 > IR_MAX_DIMS) {
+            sema_err(S, call, "shape= has %lld elements per example, but the data has %lld",
+                     (long long)ir_numel(&sh), (long long)per);
+            return -1;
+        }
+        d->x.rank = sh.rank + 1;
+        for (int i = 0; i < sh.rank; i++) d->x.dim[i + 1] = sh.dim[i];
+    }
+    d->y = (ir_type){.dtype = DT_I32, .rank = info->has_y ? 1 : -1, .dim = {d->batch}};
+    d->n = info->n;
+    return 0;
+}
+
+static value call_data(sema *S, const ast_node *call, int b, value *args, int n_args,
+                       const ast_node **kw, value *kwv, int n_kw)
+{
+    static const argspec spec[] = {{"x", 0},     {"y", 0},       {"batch", 1},
+                                   {"shuffle", 0}, {"seed", 0},  {"shape", 0},
+                                   {"classes", 0}, {"label", 0}, {"n", 0},
+                                   {"dims", 0}};
+    data_call c;
+    if (bind_args(S, call, builtin_names[b], spec, 10, args, n_args, kw, kwv, n_kw, &c.paths[0]) <
+        0)
+        return (value){.k = V_ERR};
+    ir_data d = {.src = S->src, .span = call->span};
+    data_spec s;
+    data_info info;
+    char err[512];
+    if (data_from_call(S, call, b, &c, &d) < 0) return (value){.k = V_ERR};
+    sema_data_spec(&d, &s);
+    if (data_probe(&s, &info, err, sizeof err) < 0) {
+        sema_err(S, call, "%s", err);
+        return (value){.k = V_ERR};
+    }
+    if (data_types(S, call, &c, &info, &d) < 0) return (value){.k = V_ERR};
+    return (value){.k = V_DATA, .id = ir_add_data(S->g, &d)};
+}
+
+int sema_data_stmt(sema *S, const ast_node *stmt, value v)
+{
+    if (v.k == V_ERR) return -1;
+    if (v.k != V_DATA) {
+        sema_err(S, stmt->a, "a data statement needs a source such as idx(...), csv(...), "
+                             "raw(...) or gaussian(...), got %s", sema_value_kind(&v));
+        return -1;
+    }
+    S->g->data[v.id].name = ir_strdup(S->g, stmt->name);
+    return 0;
+}
+
+value sema_data_field(sema *S, const ast_node *at, int data, const char *field)
+{
+    int which = strcmp(field, "x") == 0 ? 0 : strcmp(field, "y") == 0 ? 1 : -1;
+    if (which < 0) {
+        sema_err(S, at, "a data source has fields x and y, not '%s'", field);
+        return (value){.k = V_ERR};
+    }
+    if (which == 1 && S->g->data[data].y.rank < 0) {
+        sema_err(S, at, "data source '%s' has no labels", S->g->data[data].name);
+        return (value){.k = V_ERR};
+    }
+    if (data >= S->n_data_cache) {
+        int n = data + 8;
+        S->data_x = realloc(S->data_x, sizeof(int) * (size_t)n);
+        S->data_y = realloc(S->data_y, sizeof(int) * (size_t)n);
+        for (int i = S->n_data_cache; i < n; i++) S->data_x[i] = S->data_y[i] = -1;
+        S->n_data_cache = n;
+    }
+    int *slot = which ? &S->data_y[data] : &S->data_x[data];
+    ir_attrs a = {.i = {which, data}};
+    if (*slot < 0) *slot = ir_add(S->g, OP_DATA, NULL, 0, &a, S->src, at->span);
+    return v_tensor(*slot);
+}
+
+value sema_call_builtin(sema *S, env *e, const ast_node *call, int b, value *args, int n_args,
+                        const ast_node **kw, value *kwv, int n_kw)
+{
+    (void)e;
+    if (b <= B_HE) return call_init(S, call, b, args, n_args, kw, kwv, n_kw);
+    if (b == B_COLS || b == B_ROWS) return call_dim(S, call, b, args, n_args);
+    if (b == B_SHARD) return call_shard(S, call, args, n_args);
+    if (b == B_NONE) {
+        if (n_args == 1 && n_kw == 0) return args[0];
+        sema_err(S, call, "none() takes one argument");
+        return (value){.k = V_ERR};
+    }
+    if (b <= B_GAUSSIAN) return call_data(S, call, b, args, n_args, kw, kwv, n_kw);
+    return call_opt(S, call, b, args, n_args, kw, kwv, n_kw);
+}

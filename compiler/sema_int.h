@@ -1,0 +1,103 @@
+/* sema_int.h - private to compiler/sema*.c: compile-time values and the
+ * evaluation context.  The .graph program is evaluated once at compile time;
+ * tensor-valued expressions add IR nodes, everything else (numbers, lists,
+ * functions, optimizers) is folded away. */
+#ifndef GR_SEMA_INT_H
+#define GR_SEMA_INT_H
+
+#include "compiler.h"
+
+typedef enum vkind {
+    V_ERR,     /* an error was already reported: stay quiet */
+    V_NONE,    /* `none`: the identity activation; also list holes */
+    V_NUM,
+    V_BOOL,
+    V_STR,
+    V_LIST,
+    V_TENSOR,
+    V_FN,      /* a user fn */
+    V_OP,      /* a registry op used as a value (act=relu) */
+    V_BUILTIN, /* initializers, data sources, optimizers, helpers */
+    V_DATA,
+    V_OPT,
+    V_INIT     /* an initializer spec, for `var` */
+} vkind;
+
+typedef struct value value;
+struct value {
+    vkind k;
+    int is_int;           /* V_NUM */
+    double num;           /* V_NUM, V_BOOL */
+    const char *str;      /* V_STR */
+    int node;             /* V_TENSOR */
+    int is_train;         /* V_TENSOR made by minimize */
+    int id;               /* V_OP: op; V_BUILTIN: builtin; V_DATA: data index */
+    const ast_node *fn;   /* V_FN */
+    value *items;         /* V_LIST */
+    int n_items;
+    ad_optimizer opt;     /* V_OPT */
+    ir_init init;         /* V_INIT */
+    double ia, ib;        /* V_INIT parameters */
+    ir_type itype;        /* V_INIT shape */
+};
+
+typedef struct binding {
+    const char *name;
+    value v;
+} binding;
+
+typedef struct env {
+    binding *v;
+    int n, cap;
+    struct env *parent;
+} env;
+
+typedef struct counter {
+    const char *name;
+    int n;
+} counter;
+
+/* A variable scope: TensorFlow's tf.variable_scope. */
+typedef struct vscope {
+    const char *path;     /* "" at the top, else "model/fc1" */
+    int reuse;
+    counter *counters;    /* numbering of unnamed calls: dense_0, dense_1 */
+    int n_counters, cap_counters;
+    struct vscope *parent;
+} vscope;
+
+typedef struct sema {
+    ir_graph *g;
+    const gr_source *src;
+    const sema_options *opt;
+    env *global;
+    vscope *scope;
+    int device;           /* current annotation, -1 none */
+    int depth;            /* user fn call depth */
+    int in_fn;
+    value ret;
+    int *data_x, *data_y; /* node per data source, -1 until used */
+    int n_data_cache;
+    unsigned char *param_used;
+} sema;
+
+/* sema.c */
+value sema_eval(sema *S, env *e, const ast_node *n);
+void sema_err(sema *S, const ast_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void sema_errs(sema *S, gr_span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like);
+int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out);
+const char *sema_value_kind(const value *v);
+value v_num(double x, int is_int);
+value v_tensor(int node);
+
+/* sema_builtins.c: data sources, initializers, optimizers, helpers */
+int sema_builtin_lookup(const char *name);
+value sema_call_builtin(sema *S, env *e, const ast_node *call, int builtin, value *args,
+                        int n_args, const ast_node **kw, value *kwv, int n_kw);
+value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_args,
+                   const ast_node **kw, value *kwv, int n_kw);
+value sema_data_field(sema *S, const ast_node *at, int data, const char *field);
+int sema_data_stmt(sema *S, const ast_node *stmt, value v);
+
+#endif

@@ -1,0 +1,285 @@
+/* cpu_conv.c - CONV2D (im2col + GEMM) with its two gradients, and max/avg
+ * pooling with theirs.  NCHW images, [OC, C, KH, KW] filters.
+ *
+ * Convolutions split the batch over pool tasks, one image at a time per
+ * task; each task owns one slice of the node's scratch for its im2col
+ * buffer (and, for the filter gradient, its partial dW, summed at the end
+ * so no two tasks ever write the same memory). */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_impl.h"
+
+static int64_t conv_ckk(const cpu_conv_shape *s) { return s->c * s->kh * s->kw; }
+static int64_t conv_ohw(const cpu_conv_shape *s) { return s->oh * s->ow; }
+
+/* A 1x1, stride 1, unpadded convolution's im2col is the image itself. */
+static int conv_is_pointwise(const cpu_conv_shape *s)
+{
+    return s->kh == 1 && s->kw == 1 && s->stride == 1 && s->pad == 0;
+}
+
+/* col[(c*KH+kh)*KW+kw, oh*OW+ow] = x[c, oh*s-p+kh, ow*s-p+kw], 0 outside. */
+static void im2col(const cpu_conv_shape *s, const float *x, float *col)
+{
+    for (int64_t c = 0; c < s->c; c++)
+        for (int64_t kh = 0; kh < s->kh; kh++)
+            for (int64_t kw = 0; kw < s->kw; kw++) {
+                float *row = col + ((c * s->kh + kh) * s->kw + kw) * conv_ohw(s);
+                for (int64_t oh = 0; oh < s->oh; oh++) {
+                    int64_t ih = oh * s->stride - s->pad + kh;
+                    float *dst = row + oh * s->ow;
+                    if (ih < 0 || ih >= s->h) {
+                        cpu_fill_f32(dst, 0.0f, s->ow);
+                        continue;
+                    }
+                    const float *src = x + (c * s->h + ih) * s->w;
+                    for (int64_t ow = 0; ow < s->ow; ow++) {
+                        int64_t iw = ow * s->stride - s->pad + kw;
+                        int in = iw >= 0 && iw < s->w;
+                        dst[ow] = in ? src[iw] : 0.0f;
+                    }
+                }
+            }
+}
+
+/* The adjoint of im2col: dx (already zeroed) += col scattered back. */
+static void col2im(const cpu_conv_shape *s, const float *col, float *dx)
+{
+    for (int64_t c = 0; c < s->c; c++)
+        for (int64_t kh = 0; kh < s->kh; kh++)
+            for (int64_t kw = 0; kw < s->kw; kw++) {
+                const float *row = col + ((c * s->kh + kh) * s->kw + kw) * conv_ohw(s);
+                for (int64_t oh = 0; oh < s->oh; oh++) {
+                    int64_t ih = oh * s->stride - s->pad + kh;
+                    if (ih < 0 || ih >= s->h) continue;
+                    float *dst = dx + (c * s->h + ih) * s->w;
+                    for (int64_t ow = 0; ow < s->ow; ow++) {
+                        int64_t iw = ow * s->stride - s->pad + kw;
+                        if (iw >= 0 && iw < s->w) dst[iw] += row[oh * s->ow + ow];
+                    }
+                }
+            }
+}
+
+typedef struct conv_job {
+    const cpu_conv_shape *s;
+    float *out;
+    const float *x, *w, *dy;
+    char *scratch;
+    size_t task_bytes;
+    int ntasks;
+} conv_job;
+
+static float *conv_scratch(const conv_job *j, int t) { return (float *)(j->scratch + j->task_bytes * (size_t)t); }
+
+static void conv_fwd_task(void *arg, int t)
+{
+    const conv_job *j = arg;
+    const cpu_conv_shape *s = j->s;
+    int64_t ckk = conv_ckk(s), ohw = conv_ohw(s);
+    for (int64_t n = t; n < s->n; n += j->ntasks) {
+        const float *xn = j->x + n * s->c * s->h * s->w, *col = xn;
+        if (!conv_is_pointwise(s)) {
+            im2col(s, xn, conv_scratch(j, t));
+            col = conv_scratch(j, t);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->oc, (int)ohw, (int)ckk,
+                    1.0f, j->w, (int)ckk, col, (int)ohw, 0.0f, j->out + n * s->oc * ohw,
+                    (int)ohw);
+    }
+}
+
+static void conv_gx_task(void *arg, int t)
+{
+    const conv_job *j = arg;
+    const cpu_conv_shape *s = j->s;
+    int64_t ckk = conv_ckk(s), ohw = conv_ohw(s), img = s->c * s->h * s->w;
+    for (int64_t n = t; n < s->n; n += j->ntasks) {
+        float *dxn = j->out + n * img;
+        float *col = conv_is_pointwise(s) ? dxn : conv_scratch(j, t);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk, (int)ohw, (int)s->oc,
+                    1.0f, j->w, (int)ckk, j->dy + n * s->oc * ohw, (int)ohw, 0.0f, col,
+                    (int)ohw);
+        if (conv_is_pointwise(s)) continue;
+        memset(dxn, 0, (size_t)img * sizeof *dxn);
+        col2im(s, col, dxn);
+    }
+}
+
+/* Partial dW of this task's images, in the slice right after its im2col. */
+static float *conv_gw_partial(const conv_job *j, int t)
+{
+    return conv_scratch(j, t) + conv_ckk(j->s) * conv_ohw(j->s);
+}
+
+static void conv_gw_task(void *arg, int t)
+{
+    const conv_job *j = arg;
+    const cpu_conv_shape *s = j->s;
+    int64_t ckk = conv_ckk(s), ohw = conv_ohw(s);
+    float beta = 0.0f;
+    for (int64_t n = t; n < s->n; n += j->ntasks) {
+        const float *xn = j->x + n * s->c * s->h * s->w, *col = xn;
+        if (!conv_is_pointwise(s)) {
+            im2col(s, xn, conv_scratch(j, t));
+            col = conv_scratch(j, t);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->oc, (int)ckk, (int)ohw,
+                    1.0f, j->dy + n * s->oc * ohw, (int)ohw, col, (int)ohw, beta,
+                    conv_gw_partial(j, t), (int)ckk);
+        beta = 1.0f;
+    }
+}
+
+/* Picks the task count and makes sure each task has a scratch slice of
+ * `need` bytes; returns the buffer to free afterwards (NULL if none) or sets
+ * *fail when memory ran out. */
+static void *conv_setup(const cpu_conv_ctx *cx, conv_job *j, size_t need, int *fail)
+{
+    int nt = pool_size(cx->pool);
+    if (nt > cx->max_tasks) nt = cx->max_tasks;
+    if (nt > j->s->n) nt = (int)j->s->n;
+    j->ntasks = nt < 1 ? 1 : nt;
+    j->scratch = cx->scratch;
+    j->task_bytes = cx->task_bytes;
+    *fail = 0;
+    if (need == 0 || (cx->scratch && cx->task_bytes >= need)) return NULL;
+    /* The plan gave less than we need (or nothing): use our own. */
+    j->scratch = malloc(need * (size_t)j->ntasks);
+    j->task_bytes = need;
+    *fail = j->scratch == NULL;
+    return j->scratch;
+}
+
+static void conv_run(const cpu_conv_ctx *cx, conv_job *j, size_t need, void (*fn)(void *, int))
+{
+    int fail;
+    void *own = conv_setup(cx, j, need, &fail);
+    if (!fail) pool_for(cx->pool, j->ntasks, fn, j);
+    free(own);
+}
+
+void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
+                const float *w)
+{
+    conv_job j = {.s = s, .out = out, .x = x, .w = w};
+    size_t need = conv_is_pointwise(s) ? 0 : (size_t)(conv_ckk(s) * conv_ohw(s)) * 4;
+    conv_run(cx, &j, need, conv_fwd_task);
+}
+
+void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx,
+                       const float *dy, const float *w)
+{
+    conv_job j = {.s = s, .out = dx, .w = w, .dy = dy};
+    size_t need = conv_is_pointwise(s) ? 0 : (size_t)(conv_ckk(s) * conv_ohw(s)) * 4;
+    conv_run(cx, &j, need, conv_gx_task);
+}
+
+void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw,
+                       const float *dy, const float *x)
+{
+    int64_t wn = s->oc * conv_ckk(s);
+    if (s->n == 0) {
+        cpu_fill_f32(dw, 0.0f, wn);
+        return;
+    }
+    conv_job j = {.s = s, .x = x, .dy = dy};
+    size_t need = (size_t)(conv_ckk(s) * conv_ohw(s) + wn) * 4;
+    int fail;
+    void *own = conv_setup(cx, &j, need, &fail);
+    if (!fail) {
+        pool_for(cx->pool, j.ntasks, conv_gw_task, &j);
+        memcpy(dw, conv_gw_partial(&j, 0), (size_t)wn * sizeof *dw);
+        for (int t = 1; t < j.ntasks; t++) {
+            const float *restrict part = conv_gw_partial(&j, t);
+            for (int64_t i = 0; i < wn; i++) dw[i] += part[i];
+        }
+    }
+    free(own);
+}
+
+/* ---- pooling (no padding) ---- */
+
+typedef struct pool_job {
+    const cpu_pool_shape *s;
+    float *out;
+    const float *x;
+    int avg;
+} pool_job;
+
+static void pool_plane(const cpu_pool_shape *s, float *out, const float *x, int avg)
+{
+    float inv = 1.0f / (float)(s->size * s->size);
+    for (int64_t oh = 0; oh < s->oh; oh++)
+        for (int64_t ow = 0; ow < s->ow; ow++) {
+            const float *win = x + oh * s->stride * s->w + ow * s->stride;
+            float acc = avg ? 0.0f : win[0];
+            for (int64_t i = 0; i < s->size; i++)
+                for (int64_t k = 0; k < s->size; k++) {
+                    float v = win[i * s->w + k];
+                    acc = avg ? acc + v : (v > acc ? v : acc);
+                }
+            out[oh * s->ow + ow] = avg ? acc * inv : acc;
+        }
+}
+
+static void pool_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const pool_job *j = vctx;
+    const cpu_pool_shape *s = j->s;
+    for (int64_t pl = lo; pl < hi; pl++)
+        pool_plane(s, j->out + pl * s->oh * s->ow, j->x + pl * s->h * s->w, j->avg);
+}
+
+static void pool_fwd(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x, int avg)
+{
+    pool_job j = {s, out, x, avg};
+    int64_t per = s->h * s->w > 0 ? s->h * s->w : 1;
+    cpu_par_range(p, s->planes, CPU_PAR_MIN / per + 1, pool_range, &j);
+}
+
+void cpu_maxpool(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x)
+{
+    pool_fwd(p, s, out, x, 0);
+}
+
+void cpu_avgpool(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x)
+{
+    pool_fwd(p, s, out, x, 1);
+}
+
+/* Routes each window's gradient to its first maximum, like the forward. */
+void cpu_maxpool_grad(const cpu_pool_shape *s, float *dx, const float *dy, const float *x)
+{
+    memset(dx, 0, (size_t)(s->planes * s->h * s->w) * sizeof *dx);
+    for (int64_t pl = 0; pl < s->planes; pl++) {
+        const float *xp = x + pl * s->h * s->w;
+        float *dxp = dx + pl * s->h * s->w;
+        for (int64_t oh = 0; oh < s->oh; oh++)
+            for (int64_t ow = 0; ow < s->ow; ow++) {
+                int64_t base = oh * s->stride * s->w + ow * s->stride, best = base;
+                for (int64_t i = 0; i < s->size; i++)
+                    for (int64_t k = 0; k < s->size; k++)
+                        if (xp[base + i * s->w + k] > xp[best]) best = base + i * s->w + k;
+                dxp[best] += dy[(pl * s->oh + oh) * s->ow + ow];
+            }
+    }
+}
+
+void cpu_avgpool_grad(const cpu_pool_shape *s, float *dx, const float *dy)
+{
+    float inv = 1.0f / (float)(s->size * s->size);
+    memset(dx, 0, (size_t)(s->planes * s->h * s->w) * sizeof *dx);
+    for (int64_t pl = 0; pl < s->planes; pl++) {
+        float *dxp = dx + pl * s->h * s->w;
+        for (int64_t oh = 0; oh < s->oh; oh++)
+            for (int64_t ow = 0; ow < s->ow; ow++) {
+                float g = dy[(pl * s->oh + oh) * s->ow + ow] * inv;
+                float *win = dxp + oh * s->stride * s->w + ow * s->stride;
+                for (int64_t i = 0; i < s->size; i++)
+                    for (int64_t k = 0; k < s->size; k++) win[i * s->w + k] += g;
+            }
+    }
+}

@@ -1,0 +1,156 @@
+/* cpu_impl.h - the CPU device's math, one family per cpu_*.c file.
+ *
+ * kernels.c unpacks kern_args and calls these.  Every function takes plain
+ * buffers, shapes and a pool (NULL = serial), so it knows nothing of the
+ * graph.  All element types are 4 bytes (f32 or i32), so shape-only ops
+ * (copy, transpose, concat, slice) move 4-byte words whatever the dtype.
+ * Buffers never alias unless a function says so. */
+#ifndef GR_CPU_IMPL_H
+#define GR_CPU_IMPL_H
+
+#include <stdint.h>
+
+#include "cpu.h"
+
+/* Below this many elements a loop is not worth splitting over the pool. */
+#define CPU_PAR_MIN 65536
+
+/* Elements of a type; our own so the device does not link against compiler/. */
+static inline int64_t cpu_numel(const ir_type *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++) n *= t->dim[d];
+    return n;
+}
+
+/* ---- parallel helpers (pool.c) ---- */
+typedef void (*cpu_range_fn)(void *ctx, int64_t lo, int64_t hi);
+/* Splits [0, n) into chunks of at least `grain` over the pool and calls fn on
+ * each; serial when the pool is NULL or n <= grain. */
+void cpu_par_range(gr_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
+/* Tasks worth using for `work` units when one task should get >= min_work. */
+int cpu_ntasks(const gr_pool *p, int64_t work, int64_t min_work);
+
+/* ---- broadcasting iterator (cpu_elementwise.c) ----
+ * Output is contiguous; a and b are read with per-axis strides that are 0
+ * on broadcast axes.  Axes are coalesced, so the common cases (same shape,
+ * scalar, bias row, NCHW channel) become one or two flat loops whose inner
+ * strides are 0 or 1. */
+typedef struct cpu_bcast {
+    int nd;
+    int64_t dim[IR_MAX_DIMS];
+    int64_t sa[IR_MAX_DIMS], sb[IR_MAX_DIMS];
+} cpu_bcast;
+/* b may be NULL (a unary broadcast). */
+void cpu_bcast_init(cpu_bcast *bc, const ir_type *out, const ir_type *a, const ir_type *b);
+/* Row callback: out offset, a offset, b offset, run length. */
+typedef void (*cpu_row_fn)(void *ctx, int64_t o, int64_t ia, int64_t ib, int64_t len);
+void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, void *ctx);
+
+/* ---- elementwise (cpu_elementwise.c) ---- */
+void cpu_binary(gr_pool *p, gr_op op, void *out, const ir_type *ot, const void *a,
+                const ir_type *at, const void *b, const ir_type *bt);
+void cpu_unary(gr_pool *p, gr_op op, float *out, const float *x, int64_t n);
+/* RELU_GRAD, SIGMOID_GRAD, TANH_GRAD: out = f(dy, v) elementwise. */
+void cpu_act_grad(gr_pool *p, gr_op op, float *out, const float *dy, const float *v, int64_t n);
+void cpu_copy(gr_pool *p, void *out, const void *in, int64_t n);
+void cpu_fill_f32(float *out, float v, int64_t n);
+void cpu_fill_i32(int32_t *out, int32_t v, int64_t n);
+void cpu_cast_f32_i32(int32_t *out, const float *in, int64_t n);
+void cpu_cast_i32_f32(float *out, const int32_t *in, int64_t n);
+/* Dropout: the mask depends only on (seed, step, i), so forward and backward
+ * agree without storing it. */
+void cpu_dropout(gr_pool *p, float *out, const float *x, int64_t n, float rate, uint64_t seed,
+                 uint64_t step);
+int cpu_dropout_keep(uint64_t seed, uint64_t step, int64_t i, float rate);
+
+/* ---- reductions (cpu_reduce.c) ----
+ * An axis reduction views x as [outer, n, inner]. */
+void cpu_reduce_dims(const ir_type *t, int64_t axis, int64_t *outer, int64_t *n, int64_t *inner);
+void cpu_sum(gr_pool *p, float *out, const float *x, int64_t outer, int64_t n, int64_t inner,
+             int mean);
+void cpu_max(gr_pool *p, float *out, const float *x, int64_t outer, int64_t n, int64_t inner);
+void cpu_argmax(int32_t *out, const float *x, int64_t outer, int64_t n, int64_t inner);
+void cpu_max_grad(float *out, const float *dy, const float *x, const float *y, int64_t outer,
+                  int64_t n, int64_t inner);
+/* out (shape ot) = x (shape xt) summed over the axes that were broadcast. */
+void cpu_sum_to(float *out, const ir_type *ot, const float *x, const ir_type *xt);
+/* out (shape ot) = x (shape xt) broadcast; 4-byte elements. */
+void cpu_broadcast(gr_pool *p, void *out, const ir_type *ot, const void *x, const ir_type *xt);
+
+/* ---- softmax family, rows of length c (cpu_softmax.c) ---- */
+void cpu_softmax(gr_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log);
+void cpu_softmax_grad(gr_pool *p, float *out, const float *dy, const float *y, int64_t rows,
+                      int64_t c, int log);
+void cpu_xent(float *out, const float *logits, const int32_t *labels, int64_t rows, int64_t c);
+void cpu_xent_grad(gr_pool *p, float *out, const float *logits, const int32_t *labels,
+                   const float *dy, int64_t rows, int64_t c);
+float cpu_mse(const float *pred, const float *target, int64_t n);
+
+/* ---- GEMM (cpu_gemm.c) ---- */
+typedef struct cpu_gemm_args {
+    int64_t m, n, k;
+    int trans_a, trans_b;
+    const float *a, *b;
+    const float *bias; /* NULL: plain matmul */
+    int relu;
+    float *c;
+} cpu_gemm_args;
+void cpu_matmul(gr_pool *p, const cpu_gemm_args *g);
+
+/* ---- convolution and pooling, NCHW (cpu_conv.c) ---- */
+typedef struct cpu_conv_shape {
+    int64_t n, c, h, w;    /* x */
+    int64_t oc, kh, kw;    /* w */
+    int64_t oh, ow;        /* out */
+    int64_t stride, pad;
+} cpu_conv_shape;
+typedef struct cpu_conv_ctx {
+    gr_pool *pool;
+    void *scratch; /* max_tasks slices of task_bytes, or NULL (then malloc) */
+    size_t task_bytes;
+    int max_tasks;
+} cpu_conv_ctx;
+void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
+                const float *w);
+void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx,
+                       const float *dy, const float *w);
+void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw,
+                       const float *dy, const float *x);
+typedef struct cpu_pool_shape {
+    int64_t planes, h, w; /* planes = N*C */
+    int64_t oh, ow, size, stride;
+} cpu_pool_shape;
+void cpu_maxpool(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x);
+void cpu_avgpool(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x);
+void cpu_maxpool_grad(const cpu_pool_shape *s, float *dx, const float *dy, const float *x);
+void cpu_avgpool_grad(const cpu_pool_shape *s, float *dx, const float *dy);
+
+/* ---- shape ops, 4-byte elements (cpu_shape.c) ---- */
+void cpu_transpose(void *out, const void *in, const ir_type *it, const int64_t *perm);
+/* Concatenates n inputs along axis; ot is the output type. */
+void cpu_concat(void *out, const ir_type *ot, int n, const void *const *in,
+                const ir_type *const *it, int64_t axis);
+void cpu_slice(void *out, const void *in, const ir_type *it, int64_t axis, int64_t begin,
+               int64_t len);
+void cpu_slice_grad(float *dx, const ir_type *xt, const float *dy, int64_t axis, int64_t begin,
+                    int64_t len);
+void cpu_gather(float *out, const float *table, int64_t v, int64_t d, const int32_t *ids,
+                int64_t n_ids);
+void cpu_gather_grad(float *out, int64_t v, int64_t d, const float *dy, const int32_t *ids,
+                     int64_t n_ids);
+void cpu_one_hot(float *out, const int32_t *ids, int64_t n_ids, int64_t depth);
+
+/* ---- variable updates, in place (cpu_update.c; the Hogwild! file) ---- */
+void cpu_apply_sgd(gr_pool *p, float *var, const float *grad, int64_t n, float lr);
+void cpu_apply_momentum(gr_pool *p, float *var, const float *grad, float *accum, int64_t n,
+                        float lr, float m, int nesterov);
+typedef struct cpu_adam_hp {
+    float lr, b1, b2, eps, t;
+} cpu_adam_hp;
+void cpu_apply_adam(gr_pool *p, float *var, const float *grad, float *m, float *v, int64_t n,
+                    const cpu_adam_hp *hp);
+/* x_n == 1: x is a scalar added to every element. */
+void cpu_assign_add(gr_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n);
+
+#endif

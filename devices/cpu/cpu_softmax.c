@@ -1,0 +1,181 @@
+/* cpu_softmax.c - softmax, log-softmax, cross-entropy and their gradients,
+ * all along the last axis (rows of length c).  Every row subtracts its max
+ * before exponentiating, so logits of 1e4 give finite results.  The exp
+ * loops call expf and only vectorise when libmvec is allowed (fast-math);
+ * the max, sum and scale loops vectorise regardless. */
+#include <math.h>
+
+#include "cpu_impl.h"
+
+static float sm_row_max(const float *restrict x, int64_t c)
+{
+    float acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = x[0];
+    int64_t i = 0;
+    for (; i + 8 <= c; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+    float m = x[0];
+    for (; i < c; i++) m = x[i] > m ? x[i] : m;
+    for (int j = 0; j < 8; j++) m = acc[j] > m ? acc[j] : m;
+    return m;
+}
+
+static float sm_row_sum(const float *restrict x, int64_t c)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= c; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += x[i + j];
+    float s = 0.0f;
+    for (; i < c; i++) s += x[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+
+static float sm_row_dot(const float *restrict x, const float *restrict y, int64_t c)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= c; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += x[i + j] * y[i + j];
+    float s = 0.0f;
+    for (; i < c; i++) s += x[i] * y[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+
+/* o = exp(x - m); returns the sum. */
+static float sm_row_exp(float *restrict o, const float *restrict x, float m, int64_t c)
+{
+    for (int64_t i = 0; i < c; i++) o[i] = expf(x[i] - m);
+    return sm_row_sum(o, c);
+}
+
+/* log(sum(exp(x))) computed stably; uses o as scratch. */
+static float sm_row_lse(float *restrict o, const float *restrict x, int64_t c)
+{
+    float m = sm_row_max(x, c);
+    return m + logf(sm_row_exp(o, x, m, c));
+}
+
+static void sm_row(float *restrict o, const float *restrict x, int64_t c, int log)
+{
+    float m = sm_row_max(x, c);
+    float s = sm_row_exp(o, x, m, c);
+    if (log) {
+        float lse = m + logf(s);
+        for (int64_t i = 0; i < c; i++) o[i] = x[i] - lse;
+    } else {
+        float inv = 1.0f / s;
+        for (int64_t i = 0; i < c; i++) o[i] *= inv;
+    }
+}
+
+/* softmax: y*(dy - <dy,y>); log-softmax: dy - exp(y)*sum(dy). */
+static void sm_grad_row(float *restrict o, const float *restrict dy, const float *restrict y,
+                        int64_t c, int log)
+{
+    if (log) {
+        float s = sm_row_sum(dy, c);
+        for (int64_t i = 0; i < c; i++) o[i] = expf(y[i]);
+        for (int64_t i = 0; i < c; i++) o[i] = dy[i] - o[i] * s;
+    } else {
+        float d = sm_row_dot(dy, y, c);
+        for (int64_t i = 0; i < c; i++) o[i] = y[i] * (dy[i] - d);
+    }
+}
+
+typedef struct sm_ctx {
+    float *out;
+    const float *x, *y, *dy;
+    const int32_t *labels;
+    int64_t c;
+    int log;
+} sm_ctx;
+
+static void sm_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const sm_ctx *s = vctx;
+    for (int64_t r = lo; r < hi; r++) sm_row(s->out + r * s->c, s->x + r * s->c, s->c, s->log);
+}
+
+static void sm_grad_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const sm_ctx *s = vctx;
+    for (int64_t r = lo; r < hi; r++)
+        sm_grad_row(s->out + r * s->c, s->dy + r * s->c, s->y + r * s->c, s->c, s->log);
+}
+
+static int64_t sm_grain(int64_t c) { return CPU_PAR_MIN / (c > 0 ? c : 1) + 1; }
+
+void cpu_softmax(gr_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log)
+{
+    if (c <= 0) return;
+    sm_ctx s = {.out = out, .x = x, .c = c, .log = log};
+    cpu_par_range(p, rows, sm_grain(c), sm_range, &s);
+}
+
+void cpu_softmax_grad(gr_pool *p, float *out, const float *dy, const float *y, int64_t rows,
+                      int64_t c, int log)
+{
+    if (c <= 0) return;
+    sm_ctx s = {.out = out, .dy = dy, .y = y, .c = c, .log = log};
+    cpu_par_range(p, rows, sm_grain(c), sm_grad_range, &s);
+}
+
+/* A label outside [0, c) contributes the plain log-sum-exp (no target term),
+ * rather than reading out of bounds. */
+static int label_ok(int32_t l, int64_t c) { return l >= 0 && l < c; }
+
+void cpu_xent(float *out, const float *logits, const int32_t *labels, int64_t rows, int64_t c)
+{
+    float tmp[256];
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = logits + r * c;
+        float lse = 0.0f;
+        if (c <= 256) {
+            lse = sm_row_lse(tmp, x, c);
+        } else { /* too long for the stack buffer: plain two-pass loop */
+            float m = sm_row_max(x, c), s = 0.0f;
+            for (int64_t i = 0; i < c; i++) s += expf(x[i] - m);
+            lse = m + logf(s);
+        }
+        out[r] = lse - (label_ok(labels[r], c) ? x[labels[r]] : 0.0f);
+    }
+}
+
+static void xent_grad_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const sm_ctx *s = vctx;
+    for (int64_t r = lo; r < hi; r++) {
+        float *o = s->out + r * s->c;
+        sm_row(o, s->x + r * s->c, s->c, 0);
+        float g = s->dy[r];
+        if (label_ok(s->labels[r], s->c)) o[s->labels[r]] -= 1.0f;
+        for (int64_t i = 0; i < s->c; i++) o[i] *= g;
+    }
+}
+
+void cpu_xent_grad(gr_pool *p, float *out, const float *logits, const int32_t *labels,
+                   const float *dy, int64_t rows, int64_t c)
+{
+    if (c <= 0) return;
+    sm_ctx s = {.out = out, .x = logits, .dy = dy, .labels = labels, .c = c};
+    cpu_par_range(p, rows, sm_grain(c), xent_grad_range, &s);
+}
+
+float cpu_mse(const float *restrict pred, const float *restrict target, int64_t n)
+{
+    if (n <= 0) return 0.0f;
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            float d = pred[i + j] - target[i + j];
+            acc[j] += d * d;
+        }
+    float s = 0.0f;
+    for (; i < n; i++) s += (pred[i] - target[i]) * (pred[i] - target[i]);
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s / (float)n;
+}

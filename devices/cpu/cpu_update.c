@@ -1,0 +1,111 @@
+/* cpu_update.c - optimizer updates, written IN PLACE into a variable.
+ *
+ * HOGWILD! RACES ARE INTENDED HERE, AND ONLY HERE.
+ * In async training (DESIGN.md, "Async (Hogwild!)") several executors run
+ * the same update on the same variable at once, without locks, as
+ * TensorFlow's use_locking=False does.  Each element is read, modified and
+ * written by plain float loads and stores; two threads may interleave and
+ * lose an update, which SGD tolerates.  Nothing else in devices/cpu reads or
+ * writes memory another thread writes concurrently, so these loops are the
+ * only entries in the ThreadSanitizer suppression file.  Within one call the
+ * pool splits the element range into disjoint chunks, so a single update
+ * never races with itself. */
+#include <math.h>
+
+#include "cpu_impl.h"
+
+typedef struct upd_ctx {
+    float *var, *s1, *s2;
+    const float *grad;
+    float lr, m;
+    int nesterov;
+    const cpu_adam_hp *hp;
+    float c1, c2; /* Adam bias corrections 1-b1^t, 1-b2^t */
+} upd_ctx;
+
+static void sgd_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const upd_ctx *c = vctx;
+    float *restrict var = c->var;
+    const float *restrict g = c->grad;
+    float lr = c->lr;
+    for (int64_t i = lo; i < hi; i++) var[i] -= lr * g[i];
+}
+
+void cpu_apply_sgd(gr_pool *p, float *var, const float *grad, int64_t n, float lr)
+{
+    upd_ctx c = {.var = var, .grad = grad, .lr = lr};
+    cpu_par_range(p, n, CPU_PAR_MIN, sgd_range, &c);
+}
+
+static void momentum_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const upd_ctx *c = vctx;
+    float *restrict var = c->var, *restrict acc = c->s1;
+    const float *restrict g = c->grad;
+    float lr = c->lr, m = c->m;
+    if (c->nesterov) {
+        for (int64_t i = lo; i < hi; i++) {
+            float a = m * acc[i] + g[i];
+            acc[i] = a;
+            var[i] -= lr * (g[i] + m * a);
+        }
+    } else {
+        for (int64_t i = lo; i < hi; i++) {
+            float a = m * acc[i] + g[i];
+            acc[i] = a;
+            var[i] -= lr * a;
+        }
+    }
+}
+
+void cpu_apply_momentum(gr_pool *p, float *var, const float *grad, float *accum, int64_t n,
+                        float lr, float m, int nesterov)
+{
+    upd_ctx c = {.var = var, .grad = grad, .s1 = accum, .lr = lr, .m = m, .nesterov = nesterov};
+    cpu_par_range(p, n, CPU_PAR_MIN, momentum_range, &c);
+}
+
+static void adam_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const upd_ctx *c = vctx;
+    float *restrict var = c->var, *restrict m = c->s1, *restrict v = c->s2;
+    const float *restrict g = c->grad;
+    float b1 = c->hp->b1, b2 = c->hp->b2, eps = c->hp->eps;
+    float lr1 = c->hp->lr / c->c1, inv2 = 1.0f / c->c2;
+    for (int64_t i = lo; i < hi; i++) {
+        float mi = b1 * m[i] + (1.0f - b1) * g[i];
+        float vi = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        m[i] = mi;
+        v[i] = vi;
+        var[i] -= lr1 * mi / (sqrtf(vi * inv2) + eps);
+    }
+}
+
+void cpu_apply_adam(gr_pool *p, float *var, const float *grad, float *m, float *v, int64_t n,
+                    const cpu_adam_hp *hp)
+{
+    /* Computed in double: b^t for t in the millions underflows gracefully. */
+    double t = hp->t < 1.0f ? 1.0 : (double)hp->t;
+    upd_ctx c = {.var = var, .grad = grad, .s1 = m, .s2 = v, .hp = hp};
+    c.c1 = (float)(1.0 - pow((double)hp->b1, t));
+    c.c2 = (float)(1.0 - pow((double)hp->b2, t));
+    if (c.c1 <= 0.0f || c.c2 <= 0.0f) return; /* b1 or b2 >= 1: no defined step */
+    cpu_par_range(p, n, CPU_PAR_MIN, adam_range, &c);
+}
+
+void cpu_assign_add(gr_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n)
+{
+    (void)p; /* step counters and tests: small, never worth the pool */
+    int vx = x_n != 1;
+    if (dt == DT_I32) {
+        int32_t *restrict v = var;
+        const int32_t *restrict a = x;
+        for (int64_t i = 0; i < n; i++)
+            v[i] = (int32_t)((uint32_t)v[i] + (uint32_t)a[vx ? i : 0]);
+    } else {
+        float *restrict v = var;
+        const float *restrict a = x;
+        for (int64_t i = 0; i < n; i++) v[i] += a[vx ? i : 0];
+    }
+}

@@ -1,0 +1,350 @@
+/* kernels.c - the CPU kernel table: one thin wrapper per op that unpacks
+ * kern_args and calls the math in cpu_*.c.  Shape rules (compiler/ops.c)
+ * have already checked every shape, so nothing is validated here. */
+#include <string.h>
+
+#include "cpu_impl.h"
+
+#define IN(k) (a->in[k])
+#define INF(k) ((const float *)a->in[k])
+#define INI(k) ((const int32_t *)a->in[k])
+#define OUTF ((float *)a->out)
+#define ATTR_I(k) (a->node->attr.i[k])
+#define ATTR_F(k) ((float)a->node->attr.f[k])
+
+static int64_t in_numel(const kern_args *a, int k) { return cpu_numel(a->in_t[k]); }
+static int64_t out_numel(const kern_args *a) { return cpu_numel(a->out_t); }
+
+static void k_group(const kern_args *a) { (void)a; }
+
+static void k_const(const kern_args *a)
+{
+    int64_t n = out_numel(a);
+    if (a->node->cdata) memcpy(a->out, a->node->cdata, (size_t)n * 4);
+    else if (a->out_t->dtype == DT_I32) cpu_fill_i32(a->out, (int32_t)a->node->attr.f[0], n);
+    else cpu_fill_f32(a->out, ATTR_F(0), n);
+}
+
+static void k_copy(const kern_args *a) { cpu_copy(a->pool, a->out, IN(0), out_numel(a)); }
+
+static void k_binary(const kern_args *a)
+{
+    cpu_binary(a->pool, a->node->op, a->out, a->out_t, IN(0), a->in_t[0], IN(1), a->in_t[1]);
+}
+
+static void k_unary(const kern_args *a)
+{
+    cpu_unary(a->pool, a->node->op, OUTF, INF(0), out_numel(a));
+}
+
+static void k_act_grad(const kern_args *a)
+{
+    cpu_act_grad(a->pool, a->node->op, OUTF, INF(0), INF(1), out_numel(a));
+}
+
+/* ---- linear algebra ---- */
+
+static void k_matmul(const kern_args *a)
+{
+    const ir_type *at = a->in_t[0], *bt = a->in_t[1];
+    cpu_gemm_args g = {.trans_a = (int)ATTR_I(0), .trans_b = (int)ATTR_I(1)};
+    g.m = g.trans_a ? at->dim[1] : at->dim[0];
+    g.k = g.trans_a ? at->dim[0] : at->dim[1];
+    g.n = g.trans_b ? bt->dim[0] : bt->dim[1];
+    g.a = INF(0);
+    g.b = INF(1);
+    g.c = OUTF;
+    if (a->node->op == OP_MATMUL_BIAS) {
+        g.bias = INF(2);
+        g.relu = ATTR_I(2) != 0;
+    }
+    cpu_matmul(a->pool, &g);
+}
+
+/* ---- along the last axis ---- */
+
+static int64_t last_dim(const ir_type *t) { return t->rank ? t->dim[t->rank - 1] : 1; }
+
+static void k_softmax(const kern_args *a)
+{
+    int64_t c = last_dim(a->out_t), n = out_numel(a);
+    cpu_softmax(a->pool, OUTF, INF(0), c ? n / c : 0, c, a->node->op == OP_LOG_SOFTMAX);
+}
+
+static void k_softmax_grad(const kern_args *a)
+{
+    int64_t c = last_dim(a->out_t), n = out_numel(a);
+    cpu_softmax_grad(a->pool, OUTF, INF(0), INF(1), c ? n / c : 0, c,
+                     a->node->op == OP_LOG_SOFTMAX_GRAD);
+}
+
+static void k_xent(const kern_args *a)
+{
+    cpu_xent(OUTF, INF(0), INI(1), a->in_t[0]->dim[0], a->in_t[0]->dim[1]);
+}
+
+static void k_xent_grad(const kern_args *a)
+{
+    cpu_xent_grad(a->pool, OUTF, INF(0), INI(1), INF(2), a->in_t[0]->dim[0],
+                  a->in_t[0]->dim[1]);
+}
+
+static void k_mse(const kern_args *a) { OUTF[0] = cpu_mse(INF(0), INF(1), in_numel(a, 0)); }
+
+/* ---- reductions ---- */
+
+static void k_reduce(const kern_args *a)
+{
+    int64_t outer, n, inner;
+    cpu_reduce_dims(a->in_t[0], ATTR_I(0), &outer, &n, &inner);
+    if (a->node->op == OP_MAX) cpu_max(a->pool, OUTF, INF(0), outer, n, inner);
+    else cpu_sum(a->pool, OUTF, INF(0), outer, n, inner, a->node->op == OP_MEAN);
+}
+
+static void k_argmax(const kern_args *a)
+{
+    int64_t outer, n, inner;
+    cpu_reduce_dims(a->in_t[0], ATTR_I(0), &outer, &n, &inner);
+    cpu_argmax(a->out, INF(0), outer, n, inner);
+}
+
+static void k_max_grad(const kern_args *a)
+{
+    int64_t outer, n, inner;
+    cpu_reduce_dims(a->in_t[1], ATTR_I(0), &outer, &n, &inner);
+    cpu_max_grad(OUTF, INF(0), INF(1), INF(2), outer, n, inner);
+}
+
+static void k_sum_to(const kern_args *a) { cpu_sum_to(OUTF, a->out_t, INF(0), a->in_t[0]); }
+
+static void k_broadcast(const kern_args *a)
+{
+    cpu_broadcast(a->pool, a->out, a->out_t, IN(0), a->in_t[0]);
+}
+
+/* ---- shapes ---- */
+
+static void k_transpose(const kern_args *a)
+{
+    const ir_type *it = a->in_t[0];
+    int64_t perm[IR_MAX_DIMS];
+    for (int d = 0; d < it->rank; d++)
+        perm[d] = a->node->attr.n_list == it->rank ? a->node->attr.list[d] : it->rank - 1 - d;
+    cpu_transpose(a->out, IN(0), it, perm);
+}
+
+static void k_concat(const kern_args *a)
+{
+    cpu_concat(a->out, a->out_t, a->n_in, (const void *const *)a->in, a->in_t, ATTR_I(0));
+}
+
+static void k_slice(const kern_args *a)
+{
+    int64_t ax = ATTR_I(0);
+    cpu_slice(a->out, IN(0), a->in_t[0], ax, ATTR_I(1), a->out_t->dim[ax]);
+}
+
+static void k_slice_grad(const kern_args *a)
+{
+    int64_t ax = ATTR_I(0);
+    cpu_slice_grad(OUTF, a->out_t, INF(0), ax, ATTR_I(1), a->in_t[0]->dim[ax]);
+}
+
+static void k_gather(const kern_args *a)
+{
+    const ir_type *tt = a->in_t[0];
+    cpu_gather(OUTF, INF(0), tt->dim[0], tt->dim[1], INI(1), in_numel(a, 1));
+}
+
+static void k_gather_grad(const kern_args *a)
+{
+    cpu_gather_grad(OUTF, a->out_t->dim[0], a->out_t->dim[1], INF(0), INI(1), in_numel(a, 1));
+}
+
+static void k_one_hot(const kern_args *a)
+{
+    cpu_one_hot(OUTF, INI(0), in_numel(a, 0), last_dim(a->out_t));
+}
+
+static void k_cast(const kern_args *a)
+{
+    ir_dtype from = a->in_t[0]->dtype, to = a->out_t->dtype;
+    int64_t n = out_numel(a);
+    if (from == to) cpu_copy(a->pool, a->out, IN(0), n);
+    else if (to == DT_I32) cpu_cast_f32_i32(a->out, INF(0), n);
+    else cpu_cast_i32_f32(OUTF, INI(0), n);
+}
+
+static void k_dropout(const kern_args *a)
+{
+    int64_t n = out_numel(a);
+    if (!ATTR_I(1)) cpu_copy(a->pool, a->out, IN(0), n);
+    else cpu_dropout(a->pool, OUTF, INF(0), n, ATTR_F(0), a->seed, a->step);
+}
+
+/* ---- convolution and pooling ---- */
+
+static void conv_shape(const kern_args *a, const ir_type *xt, const ir_type *wt,
+                       cpu_conv_shape *s)
+{
+    const ir_type *yt = a->node->op == OP_CONV2D ? a->out_t : a->in_t[0];
+    *s = (cpu_conv_shape){.n = xt->dim[0], .c = xt->dim[1], .h = xt->dim[2], .w = xt->dim[3],
+                          .oc = wt->dim[0], .kh = wt->dim[2], .kw = wt->dim[3],
+                          .oh = yt->dim[2], .ow = yt->dim[3],
+                          .stride = ATTR_I(0) > 0 ? ATTR_I(0) : 1, .pad = ATTR_I(1)};
+}
+
+static cpu_conv_ctx conv_ctx(const kern_args *a)
+{
+    return (cpu_conv_ctx){a->pool, a->scratch, a->scratch_task_bytes,
+                          a->max_tasks > 0 ? a->max_tasks : 1};
+}
+
+static void k_conv2d(const kern_args *a)
+{
+    cpu_conv_shape s;
+    cpu_conv_ctx cx = conv_ctx(a);
+    conv_shape(a, a->in_t[0], a->in_t[1], &s);
+    cpu_conv2d(&cx, &s, OUTF, INF(0), INF(1));
+}
+
+static void k_conv2d_grad_x(const kern_args *a)
+{
+    cpu_conv_shape s;
+    cpu_conv_ctx cx = conv_ctx(a);
+    conv_shape(a, a->out_t, a->in_t[1], &s);
+    cpu_conv2d_grad_x(&cx, &s, OUTF, INF(0), INF(1));
+}
+
+static void k_conv2d_grad_w(const kern_args *a)
+{
+    cpu_conv_shape s;
+    cpu_conv_ctx cx = conv_ctx(a);
+    conv_shape(a, a->in_t[1], a->out_t, &s);
+    cpu_conv2d_grad_w(&cx, &s, OUTF, INF(0), INF(1));
+}
+
+/* x is the forward input (xt), y the pooled output (yt). */
+static void pool_shape(const kern_args *a, const ir_type *xt, const ir_type *yt,
+                       cpu_pool_shape *s)
+{
+    int64_t size = ATTR_I(0), stride = ATTR_I(1) > 0 ? ATTR_I(1) : size;
+    *s = (cpu_pool_shape){.planes = xt->dim[0] * xt->dim[1], .h = xt->dim[2], .w = xt->dim[3],
+                          .oh = yt->dim[2], .ow = yt->dim[3], .size = size, .stride = stride};
+}
+
+static void k_pool(const kern_args *a)
+{
+    cpu_pool_shape s;
+    pool_shape(a, a->in_t[0], a->out_t, &s);
+    if (a->node->op == OP_MAXPOOL2D) cpu_maxpool(a->pool, &s, OUTF, INF(0));
+    else cpu_avgpool(a->pool, &s, OUTF, INF(0));
+}
+
+static void k_maxpool_grad(const kern_args *a)
+{
+    cpu_pool_shape s;
+    pool_shape(a, a->out_t, a->in_t[0], &s);
+    cpu_maxpool_grad(&s, OUTF, INF(0), INF(1));
+}
+
+static void k_avgpool_grad(const kern_args *a)
+{
+    cpu_pool_shape s;
+    pool_shape(a, a->out_t, a->in_t[0], &s);
+    cpu_avgpool_grad(&s, OUTF, INF(0));
+}
+
+/* ---- updates: in[0] is the variable, written in place ---- */
+
+static void k_apply_sgd(const kern_args *a)
+{
+    cpu_apply_sgd(a->pool, (float *)IN(0), INF(1), in_numel(a, 0), ATTR_F(0));
+}
+
+static void k_apply_momentum(const kern_args *a)
+{
+    cpu_apply_momentum(a->pool, (float *)IN(0), INF(1), (float *)IN(2), in_numel(a, 0),
+                       ATTR_F(0), ATTR_F(1), ATTR_I(2) != 0);
+}
+
+static void k_apply_adam(const kern_args *a)
+{
+    cpu_adam_hp hp = {ATTR_F(0), ATTR_F(1), ATTR_F(2), ATTR_F(3), INF(4)[0]};
+    cpu_apply_adam(a->pool, (float *)IN(0), INF(1), (float *)IN(2), (float *)IN(3),
+                   in_numel(a, 0), &hp);
+}
+
+static void k_assign_add(const kern_args *a)
+{
+    cpu_assign_add(a->pool, IN(0), a->in_t[0]->dtype, IN(1), in_numel(a, 0), in_numel(a, 1));
+}
+
+_Static_assert(GR_OP_COUNT == 65, "ops.h changed: update cpu_kernels[]");
+const kernel_fn cpu_kernels[GR_OP_COUNT] = {
+    [OP_CONST] = k_const,
+    [OP_INPUT] = NULL,
+    [OP_DATA] = NULL,
+    [OP_VARIABLE] = NULL,
+    [OP_MATMUL] = k_matmul,
+    [OP_ADD] = k_binary,
+    [OP_SUB] = k_binary,
+    [OP_MUL] = k_binary,
+    [OP_DIV] = k_binary,
+    [OP_EQ] = k_binary,
+    [OP_NE] = k_binary,
+    [OP_LT] = k_binary,
+    [OP_GT] = k_binary,
+    [OP_LE] = k_binary,
+    [OP_GE] = k_binary,
+    [OP_NEG] = k_unary,
+    [OP_EXP] = k_unary,
+    [OP_LOG] = k_unary,
+    [OP_SQRT] = k_unary,
+    [OP_RELU] = k_unary,
+    [OP_SIGMOID] = k_unary,
+    [OP_TANH] = k_unary,
+    [OP_IDENTITY] = k_copy,
+    [OP_SOFTMAX] = k_softmax,
+    [OP_LOG_SOFTMAX] = k_softmax,
+    [OP_SOFTMAX_XENT] = k_xent,
+    [OP_MSE] = k_mse,
+    [OP_SUM] = k_reduce,
+    [OP_MEAN] = k_reduce,
+    [OP_MAX] = k_reduce,
+    [OP_ARGMAX] = k_argmax,
+    [OP_RESHAPE] = k_copy,
+    [OP_TRANSPOSE] = k_transpose,
+    [OP_CONCAT] = k_concat,
+    [OP_SLICE] = k_slice,
+    [OP_GATHER] = k_gather,
+    [OP_CAST] = k_cast,
+    [OP_ONE_HOT] = k_one_hot,
+    [OP_BROADCAST] = k_broadcast,
+    [OP_SUM_TO] = k_sum_to,
+    [OP_CONV2D] = k_conv2d,
+    [OP_MAXPOOL2D] = k_pool,
+    [OP_AVGPOOL2D] = k_pool,
+    [OP_DROPOUT] = k_dropout,
+    [OP_RELU_GRAD] = k_act_grad,
+    [OP_SIGMOID_GRAD] = k_act_grad,
+    [OP_TANH_GRAD] = k_act_grad,
+    [OP_SOFTMAX_GRAD] = k_softmax_grad,
+    [OP_LOG_SOFTMAX_GRAD] = k_softmax_grad,
+    [OP_XENT_GRAD] = k_xent_grad,
+    [OP_MAX_GRAD] = k_max_grad,
+    [OP_CONV2D_GRAD_X] = k_conv2d_grad_x,
+    [OP_CONV2D_GRAD_W] = k_conv2d_grad_w,
+    [OP_MAXPOOL_GRAD] = k_maxpool_grad,
+    [OP_AVGPOOL_GRAD] = k_avgpool_grad,
+    [OP_DROPOUT_GRAD] = k_dropout,
+    [OP_GATHER_GRAD] = k_gather_grad,
+    [OP_SLICE_GRAD] = k_slice_grad,
+    [OP_ARGMAX_GRAD_NONE] = NULL,
+    [OP_APPLY_SGD] = k_apply_sgd,
+    [OP_APPLY_MOMENTUM] = k_apply_momentum,
+    [OP_APPLY_ADAM] = k_apply_adam,
+    [OP_ASSIGN_ADD] = k_assign_add,
+    [OP_GROUP] = k_group,
+    [OP_MATMUL_BIAS] = k_matmul,
+};

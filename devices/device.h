@@ -1,0 +1,58 @@
+/* device.h - what a device offers the runtime: memory, copies, queues,
+ * events and a kernel table indexed by gr_op.
+ *
+ * The CPU device (devices/cpu) runs kernels synchronously on the calling
+ * executor thread, splitting big ones over a thread pool; its queue and event
+ * calls are trivial.  The CUDA device (devices/cuda) maps queues to streams
+ * and events to cudaEvent_t. */
+#ifndef GR_DEVICE_H
+#define GR_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../compiler/ir.h"
+
+typedef struct gr_pool gr_pool; /* devices/cpu/pool.h */
+
+/* Everything a kernel gets.  Types come from the graph, buffers from the
+ * executor's arena (or the variable store for VARIABLE nodes). */
+typedef struct kern_args {
+    const ir_graph *g;
+    const ir_node *node;
+    void *out;
+    const ir_type *out_t;
+    int n_in;
+    void *const *in;           /* n_in buffers */
+    const ir_type *const *in_t;
+    void *scratch;             /* max_tasks slices of scratch_task_bytes each, or NULL */
+    size_t scratch_task_bytes; /* op_info.scratch(): bytes one task needs */
+    int max_tasks;             /* scratch slices available (>= 1) */
+    gr_pool *pool;             /* intra-op threads; NULL = run serially */
+    uint64_t seed;             /* session seed ^ node id (dropout) */
+    uint64_t step;             /* run counter of this executor run (dropout) */
+} kern_args;
+
+typedef void (*kernel_fn)(const kern_args *a);
+
+typedef struct gr_device gr_device;
+typedef struct device_vtable {
+    const char *name;          /* "cpu", "cuda" */
+    void *(*alloc)(gr_device *d, size_t bytes);
+    void (*free)(gr_device *d, void *p);
+    void (*to_device)(gr_device *d, void *dst, const void *src, size_t n);
+    void (*to_host)(gr_device *d, void *dst, const void *src, size_t n);
+    void (*copy)(gr_device *d, void *dst, const void *src, size_t n);
+    void *(*queue_new)(gr_device *d);          /* one per executor */
+    void (*queue_free)(gr_device *d, void *q);
+    void (*queue_sync)(gr_device *d, void *q); /* wait until the queue is idle */
+    const kernel_fn *kernels;                  /* [GR_OP_COUNT], NULL = unsupported */
+} device_vtable;
+
+struct gr_device {
+    const device_vtable *vt;
+    int id;                    /* GR_DEV(kind, index) */
+    void *impl;
+};
+
+#endif

@@ -1,0 +1,163 @@
+/* graphrun.h - the one public header of libgraphrun.
+ *
+ * graphrun compiles a model written in the .graph language into an
+ * executable dataflow graph and runs its targets:
+ *
+ *     gr_status *st = gr_status_new();
+ *     gr_program *prog;
+ *     gr_session *s;
+ *     if (gr_compile_file("mlp.graph", NULL, &prog, st) != GR_OK ||
+ *         gr_session_new(prog, NULL, &s, st) != GR_OK) {
+ *         fprintf(stderr, "%s", gr_status_message(st));   // file:line:col: error: ...
+ *         return 1;
+ *     }
+ *     float loss;
+ *     gr_fetch f = {"loss", &loss, sizeof loss};
+ *     for (int i = 0; i < 1000; i++) gr_run(s, "train", NULL, 0, &f, 1, st);
+ *     double acc;
+ *     gr_eval(s, "accuracy", &acc, st);
+ *     gr_session_free(s);
+ *     gr_program_free(prog);
+ *     gr_status_free(st);
+ *
+ * Rules for the whole header:
+ *  - Ownership: every gr_*_new / gr_compile_* result is owned by the caller
+ *    and released with the matching *_free.  A session keeps a reference to
+ *    its program: free sessions before their program.  Strings returned by
+ *    the library live as long as the object they came from.  Buffers passed
+ *    in (feeds, fetches, paths) stay the caller's; the library copies what
+ *    it keeps.
+ *  - Errors: functions return a gr_code; GR_OK is 0.  When a gr_status is
+ *    passed (it may be NULL), it receives the code, a message and, for
+ *    errors in a .graph file, the location.  Messages for .graph errors are
+ *    complete diagnostics: "FILE:LINE:COL: error: ...", the source line and
+ *    a caret.
+ *  - Threads: gr_run and gr_eval may be called on one session from any
+ *    number of threads at once.  Everything else on a given object must not
+ *    race with other calls on that object.
+ *  - The library never calls exit() and never prints; internal bugs call
+ *    the abort hook (gr_set_abort_hook), which by default prints the message
+ *    to stderr and calls abort().
+ */
+#ifndef GRAPHRUN_H
+#define GRAPHRUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GR_VERSION_STRING "0.1.0"
+
+typedef enum gr_code {
+    GR_OK = 0,
+    GR_ERR_SYNTAX,    /* the .graph file does not parse */
+    GR_ERR_COMPILE,   /* names, shapes, dtypes, reuse, devices, --set */
+    GR_ERR_IO,        /* a file could not be read or written */
+    GR_ERR_DATA,      /* a data file is malformed */
+    GR_ERR_ARG,       /* API misuse: bad argument, unknown target, wrong feed */
+    GR_ERR_NUMERIC,   /* NaN or Inf found with check_numerics */
+    GR_ERR_NOMEM,
+    GR_ERR_INTERNAL
+} gr_code;
+
+typedef struct gr_status gr_status;
+typedef struct gr_program gr_program;
+typedef struct gr_session gr_session;
+
+/* ---- status ---- */
+gr_status *gr_status_new(void);
+void gr_status_free(gr_status *st);
+gr_code gr_status_code(const gr_status *st);
+/* "" when the code is GR_OK. */
+const char *gr_status_message(const gr_status *st);
+/* Location of the first error in a .graph file; 0 when there is none. */
+int gr_status_location(const gr_status *st, const char **file, int *line, int *col);
+const char *gr_code_name(gr_code c);
+
+/* ---- programs ---- */
+typedef struct gr_param {
+    const char *name;
+    const char *value;  /* text, as in --set name=value */
+} gr_param;
+
+typedef struct gr_compile_options {
+    const gr_param *params;
+    int n_params;
+    int soft_placement; /* nodes on missing devices move to cpu:0, with a warning */
+    unsigned passes_off;/* GR_PASS_* bits to switch passes off (tests, debugging) */
+} gr_compile_options;
+
+enum { GR_PASS_CSE = 1, GR_PASS_FOLD = 2, GR_PASS_FUSE = 4 };
+
+gr_code gr_compile_file(const char *path, const gr_compile_options *opt, gr_program **out,
+                        gr_status *st);
+gr_code gr_compile_string(const char *name, const char *text, size_t len,
+                          const gr_compile_options *opt, gr_program **out, gr_status *st);
+void gr_program_free(gr_program *p);
+/* Warnings from compilation (soft placement...), as diagnostics text. */
+const char *gr_program_warnings(const gr_program *p);
+/* The target made by the last `.minimize()`, or NULL. */
+const char *gr_program_default_target(const gr_program *p);
+/* What the CLI needs to report on a target. */
+typedef struct gr_target_info {
+    const char *loss;   /* for a minimize target: the name of its loss ("train/loss"), else NULL */
+    int64_t batch;      /* examples per run: the batch of the first data source it reads, or 0 */
+    int is_train;
+} gr_target_info;
+gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_info *info,
+                           gr_status *st);
+/* Writes a dump: "ast", "ir", "plan" (for target, or the default target)
+ * or "dot" (Graphviz). */
+gr_code gr_program_emit(const gr_program *p, const char *what, const char *target, FILE *out,
+                        gr_status *st);
+
+/* ---- sessions ---- */
+typedef struct gr_session_options {
+    int threads;        /* total thread budget; 0 = number of cores */
+    uint64_t seed;      /* variable initialisation, shuffling, dropout */
+    int check_numerics; /* stop at the first NaN/Inf, naming the op and line */
+} gr_session_options;
+
+gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,
+                       gr_status *st);
+void gr_session_free(gr_session *s);
+
+typedef struct gr_feed {
+    const char *name;   /* an `input` declared in the program */
+    const void *data;
+    size_t bytes;       /* must equal the input's size */
+} gr_feed;
+
+typedef struct gr_fetch {
+    const char *name;   /* any named tensor of the program */
+    void *data;         /* the value is copied here */
+    size_t bytes;       /* must equal the tensor's size */
+} gr_fetch;
+
+/* Runs `target` once (one step for a train target: it takes the next batch
+ * of each data source it reads).  Thread-safe. */
+gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_feeds,
+               gr_fetch *fetches, int n_fetches, gr_status *st);
+/* Evaluates a scalar target over one full pass of its data sources, from
+ * their start, and returns the mean (e.g. test-set accuracy). */
+gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st);
+
+/* Variables, by full scoped name ("model/fc1/w"). */
+gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t bytes, gr_status *st);
+gr_code gr_variable_write(gr_session *s, const char *name, const void *data, size_t bytes,
+                          gr_status *st);
+
+/* ---- misc ---- */
+typedef void (*gr_abort_hook)(const char *msg);
+void gr_set_abort_hook(gr_abort_hook hook);
+const char *gr_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

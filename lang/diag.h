@@ -1,0 +1,63 @@
+/* diag.h - source files and diagnostics, shared by every stage.
+ *
+ * Locations are byte offsets into a gr_source; they become line:column only
+ * when a diagnostic is printed.  Columns count UTF-8 code points, 1-based;
+ * a tab counts as one column and is echoed into the caret line so the caret
+ * lines up in a terminal. */
+#ifndef GR_DIAG_H
+#define GR_DIAG_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct gr_span {
+    uint32_t begin, end; /* [begin, end) byte offsets */
+} gr_span;
+
+typedef struct gr_source {
+    char *name;          /* path as given by the user */
+    char *text;          /* NUL-terminated copy (may contain NULs: see len) */
+    size_t len;          /* bytes, BOM included */
+    uint32_t *lines;     /* byte offset of each line start */
+    size_t n_lines;
+} gr_source;
+
+/* Reads a whole file. On failure returns NULL and writes a message to err. */
+gr_source *src_load(const char *path, char *err, size_t errlen);
+gr_source *src_from_string(const char *name, const char *text, size_t len);
+void src_free(gr_source *s);
+/* 1-based line and column of a byte offset. */
+void src_linecol(const gr_source *s, uint32_t off, int *line, int *col);
+
+typedef enum { DIAG_ERROR, DIAG_WARNING, DIAG_NOTE } diag_severity;
+
+typedef struct diag_entry {
+    diag_severity sev;
+    const gr_source *src; /* NULL: no location */
+    gr_span span;
+    char *msg;
+} diag_entry;
+
+typedef struct gr_diags {
+    diag_entry *v;
+    int n, cap;
+    int n_errors;
+    int max_errors; /* further errors are counted, not stored; 0 = 20 */
+} gr_diags;
+
+void diag_init(gr_diags *d);
+void diag_free(gr_diags *d);
+void diag_add(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp,
+              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void diag_vadd(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp,
+               const char *fmt, va_list ap);
+#define diag_error(d, src, sp, ...) diag_add((d), DIAG_ERROR, (src), (sp), __VA_ARGS__)
+#define diag_note(d, src, sp, ...) diag_add((d), DIAG_NOTE, (src), (sp), __VA_ARGS__)
+/* Writes "FILE:LINE:COL: error: MSG\n<source line>\n<caret line>\n" for each
+ * entry, then "N more errors not shown" when the cap was hit. */
+void diag_print(const gr_diags *d, FILE *out);
+void diag_print_one(const diag_entry *e, FILE *out);
+
+#endif

@@ -1,0 +1,323 @@
+/* parser.y - grammar of the .graph language (docs/language.md has the EBNF).
+ *
+ * Pure and reentrant; every semantic value is an arena-owned ast_node, so no
+ * %destructor is needed.  Errors recover at statement level: a bad statement
+ * is skipped up to the next newline, ';' or the '}' that closes its block. */
+%define api.pure full
+%define api.value.type {ast_node *}
+%define parse.error detailed
+%define parse.lac full
+%locations
+%param {yyscan_t scanner}
+%expect 0
+
+%code requires {
+#include <stdint.h>
+#include "ast.h"
+typedef void *yyscan_t;
+typedef struct YYLTYPE {
+    uint32_t begin, end;
+} YYLTYPE;
+#define YYLTYPE_IS_DECLARED 1
+#define YYLLOC_DEFAULT(Cur, Rhs, N)                                                                \
+    do {                                                                                           \
+        if (N) {                                                                                   \
+            (Cur).begin = YYRHSLOC(Rhs, 1).begin;                                                  \
+            (Cur).end = YYRHSLOC(Rhs, N).end;                                                      \
+        } else {                                                                                   \
+            (Cur).begin = (Cur).end = YYRHSLOC(Rhs, 0).end;                                        \
+        }                                                                                          \
+    } while (0)
+}
+
+%code provides {
+int yylex(YYSTYPE *yylval, YYLTYPE *yylloc, yyscan_t scanner);
+}
+
+%code {
+#include <string.h>
+#include "ps_internal.h"
+#include "lexer.h"
+
+#define CTX ((ps_ctx *)yyget_extra(scanner))
+#define N(kind, loc) ps_node(CTX, (kind), (loc).begin, (loc).end)
+
+static void yyerror(const YYLTYPE *loc, yyscan_t scanner, const char *msg);
+static ast_node *mk_binary(ps_ctx *c, ast_op op, ast_node *l, ast_node *r);
+static ast_node *mk_call(ps_ctx *c, ast_node *callee, ast_node *args, const YYLTYPE *loc);
+static ast_node *mk_as(ps_ctx *c, ast_node *call, ast_node *name);
+static ast_node *mk_assign(ps_ctx *c, ast_node *lhs, ast_node *rhs, const YYLTYPE *loc);
+static ast_node *mk_type(ps_ctx *c, ast_node *dtype, ast_node *dims, const YYLTYPE *loc);
+static ast_node *mk_named(ps_ctx *c, ast_kind k, ast_node *name, ast_node *a, const YYLTYPE *loc);
+}
+
+%token YYEOF 0 "end of file"
+%token NL "newline"
+%token NAME "name" INT "integer" FLOAT "number" STRING "string"
+%token DEVICE "device (@cpu: or @gpu:)"
+%token EQ "'=='" NE "'!='" LE "'<='" GE "'>='" DOTDOT "'..'"
+%token PARAM "'param'" DATA "'data'" INPUT "'input'" VAR "'var'" FN "'fn'" RETURN "'return'"
+%token SCOPE "'scope'" REUSE "'reuse'" FOR "'for'" IN "'in'" AS "'as'" TRUE "'true'" FALSE "'false'"
+
+%%
+
+/* program -> stmts */
+program: stmts { CTX->root = $1; $1->kind = AST_PROGRAM; $1->span.begin = 0;
+                 $1->span.end = (uint32_t)CTX->src->len; }
+;
+
+/* stmts -> { sep | stmt sep }; one bad statement is skipped to its end */
+stmts: %empty              { $$ = N(AST_BLOCK, @$); }
+     | stmts sep
+     | stmts stmt sep      { ps_push(CTX, $1, $2); }
+     | stmts error sep     { $$ = $1; yyerrok; }
+;
+sep: NL | ';' ;
+
+/* block -> '{' stmts [stmt] '}' */
+block: '{' stmts '}'           { $$ = $2; $$->span = (gr_span){@$.begin, @$.end}; }
+     | '{' stmts stmt '}'      { $$ = $2; ps_push(CTX, $$, $3); $$->span = (gr_span){@$.begin, @$.end}; }
+     | '{' stmts error '}'     { yyerrok; $$ = $2; $$->span = (gr_span){@$.begin, @$.end}; }
+;
+
+stmt: PARAM NAME '=' expr      { $$ = mk_named(CTX, AST_PARAM, $2, $4, &@$); }
+    | DATA NAME '=' expr       { $$ = mk_named(CTX, AST_DATA, $2, $4, &@$); }
+    | INPUT NAME ':' type      { $$ = mk_named(CTX, AST_INPUT, $2, $4, &@$); }
+    | VAR NAME '=' expr        { $$ = mk_named(CTX, AST_VAR, $2, $4, &@$); }
+    | RETURN expr              { $$ = N(AST_RETURN, @$); $$->a = $2; }
+    | fn_def
+    | scope_stmt
+    | for_stmt
+    | expr '=' expr            { $$ = mk_assign(CTX, $1, $3, &@$); }
+    | expr                     { $$ = N(AST_EXPR_STMT, @$); $$->a = $1; }
+;
+
+/* type -> NAME '[' [exprs] ']'   e.g. f32[batch, 784] */
+type: NAME '[' opt_exprs ']'   { $$ = mk_type(CTX, $1, $3, &@$); }
+;
+
+/* fn_def -> 'fn' NAME '(' [paramdef {',' paramdef}] ')' block */
+fn_def: FN NAME '(' opt_paramdefs ')' block
+        { $$ = $4; $$->kind = AST_FN; $$->name = $2->name; $$->b = $6;
+          $$->span = (gr_span){@$.begin, @$.end}; }
+;
+opt_paramdefs: %empty          { $$ = N(AST_FN, @$); }
+             | paramdefs
+             | paramdefs ','
+;
+paramdefs: paramdef            { $$ = N(AST_FN, @$); ps_push(CTX, $$, $1); }
+         | paramdefs ',' paramdef { ps_push(CTX, $1, $3); }
+;
+paramdef: NAME                 { $$ = mk_named(CTX, AST_PARAMDEF, $1, NULL, &@$); }
+        | NAME '=' expr        { $$ = mk_named(CTX, AST_PARAMDEF, $1, $3, &@$); }
+;
+
+/* scope_stmt -> 'scope' NAME ['reuse' ['(' expr ')']] [DEVICE devidx] block */
+scope_stmt: SCOPE NAME opt_reuse opt_device block
+        { $$ = $3; $$->kind = AST_SCOPE; $$->name = $2->name; $$->b = $4; $$->c = $5;
+          $$->span = (gr_span){@$.begin, @$.end}; }
+;
+opt_reuse: %empty              { $$ = N(AST_SCOPE, @$); }
+         | REUSE               { $$ = N(AST_SCOPE, @$); $$->flag = 1; }
+         | REUSE '(' expr ')'  { $$ = N(AST_SCOPE, @$); $$->flag = 2; $$->a = $3; }
+         | REUSE '(' expr '=' expr ')'
+           { $$ = N(AST_SCOPE, @$); $$->flag = 2; $$->a = mk_binary(CTX, AOP_EQ, $3, $5);
+             ps_error(CTX, @4.begin, @4.end, "'=' is assignment; use '==' to compare"); }
+;
+opt_device: %empty             { $$ = NULL; }
+          | device
+;
+device: DEVICE devidx          { $$ = $1; $$->a = $2; $$->span.end = @2.end; ps_finish(CTX, $$); }
+;
+devidx: INT | NAME | '(' expr ')' { $$ = $2; }
+;
+
+/* for_stmt -> 'for' NAME 'in' expr '..' expr block */
+for_stmt: FOR NAME IN expr DOTDOT expr block
+          { $$ = mk_named(CTX, AST_FOR, $2, $4, &@$); $$->b = $6; $$->c = $7; }
+        | FOR NAME IN expr block
+          { $$ = mk_named(CTX, AST_FOR, $2, $4, &@$); $$->b = $4; $$->c = $5;
+            ps_error(CTX, @4.begin, @4.end, "a for loop needs a range, as in for %s in 0..n",
+                     $2->name); }
+;
+
+/* expr -> cmp | expr DEVICE devidx    (device annotation binds loosest) */
+expr: cmp
+    | expr device              { $$ = N(AST_DEVICE, @$); $$->a = $1; $$->b = $2; ps_finish(CTX, $$); }
+;
+/* cmp -> sum [('==' | '!=' | '<' | '>' | '<=' | '>=') sum] */
+cmp: sum
+   | sum cmpop sum             { $$ = mk_binary(CTX, $2->op, $1, $3); }
+   | sum cmpop sum cmpop sum
+     { $$ = mk_binary(CTX, $2->op, $1, $3);
+       ps_error(CTX, @4.begin, @4.end,
+                "comparisons do not chain; add parentheses, as in (a < b) == c"); }
+;
+cmpop: EQ                      { $$ = N(AST_BINARY, @$); $$->op = AOP_EQ; }
+     | NE                      { $$ = N(AST_BINARY, @$); $$->op = AOP_NE; }
+     | '<'                     { $$ = N(AST_BINARY, @$); $$->op = AOP_LT; }
+     | '>'                     { $$ = N(AST_BINARY, @$); $$->op = AOP_GT; }
+     | LE                      { $$ = N(AST_BINARY, @$); $$->op = AOP_LE; }
+     | GE                      { $$ = N(AST_BINARY, @$); $$->op = AOP_GE; }
+;
+sum: prod
+   | sum '+' prod              { $$ = mk_binary(CTX, AOP_ADD, $1, $3); }
+   | sum '-' prod              { $$ = mk_binary(CTX, AOP_SUB, $1, $3); }
+;
+prod: unary
+    | prod '*' unary           { $$ = mk_binary(CTX, AOP_MUL, $1, $3); }
+    | prod '/' unary           { $$ = mk_binary(CTX, AOP_DIV, $1, $3); }
+    | prod '@' unary           { $$ = mk_binary(CTX, AOP_MATMUL, $1, $3); }
+;
+unary: postfix
+     | '-' unary               { $$ = N(AST_UNARY, @$); $$->op = AOP_NEG; $$->a = $2; ps_finish(CTX, $$); }
+;
+/* postfix -> primary { '(' args ')' | '.' NAME | '[' expr ']' | 'as' NAME } */
+postfix: primary
+       | postfix '(' opt_args ')'  { $$ = mk_call(CTX, $1, $3, &@$); }
+       | postfix '.' NAME      { $$ = N(AST_FIELD, @$); $$->a = $1; $$->name = $3->name; ps_finish(CTX, $$); }
+       | postfix '[' expr ']'  { $$ = N(AST_INDEX, @$); $$->a = $1; $$->b = $3; ps_finish(CTX, $$); }
+       | postfix AS NAME       { $$ = mk_as(CTX, $1, $3); }
+;
+primary: INT | FLOAT | STRING | NAME
+       | TRUE                  { $$ = N(AST_BOOL, @$); $$->flag = 1; }
+       | FALSE                 { $$ = N(AST_BOOL, @$); $$->flag = 0; }
+       | '[' opt_exprs ']'     { $$ = $2; $$->span = (gr_span){@$.begin, @$.end}; ps_finish(CTX, $$); }
+       | '(' expr ')'          { $$ = $2; }
+;
+
+/* exprs -> expr {',' expr} [','] */
+opt_exprs: %empty              { $$ = N(AST_LIST, @$); }
+         | exprs
+         | exprs ','
+;
+exprs: expr                    { $$ = N(AST_LIST, @$); ps_push(CTX, $$, $1); }
+     | exprs ',' expr          { ps_push(CTX, $1, $3); }
+;
+/* args -> arg {',' arg} [',']     arg -> expr | NAME '=' expr */
+opt_args: %empty               { $$ = N(AST_CALL, @$); }
+        | args
+        | args ','
+;
+args: arg                      { $$ = N(AST_CALL, @$); ps_push(CTX, $$, $1); }
+    | args ',' arg             { ps_push(CTX, $1, $3); }
+;
+arg: expr
+   | NAME '=' expr             { $$ = mk_named(CTX, AST_KWARG, $1, $3, &@$); ps_finish(CTX, $$); }
+;
+
+%%
+
+static int is_keyword_token(int tok)
+{
+    return tok == PARAM || tok == DATA || tok == INPUT || tok == VAR || tok == FN ||
+           tok == RETURN || tok == SCOPE || tok == REUSE || tok == FOR || tok == IN ||
+           tok == AS || tok == TRUE || tok == FALSE;
+}
+
+/* Adds what the user most likely meant, when that is cheap to tell. */
+static void add_hints(ps_ctx *c, const char *msg)
+{
+    if (is_keyword_token(c->last_tok) && strstr(msg, "expecting name"))
+        diag_note(c->d, c->src, c->last_span, "'%.*s' is a keyword and cannot be used as a name",
+                  (int)(c->last_span.end - c->last_span.begin), c->src->text + c->last_span.begin);
+    int top = c->depth - 1;
+    int at_eof = strncmp(msg, "unexpected end of file", 22) == 0;
+    if (top >= 0 && (c->open[top] != '{' || at_eof)) {
+        gr_span at = {c->open_at[top], c->open_at[top] + 1};
+        diag_note(c->d, c->src, at, "unclosed '%c' opened here", c->open[top]);
+    }
+    /* Recovery skips to a newline, so forget every open ( and [: the next
+     * newline must count again.  Open blocks stay for their '}'. */
+    int keep = 0;
+    for (int i = 0; i < c->depth; i++) {
+        if (c->open[i] != '{') continue;
+        c->open_at[keep] = c->open_at[i];
+        c->open[keep++] = '{';
+    }
+    c->depth = keep;
+}
+
+static void yyerror(const YYLTYPE *loc, yyscan_t scanner, const char *msg)
+{
+    ps_ctx *c = CTX;
+    if (c->fatal) return;
+    if (strcmp(msg, "memory exhausted") == 0) {
+        ps_error(c, loc->begin, loc->end, "program too deeply nested");
+        c->fatal = 1;
+        return;
+    }
+    const char *rest = strncmp(msg, "syntax error, ", 14) == 0 ? msg + 14 : msg;
+    ps_error(c, loc->begin, loc->end, "%s", rest);
+    add_hints(c, rest);
+}
+
+static ast_node *mk_binary(ps_ctx *c, ast_op op, ast_node *l, ast_node *r)
+{
+    ast_node *n = ps_node(c, AST_BINARY, l->span.begin, r->span.end);
+    n->op = op;
+    n->a = l;
+    n->b = r;
+    return ps_finish(c, n);
+}
+
+/* A call on a field, x.f(args), is a method call. */
+static ast_node *mk_call(ps_ctx *c, ast_node *callee, ast_node *args, const YYLTYPE *loc)
+{
+    args->span = (gr_span){loc->begin, loc->end};
+    if (callee->kind == AST_FIELD) {
+        args->kind = AST_METHOD;
+        args->a = callee->a;
+        args->name = callee->name;
+    } else {
+        args->a = callee;
+    }
+    return ps_finish(c, args);
+}
+
+static ast_node *mk_as(ps_ctx *c, ast_node *call, ast_node *name)
+{
+    if (call->kind != AST_CALL && call->kind != AST_METHOD) {
+        ps_error(c, name->span.begin, name->span.end,
+                 "'as %s' must follow a call, as in f(x) as %s", name->name, name->name);
+    } else if (call->as_name) {
+        ps_error(c, name->span.begin, name->span.end, "this call is already named '%s'",
+                 call->as_name);
+    } else {
+        call->as_name = name->name;
+        call->as_span = name->span;
+        call->span.end = name->span.end;
+    }
+    return call;
+}
+
+static ast_node *mk_assign(ps_ctx *c, ast_node *lhs, ast_node *rhs, const YYLTYPE *loc)
+{
+    ast_node *n = ps_node(c, AST_ASSIGN, loc->begin, loc->end);
+    int ok = lhs->kind == AST_NAME || (lhs->kind == AST_INDEX && lhs->a->kind == AST_NAME);
+    if (!ok)
+        ps_error(c, lhs->span.begin, lhs->span.end,
+                 "cannot assign to this expression (expected NAME or NAME[index])");
+    n->a = lhs;
+    n->b = rhs;
+    return n;
+}
+
+static ast_node *mk_type(ps_ctx *c, ast_node *dtype, ast_node *dims, const YYLTYPE *loc)
+{
+    if (strcmp(dtype->name, "f32") != 0 && strcmp(dtype->name, "i32") != 0)
+        ps_error(c, dtype->span.begin, dtype->span.end, "unknown type '%s' (expected f32 or i32)",
+                 dtype->name);
+    dims->kind = AST_TYPE;
+    dims->name = dtype->name;
+    dims->span = (gr_span){loc->begin, loc->end};
+    return dims;
+}
+
+static ast_node *mk_named(ps_ctx *c, ast_kind k, ast_node *name, ast_node *a, const YYLTYPE *loc)
+{
+    ast_node *n = ps_node(c, k, loc->begin, loc->end);
+    n->name = name->name;
+    n->a = a;
+    return n;
+}

@@ -1,0 +1,363 @@
+/* The reader: format dispatch, validation, per-epoch shuffling and the
+ * read-ahead ring.
+ *
+ * The ring is an array of slots used in order. The read-ahead thread fills
+ * slot[tail] (FREE -> FILLING -> READY) outside the lock, consumers take
+ * slot[head] (READY -> READING -> FREE) and copy outside the lock too, so
+ * many consumers copy at once while batches are still handed out strictly
+ * in cursor order. data_seek bumps a generation number so that a batch the
+ * thread was building for the old cursor is thrown away, not published. */
+#include "runtime/data_impl.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DATA_RING_MAX   4
+#define DATA_RING_MIN   2
+#define DATA_RING_BYTES (INT64_C(64) << 20) /* beyond this, fewer slots */
+#define DATA_MAX_BYTES  (INT64_C(1) << 40)
+
+typedef enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_READING } slot_state;
+
+typedef struct data_slot {
+    float *x;
+    int32_t *y;
+    slot_state state;
+} data_slot;
+
+struct data_reader {
+    data_set ds;
+    int64_t batch;
+    int shuffle;
+    uint64_t seed;
+    uint64_t per_epoch; /* batches per epoch: floor(n / batch) */
+    /* Owned by the read-ahead thread (and data_open before it starts). */
+    int64_t *perm; /* permutation of the epoch perm_epoch; NULL when not shuffling */
+    uint64_t perm_epoch;
+    int perm_valid;
+    /* Everything below is guarded by mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t ready; /* a slot became READY, or stop */
+    pthread_cond_t space; /* a slot became FREE, the cursor moved, or stop */
+    pthread_cond_t idle;  /* the last consumer left after stop */
+    data_slot slots[DATA_RING_MAX];
+    int nslots;
+    int head, tail;          /* next slot to take / to fill */
+    uint64_t p_epoch, p_pos; /* next batch the thread prepares */
+    uint64_t c_epoch, c_pos; /* next batch a consumer gets */
+    uint64_t gen;            /* bumped by data_seek */
+    int stop;
+    int inflight; /* consumers inside data_next */
+    int thread_started;
+    pthread_t thread;
+};
+
+/* ---- spec checks and format dispatch ---- */
+
+static int data_check_spec(const data_spec *s, char *err, size_t errlen)
+{
+    const char *what = s->kind == DATA_KIND_GAUSSIAN ? "gaussian" : s->path[0];
+    if (s->kind != DATA_KIND_IDX && s->kind != DATA_KIND_CSV && s->kind != DATA_KIND_RAW &&
+        s->kind != DATA_KIND_GAUSSIAN) {
+        data_err(err, errlen, "data: unknown data source kind %d", (int)s->kind);
+        return -1;
+    }
+    if (!what) {
+        data_err(err, errlen, "data: no file given for the data source");
+        return -1;
+    }
+    if (s->batch < 1) {
+        data_err(err, errlen, "%s: batch %lld must be >= 1", what, (long long)s->batch);
+        return -1;
+    }
+    return 0;
+}
+
+static int data_probe_kind(const data_spec *s, data_info *info, char *err, size_t errlen)
+{
+    switch (s->kind) {
+    case DATA_KIND_IDX:
+        return data_idx_probe(s, info, err, errlen);
+    case DATA_KIND_CSV:
+        return data_csv_probe(s, info, err, errlen);
+    case DATA_KIND_RAW:
+        return data_raw_probe(s, info, err, errlen);
+    case DATA_KIND_GAUSSIAN:
+        return data_gauss_probe(s, info, err, errlen);
+    }
+    return -1;
+}
+
+static int data_load_kind(const data_spec *s, data_set *ds, char *err, size_t errlen)
+{
+    switch (s->kind) {
+    case DATA_KIND_IDX:
+        return data_idx_load(s, ds, err, errlen);
+    case DATA_KIND_CSV:
+        return data_csv_load(s, ds, err, errlen);
+    case DATA_KIND_RAW:
+        return data_raw_load(s, ds, err, errlen);
+    case DATA_KIND_GAUSSIAN:
+        return data_gauss_load(s, ds, err, errlen);
+    }
+    return -1;
+}
+
+static int data_check_batch(const data_spec *s, int64_t n, char *err, size_t errlen)
+{
+    if (s->batch <= n) return 0;
+    data_err(err, errlen, "%s: batch %lld is larger than the %lld examples in the data set",
+             s->kind == DATA_KIND_GAUSSIAN ? "gaussian" : s->path[0], (long long)s->batch,
+             (long long)n);
+    return -1;
+}
+
+int data_probe(const data_spec *s, data_info *info, char *err, size_t errlen)
+{
+    if (data_check_spec(s, err, errlen)) return -1;
+    if (data_probe_kind(s, info, err, errlen)) return -1;
+    return data_check_batch(s, info->n, err, errlen);
+}
+
+static int data_check_labels(const data_spec *s, const data_set *ds, char *err, size_t errlen)
+{
+    if (!ds->y || s->n_classes <= 0) return 0;
+    for (int64_t i = 0; i < ds->info.n; i++) {
+        if (ds->y[i] < 0 || ds->y[i] >= s->n_classes) {
+            data_err(err, errlen, "%s: label %d of example %lld is outside [0, %lld)", ds->y_path,
+                     (int)ds->y[i], (long long)i, (long long)s->n_classes);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- shuffling and batch building (read-ahead thread) ---- */
+
+static void reader_make_perm(data_reader *r, uint64_t epoch)
+{
+    int64_t n = r->ds.info.n;
+    data_rng g;
+    data_rng_seed(&g, data_mix(r->seed, epoch));
+    for (int64_t i = 0; i < n; i++) r->perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)data_rng_below(&g, (uint64_t)i + 1);
+        int64_t t = r->perm[i];
+        r->perm[i] = r->perm[j];
+        r->perm[j] = t;
+    }
+    r->perm_epoch = epoch;
+    r->perm_valid = 1;
+}
+
+static void reader_build(data_reader *r, data_slot *slot, uint64_t epoch, uint64_t pos)
+{
+    if (r->perm && (!r->perm_valid || r->perm_epoch != epoch)) reader_make_perm(r, epoch);
+    int64_t ex = r->ds.ex_elems, first = (int64_t)pos * r->batch;
+    for (int64_t i = 0; i < r->batch; i++) {
+        int64_t idx = r->perm ? r->perm[first + i] : first + i;
+        data_set_example(&r->ds, idx, slot->x + i * ex);
+        slot->y[i] = r->ds.y ? r->ds.y[idx] : 0;
+    }
+}
+
+static void reader_advance(const data_reader *r, uint64_t *epoch, uint64_t *pos)
+{
+    if (++*pos == r->per_epoch) {
+        ++*epoch;
+        *pos = 0;
+    }
+}
+
+/* Called with mu held; returns with it held. */
+static void reader_fill_one(data_reader *r)
+{
+    data_slot *slot = &r->slots[r->tail];
+    uint64_t epoch = r->p_epoch, pos = r->p_pos, gen = r->gen;
+    slot->state = SLOT_FILLING;
+    reader_advance(r, &r->p_epoch, &r->p_pos);
+    pthread_mutex_unlock(&r->mu);
+    reader_build(r, slot, epoch, pos);
+    pthread_mutex_lock(&r->mu);
+    if (gen != r->gen) {
+        slot->state = SLOT_FREE; /* built for a cursor data_seek has since replaced */
+        return;
+    }
+    slot->state = SLOT_READY;
+    r->tail = (r->tail + 1) % r->nslots;
+    pthread_cond_broadcast(&r->ready);
+}
+
+static void *reader_main(void *arg)
+{
+    data_reader *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->stop && r->slots[r->tail].state != SLOT_FREE)
+            pthread_cond_wait(&r->space, &r->mu);
+        if (r->stop) break;
+        reader_fill_one(r);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* ---- open / close ---- */
+
+static int reader_alloc(data_reader *r, char *err, size_t errlen)
+{
+    int64_t floats, bytes;
+    if (!data_mul_ok(r->batch, r->ds.ex_elems, DATA_MAX_BYTES, &floats) ||
+        !data_mul_ok(floats, 4, DATA_MAX_BYTES, &bytes)) {
+        data_err(err, errlen, "%s: one batch would be implausibly large", r->ds.x_path);
+        return -1;
+    }
+    int64_t fit = bytes ? DATA_RING_BYTES / bytes : DATA_RING_MAX;
+    r->nslots = fit > DATA_RING_MAX   ? DATA_RING_MAX
+                : fit < DATA_RING_MIN ? DATA_RING_MIN
+                                      : (int)fit;
+    for (int k = 0; k < r->nslots; k++) {
+        r->slots[k].x = malloc(bytes ? (size_t)bytes : 1);
+        r->slots[k].y = malloc((size_t)r->batch * sizeof(int32_t));
+        if (!r->slots[k].x || !r->slots[k].y) goto oom;
+    }
+    if (r->shuffle && !(r->perm = malloc((size_t)r->ds.info.n * sizeof(int64_t)))) goto oom;
+    return 0;
+oom:
+    data_err(err, errlen, "%s: out of memory for the batch buffers", r->ds.x_path);
+    return -1;
+}
+
+static void reader_free(data_reader *r)
+{
+    for (int k = 0; k < DATA_RING_MAX; k++) {
+        free(r->slots[k].x);
+        free(r->slots[k].y);
+    }
+    free(r->perm);
+    data_set_free(&r->ds);
+    pthread_cond_destroy(&r->ready);
+    pthread_cond_destroy(&r->space);
+    pthread_cond_destroy(&r->idle);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+static data_reader *reader_new(const data_spec *s)
+{
+    data_reader *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->batch = s->batch;
+    r->shuffle = s->shuffle != 0;
+    r->seed = s->seed;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->ready, NULL);
+    pthread_cond_init(&r->space, NULL);
+    pthread_cond_init(&r->idle, NULL);
+    return r;
+}
+
+data_reader *data_open(const data_spec *s, char *err, size_t errlen)
+{
+    if (data_check_spec(s, err, errlen)) return NULL;
+    data_reader *r = reader_new(s);
+    if (!r) {
+        data_err(err, errlen, "data: out of memory");
+        return NULL;
+    }
+    if (data_load_kind(s, &r->ds, err, errlen) || data_check_labels(s, &r->ds, err, errlen) ||
+        data_check_batch(s, r->ds.info.n, err, errlen) || reader_alloc(r, err, errlen))
+        goto fail;
+    r->per_epoch = (uint64_t)(r->ds.info.n / r->batch);
+    if (pthread_create(&r->thread, NULL, reader_main, r) != 0) {
+        data_err(err, errlen, "%s: cannot start the read-ahead thread", r->ds.x_path);
+        goto fail;
+    }
+    r->thread_started = 1;
+    return r;
+fail:
+    reader_free(r);
+    return NULL;
+}
+
+void data_close(data_reader *r)
+{
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_broadcast(&r->ready);
+    pthread_cond_broadcast(&r->space);
+    while (r->inflight > 0) pthread_cond_wait(&r->idle, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+    if (r->thread_started) pthread_join(r->thread, NULL);
+    reader_free(r);
+}
+
+void data_reader_info(const data_reader *r, data_info *info)
+{
+    *info = r->ds.info;
+}
+
+/* ---- consumers ---- */
+
+static void reader_leave(data_reader *r)
+{
+    if (--r->inflight == 0 && r->stop) pthread_cond_broadcast(&r->idle);
+    pthread_mutex_unlock(&r->mu);
+}
+
+int data_next(data_reader *r, float *x, int32_t *y)
+{
+    pthread_mutex_lock(&r->mu);
+    r->inflight++;
+    while (!r->stop && r->slots[r->head].state != SLOT_READY) pthread_cond_wait(&r->ready, &r->mu);
+    if (r->stop) {
+        reader_leave(r);
+        return -1;
+    }
+    data_slot *slot = &r->slots[r->head];
+    slot->state = SLOT_READING;
+    r->head = (r->head + 1) % r->nslots;
+    reader_advance(r, &r->c_epoch, &r->c_pos);
+    pthread_mutex_unlock(&r->mu);
+
+    memcpy(x, slot->x, (size_t)(r->batch * r->ds.ex_elems) * sizeof(float));
+    if (y) memcpy(y, slot->y, (size_t)r->batch * sizeof(int32_t));
+
+    pthread_mutex_lock(&r->mu);
+    slot->state = SLOT_FREE;
+    pthread_cond_signal(&r->space);
+    reader_leave(r);
+    return 0;
+}
+
+void data_cursor(const data_reader *r, uint64_t *epoch, uint64_t *pos)
+{
+    data_reader *m = (data_reader *)r; /* locking does not change the logical state */
+    pthread_mutex_lock(&m->mu);
+    *epoch = r->c_epoch;
+    *pos = r->c_pos;
+    pthread_mutex_unlock(&m->mu);
+}
+
+int data_seek(data_reader *r, uint64_t epoch, uint64_t pos)
+{
+    if (pos > r->per_epoch) return -1;
+    if (pos == r->per_epoch) {
+        epoch++;
+        pos = 0;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->gen++;
+    /* Prepared batches belong to the old cursor. A FILLING slot is left to
+     * the thread, which sees the new generation and frees it. */
+    for (int k = 0; k < r->nslots; k++)
+        if (r->slots[k].state == SLOT_READY) r->slots[k].state = SLOT_FREE;
+    r->head = r->tail;
+    r->p_epoch = r->c_epoch = epoch;
+    r->p_pos = r->c_pos = pos;
+    pthread_cond_broadcast(&r->space);
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}

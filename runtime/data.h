@@ -1,0 +1,91 @@
+/* Data readers: the stateful sources behind `data` declarations.
+ *
+ * A reader loads a whole data set into memory at open (IDX images stay
+ * uint8; they become f32 only when a batch is built), then a read-ahead
+ * thread keeps a small ring of prepared batches. data_next pops the next
+ * batch in cursor order; any number of threads may call it at once.
+ *
+ * Epochs: floor(n / batch) batches each; the remainder is dropped for that
+ * epoch. With shuffle on, epoch e uses a permutation derived from
+ * (seed, e), so a cursor (epoch, pos) names one batch forever: that is what
+ * checkpoints store and data_seek restores.
+ *
+ * Errors: data_probe and data_open write one line (no trailing newline)
+ * into err, starting with the file it is about, e.g.
+ *   "x.gz: bad magic number 0x00000801, expected 0x00000803 (IDX images)".
+ * Ownership: the reader copies everything it needs from the spec; the
+ * caller keeps the spec and its paths.
+ */
+#ifndef GR_RUNTIME_DATA_H
+#define GR_RUNTIME_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum data_kind {
+    DATA_KIND_IDX,
+    DATA_KIND_CSV,
+    DATA_KIND_RAW,
+    DATA_KIND_GAUSSIAN
+} data_kind;
+
+typedef struct data_spec {
+    data_kind kind;
+    const char *path[2]; /* idx: images, labels (labels may be NULL); csv: path[0]; raw: x file, y
+                            file (may be NULL) */
+    int64_t batch;       /* examples per batch, >= 1 */
+    int shuffle;         /* reshuffle each epoch */
+    uint64_t seed;       /* shuffle seed (and gaussian values) */
+    /* raw: per-example shape of x (dims, rank) and dtypes; x is f32 LE, y is i32 LE */
+    int x_rank;
+    int64_t x_dims[4];
+    /* csv: which column holds the label (-1 = last, -2 = no label); header row auto-detected */
+    int label_col;
+    /* labels must be in [0, n_classes) when n_classes > 0 (checked at open) */
+    int64_t n_classes;
+    /* gaussian: n examples of shape x_dims, standard normal, generated from seed; no labels */
+    int64_t n;
+} data_spec;
+
+typedef struct data_info {
+    int64_t n; /* examples */
+    int x_rank;
+    int64_t x_dims[4]; /* per example: idx images -> [rows, cols]; csv -> [features]; raw/gaussian
+                          -> spec dims */
+    int has_y;         /* labels present (y is i32, one per example) */
+} data_info;
+
+typedef struct data_reader data_reader;
+
+/* Reads only headers (cheap; a CSV file is scanned for its line count): fills
+ * info. Also rejects batch < 1 and batch > n. On error returns -1 and writes
+ * a one-line message naming the file into err. */
+int data_probe(const data_spec *s, data_info *info, char *err, size_t errlen);
+
+/* Loads the data into memory, validates everything (truncation, counts of
+ * images vs labels, label range, batch <= n) and starts the read-ahead
+ * thread. NULL + err on error. */
+data_reader *data_open(const data_spec *s, char *err, size_t errlen);
+
+/* Stops and joins the read-ahead thread, wakes any data_next still waiting
+ * (it returns -1), waits for them to leave, then frees everything. */
+void data_close(data_reader *r);
+
+/* The shape of what data_next hands out (same as data_probe's info). */
+void data_reader_info(const data_reader *r, data_info *info);
+
+/* Copies the next batch: x gets batch*prod(x_dims) floats (raw values: IDX
+ * pixels are 0..255 as float, not scaled), y gets batch int32 labels (y may
+ * be NULL; zeros when the data has no labels). Thread-safe: concurrent
+ * callers always get different batches; within one epoch no example is
+ * handed out twice. Returns 0; -1 only when data_close is already under way. */
+int data_next(data_reader *r, float *x, int32_t *y);
+
+/* The cursor, for checkpoints: (epoch, batches taken within the epoch).
+ * data_seek makes the next data_next return exactly what it would have
+ * returned at that cursor. Call data_seek only while no data_next is in
+ * flight. It returns -1 when pos > batches per epoch. */
+void data_cursor(const data_reader *r, uint64_t *epoch, uint64_t *pos);
+int data_seek(data_reader *r, uint64_t epoch, uint64_t pos);
+
+#endif

@@ -1,0 +1,294 @@
+/* IDX files (the MNIST format), plain or gzipped. zlib's gzread reads both
+ * transparently, so the gzip magic is detected for us. */
+#include "runtime/data_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define IDX_MAGIC_IMAGES 0x00000803u
+#define IDX_MAGIC_LABELS 0x00000801u
+#define IDX_MAX_DIMS     5 /* n plus at most 4 per-example dims */
+#define IDX_MAX_BYTES    (INT64_C(1) << 40)
+
+typedef struct idx_header {
+    uint32_t magic;
+    data_elem elem;
+    int ndims;
+    int64_t dims[IDX_MAX_DIMS];
+    int64_t ex_elems; /* prod(dims[1..]) */
+    int64_t bytes;    /* of the data after the header */
+} idx_header;
+
+/* open() first so that a missing file reports errno, not zlib's guess. */
+static gzFile idx_open(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        data_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    gzFile gz = gzdopen(fd, "rb");
+    if (!gz) {
+        close(fd);
+        data_err(err, errlen, "%s: cannot open: out of memory", path);
+        return NULL;
+    }
+    gzbuffer(gz, 1u << 17);
+    return gz;
+}
+
+/* Reads up to len bytes; returns the count read, or -1 on a zlib error. */
+static int64_t idx_read(gzFile gz, void *buf, int64_t len)
+{
+    int64_t got = 0;
+    while (got < len) {
+        int64_t chunk = len - got > (1 << 30) ? (1 << 30) : len - got;
+        int r = gzread(gz, (char *)buf + got, (unsigned)chunk);
+        if (r < 0) return -1;
+        if (r == 0) break;
+        got += r;
+    }
+    return got;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int idx_elem(unsigned type, data_elem *e)
+{
+    switch (type) {
+    case 0x08:
+        *e = DATA_ELEM_U8;
+        return 1;
+    case 0x09:
+        *e = DATA_ELEM_I8;
+        return 1;
+    case 0x0B:
+        *e = DATA_ELEM_I16;
+        return 1;
+    case 0x0C:
+        *e = DATA_ELEM_I32;
+        return 1;
+    case 0x0D:
+        *e = DATA_ELEM_F32;
+        return 1;
+    case 0x0E:
+        *e = DATA_ELEM_F64;
+        return 1;
+    }
+    return 0;
+}
+
+static int idx_check_magic(const char *path, uint32_t magic, int labels, idx_header *h, char *err,
+                           size_t errlen)
+{
+    int nd = (int)(magic & 0xFF);
+    int ok = labels ? magic == IDX_MAGIC_LABELS
+                    : (magic >> 16) == 0 && idx_elem((magic >> 8) & 0xFF, &h->elem) && nd >= 2 &&
+                          nd <= IDX_MAX_DIMS;
+    if (!ok) {
+        data_err(err, errlen, "%s: bad magic number 0x%08x, expected 0x%08x (IDX %s)", path,
+                 (unsigned)magic, labels ? IDX_MAGIC_LABELS : IDX_MAGIC_IMAGES,
+                 labels ? "labels" : "images");
+        return -1;
+    }
+    if (labels) h->elem = DATA_ELEM_U8;
+    h->magic = magic;
+    h->ndims = nd;
+    return 0;
+}
+
+static int idx_sizes(const char *path, idx_header *h, char *err, size_t errlen)
+{
+    int64_t ex = 1, total;
+    for (int d = 1; d < h->ndims; d++) {
+        if (!data_mul_ok(ex, h->dims[d], IDX_MAX_BYTES, &ex)) goto too_big;
+    }
+    if (!data_mul_ok(ex, h->dims[0], IDX_MAX_BYTES, &total) ||
+        !data_mul_ok(total, (int64_t)data_elem_size(h->elem), IDX_MAX_BYTES, &total))
+        goto too_big;
+    h->ex_elems = ex;
+    h->bytes = total;
+    return 0;
+too_big:
+    data_err(err, errlen, "%s: IDX header dimensions are implausibly large", path);
+    return -1;
+}
+
+/* gzerror's text, without the "<fd:N>: " that gzdopen streams put first. */
+static const char *idx_gzmsg(gzFile gz)
+{
+    int code;
+    const char *m = gzerror(gz, &code);
+    const char *sep = strncmp(m, "<fd:", 4) == 0 ? strstr(m, ": ") : NULL;
+    return sep ? sep + 2 : m;
+}
+
+/* A short header read: a zlib or I/O error (got < 0) or a truncated file. */
+static void idx_short(gzFile gz, const char *path, int64_t got, const char *what, char *err,
+                      size_t errlen)
+{
+    if (got < 0)
+        data_err(err, errlen, "%s: read error: %s", path, idx_gzmsg(gz));
+    else
+        data_err(err, errlen, "%s: truncated: %s", path, what);
+}
+
+static int idx_read_header(gzFile gz, const char *path, int labels, idx_header *h, char *err,
+                           size_t errlen)
+{
+    unsigned char buf[4 * IDX_MAX_DIMS];
+    int64_t got = idx_read(gz, buf, 4);
+    if (got != 4) {
+        idx_short(gz, path, got, "too short for an IDX header", err, errlen);
+        return -1;
+    }
+    if (idx_check_magic(path, be32(buf), labels, h, err, errlen)) return -1;
+    got = idx_read(gz, buf, 4 * h->ndims);
+    if (got != 4 * h->ndims) {
+        idx_short(gz, path, got, "the IDX header ends inside its dimensions", err, errlen);
+        return -1;
+    }
+    for (int d = 0; d < h->ndims; d++) h->dims[d] = be32(buf + 4 * d);
+    return idx_sizes(path, h, err, errlen);
+}
+
+/* Opens path, reads its header, and leaves gz positioned at the data. */
+static gzFile idx_open_header(const char *path, int labels, idx_header *h, char *err, size_t errlen)
+{
+    gzFile gz = idx_open(path, err, errlen);
+    if (gz && idx_read_header(gz, path, labels, h, err, errlen)) {
+        gzclose(gz);
+        return NULL;
+    }
+    return gz;
+}
+
+static int idx_count_match(const data_spec *s, const idx_header *img, const idx_header *lab,
+                           char *err, size_t errlen)
+{
+    if (img->dims[0] == lab->dims[0]) return 0;
+    data_err(err, errlen, "%s: %lld labels, but %s has %lld images", s->path[1],
+             (long long)lab->dims[0], s->path[0], (long long)img->dims[0]);
+    return -1;
+}
+
+static void idx_fill_info(const idx_header *h, int has_y, data_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->n = h->dims[0];
+    info->x_rank = h->ndims - 1;
+    for (int d = 1; d < h->ndims; d++) info->x_dims[d - 1] = h->dims[d];
+    info->has_y = has_y;
+}
+
+int data_idx_probe(const data_spec *s, data_info *info, char *err, size_t errlen)
+{
+    idx_header img, lab;
+    gzFile gz = idx_open_header(s->path[0], 0, &img, err, errlen);
+    if (!gz) return -1;
+    gzclose(gz);
+    if (s->path[1]) {
+        gz = idx_open_header(s->path[1], 1, &lab, err, errlen);
+        if (!gz) return -1;
+        gzclose(gz);
+        if (idx_count_match(s, &img, &lab, err, errlen)) return -1;
+    }
+    idx_fill_info(&img, s->path[1] != NULL, info);
+    return 0;
+}
+
+/* IDX is big-endian; stored elements are converted to host order once. */
+static void idx_to_host(void *data, int64_t count, size_t size)
+{
+    unsigned char *p = data;
+    for (int64_t i = 0; i < count; i++, p += size) {
+        for (size_t a = 0, b = size - 1; a < b; a++, b--) {
+            unsigned char t = p[a];
+            p[a] = p[b];
+            p[b] = t;
+        }
+    }
+}
+
+static int idx_host_is_little(void)
+{
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
+
+/* Reads the data after the header into a new buffer (*out). */
+static int idx_read_body(gzFile gz, const char *path, const idx_header *h, void **out, char *err,
+                         size_t errlen)
+{
+    void *buf = malloc(h->bytes ? (size_t)h->bytes : 1);
+    if (!buf) {
+        data_err(err, errlen, "%s: out of memory for %lld bytes", path, (long long)h->bytes);
+        return -1;
+    }
+    int64_t got = idx_read(gz, buf, h->bytes);
+    if (got < 0) {
+        data_err(err, errlen, "%s: read error: %s", path, idx_gzmsg(gz));
+    } else if (got < h->bytes) {
+        data_err(err, errlen, "%s: truncated: header promises %lld bytes of data, file has %lld",
+                 path, (long long)h->bytes, (long long)got);
+    } else {
+        size_t es = data_elem_size(h->elem);
+        if (es > 1 && idx_host_is_little()) idx_to_host(buf, h->bytes / (int64_t)es, es);
+        *out = buf;
+        return 0;
+    }
+    free(buf);
+    return -1;
+}
+
+static int idx_load_file(const char *path, int labels, idx_header *h, void **out, char *err,
+                         size_t errlen)
+{
+    gzFile gz = idx_open_header(path, labels, h, err, errlen);
+    if (!gz) return -1;
+    int rc = idx_read_body(gz, path, h, out, err, errlen);
+    gzclose(gz);
+    return rc;
+}
+
+static int idx_load_labels(const data_spec *s, const idx_header *img, data_set *ds, char *err,
+                           size_t errlen)
+{
+    idx_header lab;
+    void *raw = NULL;
+    if (idx_load_file(s->path[1], 1, &lab, &raw, err, errlen)) return -1;
+    if (idx_count_match(s, img, &lab, err, errlen)) {
+        free(raw);
+        return -1;
+    }
+    ds->y = malloc((size_t)(lab.dims[0] ? lab.dims[0] : 1) * sizeof(int32_t));
+    if (!ds->y) {
+        free(raw);
+        data_err(err, errlen, "%s: out of memory", s->path[1]);
+        return -1;
+    }
+    const uint8_t *u = raw;
+    for (int64_t i = 0; i < lab.dims[0]; i++) ds->y[i] = u[i];
+    free(raw);
+    return 0;
+}
+
+int data_idx_load(const data_spec *s, data_set *ds, char *err, size_t errlen)
+{
+    idx_header img;
+    if (idx_load_file(s->path[0], 0, &img, &ds->x, err, errlen)) return -1;
+    idx_fill_info(&img, s->path[1] != NULL, &ds->info);
+    ds->elem = img.elem;
+    ds->ex_elems = img.ex_elems;
+    ds->x_path = s->path[0];
+    ds->y_path = s->path[1];
+    if (s->path[1] && idx_load_labels(s, &img, ds, err, errlen)) return -1;
+    return 0;
+}

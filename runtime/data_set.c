@@ -1,0 +1,179 @@
+/* The in-memory data set shared by all formats: helpers, element
+ * conversion and the PRNG used for shuffling and synthetic data. */
+#include "runtime/data_impl.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void data_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+size_t data_elem_size(data_elem e)
+{
+    switch (e) {
+    case DATA_ELEM_U8:
+    case DATA_ELEM_I8:
+        return 1;
+    case DATA_ELEM_I16:
+        return 2;
+    case DATA_ELEM_I32:
+    case DATA_ELEM_F32:
+        return 4;
+    case DATA_ELEM_F64:
+        return 8;
+    case DATA_ELEM_GAUSS:
+        return 0;
+    }
+    return 0;
+}
+
+int data_mul_ok(int64_t a, int64_t b, int64_t limit, int64_t *out)
+{
+    if (a < 0 || b < 0) return 0;
+    if (a != 0 && b > limit / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+int data_spec_dims(const data_spec *s, const char *what, int64_t *prod, char *err, size_t errlen)
+{
+    if (s->x_rank < 0 || s->x_rank > 4) {
+        data_err(err, errlen, "%s: example rank %d is not in 0..4", what, s->x_rank);
+        return -1;
+    }
+    int64_t p = 1;
+    for (int d = 0; d < s->x_rank; d++) {
+        if (s->x_dims[d] < 1 || !data_mul_ok(p, s->x_dims[d], INT64_C(1) << 40, &p)) {
+            data_err(err, errlen, "%s: example dimension %d is %lld; it must be >= 1 (and small)",
+                     what, d, (long long)s->x_dims[d]);
+            return -1;
+        }
+    }
+    *prod = p;
+    return 0;
+}
+
+/* One loop per stored type keeps the per-element switch out of the hot path. */
+#define DATA_CONVERT(T)                                                                            \
+    do {                                                                                           \
+        const T *src = (const T *)ds->x + off;                                                     \
+        for (int64_t k = 0; k < m; k++) out[k] = (float)src[k];                                    \
+    } while (0)
+
+void data_set_example(const data_set *ds, int64_t i, float *out)
+{
+    int64_t m = ds->ex_elems, off = i * m;
+    switch (ds->elem) {
+    case DATA_ELEM_U8:
+        DATA_CONVERT(uint8_t);
+        break;
+    case DATA_ELEM_I8:
+        DATA_CONVERT(int8_t);
+        break;
+    case DATA_ELEM_I16:
+        DATA_CONVERT(int16_t);
+        break;
+    case DATA_ELEM_I32:
+        DATA_CONVERT(int32_t);
+        break;
+    case DATA_ELEM_F32:
+        memcpy(out, (const float *)ds->x + off, (size_t)m * sizeof(float));
+        break;
+    case DATA_ELEM_F64:
+        DATA_CONVERT(double);
+        break;
+    case DATA_ELEM_GAUSS: {
+        data_rng g;
+        data_rng_seed(&g, data_mix(ds->seed, (uint64_t)i));
+        data_rng_normal(&g, out, m);
+        break;
+    }
+    }
+}
+
+void data_set_free(data_set *ds)
+{
+    free(ds->x);
+    free(ds->y);
+    ds->x = NULL;
+    ds->y = NULL;
+}
+
+/* ---- PRNG ---- */
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+uint64_t data_mix(uint64_t a, uint64_t b)
+{
+    uint64_t st = a;
+    uint64_t h = splitmix64(&st);
+    st = h ^ b;
+    return splitmix64(&st);
+}
+
+void data_rng_seed(data_rng *g, uint64_t seed)
+{
+    uint64_t st = seed;
+    for (int k = 0; k < 4; k++) g->s[k] = splitmix64(&st);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+uint64_t data_rng_next(data_rng *g)
+{
+    uint64_t *s = g->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+uint64_t data_rng_below(data_rng *g, uint64_t bound)
+{
+    /* Reject the top sliver that would make some residues more likely. */
+    uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    uint64_t v;
+    do v = data_rng_next(g);
+    while (v >= limit);
+    return v % bound;
+}
+
+/* (0, 1]: never 0, so log() below stays finite. */
+static double rng_unit(data_rng *g)
+{
+    return ((data_rng_next(g) >> 11) + 1) * 0x1.0p-53;
+}
+
+void data_rng_normal(data_rng *g, float *out, int64_t count)
+{
+    const double two_pi = 6.283185307179586476925;
+    for (int64_t k = 0; k < count; k += 2) {
+        double r = sqrt(-2.0 * log(rng_unit(g)));
+        double a = two_pi * rng_unit(g);
+        out[k] = (float)(r * cos(a));
+        if (k + 1 < count) out[k + 1] = (float)(r * sin(a));
+    }
+}

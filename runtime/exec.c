@@ -1,0 +1,249 @@
+/* exec.c - an executor: one plan's per-run state.
+ *
+ * Everything a step needs is laid out once in exec_new: the arena (from the
+ * memory plan), constants (filled once), and a flat array of prepared kernel
+ * calls with their buffer pointers resolved.  A step is then: bind feeds,
+ * take one batch per data source, call the kernels in schedule order, copy
+ * fetches out.  No allocation happens per step. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+typedef struct exec_data {
+    data_reader *r;
+    float *x;
+    int32_t *y;
+} exec_data;
+
+struct rt_exec {
+    gr_session *s;
+    const gr_plan *p;
+    char *arena;
+    char *scratch;
+    gr_pool *pool;
+    void **buf;                /* per graph node id */
+    kern_args *args;           /* prepared calls, schedule order */
+    kernel_fn *fn;
+    int n_calls;
+    void **in_ptrs;            /* backing store for args[].in */
+    const ir_type **in_types;  /* backing store for args[].in_t */
+    exec_data *data;
+    int n_data;
+    void *spare;               /* x/y buffers for data fields the plan does not read */
+};
+
+static void *aligned(size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+    return p;
+}
+
+static int is_source(gr_op op)
+{
+    return op == OP_CONST || op == OP_INPUT || op == OP_DATA || op == OP_VARIABLE;
+}
+
+static void bind_buffers(rt_exec *e)
+{
+    const ir_graph *g = e->p->g;
+    for (int i = 0; i < e->p->n; i++) {
+        int id = e->p->order[i];
+        const ir_node *n = &g->nodes[id];
+        if (n->op == OP_VARIABLE) e->buf[id] = e->s->var[n->var];
+        else if (e->p->offset[id] != PLAN_NONE) e->buf[id] = e->arena + e->p->offset[id];
+    }
+}
+
+static void prepare_call(rt_exec *e, int id, int *used_in)
+{
+    const ir_graph *g = e->p->g;
+    const ir_node *n = &g->nodes[id];
+    kern_args *a = &e->args[e->n_calls];
+    void **inp = e->in_ptrs + *used_in;
+    const ir_type **int_ = e->in_types + *used_in;
+    for (int j = 0; j < n->n_in; j++) {
+        inp[j] = e->buf[n->in[j]];
+        int_[j] = &g->nodes[n->in[j]].type;
+    }
+    *used_in += n->n_in;
+    size_t sb = gr_ops[n->op].scratch ? gr_ops[n->op].scratch(g, id) : 0;
+    *a = (kern_args){.g = g, .node = n, .out = e->buf[id], .out_t = &n->type, .n_in = n->n_in,
+                     .in = inp, .in_t = int_, .scratch = sb ? e->scratch : NULL,
+                     .scratch_task_bytes = sb, .max_tasks = pool_size(e->pool),
+                     .pool = e->pool, .seed = e->s->opt.seed * 0x9e3779b97f4a7c15ull ^ (uint64_t)id};
+    e->fn[e->n_calls++] = cpu_kernels[n->op];
+}
+
+static gr_code prepare_calls(rt_exec *e, gr_status *st)
+{
+    const ir_graph *g = e->p->g;
+    int total_in = 0, used_in = 0;
+    for (int i = 0; i < e->p->n; i++) total_in += g->nodes[e->p->order[i]].n_in;
+    e->args = calloc((size_t)e->p->n + 1, sizeof *e->args);
+    e->fn = calloc((size_t)e->p->n + 1, sizeof *e->fn);
+    e->in_ptrs = calloc((size_t)total_in + 1, sizeof *e->in_ptrs);
+    e->in_types = calloc((size_t)total_in + 1, sizeof *e->in_types);
+    for (int i = 0; i < e->p->n; i++) {
+        int id = e->p->order[i];
+        const ir_node *n = &g->nodes[id];
+        if (n->op == OP_CONST) {
+            kern_args a = {.g = g, .node = n, .out = e->buf[id], .out_t = &n->type};
+            cpu_kernels[OP_CONST](&a);
+            continue;
+        }
+        if (is_source(n->op)) continue;
+        if (!cpu_kernels[n->op])
+            return rt_fail(st, GR_ERR_INTERNAL, "op '%s' has no CPU kernel\n", gr_ops[n->op].name);
+        prepare_call(e, id, &used_in);
+    }
+    return GR_OK;
+}
+
+static void prepare_data(rt_exec *e)
+{
+    const ir_graph *g = e->p->g;
+    size_t spare = 0;
+    e->data = calloc((size_t)e->p->n_data_used + 1, sizeof *e->data);
+    e->n_data = e->p->n_data_used;
+    for (int k = 0; k < e->n_data; k++) {
+        const ir_data *d = &g->data[e->p->data_used[k]];
+        size_t need = ir_nbytes(&d->x) + (d->y.rank >= 0 ? ir_nbytes(&d->y) : 0);
+        if (need > spare) spare = need;
+    }
+    e->spare = aligned(spare);
+    for (int k = 0; k < e->n_data; k++) {
+        int di = e->p->data_used[k];
+        const ir_data *d = &g->data[di];
+        e->data[k].r = e->s->readers[di];
+        e->data[k].x = e->spare;
+        e->data[k].y = d->y.rank >= 0 ? (int32_t *)((char *)e->spare + ir_nbytes(&d->x)) : NULL;
+        for (int i = 0; i < e->p->n; i++) {
+            const ir_node *n = &g->nodes[e->p->order[i]];
+            if (n->op != OP_DATA || n->data != di) continue;
+            if (n->attr.i[0] == 0) e->data[k].x = e->buf[e->p->order[i]];
+            else e->data[k].y = e->buf[e->p->order[i]];
+        }
+    }
+}
+
+rt_exec *exec_new(gr_session *s, const gr_plan *p, gr_status *st)
+{
+    rt_exec *e = calloc(1, sizeof *e);
+    e->s = s;
+    e->p = p;
+    e->pool = pool_new(s->opt.threads > 0 ? s->opt.threads : 1);
+    e->arena = aligned(p->arena_bytes);
+    e->scratch = aligned(p->scratch_task_bytes * (size_t)pool_size(e->pool));
+    e->buf = calloc((size_t)p->g->n_nodes + 1, sizeof *e->buf);
+    if (!e->arena || !e->scratch || !e->buf) {
+        exec_free(e);
+        rt_fail(st, GR_ERR_NOMEM, "cannot allocate the %zu-byte arena\n", p->arena_bytes);
+        return NULL;
+    }
+    bind_buffers(e);
+    if (prepare_calls(e, st) != GR_OK) {
+        exec_free(e);
+        return NULL;
+    }
+    prepare_data(e);
+    return e;
+}
+
+void exec_free(rt_exec *e)
+{
+    if (!e) return;
+    pool_free(e->pool);
+    free(e->arena);
+    free(e->scratch);
+    free(e->buf);
+    free(e->args);
+    free(e->fn);
+    free(e->in_ptrs);
+    free(e->in_types);
+    free(e->data);
+    free(e->spare);
+    free(e);
+}
+
+const void *exec_output(const rt_exec *e, int node) { return e->buf[node]; }
+
+static gr_code bind_feeds(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_status *st)
+{
+    const ir_graph *g = e->p->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        int node = g->inputs[i].node, k = 0;
+        if (e->p->offset[node] == PLAN_NONE) continue;
+        while (k < n_feeds && strcmp(feeds[k].name, g->inputs[i].name) != 0) k++;
+        if (k == n_feeds)
+            return rt_fail(st, GR_ERR_ARG, "input '%s' must be fed to run this target\n",
+                           g->inputs[i].name);
+        size_t want = ir_nbytes(&g->inputs[i].type);
+        if (feeds[k].bytes != want || !feeds[k].data) {
+            char t[96];
+            return rt_fail(st, GR_ERR_ARG, "feed '%s': got %zu bytes, but %s needs %zu\n",
+                           feeds[k].name, feeds[k].bytes,
+                           ir_type_str(&g->inputs[i].type, t, sizeof t), want);
+        }
+        memcpy(e->buf[node], feeds[k].data, want);
+    }
+    for (int k = 0; k < n_feeds; k++) {
+        int found = 0;
+        for (int i = 0; i < g->n_inputs; i++) found |= strcmp(feeds[k].name, g->inputs[i].name) == 0;
+        if (!found) return rt_fail(st, GR_ERR_ARG, "feed '%s': no input has that name\n", feeds[k].name);
+    }
+    return GR_OK;
+}
+
+static gr_code check_numerics(const rt_exec *e, const kern_args *a, gr_status *st)
+{
+    if (a->out_t->dtype != DT_F32 || !a->out) return GR_OK;
+    const float *x = a->out;
+    int64_t n = ir_numel(a->out_t);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            int line = 0, col = 0;
+            if (a->node->src) src_linecol(a->node->src, a->node->span.begin, &line, &col);
+            (void)e;
+            return rt_fail(st, GR_ERR_NUMERIC, "%s:%d:%d: error: %s produced %s (element %lld)\n",
+                           a->node->src ? a->node->src->name : "?", line, col,
+                           gr_ops[a->node->op].name, isnan(x[i]) ? "NaN" : "Inf", (long long)i);
+        }
+    return GR_OK;
+}
+
+static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, gr_status *st)
+{
+    for (int k = 0; k < n_fetches; k++) {
+        int id = rt_find_tensor(e->s, fetches[k].name, st);
+        if (id < 0) return gr_status_code(st);
+        const ir_type *t = &e->p->g->nodes[id].type;
+        if (fetches[k].bytes != ir_nbytes(t) || !fetches[k].data || !e->buf[id]) {
+            char b[96];
+            return rt_fail(st, GR_ERR_ARG, "fetch '%s': got %zu bytes, but %s needs %zu\n",
+                           fetches[k].name, fetches[k].bytes, ir_type_str(t, b, sizeof b),
+                           ir_nbytes(t));
+        }
+        memcpy(fetches[k].data, e->buf[id], fetches[k].bytes);
+    }
+    return GR_OK;
+}
+
+gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
+                 gr_status *st)
+{
+    if (bind_feeds(e, feeds, n_feeds, st) != GR_OK) return gr_status_code(st);
+    for (int k = 0; k < e->n_data; k++)
+        if (data_next(e->data[k].r, e->data[k].x, e->data[k].y) < 0)
+            return rt_fail(st, GR_ERR_ARG, "data source closed while running\n");
+    uint64_t step = atomic_fetch_add(&e->s->steps, 1);
+    int check = e->s->opt.check_numerics;
+    for (int i = 0; i < e->n_calls; i++) {
+        e->args[i].step = step;
+        e->fn[i](&e->args[i]);
+        if (check && check_numerics(e, &e->args[i], st) != GR_OK) return GR_ERR_NUMERIC;
+    }
+    return copy_fetches(e, fetches, n_fetches, st);
+}

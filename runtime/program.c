@@ -1,0 +1,146 @@
+/* program.c - compiling a .graph file into a gr_program, and its dumps. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+static int available_gpus(void);
+
+static void program_warnings(gr_program *p)
+{
+    size_t len = 0;
+    FILE *f = open_memstream(&p->warnings, &len);
+    if (!f) return;
+    diag_print(&p->diags, f);
+    fclose(f);
+}
+
+static gr_code program_build(gr_program *p, const gr_compile_options *opt, gr_status *st)
+{
+    p->ast = ps_parse(p->src, &p->diags);
+    if (p->diags.n_errors) return rt_fail_diags(st, GR_ERR_SYNTAX, &p->diags);
+    p->g = ir_new(&p->diags);
+    sema_param *params = calloc((size_t)(opt ? opt->n_params : 0) + 1, sizeof *params);
+    for (int i = 0; opt && i < opt->n_params; i++)
+        params[i] = (sema_param){opt->params[i].name, opt->params[i].value};
+    sema_options so = {.params = params, .n_params = opt ? opt->n_params : 0,
+                       .soft_placement = opt && opt->soft_placement, .n_cpu = 16,
+                       .n_gpu = available_gpus()};
+    int r = sema_compile(p->g, p->ast, &so);
+    free(params);
+    if (r < 0 || p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
+    pass_run_all(p->g, opt ? opt->passes_off : 0);
+    program_warnings(p);
+    rt_ok(st);
+    return GR_OK;
+}
+
+static gr_code program_from(gr_source *src, const gr_compile_options *opt, gr_program **out,
+                            gr_status *st)
+{
+    gr_program *p = calloc(1, sizeof *p);
+    p->src = src;
+    diag_init(&p->diags);
+    gr_code c = program_build(p, opt, st);
+    if (c != GR_OK) {
+        gr_program_free(p);
+        p = NULL;
+    }
+    *out = p;
+    return c;
+}
+
+gr_code gr_compile_file(const char *path, const gr_compile_options *opt, gr_program **out,
+                        gr_status *st)
+{
+    char err[512];
+    *out = NULL;
+    gr_source *src = src_load(path, err, sizeof err);
+    if (!src) return rt_fail(st, GR_ERR_IO, "%s\n", err);
+    return program_from(src, opt, out, st);
+}
+
+gr_code gr_compile_string(const char *name, const char *text, size_t len,
+                          const gr_compile_options *opt, gr_program **out, gr_status *st)
+{
+    *out = NULL;
+    if (!name || !text) return rt_fail(st, GR_ERR_ARG, "gr_compile_string: NULL argument\n");
+    return program_from(src_from_string(name, text, len), opt, out, st);
+}
+
+void gr_program_free(gr_program *p)
+{
+    if (!p) return;
+    ir_free(p->g);
+    ast_free(p->ast);
+    src_free(p->src);
+    diag_free(&p->diags);
+    free(p->warnings);
+    free(p);
+}
+
+const char *gr_program_warnings(const gr_program *p)
+{
+    return p && p->warnings ? p->warnings : "";
+}
+
+const char *gr_program_default_target(const gr_program *p)
+{
+    if (!p || p->g->default_target < 0) return NULL;
+    return p->g->names[p->g->default_target].name;
+}
+
+static gr_code emit_plan(const gr_program *p, const char *target, FILE *out, gr_status *st)
+{
+    if (!target) target = gr_program_default_target(p);
+    int k = target ? ir_find_name(p->g, target) : -1;
+    if (k < 0)
+        return rt_fail(st, GR_ERR_ARG, "no target named '%s'\n", target ? target : "(none)");
+    gr_plan *plan = plan_build(p->g, &p->g->names[k].node, 1);
+    fprintf(out, "target %s\n", target);
+    plan_dump(plan, out);
+    plan_free(plan);
+    return GR_OK;
+}
+
+gr_code gr_program_emit(const gr_program *p, const char *what, const char *target, FILE *out,
+                        gr_status *st)
+{
+    rt_ok(st);
+    if (strcmp(what, "ast") == 0) ast_dump(p->ast, out);
+    else if (strcmp(what, "ir") == 0) ir_dump(p->g, out);
+    else if (strcmp(what, "plan") == 0) return emit_plan(p, target, out, st);
+    else if (strcmp(what, "dot") == 0) ir_dot(p->g, out);
+    else return rt_fail(st, GR_ERR_ARG, "unknown dump '%s' (ast, ir, plan or dot)\n", what);
+    return GR_OK;
+}
+
+#ifdef GR_HAVE_CUDA
+#include "../devices/cuda/cuda.h"
+static int available_gpus(void) { return cuda_device_count(); }
+#else
+static int available_gpus(void) { return 0; }
+#endif
+
+const char *gr_version(void) { return GR_VERSION_STRING; }
+
+gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_info *info,
+                           gr_status *st)
+{
+    memset(info, 0, sizeof *info);
+    int k = p && target ? ir_find_name(p->g, target) : -1;
+    if (k < 0) return rt_fail(st, GR_ERR_ARG, "no target named '%s'\n", target ? target : "(null)");
+    const ir_graph *g = p->g;
+    info->is_train = g->names[k].is_train;
+    if (info->is_train) {
+        char buf[300];
+        snprintf(buf, sizeof buf, "%s/loss", target);
+        int l = ir_find_name(g, buf);
+        if (l >= 0) info->loss = g->names[l].name;
+    }
+    gr_plan *plan = plan_build(g, &g->names[k].node, 1);
+    if (plan->n_data_used) info->batch = g->data[plan->data_used[0]].batch;
+    plan_free(plan);
+    rt_ok(st);
+    return GR_OK;
+}

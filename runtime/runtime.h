@@ -1,0 +1,83 @@
+/* runtime.h - private to runtime/: programs, sessions, executors.
+ *
+ * A gr_program is the compiled, immutable graph.  A gr_session owns the
+ * variable store, the data readers and, per distinct (target, fetches)
+ * request, a plan with a free list of executors.  gr_run takes an executor
+ * from that list, so any number of threads can run at once; each executor
+ * has its own arena laid out by the plan, so a step allocates nothing. */
+#ifndef GR_RUNTIME_H
+#define GR_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "../compiler/compiler.h"
+#include "../devices/cpu/cpu.h"
+#include "../include/graphrun.h"
+#include "data.h"
+
+struct gr_status {
+    gr_code code;
+    char *msg;
+    char *file;
+    int line, col;
+};
+
+/* Sets st (if any) and returns code. Message is printf-style. */
+gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Copies formatted diagnostics (and the first error's location) into st. */
+gr_code rt_fail_diags(gr_status *st, gr_code code, const gr_diags *d);
+void rt_ok(gr_status *st);
+/* Internal bugs: calls the embedder's abort hook. Never returns. */
+void rt_abort(const char *msg) __attribute__((noreturn));
+
+struct gr_program {
+    gr_source *src;
+    ast_tree *ast;
+    ir_graph *g;
+    gr_diags diags;
+    char *warnings;
+};
+
+typedef struct rt_exec rt_exec;
+
+typedef struct rt_plan_entry {
+    char *key;                 /* "target|fetch|fetch" */
+    gr_plan *plan;
+    rt_exec **free_execs;
+    int n_free, cap_free;
+} rt_plan_entry;
+
+struct gr_session {
+    const gr_program *prog;
+    const ir_graph *g;
+    gr_session_options opt;
+    void **var;                /* one buffer per variable */
+    data_reader **readers;     /* per data source, opened when a plan needs it */
+    pthread_mutex_t mu;        /* plans, executor lists, readers */
+    rt_plan_entry *plans;
+    int n_plans, cap_plans;
+    atomic_uint_fast64_t steps;
+};
+
+/* init.c: variable initialisers, deterministic per (seed, variable name). */
+void rt_init_var(const ir_var *v, float *dst, uint64_t seed);
+
+/* exec.c */
+rt_exec *exec_new(gr_session *s, const gr_plan *p, gr_status *st);
+void exec_free(rt_exec *e);
+/* Binds feeds, runs the plan once, copies fetches out. */
+gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
+                 gr_status *st);
+/* The arena address of a scheduled node's output (after exec_run). */
+const void *exec_output(const rt_exec *e, int node);
+
+/* session.c */
+gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fetch,
+                        int n_fetch, rt_plan_entry **out, gr_status *st);
+rt_exec *rt_exec_take(gr_session *s, rt_plan_entry *pe, gr_status *st);
+void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e);
+int rt_find_tensor(const gr_session *s, const char *name, gr_status *st);
+
+#endif

@@ -1,0 +1,279 @@
+/* session.c - sessions: the variable store, data readers, plans and their
+ * executor pools, and the thread-safe gr_run / gr_eval entry points. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+static gr_code init_vars(gr_session *s, gr_status *st)
+{
+    const ir_graph *g = s->g;
+    s->var = calloc((size_t)g->n_vars + 1, sizeof *s->var);
+    for (int i = 0; i < g->n_vars; i++) {
+        size_t n = ir_nbytes(&g->vars[i].type);
+        if (posix_memalign(&s->var[i], 64, n ? n : 64))
+            return rt_fail(st, GR_ERR_NOMEM, "cannot allocate variable %s\n", g->vars[i].name);
+        rt_init_var(&g->vars[i], s->var[i], s->opt.seed);
+    }
+    return GR_OK;
+}
+
+gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,
+                       gr_status *st)
+{
+    *out = NULL;
+    if (!p) return rt_fail(st, GR_ERR_ARG, "gr_session_new: program is NULL\n");
+    gr_session *s = calloc(1, sizeof *s);
+    s->prog = p;
+    s->g = p->g;
+    if (opt) s->opt = *opt;
+    if (s->opt.threads <= 0) s->opt.threads = 1;
+    pthread_mutex_init(&s->mu, NULL);
+    s->readers = calloc((size_t)s->g->n_data + 1, sizeof *s->readers);
+    cpu_blas_init();
+    if (init_vars(s, st) != GR_OK) {
+        gr_session_free(s);
+        return gr_status_code(st);
+    }
+    *out = s;
+    rt_ok(st);
+    return GR_OK;
+}
+
+void gr_session_free(gr_session *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->n_plans; i++) {
+        rt_plan_entry *pe = &s->plans[i];
+        for (int k = 0; k < pe->n_free; k++) exec_free(pe->free_execs[k]);
+        free(pe->free_execs);
+        plan_free(pe->plan);
+        free(pe->key);
+    }
+    free(s->plans);
+    for (int i = 0; i < s->g->n_data; i++) data_close(s->readers[i]);
+    free(s->readers);
+    for (int i = 0; s->var && i < s->g->n_vars; i++) free(s->var[i]);
+    free(s->var);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+static void list_names(const ir_graph *g, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < g->n_names && used + 2 < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", g->names[i].name);
+}
+
+int rt_find_tensor(const gr_session *s, const char *name, gr_status *st)
+{
+    int k = name ? ir_find_name(s->g, name) : -1;
+    if (k >= 0) return s->g->names[k].node;
+    int v = name ? ir_find_var(s->g, name) : -1;
+    if (v >= 0) return s->g->vars[v].node;
+    char names[512];
+    list_names(s->g, names, sizeof names);
+    rt_fail(st, GR_ERR_ARG, "no target or tensor named '%s' (the program has: %s)\n",
+            name ? name : "(null)", names);
+    return -1;
+}
+
+static gr_code open_readers(gr_session *s, const gr_plan *p, gr_status *st)
+{
+    for (int k = 0; k < p->n_data_used; k++) {
+        int di = p->data_used[k];
+        if (s->readers[di]) continue;
+        const ir_data *d = &s->g->data[di];
+        data_spec spec;
+        char err[512];
+        sema_data_spec(d, &spec);
+        spec.seed ^= s->opt.seed;
+        if (!(s->readers[di] = data_open(&spec, err, sizeof err))) {
+            int line = 0, col = 0;
+            src_linecol(d->src, d->span.begin, &line, &col);
+            return rt_fail(st, GR_ERR_DATA, "%s:%d:%d: error: data '%s': %s\n", d->src->name, line,
+                           col, d->name, err);
+        }
+    }
+    return GR_OK;
+}
+
+static char *plan_key(const char *target, const char *const *fetch, int n_fetch)
+{
+    size_t n = strlen(target) + 2;
+    for (int i = 0; i < n_fetch; i++) n += strlen(fetch[i]) + 1;
+    char *k = malloc(n);
+    strcpy(k, target);
+    for (int i = 0; i < n_fetch; i++) strcat(strcat(k, "|"), fetch[i]);
+    return k;
+}
+
+static gr_code add_plan(gr_session *s, char *key, const char *target, const char *const *fetch,
+                        int n_fetch, rt_plan_entry **out, gr_status *st)
+{
+    int *roots = malloc(sizeof(int) * (size_t)(n_fetch + 1)), nr = 0;
+    roots[nr] = rt_find_tensor(s, target, st);
+    if (roots[nr++] < 0) goto fail;
+    for (int i = 0; i < n_fetch; i++)
+        if ((roots[nr++] = rt_find_tensor(s, fetch[i], st)) < 0) goto fail;
+    gr_plan *p = plan_build(s->g, roots, nr);
+    free(roots);
+    if (open_readers(s, p, st) != GR_OK) {
+        plan_free(p);
+        free(key);
+        return gr_status_code(st);
+    }
+    if (s->n_plans == s->cap_plans) {
+        s->cap_plans = s->cap_plans ? 2 * s->cap_plans : 4;
+        s->plans = realloc(s->plans, sizeof *s->plans * (size_t)s->cap_plans);
+    }
+    s->plans[s->n_plans] = (rt_plan_entry){.key = key, .plan = p};
+    *out = &s->plans[s->n_plans++];
+    return GR_OK;
+fail:
+    free(roots);
+    free(key);
+    return gr_status_code(st);
+}
+
+/* Plans are never removed, but the array may move: callers hold s->mu. */
+gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fetch,
+                        int n_fetch, rt_plan_entry **out, gr_status *st)
+{
+    char *key = plan_key(target, fetch, n_fetch);
+    for (int i = 0; i < s->n_plans; i++)
+        if (strcmp(s->plans[i].key, key) == 0) {
+            free(key);
+            *out = &s->plans[i];
+            return GR_OK;
+        }
+    return add_plan(s, key, target, fetch, n_fetch, out, st);
+}
+
+rt_exec *rt_exec_take(gr_session *s, rt_plan_entry *pe, gr_status *st)
+{
+    if (pe->n_free) return pe->free_execs[--pe->n_free];
+    return exec_new(s, pe->plan, st);
+}
+
+void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e)
+{
+    (void)s;
+    if (pe->n_free == pe->cap_free) {
+        pe->cap_free = pe->cap_free ? 2 * pe->cap_free : 4;
+        pe->free_execs = realloc(pe->free_execs, sizeof *pe->free_execs * (size_t)pe->cap_free);
+    }
+    pe->free_execs[pe->n_free++] = e;
+}
+
+/* Finds the plan and takes an executor, under the session lock. */
+static rt_exec *acquire(gr_session *s, const char *target, gr_fetch *fetches, int n_fetches,
+                        int *plan_index, gr_status *st)
+{
+    const char *names[16];
+    if (n_fetches > 16) {
+        rt_fail(st, GR_ERR_ARG, "at most 16 fetches per run\n");
+        return NULL;
+    }
+    for (int i = 0; i < n_fetches; i++) names[i] = fetches[i].name;
+    pthread_mutex_lock(&s->mu);
+    rt_plan_entry *pe = NULL;
+    rt_exec *e = NULL;
+    if (rt_session_plan(s, target, names, n_fetches, &pe, st) == GR_OK) {
+        e = rt_exec_take(s, pe, st);
+        *plan_index = (int)(pe - s->plans);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return e;
+}
+
+gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_feeds,
+               gr_fetch *fetches, int n_fetches, gr_status *st)
+{
+    if (!s || !target) return rt_fail(st, GR_ERR_ARG, "gr_run: session and target are required\n");
+    int pi;
+    rt_exec *e = acquire(s, target, fetches, n_fetches, &pi, st);
+    if (!e) return gr_status_code(st);
+    gr_code c = exec_run(e, feeds, n_feeds, fetches, n_fetches, st);
+    pthread_mutex_lock(&s->mu);
+    rt_exec_give(s, &s->plans[pi], e);
+    pthread_mutex_unlock(&s->mu);
+    if (c == GR_OK) rt_ok(st);
+    return c;
+}
+
+/* Batches in one pass over the data a plan reads (1 if it reads none). */
+static int64_t eval_batches(gr_session *s, const gr_plan *p)
+{
+    int64_t nb = 0;
+    for (int k = 0; k < p->n_data_used; k++) {
+        const ir_data *d = &s->g->data[p->data_used[k]];
+        int64_t b = d->n / d->batch;
+        if (nb == 0 || b < nb) nb = b;
+        data_seek(s->readers[p->data_used[k]], 0, 0);
+    }
+    return nb ? nb : 1;
+}
+
+gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
+{
+    if (!s || !target || !value) return rt_fail(st, GR_ERR_ARG, "gr_eval: NULL argument\n");
+    int id = rt_find_tensor(s, target, st);
+    if (id < 0) return gr_status_code(st);
+    const ir_type *t = &s->g->nodes[id].type;
+    if (ir_numel(t) != 1 || t->dtype != DT_F32) {
+        char b[96];
+        return rt_fail(st, GR_ERR_ARG, "gr_eval: '%s' is %s, not a scalar\n", target,
+                       ir_type_str(t, b, sizeof b));
+    }
+    float x;
+    gr_fetch f = {target, &x, sizeof x};
+    int pi;
+    rt_exec *e = acquire(s, target, &f, 1, &pi, st);
+    if (!e) return gr_status_code(st);
+    int64_t nb = eval_batches(s, s->plans[pi].plan);
+    double sum = 0;
+    gr_code c = GR_OK;
+    for (int64_t b = 0; b < nb && c == GR_OK; b++) {
+        c = exec_run(e, NULL, 0, &f, 1, st);
+        sum += x;
+    }
+    pthread_mutex_lock(&s->mu);
+    rt_exec_give(s, &s->plans[pi], e);
+    pthread_mutex_unlock(&s->mu);
+    *value = sum / (double)nb;
+    if (c == GR_OK) rt_ok(st);
+    return c;
+}
+
+static gr_code var_lookup(gr_session *s, const char *name, size_t bytes, int *vi, gr_status *st)
+{
+    if (!s || !name) return rt_fail(st, GR_ERR_ARG, "variable access: NULL argument\n");
+    *vi = ir_find_var(s->g, name);
+    if (*vi < 0) return rt_fail(st, GR_ERR_ARG, "no variable named '%s'\n", name);
+    size_t want = ir_nbytes(&s->g->vars[*vi].type);
+    if (bytes != want)
+        return rt_fail(st, GR_ERR_ARG, "variable '%s' has %zu bytes, not %zu\n", name, want, bytes);
+    return GR_OK;
+}
+
+gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t bytes, gr_status *st)
+{
+    int vi;
+    if (var_lookup(s, name, bytes, &vi, st) != GR_OK) return gr_status_code(st);
+    memcpy(data, s->var[vi], bytes);
+    rt_ok(st);
+    return GR_OK;
+}
+
+gr_code gr_variable_write(gr_session *s, const char *name, const void *data, size_t bytes,
+                          gr_status *st)
+{
+    int vi;
+    if (var_lookup(s, name, bytes, &vi, st) != GR_OK) return gr_status_code(st);
+    memcpy(s->var[vi], data, bytes);
+    rt_ok(st);
+    return GR_OK;
+}

@@ -1,0 +1,97 @@
+/* status.c - gr_status: the code, message and location of the last error. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+gr_status *gr_status_new(void) { return calloc(1, sizeof(gr_status)); }
+
+static void status_clear(gr_status *st)
+{
+    free(st->msg);
+    free(st->file);
+    memset(st, 0, sizeof *st);
+}
+
+void gr_status_free(gr_status *st)
+{
+    if (!st) return;
+    status_clear(st);
+    free(st);
+}
+
+gr_code gr_status_code(const gr_status *st) { return st ? st->code : GR_OK; }
+
+const char *gr_status_message(const gr_status *st) { return st && st->msg ? st->msg : ""; }
+
+int gr_status_location(const gr_status *st, const char **file, int *line, int *col)
+{
+    if (!st || !st->file) return 0;
+    if (file) *file = st->file;
+    if (line) *line = st->line;
+    if (col) *col = st->col;
+    return 1;
+}
+
+const char *gr_code_name(gr_code c)
+{
+    static const char *names[] = {"ok", "syntax error", "compile error", "I/O error",
+                                  "data error", "bad argument", "numeric error",
+                                  "out of memory", "internal error"};
+    return (unsigned)c < sizeof names / sizeof *names ? names[c] : "unknown error";
+}
+
+void rt_ok(gr_status *st)
+{
+    if (st) status_clear(st);
+}
+
+gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
+{
+    if (!st) return code;
+    status_clear(st);
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&st->msg, fmt, ap) < 0) st->msg = NULL;
+    va_end(ap);
+    st->code = code;
+    return code;
+}
+
+gr_code rt_fail_diags(gr_status *st, gr_code code, const gr_diags *d)
+{
+    if (!st) return code;
+    status_clear(st);
+    st->code = code;
+    size_t len = 0;
+    FILE *f = open_memstream(&st->msg, &len);
+    if (f) {
+        diag_print(d, f);
+        fclose(f);
+    }
+    for (int i = 0; i < d->n; i++) {
+        const diag_entry *e = &d->v[i];
+        if (e->sev != DIAG_ERROR || !e->src) continue;
+        st->file = strdup(e->src->name);
+        src_linecol(e->src, e->span.begin, &st->line, &st->col);
+        break;
+    }
+    return code;
+}
+
+static void default_abort(const char *msg)
+{
+    fprintf(stderr, "graphrun: internal error: %s\n", msg);
+    abort();
+}
+
+static gr_abort_hook abort_hook = default_abort;
+
+void gr_set_abort_hook(gr_abort_hook hook) { abort_hook = hook ? hook : default_abort; }
+
+void rt_abort(const char *msg)
+{
+    abort_hook(msg);
+    abort(); /* the hook must not return */
+}

@@ -1,0 +1,429 @@
+/* test_autodiff.c - structural tests of ad_minimize: which gradient nodes it
+ * builds, how it sums and reduces them, the optimizer slots and updates it
+ * adds, where it places them, and its errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/compiler.h"
+
+static gr_diags diags;
+static gr_source *src;
+static ir_graph *g;
+static const char *text = "w = var\nloss = sum(x * w)\ntrain = sgd(0.1).minimize(loss)\n";
+static const gr_span line2 = {8, 26}, line3 = {27, 58};
+
+static int setup(void **state)
+{
+    (void)state;
+    diag_init(&diags);
+    src = src_from_string("t.graph", text, strlen(text));
+    g = ir_new(&diags);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ir_free(g);
+    src_free(src);
+    diag_free(&diags);
+    return 0;
+}
+
+static ir_type ty(int rank, int64_t d0, int64_t d1)
+{
+    ir_type t;
+    memset(&t, 0, sizeof(t));
+    t.rank = rank;
+    t.dim[0] = d0;
+    t.dim[1] = d1;
+    return t;
+}
+
+static int input(const char *name, ir_type t)
+{
+    return ir_add_input(g, name, &t, src, line2);
+}
+
+/* Returns the variable's node. */
+static int var(const char *name, ir_type t, int device, int trainable)
+{
+    ir_var v;
+    memset(&v, 0, sizeof(v));
+    v.name = name;
+    v.type = t;
+    v.device = device;
+    v.slot_of = -1;
+    v.trainable = trainable;
+    v.src = src;
+    v.span = line2;
+    int vi = ir_add_var(g, &v);
+    return g->vars[vi].node;
+}
+
+static int op1(gr_op op, int x, int64_t a0, int64_t a1)
+{
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.i[0] = a0;
+    a.i[1] = a1;
+    return ir_add(g, op, &x, 1, &a, src, line2);
+}
+
+static int op2(gr_op op, int x, int y)
+{
+    int in[2] = {x, y};
+    return ir_add(g, op, in, 2, NULL, src, line2);
+}
+
+static int sum_all(int x)
+{
+    return op1(OP_SUM, x, GR_AXIS_ALL, 0);
+}
+
+static int minimize(int loss, ad_kind kind)
+{
+    ad_optimizer o = {.kind = kind, .lr = 0.1, .m = 0.9, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8,
+                      .nesterov = 1, .locking = 1};
+    return ad_minimize(g, loss, &o, src, line3);
+}
+
+/* The update node of variable node v in the group, or -1. */
+static int update_of(int group, int v)
+{
+    const ir_node *n = &g->nodes[group];
+    for (int k = 0; k < n->n_in; k++)
+        if (g->nodes[n->in[k]].in[0] == v) return n->in[k];
+    return -1;
+}
+
+static int grad_of(int group, int v)
+{
+    int u = update_of(group, v);
+    assert_true(u >= 0);
+    return g->nodes[u].in[1];
+}
+
+static void test_grad_of_sum_x_times_w_is_x(void **state)
+{
+    (void)state;
+    int x = input("x", ty(1, 3, 0));
+    int w = var("w", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 1);
+    int loss = sum_all(op2(OP_MUL, x, w));
+    int train = minimize(loss, AD_SGD);
+    assert_true(train >= 0);
+    assert_int_equal(g->nodes[train].op, OP_GROUP);
+    assert_int_equal(g->nodes[train].n_in, 1);
+    int u = g->nodes[train].in[0];
+    assert_int_equal(g->nodes[u].op, OP_APPLY_SGD);
+    assert_int_equal(g->nodes[u].in[0], w);
+    assert_true(g->nodes[u].attr.f[0] == 0.1);
+    assert_int_equal(g->nodes[u].attr.i[5], 1); /* locking */
+    /* dw = dy * x, dy = broadcast(1) over x's shape */
+    const ir_node *dw = &g->nodes[g->nodes[u].in[1]];
+    assert_int_equal(dw->op, OP_MUL);
+    assert_int_equal(dw->in[1], x);
+    assert_int_equal(dw->type.rank, 1);
+    assert_int_equal(dw->type.dim[0], 3);
+    const ir_node *dy = &g->nodes[dw->in[0]];
+    assert_int_equal(dy->op, OP_BROADCAST);
+    assert_int_equal(dy->type.dim[0], 3);
+    assert_int_equal(diags.n_errors, 0);
+}
+
+static void test_gradients_from_two_consumers_are_added(void **state)
+{
+    (void)state;
+    int x = input("x", ty(1, 4, 0));
+    int w = var("w", ty(1, 4, 0), GR_DEV(DEV_CPU, 1), 1);
+    int loss = sum_all(op2(OP_ADD, op2(OP_MUL, x, w), op1(OP_EXP, w, 0, 0)));
+    int train = minimize(loss, AD_SGD);
+    assert_true(train >= 0);
+    const ir_node *dw = &g->nodes[grad_of(train, w)];
+    assert_int_equal(dw->op, OP_ADD);
+    assert_int_equal(dw->device, GR_DEV(DEV_CPU, 1)); /* summed where w lives */
+    int ops[2] = {g->nodes[dw->in[0]].op, g->nodes[dw->in[1]].op};
+    assert_true(ops[0] == OP_MUL && ops[1] == OP_MUL); /* dy*x and dy*exp(w) */
+}
+
+static void test_broadcast_bias_gradient_uses_sum_to(void **state)
+{
+    (void)state;
+    int x = input("x", ty(2, 64, 10));
+    int b = var("b", ty(1, 10, 0), GR_DEV(DEV_CPU, 0), 1);
+    int train = minimize(sum_all(op2(OP_ADD, x, b)), AD_SGD);
+    assert_true(train >= 0);
+    const ir_node *db = &g->nodes[grad_of(train, b)];
+    assert_int_equal(db->op, OP_SUM_TO);
+    assert_int_equal(db->attr.n_list, 1);
+    assert_int_equal(db->attr.list[0], 10);
+    assert_int_equal(db->type.rank, 1);
+    assert_int_equal(db->type.dim[0], 10);
+}
+
+static void test_same_shape_binary_has_no_sum_to(void **state)
+{
+    (void)state;
+    int x = input("x", ty(1, 10, 0));
+    int b = var("b", ty(1, 10, 0), GR_DEV(DEV_CPU, 0), 1);
+    int train = minimize(sum_all(op2(OP_SUB, x, b)), AD_SGD);
+    const ir_node *db = &g->nodes[grad_of(train, b)];
+    assert_int_equal(db->op, OP_NEG);
+}
+
+static void test_matmul_gradients_use_transpose_attrs(void **state)
+{
+    (void)state;
+    int x = input("x", ty(2, 4, 5));
+    int w = var("w", ty(2, 5, 3), GR_DEV(DEV_CPU, 0), 1);
+    int w2 = var("w2", ty(2, 7, 5), GR_DEV(DEV_CPU, 0), 1);
+    int in[2] = {x, w2};
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.i[1] = 1; /* x @ w2^T : [4,7] */
+    int y2 = ir_add(g, OP_MATMUL, in, 2, &a, src, line2);
+    int loss = op2(OP_ADD, sum_all(op2(OP_MATMUL, x, w)), sum_all(y2));
+    int train = minimize(loss, AD_SGD);
+    assert_true(train >= 0);
+    const ir_node *dw = &g->nodes[grad_of(train, w)];
+    assert_int_equal(dw->op, OP_MATMUL);
+    assert_int_equal(dw->in[0], x); /* x^T @ dy */
+    assert_int_equal(dw->attr.i[0], 1);
+    assert_int_equal(dw->attr.i[1], 0);
+    assert_int_equal(dw->type.dim[0], 5);
+    assert_int_equal(dw->type.dim[1], 3);
+    const ir_node *dw2 = &g->nodes[grad_of(train, w2)];
+    assert_int_equal(dw2->in[1], x); /* dy^T @ x */
+    assert_int_equal(dw2->attr.i[0], 1);
+    assert_int_equal(dw2->attr.i[1], 0);
+    assert_int_equal(dw2->type.dim[0], 7);
+    assert_int_equal(dw2->type.dim[1], 5);
+}
+
+static void test_gradient_ops_live_on_forward_device(void **state)
+{
+    (void)state;
+    int x = input("x", ty(1, 3, 0));
+    int w = var("w", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 1);
+    int y = op2(OP_MUL, x, w);
+    g->nodes[y].device = GR_DEV(DEV_GPU, 1);
+    int train = minimize(sum_all(y), AD_SGD);
+    int u = update_of(train, w);
+    assert_int_equal(g->nodes[u].device, GR_DEV(DEV_CPU, 0)); /* colocated with w */
+    assert_int_equal(g->nodes[g->nodes[u].in[1]].device, GR_DEV(DEV_GPU, 1));
+}
+
+static void test_momentum_slots_named_typed_and_colocated(void **state)
+{
+    (void)state;
+    int x = input("x", ty(2, 2, 3));
+    int w = var("model/fc1/w", ty(2, 2, 3), GR_DEV(DEV_CPU, 2), 1);
+    int n_vars = g->n_vars;
+    int train = minimize(sum_all(op2(OP_MUL, x, w)), AD_MOMENTUM);
+    assert_true(train >= 0);
+    int si = ir_find_var(g, "model/fc1/w/momentum");
+    assert_int_equal(si, n_vars);
+    const ir_var *s = &g->vars[si];
+    assert_true(ir_type_eq(&s->type, &g->nodes[w].type));
+    assert_int_equal(s->device, GR_DEV(DEV_CPU, 2));
+    assert_int_equal(s->slot_of, g->nodes[w].var);
+    assert_int_equal(s->trainable, 0);
+    assert_int_equal(s->init, INIT_ZEROS);
+    int u = update_of(train, w);
+    assert_int_equal(g->nodes[u].op, OP_APPLY_MOMENTUM);
+    assert_int_equal(g->nodes[u].in[2], s->node);
+    assert_true(g->nodes[u].attr.f[1] == 0.9);
+    assert_int_equal(g->nodes[u].attr.i[2], 1);
+    assert_int_equal(g->nodes[u].device, GR_DEV(DEV_CPU, 2));
+}
+
+static void test_adam_creates_slots_and_one_step_counter(void **state)
+{
+    (void)state;
+    int x = input("x", ty(1, 3, 0));
+    int w = var("w", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 1);
+    int b = var("b", ty(0, 0, 0), GR_DEV(DEV_CPU, 0), 1);
+    int loss = sum_all(op2(OP_ADD, op2(OP_MUL, x, w), b));
+    int train = minimize(loss, AD_ADAM);
+    assert_true(train >= 0);
+    assert_true(ir_find_var(g, "w/adam_m") >= 0);
+    assert_true(ir_find_var(g, "w/adam_v") >= 0);
+    assert_true(ir_find_var(g, "b/adam_m") >= 0);
+    int st = ir_find_var(g, "global_step");
+    assert_true(st >= 0);
+    assert_int_equal(g->vars[st].type.rank, 0);
+    assert_int_equal(g->vars[st].trainable, 0);
+    int uw = update_of(train, w), ub = update_of(train, b);
+    assert_int_equal(g->nodes[uw].op, OP_APPLY_ADAM);
+    assert_int_equal(g->nodes[uw].in[4], g->vars[st].node);
+    assert_int_equal(g->nodes[ub].in[4], g->vars[st].node);
+    assert_int_equal(g->nodes[uw].n_ctrl, 1);
+    const ir_node *inc = &g->nodes[g->nodes[uw].ctrl[0]];
+    assert_int_equal(inc->op, OP_ASSIGN_ADD);
+    assert_int_equal(inc->in[0], g->vars[st].node);
+    assert_true(g->nodes[inc->in[1]].attr.f[0] == 1.0);
+    assert_int_equal(g->nodes[ub].ctrl[0], g->nodes[uw].ctrl[0]);
+    assert_true(g->nodes[uw].attr.f[3] == 1e-8);
+    /* the slots are not trained by a second minimize; a new step counter is */
+    int train2 = minimize(loss, AD_ADAM);
+    assert_true(train2 >= 0);
+    assert_int_equal(g->nodes[train2].n_in, 2);
+    assert_true(ir_find_var(g, "global_step_1") >= 0);
+    assert_true(ir_find_var(g, "w/adam_m_1") >= 0);
+}
+
+static void test_unreached_variable_gets_no_update(void **state)
+{
+    (void)state;
+    int x = input("x", ty(1, 3, 0));
+    int w = var("w", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 1);
+    int unused = var("unused", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 1);
+    int frozen = var("frozen", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 0);
+    int loss = sum_all(op2(OP_MUL, op2(OP_MUL, x, w), frozen));
+    int train = minimize(loss, AD_MOMENTUM);
+    assert_int_equal(g->nodes[train].n_in, 1);
+    assert_int_equal(update_of(train, unused), -1);
+    assert_int_equal(update_of(train, frozen), -1);
+    assert_int_equal(ir_find_var(g, "unused/momentum"), -1);
+}
+
+static void test_every_differentiable_op_on_a_path(void **state)
+{
+    (void)state;
+    /* a chain through many ops: every rule must produce well-typed IR */
+    int w = var("w", ty(2, 4, 6), GR_DEV(DEV_CPU, 0), 1);
+    int lab = input("lab", (ir_type){DT_I32, 1, {4}});
+    int h = op1(OP_RELU, op1(OP_TANH, op1(OP_SIGMOID, w, 0, 0), 0, 0), 0, 0);
+    h = op2(OP_DIV, op1(OP_SQRT, op1(OP_EXP, h, 0, 0), 0, 0), op1(OP_LOG, op1(OP_EXP, w, 0, 0), 0, 0));
+    h = op1(OP_NEG, op1(OP_IDENTITY, h, 0, 0), 0, 0);
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.n_list = 2;
+    a.list[0] = 6;
+    a.list[1] = 4;
+    int r = ir_add(g, OP_RESHAPE, &h, 1, &a, src, line2);
+    memset(&a, 0, sizeof(a));
+    int t = ir_add(g, OP_TRANSPOSE, &r, 1, &a, src, line2); /* [4,6] */
+    int in[2] = {t, w};
+    a.i[0] = 1;
+    int c = ir_add(g, OP_CONCAT, in, 2, &a, src, line2); /* [4,12] */
+    memset(&a, 0, sizeof(a));
+    a.i[0] = 1, a.i[1] = 2, a.i[2] = 12;
+    int s = ir_add(g, OP_SLICE, &c, 1, &a, src, line2); /* [4,10] */
+    int m = op1(OP_MAX, s, 1, 1); /* [4,1] */
+    int sm = op1(OP_SOFTMAX, op2(OP_SUB, s, m), 0, 0);
+    int ls = op1(OP_LOG_SOFTMAX, sm, 0, 0);
+    int xent = op2(OP_SOFTMAX_XENT, ls, lab);
+    int mse = op2(OP_MSE, op1(OP_MEAN, s, 0, 0), op1(OP_MAX, s, 0, 0));
+    int loss = op2(OP_ADD, op1(OP_MEAN, xent, GR_AXIS_ALL, 0), mse);
+    assert_int_equal(diags.n_errors, 0);
+    int train = minimize(loss, AD_SGD);
+    if (diags.n_errors) print_error("%s\n", diags.v[0].msg);
+    assert_true(train >= 0);
+    const ir_node *dw = &g->nodes[grad_of(train, w)];
+    assert_true(ir_type_eq(&dw->type, &g->nodes[w].type));
+}
+
+static void test_conv_pool_gather_gradients(void **state)
+{
+    (void)state;
+    int x = input("x", (ir_type){DT_F32, 4, {2, 3, 8, 8}});
+    int k = var("k", (ir_type){DT_F32, 4, {4, 3, 3, 3}}, GR_DEV(DEV_CPU, 0), 1);
+    int emb = var("emb", ty(2, 10, 4), GR_DEV(DEV_CPU, 0), 1);
+    int ids = input("ids", (ir_type){DT_I32, 1, {5}});
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.i[0] = 1;
+    a.i[1] = 1;
+    int in[2] = {x, k};
+    int y = ir_add(g, OP_CONV2D, in, 2, &a, src, line2); /* [2,4,8,8] */
+    int p = op1(OP_MAXPOOL2D, y, 2, 0);                      /* [2,4,4,4] */
+    int q = op1(OP_AVGPOOL2D, p, 2, 2);                      /* [2,4,2,2] */
+    int e = op2(OP_GATHER, emb, ids);                        /* [5,4] */
+    int loss = op2(OP_ADD, sum_all(q), sum_all(e));
+    int train = minimize(loss, AD_SGD);
+    assert_true(train >= 0);
+    const ir_node *dk = &g->nodes[grad_of(train, k)];
+    assert_int_equal(dk->op, OP_CONV2D_GRAD_W);
+    assert_int_equal(dk->in[1], x);
+    assert_true(ir_type_eq(&dk->type, &g->nodes[k].type));
+    const ir_node *de = &g->nodes[grad_of(train, emb)];
+    assert_int_equal(de->op, OP_GATHER_GRAD);
+    assert_int_equal(de->in[1], ids);
+    assert_true(ir_type_eq(&de->type, &g->nodes[emb].type));
+}
+
+static void test_non_scalar_loss_is_an_error(void **state)
+{
+    (void)state;
+    int w = var("w", ty(1, 64, 0), GR_DEV(DEV_CPU, 0), 1);
+    assert_int_equal(minimize(op1(OP_EXP, w, 0, 0), AD_SGD), -1);
+    assert_int_equal(diags.n_errors, 1);
+    assert_string_equal(diags.v[0].msg, "minimize: loss must be a scalar, got f32[64]");
+    assert_int_equal(diags.v[0].span.begin, line3.begin);
+}
+
+static void test_loss_without_variables_is_an_error(void **state)
+{
+    (void)state;
+    int x = input("x", ty(1, 3, 0));
+    var("frozen", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 0);
+    assert_int_equal(minimize(sum_all(x), AD_ADAM), -1);
+    assert_string_equal(diags.v[0].msg, "minimize: loss does not depend on any trainable variable");
+    assert_int_equal(ir_find_var(g, "global_step"), -1);
+}
+
+static void test_op_without_gradient_is_named_with_its_line(void **state)
+{
+    (void)state;
+    int x = input("x", ty(2, 2, 3));
+    int w = var("w", ty(2, 3, 4), GR_DEV(DEV_CPU, 0), 1);
+    int bias = var("bias", ty(1, 4, 0), GR_DEV(DEV_CPU, 0), 1);
+    int in[3] = {x, w, bias};
+    int y = ir_add(g, OP_MATMUL_BIAS, in, 3, NULL, src, line2);
+    assert_int_equal(minimize(sum_all(y), AD_SGD), -1);
+    assert_int_equal(diags.n_errors, 1);
+    assert_string_equal(diags.v[0].msg,
+                        "minimize: cannot differentiate through 'matmul_bias' (line 2): the op has no gradient");
+}
+
+static void test_argmax_path_stops_gradient(void **state)
+{
+    (void)state;
+    int w = var("w", ty(1, 5, 0), GR_DEV(DEV_CPU, 0), 1);
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.i[0] = DT_F32;
+    int am = op1(OP_ARGMAX, w, 0, 0);
+    int c = ir_add(g, OP_CAST, &am, 1, &a, src, line2);
+    assert_int_equal(minimize(c, AD_SGD), -1);
+    assert_string_equal(diags.v[0].msg, "minimize: loss does not depend on any trainable variable");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_grad_of_sum_x_times_w_is_x, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gradients_from_two_consumers_are_added, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_broadcast_bias_gradient_uses_sum_to, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_shape_binary_has_no_sum_to, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_matmul_gradients_use_transpose_attrs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gradient_ops_live_on_forward_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_momentum_slots_named_typed_and_colocated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adam_creates_slots_and_one_step_counter, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unreached_variable_gets_no_update, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_differentiable_op_on_a_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conv_pool_gather_gradients, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_non_scalar_loss_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_loss_without_variables_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_op_without_gradient_is_named_with_its_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_argmax_path_stops_gradient, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

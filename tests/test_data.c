@@ -1,0 +1,906 @@
+/* Data readers: every format, shuffling, epochs, concurrency, seeking and
+ * each error message. All fixture files are written into a mkdtemp folder
+ * at test time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "runtime/data.h"
+
+#define MAX_FILES 64
+
+static char g_dir[256];
+static char g_files[MAX_FILES][320];
+static int g_nfiles;
+
+/* ---- fixture helpers ---- */
+
+static const char *tmp_path(const char *name)
+{
+    assert_true(g_nfiles < MAX_FILES);
+    char *p = g_files[g_nfiles++];
+    snprintf(p, sizeof g_files[0], "%s/%s", g_dir, name);
+    return p;
+}
+
+static void put_be32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* Writes bytes to path, through zlib when gz is set. */
+static void write_bytes(const char *path, int gz, const void *a, size_t na, const void *b,
+                        size_t nb)
+{
+    if (gz) {
+        gzFile f = gzopen(path, "wb");
+        assert_non_null(f);
+        if (na) assert_int_equal(gzwrite(f, a, (unsigned)na), (int)na);
+        if (nb) assert_int_equal(gzwrite(f, b, (unsigned)nb), (int)nb);
+        assert_int_equal(gzclose(f), Z_OK);
+    } else {
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        if (na) assert_int_equal(fwrite(a, 1, na, f), na);
+        if (nb) assert_int_equal(fwrite(b, 1, nb, f), nb);
+        assert_int_equal(fclose(f), 0);
+    }
+}
+
+/* An IDX file: magic, dims, then body (body_len may be short, to truncate). */
+static void write_idx(const char *path, int gz, uint32_t magic, const uint32_t *dims, int nd,
+                      const void *body, size_t body_len)
+{
+    unsigned char hdr[4 + 4 * 5];
+    put_be32(hdr, magic);
+    for (int d = 0; d < nd; d++) put_be32(hdr + 4 + 4 * d, dims[d]);
+    write_bytes(path, gz, hdr, 4 + 4 * (size_t)nd, body, body_len);
+}
+
+/* Images n x 2 x 3 with pixel k of image i = (i + k) % 256; labels i % 10. */
+enum { IMG_R = 2, IMG_C = 3, IMG_PX = IMG_R * IMG_C };
+
+static void make_idx_pair(const char *img, const char *lab, int gz, uint32_t n)
+{
+    unsigned char *px = malloc(n * IMG_PX + 1), *lb = malloc(n + 1);
+    for (uint32_t i = 0; i < n; i++) {
+        for (int k = 0; k < IMG_PX; k++) px[i * IMG_PX + k] = (unsigned char)((i + k) % 256);
+        lb[i] = (unsigned char)(i % 10);
+    }
+    uint32_t di[3] = {n, IMG_R, IMG_C}, dl[1] = {n};
+    write_idx(img, gz, 0x00000803, di, 3, px, n * IMG_PX);
+    write_idx(lab, gz, 0x00000801, dl, 1, lb, n);
+    free(px);
+    free(lb);
+}
+
+/* Raw: example i is {i, -i} (f32), label i (i32). */
+static void make_raw(const char *x, const char *y, int n)
+{
+    float *xv = malloc(sizeof(float) * 2 * (size_t)n);
+    int32_t *yv = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        xv[2 * i] = (float)i;
+        xv[2 * i + 1] = (float)-i;
+        yv[i] = i;
+    }
+    write_bytes(x, 0, xv, sizeof(float) * 2 * (size_t)n, NULL, 0);
+    if (y) write_bytes(y, 0, yv, sizeof(int32_t) * (size_t)n, NULL, 0);
+    free(xv);
+    free(yv);
+}
+
+static data_spec raw_spec(const char *x, const char *y, int64_t batch, int shuffle, uint64_t seed)
+{
+    data_spec s = {.kind = DATA_KIND_RAW,
+                   .path = {x, y},
+                   .batch = batch,
+                   .shuffle = shuffle,
+                   .seed = seed,
+                   .x_rank = 1,
+                   .x_dims = {2},
+                   .label_col = -1};
+    return s;
+}
+
+static data_spec idx_spec(const char *img, const char *lab, int64_t batch)
+{
+    data_spec s = {.kind = DATA_KIND_IDX, .path = {img, lab}, .batch = batch, .label_col = -1};
+    return s;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    write_bytes(path, 0, text, strlen(text), NULL, 0);
+}
+
+/* Opens, failing the test with the reader's own message. */
+static data_reader *open_ok(const data_spec *s)
+{
+    char err[512] = "";
+    data_reader *r = data_open(s, err, sizeof err);
+    if (!r) fail_msg("data_open failed: %s", err);
+    return r;
+}
+
+/* Expects data_probe and data_open both to fail with exactly want. */
+static void expect_error(const data_spec *s, const char *want)
+{
+    char err[512] = "";
+    data_reader *r = data_open(s, err, sizeof err);
+    if (r) data_close(r);
+    assert_null(r);
+    assert_string_equal(err, want);
+}
+
+static void expect_probe_error(const data_spec *s, const char *want)
+{
+    char err[512] = "";
+    data_info info;
+    assert_int_equal(data_probe(s, &info, err, sizeof err), -1);
+    assert_string_equal(err, want);
+}
+
+/* ---- group setup ---- */
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(g_dir, sizeof g_dir, "%s/gr_test_data_XXXXXX", base);
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < g_nfiles; i++) unlink(g_files[i]);
+    return rmdir(g_dir);
+}
+
+/* ---- formats ---- */
+
+static void check_idx_sequence(data_reader *r, int n, int batch)
+{
+    float x[4 * IMG_PX];
+    int32_t y[4];
+    for (int b = 0; b < 2 * (n / batch); b++) {
+        assert_int_equal(data_next(r, x, y), 0);
+        for (int i = 0; i < batch; i++) {
+            int ex = (b % (n / batch)) * batch + i; /* file order, epoch wraps */
+            for (int k = 0; k < IMG_PX; k++)
+                assert_float_equal(x[i * IMG_PX + k], (float)((ex + k) % 256), 0);
+            assert_int_equal(y[i], ex % 10);
+        }
+    }
+}
+
+static void idx_roundtrip(int gz)
+{
+    const char *img = tmp_path(gz ? "rt-img.gz" : "rt-img"),
+               *lab = tmp_path(gz ? "rt-lab.gz" : "rt-lab");
+    make_idx_pair(img, lab, gz, 12);
+    data_spec s = idx_spec(img, lab, 4);
+    data_info info;
+    char err[256];
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.n, 12);
+    assert_int_equal(info.x_rank, 2);
+    assert_int_equal(info.x_dims[0], IMG_R);
+    assert_int_equal(info.x_dims[1], IMG_C);
+    assert_true(info.has_y);
+    data_reader *r = open_ok(&s);
+    check_idx_sequence(r, 12, 4);
+    data_close(r);
+}
+
+static void test_idx_plain_reads_file_order(void **state)
+{
+    (void)state;
+    idx_roundtrip(0);
+}
+
+static void test_idx_gzip_reads_file_order(void **state)
+{
+    (void)state;
+    idx_roundtrip(1);
+}
+
+static void test_idx_without_labels_gives_zero_y(void **state)
+{
+    (void)state;
+    const char *img = tmp_path("nolab-img"), *lab = tmp_path("nolab-lab");
+    make_idx_pair(img, lab, 0, 5);
+    data_spec s = idx_spec(img, NULL, 5);
+    data_reader *r = open_ok(&s);
+    float x[5 * IMG_PX];
+    int32_t y[5] = {7, 7, 7, 7, 7};
+    assert_int_equal(data_next(r, x, y), 0);
+    for (int i = 0; i < 5; i++) assert_int_equal(y[i], 0);
+    assert_float_equal(x[4 * IMG_PX + 1], 5.0f, 0);
+    data_close(r);
+}
+
+/* Big-endian f32 images with 4 dims: per-example shape [2, 1, 2]. */
+static void test_idx_f32_elements_and_rank3_examples(void **state)
+{
+    (void)state;
+    const char *img = tmp_path("f32-img");
+    enum { N = 3, PER = 4 };
+    unsigned char body[N * PER * 4];
+    for (int i = 0; i < N * PER; i++) {
+        float v = (float)i * 0.5f - 1.0f;
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        put_be32(body + 4 * i, u);
+    }
+    uint32_t dims[4] = {N, 2, 1, 2};
+    write_idx(img, 1, 0x00000D04, dims, 4, body, sizeof body);
+    data_spec s = idx_spec(img, NULL, 3);
+    data_info info;
+    char err[256];
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.x_rank, 3);
+    assert_int_equal(info.x_dims[0] * info.x_dims[1] * info.x_dims[2], PER);
+    assert_false(info.has_y);
+    data_reader *r = open_ok(&s);
+    float x[N * PER];
+    assert_int_equal(data_next(r, x, NULL), 0);
+    for (int i = 0; i < N * PER; i++) assert_float_equal(x[i], (float)i * 0.5f - 1.0f, 0);
+    data_close(r);
+}
+
+static void check_csv(const char *text, int label_col, int features, const float *wx,
+                      const int32_t *wy, int n)
+{
+    const char *p = tmp_path("t.csv");
+    write_text(p, text);
+    data_spec s = {.kind = DATA_KIND_CSV, .path = {p, NULL}, .batch = n, .label_col = label_col};
+    data_info info;
+    char err[256] = "";
+    if (data_probe(&s, &info, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(info.n, n);
+    assert_int_equal(info.x_rank, 1);
+    assert_int_equal(info.x_dims[0], features);
+    assert_int_equal(info.has_y, label_col != -2);
+    data_reader *r = open_ok(&s);
+    float x[32];
+    int32_t y[8];
+    assert_int_equal(data_next(r, x, y), 0);
+    for (int i = 0; i < n * features; i++) assert_float_equal(x[i], wx[i], 1e-6);
+    for (int i = 0; wy && i < n; i++) assert_int_equal(y[i], wy[i]);
+    data_close(r);
+    g_nfiles--; /* the next check_csv reuses the name */
+    unlink(p);
+}
+
+static void test_csv_with_header_label_last(void **state)
+{
+    (void)state;
+    const float wx[] = {1.5f, 2, 3, -4, 0.25f, 6};
+    const int32_t wy[] = {1, 0, 2};
+    check_csv("a,b,label\n1.5,2,1\r\n3, -4 ,0\n\n0.25,6,2\n", -1, 2, wx, wy, 3);
+}
+
+static void test_csv_without_header_label_first(void **state)
+{
+    (void)state;
+    const float wx[] = {10, 20, 30, 40};
+    const int32_t wy[] = {3, 4};
+    check_csv("3,10,20\n4,30,40", 0, 2, wx, wy, 2);
+}
+
+static void test_csv_without_label(void **state)
+{
+    (void)state;
+    const float wx[] = {1, 2, 3, 4, 5, 6};
+    check_csv("x,y,z\n1,2,3\n4,5,6\n", -2, 3, wx, NULL, 2);
+}
+
+static void test_raw_reads_x_and_y(void **state)
+{
+    (void)state;
+    const char *x = tmp_path("raw-x"), *y = tmp_path("raw-y");
+    make_raw(x, y, 6);
+    data_spec s = raw_spec(x, y, 3, 0, 0);
+    data_reader *r = open_ok(&s);
+    float xb[6];
+    int32_t yb[3];
+    for (int b = 0; b < 4; b++) {
+        assert_int_equal(data_next(r, xb, yb), 0);
+        for (int i = 0; i < 3; i++) {
+            int ex = (b % 2) * 3 + i;
+            assert_float_equal(xb[2 * i], (float)ex, 0);
+            assert_float_equal(xb[2 * i + 1], (float)-ex, 0);
+            assert_int_equal(yb[i], ex);
+        }
+    }
+    data_close(r);
+}
+
+static void pull_gaussian(uint64_t seed, int shuffle, float *out, int batches)
+{
+    data_spec s = {.kind = DATA_KIND_GAUSSIAN,
+                   .batch = 50,
+                   .seed = seed,
+                   .shuffle = shuffle,
+                   .x_rank = 2,
+                   .x_dims = {3, 3},
+                   .n = 200};
+    data_reader *r = open_ok(&s);
+    for (int b = 0; b < batches; b++) assert_int_equal(data_next(r, out + b * 450, NULL), 0);
+    data_close(r);
+}
+
+static void test_gaussian_is_deterministic_and_standard_normal(void **state)
+{
+    (void)state;
+    enum { B = 4, M = B * 450 };
+    float *a = malloc(sizeof(float) * M), *b = malloc(sizeof(float) * M),
+          *c = malloc(sizeof(float) * M);
+    pull_gaussian(42, 1, a, B);
+    pull_gaussian(42, 1, b, B);
+    pull_gaussian(43, 1, c, B);
+    assert_memory_equal(a, b, sizeof(float) * M);
+    assert_memory_not_equal(a, c, sizeof(float) * M);
+    double sum = 0, sq = 0;
+    for (int i = 0; i < M; i++) {
+        assert_true(isfinite(a[i]));
+        sum += a[i];
+        sq += (double)a[i] * a[i];
+    }
+    double mean = sum / M, var = sq / M - mean * mean;
+    assert_true(fabs(mean) < 0.1);
+    assert_true(fabs(var - 1.0) < 0.1);
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* ---- shuffling, epochs, cursors ---- */
+
+enum { SH_N = 40, SH_B = 8, SH_PER = SH_N / SH_B };
+
+/* Pulls one epoch of example indices (decoded from x[0]) into order[]. */
+static void pull_epoch(data_reader *r, int *order)
+{
+    float x[SH_B * 2];
+    int32_t y[SH_B];
+    for (int b = 0; b < SH_PER; b++) {
+        assert_int_equal(data_next(r, x, y), 0);
+        for (int i = 0; i < SH_B; i++) {
+            assert_int_equal((int)x[2 * i], y[i]);
+            order[b * SH_B + i] = y[i];
+        }
+    }
+}
+
+static void assert_permutation(const int *order, int n)
+{
+    int seen[SH_N] = {0};
+    for (int i = 0; i < n; i++) {
+        assert_in_range(order[i], 0, n - 1);
+        seen[order[i]]++;
+    }
+    for (int i = 0; i < n; i++) assert_int_equal(seen[i], 1);
+}
+
+static void test_shuffle_is_a_fresh_permutation_each_epoch(void **state)
+{
+    (void)state;
+    const char *x = tmp_path("sh-x"), *y = tmp_path("sh-y");
+    make_raw(x, y, SH_N);
+    data_spec s = raw_spec(x, y, SH_B, 1, 7);
+    int e0[SH_N], e1[SH_N], again[SH_N], identity[SH_N];
+    for (int i = 0; i < SH_N; i++) identity[i] = i;
+    data_reader *r = open_ok(&s);
+    pull_epoch(r, e0);
+    pull_epoch(r, e1);
+    data_close(r);
+    assert_permutation(e0, SH_N);
+    assert_permutation(e1, SH_N);
+    assert_memory_not_equal(e0, e1, sizeof e0);
+    assert_memory_not_equal(e0, identity, sizeof e0);
+    r = open_ok(&s);
+    pull_epoch(r, again);
+    data_close(r);
+    assert_memory_equal(e0, again, sizeof e0);
+    s.seed = 8;
+    r = open_ok(&s);
+    pull_epoch(r, again);
+    data_close(r);
+    assert_memory_not_equal(e0, again, sizeof e0);
+}
+
+static void test_epoch_rollover_drops_remainder(void **state)
+{
+    (void)state;
+    const char *x = tmp_path("ro-x"), *y = tmp_path("ro-y");
+    make_raw(x, y, 10);
+    data_spec s = raw_spec(x, y, 3, 0, 0);
+    data_reader *r = open_ok(&s);
+    float xb[6];
+    int32_t yb[3];
+    uint64_t e, p;
+    for (int b = 0; b < 7; b++) {
+        data_cursor(r, &e, &p);
+        assert_int_equal(e, (uint64_t)(b / 3));
+        assert_int_equal(p, (uint64_t)(b % 3));
+        assert_int_equal(data_next(r, xb, yb), 0);
+        for (int i = 0; i < 3; i++) assert_int_equal(yb[i], (b % 3) * 3 + i); /* 9 never */
+    }
+    data_cursor(r, &e, &p);
+    assert_int_equal(e, 2);
+    assert_int_equal(p, 1);
+    data_close(r);
+
+    /* Shuffled: each epoch draws 9 distinct examples out of 10. */
+    s.shuffle = 1;
+    r = open_ok(&s);
+    for (int ep = 0; ep < 3; ep++) {
+        int seen[10] = {0};
+        for (int b = 0; b < 3; b++) {
+            assert_int_equal(data_next(r, xb, yb), 0);
+            for (int i = 0; i < 3; i++) assert_int_equal(seen[yb[i]]++, 0);
+        }
+    }
+    data_close(r);
+}
+
+enum { CC_N = 112, CC_B = 7, CC_PER = CC_N / CC_B, CC_EPOCHS = 3, CC_TOTAL = CC_PER * CC_EPOCHS };
+enum { CC_THREADS = 8 };
+
+typedef struct cc_shared {
+    data_reader *r;
+    pthread_mutex_t mu;
+    int taken;                   /* batches claimed so far */
+    int32_t got[CC_TOTAL][CC_B]; /* labels of each batch, in claim order */
+} cc_shared;
+
+static void *cc_worker(void *arg)
+{
+    cc_shared *sh = arg;
+    float x[CC_B * 2];
+    for (;;) {
+        pthread_mutex_lock(&sh->mu);
+        int k = sh->taken < CC_TOTAL ? sh->taken++ : -1;
+        pthread_mutex_unlock(&sh->mu);
+        if (k < 0) return NULL;
+        int32_t y[CC_B];
+        if (data_next(sh->r, x, y) != 0) return NULL;
+        for (int i = 0; i < CC_B; i++) {
+            if ((int)x[2 * i] != y[i]) y[i] = -1; /* x and y must travel together */
+        }
+        memcpy(sh->got[k], y, sizeof y);
+    }
+}
+
+/* Each pulled batch must equal exactly one batch of the sequential run. */
+static void cc_match_sequential(cc_shared *sh, const data_spec *s)
+{
+    static int32_t want[CC_TOTAL][CC_B];
+    int used[CC_TOTAL] = {0};
+    float x[CC_B * 2];
+    data_reader *r = open_ok(s);
+    for (int b = 0; b < CC_TOTAL; b++) assert_int_equal(data_next(r, x, want[b]), 0);
+    data_close(r);
+    for (int k = 0; k < CC_TOTAL; k++) {
+        int found = -1;
+        for (int b = 0; b < CC_TOTAL && found < 0; b++)
+            if (!used[b] && memcmp(want[b], sh->got[k], sizeof want[b]) == 0) found = b;
+        assert_true(found >= 0);
+        used[found] = 1;
+    }
+}
+
+static void test_concurrent_readers_see_each_example_once_per_epoch(void **state)
+{
+    (void)state;
+    const char *x = tmp_path("cc-x"), *y = tmp_path("cc-y");
+    make_raw(x, y, CC_N);
+    data_spec s = raw_spec(x, y, CC_B, 1, 99);
+    static cc_shared sh;
+    memset(&sh, 0, sizeof sh);
+    pthread_mutex_init(&sh.mu, NULL);
+    sh.r = open_ok(&s);
+    pthread_t t[CC_THREADS];
+    for (int i = 0; i < CC_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, cc_worker, &sh), 0);
+    for (int i = 0; i < CC_THREADS; i++) pthread_join(t[i], NULL);
+    uint64_t e, p;
+    data_cursor(sh.r, &e, &p);
+    assert_int_equal(e, CC_EPOCHS);
+    assert_int_equal(p, 0);
+    data_close(sh.r);
+    int count[CC_N] = {0};
+    for (int k = 0; k < CC_TOTAL; k++)
+        for (int i = 0; i < CC_B; i++) {
+            assert_in_range(sh.got[k][i], 0, CC_N - 1);
+            count[sh.got[k][i]]++;
+        }
+    for (int i = 0; i < CC_N; i++) assert_int_equal(count[i], CC_EPOCHS);
+    cc_match_sequential(&sh, &s);
+    pthread_mutex_destroy(&sh.mu);
+}
+
+static void test_seek_reproduces_the_sequence(void **state)
+{
+    (void)state;
+    const char *x = tmp_path("sk-x"), *y = tmp_path("sk-y");
+    make_raw(x, y, SH_N);
+    data_spec s = raw_spec(x, y, SH_B, 1, 5);
+    enum { T = 3 * SH_PER };
+    int32_t seq[T][SH_B], yb[SH_B];
+    float xb[2 * SH_B];
+    data_reader *r = open_ok(&s);
+    for (int b = 0; b < T; b++) assert_int_equal(data_next(r, xb, seq[b]), 0);
+    /* Back to the middle of epoch 1, with the ring full of later batches. */
+    assert_int_equal(data_seek(r, 1, 2), 0);
+    for (int b = SH_PER + 2; b < T; b++) {
+        assert_int_equal(data_next(r, xb, yb), 0);
+        assert_memory_equal(yb, seq[b], sizeof yb);
+    }
+    /* pos == batches per epoch means the start of the next epoch. */
+    assert_int_equal(data_seek(r, 0, SH_PER), 0);
+    uint64_t e, p;
+    data_cursor(r, &e, &p);
+    assert_int_equal(e, 1);
+    assert_int_equal(p, 0);
+    assert_int_equal(data_next(r, xb, yb), 0);
+    assert_memory_equal(yb, seq[SH_PER], sizeof yb);
+    assert_int_equal(data_seek(r, 0, SH_PER + 1), -1);
+    data_close(r);
+    /* A fresh reader can jump straight to a later cursor. */
+    r = open_ok(&s);
+    assert_int_equal(data_seek(r, 2, 3), 0);
+    assert_int_equal(data_next(r, xb, yb), 0);
+    assert_memory_equal(yb, seq[2 * SH_PER + 3], sizeof yb);
+    data_close(r);
+}
+
+/* Large examples keep the read-ahead thread busy, so most seeks land while
+ * it is building a batch for the old cursor: that batch must never appear. */
+static void test_seek_while_read_ahead_is_building(void **state)
+{
+    (void)state;
+    enum { N = 40, B = 8, PER = N / B, T = 3 * PER, EX = 64 * 64 };
+    data_spec s = {.kind = DATA_KIND_GAUSSIAN,
+                   .batch = B,
+                   .shuffle = 1,
+                   .seed = 11,
+                   .x_rank = 2,
+                   .x_dims = {64, 64},
+                   .n = N};
+    float *seq = malloc(sizeof(float) * T * B * EX), *xb = malloc(sizeof(float) * B * EX);
+    data_reader *r = open_ok(&s);
+    for (int b = 0; b < T; b++) assert_int_equal(data_next(r, seq + (size_t)b * B * EX, NULL), 0);
+    uint64_t g = 12345;
+    for (int i = 0; i < 100; i++) {
+        g = g * 6364136223846793005u + 1442695040888963407u;
+        int b = (int)((g >> 33) % T);
+        assert_int_equal(data_seek(r, (uint64_t)(b / PER), (uint64_t)(b % PER)), 0);
+        assert_int_equal(data_next(r, xb, NULL), 0);
+        assert_memory_equal(xb, seq + (size_t)b * B * EX, sizeof(float) * B * EX);
+    }
+    data_close(r);
+    free(seq);
+    free(xb);
+}
+
+static void test_close_with_full_ring_and_unread_batches(void **state)
+{
+    (void)state;
+    const char *x = tmp_path("cl-x");
+    make_raw(x, NULL, 16);
+    data_spec s = raw_spec(x, NULL, 1, 1, 3);
+    for (int i = 0; i < 20; i++) {
+        data_reader *r = open_ok(&s);
+        float xb[2];
+        if (i % 2) assert_int_equal(data_next(r, xb, NULL), 0);
+        if (i % 3 == 0) usleep(1000); /* let the ring fill: close must not hang */
+        data_close(r);
+    }
+}
+
+/* ---- errors ---- */
+
+static void test_error_missing_file(void **state)
+{
+    (void)state;
+    char want[512], path[300];
+    snprintf(path, sizeof path, "%s/does-not-exist.gz", g_dir);
+    snprintf(want, sizeof want, "%s: cannot open: No such file or directory", path);
+    data_spec s = idx_spec(path, NULL, 1);
+    expect_error(&s, want);
+    expect_probe_error(&s, want);
+    data_spec c = {.kind = DATA_KIND_CSV, .path = {path, NULL}, .batch = 1, .label_col = -1};
+    expect_error(&c, want);
+    data_spec w = raw_spec(path, NULL, 1, 0, 0);
+    expect_error(&w, want);
+}
+
+static void test_error_wrong_magic(void **state)
+{
+    (void)state;
+    const char *img = tmp_path("wm-img"), *lab = tmp_path("wm-lab");
+    make_idx_pair(img, lab, 1, 4);
+    char want[512];
+    /* The two files swapped: each has the other's magic. */
+    data_spec s = idx_spec(lab, img, 1);
+    snprintf(want, sizeof want, "%s: bad magic number 0x00000801, expected 0x00000803 (IDX images)",
+             lab);
+    expect_error(&s, want);
+    expect_probe_error(&s, want);
+    const char *txt = tmp_path("wm-text");
+    write_text(txt, "hello world\n");
+    s = idx_spec(img, txt, 1);
+    snprintf(want, sizeof want, "%s: bad magic number 0x68656c6c, expected 0x00000801 (IDX labels)",
+             txt);
+    expect_error(&s, want);
+}
+
+static void test_error_truncated_images(void **state)
+{
+    (void)state;
+    const char *img = tmp_path("tr-img.gz"), *lab = tmp_path("tr-lab.gz");
+    make_idx_pair(img, lab, 1, 4);
+    unsigned char px[4 * IMG_PX] = {0};
+    uint32_t dims[3] = {4, IMG_R, IMG_C};
+    write_idx(img, 1, 0x00000803, dims, 3, px, sizeof px - 5);
+    char want[512];
+    snprintf(want, sizeof want, "%s: truncated: header promises 24 bytes of data, file has 19",
+             img);
+    data_spec s = idx_spec(img, lab, 1);
+    expect_error(&s, want);
+    write_idx(img, 0, 0x00000803, dims, 2, NULL, 0);
+    snprintf(want, sizeof want, "%s: truncated: the IDX header ends inside its dimensions", img);
+    expect_error(&s, want);
+    expect_probe_error(&s, want);
+}
+
+static void test_error_truncated_labels(void **state)
+{
+    (void)state;
+    const char *img = tmp_path("tl-img"), *lab = tmp_path("tl-lab");
+    make_idx_pair(img, lab, 0, 4);
+    unsigned char lb[4] = {1, 2, 3, 4};
+    uint32_t dims[1] = {4};
+    write_idx(lab, 0, 0x00000801, dims, 1, lb, 3);
+    char want[512];
+    snprintf(want, sizeof want, "%s: truncated: header promises 4 bytes of data, file has 3", lab);
+    data_spec s = idx_spec(img, lab, 1);
+    expect_error(&s, want);
+}
+
+static void test_error_count_mismatch(void **state)
+{
+    (void)state;
+    const char *img = tmp_path("cm-img"), *lab = tmp_path("cm-lab");
+    const char *img4 = tmp_path("cm-img4"), *lab4 = tmp_path("cm-lab4");
+    make_idx_pair(img, lab, 0, 5);
+    make_idx_pair(img4, lab4, 0, 4);
+    data_spec s = idx_spec(img4, lab, 1);
+    char want[512];
+    snprintf(want, sizeof want, "%s: 5 labels, but %s has 4 images", lab, img4);
+    expect_error(&s, want);
+    expect_probe_error(&s, want);
+}
+
+static void test_error_label_out_of_range(void **state)
+{
+    (void)state;
+    const char *img = tmp_path("lr-img"), *lab = tmp_path("lr-lab");
+    make_idx_pair(img, lab, 0, 12); /* labels 0..9, 0, 1 */
+    data_spec s = idx_spec(img, lab, 1);
+    s.n_classes = 9;
+    char want[512];
+    snprintf(want, sizeof want, "%s: label 9 of example 9 is outside [0, 9)", lab);
+    expect_error(&s, want);
+    s.n_classes = 10;
+    data_close(open_ok(&s));
+}
+
+static void test_error_batch_larger_than_n(void **state)
+{
+    (void)state;
+    const char *img = tmp_path("bn-img"), *lab = tmp_path("bn-lab");
+    make_idx_pair(img, lab, 0, 6);
+    data_spec s = idx_spec(img, lab, 7);
+    char want[512];
+    snprintf(want, sizeof want, "%s: batch 7 is larger than the 6 examples in the data set", img);
+    expect_error(&s, want);
+    expect_probe_error(&s, want);
+    s.batch = 0;
+    snprintf(want, sizeof want, "%s: batch 0 must be >= 1", img);
+    expect_error(&s, want);
+}
+
+static void test_error_csv_ragged_row(void **state)
+{
+    (void)state;
+    const char *p = tmp_path("rag.csv");
+    write_text(p, "a,b,c\n1,2,3\n4,5\n6,7,8\n");
+    data_spec s = {.kind = DATA_KIND_CSV, .path = {p, NULL}, .batch = 1, .label_col = -1};
+    char want[512];
+    snprintf(want, sizeof want, "%s:3: expected 3 columns, found 2", p);
+    expect_error(&s, want);
+}
+
+static void test_error_csv_non_numeric(void **state)
+{
+    (void)state;
+    const char *p = tmp_path("nn.csv");
+    write_text(p, "1,2,3\n4,five,6\n");
+    data_spec s = {.kind = DATA_KIND_CSV, .path = {p, NULL}, .batch = 1, .label_col = -1};
+    char want[512];
+    snprintf(want, sizeof want, "%s:2: column 2: 'five' is not a number", p);
+    expect_error(&s, want);
+    write_text(p, "1,2,3.5\n");
+    snprintf(want, sizeof want, "%s:1: label '3.5' in column 3 is not a non-negative integer", p);
+    expect_error(&s, want);
+}
+
+static void test_error_raw_size_not_multiple(void **state)
+{
+    (void)state;
+    const char *x = tmp_path("rs-x"), *y = tmp_path("rs-y");
+    float v[5] = {0};
+    write_bytes(x, 0, v, sizeof v, NULL, 0);
+    data_spec s = raw_spec(x, NULL, 1, 0, 0);
+    char want[512];
+    snprintf(want, sizeof want,
+             "%s: size 20 bytes is not a multiple of 8 (one example of 2 f32 values)", x);
+    expect_error(&s, want);
+    expect_probe_error(&s, want);
+    make_raw(x, NULL, 3);
+    write_bytes(y, 0, v, 8, NULL, 0);
+    s.path[1] = y;
+    snprintf(want, sizeof want,
+             "%s: size 8 bytes, expected 12 (one i32 label for each of 3 examples in %s)", y, x);
+    expect_error(&s, want);
+}
+
+static void test_error_empty_corrupt_and_cut_files(void **state)
+{
+    (void)state;
+    const char *p = tmp_path("bad.gz");
+    char want[512];
+    data_spec s = idx_spec(p, NULL, 1);
+    write_bytes(p, 0, "", 0, NULL, 0);
+    snprintf(want, sizeof want, "%s: truncated: too short for an IDX header", p);
+    expect_error(&s, want);
+    /* A gzip header followed by garbage: zlib's own reason is passed on. */
+    write_bytes(p, 0, "\x1f\x8b\x08\x00garbagegarbage", 18, NULL, 0);
+    char err[512] = "";
+    assert_null(data_open(&s, err, sizeof err));
+    snprintf(want, sizeof want, "%s: read error: ", p);
+    assert_memory_equal(err, want, strlen(want));
+    /* A gzip stream cut in the middle reads as truncated data. */
+    enum { N = 20 };
+    unsigned char body[N * IMG_PX];
+    for (int i = 0; i < N * IMG_PX; i++) body[i] = (unsigned char)(i * 7919 % 251);
+    uint32_t dims[3] = {N, IMG_R, IMG_C};
+    const char *whole = tmp_path("whole.gz");
+    write_idx(whole, 1, 0x00000803, dims, 3, body, sizeof body);
+    unsigned char gz[1024];
+    FILE *f = fopen(whole, "rb");
+    size_t len = fread(gz, 1, sizeof gz, f);
+    fclose(f);
+    write_bytes(p, 0, gz, len - 12, NULL, 0); /* drops the trailer and some data */
+    err[0] = '\0';
+    assert_null(data_open(&s, err, sizeof err));
+    snprintf(want, sizeof want, "%s: truncated: header promises 120 bytes of data, file has ", p);
+    assert_memory_equal(err, want, strlen(want));
+}
+
+static void test_error_csv_empty_and_bad_labels(void **state)
+{
+    (void)state;
+    const char *p = tmp_path("lab.csv");
+    data_spec s = {.kind = DATA_KIND_CSV, .path = {p, NULL}, .batch = 1, .label_col = -1};
+    char want[512];
+    write_text(p, "a,b\n\n");
+    snprintf(want, sizeof want, "%s: no data rows", p);
+    expect_error(&s, want);
+    expect_probe_error(&s, want);
+    write_text(p, "1,2\n3,-1\n");
+    snprintf(want, sizeof want, "%s:2: label '-1' in column 2 is not a non-negative integer", p);
+    expect_error(&s, want);
+    write_text(p, "1,2\n3,4\n");
+    s.label_col = 5;
+    snprintf(want, sizeof want, "%s: label column 5 is out of range (the file has 2 columns)", p);
+    expect_error(&s, want);
+    s.label_col = -1;
+    s.n_classes = 4;
+    snprintf(want, sizeof want, "%s: label 4 of example 1 is outside [0, 4)", p);
+    expect_error(&s, want);
+}
+
+/* ---- the real data set ---- */
+
+#define FM_DIR "/usr/share/datasets/fashion-mnist/"
+
+static void test_fashion_mnist_t10k(void **state)
+{
+    (void)state;
+    const char *img = FM_DIR "t10k-images-idx3-ubyte.gz", *lab = FM_DIR "t10k-labels-idx1-ubyte.gz";
+    if (access(img, R_OK) != 0 || access(lab, R_OK) != 0) skip();
+    unsigned char hdr[16], first_px[784], first_label;
+    gzFile f = gzopen(lab, "rb");
+    assert_non_null(f);
+    assert_int_equal(gzread(f, hdr, 8), 8);
+    assert_int_equal(gzread(f, &first_label, 1), 1);
+    gzclose(f);
+    f = gzopen(img, "rb");
+    assert_non_null(f);
+    assert_int_equal(gzread(f, hdr, 16), 16);
+    assert_int_equal(gzread(f, first_px, 784), 784);
+    gzclose(f);
+
+    data_spec s = idx_spec(img, lab, 100);
+    s.n_classes = 10;
+    data_info info;
+    char err[512];
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.n, 10000);
+    assert_int_equal(info.x_rank, 2);
+    assert_int_equal(info.x_dims[0], 28);
+    assert_int_equal(info.x_dims[1], 28);
+    data_reader *r = open_ok(&s);
+    float *x = malloc(sizeof(float) * 100 * 784);
+    int32_t y[100];
+    assert_int_equal(data_next(r, x, y), 0);
+    assert_int_equal(y[0], first_label);
+    for (int k = 0; k < 784; k++) assert_float_equal(x[k], (float)first_px[k], 0);
+    free(x);
+    data_close(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_idx_plain_reads_file_order),
+        cmocka_unit_test(test_idx_gzip_reads_file_order),
+        cmocka_unit_test(test_idx_without_labels_gives_zero_y),
+        cmocka_unit_test(test_idx_f32_elements_and_rank3_examples),
+        cmocka_unit_test(test_csv_with_header_label_last),
+        cmocka_unit_test(test_csv_without_header_label_first),
+        cmocka_unit_test(test_csv_without_label),
+        cmocka_unit_test(test_raw_reads_x_and_y),
+        cmocka_unit_test(test_gaussian_is_deterministic_and_standard_normal),
+        cmocka_unit_test(test_shuffle_is_a_fresh_permutation_each_epoch),
+        cmocka_unit_test(test_epoch_rollover_drops_remainder),
+        cmocka_unit_test(test_concurrent_readers_see_each_example_once_per_epoch),
+        cmocka_unit_test(test_seek_reproduces_the_sequence),
+        cmocka_unit_test(test_seek_while_read_ahead_is_building),
+        cmocka_unit_test(test_close_with_full_ring_and_unread_batches),
+        cmocka_unit_test(test_error_missing_file),
+        cmocka_unit_test(test_error_wrong_magic),
+        cmocka_unit_test(test_error_truncated_images),
+        cmocka_unit_test(test_error_truncated_labels),
+        cmocka_unit_test(test_error_count_mismatch),
+        cmocka_unit_test(test_error_label_out_of_range),
+        cmocka_unit_test(test_error_batch_larger_than_n),
+        cmocka_unit_test(test_error_csv_ragged_row),
+        cmocka_unit_test(test_error_csv_non_numeric),
+        cmocka_unit_test(test_error_raw_size_not_multiple),
+        cmocka_unit_test(test_error_empty_corrupt_and_cut_files),
+        cmocka_unit_test(test_error_csv_empty_and_bad_labels),
+        cmocka_unit_test(test_fashion_mnist_t10k),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

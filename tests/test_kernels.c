@@ -1,0 +1,1318 @@
+/* test_kernels.c - every CPU kernel against a naive double-precision
+ * reference written here, on random shapes with odd sizes; plus the thread
+ * pool and the device vtable.  Nodes and types are built by hand, so this
+ * test needs nothing from compiler/. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "devices/cpu/cpu.h"
+
+#define TOL 1e-5
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state = 0x1234567887654321ull;
+
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() % 1000001) / 1e6f; }
+
+static const int64_t odd_sizes[] = {1, 3, 7, 13, 31, 2, 5};
+static int64_t rsize(void) { return odd_sizes[rnd() % 7]; }
+
+static ir_type ty(ir_dtype dt, int rank, ...)
+{
+    ir_type t = {.dtype = dt, .rank = rank};
+    va_list ap;
+    va_start(ap, rank);
+    for (int d = 0; d < rank; d++) t.dim[d] = va_arg(ap, int64_t);
+    va_end(ap);
+    return t;
+}
+
+static int64_t numel(const ir_type *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++) n *= t->dim[d];
+    return n;
+}
+
+static float *falloc(const ir_type *t)
+{
+    int64_t n = numel(t);
+    float *p = calloc((size_t)(n ? n : 1), 4);
+    assert_non_null(p);
+    return p;
+}
+
+static float *frandom(const ir_type *t, float lo, float hi)
+{
+    float *p = falloc(t);
+    for (int64_t i = 0; i < numel(t); i++) p[i] = frand(lo, hi);
+    return p;
+}
+
+static double *dalloc(int64_t n) { return calloc((size_t)(n ? n : 1), sizeof(double)); }
+
+/* A kernel call: node, types and buffers by hand. */
+typedef struct call {
+    ir_node node;
+    ir_type out_t;
+    void *out;
+    int n_in;
+    void *in[8];
+    const ir_type *in_t[8];
+    gr_pool *pool;
+    void *scratch;
+    size_t task_bytes;
+    int max_tasks;
+    uint64_t seed, step;
+} call;
+
+static void call_init(call *c, gr_op op, const ir_type *out_t, void *out)
+{
+    memset(c, 0, sizeof *c);
+    c->node.op = op;
+    c->out_t = *out_t;
+    c->out = out;
+    c->max_tasks = 1;
+}
+
+static void call_in(call *c, void *buf, const ir_type *t)
+{
+    c->in[c->n_in] = buf;
+    c->in_t[c->n_in] = t;
+    c->n_in++;
+    c->node.n_in = c->n_in;
+}
+
+static void call_run(call *c)
+{
+    kern_args a = {.node = &c->node, .out = c->out, .out_t = &c->out_t, .n_in = c->n_in,
+                   .in = c->in, .in_t = c->in_t, .scratch = c->scratch,
+                   .scratch_task_bytes = c->task_bytes, .max_tasks = c->max_tasks,
+                   .pool = c->pool, .seed = c->seed, .step = c->step};
+    kernel_fn k = cpu_kernels[c->node.op];
+    assert_non_null(k);
+    k(&a);
+}
+
+/* Fails with the first element that is off by more than tol relative to
+ * max(1, |ref|, scale). */
+static void check_close_s(const float *got, const double *ref, int64_t n, double tol,
+                          double scale, const char *what)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double m = fabs(ref[i]) > 1.0 ? fabs(ref[i]) : 1.0;
+        if (scale > m) m = scale;
+        if (!(fabs((double)got[i] - ref[i]) <= tol * m)) {
+            print_error("%s: element %lld got %.9g want %.9g\n", what, (long long)i,
+                        (double)got[i], ref[i]);
+            fail();
+        }
+    }
+}
+
+static void check_close(const float *got, const double *ref, int64_t n, const char *what)
+{
+    check_close_s(got, ref, n, TOL, 1.0, what);
+}
+
+/* Coordinates of flat index i in t, right-aligned into rank r. */
+static void unravel(int64_t i, const ir_type *t, int64_t *c)
+{
+    for (int d = t->rank - 1; d >= 0; d--) {
+        c[d] = i % t->dim[d];
+        i /= t->dim[d];
+    }
+}
+
+/* Flat index into t of output coordinates c (rank r), numpy broadcasting. */
+static int64_t bindex(const int64_t *c, int r, const ir_type *t)
+{
+    int64_t idx = 0;
+    for (int d = 0; d < t->rank; d++) {
+        int64_t cd = c[d + r - t->rank];
+        idx = idx * t->dim[d] + (t->dim[d] == 1 ? 0 : cd);
+    }
+    return idx;
+}
+
+static gr_pool *pool2;
+
+static int setup(void **state)
+{
+    (void)state;
+    cpu_blas_init();
+    pool2 = pool_new(2);
+    return pool2 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    pool_free(pool2);
+    return 0;
+}
+
+/* ---- broadcasting binaries ---- */
+
+static double ref_bin(gr_op op, double x, double y)
+{
+    switch (op) {
+    case OP_ADD: return x + y;
+    case OP_SUB: return x - y;
+    case OP_MUL: return x * y;
+    case OP_DIV: return x / y;
+    case OP_EQ: return x == y;
+    case OP_NE: return x != y;
+    case OP_LT: return x < y;
+    case OP_GT: return x > y;
+    case OP_LE: return x <= y;
+    default: return x >= y;
+    }
+}
+
+/* Output shape of numpy broadcasting a and b. */
+static ir_type bshape(const ir_type *a, const ir_type *b, ir_dtype dt)
+{
+    ir_type o = {.dtype = dt, .rank = a->rank > b->rank ? a->rank : b->rank};
+    for (int d = 0; d < o.rank; d++) {
+        int da = d - (o.rank - a->rank), db = d - (o.rank - b->rank);
+        int64_t x = da >= 0 ? a->dim[da] : 1, y = db >= 0 ? b->dim[db] : 1;
+        o.dim[d] = x > y ? x : y;
+    }
+    return o;
+}
+
+/* Values from a small set so comparisons see ties; b never near 0. */
+static void fill_operand(void *p, const ir_type *t, int is_b)
+{
+    for (int64_t i = 0; i < numel(t); i++) {
+        if (t->dtype == DT_I32) {
+            ((int32_t *)p)[i] = (int32_t)(rnd() % 7) - 3;
+        } else {
+            float v = (float)(int)(rnd() % 9) * 0.5f - 2.0f + (rnd() % 2 ? 0.0f : frand(0, 1));
+            if (is_b && fabsf(v) < 0.25f) v = 0.75f;
+            ((float *)p)[i] = v;
+        }
+    }
+}
+
+static double elem(const void *p, ir_dtype dt, int64_t i)
+{
+    return dt == DT_I32 ? (double)((const int32_t *)p)[i] : (double)((const float *)p)[i];
+}
+
+static void check_binary(gr_op op, const ir_type *at, const ir_type *bt, gr_pool *pool)
+{
+    int cmp = op >= OP_EQ && op <= OP_GE;
+    ir_type ot = bshape(at, bt, cmp ? DT_F32 : at->dtype);
+    void *a = falloc(at), *b = falloc(bt), *out = falloc(&ot);
+    fill_operand(a, at, 0);
+    fill_operand(b, bt, 1);
+    call c;
+    call_init(&c, op, &ot, out);
+    call_in(&c, a, at);
+    call_in(&c, b, bt);
+    c.pool = pool;
+    call_run(&c);
+    int64_t n = numel(&ot), co[IR_MAX_DIMS];
+    double *ref = dalloc(n);
+    float *got = falloc(&ot);
+    for (int64_t i = 0; i < n; i++) {
+        unravel(i, &ot, co);
+        double x = elem(a, at->dtype, bindex(co, ot.rank, at));
+        double y = elem(b, bt->dtype, bindex(co, ot.rank, bt));
+        ref[i] = ref_bin(op, x, y);
+        if (ot.dtype == DT_I32 && op == OP_DIV) ref[i] = y == 0 ? 0 : trunc(x / y);
+        got[i] = (float)elem(out, ot.dtype, i);
+    }
+    check_close(got, ref, n, "binary");
+    free(a), free(b), free(out), free(ref), free(got);
+}
+
+static void test_binary_all_broadcast_patterns(void **state)
+{
+    (void)state;
+    for (gr_op op = OP_ADD; op <= OP_GE; op++) {
+        for (int rep = 0; rep < 6; rep++) {
+            int64_t m = rsize(), n = rsize(), N = rsize(), C = rsize(), H = rsize(), W = rsize();
+            ir_type same = ty(DT_F32, 2, m, n), sc = ty(DT_F32, 0), row = ty(DT_F32, 1, n);
+            ir_type x4 = ty(DT_F32, 4, N, C, H, W), ch = ty(DT_F32, 4, (int64_t)1, C, 1L, 1L);
+            ir_type g1 = ty(DT_F32, 4, N, 1L, H, 1L), g2 = ty(DT_F32, 3, C, 1L, W);
+            check_binary(op, &same, &same, NULL);
+            check_binary(op, &same, &sc, NULL);
+            check_binary(op, &sc, &same, NULL);
+            check_binary(op, &same, &row, NULL);
+            check_binary(op, &row, &same, NULL);
+            check_binary(op, &x4, &ch, NULL);
+            check_binary(op, &ch, &x4, NULL);
+            check_binary(op, &g1, &g2, NULL);
+            check_binary(op, &g2, &g1, NULL);
+            check_binary(op, &sc, &sc, NULL);
+        }
+    }
+}
+
+static void test_binary_i32_and_comparisons(void **state)
+{
+    (void)state;
+    for (gr_op op = OP_ADD; op <= OP_GE; op++) {
+        ir_type a = ty(DT_I32, 3, 3L, 1L, 7L), b = ty(DT_I32, 2, 5L, 7L), s = ty(DT_I32, 0);
+        check_binary(op, &a, &b, NULL);
+        check_binary(op, &b, &s, NULL);
+        check_binary(op, &a, &a, NULL);
+    }
+}
+
+static void test_binary_large_split_over_pool(void **state)
+{
+    (void)state;
+    ir_type x = ty(DT_F32, 4, 7L, 13L, 31L, 29L), ch = ty(DT_F32, 4, 1L, 13L, 1L, 1L);
+    ir_type m = ty(DT_F32, 2, 301L, 331L), r = ty(DT_F32, 1, 331L), s = ty(DT_F32, 0);
+    for (gr_op op = OP_ADD; op <= OP_DIV; op++) {
+        check_binary(op, &x, &ch, pool2);
+        check_binary(op, &m, &r, pool2);
+        check_binary(op, &m, &m, pool2);
+        check_binary(op, &s, &m, pool2);
+    }
+}
+
+/* ---- unary and activation gradients ---- */
+
+static double ref_unary(gr_op op, double x)
+{
+    switch (op) {
+    case OP_NEG: return -x;
+    case OP_EXP: return exp(x);
+    case OP_LOG: return log(x);
+    case OP_SQRT: return sqrt(x);
+    case OP_RELU: return x > 0 ? x : 0;
+    case OP_SIGMOID: return 1 / (1 + exp(-x));
+    case OP_TANH: return tanh(x);
+    default: return x;
+    }
+}
+
+static void test_unary_ops(void **state)
+{
+    (void)state;
+    gr_op ops[] = {OP_NEG, OP_EXP, OP_LOG, OP_SQRT, OP_RELU, OP_SIGMOID, OP_TANH, OP_IDENTITY};
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        for (int big = 0; big < 2; big++) {
+            ir_type t = big ? ty(DT_F32, 2, 401L, 333L) : ty(DT_F32, 3, rsize(), rsize(), 3L);
+            int pos = ops[k] == OP_LOG || ops[k] == OP_SQRT;
+            float *x = frandom(&t, pos ? 0.01f : -8.0f, 8.0f), *y = falloc(&t);
+            call c;
+            call_init(&c, ops[k], &t, y);
+            call_in(&c, x, &t);
+            c.pool = big ? pool2 : NULL;
+            call_run(&c);
+            double *ref = dalloc(numel(&t));
+            for (int64_t i = 0; i < numel(&t); i++) ref[i] = ref_unary(ops[k], x[i]);
+            check_close(y, ref, numel(&t), "unary");
+            free(x), free(y), free(ref);
+        }
+    }
+}
+
+static void test_activation_grads(void **state)
+{
+    (void)state;
+    gr_op ops[] = {OP_RELU_GRAD, OP_SIGMOID_GRAD, OP_TANH_GRAD};
+    for (int k = 0; k < 3; k++) {
+        ir_type t = ty(DT_F32, 2, 13L, 31L);
+        float *dy = frandom(&t, -2, 2), *v = frandom(&t, -1, 1), *o = falloc(&t);
+        call c;
+        call_init(&c, ops[k], &t, o);
+        call_in(&c, dy, &t);
+        call_in(&c, v, &t);
+        call_run(&c);
+        double *ref = dalloc(numel(&t));
+        for (int64_t i = 0; i < numel(&t); i++) {
+            double g = dy[i], y = v[i];
+            ref[i] = k == 0 ? (y > 0 ? g : 0) : k == 1 ? g * y * (1 - y) : g * (1 - y * y);
+        }
+        check_close(o, ref, numel(&t), "act grad");
+        free(dy), free(v), free(o), free(ref);
+    }
+}
+
+/* ---- reductions ---- */
+
+/* Reference reduction of x over axis (or all) into ref; argmax into iref. */
+static void ref_reduce(gr_op op, const float *x, const ir_type *t, int64_t axis, double *ref)
+{
+    int64_t outer = 1, n = 1, inner = 1;
+    for (int d = 0; d < t->rank; d++) {
+        if (axis == GR_AXIS_ALL) n *= t->dim[d];
+        else if (d < axis) outer *= t->dim[d];
+        else if (d == axis) n = t->dim[d];
+        else inner *= t->dim[d];
+    }
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < inner; j++) {
+            double s = 0, m = -INFINITY;
+            int64_t arg = 0;
+            for (int64_t k = 0; k < n; k++) {
+                double v = x[(o * n + k) * inner + j];
+                s += v;
+                if (v > m) m = v, arg = k;
+            }
+            double r = op == OP_SUM ? s : op == OP_MEAN ? s / (double)n : op == OP_MAX ? m : (double)arg;
+            ref[o * inner + j] = r;
+        }
+}
+
+static ir_type reduced_type(const ir_type *t, int64_t axis, int keep, ir_dtype dt)
+{
+    ir_type o = {.dtype = dt, .rank = 0};
+    for (int d = 0; d < t->rank; d++) {
+        int red = axis == GR_AXIS_ALL || d == axis;
+        if (red && !keep) continue;
+        o.dim[o.rank++] = red ? 1 : t->dim[d];
+    }
+    return o;
+}
+
+static void check_reduce(gr_op op, const ir_type *t, int64_t axis, int keep, gr_pool *pool)
+{
+    ir_type ot = reduced_type(t, axis, keep, op == OP_ARGMAX ? DT_I32 : DT_F32);
+    float *x = frandom(t, -3, 3), *out = falloc(&ot), *got = falloc(&ot);
+    double *ref = dalloc(numel(&ot));
+    call c;
+    call_init(&c, op, &ot, out);
+    c.node.attr.i[0] = axis;
+    c.node.attr.i[1] = keep;
+    call_in(&c, x, t);
+    c.pool = pool;
+    call_run(&c);
+    ref_reduce(op, x, t, axis, ref);
+    for (int64_t i = 0; i < numel(&ot); i++) got[i] = (float)elem(out, ot.dtype, i);
+    /* sums of many terms: error relative to the sum of |x| over the axis */
+    double scale = op == OP_SUM ? 3.0 * (double)numel(t) / (double)numel(&ot) : 1.0;
+    check_close_s(got, ref, numel(&ot), TOL, scale, "reduce");
+    free(x), free(out), free(got), free(ref);
+}
+
+static void test_reductions_every_axis_keepdims(void **state)
+{
+    (void)state;
+    gr_op ops[] = {OP_SUM, OP_MEAN, OP_MAX, OP_ARGMAX};
+    for (int k = 0; k < 4; k++)
+        for (int rep = 0; rep < 8; rep++) {
+            int rank = 1 + rep % 4;
+            ir_type t = {.dtype = DT_F32, .rank = rank};
+            for (int d = 0; d < rank; d++) t.dim[d] = rsize();
+            for (int64_t ax = 0; ax < rank; ax++)
+                for (int keep = 0; keep < 2; keep++) check_reduce(ops[k], &t, ax, keep, NULL);
+            if (ops[k] != OP_ARGMAX) {
+                check_reduce(ops[k], &t, GR_AXIS_ALL, 0, NULL);
+                check_reduce(ops[k], &t, GR_AXIS_ALL, 1, NULL);
+            }
+        }
+}
+
+static void test_reductions_large_with_pool(void **state)
+{
+    (void)state;
+    ir_type t = ty(DT_F32, 3, 37L, 61L, 41L);
+    gr_op ops[] = {OP_SUM, OP_MEAN, OP_MAX};
+    for (int k = 0; k < 3; k++) {
+        for (int64_t ax = 0; ax < 3; ax++) check_reduce(ops[k], &t, ax, 0, pool2);
+        check_reduce(ops[k], &t, GR_AXIS_ALL, 0, pool2);
+    }
+}
+
+static void test_argmax_first_max_wins(void **state)
+{
+    (void)state;
+    ir_type t = ty(DT_F32, 2, 2L, 5L), ot = ty(DT_I32, 1, 2L);
+    float x[10] = {1, 4, 4, 2, 4, 9, 9, 0, 9, 1};
+    int32_t out[2];
+    call c;
+    call_init(&c, OP_ARGMAX, &ot, out);
+    c.node.attr.i[0] = 1;
+    call_in(&c, x, &t);
+    call_run(&c);
+    assert_int_equal(out[0], 1);
+    assert_int_equal(out[1], 0);
+}
+
+static void test_max_grad_routes_to_maxima(void **state)
+{
+    (void)state;
+    for (int64_t ax = -1; ax < 3; ax++) {
+        int64_t axis = ax < 0 ? GR_AXIS_ALL : ax;
+        ir_type t = ty(DT_F32, 3, 3L, 5L, 7L), kt = reduced_type(&t, axis, 1, DT_F32);
+        float *x = frandom(&t, -1, 1), *y = falloc(&kt), *dy = frandom(&kt, 1, 2);
+        float *out = falloc(&t);
+        x[4] = x[3]; /* a tie somewhere */
+        double *ref = dalloc(numel(&t)), *ym = dalloc(numel(&kt));
+        ref_reduce(OP_MAX, x, &t, axis, ym);
+        for (int64_t i = 0; i < numel(&kt); i++) y[i] = (float)ym[i];
+        call c;
+        call_init(&c, OP_MAX_GRAD, &t, out);
+        c.node.attr.i[0] = axis;
+        call_in(&c, dy, &kt);
+        call_in(&c, x, &t);
+        call_in(&c, y, &kt);
+        call_run(&c);
+        int64_t co[IR_MAX_DIMS];
+        for (int64_t i = 0; i < numel(&t); i++) {
+            unravel(i, &t, co);
+            int64_t j = bindex(co, 3, &kt);
+            ref[i] = x[i] == y[j] ? dy[j] : 0.0;
+        }
+        check_close(out, ref, numel(&t), "max_grad");
+        free(x), free(y), free(dy), free(out), free(ref), free(ym);
+    }
+}
+
+/* ---- softmax family ---- */
+
+static void ref_softmax_row(const float *x, int64_t c, double *p, double *lse)
+{
+    double m = -INFINITY, s = 0;
+    for (int64_t i = 0; i < c; i++) m = x[i] > m ? x[i] : m;
+    for (int64_t i = 0; i < c; i++) s += exp(x[i] - m);
+    for (int64_t i = 0; i < c; i++) p[i] = exp(x[i] - m) / s;
+    *lse = m + log(s);
+}
+
+static void check_softmax_forward(int64_t rows, int64_t cols, float range, int log_)
+{
+    ir_type t = ty(DT_F32, 2, rows, cols);
+    float *x = frandom(&t, -range, range), *y = falloc(&t);
+    double *ref = dalloc(numel(&t)), lse;
+    call c;
+    call_init(&c, log_ ? OP_LOG_SOFTMAX : OP_SOFTMAX, &t, y);
+    call_in(&c, x, &t);
+    c.pool = pool2;
+    call_run(&c);
+    for (int64_t r = 0; r < rows; r++) {
+        ref_softmax_row(x + r * cols, cols, ref + r * cols, &lse);
+        for (int64_t i = 0; log_ && i < cols; i++) ref[r * cols + i] = x[r * cols + i] - lse;
+    }
+    for (int64_t i = 0; i < numel(&t); i++) assert_true(isfinite(y[i]));
+    /* log-softmax of logits ~1e4 has values ~1e4: relative error then */
+    check_close_s(y, ref, numel(&t), TOL, 1.0, log_ ? "log_softmax" : "softmax");
+    free(x), free(y), free(ref);
+}
+
+static void test_softmax_and_log_softmax_stable(void **state)
+{
+    (void)state;
+    for (int log_ = 0; log_ < 2; log_++) {
+        check_softmax_forward(7, 13, 5, log_);
+        check_softmax_forward(1, 1, 5, log_);
+        check_softmax_forward(31, 3, 5, log_);
+        check_softmax_forward(13, 7, 1e4f, log_);
+        check_softmax_forward(300, 301, 3, log_); /* over the pool */
+    }
+}
+
+static void test_softmax_xent_and_grad(void **state)
+{
+    (void)state;
+    float ranges[] = {4.0f, 1e4f};
+    int64_t shapes[][2] = {{7, 13}, {1, 3}, {31, 10}, {5, 300}};
+    for (int r = 0; r < 2; r++)
+        for (int s = 0; s < 4; s++) {
+            int64_t n = shapes[s][0], cc = shapes[s][1];
+            ir_type lt = ty(DT_F32, 2, n, cc), vt = ty(DT_I32, 1, n), ft = ty(DT_F32, 1, n);
+            float *x = frandom(&lt, -ranges[r], ranges[r]), *loss = falloc(&ft);
+            float *dy = frandom(&ft, 0.5f, 2), *g = falloc(&lt);
+            int32_t *lab = calloc((size_t)n, 4);
+            for (int64_t i = 0; i < n; i++) lab[i] = (int32_t)(rnd() % (uint32_t)cc);
+            call c;
+            call_init(&c, OP_SOFTMAX_XENT, &ft, loss);
+            call_in(&c, x, &lt);
+            call_in(&c, lab, &vt);
+            call_run(&c);
+            call_init(&c, OP_XENT_GRAD, &lt, g);
+            call_in(&c, x, &lt);
+            call_in(&c, lab, &vt);
+            call_in(&c, dy, &ft);
+            call_run(&c);
+            double *rl = dalloc(n), *rg = dalloc(n * cc), lse;
+            for (int64_t i = 0; i < n; i++) {
+                ref_softmax_row(x + i * cc, cc, rg + i * cc, &lse);
+                rl[i] = lse - x[i * cc + lab[i]];
+                rg[i * cc + lab[i]] -= 1.0;
+                for (int64_t j = 0; j < cc; j++) rg[i * cc + j] *= dy[i];
+            }
+            /* lse - x[label] cancels: absolute error scales with the logits */
+            check_close_s(loss, rl, n, TOL, ranges[r], "xent");
+            check_close(g, rg, n * cc, "xent_grad");
+            free(x), free(loss), free(dy), free(g), free(lab), free(rl), free(rg);
+        }
+}
+
+static void test_softmax_grads(void **state)
+{
+    (void)state;
+    for (int log_ = 0; log_ < 2; log_++) {
+        ir_type t = ty(DT_F32, 2, 13L, 31L);
+        float *x = frandom(&t, -3, 3), *dy = frandom(&t, -1, 1), *y = falloc(&t);
+        float *g = falloc(&t);
+        double *p = dalloc(31), *ref = dalloc(numel(&t)), lse;
+        for (int64_t r = 0; r < 13; r++) {
+            ref_softmax_row(x + r * 31, 31, p, &lse);
+            double dot = 0, sum = 0;
+            for (int j = 0; j < 31; j++) {
+                y[r * 31 + j] = log_ ? (float)(x[r * 31 + j] - lse) : (float)p[j];
+                dot += dy[r * 31 + j] * (double)y[r * 31 + j];
+                sum += dy[r * 31 + j];
+            }
+            for (int j = 0; j < 31; j++) {
+                double yy = y[r * 31 + j], d = dy[r * 31 + j];
+                ref[r * 31 + j] = log_ ? d - exp(yy) * sum : yy * (d - dot);
+            }
+        }
+        call c;
+        call_init(&c, log_ ? OP_LOG_SOFTMAX_GRAD : OP_SOFTMAX_GRAD, &t, g);
+        call_in(&c, dy, &t);
+        call_in(&c, y, &t);
+        call_run(&c);
+        check_close(g, ref, numel(&t), "softmax grad");
+        free(x), free(dy), free(y), free(g), free(p), free(ref);
+    }
+}
+
+static void test_mse(void **state)
+{
+    (void)state;
+    ir_type t = ty(DT_F32, 2, 13L, 7L), s = ty(DT_F32, 0);
+    float *p = frandom(&t, -2, 2), *q = frandom(&t, -2, 2), out;
+    call c;
+    call_init(&c, OP_MSE, &s, &out);
+    call_in(&c, p, &t);
+    call_in(&c, q, &t);
+    call_run(&c);
+    double ref = 0;
+    for (int i = 0; i < 91; i++) ref += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
+    ref /= 91;
+    check_close(&out, &ref, 1, "mse");
+    free(p), free(q);
+}
+
+/* ---- matmul ---- */
+
+static void ref_matmul(const float *a, const float *b, int64_t m, int64_t n, int64_t k, int ta,
+                       int tb, double *c)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t l = 0; l < k; l++)
+                s += (double)(ta ? a[l * m + i] : a[i * k + l]) *
+                     (double)(tb ? b[j * k + l] : b[l * n + j]);
+            c[i * n + j] = s;
+        }
+}
+
+static float *run_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, const float *a,
+                         const float *b, const float *bias, int relu, gr_pool *pool)
+{
+    ir_type at = ta ? ty(DT_F32, 2, k, m) : ty(DT_F32, 2, m, k);
+    ir_type bt = tb ? ty(DT_F32, 2, n, k) : ty(DT_F32, 2, k, n);
+    ir_type ot = ty(DT_F32, 2, m, n), vt = ty(DT_F32, 1, n);
+    float *out = falloc(&ot);
+    call c;
+    call_init(&c, bias ? OP_MATMUL_BIAS : OP_MATMUL, &ot, out);
+    c.node.attr.i[0] = ta;
+    c.node.attr.i[1] = tb;
+    c.node.attr.i[2] = relu;
+    call_in(&c, (void *)a, &at);
+    call_in(&c, (void *)b, &bt);
+    if (bias) call_in(&c, (void *)bias, &vt);
+    c.pool = pool;
+    call_run(&c);
+    return out;
+}
+
+static void check_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, int bias_, int relu)
+{
+    ir_type at = ty(DT_F32, 1, m * k), bt = ty(DT_F32, 1, k * n), vt = ty(DT_F32, 1, n);
+    float *a = frandom(&at, -1, 1), *b = frandom(&bt, -1, 1), *bias = frandom(&vt, -1, 1);
+    double *ref = dalloc(m * n);
+    ref_matmul(a, b, m, n, k, ta, tb, ref);
+    for (int64_t i = 0; i < m * n; i++) {
+        if (bias_) ref[i] += bias[i % n];
+        if (relu && ref[i] < 0) ref[i] = 0;
+    }
+    float *o1 = run_matmul(m, n, k, ta, tb, a, b, bias_ ? bias : NULL, relu, NULL);
+    float *o2 = run_matmul(m, n, k, ta, tb, a, b, bias_ ? bias : NULL, relu, pool2);
+    check_close_s(o1, ref, m * n, TOL, sqrt((double)k), "matmul serial");
+    check_close_s(o2, ref, m * n, TOL, sqrt((double)k), "matmul pool 2");
+    /* Splitting changes the BLAS blocking, so the sums may round differently. */
+    for (int64_t i = 0; i < m * n; i++)
+        assert_float_equal(o1[i], o2[i], (float)TOL * (1 + fabsf(o1[i])));
+    free(a), free(b), free(bias), free(ref), free(o1), free(o2);
+}
+
+static void test_matmul_transpose_combos_pool_1_and_2(void **state)
+{
+    (void)state;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            check_matmul(rsize(), rsize(), rsize(), ta, tb, 0, 0);
+            check_matmul(13, 7, 31, ta, tb, 0, 0);
+            check_matmul(131, 67, 61, ta, tb, 0, 0); /* > 2e5: split rows */
+            check_matmul(3, 401, 257, ta, tb, 0, 0); /* few rows: split columns */
+        }
+}
+
+static void test_matmul_bias_relu(void **state)
+{
+    (void)state;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int relu = 0; relu < 2; relu++) {
+                check_matmul(7, 13, 3, ta, tb, 1, relu);
+                check_matmul(129, 65, 63, ta, tb, 1, relu);
+            }
+}
+
+/* ---- convolution ---- */
+
+typedef struct conv_case {
+    int64_t n, c, h, w, oc, kh, kw, s, p;
+} conv_case;
+
+static int64_t conv_out(int64_t x, int64_t k, int64_t s, int64_t p) { return (x + 2 * p - k) / s + 1; }
+
+static double xat(const float *x, const conv_case *q, int64_t n, int64_t c, int64_t ih, int64_t iw)
+{
+    if (ih < 0 || ih >= q->h || iw < 0 || iw >= q->w) return 0;
+    return x[((n * q->c + c) * q->h + ih) * q->w + iw];
+}
+
+/* The naive convolution; dy != NULL turns it into both adjoints. */
+static void ref_conv(const conv_case *q, const float *x, const float *w, double *y)
+{
+    int64_t oh = conv_out(q->h, q->kh, q->s, q->p), ow = conv_out(q->w, q->kw, q->s, q->p);
+    for (int64_t n = 0; n < q->n; n++)
+        for (int64_t o = 0; o < q->oc; o++)
+            for (int64_t i = 0; i < oh; i++)
+                for (int64_t j = 0; j < ow; j++) {
+                    double s = 0;
+                    for (int64_t c = 0; c < q->c; c++)
+                        for (int64_t a = 0; a < q->kh; a++)
+                            for (int64_t b = 0; b < q->kw; b++)
+                                s += xat(x, q, n, c, i * q->s - q->p + a, j * q->s - q->p + b) *
+                                     w[((o * q->c + c) * q->kh + a) * q->kw + b];
+                    y[((n * q->oc + o) * oh + i) * ow + j] = s;
+                }
+}
+
+static void ref_conv_grads(const conv_case *q, const float *x, const float *w, const float *dy,
+                           double *dx, double *dw)
+{
+    int64_t oh = conv_out(q->h, q->kh, q->s, q->p), ow = conv_out(q->w, q->kw, q->s, q->p);
+    for (int64_t n = 0; n < q->n; n++)
+        for (int64_t o = 0; o < q->oc; o++)
+            for (int64_t i = 0; i < oh; i++)
+                for (int64_t j = 0; j < ow; j++) {
+                    double g = dy[((n * q->oc + o) * oh + i) * ow + j];
+                    for (int64_t c = 0; c < q->c; c++)
+                        for (int64_t a = 0; a < q->kh; a++)
+                            for (int64_t b = 0; b < q->kw; b++) {
+                                int64_t ih = i * q->s - q->p + a, iw = j * q->s - q->p + b;
+                                int64_t wi = ((o * q->c + c) * q->kh + a) * q->kw + b;
+                                if (ih < 0 || ih >= q->h || iw < 0 || iw >= q->w) continue;
+                                dx[((n * q->c + c) * q->h + ih) * q->w + iw] += g * w[wi];
+                                dw[wi] += g * xat(x, q, n, c, ih, iw);
+                            }
+                }
+}
+
+static void conv_call(call *c, gr_op op, const conv_case *q, void *out, const ir_type *ot,
+                      int threads, void **scratch)
+{
+    int64_t oh = conv_out(q->h, q->kh, q->s, q->p), ow = conv_out(q->w, q->kw, q->s, q->p);
+    size_t per = (size_t)(q->c * q->kh * q->kw * oh * ow) * 4;
+    if (op == OP_CONV2D_GRAD_W) per += (size_t)(q->oc * q->c * q->kh * q->kw) * 4;
+    call_init(c, op, ot, out);
+    c->node.attr.i[0] = q->s;
+    c->node.attr.i[1] = q->p;
+    c->pool = threads > 1 ? pool2 : NULL;
+    c->max_tasks = threads;
+    c->task_bytes = per;
+    *scratch = threads > 0 ? malloc(per * (size_t)threads) : NULL;
+    c->scratch = *scratch; /* threads == 0: NULL scratch, the kernel's fallback */
+    if (threads == 0) c->max_tasks = 1;
+}
+
+static void check_conv(const conv_case *q, int threads)
+{
+    int64_t oh = conv_out(q->h, q->kh, q->s, q->p), ow = conv_out(q->w, q->kw, q->s, q->p);
+    ir_type xt = ty(DT_F32, 4, q->n, q->c, q->h, q->w), wt = ty(DT_F32, 4, q->oc, q->c, q->kh, q->kw);
+    ir_type yt = ty(DT_F32, 4, q->n, q->oc, oh, ow);
+    float *x = frandom(&xt, -1, 1), *w = frandom(&wt, -1, 1), *dy = frandom(&yt, -1, 1);
+    float *y = falloc(&yt), *dx = frandom(&xt, 5, 6), *dw = frandom(&wt, 5, 6);
+    double *ry = dalloc(numel(&yt)), *rdx = dalloc(numel(&xt)), *rdw = dalloc(numel(&wt));
+    void *scratch;
+    call c;
+    conv_call(&c, OP_CONV2D, q, y, &yt, threads, &scratch);
+    call_in(&c, x, &xt);
+    call_in(&c, w, &wt);
+    call_run(&c);
+    free(scratch);
+    conv_call(&c, OP_CONV2D_GRAD_X, q, dx, &xt, threads, &scratch);
+    call_in(&c, dy, &yt);
+    call_in(&c, w, &wt);
+    call_run(&c);
+    free(scratch);
+    conv_call(&c, OP_CONV2D_GRAD_W, q, dw, &wt, threads, &scratch);
+    call_in(&c, dy, &yt);
+    call_in(&c, x, &xt);
+    call_run(&c);
+    free(scratch);
+    ref_conv(q, x, w, ry);
+    ref_conv_grads(q, x, w, dy, rdx, rdw);
+    double sc = sqrt((double)(q->c * q->kh * q->kw));
+    check_close_s(y, ry, numel(&yt), TOL, sc, "conv2d");
+    check_close_s(dx, rdx, numel(&xt), TOL, sc, "conv2d_grad_x");
+    check_close_s(dw, rdw, numel(&wt), TOL, sqrt((double)(q->n * oh * ow)), "conv2d_grad_w");
+    /* adjoint consistency: <dy, conv(x)> == <dx, x> == <dw, w> */
+    double a1 = 0, a2 = 0, a3 = 0;
+    for (int64_t i = 0; i < numel(&yt); i++) a1 += dy[i] * ry[i];
+    for (int64_t i = 0; i < numel(&xt); i++) a2 += (double)dx[i] * x[i];
+    for (int64_t i = 0; i < numel(&wt); i++) a3 += (double)dw[i] * w[i];
+    assert_true(fabs(a1 - a2) <= 1e-4 * (1 + fabs(a1)));
+    assert_true(fabs(a1 - a3) <= 1e-4 * (1 + fabs(a1)));
+    free(x), free(w), free(dy), free(y), free(dx), free(dw), free(ry), free(rdx), free(rdw);
+}
+
+static void test_conv2d_and_grads_against_naive(void **state)
+{
+    (void)state;
+    conv_case cases[] = {
+        {1, 1, 5, 5, 1, 3, 3, 1, 0},   {2, 3, 7, 7, 4, 3, 3, 1, 1}, {3, 2, 13, 11, 5, 5, 5, 2, 2},
+        {5, 3, 7, 9, 2, 1, 1, 1, 0},   {4, 2, 8, 8, 3, 2, 3, 2, 0}, {1, 3, 3, 3, 7, 3, 3, 1, 1},
+        {3, 4, 31, 13, 3, 3, 1, 3, 1}, {7, 1, 6, 6, 2, 2, 2, 2, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int threads = 0; threads <= 2; threads++) check_conv(&cases[i], threads);
+}
+
+/* ---- pooling ---- */
+
+static void check_pool(int64_t n, int64_t ch, int64_t h, int64_t w, int64_t size, int64_t stride)
+{
+    int64_t s = stride ? stride : size, oh = (h - size) / s + 1, ow = (w - size) / s + 1;
+    ir_type xt = ty(DT_F32, 4, n, ch, h, w), yt = ty(DT_F32, 4, n, ch, oh, ow);
+    float *x = frandom(&xt, -1, 1), *dy = frandom(&yt, -1, 1);
+    float *ym = falloc(&yt), *ya = falloc(&yt), *gm = frandom(&xt, 3, 4), *ga = frandom(&xt, 3, 4);
+    double *rm = dalloc(numel(&yt)), *ra = dalloc(numel(&yt));
+    double *rgm = dalloc(numel(&xt)), *rga = dalloc(numel(&xt));
+    for (int64_t p = 0; p < n * ch; p++)
+        for (int64_t i = 0; i < oh; i++)
+            for (int64_t j = 0; j < ow; j++) {
+                int64_t yi = (p * oh + i) * ow + j, best = -1;
+                double sum = 0;
+                for (int64_t a = 0; a < size; a++)
+                    for (int64_t b = 0; b < size; b++) {
+                        int64_t xi = (p * h + i * s + a) * w + j * s + b;
+                        sum += x[xi];
+                        if (best < 0 || x[xi] > x[best]) best = xi;
+                    }
+                for (int64_t a = 0; a < size; a++)
+                    for (int64_t b = 0; b < size; b++)
+                        rga[(p * h + i * s + a) * w + j * s + b] += dy[yi] / (double)(size * size);
+                rm[yi] = x[best];
+                ra[yi] = sum / (double)(size * size);
+                rgm[best] += dy[yi];
+            }
+    gr_op ops[4] = {OP_MAXPOOL2D, OP_AVGPOOL2D, OP_MAXPOOL_GRAD, OP_AVGPOOL_GRAD};
+    float *outs[4] = {ym, ya, gm, ga};
+    for (int k = 0; k < 4; k++) {
+        call c;
+        call_init(&c, ops[k], k < 2 ? &yt : &xt, outs[k]);
+        c.node.attr.i[0] = size;
+        c.node.attr.i[1] = stride;
+        call_in(&c, k < 2 ? x : dy, k < 2 ? &xt : &yt);
+        if (k == 2) call_in(&c, x, &xt);
+        c.pool = pool2;
+        call_run(&c);
+    }
+    check_close(ym, rm, numel(&yt), "maxpool");
+    check_close(ya, ra, numel(&yt), "avgpool");
+    check_close(gm, rgm, numel(&xt), "maxpool_grad");
+    check_close(ga, rga, numel(&xt), "avgpool_grad");
+    free(x), free(dy), free(ym), free(ya), free(gm), free(ga);
+    free(rm), free(ra), free(rgm), free(rga);
+}
+
+static void test_pools_and_grads(void **state)
+{
+    (void)state;
+    check_pool(2, 3, 8, 8, 2, 0);
+    check_pool(1, 1, 7, 7, 2, 0);   /* odd: last row/col dropped */
+    check_pool(3, 2, 13, 11, 3, 2); /* overlapping windows */
+    check_pool(2, 5, 5, 5, 5, 1);
+    check_pool(1, 3, 9, 31, 1, 1);
+    check_pool(64, 32, 24, 24, 2, 0); /* big enough to split over the pool */
+}
+
+static void test_maxpool_grad_first_max_in_window(void **state)
+{
+    (void)state;
+    ir_type xt = ty(DT_F32, 4, 1L, 1L, 2L, 2L), yt = ty(DT_F32, 4, 1L, 1L, 1L, 1L);
+    float x[4] = {1, 3, 3, 2}, dy[1] = {5}, dx[4];
+    call c;
+    call_init(&c, OP_MAXPOOL_GRAD, &xt, dx);
+    c.node.attr.i[0] = 2;
+    call_in(&c, dy, &yt);
+    call_in(&c, x, &xt);
+    call_run(&c);
+    assert_true(dx[0] == 0 && dx[1] == 5 && dx[2] == 0 && dx[3] == 0);
+}
+
+/* ---- shape ops ---- */
+
+static void test_gather_and_gather_grad(void **state)
+{
+    (void)state;
+    int64_t v = 13, d = 7;
+    ir_type tt = ty(DT_F32, 2, v, d), it = ty(DT_I32, 2, 3L, 5L), ot = ty(DT_F32, 3, 3L, 5L, d);
+    float *table = frandom(&tt, -1, 1), *out = falloc(&ot), *dy = frandom(&ot, -1, 1);
+    float *gt = falloc(&tt);
+    int32_t ids[15];
+    for (int i = 0; i < 15; i++) ids[i] = (int32_t)(rnd() % 15) - 1; /* -1, 13: out of range */
+    ids[0] = 2, ids[1] = 2;                                           /* a repeat */
+    call c;
+    call_init(&c, OP_GATHER, &ot, out);
+    call_in(&c, table, &tt);
+    call_in(&c, ids, &it);
+    call_run(&c);
+    call_init(&c, OP_GATHER_GRAD, &tt, gt);
+    call_in(&c, dy, &ot);
+    call_in(&c, ids, &it);
+    call_run(&c);
+    double *ro = dalloc(15 * d), *rg = dalloc(v * d);
+    for (int i = 0; i < 15; i++)
+        for (int64_t j = 0; j < d; j++) {
+            int ok = ids[i] >= 0 && ids[i] < v;
+            ro[i * d + j] = ok ? table[ids[i] * d + j] : 0;
+            if (ok) rg[ids[i] * d + j] += dy[i * d + j];
+        }
+    check_close(out, ro, 15 * d, "gather");
+    check_close(gt, rg, v * d, "gather_grad");
+    free(table), free(out), free(dy), free(gt), free(ro), free(rg);
+}
+
+static void test_one_hot_out_of_range_is_zero(void **state)
+{
+    (void)state;
+    ir_type it = ty(DT_I32, 2, 2L, 3L), ot = ty(DT_F32, 3, 2L, 3L, 4L);
+    int32_t ids[6] = {0, 3, 4, -1, 2, 1};
+    float out[24];
+    call c;
+    call_init(&c, OP_ONE_HOT, &ot, out);
+    c.node.attr.i[0] = 4;
+    call_in(&c, ids, &it);
+    call_run(&c);
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 4; j++) assert_true(out[i * 4 + j] == (ids[i] == j ? 1.0f : 0.0f));
+}
+
+static void test_slice_and_slice_grad(void **state)
+{
+    (void)state;
+    ir_type xt = ty(DT_F32, 3, 3L, 7L, 5L);
+    float *x = frandom(&xt, -1, 1);
+    for (int ax = 0; ax < 3; ax++) {
+        int64_t n = xt.dim[ax], b = n > 2 ? 1 : 0, e = n > 2 ? n - 1 : n;
+        ir_type st = xt;
+        st.dim[ax] = e - b;
+        float *y = falloc(&st), *g = frandom(&xt, 7, 8), *dy = frandom(&st, -1, 1);
+        call c;
+        call_init(&c, OP_SLICE, &st, y);
+        c.node.attr.i[0] = ax, c.node.attr.i[1] = b, c.node.attr.i[2] = e;
+        call_in(&c, x, &xt);
+        call_run(&c);
+        call_init(&c, OP_SLICE_GRAD, &xt, g);
+        c.node.attr.i[0] = ax, c.node.attr.i[1] = b, c.node.attr.i[2] = e;
+        call_in(&c, dy, &st);
+        call_run(&c);
+        double *ry = dalloc(numel(&st)), *rg = dalloc(numel(&xt));
+        int64_t co[IR_MAX_DIMS];
+        for (int64_t i = 0; i < numel(&st); i++) {
+            unravel(i, &st, co);
+            co[ax] += b;
+            int64_t xi = (co[0] * 7 + co[1]) * 5 + co[2];
+            ry[i] = x[xi];
+            rg[xi] = dy[i];
+        }
+        check_close(y, ry, numel(&st), "slice");
+        check_close(g, rg, numel(&xt), "slice_grad");
+        free(y), free(g), free(dy), free(ry), free(rg);
+    }
+    free(x);
+}
+
+static void test_concat_any_axis(void **state)
+{
+    (void)state;
+    for (int ax = 0; ax < 3; ax++) {
+        ir_type t[3];
+        float *in[3];
+        ir_type ot = ty(DT_F32, 3, 3L, 2L, 5L);
+        ot.dim[ax] = 0;
+        for (int k = 0; k < 3; k++) {
+            t[k] = ty(DT_F32, 3, 3L, 2L, 5L);
+            t[k].dim[ax] = k + 1;
+            ot.dim[ax] += k + 1;
+            in[k] = frandom(&t[k], -1, 1);
+        }
+        float *out = falloc(&ot);
+        call c;
+        call_init(&c, OP_CONCAT, &ot, out);
+        c.node.attr.i[0] = ax;
+        for (int k = 0; k < 3; k++) call_in(&c, in[k], &t[k]);
+        call_run(&c);
+        double *ref = dalloc(numel(&ot));
+        int64_t co[IR_MAX_DIMS];
+        for (int64_t i = 0; i < numel(&ot); i++) {
+            unravel(i, &ot, co);
+            int k = 0;
+            while (co[ax] >= t[k].dim[ax]) co[ax] -= t[k].dim[ax], k++;
+            ref[i] = in[k][(co[0] * t[k].dim[1] + co[1]) * t[k].dim[2] + co[2]];
+        }
+        check_close(out, ref, numel(&ot), "concat");
+        for (int k = 0; k < 3; k++) free(in[k]);
+        free(out), free(ref);
+    }
+}
+
+static void test_transpose_permutations(void **state)
+{
+    (void)state;
+    int64_t perms[][4] = {{1, 0, 2, 3}, {3, 2, 1, 0}, {0, 2, 3, 1}, {2, 0, 3, 1}, {0, 1, 2, 3}};
+    for (int p = 0; p < 5; p++) {
+        ir_type it = ty(DT_F32, 4, 3L, 7L, 2L, 5L), ot = it;
+        for (int d = 0; d < 4; d++) ot.dim[d] = it.dim[perms[p][d]];
+        float *x = frandom(&it, -1, 1), *y = falloc(&ot);
+        call c;
+        call_init(&c, OP_TRANSPOSE, &ot, y);
+        c.node.attr.n_list = 4;
+        memcpy(c.node.attr.list, perms[p], sizeof perms[p]);
+        call_in(&c, x, &it);
+        call_run(&c);
+        double *ref = dalloc(numel(&ot));
+        int64_t co[IR_MAX_DIMS], ci[IR_MAX_DIMS];
+        for (int64_t i = 0; i < numel(&ot); i++) {
+            unravel(i, &ot, co);
+            for (int d = 0; d < 4; d++) ci[perms[p][d]] = co[d];
+            ref[i] = x[((ci[0] * 7 + ci[1]) * 2 + ci[2]) * 5 + ci[3]];
+        }
+        check_close(y, ref, numel(&ot), "transpose");
+        free(x), free(y), free(ref);
+    }
+}
+
+static void test_sum_to_and_broadcast(void **state)
+{
+    (void)state;
+    ir_type pairs[][2] = {
+        {ty(DT_F32, 2, 13L, 7L), ty(DT_F32, 1, 7L)},
+        {ty(DT_F32, 4, 3L, 5L, 7L, 2L), ty(DT_F32, 4, 1L, 5L, 1L, 1L)},
+        {ty(DT_F32, 3, 3L, 5L, 7L), ty(DT_F32, 0)},
+        {ty(DT_F32, 3, 3L, 5L, 7L), ty(DT_F32, 3, 3L, 1L, 7L)},
+        {ty(DT_F32, 3, 3L, 5L, 7L), ty(DT_F32, 2, 5L, 1L)},
+        {ty(DT_F32, 2, 3L, 5L), ty(DT_F32, 2, 3L, 5L)},
+    };
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+        ir_type *big = &pairs[k][0], *sm = &pairs[k][1];
+        float *x = frandom(big, -1, 1), *s = falloc(sm), *v = frandom(sm, -1, 1), *b = falloc(big);
+        call c;
+        call_init(&c, OP_SUM_TO, sm, s);
+        call_in(&c, x, big);
+        call_run(&c);
+        call_init(&c, OP_BROADCAST, big, b);
+        call_in(&c, v, sm);
+        c.pool = pool2;
+        call_run(&c);
+        double *rs = dalloc(numel(sm)), *rb = dalloc(numel(big));
+        int64_t co[IR_MAX_DIMS];
+        for (int64_t i = 0; i < numel(big); i++) {
+            unravel(i, big, co);
+            int64_t j = bindex(co, big->rank, sm);
+            rs[j] += x[i];
+            rb[i] = v[j];
+        }
+        check_close(s, rs, numel(sm), "sum_to");
+        check_close(b, rb, numel(big), "broadcast");
+        free(x), free(s), free(v), free(b), free(rs), free(rb);
+    }
+}
+
+static void test_reshape_identity_cast_const(void **state)
+{
+    (void)state;
+    ir_type ft = ty(DT_F32, 2, 3L, 4L), it = ty(DT_I32, 2, 3L, 4L), rt = ty(DT_F32, 1, 12L);
+    float x[12] = {-2.7f, -1.5f, -0.5f, 0, 0.5f, 1.5f, 2.7f, 3, 1e10f, -1e10f, 7.9f, -7.9f};
+    int32_t want[12] = {-2, -1, 0, 0, 0, 1, 2, 3, 2147483520, INT32_MIN, 7, -7};
+    int32_t xi[12];
+    float back[12], y[12];
+    call c;
+    call_init(&c, OP_CAST, &it, xi);
+    c.node.attr.i[0] = DT_I32;
+    call_in(&c, x, &ft);
+    call_run(&c);
+    for (int i = 0; i < 12; i++) assert_int_equal(xi[i], want[i]);
+    call_init(&c, OP_CAST, &ft, back);
+    call_in(&c, xi, &it);
+    call_run(&c);
+    for (int i = 0; i < 12; i++) assert_true(back[i] == (float)want[i]);
+    gr_op copies[2] = {OP_RESHAPE, OP_IDENTITY};
+    for (int k = 0; k < 2; k++) {
+        call_init(&c, copies[k], &rt, y);
+        call_in(&c, x, &ft);
+        call_run(&c);
+        assert_memory_equal(x, y, sizeof x);
+        call_init(&c, copies[k], &ft, x); /* in place: a no-op */
+        call_in(&c, x, &ft);
+        call_run(&c);
+    }
+    call_init(&c, OP_CONST, &ft, y);
+    c.node.attr.f[0] = 2.5;
+    call_run(&c);
+    for (int i = 0; i < 12; i++) assert_true(y[i] == 2.5f);
+    call_init(&c, OP_CONST, &it, xi);
+    c.node.attr.f[0] = 7;
+    call_run(&c);
+    for (int i = 0; i < 12; i++) assert_int_equal(xi[i], 7);
+    call_init(&c, OP_CONST, &ft, y);
+    c.node.cdata = x;
+    call_run(&c);
+    assert_memory_equal(x, y, sizeof x);
+    assert_null(cpu_kernels[OP_INPUT]);
+    assert_null(cpu_kernels[OP_DATA]);
+    assert_null(cpu_kernels[OP_VARIABLE]);
+    assert_null(cpu_kernels[OP_ARGMAX_GRAD_NONE]);
+    call_init(&c, OP_GROUP, &ft, NULL);
+    call_run(&c);
+}
+
+/* ---- dropout ---- */
+
+static void run_dropout(gr_op op, float *y, const float *x, const ir_type *t, float rate,
+                        int training, uint64_t step, gr_pool *pool)
+{
+    call c;
+    call_init(&c, op, t, y);
+    c.node.attr.f[0] = rate;
+    c.node.attr.i[1] = training;
+    call_in(&c, (void *)x, t);
+    c.seed = 42;
+    c.step = step;
+    c.pool = pool;
+    call_run(&c);
+}
+
+static void test_dropout_mask_rate_grad_and_eval(void **state)
+{
+    (void)state;
+    ir_type t = ty(DT_F32, 2, 311L, 331L);
+    int64_t n = numel(&t);
+    float *x = frandom(&t, 1, 2), *y = falloc(&t), *g = falloc(&t), *y2 = falloc(&t);
+    float rate = 0.3f;
+    run_dropout(OP_DROPOUT, y, x, &t, rate, 1, 5, pool2);
+    run_dropout(OP_DROPOUT_GRAD, g, x, &t, rate, 1, 5, NULL);
+    run_dropout(OP_DROPOUT, y2, x, &t, rate, 1, 6, NULL);
+    int64_t dropped = 0, differ = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (y[i] == 0.0f) dropped++;
+        else assert_float_equal(y[i], x[i] / (1 - rate), 1e-6);
+        assert_true(g[i] == y[i]); /* same seed and step: same mask */
+        differ += (y[i] == 0.0f) != (y2[i] == 0.0f);
+    }
+    double frac = (double)dropped / (double)n, sd = sqrt(rate * (1 - rate) / (double)n);
+    assert_true(fabs(frac - rate) < 5 * sd);
+    /* two independent masks disagree on about 2 p (1-p) of the elements */
+    assert_true(fabs((double)differ / (double)n - 2 * rate * (1 - rate)) < 0.01);
+    run_dropout(OP_DROPOUT, y, x, &t, rate, 0, 5, NULL);
+    assert_memory_equal(x, y, (size_t)n * 4);
+    free(x), free(y), free(g), free(y2);
+}
+
+/* ---- updates ---- */
+
+static void run_update(gr_op op, const ir_type *t, void **bufs, int n, const double *f, int nest)
+{
+    ir_type tok = ty(DT_F32, 0), sc = ty(DT_F32, 0);
+    call c;
+    call_init(&c, op, &tok, NULL);
+    for (int k = 0; k < n; k++) call_in(&c, bufs[k], op == OP_APPLY_ADAM && k == 4 ? &sc : t);
+    for (int k = 0; k < 4; k++) c.node.attr.f[k] = f[k];
+    c.node.attr.i[2] = nest;
+    c.pool = pool2;
+    call_run(&c);
+}
+
+static void test_update_rules_by_hand(void **state)
+{
+    (void)state;
+    ir_type t = ty(DT_F32, 2, 313L, 257L); /* big enough to split */
+    int64_t n = numel(&t);
+    float *var = frandom(&t, -1, 1), *g = frandom(&t, -1, 1), *s1 = frandom(&t, -1, 1);
+    float *s2 = frandom(&t, 0, 1), tstep = 3;
+    double *rv = dalloc(n), *r1 = dalloc(n), *r2 = dalloc(n);
+    for (int64_t i = 0; i < n; i++) rv[i] = var[i] - 0.1 * g[i];
+    run_update(OP_APPLY_SGD, &t, (void *[]){var, g}, 2, (double[]){0.1, 0, 0, 0}, 0);
+    check_close(var, rv, n, "sgd");
+    for (int nest = 0; nest < 2; nest++) {
+        for (int64_t i = 0; i < n; i++) {
+            r1[i] = 0.9 * s1[i] + g[i];
+            rv[i] = var[i] - 0.05 * (nest ? g[i] + 0.9 * r1[i] : r1[i]);
+        }
+        run_update(OP_APPLY_MOMENTUM, &t, (void *[]){var, g, s1}, 3, (double[]){0.05, 0.9, 0, 0}, nest);
+        check_close(var, rv, n, "momentum var");
+        check_close(s1, r1, n, "momentum accum");
+    }
+    double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    for (int64_t i = 0; i < n; i++) {
+        r1[i] = b1 * s1[i] + (1 - b1) * g[i];
+        r2[i] = b2 * s2[i] + (1 - b2) * (double)g[i] * g[i];
+        double mh = r1[i] / (1 - pow(b1, 3)), vh = r2[i] / (1 - pow(b2, 3));
+        rv[i] = var[i] - lr * mh / (sqrt(vh) + eps);
+    }
+    run_update(OP_APPLY_ADAM, &t, (void *[]){var, g, s1, s2, &tstep}, 5,
+               (double[]){lr, b1, b2, eps}, 0);
+    check_close(var, rv, n, "adam var");
+    check_close(s1, r1, n, "adam m");
+    check_close(s2, r2, n, "adam v");
+    free(var), free(g), free(s1), free(s2), free(rv), free(r1), free(r2);
+}
+
+static void test_assign_add_tensor_scalar_i32(void **state)
+{
+    (void)state;
+    ir_type t = ty(DT_F32, 1, 5L), s = ty(DT_F32, 0), it = ty(DT_I32, 0), tok = ty(DT_F32, 0);
+    float v[5] = {1, 2, 3, 4, 5}, x[5] = {1, 1, 2, 2, 3}, one = 0.5f;
+    int32_t step = 41, inc = 1;
+    call c;
+    call_init(&c, OP_ASSIGN_ADD, &tok, NULL);
+    call_in(&c, v, &t);
+    call_in(&c, x, &t);
+    call_run(&c);
+    call_init(&c, OP_ASSIGN_ADD, &tok, NULL);
+    call_in(&c, v, &t);
+    call_in(&c, &one, &s);
+    call_run(&c);
+    float want[5] = {2.5f, 3.5f, 5.5f, 6.5f, 8.5f};
+    assert_memory_equal(v, want, sizeof v);
+    call_init(&c, OP_ASSIGN_ADD, &tok, NULL);
+    call_in(&c, &step, &it);
+    call_in(&c, &inc, &it);
+    call_run(&c);
+    assert_int_equal(step, 42);
+}
+
+/* ---- thread pool and vtable ---- */
+
+typedef struct count_ctx {
+    int64_t hits[8];
+} count_ctx;
+
+static void count_task(void *arg, int t) { ((count_ctx *)arg)->hits[t]++; }
+
+static void test_pool_for_repeated_tiny_calls(void **state)
+{
+    (void)state;
+    int sizes[] = {1, 2, 4};
+    for (int s = 0; s < 3; s++) {
+        gr_pool *p = pool_new(sizes[s]);
+        assert_int_equal(pool_size(p), sizes[s]);
+        count_ctx c = {{0}};
+        int64_t want[8] = {0};
+        for (int i = 0; i < 100000; i++) {
+            int nt = 1 + i % 5;
+            pool_for(p, nt, count_task, &c);
+            for (int t = 0; t < nt; t++) want[t]++;
+        }
+        for (int t = 0; t < 8; t++) assert_int_equal(c.hits[t], want[t]);
+        pool_free(p);
+    }
+    count_ctx c = {{0}};
+    pool_for(NULL, 3, count_task, &c); /* NULL pool: serial */
+    pool_for(pool2, 0, count_task, &c);
+    assert_true(c.hits[0] == 1 && c.hits[2] == 1 && c.hits[3] == 0);
+}
+
+static void test_cpu_vtable_alloc_aligned_and_copy(void **state)
+{
+    (void)state;
+    assert_string_equal(cpu_vtable.name, "cpu");
+    assert_ptr_equal(cpu_vtable.kernels, cpu_kernels);
+    size_t sizes[] = {0, 1, 63, 64, 1000003};
+    for (int i = 0; i < 5; i++) {
+        char *p = cpu_vtable.alloc(NULL, sizes[i]);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % 64, 0);
+        char src[64];
+        memset(src, 7, sizeof src);
+        size_t n = sizes[i] < 64 ? sizes[i] : 64;
+        cpu_vtable.to_device(NULL, p, src, n);
+        cpu_vtable.copy(NULL, p, p, n);
+        char back[64] = {0};
+        cpu_vtable.to_host(NULL, back, p, n);
+        assert_memory_equal(back, src, n);
+        cpu_vtable.free(NULL, p);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_binary_all_broadcast_patterns),
+        cmocka_unit_test(test_binary_i32_and_comparisons),
+        cmocka_unit_test(test_binary_large_split_over_pool),
+        cmocka_unit_test(test_unary_ops),
+        cmocka_unit_test(test_activation_grads),
+        cmocka_unit_test(test_reductions_every_axis_keepdims),
+        cmocka_unit_test(test_reductions_large_with_pool),
+        cmocka_unit_test(test_argmax_first_max_wins),
+        cmocka_unit_test(test_max_grad_routes_to_maxima),
+        cmocka_unit_test(test_softmax_and_log_softmax_stable),
+        cmocka_unit_test(test_softmax_xent_and_grad),
+        cmocka_unit_test(test_softmax_grads),
+        cmocka_unit_test(test_mse),
+        cmocka_unit_test(test_matmul_transpose_combos_pool_1_and_2),
+        cmocka_unit_test(test_matmul_bias_relu),
+        cmocka_unit_test(test_conv2d_and_grads_against_naive),
+        cmocka_unit_test(test_pools_and_grads),
+        cmocka_unit_test(test_maxpool_grad_first_max_in_window),
+        cmocka_unit_test(test_gather_and_gather_grad),
+        cmocka_unit_test(test_one_hot_out_of_range_is_zero),
+        cmocka_unit_test(test_slice_and_slice_grad),
+        cmocka_unit_test(test_concat_any_axis),
+        cmocka_unit_test(test_transpose_permutations),
+        cmocka_unit_test(test_sum_to_and_broadcast),
+        cmocka_unit_test(test_reshape_identity_cast_const),
+        cmocka_unit_test(test_dropout_mask_rate_grad_and_eval),
+        cmocka_unit_test(test_update_rules_by_hand),
+        cmocka_unit_test(test_assign_add_tensor_scalar_i32),
+        cmocka_unit_test(test_pool_for_repeated_tiny_calls),
+        cmocka_unit_test(test_cpu_vtable_alloc_aligned_and_copy),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

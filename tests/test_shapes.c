@@ -1,0 +1,404 @@
+/* test_shapes.c - every op's shape rule on valid inputs (expected output
+ * types and normalised attributes), the exact text of shape errors, the
+ * registry table itself and the scratch rules. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/ir.h"
+
+static gr_diags diags;
+static gr_source *src;
+static ir_graph *g;
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *text = "model = net(x)\n";
+    diag_init(&diags);
+    src = src_from_string("t.graph", text, strlen(text));
+    g = ir_new(&diags);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ir_free(g);
+    src_free(src);
+    diag_free(&diags);
+    return 0;
+}
+
+/* "f32[64,784]" -> type; "var:f32[3]" makes a variable instead of an input. */
+static ir_type parse_type(const char *s)
+{
+    ir_type t;
+    memset(&t, 0, sizeof(t));
+    t.dtype = strncmp(s, "i32", 3) == 0 ? DT_I32 : DT_F32;
+    const char *p = strchr(s, '[') + 1;
+    while (*p && *p != ']') {
+        t.dim[t.rank++] = strtoll(p, (char **)&p, 10);
+        if (*p == ',') p++;
+    }
+    return t;
+}
+
+static int make_operand(const char *s)
+{
+    gr_span sp = {0, 5};
+    if (strncmp(s, "var:", 4) != 0) {
+        ir_type t = parse_type(s);
+        return ir_add_input(g, "in", &t, src, sp);
+    }
+    ir_var v;
+    memset(&v, 0, sizeof(v));
+    v.name = "v";
+    v.type = parse_type(s + 4);
+    v.slot_of = -1;
+    v.trainable = 1;
+    int vi = ir_add_var(g, &v);
+    return g->vars[vi].node;
+}
+
+typedef struct shape_case {
+    gr_op op;
+    const char *in[5];
+    int64_t i[6];
+    double f0;
+    int n_list;
+    int64_t list[IR_MAX_DIMS];
+    const char *want; /* output type, or the exact error message */
+} shape_case;
+
+/* Builds the case's node; returns its id or -1. */
+static int build(const shape_case *c)
+{
+    int in[5], n = 0;
+    while (n < 5 && c->in[n]) {
+        in[n] = make_operand(c->in[n]);
+        n++;
+    }
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    memcpy(a.i, c->i, sizeof(c->i));
+    a.f[0] = c->f0;
+    a.n_list = c->n_list;
+    memcpy(a.list, c->list, sizeof(c->list));
+    gr_span sp = {8, 14};
+    return ir_add(g, c->op, in, n, &a, src, sp);
+}
+
+#define ALL GR_AXIS_ALL
+static const shape_case valid[] = {
+    {OP_MATMUL, {"f32[64,784]", "f32[784,10]"}, .want = "f32[64,10]"},
+    {OP_MATMUL, {"f32[784,64]", "f32[784,10]"}, {1, 0}, .want = "f32[64,10]"},
+    {OP_MATMUL, {"f32[64,784]", "f32[10,784]"}, {0, 1}, .want = "f32[64,10]"},
+    {OP_MATMUL, {"f32[784,64]", "f32[10,784]"}, {1, 1}, .want = "f32[64,10]"},
+    {OP_ADD, {"f32[64,10]", "f32[10]"}, .want = "f32[64,10]"},
+    {OP_SUB, {"f32[64,1]", "f32[1,10]"}, .want = "f32[64,10]"},
+    {OP_MUL, {"f32[]", "f32[3]"}, .want = "f32[3]"},
+    {OP_DIV, {"i32[2,3]", "i32[2,3]"}, .want = "i32[2,3]"},
+    {OP_EQ, {"i32[64]", "i32[64]"}, .want = "f32[64]"},
+    {OP_NE, {"f32[64]", "f32[]"}, .want = "f32[64]"},
+    {OP_LT, {"f32[4,1]", "f32[5]"}, .want = "f32[4,5]"},
+    {OP_GT, {"i32[3]", "i32[3]"}, .want = "f32[3]"},
+    {OP_LE, {"f32[3]", "f32[3]"}, .want = "f32[3]"},
+    {OP_GE, {"f32[3]", "f32[3]"}, .want = "f32[3]"},
+    {OP_NEG, {"i32[4]"}, .want = "i32[4]"},
+    {OP_EXP, {"f32[2,3]"}, .want = "f32[2,3]"},
+    {OP_LOG, {"f32[2,3]"}, .want = "f32[2,3]"},
+    {OP_SQRT, {"f32[]"}, .want = "f32[]"},
+    {OP_RELU, {"f32[8,4]"}, .want = "f32[8,4]"},
+    {OP_SIGMOID, {"f32[8]"}, .want = "f32[8]"},
+    {OP_TANH, {"f32[8]"}, .want = "f32[8]"},
+    {OP_IDENTITY, {"i32[8]"}, .want = "i32[8]"},
+    {OP_SOFTMAX, {"f32[4,10]"}, .want = "f32[4,10]"},
+    {OP_LOG_SOFTMAX, {"f32[4,10]"}, .want = "f32[4,10]"},
+    {OP_SOFTMAX_XENT, {"f32[64,10]", "i32[64]"}, .want = "f32[64]"},
+    {OP_MSE, {"f32[64,1]", "f32[64,1]"}, .want = "f32[]"},
+    {OP_SUM, {"f32[64,10]"}, {ALL, 0}, .want = "f32[]"},
+    {OP_SUM, {"f32[64,10]"}, {ALL, 1}, .want = "f32[1,1]"},
+    {OP_SUM, {"f32[64,10]"}, {1, 0}, .want = "f32[64]"},
+    {OP_MEAN, {"f32[64,10]"}, {-1, 1}, .want = "f32[64,1]"},
+    {OP_MAX, {"f32[64,10]"}, {0, 0}, .want = "f32[10]"},
+    {OP_SUM, {"i32[5]"}, {ALL, 0}, .want = "i32[]"},
+    {OP_ARGMAX, {"f32[64,10]"}, {-1}, .want = "i32[64]"},
+    {OP_ARGMAX, {"f32[64,10]"}, {0}, .want = "i32[10]"},
+    {OP_RESHAPE, {"f32[64,784]"}, .n_list = 3, .list = {-1, 28, 28}, .want = "f32[64,28,28]"},
+    {OP_RESHAPE, {"f32[1,1]"}, .n_list = 0, .want = "f32[]"},
+    {OP_TRANSPOSE, {"f32[2,3,4]"}, .want = "f32[4,3,2]"},
+    {OP_TRANSPOSE, {"f32[2,3,4]"}, .n_list = 3, .list = {0, -1, 1}, .want = "f32[2,4,3]"},
+    {OP_CONCAT, {"f32[2,3]", "f32[2,5]", "f32[2,1]"}, {1}, .want = "f32[2,9]"},
+    {OP_CONCAT, {"f32[2,3]", "f32[4,3]"}, {-2}, .want = "f32[6,3]"},
+    {OP_SLICE, {"f32[4,10]"}, {1, 2, 5}, .want = "f32[4,3]"},
+    {OP_SLICE, {"f32[4,10]"}, {0, -2, 4}, .want = "f32[2,10]"},
+    {OP_GATHER, {"f32[100,16]", "i32[4,7]"}, .want = "f32[4,7,16]"},
+    {OP_CAST, {"i32[5]"}, {DT_F32}, .want = "f32[5]"},
+    {OP_CAST, {"f32[5]"}, {DT_I32}, .want = "i32[5]"},
+    {OP_ONE_HOT, {"i32[64]"}, {10}, .want = "f32[64,10]"},
+    {OP_BROADCAST, {"f32[10]"}, .n_list = 2, .list = {64, 10}, .want = "f32[64,10]"},
+    {OP_BROADCAST, {"f32[]"}, .n_list = 2, .list = {2, 3}, .want = "f32[2,3]"},
+    {OP_SUM_TO, {"f32[64,10]"}, .n_list = 1, .list = {10}, .want = "f32[10]"},
+    {OP_SUM_TO, {"f32[64,10]"}, .n_list = 2, .list = {64, 1}, .want = "f32[64,1]"},
+    {OP_CONV2D, {"f32[8,3,32,32]", "f32[16,3,5,5]"}, {1, 2}, .want = "f32[8,16,32,32]"},
+    {OP_CONV2D, {"f32[8,3,32,32]", "f32[16,3,5,5]"}, {2, 0}, .want = "f32[8,16,14,14]"},
+    {OP_MAXPOOL2D, {"f32[8,16,32,32]"}, {2, 0}, .want = "f32[8,16,16,16]"},
+    {OP_AVGPOOL2D, {"f32[8,16,32,32]"}, {3, 2}, .want = "f32[8,16,15,15]"},
+    {OP_DROPOUT, {"f32[4,4]"}, {0, 1}, 0.5, .want = "f32[4,4]"},
+    {OP_RELU_GRAD, {"f32[4,4]", "f32[4,4]"}, .want = "f32[4,4]"},
+    {OP_SIGMOID_GRAD, {"f32[4]", "f32[4]"}, .want = "f32[4]"},
+    {OP_TANH_GRAD, {"f32[4]", "f32[4]"}, .want = "f32[4]"},
+    {OP_SOFTMAX_GRAD, {"f32[2,4]", "f32[2,4]"}, .want = "f32[2,4]"},
+    {OP_LOG_SOFTMAX_GRAD, {"f32[2,4]", "f32[2,4]"}, .want = "f32[2,4]"},
+    {OP_XENT_GRAD, {"f32[64,10]", "i32[64]", "f32[64]"}, .want = "f32[64,10]"},
+    {OP_MAX_GRAD, {"f32[64,1]", "f32[64,10]", "f32[64,1]"}, {1, 1}, .want = "f32[64,10]"},
+    {OP_CONV2D_GRAD_X, {"f32[8,16,32,32]", "f32[16,3,5,5]"}, {1, 2}, .n_list = 4,
+     .list = {8, 3, 32, 32}, .want = "f32[8,3,32,32]"},
+    {OP_CONV2D_GRAD_W, {"f32[8,16,32,32]", "f32[8,3,32,32]"}, {1, 2}, .n_list = 4,
+     .list = {16, 3, 5, 5}, .want = "f32[16,3,5,5]"},
+    {OP_MAXPOOL_GRAD, {"f32[8,16,16,16]", "f32[8,16,32,32]"}, {2, 2}, .want = "f32[8,16,32,32]"},
+    {OP_AVGPOOL_GRAD, {"f32[8,16,16,16]"}, {2, 2}, .n_list = 4, .list = {8, 16, 32, 32},
+     .want = "f32[8,16,32,32]"},
+    {OP_DROPOUT_GRAD, {"f32[4,4]"}, {0, 1, 0}, 0.5, .want = "f32[4,4]"},
+    {OP_GATHER_GRAD, {"f32[4,7,16]", "i32[4,7]"}, .n_list = 2, .list = {100, 16},
+     .want = "f32[100,16]"},
+    {OP_SLICE_GRAD, {"f32[4,3]"}, {1, 2, 5}, .n_list = 2, .list = {4, 10}, .want = "f32[4,10]"},
+    {OP_APPLY_SGD, {"var:f32[3,4]", "f32[3,4]"}, .want = "f32[0]"},
+    {OP_APPLY_MOMENTUM, {"var:f32[3]", "f32[3]", "var:f32[3]"}, .want = "f32[0]"},
+    {OP_APPLY_ADAM, {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]"},
+     .want = "f32[0]"},
+    {OP_ASSIGN_ADD, {"var:f32[]", "f32[]"}, .want = "f32[0]"},
+    {OP_GROUP, {"f32[3]", "f32[2]"}, .want = "f32[0]"},
+    {OP_MATMUL_BIAS, {"f32[64,784]", "f32[784,10]", "f32[10]"}, .want = "f32[64,10]"},
+};
+
+static void test_every_valid_case_gets_expected_type(void **state)
+{
+    (void)state;
+    char b[160];
+    for (size_t k = 0; k < sizeof(valid) / sizeof(valid[0]); k++) {
+        int id = build(&valid[k]);
+        if (id < 0) print_error("case %zu (%s): %s\n", k, gr_ops[valid[k].op].name, diags.v[0].msg);
+        assert_true(id >= 0);
+        const char *got = ir_type_str(&g->nodes[id].type, b, sizeof(b));
+        if (strcmp(got, valid[k].want) != 0) print_error("case %zu (%s)\n", k, gr_ops[valid[k].op].name);
+        assert_string_equal(got, valid[k].want);
+    }
+    assert_int_equal(diags.n_errors, 0);
+}
+
+static void test_every_shaped_op_has_a_valid_case(void **state)
+{
+    (void)state;
+    int covered[GR_OP_COUNT] = {0};
+    for (size_t k = 0; k < sizeof(valid) / sizeof(valid[0]); k++) covered[valid[k].op] = 1;
+    for (int op = 0; op < GR_OP_COUNT; op++) {
+        if (!gr_ops[op].shape || op == OP_DATA || op == OP_ARGMAX_GRAD_NONE) continue;
+        if (!covered[op]) print_error("no valid shape case for %s\n", gr_ops[op].name);
+        assert_true(covered[op]);
+    }
+}
+
+static void test_attributes_are_normalised(void **state)
+{
+    (void)state;
+    shape_case mean = {OP_MEAN, {"f32[64,10]"}, {-1, 0}, .want = ""};
+    int id = build(&mean);
+    assert_int_equal(g->nodes[id].attr.i[0], 1);
+    shape_case rs = {OP_RESHAPE, {"f32[64,784]"}, .n_list = 2, .list = {-1, 28}};
+    id = build(&rs);
+    assert_int_equal(g->nodes[id].attr.list[0], 64 * 28);
+    shape_case tr = {OP_TRANSPOSE, {"f32[2,3,4]"}, .want = NULL};
+    id = build(&tr);
+    const ir_attrs *a = &g->nodes[id].attr;
+    assert_int_equal(a->n_list, 3);
+    assert_int_equal(a->list[0], 2);
+    assert_int_equal(a->list[1], 1);
+    assert_int_equal(a->list[2], 0);
+    shape_case pool = {OP_MAXPOOL2D, {"f32[1,1,8,8]"}, {2, 0}, .want = NULL};
+    id = build(&pool);
+    assert_int_equal(g->nodes[id].attr.i[1], 2);
+    shape_case sl = {OP_SLICE, {"f32[4,10]"}, {-1, -3, -1}, .want = NULL};
+    id = build(&sl);
+    a = &g->nodes[id].attr;
+    assert_int_equal(a->i[0], 1);
+    assert_int_equal(a->i[1], 7);
+    assert_int_equal(a->i[2], 9);
+}
+
+static const shape_case errors[] = {
+    {OP_MATMUL, {"f32[64,784]", "f32[256,10]"},
+     .want = "f32[64,784] @ f32[256,10]: inner dimensions 784 and 256 differ"},
+    {OP_MATMUL, {"f32[64,784]", "f32[784]"}, .want = "matmul: operands must be rank 2, got f32[64,784] @ f32[784]"},
+    {OP_ADD, {"f32[64,10]", "f32[32,10]"}, .want = "add: cannot broadcast f32[64,10] with f32[32,10]"},
+    {OP_ADD, {"f32[64]", "i32[64]"}, .want = "add: dtype mismatch: f32[64] and i32[64]"},
+    {OP_EQ, {"f32[3]", "i32[3]"}, .want = "equal: dtype mismatch: f32[3] and i32[3]"},
+    {OP_EXP, {"i32[3]"}, .want = "exp: input must be f32, got i32[3]"},
+    {OP_RESHAPE, {"f32[64,784]"}, .n_list = 2, .list = {64, 700},
+     .want = "reshape: cannot reshape f32[64,784] (50176 elements) to [64,700] (44800 elements)"},
+    {OP_RESHAPE, {"f32[64,784]"}, .n_list = 2, .list = {-1, -1},
+     .want = "reshape: bad dimension -1 in [-1,-1] (one -1 allowed)"},
+    {OP_RESHAPE, {"f32[10]"}, .n_list = 2, .list = {-1, 3},
+     .want = "reshape: cannot reshape f32[10] (10 elements) to [-1,3] (3 elements)"},
+    {OP_CONV2D, {"f32[64,784]", "f32[16,1,5,5]"}, {1, 0},
+     .want = "conv2d: input must be rank 4 (N,C,H,W), got f32[64,784]"},
+    {OP_CONV2D, {"f32[8,3,32,32]", "f32[16,1,5,5]"}, {1, 0},
+     .want = "conv2d: input f32[8,3,32,32] has 3 channels but filter f32[16,1,5,5] expects 1"},
+    {OP_SUM, {"f32[64,10]"}, {2, 0}, .want = "sum: axis 2 out of range for f32[64,10]"},
+    {OP_ARGMAX, {"f32[64,10]"}, {-3}, .want = "argmax: axis -3 out of range for f32[64,10]"},
+    {OP_SOFTMAX_XENT, {"f32[64,10]", "f32[64]"}, .want = "softmax_xent: labels must be i32[N], got f32[64]"},
+    {OP_SOFTMAX_XENT, {"f32[64]", "i32[64]"}, .want = "softmax_xent: logits must be f32[N,C], got f32[64]"},
+    {OP_SOFTMAX_XENT, {"f32[64,10]", "i32[32]"},
+     .want = "softmax_xent: logits f32[64,10] and labels i32[32] disagree on N"},
+    {OP_MSE, {"f32[3]", "f32[4]"}, .want = "mse: prediction f32[3] and target f32[4] must have the same type"},
+    {OP_TRANSPOSE, {"f32[2,3]"}, .n_list = 2, .list = {0, 0},
+     .want = "transpose: perm [0,0] is not a permutation of the axes of f32[2,3]"},
+    {OP_CONCAT, {"f32[2,3]", "f32[3,3]"}, {1},
+     .want = "concat: input 1 f32[3,3] does not match f32[2,3] along axis 1"},
+    {OP_SLICE, {"f32[4,10]"}, {1, 5, 11},
+     .want = "slice: range [5, 11) is empty or out of bounds for axis 1 of f32[4,10]"},
+    {OP_GATHER, {"f32[100,16]", "f32[4]"}, .want = "gather: ids must be i32, got f32[4]"},
+    {OP_CAST, {"f32[3]"}, {7}, .want = "cast: unknown dtype 7"},
+    {OP_ONE_HOT, {"i32[3]"}, {0}, .want = "one_hot: depth must be >= 1, got 0"},
+    {OP_SUM_TO, {"f32[64,10]"}, .n_list = 1, .list = {3}, .want = "sum_to: cannot sum f32[64,10] to f32[3]"},
+    {OP_MAXPOOL2D, {"f32[1,1,2,2]"}, {3, 0}, .want = "maxpool2d: window 3 is larger than the input f32[1,1,2,2]"},
+    {OP_DROPOUT, {"f32[3]"}, {0, 1}, 1.5, .want = "dropout: rate must be in [0, 1), got 1.5"},
+    {OP_APPLY_SGD, {"f32[3]", "f32[3]"}, .want = "apply_sgd: first input must be a variable, got input"},
+    {OP_APPLY_SGD, {"var:f32[3]", "f32[4]"}, .want = "apply_sgd: input 1 f32[4] does not match variable f32[3]"},
+    {OP_NEG, {"f32[3]", "f32[3]"}, .want = "neg: expects 1 input, got 2"},
+};
+
+static char *printed(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    diag_print(&diags, f);
+    fclose(f);
+    return buf;
+}
+
+static void test_errors_have_exact_text(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < sizeof(errors) / sizeof(errors[0]); k++) {
+        diag_free(&diags);
+        diag_init(&diags);
+        int n0 = g->n_nodes;
+        assert_int_equal(build(&errors[k]), -1);
+        assert_int_equal(diags.n_errors, 1);
+        assert_string_equal(diags.v[0].msg, errors[k].want);
+        char *out = printed();
+        char want[512];
+        snprintf(want, sizeof(want), "t.graph:1:9: error: %s", errors[k].want);
+        if (!strstr(out, want)) print_error("printed: %s\nwanted: %s\n", out, want);
+        assert_non_null(strstr(out, want));
+        free(out);
+        for (int n = n0; n < g->n_nodes; n++) /* no live node of the failed op */
+            assert_true(g->nodes[n].op != errors[k].op || g->nodes[n].dead);
+    }
+}
+
+static void test_registry_names_match_enum(void **state)
+{
+    (void)state;
+    static const char *names[] = {
+#define NAME(id, nm) nm,
+        GR_OPS(NAME)
+#undef NAME
+    };
+    for (int op = 0; op < GR_OP_COUNT; op++) {
+        assert_non_null(gr_ops[op].name);
+        assert_string_equal(gr_ops[op].name, names[op]);
+    }
+}
+
+static void test_lookup_finds_public_ops_only(void **state)
+{
+    (void)state;
+    static const char *pub[] = {
+        "matmul", "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "relu", "sigmoid",
+        "tanh", "identity", "softmax", "log_softmax", "softmax_xent", "mse", "sum", "mean", "max",
+        "argmax", "reshape", "transpose", "concat", "slice", "gather", "cast", "one_hot", "conv2d",
+        "maxpool2d", "avgpool2d", "dropout", "equal", "not_equal", "less", "greater", "less_equal",
+        "greater_equal"};
+    int n_pub = 0;
+    for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
+        int op = ops_lookup(pub[k]);
+        assert_true(op >= 0);
+        assert_string_equal(gr_ops[op].name, pub[k]);
+    }
+    for (int op = 0; op < GR_OP_COUNT; op++) n_pub += gr_ops[op].public;
+    assert_int_equal(n_pub, (int)(sizeof(pub) / sizeof(pub[0])));
+    static const char *hidden[] = {"const",     "input", "data",       "variable", "broadcast",
+                                   "sum_to",    "relu_grad", "no_grad", "apply_sgd", "assign_add",
+                                   "group",     "matmul_bias", "bogus", ""};
+    for (size_t k = 0; k < sizeof(hidden) / sizeof(hidden[0]); k++)
+        assert_int_equal(ops_lookup(hidden[k]), -1);
+    assert_int_equal(ops_lookup(NULL), -1);
+}
+
+static void test_language_attribute_names_and_defaults(void **state)
+{
+    (void)state;
+    const op_attr *a = gr_ops[OP_MATMUL].attrs;
+    assert_string_equal(a[0].name, "transpose_a");
+    assert_string_equal(a[1].name, "transpose_b");
+    a = gr_ops[OP_SUM].attrs;
+    assert_string_equal(a[0].name, "axis");
+    assert_true(a[0].def == GR_AXIS_ALL);
+    assert_string_equal(a[1].name, "keepdims");
+    assert_true(gr_ops[OP_ARGMAX].attrs[0].def == -1);
+    assert_int_equal(gr_ops[OP_RESHAPE].attrs[0].kind, ATTR_LIST);
+    assert_true(gr_ops[OP_RESHAPE].attrs[0].def != gr_ops[OP_RESHAPE].attrs[0].def); /* required */
+    assert_int_equal(gr_ops[OP_CAST].attrs[0].kind, ATTR_DTYPE);
+    assert_string_equal(gr_ops[OP_CONV2D].attrs[1].name, "padding");
+    assert_true(gr_ops[OP_CONV2D].attrs[0].def == 1);
+    assert_string_equal(gr_ops[OP_DROPOUT].attrs[0].name, "rate");
+    assert_int_equal(gr_ops[OP_DROPOUT].attrs[0].kind, ATTR_FLOAT);
+    assert_true(gr_ops[OP_DROPOUT].attrs[1].def == 1);
+    assert_string_equal(gr_ops[OP_APPLY_ADAM].attrs[5].name, "locking");
+    assert_int_equal(gr_ops[OP_CONCAT].arity, -1);
+    assert_true(gr_ops[OP_ADD].elementwise);
+    assert_false(gr_ops[OP_MATMUL].elementwise);
+}
+
+static void test_scratch_sizes_for_convolution(void **state)
+{
+    (void)state;
+    shape_case c = {OP_CONV2D, {"f32[8,3,32,32]", "f32[16,3,5,5]"}, {2, 0}, .want = NULL};
+    int id = build(&c); /* out [8,16,14,14] */
+    assert_int_equal(gr_ops[OP_CONV2D].scratch(g, id), 3 * 5 * 5 * 14 * 14 * 4);
+    shape_case gx = {OP_CONV2D_GRAD_X, {"f32[8,16,14,14]", "f32[16,3,5,5]"}, {2, 0}, .n_list = 4,
+                     .list = {8, 3, 32, 32}};
+    id = build(&gx);
+    assert_int_equal(gr_ops[OP_CONV2D_GRAD_X].scratch(g, id), 3 * 5 * 5 * 14 * 14 * 4);
+    shape_case gw = {OP_CONV2D_GRAD_W, {"f32[8,16,14,14]", "f32[8,3,32,32]"}, {2, 0}, .n_list = 4,
+                     .list = {16, 3, 5, 5}};
+    id = build(&gw);
+    assert_int_equal(gr_ops[OP_CONV2D_GRAD_W].scratch(g, id),
+                     3 * 5 * 5 * 14 * 14 * 4 + 16 * 3 * 5 * 5 * 4);
+    assert_null(gr_ops[OP_MATMUL].scratch);
+    assert_null(gr_ops[OP_ADD].scratch);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_every_valid_case_gets_expected_type, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_shaped_op_has_a_valid_case, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attributes_are_normalised, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_errors_have_exact_text, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_registry_names_match_enum, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lookup_finds_public_ops_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_language_attribute_names_and_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scratch_sizes_for_convolution, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,16 @@
+/* cli.h - the graphrun command line: one function per subcommand.
+ *
+ * tools/main.c dispatches on argv[1]; each cmd_* gets argc/argv with
+ * argv[0] set to "graphrun SUBCOMMAND" style usage name and returns the
+ * process exit status: 0 ok, 1 errors in the input, 2 misuse. */
+#ifndef GR_CLI_H
+#define GR_CLI_H
+
+enum { CLI_OK = 0, CLI_FAILED = 1, CLI_USAGE = 2 };
+
+int cmd_check(int argc, char **argv);
+int cmd_fmt(int argc, char **argv);
+/* `graphrun FILE.graph [options]`: trains (tools/cmd_train.c). */
+int cmd_train(int argc, char **argv);
+
+#endif

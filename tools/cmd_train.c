@@ -1,0 +1,246 @@
+/* cmd_train.c - `graphrun FILE --steps N`: train a target, report progress,
+ * evaluate, summarise.  Uses only the public API (include/graphrun.h). */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "graphrun.h"
+
+#define MAX_EVALS 16
+#define MAX_SETS 64
+
+typedef struct train_opts {
+    const char *file, *target, *log_path;
+    const char *evals[MAX_EVALS];
+    int n_evals;
+    gr_param sets[MAX_SETS];
+    int n_sets;
+    long steps, eval_every;
+    gr_session_options sess;
+    gr_compile_options comp;
+    int quiet;
+} train_opts;
+
+static const char train_usage[] =
+    "usage: graphrun FILE --steps N [options]\n"
+    "  --steps N          training steps to run (required)\n"
+    "  --target NAME      target to run (default: the last .minimize())\n"
+    "  --eval NAME        scalar target evaluated over its data at the end (repeatable)\n"
+    "  --eval-every K     also evaluate every K steps\n"
+    "  --set NAME=VALUE   override a param (repeatable)\n"
+    "  --seed S           seed for initialisation, shuffling and dropout (default 0)\n"
+    "  --threads T        total threads (default 1)\n"
+    "  --log PATH         write JSON lines: progress, then a final summary\n"
+    "  --check-numerics   stop at the first NaN/Inf, naming the op and its line\n"
+    "  --soft-placement   run nodes placed on missing devices on cpu:0\n"
+    "  --quiet            print only errors and the final summary\n";
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int parse_long(const char *s, long min, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < min) return -1;
+    *out = v;
+    return 0;
+}
+
+static int add_set(train_opts *o, char *arg)
+{
+    char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || o->n_sets == MAX_SETS) return -1;
+    *eq = 0;
+    o->sets[o->n_sets++] = (gr_param){arg, eq + 1};
+    return 0;
+}
+
+static int bad_usage(const char *msg, const char *arg)
+{
+    fprintf(stderr, "graphrun: %s%s%s\n%s", msg, arg ? " " : "", arg ? arg : "", train_usage);
+    return 2;
+}
+
+static int parse_train_opts(int argc, char **argv, train_opts *o)
+{
+    enum { O_STEPS = 256, O_TARGET, O_EVAL, O_EVAL_EVERY, O_SET, O_SEED, O_THREADS, O_LOG,
+           O_QUIET, O_NUMERICS, O_SOFT };
+    static const struct option longs[] = {
+        {"steps", 1, 0, O_STEPS}, {"target", 1, 0, O_TARGET}, {"eval", 1, 0, O_EVAL},
+        {"eval-every", 1, 0, O_EVAL_EVERY}, {"set", 1, 0, O_SET}, {"seed", 1, 0, O_SEED},
+        {"threads", 1, 0, O_THREADS}, {"log", 1, 0, O_LOG}, {"quiet", 0, 0, O_QUIET},
+        {"check-numerics", 0, 0, O_NUMERICS}, {"soft-placement", 0, 0, O_SOFT}, {0, 0, 0, 0}};
+    long v;
+    int c;
+    o->steps = -1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {
+        switch (c) {
+        case O_STEPS: if (parse_long(optarg, 0, &o->steps)) return bad_usage("bad --steps", optarg); break;
+        case O_TARGET: o->target = optarg; break;
+        case O_EVAL:
+            if (o->n_evals == MAX_EVALS) return bad_usage("too many --eval", NULL);
+            o->evals[o->n_evals++] = optarg;
+            break;
+        case O_EVAL_EVERY: if (parse_long(optarg, 1, &o->eval_every)) return bad_usage("bad --eval-every", optarg); break;
+        case O_SET: if (add_set(o, optarg)) return bad_usage("--set needs NAME=VALUE, got", optarg); break;
+        case O_SEED: if (parse_long(optarg, 0, &v)) return bad_usage("bad --seed", optarg); o->sess.seed = (uint64_t)v; break;
+        case O_THREADS: if (parse_long(optarg, 1, &v) || v > 256) return bad_usage("bad --threads", optarg); o->sess.threads = (int)v; break;
+        case O_LOG: o->log_path = optarg; break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_NUMERICS: o->sess.check_numerics = 1; break;
+        case O_SOFT: o->comp.soft_placement = 1; break;
+        case ':': return bad_usage("missing value for", argv[optind - 1]);
+        default: return bad_usage("unknown option", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1) return bad_usage(optind < argc ? "expected one FILE, got more" : "no FILE given", NULL);
+    o->file = argv[optind];
+    if (o->steps < 0) return bad_usage("--steps N is required", NULL);
+    o->comp.params = o->sets;
+    o->comp.n_params = o->n_sets;
+    return 0;
+}
+
+typedef struct progress {
+    double t0, last_print;
+    int tty;
+    FILE *log;
+} progress;
+
+static void report(const train_opts *o, progress *pg, long step, float loss, int64_t batch, int final)
+{
+    double el = now() - pg->t0, sps = el > 0 ? (double)step / el : 0;
+    if (pg->log && step > 0)
+        fprintf(pg->log, "{\"step\":%ld,\"loss\":%.6g,\"examples_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
+                step, (double)loss, sps * (double)batch, el);
+    if (o->quiet) return;
+    double eta = sps > 0 ? (double)(o->steps - step) / sps : 0;
+    if (pg->tty)
+        fprintf(stderr, "\rstep %ld/%ld  loss %.4f  %.0f steps/s  ETA %.0fs   %s", step, o->steps,
+                (double)loss, sps, eta, final ? "\n" : "");
+    else
+        fprintf(stderr, "step %ld/%ld loss %.4f %.0f steps/s\n", step, o->steps, (double)loss, sps);
+}
+
+static int run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st)
+{
+    for (int i = 0; i < o->n_evals; i++)
+        if (gr_eval(s, o->evals[i], &vals[i], st) != GR_OK) {
+            fprintf(stderr, "%s", gr_status_message(st));
+            return -1;
+        }
+    return 0;
+}
+
+static void print_evals(const train_opts *o, const double *vals, long step)
+{
+    if (o->quiet) return;
+    for (int i = 0; i < o->n_evals; i++)
+        fprintf(stderr, "%seval %s = %.4f (step %ld)\n", "", o->evals[i], vals[i], step);
+}
+
+static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *ti, double *secs,
+                      float *last_loss, progress *pg, gr_status *st)
+{
+    float loss = 0;
+    gr_fetch f = {ti->loss, &loss, sizeof loss};
+    double vals[MAX_EVALS];
+    pg->t0 = pg->last_print = now();
+    for (long step = 1; step <= o->steps; step++) {
+        if (gr_run(s, o->target, NULL, 0, &f, ti->loss ? 1 : 0, st) != GR_OK) {
+            if (pg->tty && !o->quiet) fputc('\n', stderr);
+            fprintf(stderr, "%s", gr_status_message(st));
+            return -1;
+        }
+        double t = now();
+        int interval = pg->tty ? t - pg->last_print > 0.2 : t - pg->last_print > 2.0;
+        if (interval || step == o->steps) {
+            report(o, pg, step, loss, ti->batch, step == o->steps);
+            pg->last_print = t;
+        }
+        if (o->eval_every && step % o->eval_every == 0 && step != o->steps) {
+            if (run_evals(o, s, vals, st) < 0) return -1;
+            if (pg->tty && !o->quiet) fputc('\n', stderr);
+            print_evals(o, vals, step);
+        }
+    }
+    *secs = now() - pg->t0;
+    *last_loss = loss;
+    return 0;
+}
+
+static void summary(const train_opts *o, const gr_target_info *ti, double secs, float loss,
+                    const double *vals, FILE *log)
+{
+    double sps = secs > 0 ? (double)o->steps / secs : 0;
+    printf("trained %s: %ld steps in %.2fs, %.1f steps/s", o->target, o->steps, secs, sps);
+    if (ti->loss) printf(", final loss %.4f", (double)loss);
+    printf("\n");
+    for (int i = 0; i < o->n_evals; i++) printf("%s = %.4f\n", o->evals[i], vals[i]);
+    if (!log) return;
+    fprintf(log, "{\"event\":\"done\",\"steps\":%ld,\"steps_per_s\":%.2f,\"loss\":%.6g,\"eval\":{",
+            o->steps, sps, (double)loss);
+    for (int i = 0; i < o->n_evals; i++)
+        fprintf(log, "%s\"%s\":%.6g", i ? "," : "", o->evals[i], vals[i]);
+    fprintf(log, "}}\n");
+}
+
+static int train_session(train_opts *o, gr_program *prog, gr_status *st)
+{
+    gr_target_info ti;
+    gr_session *s = NULL;
+    double vals[MAX_EVALS] = {0}, secs = 0;
+    float loss = 0;
+    progress pg = {.tty = isatty(2)};
+    if (gr_target_info_get(prog, o->target, &ti, st) != GR_OK ||
+        gr_session_new(prog, &o->sess, &s, st) != GR_OK) {
+        fprintf(stderr, "%s", gr_status_message(st));
+        return 1;
+    }
+    if (o->log_path && !(pg.log = fopen(o->log_path, "w"))) {
+        perror(o->log_path);
+        gr_session_free(s);
+        return 1;
+    }
+    int rc = train_loop(o, s, &ti, &secs, &loss, &pg, st) < 0 || run_evals(o, s, vals, st) < 0;
+    if (!rc) summary(o, &ti, secs, loss, vals, pg.log);
+    if (pg.log && fclose(pg.log) != 0) {
+        perror(o->log_path);
+        rc = 1;
+    }
+    gr_session_free(s);
+    return rc;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    train_opts o = {0};
+    int rc = parse_train_opts(argc, argv, &o);
+    if (rc) return rc;
+    gr_status *st = gr_status_new();
+    gr_program *prog = NULL;
+    if (gr_compile_file(o.file, &o.comp, &prog, st) != GR_OK) {
+        fprintf(stderr, "%s", gr_status_message(st));
+        gr_status_free(st);
+        return 1;
+    }
+    fprintf(stderr, "%s", gr_program_warnings(prog));
+    if (!o.target) o.target = gr_program_default_target(prog);
+    if (!o.target) {
+        fprintf(stderr, "graphrun: %s has no .minimize() target; name one with --target\n", o.file);
+        rc = 1;
+    } else
+        rc = train_session(&o, prog, st);
+    gr_program_free(prog);
+    gr_status_free(st);
+    return rc;
+}
