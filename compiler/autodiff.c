@@ -14,13 +14,13 @@ typedef struct ad_ctx {
     const ad_optimizer *opt;
     const gr_source *src;
     gr_span span;
-    int n0;          /* nodes that existed before this minimize */
-    char *path;      /* [n0] depends on a trainable variable and feeds the loss */
-    int *grad;       /* [n0] gradient node of each node's output, or -1 */
-    int *updates;    /* update nodes, one per updated variable */
+    int n0;       /* nodes that existed before this minimize */
+    char *path;   /* [n0] depends on a trainable variable and feeds the loss */
+    int *grad;    /* [n0] gradient node of each node's output, or -1 */
+    int *updates; /* update nodes, one per updated variable */
     int n_updates;
-    int step_node;   /* adam: the step counter's VARIABLE node, or -1 */
-    int step_inc;    /* adam: its ASSIGN_ADD node */
+    int step_node; /* adam: the step counter's VARIABLE node, or -1 */
+    int step_inc;  /* adam: its ASSIGN_ADD node */
 } ad_ctx;
 
 static int is_trained(const ir_graph *g, int vi)
@@ -236,8 +236,7 @@ static int make_updates(ad_ctx *c)
     return ir_add(g, OP_GROUP, c->updates, c->n_updates, NULL, c->src, c->span);
 }
 
-int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const gr_source *src,
-                gr_span span)
+int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const gr_source *src, gr_span span)
 {
     ad_ctx c = {.g = g, .opt = opt, .src = src, .span = span, .step_node = -1, .step_inc = -1};
     if (check_loss(&c, loss) < 0) return -1;

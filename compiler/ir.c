@@ -128,6 +128,10 @@ static int check_inputs(ir_graph *g, gr_op op, const int *in, int n_in, const gr
                    ar == 1 ? "" : "s", n_in);
         return -1;
     }
+    if (n_in > 0 && !in) {
+        diag_error(g->diags, src, span, "%s: no inputs given", gr_ops[op].name);
+        return -1;
+    }
     for (int k = 0; k < n_in; k++) {
         if (in[k] < 0 || in[k] >= g->n_nodes || g->nodes[in[k]].dead) {
             diag_error(g->diags, src, span, "%s: input %d is not a valid node (%d)",
@@ -306,9 +310,12 @@ int ir_type_eq(const ir_type *a, const ir_type *b)
 const char *ir_dtype_name(ir_dtype dt)
 {
     switch (dt) {
-    case DT_F32: return "f32";
-    case DT_I32: return "i32";
-    default: return "?";
+    case DT_F32:
+        return "f32";
+    case DT_I32:
+        return "i32";
+    default:
+        return "?";
     }
 }
 
@@ -344,6 +351,39 @@ static void dump_where(const char *name, const gr_source *src, gr_span sp, FILE 
     }
 }
 
+/* One attribute as "name=value"; returns 0 when it holds its default. */
+static int dump_attr(const ir_node *n, int j, const char *sep, FILE *out)
+{
+    const op_attr *a = &gr_ops[n->op].attrs[j];
+    int required = a->def != a->def; /* NAN */
+    if (a->kind == ATTR_LIST) {
+        if (n->attr.n_list == 0 && !required) return 0;
+        fprintf(out, "%s%s=[", sep, a->name);
+        for (int k = 0; k < n->attr.n_list; k++)
+            fprintf(out, "%s%" PRId64, k ? "," : "", n->attr.list[k]);
+        fputc(']', out);
+    } else if (a->kind == ATTR_FLOAT) {
+        if (!required && n->attr.f[j] == a->def) return 0;
+        fprintf(out, "%s%s=%g", sep, a->name, n->attr.f[j]);
+    } else if (a->kind == ATTR_DTYPE) {
+        fprintf(out, "%s%s=%s", sep, a->name, ir_dtype_name((ir_dtype)n->attr.i[j]));
+    } else {
+        if (!required && n->attr.i[j] == (int64_t)a->def) return 0;
+        fprintf(out, "%s%s=%" PRId64, sep, a->name, n->attr.i[j]);
+    }
+    return 1;
+}
+
+/* Attributes that differ from their defaults, as " {axis=1, keepdims=1}". */
+static void dump_attrs(const ir_node *n, FILE *out)
+{
+    int shown = 0;
+    if (n->op == OP_CONST) return; /* its value is printed as its operand */
+    for (int j = 0; j < IR_MAX_ATTRS; j++)
+        if (gr_ops[n->op].attrs[j].name) shown += dump_attr(n, j, shown ? ", " : " {", out);
+    if (shown) fputc('}', out);
+}
+
 static void dump_node(const ir_graph *g, int id, FILE *out)
 {
     const ir_node *n = &g->nodes[id];
@@ -353,7 +393,9 @@ static void dump_node(const ir_graph *g, int id, FILE *out)
     for (int k = 0; k < n->n_in; k++) fprintf(out, "%s%%%d", k ? ", " : "", n->in[k]);
     for (int k = 0; k < n->n_ctrl; k++)
         fprintf(out, "%s^%%%d", (k || n->n_in) ? ", " : "", n->ctrl[k]);
-    fprintf(out, ") %s", ir_type_str(&n->type, tb, sizeof(tb)));
+    fputc(')', out);
+    dump_attrs(n, out);
+    fprintf(out, " %s", ir_type_str(&n->type, tb, sizeof(tb)));
     dump_device(n->device, out);
     dump_where(n->name, n->src, n->span, out);
     fputc('\n', out);
@@ -361,8 +403,7 @@ static void dump_node(const ir_graph *g, int id, FILE *out)
 
 static const char *init_name(ir_init i)
 {
-    static const char *names[] = {"zeros",   "ones",   "constant", "uniform",
-                                  "normal",  "glorot", "he"};
+    static const char *names[] = {"zeros", "ones", "constant", "uniform", "normal", "glorot", "he"};
     return (unsigned)i < sizeof(names) / sizeof(names[0]) ? names[i] : "?";
 }
 

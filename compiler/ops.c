@@ -8,6 +8,8 @@
 #include <math.h>
 #include <string.h>
 
+/* The table reads best one op per line. */
+/* clang-format off */
 #define REQ NAN
 #define A_INT(n, d) {n, ATTR_INT, d}
 #define A_BOOL(n, d) {n, ATTR_BOOL, d}
@@ -114,6 +116,7 @@ const op_info gr_ops[GR_OP_COUNT] = {
         .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)}},
 };
 _Static_assert(GR_OP_COUNT == 65, "gr_ops needs one entry per op in GR_OPS (ops.h)");
+/* clang-format on */
 
 int ops_lookup(const char *name)
 {
@@ -138,7 +141,8 @@ ops_tstr ops_list_str(const int64_t *v, int n)
     size_t len = 0;
     r.s[len++] = '[';
     for (int i = 0; i < n && len < sizeof(r.s) - 24; i++)
-        len += (size_t)snprintf(r.s + len, sizeof(r.s) - len, "%s%lld", i ? "," : "", (long long)v[i]);
+        len +=
+            (size_t)snprintf(r.s + len, sizeof(r.s) - len, "%s%lld", i ? "," : "", (long long)v[i]);
     snprintf(r.s + len, sizeof(r.s) - len, "]");
     return r;
 }

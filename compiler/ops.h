@@ -66,8 +66,8 @@
     X(LOG_SOFTMAX_GRAD, "log_softmax_grad") /* in: dy, y (log-probs) */                  \
     X(XENT_GRAD, "softmax_xent_grad") /* in: logits, labels, dy[N]; out [N,C] */        \
     X(MAX_GRAD, "max_grad")           /* in: dy(keepdims shape), x, y(keepdims); attr0 axis */ \
-    X(CONV2D_GRAD_X, "conv2d_grad_x") /* in: dy, w; out: x's type; attrs as conv2d */   \
-    X(CONV2D_GRAD_W, "conv2d_grad_w") /* in: dy, x; out: w's type; attrs as conv2d */   \
+    X(CONV2D_GRAD_X, "conv2d_grad_x") /* in: dy, w; attrs as conv2d, list: x's shape */ \
+    X(CONV2D_GRAD_W, "conv2d_grad_w") /* in: dy, x; attrs as conv2d, list: w's shape */ \
     X(MAXPOOL_GRAD, "maxpool2d_grad") /* in: dy, x; out x's type; attrs as maxpool2d */ \
     X(AVGPOOL_GRAD, "avgpool2d_grad") /* in: dy; attr list: x's shape; attrs as pool */ \
     X(DROPOUT_GRAD, "dropout_grad")   /* in: dy; attrs as dropout, i2 = forward node id */ \

@@ -225,8 +225,8 @@ int ops_grad_log_softmax(ir_graph *g, int id, int dy, int *dx)
 
 int ops_grad_dropout(ir_graph *g, int id, int dy, int *dx)
 {
-    ir_attrs a = g->nodes[id].attr;
-    a.i[2] = id; /* the kernel regenerates the forward node's mask */
+    ir_attrs a = g->nodes[id].attr; /* i[2], the mask key, makes the kernel
+                                       regenerate the forward node's mask */
     return finish1(dx, add1(g, id, OP_DROPOUT_GRAD, dy, &a));
 }
 

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#define NODE(id) (&g->nodes[id])
+#define NODE(id)   (&g->nodes[id])
 #define OPNAME(id) (gr_ops[g->nodes[id].op].name)
 
 static int set_type(ir_graph *g, int id, ir_type t)
@@ -103,8 +103,8 @@ int ops_shape_matmul_bias(ir_graph *g, int id)
     if (ops_shape_matmul(g, id) < 0) return -1;
     const ir_type *bias = ops_in_type(g, id, 2), *y = &NODE(id)->type;
     if (bias->dtype != DT_F32 || bias->rank != 1 || bias->dim[0] != y->dim[1])
-        return ops_error(g, id, "matmul_bias: bias must be f32[%lld], got %s",
-                         (long long)y->dim[1], ops_ts(bias).s);
+        return ops_error(g, id, "matmul_bias: bias must be f32[%lld], got %s", (long long)y->dim[1],
+                         ops_ts(bias).s);
     return 0;
 }
 
@@ -165,8 +165,8 @@ int ops_shape_xent(ir_graph *g, int id)
     if (lb->dtype != DT_I32 || lb->rank != 1)
         return ops_error(g, id, "softmax_xent: labels must be i32[N], got %s", ops_ts(lb).s);
     if (lb->dim[0] != lg->dim[0])
-        return ops_error(g, id, "softmax_xent: logits %s and labels %s disagree on N",
-                         ops_ts(lg).s, ops_ts(lb).s);
+        return ops_error(g, id, "softmax_xent: logits %s and labels %s disagree on N", ops_ts(lg).s,
+                         ops_ts(lb).s);
     return set_type(g, id, make_type(DT_F32, 1, lg->dim));
 }
 
@@ -311,7 +311,8 @@ int ops_shape_slice(ir_graph *g, int id)
     int64_t b = a->i[1] < 0 ? a->i[1] + d : a->i[1];
     int64_t e = a->i[2] < 0 ? a->i[2] + d : a->i[2];
     if (b < 0 || e > d || b >= e)
-        return ops_error(g, id, "slice: range [%lld, %lld) is empty or out of bounds for axis %lld of %s",
+        return ops_error(g, id,
+                         "slice: range [%lld, %lld) is empty or out of bounds for axis %lld of %s",
                          (long long)a->i[1], (long long)a->i[2], (long long)a->i[0], ops_ts(x).s);
     a->i[1] = b;
     a->i[2] = e;
@@ -338,7 +339,8 @@ int ops_shape_gather(ir_graph *g, int id)
 int ops_shape_cast(ir_graph *g, int id)
 {
     int64_t dt = NODE(id)->attr.i[0];
-    if (dt < 0 || dt >= DT_COUNT) return ops_error(g, id, "cast: unknown dtype %lld", (long long)dt);
+    if (dt < 0 || dt >= DT_COUNT)
+        return ops_error(g, id, "cast: unknown dtype %lld", (long long)dt);
     ir_type o = *ops_in_type(g, id, 0);
     o.dtype = (ir_dtype)dt;
     return set_type(g, id, o);
@@ -351,7 +353,8 @@ int ops_shape_one_hot(ir_graph *g, int id)
     if (ids->dtype != DT_I32 || ids->rank >= IR_MAX_DIMS)
         return ops_error(g, id, "one_hot: ids must be i32 of rank < %d, got %s", IR_MAX_DIMS,
                          ops_ts(ids).s);
-    if (depth < 1) return ops_error(g, id, "one_hot: depth must be >= 1, got %lld", (long long)depth);
+    if (depth < 1)
+        return ops_error(g, id, "one_hot: depth must be >= 1, got %lld", (long long)depth);
     ir_type o = *ids;
     o.dtype = DT_F32;
     o.dim[o.rank++] = depth;
@@ -440,8 +443,8 @@ int ops_shape_pool(ir_graph *g, int id)
     if (a->i[1] == 0) a->i[1] = a->i[0];
     int64_t k = a->i[0], s = a->i[1];
     if (k < 1 || s < 1)
-        return ops_error(g, id, "%s: need size >= 1 and stride >= 1, got %lld and %lld",
-                         OPNAME(id), (long long)k, (long long)s);
+        return ops_error(g, id, "%s: need size >= 1 and stride >= 1, got %lld and %lld", OPNAME(id),
+                         (long long)k, (long long)s);
     if (x->dim[2] < k || x->dim[3] < k)
         return ops_error(g, id, "%s: window %lld is larger than the input %s", OPNAME(id),
                          (long long)k, ops_ts(x).s);
@@ -453,6 +456,7 @@ int ops_shape_dropout(ir_graph *g, int id)
 {
     double r = NODE(id)->attr.f[0];
     if (!(r >= 0 && r < 1)) return ops_error(g, id, "dropout: rate must be in [0, 1), got %g", r);
+    NODE(id)->attr.i[2] = id; /* the mask key; dropout_grad copies it */
     return ops_shape_unary_f32(g, id);
 }
 

@@ -524,6 +524,7 @@ static void exec_param(sema *S, env *e, const ast_node *st)
 
 static void exec_input(sema *S, env *e, const ast_node *st)
 {
+    env_set(e, st->name, v_err()); /* until it succeeds: no cascades */
     const ast_node *ty = st->a;
     ir_type t = {.dtype = strcmp(ty->name, "i32") == 0 ? DT_I32 : DT_F32, .rank = ty->n_items};
     if (strcmp(ty->name, "f32") && strcmp(ty->name, "i32")) {
@@ -571,6 +572,7 @@ static int reuse_var(sema *S, const ast_node *st, const char *full, int old, con
 
 static void exec_var(sema *S, env *e, const ast_node *st)
 {
+    env_set(e, st->name, v_err()); /* until it succeeds: no cascades */
     value init = sema_eval(S, e, st->a);
     if (init.k == V_ERR) return;
     if (init.k != V_INIT) {
@@ -702,7 +704,7 @@ static void exec_fn(sema *S, env *e, const ast_node *st)
 static void exec_data(sema *S, env *e, const ast_node *st)
 {
     value v = sema_eval(S, e, st->a);
-    if (sema_data_stmt(S, st, v) == 0) env_set(e, st->name, v);
+    env_set(e, st->name, sema_data_stmt(S, st, v) == 0 ? v : v_err());
 }
 
 /* Returns 1 after a `return`, else 0. */

@@ -255,7 +255,7 @@ static int op_attrs(sema *S, const ast_node *call, const op_info *info, value *r
 {
     int na = op_n_attrs(info);
     value bound[IR_MAX_ATTRS];
-    argspec spec[IR_MAX_ATTRS];
+    argspec spec[IR_MAX_ATTRS] = {{0}};
     for (int i = 0; i < na; i++) spec[i] = (argspec){info->attrs[i].name, isnan(info->attrs[i].def)};
     if (bind_args(S, call, info->name, spec, na, rest, n_rest, kw, kwv, n_kw, bound) < 0)
         return -1;

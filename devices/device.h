@@ -29,7 +29,7 @@ typedef struct kern_args {
     size_t scratch_task_bytes; /* op_info.scratch(): bytes one task needs */
     int max_tasks;             /* scratch slices available (>= 1) */
     gr_pool *pool;             /* intra-op threads; NULL = run serially */
-    uint64_t seed;             /* session seed ^ node id (dropout) */
+    uint64_t seed;             /* session seed (dropout mixes in its mask key, attr i2) */
     uint64_t step;             /* run counter of this executor run (dropout) */
 } kern_args;
 

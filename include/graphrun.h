@@ -142,6 +142,11 @@ typedef struct gr_fetch {
  * of each data source it reads).  Thread-safe. */
 gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_feeds,
                gr_fetch *fetches, int n_fetches, gr_status *st);
+/* Optional: builds the plan for (target, fetch names), opens its data
+ * sources and creates one executor now, so the first gr_run with the same
+ * target and fetch names does no setup work. */
+gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
+                   gr_status *st);
 /* Evaluates a scalar target over one full pass of its data sources, from
  * their start, and returns the mean (e.g. test-set accuracy). */
 gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st);

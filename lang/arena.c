@@ -17,7 +17,10 @@ struct ps_arena {
     arena_chunk *head;
 };
 
-ps_arena *ps_arena_new(void) { return calloc(1, sizeof(ps_arena)); }
+ps_arena *ps_arena_new(void)
+{
+    return calloc(1, sizeof(ps_arena));
+}
 
 void ps_arena_free(ps_arena *a)
 {

@@ -5,10 +5,10 @@
 #include "ast.h"
 
 static const char *const kind_names[] = {
-    "PROGRAM", "BLOCK",  "PARAM",  "DATA",    "INPUT",     "VAR",     "FN",
-    "PARAMDEF", "RETURN", "SCOPE", "FOR",     "ASSIGN",    "EXPR_STMT", "NUM",
-    "STR",     "BOOL",   "NAME",   "LIST",    "CALL",      "METHOD",  "FIELD",
-    "INDEX",   "BINARY", "UNARY",  "DEVICE",  "DEVSPEC",   "KWARG",   "TYPE",
+    "PROGRAM",  "BLOCK",  "PARAM", "DATA",   "INPUT",   "VAR",       "FN",
+    "PARAMDEF", "RETURN", "SCOPE", "FOR",    "ASSIGN",  "EXPR_STMT", "NUM",
+    "STR",      "BOOL",   "NAME",  "LIST",   "CALL",    "METHOD",    "FIELD",
+    "INDEX",    "BINARY", "UNARY", "DEVICE", "DEVSPEC", "KWARG",     "TYPE",
 };
 static_assert(sizeof kind_names / sizeof *kind_names == AST_KIND_COUNT, "kind_names");
 
@@ -22,7 +22,10 @@ const char *ast_kind_name(ast_kind k)
     return (unsigned)k < AST_KIND_COUNT ? kind_names[k] : "?";
 }
 
-const char *ast_op_text(ast_op op) { return (unsigned)op < AOP_COUNT ? op_texts[op] : "?"; }
+const char *ast_op_text(ast_op op)
+{
+    return (unsigned)op < AOP_COUNT ? op_texts[op] : "?";
+}
 
 static void dump_span(const gr_source *src, gr_span sp, FILE *out)
 {
@@ -35,9 +38,12 @@ static void dump_span(const gr_source *src, gr_span sp, FILE *out)
 
 static void dump_attrs(const ast_node *n, FILE *out)
 {
-    if (n->kind == AST_NUM) fprintf(out, " %.17g%s", n->num, n->flag ? "" : " (float)");
-    else if (n->kind == AST_STR) fprintf(out, " \"%s\"", n->name);
-    else if (n->name) fprintf(out, " %s", n->name);
+    if (n->kind == AST_NUM)
+        fprintf(out, " %.17g%s", n->num, n->flag ? "" : " (float)");
+    else if (n->kind == AST_STR)
+        fprintf(out, " \"%s\"", n->name);
+    else if (n->name)
+        fprintf(out, " %s", n->name);
     if (n->kind == AST_BOOL) fprintf(out, " %s", n->flag ? "true" : "false");
     if (n->kind == AST_BINARY || n->kind == AST_UNARY) fprintf(out, " '%s'", ast_op_text(n->op));
     if (n->kind == AST_SCOPE && n->flag) fprintf(out, " reuse%s", n->flag == 2 ? "(a)" : "");

@@ -95,14 +95,19 @@ static size_t line_index(const gr_source *s, uint32_t off)
     size_t lo = 0, hi = s->n_lines;
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if (s->lines[mid] <= off) lo = mid;
-        else hi = mid;
+        if (s->lines[mid] <= off)
+            lo = mid;
+        else
+            hi = mid;
     }
     return lo;
 }
 
 /* A UTF-8 continuation byte does not start a new column. */
-static int is_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
+static int is_cont(unsigned char c)
+{
+    return (c & 0xC0) == 0x80;
+}
 
 static int count_cols(const char *t, uint32_t from, uint32_t to)
 {
@@ -120,7 +125,10 @@ void src_linecol(const gr_source *s, uint32_t off, int *line, int *col)
     *col = 1 + (off > start ? count_cols(s->text, start, off) : 0);
 }
 
-void diag_init(gr_diags *d) { memset(d, 0, sizeof *d); }
+void diag_init(gr_diags *d)
+{
+    memset(d, 0, sizeof *d);
+}
 
 void diag_free(gr_diags *d)
 {
@@ -129,7 +137,10 @@ void diag_free(gr_diags *d)
     diag_init(d);
 }
 
-static int diag_cap(const gr_diags *d) { return d->max_errors > 0 ? d->max_errors : DIAG_DEFAULT_CAP; }
+static int diag_cap(const gr_diags *d)
+{
+    return d->max_errors > 0 ? d->max_errors : DIAG_DEFAULT_CAP;
+}
 
 static char *vformat(const char *fmt, va_list ap)
 {
@@ -175,9 +186,12 @@ void diag_add(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp, 
 static const char *sev_name(diag_severity s)
 {
     switch (s) {
-    case DIAG_ERROR: return "error";
-    case DIAG_WARNING: return "warning";
-    case DIAG_NOTE: return "note";
+    case DIAG_ERROR:
+        return "error";
+    case DIAG_WARNING:
+        return "warning";
+    case DIAG_NOTE:
+        return "note";
     }
     return "error";
 }
@@ -196,8 +210,10 @@ static void print_caret(const gr_source *s, uint32_t start, uint32_t eol, gr_spa
     uint32_t b = sp.begin > eol ? eol : sp.begin;
     for (uint32_t i = start; i < b; i++) {
         unsigned char c = (unsigned char)s->text[i];
-        if (c == '\t') fputc('\t', out);
-        else if (!is_cont(c)) fputc(' ', out);
+        if (c == '\t')
+            fputc('\t', out);
+        else if (!is_cont(c))
+            fputc(' ', out);
     }
     fputc('^', out);
     uint32_t e = sp.end > eol ? eol : sp.end;

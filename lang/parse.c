@@ -52,7 +52,10 @@ void ps_push(ps_ctx *c, ast_node *n, ast_node *item)
     n->items[n->n_items++] = item;
 }
 
-static int depth_of(const ast_node *n) { return n ? ((const ps_wnode *)n)->depth : 0; }
+static int depth_of(const ast_node *n)
+{
+    return n ? ((const ps_wnode *)n)->depth : 0;
+}
 
 ast_node *ps_finish(ps_ctx *c, ast_node *n)
 {
@@ -68,6 +71,17 @@ ast_node *ps_finish(ps_ctx *c, ast_node *n)
                  PS_MAX_TREE_DEPTH);
     }
     return n;
+}
+
+void ps_forget_brackets(ps_ctx *c)
+{
+    int keep = 0;
+    for (int i = 0; i < c->depth; i++) {
+        if (c->open[i] != '{') continue;
+        c->open_at[keep] = c->open_at[i];
+        c->open[keep++] = '{';
+    }
+    c->depth = keep;
 }
 
 void ps_error(ps_ctx *c, uint32_t begin, uint32_t end, const char *fmt, ...)
@@ -101,7 +115,10 @@ static int run_parser(ps_ctx *c)
     return rc;
 }
 
-static int only_blank(const ast_node *root) { return root && root->n_items == 0; }
+static int only_blank(const ast_node *root)
+{
+    return root && root->n_items == 0;
+}
 
 ast_tree *ps_parse(const gr_source *src, gr_diags *d)
 {

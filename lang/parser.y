@@ -227,15 +227,7 @@ static void add_hints(ps_ctx *c, const char *msg)
         gr_span at = {c->open_at[top], c->open_at[top] + 1};
         diag_note(c->d, c->src, at, "unclosed '%c' opened here", c->open[top]);
     }
-    /* Recovery skips to a newline, so forget every open ( and [: the next
-     * newline must count again.  Open blocks stay for their '}'. */
-    int keep = 0;
-    for (int i = 0; i < c->depth; i++) {
-        if (c->open[i] != '{') continue;
-        c->open_at[keep] = c->open_at[i];
-        c->open[keep++] = '{';
-    }
-    c->depth = keep;
+    ps_forget_brackets(c);
 }
 
 static void yyerror(const YYLTYPE *loc, yyscan_t scanner, const char *msg)

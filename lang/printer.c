@@ -17,26 +17,34 @@ static int binary_prec(ast_op op)
 {
     switch (op) {
     case AOP_ADD:
-    case AOP_SUB: return PREC_SUM;
+    case AOP_SUB:
+        return PREC_SUM;
     case AOP_MUL:
     case AOP_DIV:
-    case AOP_MATMUL: return PREC_PROD;
-    default: return PREC_CMP;
+    case AOP_MATMUL:
+        return PREC_PROD;
+    default:
+        return PREC_CMP;
     }
 }
 
 static int expr_prec(const ast_node *n)
 {
     switch (n->kind) {
-    case AST_DEVICE: return PREC_DEVICE;
-    case AST_BINARY: return binary_prec(n->op);
-    case AST_UNARY: return PREC_UNARY;
+    case AST_DEVICE:
+        return PREC_DEVICE;
+    case AST_BINARY:
+        return binary_prec(n->op);
+    case AST_UNARY:
+        return PREC_UNARY;
     case AST_CALL:
     case AST_METHOD: /* `f(x) as a` reads badly with a postfix glued on */
         return n->as_name ? PREC_UNARY : PREC_POSTFIX;
     case AST_FIELD:
-    case AST_INDEX: return PREC_POSTFIX;
-    default: return PREC_PRIMARY;
+    case AST_INDEX:
+        return PREC_POSTFIX;
+    default:
+        return PREC_PRIMARY;
     }
 }
 
@@ -57,11 +65,20 @@ static void print_string(const char *s, FILE *out)
     fputc('"', out);
     for (; *s; s++) {
         switch (*s) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\t': fputs("\\t", out); break;
-        default: fputc(*s, out);
+        case '"':
+            fputs("\\\"", out);
+            break;
+        case '\\':
+            fputs("\\\\", out);
+            break;
+        case '\n':
+            fputs("\\n", out);
+            break;
+        case '\t':
+            fputs("\\t", out);
+            break;
+        default:
+            fputc(*s, out);
         }
     }
     fputc('"', out);
@@ -80,7 +97,8 @@ static void print_devspec(const ast_node *d, FILE *out)
     fprintf(out, "@%s:", d->name);
     const ast_node *ix = d->a;
     int bare = ix && (ix->kind == AST_NAME || (ix->kind == AST_NUM && ix->flag));
-    if (bare) print_expr(ix, 0, out);
+    if (bare)
+        print_expr(ix, 0, out);
     else {
         fputc('(', out);
         if (ix) print_expr(ix, 0, out);
@@ -111,19 +129,29 @@ static void print_expr_inner(const ast_node *n, FILE *out)
 {
     switch (n->kind) {
     case AST_NUM:
-        if (n->flag) fprintf(out, "%.0f", n->num);
-        else print_float(n->num, out);
+        if (n->flag)
+            fprintf(out, "%.0f", n->num);
+        else
+            print_float(n->num, out);
         break;
-    case AST_STR: print_string(n->name, out); break;
-    case AST_BOOL: fputs(n->flag ? "true" : "false", out); break;
-    case AST_NAME: fputs(n->name, out); break;
+    case AST_STR:
+        print_string(n->name, out);
+        break;
+    case AST_BOOL:
+        fputs(n->flag ? "true" : "false", out);
+        break;
+    case AST_NAME:
+        fputs(n->name, out);
+        break;
     case AST_LIST:
         fputc('[', out);
         print_list(n->items, n->n_items, out);
         fputc(']', out);
         break;
     case AST_CALL:
-    case AST_METHOD: print_call(n, out); break;
+    case AST_METHOD:
+        print_call(n, out);
+        break;
     case AST_FIELD:
         print_expr(n->a, PREC_POSTFIX, out);
         fprintf(out, ".%s", n->name);
@@ -134,7 +162,9 @@ static void print_expr_inner(const ast_node *n, FILE *out)
         print_expr(n->b, 0, out);
         fputc(']', out);
         break;
-    case AST_BINARY: print_binary(n, out); break;
+    case AST_BINARY:
+        print_binary(n, out);
+        break;
     case AST_UNARY:
         fputc('-', out);
         print_expr(n->a, PREC_UNARY, out);
@@ -144,7 +174,9 @@ static void print_expr_inner(const ast_node *n, FILE *out)
         fputc(' ', out);
         print_devspec(n->b, out);
         break;
-    case AST_DEVSPEC: print_devspec(n, out); break;
+    case AST_DEVSPEC:
+        print_devspec(n, out);
+        break;
     case AST_KWARG:
         fprintf(out, "%s=", n->name);
         print_expr(n->a, 0, out);
@@ -154,7 +186,8 @@ static void print_expr_inner(const ast_node *n, FILE *out)
         print_list(n->items, n->n_items, out);
         fputc(']', out);
         break;
-    default: fprintf(out, "<%s>", ast_kind_name(n->kind));
+    default:
+        fprintf(out, "<%s>", ast_kind_name(n->kind));
     }
 }
 
@@ -236,16 +269,28 @@ static void print_named(const char *kw, const ast_node *n, const char *sep, FILE
 static void print_stmt_inner(const ast_node *n, int indent, FILE *out)
 {
     switch (n->kind) {
-    case AST_PARAM: print_named("param", n, " = ", out); break;
-    case AST_DATA: print_named("data", n, " = ", out); break;
-    case AST_VAR: print_named("var", n, " = ", out); break;
-    case AST_INPUT: print_named("input", n, ": ", out); break;
+    case AST_PARAM:
+        print_named("param", n, " = ", out);
+        break;
+    case AST_DATA:
+        print_named("data", n, " = ", out);
+        break;
+    case AST_VAR:
+        print_named("var", n, " = ", out);
+        break;
+    case AST_INPUT:
+        print_named("input", n, ": ", out);
+        break;
     case AST_RETURN:
         fputs("return ", out);
         print_expr(n->a, 0, out);
         break;
-    case AST_FN: print_fn(n, indent, out); break;
-    case AST_SCOPE: print_scope(n, indent, out); break;
+    case AST_FN:
+        print_fn(n, indent, out);
+        break;
+    case AST_SCOPE:
+        print_scope(n, indent, out);
+        break;
     case AST_FOR:
         fprintf(out, "for %s in ", n->name);
         print_expr(n->a, 0, out);
@@ -258,8 +303,11 @@ static void print_stmt_inner(const ast_node *n, int indent, FILE *out)
         fputs(" = ", out);
         print_expr(n->b, 0, out);
         break;
-    case AST_EXPR_STMT: print_expr(n->a, 0, out); break;
-    default: print_expr(n, 0, out);
+    case AST_EXPR_STMT:
+        print_expr(n->a, 0, out);
+        break;
+    default:
+        print_expr(n, 0, out);
     }
 }
 
@@ -273,7 +321,10 @@ static void print_stmt(const ast_node *n, int indent, FILE *out)
 void ast_print(const ast_node *n, FILE *out)
 {
     if (!n) return;
-    if (n->kind == AST_PROGRAM || n->kind == AST_BLOCK) print_stmts(n, 0, out);
-    else if (n->kind < AST_NUM) print_stmt(n, 0, out);
-    else print_expr(n, 0, out);
+    if (n->kind == AST_PROGRAM || n->kind == AST_BLOCK)
+        print_stmts(n, 0, out);
+    else if (n->kind < AST_NUM)
+        print_stmt(n, 0, out);
+    else
+        print_expr(n, 0, out);
 }

@@ -27,11 +27,11 @@ typedef struct ps_ctx {
     uint32_t eof_pos; /* where "end of file" errors point */
     char open[PS_MAX_NEST];
     uint32_t open_at[PS_MAX_NEST];
-    int depth;        /* brackets open now */
-    int fatal;        /* stop: further messages would only be noise */
-    int sent_eof_nl;  /* the lexer emits one newline before end of file */
+    int depth;       /* brackets open now */
+    int fatal;       /* stop: further messages would only be noise */
+    int sent_eof_nl; /* the lexer emits one newline before end of file */
     int tree_too_deep;
-    int last_tok;     /* the token just returned, for hints */
+    int last_tok; /* the token just returned, for hints */
     gr_span last_span;
 } ps_ctx;
 
@@ -40,6 +40,10 @@ ast_node *ps_node(ps_ctx *c, ast_kind k, uint32_t begin, uint32_t end);
 void ps_push(ps_ctx *c, ast_node *n, ast_node *item);
 /* Records n's tree depth and reports a too-deep tree once; returns n. */
 ast_node *ps_finish(ps_ctx *c, ast_node *n);
+/* Error recovery skips to the next newline, so every open ( and [ is
+ * forgotten: the next newline must end the statement.  Open blocks stay
+ * for their '}'. */
+void ps_forget_brackets(ps_ctx *c);
 void ps_error(ps_ctx *c, uint32_t begin, uint32_t end, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

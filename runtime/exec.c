@@ -73,7 +73,7 @@ static void prepare_call(rt_exec *e, int id, int *used_in)
     *a = (kern_args){.g = g, .node = n, .out = e->buf[id], .out_t = &n->type, .n_in = n->n_in,
                      .in = inp, .in_t = int_, .scratch = sb ? e->scratch : NULL,
                      .scratch_task_bytes = sb, .max_tasks = pool_size(e->pool),
-                     .pool = e->pool, .seed = e->s->opt.seed * 0x9e3779b97f4a7c15ull ^ (uint64_t)id};
+                     .pool = e->pool, .seed = e->s->opt.seed};
     e->fn[e->n_calls++] = cpu_kernels[n->op];
 }
 

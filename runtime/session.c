@@ -169,7 +169,7 @@ void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e)
 }
 
 /* Finds the plan and takes an executor, under the session lock. */
-static rt_exec *acquire(gr_session *s, const char *target, gr_fetch *fetches, int n_fetches,
+static rt_exec *acquire(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
                         int *plan_index, gr_status *st)
 {
     const char *names[16];
@@ -189,6 +189,25 @@ static rt_exec *acquire(gr_session *s, const char *target, gr_fetch *fetches, in
     return e;
 }
 
+static void release(gr_session *s, int plan_index, rt_exec *e)
+{
+    pthread_mutex_lock(&s->mu);
+    rt_exec_give(s, &s->plans[plan_index], e);
+    pthread_mutex_unlock(&s->mu);
+}
+
+gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
+                   gr_status *st)
+{
+    if (!s || !target) return rt_fail(st, GR_ERR_ARG, "gr_prepare: session and target are required\n");
+    int pi;
+    rt_exec *e = acquire(s, target, fetches, n_fetches, &pi, st);
+    if (!e) return gr_status_code(st);
+    release(s, pi, e);
+    rt_ok(st);
+    return GR_OK;
+}
+
 gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_feeds,
                gr_fetch *fetches, int n_fetches, gr_status *st)
 {
@@ -197,9 +216,7 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
     rt_exec *e = acquire(s, target, fetches, n_fetches, &pi, st);
     if (!e) return gr_status_code(st);
     gr_code c = exec_run(e, feeds, n_feeds, fetches, n_fetches, st);
-    pthread_mutex_lock(&s->mu);
-    rt_exec_give(s, &s->plans[pi], e);
-    pthread_mutex_unlock(&s->mu);
+    release(s, pi, e);
     if (c == GR_OK) rt_ok(st);
     return c;
 }
@@ -212,9 +229,23 @@ static int64_t eval_batches(gr_session *s, const gr_plan *p)
         const ir_data *d = &s->g->data[p->data_used[k]];
         int64_t b = d->n / d->batch;
         if (nb == 0 || b < nb) nb = b;
-        data_seek(s->readers[p->data_used[k]], 0, 0);
     }
     return nb ? nb : 1;
+}
+
+/* An evaluation reads its sources from the start, then puts each cursor
+ * back, so evaluating on the training source does not disturb training. */
+static void eval_cursors(gr_session *s, const gr_plan *p, uint64_t (*saved)[2], int restore)
+{
+    for (int k = 0; k < p->n_data_used && k < 16; k++) {
+        data_reader *r = s->readers[p->data_used[k]];
+        if (restore) {
+            data_seek(r, saved[k][0], saved[k][1]);
+            continue;
+        }
+        data_cursor(r, &saved[k][0], &saved[k][1]);
+        data_seek(r, 0, 0);
+    }
 }
 
 gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
@@ -233,16 +264,18 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     int pi;
     rt_exec *e = acquire(s, target, &f, 1, &pi, st);
     if (!e) return gr_status_code(st);
-    int64_t nb = eval_batches(s, s->plans[pi].plan);
+    const gr_plan *plan = s->plans[pi].plan;
+    int64_t nb = eval_batches(s, plan);
+    uint64_t saved[16][2];
+    eval_cursors(s, plan, saved, 0);
     double sum = 0;
     gr_code c = GR_OK;
     for (int64_t b = 0; b < nb && c == GR_OK; b++) {
         c = exec_run(e, NULL, 0, &f, 1, st);
         sum += x;
     }
-    pthread_mutex_lock(&s->mu);
-    rt_exec_give(s, &s->plans[pi], e);
-    pthread_mutex_unlock(&s->mu);
+    eval_cursors(s, plan, saved, 1);
+    release(s, pi, e);
     *value = sum / (double)nb;
     if (c == GR_OK) rt_ok(st);
     return c;
@@ -261,7 +294,7 @@ static gr_code var_lookup(gr_session *s, const char *name, size_t bytes, int *vi
 
 gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t bytes, gr_status *st)
 {
-    int vi;
+    int vi = -1;
     if (var_lookup(s, name, bytes, &vi, st) != GR_OK) return gr_status_code(st);
     memcpy(data, s->var[vi], bytes);
     rt_ok(st);
@@ -271,7 +304,7 @@ gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t byt
 gr_code gr_variable_write(gr_session *s, const char *name, const void *data, size_t bytes,
                           gr_status *st)
 {
-    int vi;
+    int vi = -1;
     if (var_lookup(s, name, bytes, &vi, st) != GR_OK) return gr_status_code(st);
     memcpy(s->var[vi], data, bytes);
     rt_ok(st);

@@ -1,16 +1,19 @@
 /* test_autodiff.c - structural tests of ad_minimize: which gradient nodes it
  * builds, how it sums and reduces them, the optimizer slots and updates it
- * adds, where it places them, and its errors. */
+ * adds, where it places them, and its errors; then a numeric check of every
+ * gradient rule against central differences, evaluated with the CPU kernels. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler.h"
+#include "devices/cpu/cpu.h"
 
 static gr_diags diags;
 static gr_source *src;
@@ -89,8 +92,14 @@ static int sum_all(int x)
 
 static int minimize(int loss, ad_kind kind)
 {
-    ad_optimizer o = {.kind = kind, .lr = 0.1, .m = 0.9, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8,
-                      .nesterov = 1, .locking = 1};
+    ad_optimizer o = {.kind = kind,
+                      .lr = 0.1,
+                      .m = 0.9,
+                      .b1 = 0.9,
+                      .b2 = 0.999,
+                      .eps = 1e-8,
+                      .nesterov = 1,
+                      .locking = 1};
     return ad_minimize(g, loss, &o, src, line3);
 }
 
@@ -300,7 +309,8 @@ static void test_every_differentiable_op_on_a_path(void **state)
     int w = var("w", ty(2, 4, 6), GR_DEV(DEV_CPU, 0), 1);
     int lab = input("lab", (ir_type){DT_I32, 1, {4}});
     int h = op1(OP_RELU, op1(OP_TANH, op1(OP_SIGMOID, w, 0, 0), 0, 0), 0, 0);
-    h = op2(OP_DIV, op1(OP_SQRT, op1(OP_EXP, h, 0, 0), 0, 0), op1(OP_LOG, op1(OP_EXP, w, 0, 0), 0, 0));
+    h = op2(OP_DIV, op1(OP_SQRT, op1(OP_EXP, h, 0, 0), 0, 0),
+            op1(OP_LOG, op1(OP_EXP, w, 0, 0), 0, 0));
     h = op1(OP_NEG, op1(OP_IDENTITY, h, 0, 0), 0, 0);
     ir_attrs a;
     memset(&a, 0, sizeof(a));
@@ -316,7 +326,7 @@ static void test_every_differentiable_op_on_a_path(void **state)
     memset(&a, 0, sizeof(a));
     a.i[0] = 1, a.i[1] = 2, a.i[2] = 12;
     int s = ir_add(g, OP_SLICE, &c, 1, &a, src, line2); /* [4,10] */
-    int m = op1(OP_MAX, s, 1, 1); /* [4,1] */
+    int m = op1(OP_MAX, s, 1, 1);                       /* [4,1] */
     int sm = op1(OP_SOFTMAX, op2(OP_SUB, s, m), 0, 0);
     int ls = op1(OP_LOG_SOFTMAX, sm, 0, 0);
     int xent = op2(OP_SOFTMAX_XENT, ls, lab);
@@ -343,9 +353,9 @@ static void test_conv_pool_gather_gradients(void **state)
     a.i[1] = 1;
     int in[2] = {x, k};
     int y = ir_add(g, OP_CONV2D, in, 2, &a, src, line2); /* [2,4,8,8] */
-    int p = op1(OP_MAXPOOL2D, y, 2, 0);                      /* [2,4,4,4] */
-    int q = op1(OP_AVGPOOL2D, p, 2, 2);                      /* [2,4,2,2] */
-    int e = op2(OP_GATHER, emb, ids);                        /* [5,4] */
+    int p = op1(OP_MAXPOOL2D, y, 2, 0);                  /* [2,4,4,4] */
+    int q = op1(OP_AVGPOOL2D, p, 2, 2);                  /* [2,4,2,2] */
+    int e = op2(OP_GATHER, emb, ids);                    /* [5,4] */
     int loss = op2(OP_ADD, sum_all(q), sum_all(e));
     int train = minimize(loss, AD_SGD);
     assert_true(train >= 0);
@@ -389,8 +399,9 @@ static void test_op_without_gradient_is_named_with_its_line(void **state)
     int y = ir_add(g, OP_MATMUL_BIAS, in, 3, NULL, src, line2);
     assert_int_equal(minimize(sum_all(y), AD_SGD), -1);
     assert_int_equal(diags.n_errors, 1);
-    assert_string_equal(diags.v[0].msg,
-                        "minimize: cannot differentiate through 'matmul_bias' (line 2): the op has no gradient");
+    assert_string_equal(
+        diags.v[0].msg,
+        "minimize: cannot differentiate through 'matmul_bias' (line 2): the op has no gradient");
 }
 
 static void test_argmax_path_stops_gradient(void **state)
@@ -406,24 +417,371 @@ static void test_argmax_path_stops_gradient(void **state)
     assert_string_equal(diags.v[0].msg, "minimize: loss does not depend on any trainable variable");
 }
 
+/* ---- numeric gradient check ----
+ * Each case builds loss = sum(op(vars...) * R) with R a random input, so dy
+ * is not uniform; ad_minimize adds the gradients; the graph is evaluated with
+ * the CPU kernel table, and each gradient element is compared with
+ * (loss(v + eps) - loss(v - eps)) / 2 eps. */
+
+enum { FILL_RANGE, FILL_SPACED };
+
+typedef struct gc_val {
+    double lo, hi; /* uniform range for f32, [0, hi) for i32 */
+    int fill;      /* FILL_SPACED: distinct values 0.05 apart, none 0 (no ties, no kinks) */
+} gc_val;
+
+static gc_val gc_vals[1024];
+static uint64_t gc_rng;
+static void **gc_buf;
+
+static double gc_rand(void)
+{
+    gc_rng = gc_rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(gc_rng >> 11) / 9007199254740992.0;
+}
+
+static ir_type tyn(ir_dtype dt, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
+{
+    ir_type t = {dt, rank, {d0, d1, d2, d3}};
+    return t;
+}
+
+static int gc_var(ir_type t, double lo, double hi, int fill)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "v%d", g->n_vars);
+    int id = var(name, t, GR_DEV(DEV_CPU, 0), 1);
+    gc_vals[id] = (gc_val){lo, hi, fill};
+    return id;
+}
+
+static int gc_input(ir_type t, double hi)
+{
+    int id = input("in", t);
+    gc_vals[id] = (gc_val){-1, hi, FILL_RANGE};
+    return id;
+}
+
+static ir_attrs at3(int64_t i0, int64_t i1, int64_t i2)
+{
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.i[0] = i0;
+    a.i[1] = i1;
+    a.i[2] = i2;
+    return a;
+}
+
+static int gc_op(gr_op op, int x, int y, ir_attrs a)
+{
+    int in[2] = {x, y};
+    int id = ir_add(g, op, in, y < 0 ? 1 : 2, &a, src, line2);
+    if (id < 0) print_error("%s\n", diags.v[0].msg);
+    assert_true(id >= 0);
+    return id;
+}
+
+/* sum(y * R), R random: the loss every case differentiates. */
+static int gc_project(int y)
+{
+    int r = gc_input(g->nodes[y].type, 1);
+    return gc_op(OP_SUM, gc_op(OP_MUL, y, r, at3(0, 0, 0)), -1, at3(GR_AXIS_ALL, 0, 0));
+}
+
+static void gc_fill(int id)
+{
+    const ir_node *n = &g->nodes[id];
+    const gc_val *v = &gc_vals[id];
+    int64_t ne = ir_numel(&n->type);
+    float *f = gc_buf[id];
+    for (int64_t i = 0; i < ne; i++) {
+        if (n->type.dtype == DT_I32)
+            ((int32_t *)gc_buf[id])[i] = (int32_t)(gc_rand() * v->hi);
+        else
+            f[i] = (float)(v->fill == FILL_SPACED ? 0.05 * (double)(i - ne / 2) + 0.025
+                                                  : v->lo + (v->hi - v->lo) * gc_rand());
+    }
+    for (int64_t i = ne - 1; v->fill == FILL_SPACED && i > 0; i--) {
+        int64_t j = (int64_t)(gc_rand() * (double)(i + 1));
+        float t = f[i];
+        f[i] = f[j];
+        f[j] = t;
+    }
+}
+
+static void gc_run_node(int id)
+{
+    const ir_node *n = &g->nodes[id];
+    void *in[8];
+    const ir_type *in_t[8];
+    for (int k = 0; k < n->n_in; k++) {
+        in[k] = gc_buf[n->in[k]];
+        in_t[k] = &g->nodes[n->in[k]].type;
+    }
+    size_t sc = gr_ops[n->op].scratch ? gr_ops[n->op].scratch(g, id) : 0;
+    kern_args a = {.g = g,
+                   .node = n,
+                   .out = gc_buf[id],
+                   .out_t = &n->type,
+                   .n_in = n->n_in,
+                   .in = in,
+                   .in_t = in_t,
+                   .scratch = sc ? malloc(sc * 2) : NULL,
+                   .scratch_task_bytes = sc,
+                   .max_tasks = 2};
+    assert_non_null(cpu_kernels[n->op]);
+    cpu_kernels[n->op](&a);
+    free(a.scratch);
+}
+
+/* Evaluates nodes [0, upto); sources are bound, updates are skipped. */
+static void gc_eval(int upto)
+{
+    for (int id = 0; id < upto; id++) {
+        gr_op op = g->nodes[id].op;
+        if (g->nodes[id].dead || op == OP_INPUT || op == OP_VARIABLE) continue;
+        if (op == OP_APPLY_SGD || op == OP_GROUP) continue;
+        gc_run_node(id);
+    }
+}
+
+static double gc_loss_at(int loss, float *x, int64_t i, double v)
+{
+    float save = x[i];
+    x[i] = (float)v;
+    gc_eval(loss + 1);
+    x[i] = save;
+    return ((float *)gc_buf[loss])[0];
+}
+
+/* Compares every element of one variable's gradient; returns failures. */
+static int gc_compare(int loss, int v, int grad, double eps, const char *name)
+{
+    int bad = 0;
+    float *x = gc_buf[v];
+    for (int64_t i = 0; i < ir_numel(&g->nodes[v].type); i++) {
+        double num =
+            (gc_loss_at(loss, x, i, x[i] + eps) - gc_loss_at(loss, x, i, x[i] - eps)) / (2 * eps);
+        double an = ((float *)gc_buf[grad])[i];
+        if (fabs(num - an) <= 2e-2 * (fabs(num) + fabs(an) + 1e-2)) continue;
+        if (bad++ < 3)
+            print_error("%s: var %d [%lld]: numeric %g, analytic %g\n", name, v, (long long)i, num,
+                        an);
+    }
+    return bad;
+}
+
+static void gradcheck(const char *name, int loss, double eps)
+{
+    int train = minimize(loss, AD_SGD);
+    if (train < 0) print_error("%s: %s\n", name, diags.v[0].msg);
+    assert_true(train >= 0);
+    gc_buf = calloc((size_t)g->n_nodes, sizeof(void *));
+    for (int id = 0; id < g->n_nodes; id++) {
+        gc_buf[id] = calloc(ir_nbytes(&g->nodes[id].type) + 4, 1);
+        if (g->nodes[id].op == OP_INPUT || g->nodes[id].op == OP_VARIABLE) gc_fill(id);
+    }
+    gc_eval(g->n_nodes);
+    int bad = 0;
+    for (int k = 0; k < g->nodes[train].n_in; k++) {
+        const ir_node *u = &g->nodes[g->nodes[train].in[k]];
+        bad += gc_compare(loss, u->in[0], u->in[1], eps, name);
+    }
+    for (int id = 0; id < g->n_nodes; id++) free(gc_buf[id]);
+    free(gc_buf);
+    assert_int_equal(bad, 0);
+}
+
+/* Fresh graph per case inside one cmocka test. */
+static void gc_reset(void)
+{
+    teardown(NULL);
+    setup(NULL);
+    memset(gc_vals, 0, sizeof(gc_vals));
+    gc_rng = 12345;
+}
+
+static void test_numeric_matmul(void **state)
+{
+    (void)state;
+    for (int ta = 0; ta < 2; ta++) {
+        for (int tb = 0; tb < 2; tb++) {
+            gc_reset();
+            int a = gc_var(ta ? ty(2, 3, 2) : ty(2, 2, 3), -1, 1, FILL_RANGE);
+            int b = gc_var(tb ? ty(2, 4, 3) : ty(2, 3, 4), -1, 1, FILL_RANGE);
+            gradcheck("matmul", gc_project(gc_op(OP_MATMUL, a, b, at3(ta, tb, 0))), 1e-2);
+        }
+    }
+}
+
+static void test_numeric_broadcasting_binaries(void **state)
+{
+    (void)state;
+    static const gr_op ops[] = {OP_ADD, OP_SUB, OP_MUL, OP_DIV};
+    for (int k = 0; k < 4; k++) {
+        gc_reset();
+        int a = gc_var(ty(2, 2, 3), 0.5, 2, FILL_RANGE);
+        int b = gc_var(ty(1, 3, 0), 0.5, 2, FILL_RANGE);
+        int c = gc_var(ty(2, 2, 1), 0.5, 2, FILL_RANGE);
+        int s = gc_var(ty(0, 0, 0), 0.5, 2, FILL_RANGE);
+        int y = gc_op(ops[k], gc_op(ops[k], c, gc_op(ops[k], a, b, at3(0, 0, 0)), at3(0, 0, 0)), s,
+                      at3(0, 0, 0));
+        gradcheck(gr_ops[ops[k]].name, gc_project(y), 1e-3);
+    }
+}
+
+static void test_numeric_unaries(void **state)
+{
+    (void)state;
+    static const gr_op ops[] = {OP_NEG,     OP_EXP,  OP_LOG,      OP_SQRT,    OP_RELU,
+                                OP_SIGMOID, OP_TANH, OP_IDENTITY, OP_SOFTMAX, OP_LOG_SOFTMAX};
+    for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
+        gc_reset();
+        int a = gc_var(ty(2, 3, 4), ops[k] == OP_RELU ? -1 : 0.3, 2,
+                       ops[k] == OP_RELU ? FILL_SPACED : FILL_RANGE);
+        gradcheck(gr_ops[ops[k]].name, gc_project(gc_op(ops[k], a, -1, at3(0, 0, 0))), 1e-3);
+    }
+}
+
+static void test_numeric_losses(void **state)
+{
+    (void)state;
+    gc_reset();
+    int a = gc_var(ty(2, 3, 4), -1, 1, FILL_RANGE);
+    int lab = gc_input(tyn(DT_I32, 1, 3, 0, 0, 0), 4);
+    gradcheck("softmax_xent", gc_project(gc_op(OP_SOFTMAX_XENT, a, lab, at3(0, 0, 0))), 1e-3);
+    gc_reset();
+    int p = gc_var(ty(2, 3, 4), -1, 1, FILL_RANGE), t = gc_var(ty(2, 3, 4), -1, 1, FILL_RANGE);
+    gradcheck("mse", gc_op(OP_MSE, p, t, at3(0, 0, 0)), 1e-3);
+}
+
+static void test_numeric_reductions(void **state)
+{
+    (void)state;
+    static const gr_op ops[] = {OP_SUM, OP_MEAN, OP_MAX};
+    static const int64_t axes[] = {GR_AXIS_ALL, 0, 1, -1};
+    for (int k = 0; k < 3; k++) {
+        for (int ax = 0; ax < 4; ax++) {
+            for (int keep = 0; keep < 2; keep++) {
+                gc_reset();
+                int a = gc_var(ty(2, 3, 4), -1, 1, ops[k] == OP_MAX ? FILL_SPACED : FILL_RANGE);
+                int y = gc_op(ops[k], a, -1, at3(axes[ax], keep, 0));
+                gradcheck(gr_ops[ops[k]].name, gc_project(y), 1e-3);
+            }
+        }
+    }
+}
+
+static void test_numeric_shape_ops(void **state)
+{
+    (void)state;
+    gc_reset();
+    ir_attrs a = at3(0, 0, 0);
+    a.n_list = 3, a.list[0] = 2, a.list[1] = -1, a.list[2] = 3;
+    gradcheck("reshape", gc_project(gc_op(OP_RESHAPE, gc_var(ty(2, 3, 4), -1, 1, 0), -1, a)), 1e-2);
+    gc_reset();
+    a.list[0] = 1, a.list[1] = 2, a.list[2] = 0;
+    int x3 = gc_var(tyn(DT_F32, 3, 2, 3, 4, 0), -1, 1, FILL_RANGE);
+    gradcheck("transpose", gc_project(gc_op(OP_TRANSPOSE, x3, -1, a)), 1e-2);
+    gc_reset();
+    int c = gc_op(OP_CONCAT, gc_var(ty(2, 2, 3), -1, 1, 0), gc_var(ty(2, 2, 5), -1, 1, 0),
+                  at3(-1, 0, 0));
+    gradcheck("concat", gc_project(c), 1e-2);
+    gc_reset();
+    gradcheck("slice", gc_project(gc_op(OP_SLICE, gc_var(ty(2, 3, 4), -1, 1, 0), -1, at3(1, 1, 3))),
+              1e-2);
+    gc_reset();
+    int ids = gc_input(tyn(DT_I32, 2, 2, 4, 0, 0), 5);
+    gradcheck("gather",
+              gc_project(gc_op(OP_GATHER, gc_var(ty(2, 5, 3), -1, 1, 0), ids, at3(0, 0, 0))), 1e-2);
+    gc_reset();
+    gradcheck("cast",
+              gc_project(gc_op(OP_CAST, gc_var(ty(2, 3, 4), -1, 1, 0), -1, at3(DT_F32, 0, 0))),
+              1e-2);
+}
+
+static void test_numeric_broadcast_and_sum_to(void **state)
+{
+    (void)state;
+    gc_reset();
+    ir_attrs a = at3(0, 0, 0);
+    a.n_list = 3, a.list[0] = 2, a.list[1] = 3, a.list[2] = 4;
+    gradcheck("broadcast", gc_project(gc_op(OP_BROADCAST, gc_var(ty(2, 3, 1), -1, 1, 0), -1, a)),
+              1e-2);
+    gc_reset();
+    a.n_list = 2, a.list[0] = 3, a.list[1] = 1;
+    int x3 = gc_var(tyn(DT_F32, 3, 2, 3, 4, 0), -1, 1, FILL_RANGE);
+    gradcheck("sum_to", gc_project(gc_op(OP_SUM_TO, x3, -1, a)), 1e-2);
+}
+
+static void test_numeric_conv_and_pool(void **state)
+{
+    (void)state;
+    static const int conv[][2] = {{1, 0}, {1, 1}, {2, 1}, {2, 0}};
+    for (int k = 0; k < 4; k++) {
+        gc_reset();
+        int x = gc_var(tyn(DT_F32, 4, 2, 3, 6, 5), -1, 1, FILL_RANGE);
+        int w = gc_var(tyn(DT_F32, 4, 4, 3, 3, 2), -1, 1, FILL_RANGE);
+        gradcheck("conv2d", gc_project(gc_op(OP_CONV2D, x, w, at3(conv[k][0], conv[k][1], 0))),
+                  1e-2);
+    }
+    static const int pool[][3] = {
+        {OP_MAXPOOL2D, 2, 2}, {OP_MAXPOOL2D, 3, 2}, {OP_AVGPOOL2D, 2, 0}, {OP_AVGPOOL2D, 3, 1}};
+    for (int k = 0; k < 4; k++) {
+        gc_reset();
+        int x = gc_var(tyn(DT_F32, 4, 2, 2, 7, 7), -1, 1, FILL_SPACED);
+        gradcheck(gr_ops[pool[k][0]].name,
+                  gc_project(gc_op((gr_op)pool[k][0], x, -1, at3(pool[k][1], pool[k][2], 0))),
+                  1e-2);
+    }
+}
+
+static void test_numeric_mlp_with_shared_weights(void **state)
+{
+    (void)state;
+    gc_reset();
+    int x = gc_input(ty(2, 4, 5), 0);
+    gc_vals[x] = (gc_val){-1, 1, FILL_RANGE};
+    int w = gc_var(ty(2, 5, 3), -1, 1, FILL_RANGE), b = gc_var(ty(1, 3, 0), -1, 1, FILL_RANGE);
+    int lab = gc_input(tyn(DT_I32, 1, 4, 0, 0, 0), 3);
+    int h = gc_op(OP_TANH, gc_op(OP_ADD, gc_op(OP_MATMUL, x, w, at3(0, 0, 0)), b, at3(0, 0, 0)), -1,
+                  at3(0, 0, 0));
+    int h2 = gc_op(OP_MATMUL, h, w, at3(0, 1, 0)); /* w used twice: [4,5] */
+    int xent = gc_op(OP_SOFTMAX_XENT, h2, lab, at3(0, 0, 0));
+    gradcheck("mlp", gc_op(OP_MEAN, xent, -1, at3(GR_AXIS_ALL, 0, 0)), 1e-3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_grad_of_sum_x_times_w_is_x, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gradients_from_two_consumers_are_added, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gradients_from_two_consumers_are_added, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_broadcast_bias_gradient_uses_sum_to, setup, teardown),
         cmocka_unit_test_setup_teardown(test_same_shape_binary_has_no_sum_to, setup, teardown),
         cmocka_unit_test_setup_teardown(test_matmul_gradients_use_transpose_attrs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gradient_ops_live_on_forward_device, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_momentum_slots_named_typed_and_colocated, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_adam_creates_slots_and_one_step_counter, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_momentum_slots_named_typed_and_colocated, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_adam_creates_slots_and_one_step_counter, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_unreached_variable_gets_no_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_differentiable_op_on_a_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conv_pool_gather_gradients, setup, teardown),
         cmocka_unit_test_setup_teardown(test_non_scalar_loss_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loss_without_variables_is_an_error, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_op_without_gradient_is_named_with_its_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_op_without_gradient_is_named_with_its_line, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_argmax_path_stops_gradient, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_numeric_matmul, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_numeric_broadcasting_binaries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_numeric_unaries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_numeric_losses, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_numeric_reductions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_numeric_shape_ops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_numeric_broadcast_and_sum_to, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_numeric_conv_and_pool, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_numeric_mlp_with_shared_weights, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -310,6 +310,11 @@ static void test_dump_lists_nodes_vars_and_data(void **state)
     int y = ir_add(g, OP_MATMUL, in, 2, NULL, src, sp(14, 19));
     g->nodes[y].device = GR_DEV(DEV_CPU, 0);
     ir_set_name(g, "model/fc1", y, 0);
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.i[0] = -1; /* normalised to 1 before it is printed */
+    ir_add(g, OP_SUM, &y, 1, &a, src, sp(14, 19));
+    ir_add_const(g, 0.5, NULL, src, sp(0, 1));
     ir_data d;
     memset(&d, 0, sizeof(d));
     d.name = "train";
@@ -319,10 +324,13 @@ static void test_dump_lists_nodes_vars_and_data(void **state)
     ir_add_data(g, &d);
     char *s = dump_to_string();
     char want[128];
-    snprintf(want, sizeof(want), "%%%d = matmul(%%%d, %%%d) f32[64,512] @cpu:0  ; model/fc1 line 2", y,
-             x, w);
+    snprintf(want, sizeof(want), "%%%d = matmul(%%%d, %%%d) f32[64,512] @cpu:0  ; model/fc1 line 2",
+             y, x, w);
     assert_non_null(strstr(s, want));
     assert_non_null(strstr(s, "= input() f32[64,784] @?  ; x line 1"));
+    assert_non_null(strstr(s, "= sum(%"));
+    assert_non_null(strstr(s, ") {axis=1} f32[64] @?  ; line 2"));
+    assert_non_null(strstr(s, "= const(0.5) f32[] @?  ; line 1"));
     assert_non_null(strstr(s, "var model/fc1/w f32[784,512] glorot"));
     assert_non_null(strstr(s, "data train idx batch=64 x=f32[64,784]"));
     free(s);
@@ -335,8 +343,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_numel_nbytes_and_equality, setup, teardown),
         cmocka_unit_test_setup_teardown(test_input_creates_node_and_entry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_var_creates_variable_node, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_add_runs_shape_rule_and_copies_inputs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_add_rejects_bad_inputs_and_marks_dead, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_add_runs_shape_rule_and_copies_inputs, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_add_rejects_bad_inputs_and_marks_dead, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_null_attrs_take_registry_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_add_like_copies_span_and_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_const_scalar_and_tensor, setup, teardown),

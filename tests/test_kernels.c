@@ -3,6 +3,7 @@
  * pool and the device vtable.  Nodes and types are built by hand, so this
  * test needs nothing from compiler/. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,10 +29,16 @@ static uint32_t rnd(void)
     return (uint32_t)(rng_state >> 16);
 }
 
-static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() % 1000001) / 1e6f; }
+static float frand(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)(rnd() % 1000001) / 1e6f;
+}
 
 static const int64_t odd_sizes[] = {1, 3, 7, 13, 31, 2, 5};
-static int64_t rsize(void) { return odd_sizes[rnd() % 7]; }
+static int64_t rsize(void)
+{
+    return odd_sizes[rnd() % 7];
+}
 
 static ir_type ty(ir_dtype dt, int rank, ...)
 {
@@ -65,7 +72,10 @@ static float *frandom(const ir_type *t, float lo, float hi)
     return p;
 }
 
-static double *dalloc(int64_t n) { return calloc((size_t)(n ? n : 1), sizeof(double)); }
+static double *dalloc(int64_t n)
+{
+    return calloc((size_t)(n ? n : 1), sizeof(double));
+}
 
 /* A kernel call: node, types and buffers by hand. */
 typedef struct call {
@@ -101,10 +111,18 @@ static void call_in(call *c, void *buf, const ir_type *t)
 
 static void call_run(call *c)
 {
-    kern_args a = {.node = &c->node, .out = c->out, .out_t = &c->out_t, .n_in = c->n_in,
-                   .in = c->in, .in_t = c->in_t, .scratch = c->scratch,
-                   .scratch_task_bytes = c->task_bytes, .max_tasks = c->max_tasks,
-                   .pool = c->pool, .seed = c->seed, .step = c->step};
+    kern_args a = {.node = &c->node,
+                   .out = c->out,
+                   .out_t = &c->out_t,
+                   .n_in = c->n_in,
+                   .in = c->in,
+                   .in_t = c->in_t,
+                   .scratch = c->scratch,
+                   .scratch_task_bytes = c->task_bytes,
+                   .max_tasks = c->max_tasks,
+                   .pool = c->pool,
+                   .seed = c->seed,
+                   .step = c->step};
     kernel_fn k = cpu_kernels[c->node.op];
     assert_non_null(k);
     k(&a);
@@ -112,15 +130,15 @@ static void call_run(call *c)
 
 /* Fails with the first element that is off by more than tol relative to
  * max(1, |ref|, scale). */
-static void check_close_s(const float *got, const double *ref, int64_t n, double tol,
-                          double scale, const char *what)
+static void check_close_s(const float *got, const double *ref, int64_t n, double tol, double scale,
+                          const char *what)
 {
     for (int64_t i = 0; i < n; i++) {
         double m = fabs(ref[i]) > 1.0 ? fabs(ref[i]) : 1.0;
         if (scale > m) m = scale;
         if (!(fabs((double)got[i] - ref[i]) <= tol * m)) {
-            print_error("%s: element %lld got %.9g want %.9g\n", what, (long long)i,
-                        (double)got[i], ref[i]);
+            print_error("%s: element %lld got %.9g want %.9g\n", what, (long long)i, (double)got[i],
+                        ref[i]);
             fail();
         }
     }
@@ -173,16 +191,26 @@ static int teardown(void **state)
 static double ref_bin(gr_op op, double x, double y)
 {
     switch (op) {
-    case OP_ADD: return x + y;
-    case OP_SUB: return x - y;
-    case OP_MUL: return x * y;
-    case OP_DIV: return x / y;
-    case OP_EQ: return x == y;
-    case OP_NE: return x != y;
-    case OP_LT: return x < y;
-    case OP_GT: return x > y;
-    case OP_LE: return x <= y;
-    default: return x >= y;
+    case OP_ADD:
+        return x + y;
+    case OP_SUB:
+        return x - y;
+    case OP_MUL:
+        return x * y;
+    case OP_DIV:
+        return x / y;
+    case OP_EQ:
+        return x == y;
+    case OP_NE:
+        return x != y;
+    case OP_LT:
+        return x < y;
+    case OP_GT:
+        return x > y;
+    case OP_LE:
+        return x <= y;
+    default:
+        return x >= y;
     }
 }
 
@@ -297,14 +325,22 @@ static void test_binary_large_split_over_pool(void **state)
 static double ref_unary(gr_op op, double x)
 {
     switch (op) {
-    case OP_NEG: return -x;
-    case OP_EXP: return exp(x);
-    case OP_LOG: return log(x);
-    case OP_SQRT: return sqrt(x);
-    case OP_RELU: return x > 0 ? x : 0;
-    case OP_SIGMOID: return 1 / (1 + exp(-x));
-    case OP_TANH: return tanh(x);
-    default: return x;
+    case OP_NEG:
+        return -x;
+    case OP_EXP:
+        return exp(x);
+    case OP_LOG:
+        return log(x);
+    case OP_SQRT:
+        return sqrt(x);
+    case OP_RELU:
+        return x > 0 ? x : 0;
+    case OP_SIGMOID:
+        return 1 / (1 + exp(-x));
+    case OP_TANH:
+        return tanh(x);
+    default:
+        return x;
     }
 }
 
@@ -359,10 +395,14 @@ static void ref_reduce(gr_op op, const float *x, const ir_type *t, int64_t axis,
 {
     int64_t outer = 1, n = 1, inner = 1;
     for (int d = 0; d < t->rank; d++) {
-        if (axis == GR_AXIS_ALL) n *= t->dim[d];
-        else if (d < axis) outer *= t->dim[d];
-        else if (d == axis) n = t->dim[d];
-        else inner *= t->dim[d];
+        if (axis == GR_AXIS_ALL)
+            n *= t->dim[d];
+        else if (d < axis)
+            outer *= t->dim[d];
+        else if (d == axis)
+            n = t->dim[d];
+        else
+            inner *= t->dim[d];
     }
     for (int64_t o = 0; o < outer; o++)
         for (int64_t j = 0; j < inner; j++) {
@@ -373,7 +413,10 @@ static void ref_reduce(gr_op op, const float *x, const ir_type *t, int64_t axis,
                 s += v;
                 if (v > m) m = v, arg = k;
             }
-            double r = op == OP_SUM ? s : op == OP_MEAN ? s / (double)n : op == OP_MAX ? m : (double)arg;
+            double r = op == OP_SUM    ? s
+                       : op == OP_MEAN ? s / (double)n
+                       : op == OP_MAX  ? m
+                                       : (double)arg;
             ref[o * inner + j] = r;
         }
 }
@@ -695,7 +738,10 @@ typedef struct conv_case {
     int64_t n, c, h, w, oc, kh, kw, s, p;
 } conv_case;
 
-static int64_t conv_out(int64_t x, int64_t k, int64_t s, int64_t p) { return (x + 2 * p - k) / s + 1; }
+static int64_t conv_out(int64_t x, int64_t k, int64_t s, int64_t p)
+{
+    return (x + 2 * p - k) / s + 1;
+}
 
 static double xat(const float *x, const conv_case *q, int64_t n, int64_t c, int64_t ih, int64_t iw)
 {
@@ -762,7 +808,8 @@ static void conv_call(call *c, gr_op op, const conv_case *q, void *out, const ir
 static void check_conv(const conv_case *q, int threads)
 {
     int64_t oh = conv_out(q->h, q->kh, q->s, q->p), ow = conv_out(q->w, q->kw, q->s, q->p);
-    ir_type xt = ty(DT_F32, 4, q->n, q->c, q->h, q->w), wt = ty(DT_F32, 4, q->oc, q->c, q->kh, q->kw);
+    ir_type xt = ty(DT_F32, 4, q->n, q->c, q->h, q->w),
+            wt = ty(DT_F32, 4, q->oc, q->c, q->kh, q->kw);
     ir_type yt = ty(DT_F32, 4, q->n, q->oc, oh, ow);
     float *x = frandom(&xt, -1, 1), *w = frandom(&wt, -1, 1), *dy = frandom(&yt, -1, 1);
     float *y = falloc(&yt), *dx = frandom(&xt, 5, 6), *dw = frandom(&wt, 5, 6);
@@ -896,7 +943,7 @@ static void test_gather_and_gather_grad(void **state)
     float *gt = falloc(&tt);
     int32_t ids[15];
     for (int i = 0; i < 15; i++) ids[i] = (int32_t)(rnd() % 15) - 1; /* -1, 13: out of range */
-    ids[0] = 2, ids[1] = 2;                                           /* a repeat */
+    ids[0] = 2, ids[1] = 2;                                          /* a repeat */
     call c;
     call_init(&c, OP_GATHER, &ot, out);
     call_in(&c, table, &tt);
@@ -1140,8 +1187,10 @@ static void test_dropout_mask_rate_grad_and_eval(void **state)
     run_dropout(OP_DROPOUT, y2, x, &t, rate, 1, 6, NULL);
     int64_t dropped = 0, differ = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (y[i] == 0.0f) dropped++;
-        else assert_float_equal(y[i], x[i] / (1 - rate), 1e-6);
+        if (y[i] == 0.0f)
+            dropped++;
+        else
+            assert_float_equal(y[i], x[i] / (1 - rate), 1e-6);
         assert_true(g[i] == y[i]); /* same seed and step: same mask */
         differ += (y[i] == 0.0f) != (y2[i] == 0.0f);
     }
@@ -1184,7 +1233,8 @@ static void test_update_rules_by_hand(void **state)
             r1[i] = 0.9 * s1[i] + g[i];
             rv[i] = var[i] - 0.05 * (nest ? g[i] + 0.9 * r1[i] : r1[i]);
         }
-        run_update(OP_APPLY_MOMENTUM, &t, (void *[]){var, g, s1}, 3, (double[]){0.05, 0.9, 0, 0}, nest);
+        run_update(OP_APPLY_MOMENTUM, &t, (void *[]){var, g, s1}, 3, (double[]){0.05, 0.9, 0, 0},
+                   nest);
         check_close(var, rv, n, "momentum var");
         check_close(s1, r1, n, "momentum accum");
     }
@@ -1233,7 +1283,10 @@ typedef struct count_ctx {
     int64_t hits[8];
 } count_ctx;
 
-static void count_task(void *arg, int t) { ((count_ctx *)arg)->hits[t]++; }
+static void count_task(void *arg, int t)
+{
+    ((count_ctx *)arg)->hits[t]++;
+}
 
 static void test_pool_for_repeated_tiny_calls(void **state)
 {
@@ -1256,6 +1309,41 @@ static void test_pool_for_repeated_tiny_calls(void **state)
     pool_for(NULL, 3, count_task, &c); /* NULL pool: serial */
     pool_for(pool2, 0, count_task, &c);
     assert_true(c.hits[0] == 1 && c.hits[2] == 1 && c.hits[3] == 0);
+}
+
+typedef struct nest_ctx {
+    gr_pool *pool;
+    count_ctx inner[4];
+} nest_ctx;
+
+static void nest_task(void *arg, int t)
+{
+    nest_ctx *n = arg;
+    pool_for(n->pool, 3, count_task, &n->inner[t]); /* runs serially inside a task */
+}
+
+static void *hammer_pool(void *arg)
+{
+    nest_ctx *n = arg;
+    for (int i = 0; i < 20000; i++) pool_for(n->pool, 2, count_task, &n->inner[0]);
+    return NULL;
+}
+
+static void test_pool_for_nested_and_concurrent_callers(void **state)
+{
+    (void)state;
+    nest_ctx n = {.pool = pool2};
+    pool_for(pool2, 4, nest_task, &n);
+    for (int t = 0; t < 4; t++)
+        assert_true(n.inner[t].hits[0] == 1 && n.inner[t].hits[2] == 1 && n.inner[t].hits[3] == 0);
+    /* two threads share one pool: the loser of the race runs serially */
+    nest_ctx a = {.pool = pool2}, b = {.pool = pool2};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, hammer_pool, &a), 0);
+    hammer_pool(&b);
+    pthread_join(th, NULL);
+    assert_true(a.inner[0].hits[0] == 20000 && a.inner[0].hits[1] == 20000);
+    assert_true(b.inner[0].hits[0] == 20000 && b.inner[0].hits[1] == 20000);
 }
 
 static void test_cpu_vtable_alloc_aligned_and_copy(void **state)
@@ -1312,6 +1400,7 @@ int main(void)
         cmocka_unit_test(test_update_rules_by_hand),
         cmocka_unit_test(test_assign_add_tensor_scalar_i32),
         cmocka_unit_test(test_pool_for_repeated_tiny_calls),
+        cmocka_unit_test(test_pool_for_nested_and_concurrent_callers),
         cmocka_unit_test(test_cpu_vtable_alloc_aligned_and_copy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -47,7 +47,10 @@ static lexed *lex(const char *text, size_t len)
     return L;
 }
 
-static lexed *lexs(const char *text) { return lex(text, strlen(text)); }
+static lexed *lexs(const char *text)
+{
+    return lex(text, strlen(text));
+}
 
 static void lexed_free(lexed *L)
 {
@@ -99,8 +102,8 @@ static void test_keywords_are_not_names(void **state)
 {
     (void)state;
     lexed *L = lexs("param data input var fn return scope reuse for in as true false params");
-    const int want[] = {PARAM, DATA, INPUT, VAR, FN, RETURN, SCOPE,
-                        REUSE, FOR,  IN,    AS,  TRUE, FALSE, NAME, NL};
+    const int want[] = {PARAM, DATA, INPUT, VAR,  FN,    RETURN, SCOPE, REUSE,
+                        FOR,   IN,   AS,    TRUE, FALSE, NAME,   NL};
     expect_tokens(L, want, 15);
     lexed_free(L);
 }
@@ -118,9 +121,9 @@ static void test_operators_and_comparisons(void **state)
 {
     (void)state;
     lexed *L = lexs("a == b != c <= d >= e < f > g = h + i - j * k / l ; m : n . o , p");
-    const int want[] = {NAME, EQ,  NAME, NE,  NAME, LE,  NAME, GE,  NAME, '<', NAME, '>',
-                        NAME, '=', NAME, '+', NAME, '-', NAME, '*', NAME, '/', NAME, ';',
-                        NAME, ':', NAME, '.', NAME, ',', NAME, NL};
+    const int want[] = {NAME, EQ,   NAME, NE,   NAME, LE,   NAME, GE,   NAME, '<',  NAME,
+                        '>',  NAME, '=',  NAME, '+',  NAME, '-',  NAME, '*',  NAME, '/',
+                        NAME, ';',  NAME, ':',  NAME, '.',  NAME, ',',  NAME, NL};
     expect_tokens(L, want, 32);
     lexed_free(L);
 }

@@ -25,7 +25,10 @@ static parsed *parse_n(const char *text, size_t len)
     return p;
 }
 
-static parsed *parse(const char *text) { return parse_n(text, strlen(text)); }
+static parsed *parse(const char *text)
+{
+    return parse_n(text, strlen(text));
+}
 
 static void parsed_free(parsed *p)
 {
@@ -45,7 +48,10 @@ static void assert_no_errors(const parsed *p)
 /* A compact, independent rendering of expression trees: (op a b). */
 static void sx(const ast_node *n, char *buf, size_t cap);
 
-static void sx_cat(char *buf, size_t cap, const char *s) { strncat(buf, s, cap - strlen(buf) - 1); }
+static void sx_cat(char *buf, size_t cap, const char *s)
+{
+    strncat(buf, s, cap - strlen(buf) - 1);
+}
 
 static void sx_items(const ast_node *n, char *buf, size_t cap)
 {
@@ -59,30 +65,75 @@ static void sx(const ast_node *n, char *buf, size_t cap)
 {
     char tmp[64];
     switch (n->kind) {
-    case AST_NUM: snprintf(tmp, sizeof tmp, "%g", n->num); sx_cat(buf, cap, tmp); return;
-    case AST_NAME: sx_cat(buf, cap, n->name); return;
-    case AST_STR: sx_cat(buf, cap, "\""); sx_cat(buf, cap, n->name); sx_cat(buf, cap, "\""); return;
-    case AST_BOOL: sx_cat(buf, cap, n->flag ? "true" : "false"); return;
-    default: break;
+    case AST_NUM:
+        snprintf(tmp, sizeof tmp, "%g", n->num);
+        sx_cat(buf, cap, tmp);
+        return;
+    case AST_NAME:
+        sx_cat(buf, cap, n->name);
+        return;
+    case AST_STR:
+        sx_cat(buf, cap, "\"");
+        sx_cat(buf, cap, n->name);
+        sx_cat(buf, cap, "\"");
+        return;
+    case AST_BOOL:
+        sx_cat(buf, cap, n->flag ? "true" : "false");
+        return;
+    default:
+        break;
     }
     sx_cat(buf, cap, "(");
     switch (n->kind) {
-    case AST_BINARY: sx_cat(buf, cap, ast_op_text(n->op)); break;
-    case AST_UNARY: sx_cat(buf, cap, "neg"); break;
-    case AST_CALL: sx_cat(buf, cap, "call"); break;
-    case AST_METHOD: sx_cat(buf, cap, "."); sx_cat(buf, cap, n->name); break;
-    case AST_FIELD: sx_cat(buf, cap, "field "); sx_cat(buf, cap, n->name); break;
-    case AST_INDEX: sx_cat(buf, cap, "index"); break;
-    case AST_DEVICE: sx_cat(buf, cap, "dev"); break;
-    case AST_DEVSPEC: sx_cat(buf, cap, n->name); break;
-    case AST_KWARG: sx_cat(buf, cap, n->name); sx_cat(buf, cap, "="); break;
-    case AST_LIST: sx_cat(buf, cap, "list"); break;
-    default: sx_cat(buf, cap, ast_kind_name(n->kind));
+    case AST_BINARY:
+        sx_cat(buf, cap, ast_op_text(n->op));
+        break;
+    case AST_UNARY:
+        sx_cat(buf, cap, "neg");
+        break;
+    case AST_CALL:
+        sx_cat(buf, cap, "call");
+        break;
+    case AST_METHOD:
+        sx_cat(buf, cap, ".");
+        sx_cat(buf, cap, n->name);
+        break;
+    case AST_FIELD:
+        sx_cat(buf, cap, "field ");
+        sx_cat(buf, cap, n->name);
+        break;
+    case AST_INDEX:
+        sx_cat(buf, cap, "index");
+        break;
+    case AST_DEVICE:
+        sx_cat(buf, cap, "dev");
+        break;
+    case AST_DEVSPEC:
+        sx_cat(buf, cap, n->name);
+        break;
+    case AST_KWARG:
+        sx_cat(buf, cap, n->name);
+        sx_cat(buf, cap, "=");
+        break;
+    case AST_LIST:
+        sx_cat(buf, cap, "list");
+        break;
+    default:
+        sx_cat(buf, cap, ast_kind_name(n->kind));
     }
-    if (n->a) { sx_cat(buf, cap, " "); sx(n->a, buf, cap); }
-    if (n->b) { sx_cat(buf, cap, " "); sx(n->b, buf, cap); }
+    if (n->a) {
+        sx_cat(buf, cap, " ");
+        sx(n->a, buf, cap);
+    }
+    if (n->b) {
+        sx_cat(buf, cap, " ");
+        sx(n->b, buf, cap);
+    }
     sx_items(n, buf, cap);
-    if (n->as_name) { sx_cat(buf, cap, " as "); sx_cat(buf, cap, n->as_name); }
+    if (n->as_name) {
+        sx_cat(buf, cap, " as ");
+        sx_cat(buf, cap, n->as_name);
+    }
     sx_cat(buf, cap, ")");
 }
 
@@ -270,7 +321,8 @@ static void test_spans_cover_each_node(void **state)
 static void test_crlf_bom_and_tabs_give_right_columns(void **state)
 {
     (void)state;
-    parsed *p = parse("\xEF\xBB\xBF" "a = 1\r\n\tb = 2\r\n");
+    parsed *p = parse("\xEF\xBB\xBF"
+                      "a = 1\r\n\tb = 2\r\n");
     assert_no_errors(p);
     const ast_node *b = p->t->root->items[1];
     expect_linecol(p, p->t->root->items[0]->span.begin, 1, 1);
@@ -390,7 +442,8 @@ static void test_as_needs_a_call(void **state)
 static void test_ast_equal_ignores_spans_only(void **state)
 {
     (void)state;
-    parsed *a = parse("x = f(a,  b) @cpu:0\n"), *b = parse("x=f(a,b)@cpu:0"), *c = parse("x = f(a, c) @cpu:0\n");
+    parsed *a = parse("x = f(a,  b) @cpu:0\n"), *b = parse("x=f(a,b)@cpu:0"),
+           *c = parse("x = f(a, c) @cpu:0\n");
     assert_true(ast_equal(a->t->root, b->t->root));
     assert_false(ast_equal(a->t->root, c->t->root));
     parsed_free(a);

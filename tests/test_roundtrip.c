@@ -43,7 +43,8 @@ static void roundtrip_file(const char *path)
     char *text1 = print_tree(t1->root, &len1);
     gr_source *src2 = src_from_string("printed", text1, len1);
     ast_tree *t2 = parse_ok(src2, &d2);
-    if (!ast_equal(t1->root, t2->root)) fail_msg("%s: tree changed after printing:\n%s", path, text1);
+    if (!ast_equal(t1->root, t2->root))
+        fail_msg("%s: tree changed after printing:\n%s", path, text1);
     char *text2 = print_tree(t2->root, &len2);
     assert_string_equal(text1, text2);
     free(text1);
@@ -89,7 +90,8 @@ static void test_valid_parse_inputs_round_trip(void **state)
 static void test_printer_parenthesises_only_when_needed(void **state)
 {
     (void)state;
-    const char *text = "x = (a + b) * c - (d - e) + -(f @ g) @ h\ny = (f(x) as a)(z) @cpu:(i + 1)\n";
+    const char *text =
+        "x = (a + b) * c - (d - e) + -(f @ g) @ h\ny = (f(x) as a)(z) @cpu:(i + 1)\n";
     gr_source *src = src_from_string("t", text, strlen(text));
     gr_diags d;
     diag_init(&d);

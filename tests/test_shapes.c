@@ -158,20 +158,36 @@ static const shape_case valid[] = {
     {OP_LOG_SOFTMAX_GRAD, {"f32[2,4]", "f32[2,4]"}, .want = "f32[2,4]"},
     {OP_XENT_GRAD, {"f32[64,10]", "i32[64]", "f32[64]"}, .want = "f32[64,10]"},
     {OP_MAX_GRAD, {"f32[64,1]", "f32[64,10]", "f32[64,1]"}, {1, 1}, .want = "f32[64,10]"},
-    {OP_CONV2D_GRAD_X, {"f32[8,16,32,32]", "f32[16,3,5,5]"}, {1, 2}, .n_list = 4,
-     .list = {8, 3, 32, 32}, .want = "f32[8,3,32,32]"},
-    {OP_CONV2D_GRAD_W, {"f32[8,16,32,32]", "f32[8,3,32,32]"}, {1, 2}, .n_list = 4,
-     .list = {16, 3, 5, 5}, .want = "f32[16,3,5,5]"},
+    {OP_CONV2D_GRAD_X,
+     {"f32[8,16,32,32]", "f32[16,3,5,5]"},
+     {1, 2},
+     .n_list = 4,
+     .list = {8, 3, 32, 32},
+     .want = "f32[8,3,32,32]"},
+    {OP_CONV2D_GRAD_W,
+     {"f32[8,16,32,32]", "f32[8,3,32,32]"},
+     {1, 2},
+     .n_list = 4,
+     .list = {16, 3, 5, 5},
+     .want = "f32[16,3,5,5]"},
     {OP_MAXPOOL_GRAD, {"f32[8,16,16,16]", "f32[8,16,32,32]"}, {2, 2}, .want = "f32[8,16,32,32]"},
-    {OP_AVGPOOL_GRAD, {"f32[8,16,16,16]"}, {2, 2}, .n_list = 4, .list = {8, 16, 32, 32},
+    {OP_AVGPOOL_GRAD,
+     {"f32[8,16,16,16]"},
+     {2, 2},
+     .n_list = 4,
+     .list = {8, 16, 32, 32},
      .want = "f32[8,16,32,32]"},
     {OP_DROPOUT_GRAD, {"f32[4,4]"}, {0, 1, 0}, 0.5, .want = "f32[4,4]"},
-    {OP_GATHER_GRAD, {"f32[4,7,16]", "i32[4,7]"}, .n_list = 2, .list = {100, 16},
+    {OP_GATHER_GRAD,
+     {"f32[4,7,16]", "i32[4,7]"},
+     .n_list = 2,
+     .list = {100, 16},
      .want = "f32[100,16]"},
     {OP_SLICE_GRAD, {"f32[4,3]"}, {1, 2, 5}, .n_list = 2, .list = {4, 10}, .want = "f32[4,10]"},
     {OP_APPLY_SGD, {"var:f32[3,4]", "f32[3,4]"}, .want = "f32[0]"},
     {OP_APPLY_MOMENTUM, {"var:f32[3]", "f32[3]", "var:f32[3]"}, .want = "f32[0]"},
-    {OP_APPLY_ADAM, {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]"},
+    {OP_APPLY_ADAM,
+     {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]"},
      .want = "f32[0]"},
     {OP_ASSIGN_ADD, {"var:f32[]", "f32[]"}, .want = "f32[0]"},
     {OP_GROUP, {"f32[3]", "f32[2]"}, .want = "f32[0]"},
@@ -187,7 +203,8 @@ static void test_every_valid_case_gets_expected_type(void **state)
         if (id < 0) print_error("case %zu (%s): %s\n", k, gr_ops[valid[k].op].name, diags.v[0].msg);
         assert_true(id >= 0);
         const char *got = ir_type_str(&g->nodes[id].type, b, sizeof(b));
-        if (strcmp(got, valid[k].want) != 0) print_error("case %zu (%s)\n", k, gr_ops[valid[k].op].name);
+        if (strcmp(got, valid[k].want) != 0)
+            print_error("case %zu (%s)\n", k, gr_ops[valid[k].op].name);
         assert_string_equal(got, valid[k].want);
     }
     assert_int_equal(diags.n_errors, 0);
@@ -233,44 +250,87 @@ static void test_attributes_are_normalised(void **state)
 }
 
 static const shape_case errors[] = {
-    {OP_MATMUL, {"f32[64,784]", "f32[256,10]"},
+    {OP_MATMUL,
+     {"f32[64,784]", "f32[256,10]"},
      .want = "f32[64,784] @ f32[256,10]: inner dimensions 784 and 256 differ"},
-    {OP_MATMUL, {"f32[64,784]", "f32[784]"}, .want = "matmul: operands must be rank 2, got f32[64,784] @ f32[784]"},
-    {OP_ADD, {"f32[64,10]", "f32[32,10]"}, .want = "add: cannot broadcast f32[64,10] with f32[32,10]"},
+    {OP_MATMUL,
+     {"f32[64,784]", "f32[784]"},
+     .want = "matmul: operands must be rank 2, got f32[64,784] @ f32[784]"},
+    {OP_ADD,
+     {"f32[64,10]", "f32[32,10]"},
+     .want = "add: cannot broadcast f32[64,10] with f32[32,10]"},
     {OP_ADD, {"f32[64]", "i32[64]"}, .want = "add: dtype mismatch: f32[64] and i32[64]"},
     {OP_EQ, {"f32[3]", "i32[3]"}, .want = "equal: dtype mismatch: f32[3] and i32[3]"},
     {OP_EXP, {"i32[3]"}, .want = "exp: input must be f32, got i32[3]"},
-    {OP_RESHAPE, {"f32[64,784]"}, .n_list = 2, .list = {64, 700},
+    {OP_RESHAPE,
+     {"f32[64,784]"},
+     .n_list = 2,
+     .list = {64, 700},
      .want = "reshape: cannot reshape f32[64,784] (50176 elements) to [64,700] (44800 elements)"},
-    {OP_RESHAPE, {"f32[64,784]"}, .n_list = 2, .list = {-1, -1},
+    {OP_RESHAPE,
+     {"f32[64,784]"},
+     .n_list = 2,
+     .list = {-1, -1},
      .want = "reshape: bad dimension -1 in [-1,-1] (one -1 allowed)"},
-    {OP_RESHAPE, {"f32[10]"}, .n_list = 2, .list = {-1, 3},
+    {OP_RESHAPE,
+     {"f32[10]"},
+     .n_list = 2,
+     .list = {-1, 3},
      .want = "reshape: cannot reshape f32[10] (10 elements) to [-1,3] (3 elements)"},
-    {OP_CONV2D, {"f32[64,784]", "f32[16,1,5,5]"}, {1, 0},
+    {OP_CONV2D,
+     {"f32[64,784]", "f32[16,1,5,5]"},
+     {1, 0},
      .want = "conv2d: input must be rank 4 (N,C,H,W), got f32[64,784]"},
-    {OP_CONV2D, {"f32[8,3,32,32]", "f32[16,1,5,5]"}, {1, 0},
+    {OP_CONV2D,
+     {"f32[8,3,32,32]", "f32[16,1,5,5]"},
+     {1, 0},
      .want = "conv2d: input f32[8,3,32,32] has 3 channels but filter f32[16,1,5,5] expects 1"},
     {OP_SUM, {"f32[64,10]"}, {2, 0}, .want = "sum: axis 2 out of range for f32[64,10]"},
     {OP_ARGMAX, {"f32[64,10]"}, {-3}, .want = "argmax: axis -3 out of range for f32[64,10]"},
-    {OP_SOFTMAX_XENT, {"f32[64,10]", "f32[64]"}, .want = "softmax_xent: labels must be i32[N], got f32[64]"},
-    {OP_SOFTMAX_XENT, {"f32[64]", "i32[64]"}, .want = "softmax_xent: logits must be f32[N,C], got f32[64]"},
-    {OP_SOFTMAX_XENT, {"f32[64,10]", "i32[32]"},
+    {OP_SOFTMAX_XENT,
+     {"f32[64,10]", "f32[64]"},
+     .want = "softmax_xent: labels must be i32[N], got f32[64]"},
+    {OP_SOFTMAX_XENT,
+     {"f32[64]", "i32[64]"},
+     .want = "softmax_xent: logits must be f32[N,C], got f32[64]"},
+    {OP_SOFTMAX_XENT,
+     {"f32[64,10]", "i32[32]"},
      .want = "softmax_xent: logits f32[64,10] and labels i32[32] disagree on N"},
-    {OP_MSE, {"f32[3]", "f32[4]"}, .want = "mse: prediction f32[3] and target f32[4] must have the same type"},
-    {OP_TRANSPOSE, {"f32[2,3]"}, .n_list = 2, .list = {0, 0},
+    {OP_MSE,
+     {"f32[3]", "f32[4]"},
+     .want = "mse: prediction f32[3] and target f32[4] must have the same type"},
+    {OP_TRANSPOSE,
+     {"f32[2,3]"},
+     .n_list = 2,
+     .list = {0, 0},
      .want = "transpose: perm [0,0] is not a permutation of the axes of f32[2,3]"},
-    {OP_CONCAT, {"f32[2,3]", "f32[3,3]"}, {1},
+    {OP_CONCAT,
+     {"f32[2,3]", "f32[3,3]"},
+     {1},
      .want = "concat: input 1 f32[3,3] does not match f32[2,3] along axis 1"},
-    {OP_SLICE, {"f32[4,10]"}, {1, 5, 11},
+    {OP_SLICE,
+     {"f32[4,10]"},
+     {1, 5, 11},
      .want = "slice: range [5, 11) is empty or out of bounds for axis 1 of f32[4,10]"},
     {OP_GATHER, {"f32[100,16]", "f32[4]"}, .want = "gather: ids must be i32, got f32[4]"},
     {OP_CAST, {"f32[3]"}, {7}, .want = "cast: unknown dtype 7"},
     {OP_ONE_HOT, {"i32[3]"}, {0}, .want = "one_hot: depth must be >= 1, got 0"},
-    {OP_SUM_TO, {"f32[64,10]"}, .n_list = 1, .list = {3}, .want = "sum_to: cannot sum f32[64,10] to f32[3]"},
-    {OP_MAXPOOL2D, {"f32[1,1,2,2]"}, {3, 0}, .want = "maxpool2d: window 3 is larger than the input f32[1,1,2,2]"},
+    {OP_SUM_TO,
+     {"f32[64,10]"},
+     .n_list = 1,
+     .list = {3},
+     .want = "sum_to: cannot sum f32[64,10] to f32[3]"},
+    {OP_MAXPOOL2D,
+     {"f32[1,1,2,2]"},
+     {3, 0},
+     .want = "maxpool2d: window 3 is larger than the input f32[1,1,2,2]"},
     {OP_DROPOUT, {"f32[3]"}, {0, 1}, 1.5, .want = "dropout: rate must be in [0, 1), got 1.5"},
-    {OP_APPLY_SGD, {"f32[3]", "f32[3]"}, .want = "apply_sgd: first input must be a variable, got input"},
-    {OP_APPLY_SGD, {"var:f32[3]", "f32[4]"}, .want = "apply_sgd: input 1 f32[4] does not match variable f32[3]"},
+    {OP_APPLY_SGD,
+     {"f32[3]", "f32[3]"},
+     .want = "apply_sgd: first input must be a variable, got input"},
+    {OP_APPLY_SGD,
+     {"var:f32[3]", "f32[4]"},
+     .want = "apply_sgd: input 1 f32[4] does not match variable f32[3]"},
     {OP_NEG, {"f32[3]", "f32[3]"}, .want = "neg: expects 1 input, got 2"},
 };
 
@@ -323,11 +383,12 @@ static void test_lookup_finds_public_ops_only(void **state)
 {
     (void)state;
     static const char *pub[] = {
-        "matmul", "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "relu", "sigmoid",
-        "tanh", "identity", "softmax", "log_softmax", "softmax_xent", "mse", "sum", "mean", "max",
-        "argmax", "reshape", "transpose", "concat", "slice", "gather", "cast", "one_hot", "conv2d",
-        "maxpool2d", "avgpool2d", "dropout", "equal", "not_equal", "less", "greater", "less_equal",
-        "greater_equal"};
+        "matmul",      "add",          "sub",          "mul",     "div",    "neg",       "exp",
+        "log",         "sqrt",         "relu",         "sigmoid", "tanh",   "identity",  "softmax",
+        "log_softmax", "softmax_xent", "mse",          "sum",     "mean",   "max",       "argmax",
+        "reshape",     "transpose",    "concat",       "slice",   "gather", "cast",      "one_hot",
+        "conv2d",      "maxpool2d",    "avgpool2d",    "dropout", "equal",  "not_equal", "less",
+        "greater",     "less_equal",   "greater_equal"};
     int n_pub = 0;
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);
@@ -336,9 +397,9 @@ static void test_lookup_finds_public_ops_only(void **state)
     }
     for (int op = 0; op < GR_OP_COUNT; op++) n_pub += gr_ops[op].public;
     assert_int_equal(n_pub, (int)(sizeof(pub) / sizeof(pub[0])));
-    static const char *hidden[] = {"const",     "input", "data",       "variable", "broadcast",
-                                   "sum_to",    "relu_grad", "no_grad", "apply_sgd", "assign_add",
-                                   "group",     "matmul_bias", "bogus", ""};
+    static const char *hidden[] = {"const",  "input",       "data",    "variable",  "broadcast",
+                                   "sum_to", "relu_grad",   "no_grad", "apply_sgd", "assign_add",
+                                   "group",  "matmul_bias", "bogus",   ""};
     for (size_t k = 0; k < sizeof(hidden) / sizeof(hidden[0]); k++)
         assert_int_equal(ops_lookup(hidden[k]), -1);
     assert_int_equal(ops_lookup(NULL), -1);
@@ -375,11 +436,17 @@ static void test_scratch_sizes_for_convolution(void **state)
     shape_case c = {OP_CONV2D, {"f32[8,3,32,32]", "f32[16,3,5,5]"}, {2, 0}, .want = NULL};
     int id = build(&c); /* out [8,16,14,14] */
     assert_int_equal(gr_ops[OP_CONV2D].scratch(g, id), 3 * 5 * 5 * 14 * 14 * 4);
-    shape_case gx = {OP_CONV2D_GRAD_X, {"f32[8,16,14,14]", "f32[16,3,5,5]"}, {2, 0}, .n_list = 4,
+    shape_case gx = {OP_CONV2D_GRAD_X,
+                     {"f32[8,16,14,14]", "f32[16,3,5,5]"},
+                     {2, 0},
+                     .n_list = 4,
                      .list = {8, 3, 32, 32}};
     id = build(&gx);
     assert_int_equal(gr_ops[OP_CONV2D_GRAD_X].scratch(g, id), 3 * 5 * 5 * 14 * 14 * 4);
-    shape_case gw = {OP_CONV2D_GRAD_W, {"f32[8,16,14,14]", "f32[8,3,32,32]"}, {2, 0}, .n_list = 4,
+    shape_case gw = {OP_CONV2D_GRAD_W,
+                     {"f32[8,16,14,14]", "f32[8,3,32,32]"},
+                     {2, 0},
+                     .n_list = 4,
                      .list = {16, 3, 5, 5}};
     id = build(&gw);
     assert_int_equal(gr_ops[OP_CONV2D_GRAD_W].scratch(g, id),
@@ -397,7 +464,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_errors_have_exact_text, setup, teardown),
         cmocka_unit_test_setup_teardown(test_registry_names_match_enum, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lookup_finds_public_ops_only, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_language_attribute_names_and_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_language_attribute_names_and_defaults, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_scratch_sizes_for_convolution, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

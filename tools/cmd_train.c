@@ -10,7 +10,7 @@
 #include "graphrun.h"
 
 #define MAX_EVALS 16
-#define MAX_SETS 64
+#define MAX_SETS  64
 
 typedef struct train_opts {
     const char *file, *target, *log_path;
@@ -71,38 +71,81 @@ static int bad_usage(const char *msg, const char *arg)
 
 static int parse_train_opts(int argc, char **argv, train_opts *o)
 {
-    enum { O_STEPS = 256, O_TARGET, O_EVAL, O_EVAL_EVERY, O_SET, O_SEED, O_THREADS, O_LOG,
-           O_QUIET, O_NUMERICS, O_SOFT };
-    static const struct option longs[] = {
-        {"steps", 1, 0, O_STEPS}, {"target", 1, 0, O_TARGET}, {"eval", 1, 0, O_EVAL},
-        {"eval-every", 1, 0, O_EVAL_EVERY}, {"set", 1, 0, O_SET}, {"seed", 1, 0, O_SEED},
-        {"threads", 1, 0, O_THREADS}, {"log", 1, 0, O_LOG}, {"quiet", 0, 0, O_QUIET},
-        {"check-numerics", 0, 0, O_NUMERICS}, {"soft-placement", 0, 0, O_SOFT}, {0, 0, 0, 0}};
+    enum {
+        O_STEPS = 256,
+        O_TARGET,
+        O_EVAL,
+        O_EVAL_EVERY,
+        O_SET,
+        O_SEED,
+        O_THREADS,
+        O_LOG,
+        O_QUIET,
+        O_NUMERICS,
+        O_SOFT
+    };
+    static const struct option longs[] = {{"steps", 1, 0, O_STEPS},
+                                          {"target", 1, 0, O_TARGET},
+                                          {"eval", 1, 0, O_EVAL},
+                                          {"eval-every", 1, 0, O_EVAL_EVERY},
+                                          {"set", 1, 0, O_SET},
+                                          {"seed", 1, 0, O_SEED},
+                                          {"threads", 1, 0, O_THREADS},
+                                          {"log", 1, 0, O_LOG},
+                                          {"quiet", 0, 0, O_QUIET},
+                                          {"check-numerics", 0, 0, O_NUMERICS},
+                                          {"soft-placement", 0, 0, O_SOFT},
+                                          {0, 0, 0, 0}};
     long v;
     int c;
     o->steps = -1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {
         switch (c) {
-        case O_STEPS: if (parse_long(optarg, 0, &o->steps)) return bad_usage("bad --steps", optarg); break;
-        case O_TARGET: o->target = optarg; break;
+        case O_STEPS:
+            if (parse_long(optarg, 0, &o->steps)) return bad_usage("bad --steps", optarg);
+            break;
+        case O_TARGET:
+            o->target = optarg;
+            break;
         case O_EVAL:
             if (o->n_evals == MAX_EVALS) return bad_usage("too many --eval", NULL);
             o->evals[o->n_evals++] = optarg;
             break;
-        case O_EVAL_EVERY: if (parse_long(optarg, 1, &o->eval_every)) return bad_usage("bad --eval-every", optarg); break;
-        case O_SET: if (add_set(o, optarg)) return bad_usage("--set needs NAME=VALUE, got", optarg); break;
-        case O_SEED: if (parse_long(optarg, 0, &v)) return bad_usage("bad --seed", optarg); o->sess.seed = (uint64_t)v; break;
-        case O_THREADS: if (parse_long(optarg, 1, &v) || v > 256) return bad_usage("bad --threads", optarg); o->sess.threads = (int)v; break;
-        case O_LOG: o->log_path = optarg; break;
-        case O_QUIET: o->quiet = 1; break;
-        case O_NUMERICS: o->sess.check_numerics = 1; break;
-        case O_SOFT: o->comp.soft_placement = 1; break;
-        case ':': return bad_usage("missing value for", argv[optind - 1]);
-        default: return bad_usage("unknown option", argv[optind - 1]);
+        case O_EVAL_EVERY:
+            if (parse_long(optarg, 1, &o->eval_every)) return bad_usage("bad --eval-every", optarg);
+            break;
+        case O_SET:
+            if (add_set(o, optarg)) return bad_usage("--set needs NAME=VALUE, got", optarg);
+            break;
+        case O_SEED:
+            if (parse_long(optarg, 0, &v)) return bad_usage("bad --seed", optarg);
+            o->sess.seed = (uint64_t)v;
+            break;
+        case O_THREADS:
+            if (parse_long(optarg, 1, &v) || v > 256) return bad_usage("bad --threads", optarg);
+            o->sess.threads = (int)v;
+            break;
+        case O_LOG:
+            o->log_path = optarg;
+            break;
+        case O_QUIET:
+            o->quiet = 1;
+            break;
+        case O_NUMERICS:
+            o->sess.check_numerics = 1;
+            break;
+        case O_SOFT:
+            o->comp.soft_placement = 1;
+            break;
+        case ':':
+            return bad_usage("missing value for", argv[optind - 1]);
+        default:
+            return bad_usage("unknown option", argv[optind - 1]);
         }
     }
-    if (optind != argc - 1) return bad_usage(optind < argc ? "expected one FILE, got more" : "no FILE given", NULL);
+    if (optind != argc - 1)
+        return bad_usage(optind < argc ? "expected one FILE, got more" : "no FILE given", NULL);
     o->file = argv[optind];
     if (o->steps < 0) return bad_usage("--steps N is required", NULL);
     o->comp.params = o->sets;
@@ -116,12 +159,14 @@ typedef struct progress {
     FILE *log;
 } progress;
 
-static void report(const train_opts *o, progress *pg, long step, float loss, int64_t batch, int final)
+static void report(const train_opts *o, progress *pg, long step, float loss, int64_t batch,
+                   int final)
 {
     double el = now() - pg->t0, sps = el > 0 ? (double)step / el : 0;
     if (pg->log && step > 0)
-        fprintf(pg->log, "{\"step\":%ld,\"loss\":%.6g,\"examples_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
-                step, (double)loss, sps * (double)batch, el);
+        fprintf(pg->log,
+                "{\"step\":%ld,\"loss\":%.6g,\"examples_per_s\":%.1f,\"elapsed_s\":%.3f}\n", step,
+                (double)loss, sps * (double)batch, el);
     if (o->quiet) return;
     double eta = sps > 0 ? (double)(o->steps - step) / sps : 0;
     if (pg->tty)
@@ -154,6 +199,10 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
     float loss = 0;
     gr_fetch f = {ti->loss, &loss, sizeof loss};
     double vals[MAX_EVALS];
+    if (gr_prepare(s, o->target, &f, ti->loss ? 1 : 0, st) != GR_OK) {
+        fprintf(stderr, "%s", gr_status_message(st));
+        return -1;
+    }
     pg->t0 = pg->last_print = now();
     for (long step = 1; step <= o->steps; step++) {
         if (gr_run(s, o->target, NULL, 0, &f, ti->loss ? 1 : 0, st) != GR_OK) {

@@ -12,14 +12,14 @@ typedef struct cli_command {
 } cli_command;
 
 static const cli_command commands[] = {
-    {"check", cmd_check, "check FILE...          report errors without running (--emit ast)"},
-    {"fmt", cmd_fmt, "fmt FILE               print FILE in canonical form"},
+    {"check", cmd_check, "check [--emit ast] FILE...  report errors without running"},
+    {"fmt", cmd_fmt, "fmt FILE                    print FILE in canonical form"},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
 static void usage(FILE *out)
 {
-    fputs("usage: graphrun FILE.graph [options]   train the model in FILE\n", out);
+    fputs("usage: graphrun FILE.graph [options]        train the model in FILE\n", out);
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "       graphrun %s\n", commands[i].help);
     fputs("       graphrun --help | --version\n", out);
 }

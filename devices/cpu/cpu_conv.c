@@ -11,8 +11,14 @@
 
 #include "cpu_impl.h"
 
-static int64_t conv_ckk(const cpu_conv_shape *s) { return s->c * s->kh * s->kw; }
-static int64_t conv_ohw(const cpu_conv_shape *s) { return s->oh * s->ow; }
+static int64_t conv_ckk(const cpu_conv_shape *s)
+{
+    return s->c * s->kh * s->kw;
+}
+static int64_t conv_ohw(const cpu_conv_shape *s)
+{
+    return s->oh * s->ow;
+}
 
 /* A 1x1, stride 1, unpadded convolution's im2col is the image itself. */
 static int conv_is_pointwise(const cpu_conv_shape *s)
@@ -72,7 +78,10 @@ typedef struct conv_job {
     int ntasks;
 } conv_job;
 
-static float *conv_scratch(const conv_job *j, int t) { return (float *)(j->scratch + j->task_bytes * (size_t)t); }
+static float *conv_scratch(const conv_job *j, int t)
+{
+    return (float *)(j->scratch + j->task_bytes * (size_t)t);
+}
 
 static void conv_fwd_task(void *arg, int t)
 {
@@ -85,9 +94,8 @@ static void conv_fwd_task(void *arg, int t)
             im2col(s, xn, conv_scratch(j, t));
             col = conv_scratch(j, t);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->oc, (int)ohw, (int)ckk,
-                    1.0f, j->w, (int)ckk, col, (int)ohw, 0.0f, j->out + n * s->oc * ohw,
-                    (int)ohw);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->oc, (int)ohw, (int)ckk, 1.0f,
+                    j->w, (int)ckk, col, (int)ohw, 0.0f, j->out + n * s->oc * ohw, (int)ohw);
     }
 }
 
@@ -99,9 +107,8 @@ static void conv_gx_task(void *arg, int t)
     for (int64_t n = t; n < s->n; n += j->ntasks) {
         float *dxn = j->out + n * img;
         float *col = conv_is_pointwise(s) ? dxn : conv_scratch(j, t);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk, (int)ohw, (int)s->oc,
-                    1.0f, j->w, (int)ckk, j->dy + n * s->oc * ohw, (int)ohw, 0.0f, col,
-                    (int)ohw);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk, (int)ohw, (int)s->oc, 1.0f,
+                    j->w, (int)ckk, j->dy + n * s->oc * ohw, (int)ohw, 0.0f, col, (int)ohw);
         if (conv_is_pointwise(s)) continue;
         memset(dxn, 0, (size_t)img * sizeof *dxn);
         col2im(s, col, dxn);
@@ -126,9 +133,9 @@ static void conv_gw_task(void *arg, int t)
             im2col(s, xn, conv_scratch(j, t));
             col = conv_scratch(j, t);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->oc, (int)ckk, (int)ohw,
-                    1.0f, j->dy + n * s->oc * ohw, (int)ohw, col, (int)ohw, beta,
-                    conv_gw_partial(j, t), (int)ckk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->oc, (int)ckk, (int)ohw, 1.0f,
+                    j->dy + n * s->oc * ohw, (int)ohw, col, (int)ohw, beta, conv_gw_partial(j, t),
+                    (int)ckk);
         beta = 1.0f;
     }
 }
@@ -169,16 +176,16 @@ void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, con
     conv_run(cx, &j, need, conv_fwd_task);
 }
 
-void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx,
-                       const float *dy, const float *w)
+void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx, const float *dy,
+                       const float *w)
 {
     conv_job j = {.s = s, .out = dx, .w = w, .dy = dy};
     size_t need = conv_is_pointwise(s) ? 0 : (size_t)(conv_ckk(s) * conv_ohw(s)) * 4;
     conv_run(cx, &j, need, conv_gx_task);
 }
 
-void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw,
-                       const float *dy, const float *x)
+void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw, const float *dy,
+                       const float *x)
 {
     int64_t wn = s->oc * conv_ckk(s);
     if (s->n == 0) {

@@ -91,32 +91,32 @@ void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, 
 /* ---- binary ops ----
  * One function per (op, dtype) with four loops: vector-vector, vector-scalar,
  * scalar-vector and scalar-scalar, chosen by the inner strides (0 or 1). */
-#define BIN_FN(NAME, TI, TO, EXPR)                                                               \
-    static void NAME(TO *restrict o, const TI *restrict a, int va, const TI *restrict b, int vb, \
-                     int64_t n)                                                                  \
-    {                                                                                            \
-        if (va && vb) {                                                                          \
-            for (int64_t i = 0; i < n; i++) {                                                    \
-                TI x = a[i], y = b[i];                                                           \
-                o[i] = (TO)(EXPR);                                                               \
-            }                                                                                    \
-        } else if (va) {                                                                         \
-            TI y = b[0];                                                                         \
-            for (int64_t i = 0; i < n; i++) {                                                    \
-                TI x = a[i];                                                                     \
-                o[i] = (TO)(EXPR);                                                               \
-            }                                                                                    \
-        } else if (vb) {                                                                         \
-            TI x = a[0];                                                                         \
-            for (int64_t i = 0; i < n; i++) {                                                    \
-                TI y = b[i];                                                                     \
-                o[i] = (TO)(EXPR);                                                               \
-            }                                                                                    \
-        } else {                                                                                 \
-            TI x = a[0], y = b[0];                                                               \
-            TO v = (TO)(EXPR);                                                                   \
-            for (int64_t i = 0; i < n; i++) o[i] = v;                                            \
-        }                                                                                        \
+#define BIN_FN(NAME, TI, TO, EXPR)                                                                 \
+    static void NAME(TO *restrict o, const TI *restrict a, int va, const TI *restrict b, int vb,   \
+                     int64_t n)                                                                    \
+    {                                                                                              \
+        if (va && vb) {                                                                            \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                TI x = a[i], y = b[i];                                                             \
+                o[i] = (TO)(EXPR);                                                                 \
+            }                                                                                      \
+        } else if (va) {                                                                           \
+            TI y = b[0];                                                                           \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                TI x = a[i];                                                                       \
+                o[i] = (TO)(EXPR);                                                                 \
+            }                                                                                      \
+        } else if (vb) {                                                                           \
+            TI x = a[0];                                                                           \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                TI y = b[i];                                                                       \
+                o[i] = (TO)(EXPR);                                                                 \
+            }                                                                                      \
+        } else {                                                                                   \
+            TI x = a[0], y = b[0];                                                                 \
+            TO v = (TO)(EXPR);                                                                     \
+            for (int64_t i = 0; i < n; i++) o[i] = v;                                              \
+        }                                                                                          \
     }
 
 /* i32 division: x/0 and INT_MIN/-1 trap on x86, so define them as 0 / wrap. */
@@ -133,7 +133,7 @@ BIN_FN(mul_f32, float, float, x *y)
 BIN_FN(div_f32, float, float, x / y)
 BIN_FN(add_i32, int32_t, int32_t, (int32_t)((uint32_t)x + (uint32_t)y))
 BIN_FN(sub_i32, int32_t, int32_t, (int32_t)((uint32_t)x - (uint32_t)y))
-BIN_FN(mul_i32, int32_t, int32_t, (int32_t)((uint32_t)x * (uint32_t)y))
+BIN_FN(mul_i32, int32_t, int32_t, (int32_t)((uint32_t)x *(uint32_t)y))
 BIN_FN(div_i32s, int32_t, int32_t, div_i32(x, y))
 BIN_FN(eq_f32, float, float, x == y)
 BIN_FN(ne_f32, float, float, x != y)
@@ -148,12 +148,12 @@ BIN_FN(gt_i32, int32_t, float, x > y)
 BIN_FN(le_i32, int32_t, float, x <= y)
 BIN_FN(ge_i32, int32_t, float, x >= y)
 
-typedef void (*bin_f32_fn)(float *restrict, const float *restrict, int, const float *restrict,
+typedef void (*bin_f32_fn)(float *restrict, const float *restrict, int, const float *restrict, int,
+                           int64_t);
+typedef void (*cmp_i32_fn)(float *restrict, const int32_t *restrict, int, const int32_t *restrict,
                            int, int64_t);
-typedef void (*cmp_i32_fn)(float *restrict, const int32_t *restrict, int,
-                           const int32_t *restrict, int, int64_t);
-typedef void (*bin_i32_fn)(int32_t *restrict, const int32_t *restrict, int,
-                           const int32_t *restrict, int, int64_t);
+typedef void (*bin_i32_fn)(int32_t *restrict, const int32_t *restrict, int, const int32_t *restrict,
+                           int, int64_t);
 
 typedef struct bin_ctx {
     cpu_bcast bc;
@@ -166,38 +166,58 @@ typedef struct bin_ctx {
 static bin_f32_fn bin_pick_f32(gr_op op)
 {
     switch (op) {
-    case OP_ADD: return add_f32;
-    case OP_SUB: return sub_f32;
-    case OP_MUL: return mul_f32;
-    case OP_DIV: return div_f32;
-    case OP_EQ: return eq_f32;
-    case OP_NE: return ne_f32;
-    case OP_LT: return lt_f32;
-    case OP_GT: return gt_f32;
-    case OP_LE: return le_f32;
-    default: return ge_f32;
+    case OP_ADD:
+        return add_f32;
+    case OP_SUB:
+        return sub_f32;
+    case OP_MUL:
+        return mul_f32;
+    case OP_DIV:
+        return div_f32;
+    case OP_EQ:
+        return eq_f32;
+    case OP_NE:
+        return ne_f32;
+    case OP_LT:
+        return lt_f32;
+    case OP_GT:
+        return gt_f32;
+    case OP_LE:
+        return le_f32;
+    default:
+        return ge_f32;
     }
 }
 
 static cmp_i32_fn cmp_pick_i32(gr_op op)
 {
     switch (op) {
-    case OP_EQ: return eq_i32;
-    case OP_NE: return ne_i32;
-    case OP_LT: return lt_i32;
-    case OP_GT: return gt_i32;
-    case OP_LE: return le_i32;
-    default: return ge_i32;
+    case OP_EQ:
+        return eq_i32;
+    case OP_NE:
+        return ne_i32;
+    case OP_LT:
+        return lt_i32;
+    case OP_GT:
+        return gt_i32;
+    case OP_LE:
+        return le_i32;
+    default:
+        return ge_i32;
     }
 }
 
 static bin_i32_fn bin_pick_i32(gr_op op)
 {
     switch (op) {
-    case OP_ADD: return add_i32;
-    case OP_SUB: return sub_i32;
-    case OP_MUL: return mul_i32;
-    default: return div_i32s;
+    case OP_ADD:
+        return add_i32;
+    case OP_SUB:
+        return sub_i32;
+    case OP_MUL:
+        return mul_i32;
+    default:
+        return div_i32s;
     }
 }
 

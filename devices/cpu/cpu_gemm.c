@@ -39,8 +39,8 @@ static void gemm_block(const cpu_gemm_args *g, int64_t m0, int64_t m1, int64_t n
             for (int64_t i = 0; i < bm; i++) cpu_fill_f32(c + i * N, 0.0f, bn);
     } else {
         cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-                    g->trans_b ? CblasTrans : CblasNoTrans, (int)bm, (int)bn, (int)K, 1.0f, a,
-                    lda, b, ldb, g->bias ? 1.0f : 0.0f, c, (int)N);
+                    g->trans_b ? CblasTrans : CblasNoTrans, (int)bm, (int)bn, (int)K, 1.0f, a, lda,
+                    b, ldb, g->bias ? 1.0f : 0.0f, c, (int)N);
     }
     if (g->relu) {
         for (int64_t i = 0; i < bm; i++) {

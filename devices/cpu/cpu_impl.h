@@ -100,9 +100,9 @@ void cpu_matmul(gr_pool *p, const cpu_gemm_args *g);
 
 /* ---- convolution and pooling, NCHW (cpu_conv.c) ---- */
 typedef struct cpu_conv_shape {
-    int64_t n, c, h, w;    /* x */
-    int64_t oc, kh, kw;    /* w */
-    int64_t oh, ow;        /* out */
+    int64_t n, c, h, w; /* x */
+    int64_t oc, kh, kw; /* w */
+    int64_t oh, ow;     /* out */
     int64_t stride, pad;
 } cpu_conv_shape;
 typedef struct cpu_conv_ctx {
@@ -113,10 +113,10 @@ typedef struct cpu_conv_ctx {
 } cpu_conv_ctx;
 void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
                 const float *w);
-void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx,
-                       const float *dy, const float *w);
-void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw,
-                       const float *dy, const float *x);
+void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx, const float *dy,
+                       const float *w);
+void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw, const float *dy,
+                       const float *x);
 typedef struct cpu_pool_shape {
     int64_t planes, h, w; /* planes = N*C */
     int64_t oh, ow, size, stride;

@@ -21,9 +21,12 @@ void cpu_reduce_dims(const ir_type *t, int64_t axis, int64_t *outer, int64_t *n,
         return;
     }
     for (int d = 0; d < t->rank; d++) {
-        if (d < axis) *outer *= t->dim[d];
-        else if (d == axis) *n = t->dim[d];
-        else *inner *= t->dim[d];
+        if (d < axis)
+            *outer *= t->dim[d];
+        else if (d == axis)
+            *n = t->dim[d];
+        else
+            *inner *= t->dim[d];
     }
 }
 
@@ -88,8 +91,10 @@ static void red_block(const red_ctx *c, int64_t o_lo, int64_t o_hi, int64_t j_lo
         int64_t w = j_hi - j_lo;
         memcpy(dst, x + j_lo, (size_t)w * sizeof *dst);
         for (int64_t k = 1; k < c->n; k++) {
-            if (c->kind == 2) cols_max(dst, x + k * c->inner + j_lo, w);
-            else cols_add(dst, x + k * c->inner + j_lo, w);
+            if (c->kind == 2)
+                cols_max(dst, x + k * c->inner + j_lo, w);
+            else
+                cols_add(dst, x + k * c->inner + j_lo, w);
         }
         if (c->kind == 1) cols_scale(dst, scale, w);
     }
@@ -98,8 +103,10 @@ static void red_block(const red_ctx *c, int64_t o_lo, int64_t o_hi, int64_t j_lo
 static void red_range(void *vctx, int64_t lo, int64_t hi)
 {
     const red_ctx *c = vctx;
-    if (c->outer > 1) red_block(c, lo, hi, 0, c->inner);
-    else red_block(c, 0, 1, lo, hi);
+    if (c->outer > 1)
+        red_block(c, lo, hi, 0, c->inner);
+    else
+        red_block(c, 0, 1, lo, hi);
 }
 
 static void reduce(gr_pool *p, red_ctx *c)

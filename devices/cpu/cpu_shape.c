@@ -89,8 +89,10 @@ void cpu_gather(float *out, const float *table, int64_t v, int64_t d, const int3
                 int64_t n_ids)
 {
     for (int64_t r = 0; r < n_ids; r++) {
-        if (ids[r] >= 0 && ids[r] < v) memcpy(out + r * d, table + ids[r] * d, (size_t)d * 4);
-        else memset(out + r * d, 0, (size_t)d * 4);
+        if (ids[r] >= 0 && ids[r] < v)
+            memcpy(out + r * d, table + ids[r] * d, (size_t)d * 4);
+        else
+            memset(out + r * d, 0, (size_t)d * 4);
     }
 }
 

@@ -106,7 +106,10 @@ static void sm_grad_range(void *vctx, int64_t lo, int64_t hi)
         sm_grad_row(s->out + r * s->c, s->dy + r * s->c, s->y + r * s->c, s->c, s->log);
 }
 
-static int64_t sm_grain(int64_t c) { return CPU_PAR_MIN / (c > 0 ? c : 1) + 1; }
+static int64_t sm_grain(int64_t c)
+{
+    return CPU_PAR_MIN / (c > 0 ? c : 1) + 1;
+}
 
 void cpu_softmax(gr_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log)
 {
@@ -125,7 +128,10 @@ void cpu_softmax_grad(gr_pool *p, float *out, const float *dy, const float *y, i
 
 /* A label outside [0, c) contributes the plain log-sum-exp (no target term),
  * rather than reading out of bounds. */
-static int label_ok(int32_t l, int64_t c) { return l >= 0 && l < c; }
+static int label_ok(int32_t l, int64_t c)
+{
+    return l >= 0 && l < c;
+}
 
 void cpu_xent(float *out, const float *logits, const int32_t *labels, int64_t rows, int64_t c)
 {

@@ -101,8 +101,7 @@ void cpu_assign_add(gr_pool *p, void *var, ir_dtype dt, const void *x, int64_t n
     if (dt == DT_I32) {
         int32_t *restrict v = var;
         const int32_t *restrict a = x;
-        for (int64_t i = 0; i < n; i++)
-            v[i] = (int32_t)((uint32_t)v[i] + (uint32_t)a[vx ? i : 0]);
+        for (int64_t i = 0; i < n; i++) v[i] = (int32_t)((uint32_t)v[i] + (uint32_t)a[vx ? i : 0]);
     } else {
         float *restrict v = var;
         const float *restrict a = x;

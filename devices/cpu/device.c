@@ -43,4 +43,7 @@ const device_vtable cpu_vtable = {
     .kernels = cpu_kernels,
 };
 
-void cpu_blas_init(void) { openblas_set_num_threads(1); }
+void cpu_blas_init(void)
+{
+    openblas_set_num_threads(1);
+}

@@ -5,27 +5,42 @@
 
 #include "cpu_impl.h"
 
-#define IN(k) (a->in[k])
-#define INF(k) ((const float *)a->in[k])
-#define INI(k) ((const int32_t *)a->in[k])
-#define OUTF ((float *)a->out)
+#define IN(k)     (a->in[k])
+#define INF(k)    ((const float *)a->in[k])
+#define INI(k)    ((const int32_t *)a->in[k])
+#define OUTF      ((float *)a->out)
 #define ATTR_I(k) (a->node->attr.i[k])
 #define ATTR_F(k) ((float)a->node->attr.f[k])
 
-static int64_t in_numel(const kern_args *a, int k) { return cpu_numel(a->in_t[k]); }
-static int64_t out_numel(const kern_args *a) { return cpu_numel(a->out_t); }
+static int64_t in_numel(const kern_args *a, int k)
+{
+    return cpu_numel(a->in_t[k]);
+}
+static int64_t out_numel(const kern_args *a)
+{
+    return cpu_numel(a->out_t);
+}
 
-static void k_group(const kern_args *a) { (void)a; }
+static void k_group(const kern_args *a)
+{
+    (void)a;
+}
 
 static void k_const(const kern_args *a)
 {
     int64_t n = out_numel(a);
-    if (a->node->cdata) memcpy(a->out, a->node->cdata, (size_t)n * 4);
-    else if (a->out_t->dtype == DT_I32) cpu_fill_i32(a->out, (int32_t)a->node->attr.f[0], n);
-    else cpu_fill_f32(a->out, ATTR_F(0), n);
+    if (a->node->cdata)
+        memcpy(a->out, a->node->cdata, (size_t)n * 4);
+    else if (a->out_t->dtype == DT_I32)
+        cpu_fill_i32(a->out, (int32_t)a->node->attr.f[0], n);
+    else
+        cpu_fill_f32(a->out, ATTR_F(0), n);
 }
 
-static void k_copy(const kern_args *a) { cpu_copy(a->pool, a->out, IN(0), out_numel(a)); }
+static void k_copy(const kern_args *a)
+{
+    cpu_copy(a->pool, a->out, IN(0), out_numel(a));
+}
 
 static void k_binary(const kern_args *a)
 {
@@ -63,7 +78,10 @@ static void k_matmul(const kern_args *a)
 
 /* ---- along the last axis ---- */
 
-static int64_t last_dim(const ir_type *t) { return t->rank ? t->dim[t->rank - 1] : 1; }
+static int64_t last_dim(const ir_type *t)
+{
+    return t->rank ? t->dim[t->rank - 1] : 1;
+}
 
 static void k_softmax(const kern_args *a)
 {
@@ -85,11 +103,13 @@ static void k_xent(const kern_args *a)
 
 static void k_xent_grad(const kern_args *a)
 {
-    cpu_xent_grad(a->pool, OUTF, INF(0), INI(1), INF(2), a->in_t[0]->dim[0],
-                  a->in_t[0]->dim[1]);
+    cpu_xent_grad(a->pool, OUTF, INF(0), INI(1), INF(2), a->in_t[0]->dim[0], a->in_t[0]->dim[1]);
 }
 
-static void k_mse(const kern_args *a) { OUTF[0] = cpu_mse(INF(0), INF(1), in_numel(a, 0)); }
+static void k_mse(const kern_args *a)
+{
+    OUTF[0] = cpu_mse(INF(0), INF(1), in_numel(a, 0));
+}
 
 /* ---- reductions ---- */
 
@@ -97,8 +117,10 @@ static void k_reduce(const kern_args *a)
 {
     int64_t outer, n, inner;
     cpu_reduce_dims(a->in_t[0], ATTR_I(0), &outer, &n, &inner);
-    if (a->node->op == OP_MAX) cpu_max(a->pool, OUTF, INF(0), outer, n, inner);
-    else cpu_sum(a->pool, OUTF, INF(0), outer, n, inner, a->node->op == OP_MEAN);
+    if (a->node->op == OP_MAX)
+        cpu_max(a->pool, OUTF, INF(0), outer, n, inner);
+    else
+        cpu_sum(a->pool, OUTF, INF(0), outer, n, inner, a->node->op == OP_MEAN);
 }
 
 static void k_argmax(const kern_args *a)
@@ -115,7 +137,10 @@ static void k_max_grad(const kern_args *a)
     cpu_max_grad(OUTF, INF(0), INF(1), INF(2), outer, n, inner);
 }
 
-static void k_sum_to(const kern_args *a) { cpu_sum_to(OUTF, a->out_t, INF(0), a->in_t[0]); }
+static void k_sum_to(const kern_args *a)
+{
+    cpu_sum_to(OUTF, a->out_t, INF(0), a->in_t[0]);
+}
 
 static void k_broadcast(const kern_args *a)
 {
@@ -170,28 +195,40 @@ static void k_cast(const kern_args *a)
 {
     ir_dtype from = a->in_t[0]->dtype, to = a->out_t->dtype;
     int64_t n = out_numel(a);
-    if (from == to) cpu_copy(a->pool, a->out, IN(0), n);
-    else if (to == DT_I32) cpu_cast_f32_i32(a->out, INF(0), n);
-    else cpu_cast_i32_f32(OUTF, INI(0), n);
+    if (from == to)
+        cpu_copy(a->pool, a->out, IN(0), n);
+    else if (to == DT_I32)
+        cpu_cast_f32_i32(a->out, INF(0), n);
+    else
+        cpu_cast_i32_f32(OUTF, INI(0), n);
 }
 
 static void k_dropout(const kern_args *a)
 {
     int64_t n = out_numel(a);
-    if (!ATTR_I(1)) cpu_copy(a->pool, a->out, IN(0), n);
-    else cpu_dropout(a->pool, OUTF, INF(0), n, ATTR_F(0), a->seed, a->step);
+    if (!ATTR_I(1))
+        cpu_copy(a->pool, a->out, IN(0), n);
+    else
+        cpu_dropout(a->pool, OUTF, INF(0), n, ATTR_F(0),
+                    a->seed ^ ((uint64_t)ATTR_I(2) * 0x9e3779b97f4a7c15ull), a->step);
 }
 
 /* ---- convolution and pooling ---- */
 
-static void conv_shape(const kern_args *a, const ir_type *xt, const ir_type *wt,
-                       cpu_conv_shape *s)
+static void conv_shape(const kern_args *a, const ir_type *xt, const ir_type *wt, cpu_conv_shape *s)
 {
     const ir_type *yt = a->node->op == OP_CONV2D ? a->out_t : a->in_t[0];
-    *s = (cpu_conv_shape){.n = xt->dim[0], .c = xt->dim[1], .h = xt->dim[2], .w = xt->dim[3],
-                          .oc = wt->dim[0], .kh = wt->dim[2], .kw = wt->dim[3],
-                          .oh = yt->dim[2], .ow = yt->dim[3],
-                          .stride = ATTR_I(0) > 0 ? ATTR_I(0) : 1, .pad = ATTR_I(1)};
+    *s = (cpu_conv_shape){.n = xt->dim[0],
+                          .c = xt->dim[1],
+                          .h = xt->dim[2],
+                          .w = xt->dim[3],
+                          .oc = wt->dim[0],
+                          .kh = wt->dim[2],
+                          .kw = wt->dim[3],
+                          .oh = yt->dim[2],
+                          .ow = yt->dim[3],
+                          .stride = ATTR_I(0) > 0 ? ATTR_I(0) : 1,
+                          .pad = ATTR_I(1)};
 }
 
 static cpu_conv_ctx conv_ctx(const kern_args *a)
@@ -225,20 +262,26 @@ static void k_conv2d_grad_w(const kern_args *a)
 }
 
 /* x is the forward input (xt), y the pooled output (yt). */
-static void pool_shape(const kern_args *a, const ir_type *xt, const ir_type *yt,
-                       cpu_pool_shape *s)
+static void pool_shape(const kern_args *a, const ir_type *xt, const ir_type *yt, cpu_pool_shape *s)
 {
     int64_t size = ATTR_I(0), stride = ATTR_I(1) > 0 ? ATTR_I(1) : size;
-    *s = (cpu_pool_shape){.planes = xt->dim[0] * xt->dim[1], .h = xt->dim[2], .w = xt->dim[3],
-                          .oh = yt->dim[2], .ow = yt->dim[3], .size = size, .stride = stride};
+    *s = (cpu_pool_shape){.planes = xt->dim[0] * xt->dim[1],
+                          .h = xt->dim[2],
+                          .w = xt->dim[3],
+                          .oh = yt->dim[2],
+                          .ow = yt->dim[3],
+                          .size = size,
+                          .stride = stride};
 }
 
 static void k_pool(const kern_args *a)
 {
     cpu_pool_shape s;
     pool_shape(a, a->in_t[0], a->out_t, &s);
-    if (a->node->op == OP_MAXPOOL2D) cpu_maxpool(a->pool, &s, OUTF, INF(0));
-    else cpu_avgpool(a->pool, &s, OUTF, INF(0));
+    if (a->node->op == OP_MAXPOOL2D)
+        cpu_maxpool(a->pool, &s, OUTF, INF(0));
+    else
+        cpu_avgpool(a->pool, &s, OUTF, INF(0));
 }
 
 static void k_maxpool_grad(const kern_args *a)
@@ -264,15 +307,15 @@ static void k_apply_sgd(const kern_args *a)
 
 static void k_apply_momentum(const kern_args *a)
 {
-    cpu_apply_momentum(a->pool, (float *)IN(0), INF(1), (float *)IN(2), in_numel(a, 0),
-                       ATTR_F(0), ATTR_F(1), ATTR_I(2) != 0);
+    cpu_apply_momentum(a->pool, (float *)IN(0), INF(1), (float *)IN(2), in_numel(a, 0), ATTR_F(0),
+                       ATTR_F(1), ATTR_I(2) != 0);
 }
 
 static void k_apply_adam(const kern_args *a)
 {
     cpu_adam_hp hp = {ATTR_F(0), ATTR_F(1), ATTR_F(2), ATTR_F(3), INF(4)[0]};
-    cpu_apply_adam(a->pool, (float *)IN(0), INF(1), (float *)IN(2), (float *)IN(3),
-                   in_numel(a, 0), &hp);
+    cpu_apply_adam(a->pool, (float *)IN(0), INF(1), (float *)IN(2), (float *)IN(3), in_numel(a, 0),
+                   &hp);
 }
 
 static void k_assign_add(const kern_args *a)

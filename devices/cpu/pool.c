@@ -6,7 +6,11 @@
  * new one: its compare-and-swap fails on the generation.  Workers and the
  * caller spin briefly before sleeping on a condvar, because kernels call
  * pool_for back to back and a futex round trip per call would dominate small
- * ops; an idle pool sleeps and burns no CPU. */
+ * ops; an idle pool sleeps and burns no CPU.
+ *
+ * pool_for never deadlocks on misuse: a call from inside a task, or from a
+ * second thread while the pool is busy, simply runs its tasks serially on
+ * the calling thread. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -14,6 +18,9 @@
 #include "cpu_impl.h"
 
 #define POOL_SPIN 4000
+
+/* > 0 while this thread runs a pool task (nested pool_for runs serially). */
+static _Thread_local int pool_depth;
 
 typedef void (*pool_fn)(void *arg, int task);
 
@@ -25,10 +32,11 @@ struct gr_pool {
     _Atomic uint32_t gen;
     _Atomic uint64_t ticket;
     _Atomic int done;
-    int stop;       /* under mu */
-    pool_fn fn;     /* under mu */
-    void *arg;      /* under mu */
-    int n_tasks;    /* under mu */
+    atomic_flag busy; /* held by the thread inside pool_for */
+    int stop;         /* under mu */
+    pool_fn fn;       /* under mu */
+    void *arg;        /* under mu */
+    int n_tasks;      /* under mu */
 };
 
 static inline void cpu_relax(void)
@@ -52,7 +60,9 @@ static void pool_run_tasks(gr_pool *p, uint32_t gen, pool_fn fn, void *arg, int 
 {
     int t;
     while ((t = pool_claim(p, gen, n_tasks)) >= 0) {
+        pool_depth++;
         fn(arg, t);
+        pool_depth--;
         if (atomic_fetch_add(&p->done, 1) + 1 == n_tasks) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_broadcast(&p->done_cv);
@@ -99,6 +109,7 @@ gr_pool *pool_new(int nthreads)
     gr_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = nthreads < 1 ? 1 : nthreads;
+    atomic_flag_clear(&p->busy);
     p->th = calloc((size_t)p->n, sizeof *p->th);
     if (!p->th) {
         free(p);
@@ -131,7 +142,10 @@ void pool_free(gr_pool *p)
     free(p);
 }
 
-int pool_size(const gr_pool *p) { return p ? p->n : 1; }
+int pool_size(const gr_pool *p)
+{
+    return p ? p->n : 1;
+}
 
 static void pool_wait_done(gr_pool *p, int n_tasks)
 {
@@ -147,7 +161,7 @@ static void pool_wait_done(gr_pool *p, int n_tasks)
 void pool_for(gr_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *arg)
 {
     if (n_tasks <= 0) return;
-    if (!p || p->n == 1 || n_tasks == 1) {
+    if (!p || p->n == 1 || n_tasks == 1 || pool_depth > 0 || atomic_flag_test_and_set(&p->busy)) {
         for (int t = 0; t < n_tasks; t++) fn(arg, t);
         return;
     }
@@ -163,6 +177,7 @@ void pool_for(gr_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *ar
     pthread_mutex_unlock(&p->mu);
     pool_run_tasks(p, gen, fn, arg, n_tasks);
     pool_wait_done(p, n_tasks);
+    atomic_flag_clear(&p->busy);
 }
 
 /* ---- range splitting on top of pool_for ---- */

@@ -1,0 +1,32 @@
+# tests/cli.cmake - the graphrun command line, end to end: examples check,
+# training writes its JSON log, misuse exits 2, and a short training run is
+# clean under valgrind.
+set(GR_EX ${PROJECT_SOURCE_DIR}/examples)
+file(GLOB GR_EXAMPLES CONFIGURE_DEPENDS ${GR_EX}/*.graph)
+
+add_test(NAME cli_check_examples COMMAND graphrun check ${GR_EXAMPLES})
+
+add_test(NAME cli_train_log
+  COMMAND sh -c "$0 $1 --steps 300 --log log.jsonl --quiet && tail -n 1 log.jsonl | grep -q '\"event\":\"done\",\"steps\":300'"
+          $<TARGET_FILE:graphrun> ${GR_EX}/linear_regression.graph
+  WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+
+add_test(NAME cli_missing_steps_is_usage_error
+  COMMAND graphrun ${GR_EX}/linear_regression.graph)
+set_tests_properties(cli_missing_steps_is_usage_error PROPERTIES WILL_FAIL TRUE)
+
+add_test(NAME cli_exit_codes
+  COMMAND sh -c "$0 nosuch.graph --steps 1; test $? -eq 1 || exit 1; $0 x.graph --steps 1 --bogus; test $? -eq 2"
+          $<TARGET_FILE:graphrun>)
+
+find_program(GR_VALGRIND valgrind)
+if(GR_VALGRIND)
+  # OpenBLAS picks AVX-512 kernels at run time, which valgrind cannot decode.
+  add_test(NAME valgrind_train_tiny_cnn
+    COMMAND ${GR_VALGRIND} --error-exitcode=3 --leak-check=full
+            --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
+            $<TARGET_FILE:graphrun> ${PROJECT_SOURCE_DIR}/tests/models/tiny_cnn.graph
+            --steps 20 --eval accuracy --quiet)
+  set_tests_properties(valgrind_train_tiny_cnn PROPERTIES ENVIRONMENT "OPENBLAS_CORETYPE=Haswell"
+                       TIMEOUT 600)
+endif()

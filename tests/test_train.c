@@ -1,0 +1,230 @@
+/* test_train.c - end-to-end training through the public API: models
+ * converge, runs are deterministic, passes do not change results, and
+ * misuse gives a clear status. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "graphrun.h"
+
+#define EX GR_SOURCE_DIR "/examples/"
+#define FASHION "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+
+#define assert_gr_ok(call, st)                                                                 \
+    do {                                                                                       \
+        gr_code c_ = (call);                                                                   \
+        if (c_ != GR_OK) fail_msg("%s -> %s: %s", #call, gr_code_name(c_), gr_status_message(st)); \
+    } while (0)
+
+static gr_program *compile_str(const char *text, const gr_compile_options *o, gr_status *st)
+{
+    gr_program *p = NULL;
+    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), o, &p, st), st);
+    return p;
+}
+
+static void train_steps(gr_session *s, const char *target, int steps, float *loss, gr_status *st)
+{
+    gr_fetch f = {"train/loss", loss, sizeof *loss};
+    for (int i = 0; i < steps; i++) assert_gr_ok(gr_run(s, target, NULL, 0, &f, 1, st), st);
+}
+
+static void test_linear_regression_recovers_true_weights(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = NULL;
+    float loss, w[3], b;
+    assert_gr_ok(gr_compile_file(EX "linear_regression.graph", NULL, &p, st), st);
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    train_steps(s, "train", 500, &loss, st);
+    assert_gr_ok(gr_variable_read(s, "w", w, sizeof w, st), st);
+    assert_gr_ok(gr_variable_read(s, "b", &b, sizeof b, st), st);
+    assert_true(fabsf(w[0] - 2.0f) < 1e-2f && fabsf(w[1] + 3.0f) < 1e-2f);
+    assert_true(fabsf(w[2] - 0.5f) < 1e-2f && fabsf(b - 1.0f) < 1e-2f);
+    assert_true(loss < 1e-4f);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* y = 3x - 1 with each optimizer; all must get close. */
+static void check_optimizer(const char *opt)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "data d = gaussian(n=512, dims=[1], batch=16, seed=3)\n"
+             "var w = zeros([1, 1])\nvar b = zeros([1])\n"
+             "loss = mse(d.x @ w + b, d.x * 3.0 - 1.0)\n"
+             "train = %s.minimize(loss)\n", opt);
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_str(text, NULL, st);
+    gr_session *s = NULL;
+    float loss, w, b;
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    train_steps(s, "train", 1500, &loss, st);
+    assert_gr_ok(gr_variable_read(s, "w", &w, sizeof w, st), st);
+    assert_gr_ok(gr_variable_read(s, "b", &b, sizeof b, st), st);
+    if (fabsf(w - 3.0f) > 2e-2f || fabsf(b + 1.0f) > 2e-2f)
+        fail_msg("%s: w=%f b=%f loss=%g", opt, (double)w, (double)b, (double)loss);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+static void test_every_optimizer_converges(void **state)
+{
+    (void)state;
+    check_optimizer("sgd(0.1)");
+    check_optimizer("momentum(0.05, 0.9)");
+    check_optimizer("momentum(0.05, 0.9, nesterov=true)");
+    check_optimizer("adam(0.05)");
+}
+
+static void run_mlp(uint64_t seed, unsigned passes_off, int steps, float *w_out, size_t n,
+                    double *acc)
+{
+    gr_status *st = gr_status_new();
+    gr_compile_options co = {.passes_off = passes_off};
+    gr_session_options so = {.seed = seed, .threads = 1};
+    gr_program *p = NULL;
+    gr_session *s = NULL;
+    float loss;
+    assert_gr_ok(gr_compile_file(EX "fashion_mlp.graph", &co, &p, st), st);
+    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+    train_steps(s, "train", steps, &loss, st);
+    assert_gr_ok(gr_variable_read(s, "model/out/w", w_out, n * sizeof *w_out, st), st);
+    if (acc) assert_gr_ok(gr_eval(s, "accuracy", acc, st), st);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+static void test_fashion_mlp_reaches_82_percent(void **state)
+{
+    (void)state;
+    if (access(FASHION, R_OK) != 0) skip();
+    float w[2560];
+    double acc = 0;
+    run_mlp(0, 0, 2000, w, 2560, &acc);
+    if (acc < 0.82) fail_msg("test accuracy %.4f < 0.82", acc);
+}
+
+static void test_same_seed_same_weights_and_passes_do_not_change_results(void **state)
+{
+    (void)state;
+    if (access(FASHION, R_OK) != 0) skip();
+    static float a[2560], b[2560], c[2560], d[2560];
+    run_mlp(7, 0, 50, a, 2560, NULL);
+    run_mlp(7, 0, 50, b, 2560, NULL);
+    assert_memory_equal(a, b, sizeof a);
+    run_mlp(8, 0, 50, c, 2560, NULL);
+    assert_memory_not_equal(a, c, sizeof a);
+    run_mlp(7, GR_PASS_CSE | GR_PASS_FOLD | GR_PASS_FUSE, 50, d, 2560, NULL);
+    for (int i = 0; i < 2560; i++) assert_true(fabsf(a[i] - d[i]) <= 1e-4f);
+}
+
+static void test_unknown_target_and_bad_feed_give_clear_status(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_str("input z: f32[2, 3]\nvar w = ones([3, 1])\ny = sum(z @ w)\n", NULL, st);
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    assert_int_equal(gr_run(s, "nope", NULL, 0, NULL, 0, st), GR_ERR_ARG);
+    assert_non_null(strstr(gr_status_message(st), "no target or tensor named 'nope'"));
+    assert_int_equal(gr_run(s, "y", NULL, 0, NULL, 0, st), GR_ERR_ARG);
+    assert_non_null(strstr(gr_status_message(st), "input 'z' must be fed"));
+    float z[5] = {0}, y = 0, z6[6] = {1, 2, 3, 4, 5, 6};
+    gr_feed bad = {"z", z, sizeof z};
+    assert_int_equal(gr_run(s, "y", &bad, 1, NULL, 0, st), GR_ERR_ARG);
+    assert_non_null(strstr(gr_status_message(st), "needs 24"));
+    gr_feed good = {"z", z6, sizeof z6};
+    gr_fetch f = {"y", &y, sizeof y};
+    assert_gr_ok(gr_run(s, "y", &good, 1, &f, 1, st), st);
+    assert_true(y == 21.0f);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+static void test_compile_error_has_location(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    const char *text = "var w = zeros([4, 3])\nx = ones([2, 5])\ny = x @ w\n";
+    assert_int_equal(gr_compile_string("m.graph", text, strlen(text), NULL, &p, st), GR_ERR_COMPILE);
+    assert_null(p);
+    const char *file;
+    int line, col;
+    assert_true(gr_status_location(st, &file, &line, &col));
+    assert_string_equal(file, "m.graph");
+    assert_int_equal(line, 3);
+    assert_int_equal(col, 5);
+    assert_non_null(strstr(gr_status_message(st), "inner dimensions 5 and 4 differ"));
+    gr_status_free(st);
+}
+
+static void test_check_numerics_names_the_op_and_line(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_str("var w = constant(-1.0, [3])\n\ny = sum(log(w))\n", NULL, st);
+    gr_session_options so = {.check_numerics = 1};
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+    assert_int_equal(gr_run(s, "y", NULL, 0, NULL, 0, st), GR_ERR_NUMERIC);
+    assert_non_null(strstr(gr_status_message(st), "inline.graph:3:"));
+    assert_non_null(strstr(gr_status_message(st), "log produced NaN"));
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+static void test_set_overrides_params_and_rejects_unknown(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    const char *text = "param n = 2\nvar w = ones([n])\ny = sum(w)\n";
+    gr_param ok = {"n", "5"}, unknown = {"m", "1"}, bad = {"n", "two"};
+    gr_compile_options o = {.params = &ok, .n_params = 1};
+    gr_program *p = compile_str(text, &o, st);
+    gr_session *s = NULL;
+    float y;
+    gr_fetch f = {"y", &y, sizeof y};
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    assert_gr_ok(gr_run(s, "y", NULL, 0, &f, 1, st), st);
+    assert_true(y == 5.0f);
+    gr_session_free(s);
+    gr_program_free(p);
+    o.params = &unknown;
+    assert_int_equal(gr_compile_string("i.graph", text, strlen(text), &o, &p, st), GR_ERR_COMPILE);
+    assert_non_null(strstr(gr_status_message(st), "--set m=1: there is no param named 'm'"));
+    o.params = &bad;
+    assert_int_equal(gr_compile_string("i.graph", text, strlen(text), &o, &p, st), GR_ERR_COMPILE);
+    assert_non_null(strstr(gr_status_message(st), "--set n=two: expected an integer"));
+    gr_status_free(st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear_regression_recovers_true_weights),
+        cmocka_unit_test(test_every_optimizer_converges),
+        cmocka_unit_test(test_fashion_mlp_reaches_82_percent),
+        cmocka_unit_test(test_same_seed_same_weights_and_passes_do_not_change_results),
+        cmocka_unit_test(test_unknown_target_and_bad_feed_give_clear_status),
+        cmocka_unit_test(test_compile_error_has_location),
+        cmocka_unit_test(test_check_numerics_names_the_op_and_line),
+        cmocka_unit_test(test_set_overrides_params_and_rejects_unknown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
