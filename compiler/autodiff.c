@@ -20,6 +20,7 @@ typedef struct ad_ctx {
     int *updates; /* update nodes, one per updated variable */
     int n_updates;
     int step_node; /* adam: the step counter's VARIABLE node, or -1 */
+    int barrier;  /* group over all gradients: updates wait for it */
     int step_inc;  /* adam: its ASSIGN_ADD node */
 } ad_ctx;
 
@@ -214,8 +215,27 @@ static int make_update(ad_ctx *c, int vi)
     if (u < 0) return -1;
     c->g->nodes[u].device = device;
     if (op == OP_APPLY_ADAM) ir_add_ctrl(c->g, u, c->step_inc);
+    ir_add_ctrl(c->g, u, c->barrier);
     c->updates[c->n_updates++] = u;
     return 0;
+}
+
+static int trained_here(const ad_ctx *c, int vi)
+{
+    int node = c->g->vars[vi].node;
+    return is_trained(c->g, vi) && node < c->n0 && c->grad[node] >= 0;
+}
+
+/* Every update waits until every gradient is computed: a gradient that reads
+ * a variable (matmul's da = dy @ w^T) must see it before any update. */
+static int make_barrier(ad_ctx *c, int n_vars)
+{
+    int *grads = malloc(sizeof(int) * (size_t)(n_vars + 1)), n = 0;
+    for (int vi = 0; vi < n_vars; vi++)
+        if (trained_here(c, vi)) grads[n++] = c->grad[c->g->vars[vi].node];
+    c->barrier = n ? ir_add(c->g, OP_GROUP, grads, n, NULL, c->src, c->span) : 0;
+    free(grads);
+    return c->barrier;
 }
 
 static int make_updates(ad_ctx *c)
@@ -223,10 +243,9 @@ static int make_updates(ad_ctx *c)
     ir_graph *g = c->g;
     int n_vars = g->n_vars; /* slots appended below are not visited */
     c->updates = malloc(sizeof(int) * (size_t)(n_vars + 1));
+    if (make_barrier(c, n_vars) < 0) return -1;
     for (int vi = 0; vi < n_vars; vi++) {
-        int node = g->vars[vi].node;
-        if (!is_trained(g, vi) || node >= c->n0 || c->grad[node] < 0) continue;
-        if (make_update(c, vi) < 0) return -1;
+        if (trained_here(c, vi) && make_update(c, vi) < 0) return -1;
     }
     if (c->n_updates == 0) {
         diag_error(g->diags, c->src, c->span,

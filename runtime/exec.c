@@ -218,7 +218,7 @@ static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, gr_sta
 {
     for (int k = 0; k < n_fetches; k++) {
         int id = rt_find_tensor(e->s, fetches[k].name, st);
-        if (id < 0) return gr_status_code(st);
+        if (id < 0) return GR_ERR_ARG;
         const ir_type *t = &e->p->g->nodes[id].type;
         if (fetches[k].bytes != ir_nbytes(t) || !fetches[k].data || !e->buf[id]) {
             char b[96];
@@ -234,7 +234,8 @@ static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, gr_sta
 gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
                  gr_status *st)
 {
-    if (bind_feeds(e, feeds, n_feeds, st) != GR_OK) return gr_status_code(st);
+    gr_code c = bind_feeds(e, feeds, n_feeds, st);
+    if (c != GR_OK) return c;
     for (int k = 0; k < e->n_data; k++)
         if (data_next(e->data[k].r, e->data[k].x, e->data[k].y) < 0)
             return rt_fail(st, GR_ERR_ARG, "data source closed while running\n");

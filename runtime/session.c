@@ -31,9 +31,10 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     pthread_mutex_init(&s->mu, NULL);
     s->readers = calloc((size_t)s->g->n_data + 1, sizeof *s->readers);
     cpu_blas_init();
-    if (init_vars(s, st) != GR_OK) {
+    gr_code c = init_vars(s, st);
+    if (c != GR_OK) {
         gr_session_free(s);
-        return gr_status_code(st);
+        return c;
     }
     *out = s;
     rt_ok(st);
@@ -120,10 +121,11 @@ static gr_code add_plan(gr_session *s, char *key, const char *target, const char
         if ((roots[nr++] = rt_find_tensor(s, fetch[i], st)) < 0) goto fail;
     gr_plan *p = plan_build(s->g, roots, nr);
     free(roots);
-    if (open_readers(s, p, st) != GR_OK) {
+    gr_code c = open_readers(s, p, st);
+    if (c != GR_OK) {
         plan_free(p);
         free(key);
-        return gr_status_code(st);
+        return c;
     }
     if (s->n_plans == s->cap_plans) {
         s->cap_plans = s->cap_plans ? 2 * s->cap_plans : 4;
@@ -135,7 +137,7 @@ static gr_code add_plan(gr_session *s, char *key, const char *target, const char
 fail:
     free(roots);
     free(key);
-    return gr_status_code(st);
+    return GR_ERR_ARG;
 }
 
 /* Plans are never removed, but the array may move: callers hold s->mu. */
@@ -169,24 +171,23 @@ void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e)
 }
 
 /* Finds the plan and takes an executor, under the session lock. */
-static rt_exec *acquire(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
-                        int *plan_index, gr_status *st)
+static gr_code acquire(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
+                       rt_exec **e, int *plan_index, gr_status *st)
 {
     const char *names[16];
-    if (n_fetches > 16) {
-        rt_fail(st, GR_ERR_ARG, "at most 16 fetches per run\n");
-        return NULL;
-    }
+    *e = NULL;
+    if (n_fetches > 16) return rt_fail(st, GR_ERR_ARG, "at most 16 fetches per run\n");
     for (int i = 0; i < n_fetches; i++) names[i] = fetches[i].name;
     pthread_mutex_lock(&s->mu);
     rt_plan_entry *pe = NULL;
-    rt_exec *e = NULL;
-    if (rt_session_plan(s, target, names, n_fetches, &pe, st) == GR_OK) {
-        e = rt_exec_take(s, pe, st);
+    gr_code c = rt_session_plan(s, target, names, n_fetches, &pe, st);
+    if (c == GR_OK) {
+        *e = rt_exec_take(s, pe, st);
         *plan_index = (int)(pe - s->plans);
+        if (!*e) c = GR_ERR_NOMEM;
     }
     pthread_mutex_unlock(&s->mu);
-    return e;
+    return c;
 }
 
 static void release(gr_session *s, int plan_index, rt_exec *e)
@@ -200,9 +201,10 @@ gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, i
                    gr_status *st)
 {
     if (!s || !target) return rt_fail(st, GR_ERR_ARG, "gr_prepare: session and target are required\n");
-    int pi;
-    rt_exec *e = acquire(s, target, fetches, n_fetches, &pi, st);
-    if (!e) return gr_status_code(st);
+    int pi = 0;
+    rt_exec *e;
+    gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, st);
+    if (c != GR_OK) return c;
     release(s, pi, e);
     rt_ok(st);
     return GR_OK;
@@ -212,10 +214,11 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
                gr_fetch *fetches, int n_fetches, gr_status *st)
 {
     if (!s || !target) return rt_fail(st, GR_ERR_ARG, "gr_run: session and target are required\n");
-    int pi;
-    rt_exec *e = acquire(s, target, fetches, n_fetches, &pi, st);
-    if (!e) return gr_status_code(st);
-    gr_code c = exec_run(e, feeds, n_feeds, fetches, n_fetches, st);
+    int pi = 0;
+    rt_exec *e;
+    gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, st);
+    if (c != GR_OK) return c;
+    c = exec_run(e, feeds, n_feeds, fetches, n_fetches, st);
     release(s, pi, e);
     if (c == GR_OK) rt_ok(st);
     return c;
@@ -252,7 +255,7 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
 {
     if (!s || !target || !value) return rt_fail(st, GR_ERR_ARG, "gr_eval: NULL argument\n");
     int id = rt_find_tensor(s, target, st);
-    if (id < 0) return gr_status_code(st);
+    if (id < 0) return GR_ERR_ARG;
     const ir_type *t = &s->g->nodes[id].type;
     if (ir_numel(t) != 1 || t->dtype != DT_F32) {
         char b[96];
@@ -261,15 +264,15 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     }
     float x;
     gr_fetch f = {target, &x, sizeof x};
-    int pi;
-    rt_exec *e = acquire(s, target, &f, 1, &pi, st);
-    if (!e) return gr_status_code(st);
+    int pi = 0;
+    rt_exec *e;
+    gr_code c = acquire(s, target, &f, 1, &e, &pi, st);
+    if (c != GR_OK) return c;
     const gr_plan *plan = s->plans[pi].plan;
     int64_t nb = eval_batches(s, plan);
     uint64_t saved[16][2];
     eval_cursors(s, plan, saved, 0);
     double sum = 0;
-    gr_code c = GR_OK;
     for (int64_t b = 0; b < nb && c == GR_OK; b++) {
         c = exec_run(e, NULL, 0, &f, 1, st);
         sum += x;
@@ -295,7 +298,8 @@ static gr_code var_lookup(gr_session *s, const char *name, size_t bytes, int *vi
 gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t bytes, gr_status *st)
 {
     int vi = -1;
-    if (var_lookup(s, name, bytes, &vi, st) != GR_OK) return gr_status_code(st);
+    gr_code c = var_lookup(s, name, bytes, &vi, st);
+    if (c != GR_OK) return c;
     memcpy(data, s->var[vi], bytes);
     rt_ok(st);
     return GR_OK;
@@ -305,7 +309,8 @@ gr_code gr_variable_write(gr_session *s, const char *name, const void *data, siz
                           gr_status *st)
 {
     int vi = -1;
-    if (var_lookup(s, name, bytes, &vi, st) != GR_OK) return gr_status_code(st);
+    gr_code c = var_lookup(s, name, bytes, &vi, st);
+    if (c != GR_OK) return c;
     memcpy(s->var[vi], data, bytes);
     rt_ok(st);
     return GR_OK;

@@ -1,0 +1,148 @@
+"""Turn bench/run.sh's raw results into the markdown report.
+
+usage: /usr/bin/python3 bench/report.py META RESULTS FAILURES
+  META      key=value lines (date, cpu, versions, load, ...)
+  RESULTS   key<TAB>rep<TAB>value lines; value is a number, NA or FAIL
+  FAILURES  free text, copied into the report when not empty
+Standard library only. Every measurement reports the best of its runs.
+"""
+import sys
+
+FLOOR_GOAL = 1.30  # graphrun's softmax step may take at most 1.3x the C floor's
+
+
+def read_meta(path):
+    meta = {}
+    for line in open(path):
+        k, _, v = line.rstrip("\n").partition("=")
+        meta[k] = v
+    return meta
+
+
+def read_results(path):
+    runs = {}  # key -> {rep: value or None}
+    for line in open(path):
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) != 3:
+            continue
+        key, rep, val = parts
+        try:
+            v = float(val)
+        except ValueError:
+            v = None
+        runs.setdefault(key, {})[int(rep)] = v
+    return runs
+
+
+def best(runs, key):
+    """(best steps/s, rep it came from), or (None, None) when no run succeeded."""
+    ok = {r: v for r, v in runs.get(key, {}).items() if v is not None and v > 0}
+    if not ok:
+        return None, None
+    rep = max(ok, key=ok.get)
+    return ok[rep], rep
+
+
+def at(runs, key, rep):
+    return runs.get(key, {}).get(rep) if rep is not None else None
+
+
+def fmt(v, nd=1):
+    return "FAIL" if v is None else f"{v:,.{nd}f}"
+
+
+def acc_note(a):
+    return "" if a is None else f" (acc {a:.4f})"
+
+
+def main():
+    meta = read_meta(sys.argv[1])
+    runs = read_results(sys.argv[2])
+    failures = open(sys.argv[3]).read().strip() if len(sys.argv) > 3 else ""
+    out = []
+    w = out.append
+
+    w("# graphrun vs PyTorch CPU")
+    w("")
+    w(f"- date: {meta.get('date')}")
+    w(f"- CPU: {meta.get('cpu')}, {meta.get('cores')}")
+    w(f"- peer: PyTorch {meta.get('torch')}")
+    w(f"- OpenBLAS {meta.get('openblas')}, gcc {meta.get('gcc')}")
+    w(f"- {meta.get('graphrun')}")
+    w(f"- load average: {meta.get('load')}")
+    w(f"- each number is the best of {meta.get('reps')} runs; the whole benchmark took {meta.get('elapsed')} s")
+    w("")
+    w("| workload | graphrun | PyTorch | C floor | ratio | goal / reference |")
+    w("|---|---|---|---|---|---|")
+
+    # 1. softmax regression: compare time per step.
+    g, grep_ = best(runs, "sm_gr_sps")
+    p, _ = best(runs, "sm_pt_sps")
+    c, _ = best(runs, "sm_c_sps")
+    gus = 1e6 / g if g else None
+    pus = 1e6 / p if p else None
+    cus = 1e6 / c if c else None
+    ratio = []
+    goal = "≤ 1.30× the floor's time: "
+    if gus and cus:
+        r = gus / cus
+        ratio.append(f"graphrun/floor time **{r:.2f}×**")
+        goal += "met" if r <= FLOOR_GOAL else "**NOT met**"
+    else:
+        goal += "unknown (a run failed)"
+    if gus and pus:
+        ratio.append(f"PyTorch/graphrun time **{pus / gus:.2f}×**")
+    gacc = at(runs, "sm_gr_acc", grep_)
+    w(f"| softmax regression 784→10, batch 32, SGD 0.1, 1 thread, {meta.get('sm_steps')} steps "
+      f"(µs/step, lower is better) | {fmt(gus)}{acc_note(gacc)} | {fmt(pus)} | {fmt(cus)} | "
+      f"{'; '.join(ratio) or 'n/a'} | {goal} |")
+
+    # 2-4. throughput workloads: compare steps/s.
+    rows = [
+        ("mlp2", f"MLP 784-512-256-10, batch 64, SGD 0.05, 2 threads, {meta.get('mlp_steps')} steps", 880),
+        ("mlp1", f"MLP 784-512-256-10, batch 64, SGD 0.05, 1 thread, {meta.get('mlp_steps')} steps", 500),
+        ("cnn2", f"LeNet CNN, batch 64, SGD 0.05, 2 threads, {meta.get('cnn_steps')} steps", 43),
+    ]
+    for key, label, ceiling in rows:
+        g, gr = best(runs, f"{key}_gr_sps")
+        p, pr = best(runs, f"{key}_pt_sps")
+        ga = at(runs, f"{key}_gr_acc", gr)
+        pa = at(runs, f"{key}_pt_acc", pr)
+        if g and p:
+            r = g / p
+            ratio = f"graphrun/PyTorch **{r:.2f}×**"
+            verdict = "beats PyTorch: " + ("yes" if r > 1.0 else "**no**")
+        else:
+            ratio, verdict = "n/a", "unknown (a run failed)"
+        w(f"| {label} (steps/s, higher is better) | {fmt(g)}{acc_note(ga)} | {fmt(p)}{acc_note(pa)} | — | "
+          f"{ratio} | {verdict}; DESIGN.md ceiling ~{ceiling} steps/s |")
+
+    w("")
+    s1, _ = best(runs, "sgemm1_gflops")
+    s2, _ = best(runs, "sgemm2_gflops")
+    w(f"Context: OpenBLAS sgemm on MLP-sized matrices (shared/bench/blas_concurrency.c) reaches "
+      f"{fmt(s1)} GFLOP/s with 1 thread and {fmt(s2)} GFLOP/s with 2 concurrent single-threaded callers.")
+    w("Accuracy is on the 10,000-image test set after training; torch_cnn.py does not measure it.")
+    w("graphrun draws shuffled batches; the PyTorch scripts and the C floor walk the training set in order.")
+    w("")
+    w("All runs (steps/s; softmax as µs/step):")
+    w("")
+    names = [("sm_gr_sps", "softmax graphrun", True), ("sm_pt_sps", "softmax PyTorch", True),
+             ("sm_c_sps", "softmax C floor", True),
+             ("mlp2_gr_sps", "MLP 2t graphrun", False), ("mlp2_pt_sps", "MLP 2t PyTorch", False),
+             ("mlp1_gr_sps", "MLP 1t graphrun", False), ("mlp1_pt_sps", "MLP 1t PyTorch", False),
+             ("cnn2_gr_sps", "CNN 2t graphrun", False), ("cnn2_pt_sps", "CNN 2t PyTorch", False)]
+    for key, label, as_us in names:
+        vals = [runs.get(key, {}).get(r) for r in sorted(runs.get(key, {}))]
+        shown = ["FAIL" if v is None else (f"{1e6 / v:.1f}" if as_us else f"{v:.1f}") for v in vals]
+        w(f"- {label}: {', '.join(shown) or 'not run'}")
+    if failures:
+        w("")
+        w("Failed runs:")
+        w("")
+        w(failures)
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# bench/run.sh: graphrun against its peer (PyTorch CPU, Debian python3-torch)
+# and a hand-written C floor, on the same workloads, in one run.
+# Prints a markdown table of ratios on stdout; progress goes to stderr.
+#
+#   bench/run.sh                        # builds build/graphrun if missing
+#   GRAPHRUN=build-bench/graphrun bench/run.sh
+#   REPS=5 RESULTS=/tmp/bench.md bench/run.sh
+#
+# Environment:
+#   GRAPHRUN  graphrun binary (default: build/graphrun, built with cmake if missing)
+#   SHARED    folder holding bench/torch_*.py and bench/c_softmax_floor.c
+#             (default: $(dirname "$0")/../../shared)
+#   REPS      runs per measurement; the best one is reported (default 3)
+#   TIMEOUT   seconds allowed per single run (default 300)
+#   RESULTS   also write the report to this file
+#   MAX_LOAD  warn when the 1-minute load average is above this (default 1.5)
+#   WAIT_QUIET  wait up to this many seconds for the load to drop below
+#             MAX_LOAD before starting (default 0: do not wait)
+#   SM_STEPS, MLP_STEPS, CNN_STEPS  steps per run (defaults 20000, 2000, 200)
+set -eu
+set -o pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+SHARED=${SHARED:-$(dirname "$0")/../../shared}
+GRAPHRUN=${GRAPHRUN:-build/graphrun}
+REPS=${REPS:-3}
+TIMEOUT=${TIMEOUT:-300}
+RESULTS=${RESULTS:-}
+MAX_LOAD=${MAX_LOAD:-1.5}
+WAIT_QUIET=${WAIT_QUIET:-0}
+PY=/usr/bin/python3             # the peer is always Debian's python3-torch
+DATA=/usr/share/datasets/fashion-mnist
+
+# Workload sizes (kept so that the whole run stays well under 10 minutes).
+SM_STEPS=${SM_STEPS:-20000}; SM_BATCH=32
+MLP_STEPS=${MLP_STEPS:-2000}; MLP_BATCH=64
+CNN_STEPS=${CNN_STEPS:-200};  CNN_BATCH=64
+
+die() { echo "bench/run.sh: error: $*" >&2; exit 2; }
+say() { echo "bench: $*" >&2; }
+
+# ---------------------------------------------------------------- checks
+case $REPS in ''|*[!0-9]*|0) die "REPS must be a positive integer (got '$REPS')";; esac
+[ -d "$SHARED" ] || die "SHARED=$SHARED not found; set SHARED to the folder that holds bench/torch_small.py"
+SHARED=$(cd "$SHARED" && pwd)
+for f in torch_small.py torch_mlp.py torch_cnn.py c_softmax_floor.c blas_concurrency.c; do
+  [ -f "$SHARED/bench/$f" ] || die "missing $SHARED/bench/$f (is SHARED=$SHARED right?)"
+done
+[ -x "$PY" ] || die "$PY not found; install Debian's python3: apt-get install python3 python3-torch"
+"$PY" -c 'import torch, numpy' 2>/dev/null \
+  || die "PyTorch is not importable by $PY; install it with: apt-get install python3-torch"
+for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+  [ -f "$DATA/$f" ] || die "missing dataset file $DATA/$f"
+done
+command -v gcc >/dev/null || die "gcc not found; apt-get install gcc"
+command -v timeout >/dev/null || die "timeout (coreutils) not found"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/graphrun-bench.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- builds
+case $GRAPHRUN in /*) ;; *) GRAPHRUN=$ROOT/$GRAPHRUN;; esac
+if [ ! -x "$GRAPHRUN" ]; then
+  if [ "$GRAPHRUN" = "$ROOT/build/graphrun" ]; then
+    command -v cmake >/dev/null || die "cmake not found; apt-get install cmake (or run scripts/bootstrap.sh)"
+    say "building $GRAPHRUN (cmake, Release)"
+    { cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release \
+        && cmake --build "$ROOT/build" -j2 --target graphrun; } >"$TMP/build.log" 2>&1 \
+      || { tail -n 30 "$TMP/build.log" >&2; die "building graphrun failed (log above)"; }
+    [ -x "$GRAPHRUN" ] || die "the build finished but $GRAPHRUN is not there"
+  else
+    die "GRAPHRUN=$GRAPHRUN is not an executable file"
+  fi
+fi
+"$GRAPHRUN" --version >/dev/null 2>&1 || die "$GRAPHRUN --version failed"
+
+say "compiling the C floor and the sgemm probe"
+gcc -O3 -march=native -o "$TMP/c_softmax_floor" "$SHARED/bench/c_softmax_floor.c" -lopenblas -lz -lm \
+  2>"$TMP/cc.log" || { cat "$TMP/cc.log" >&2; die "compiling c_softmax_floor.c failed (apt-get install libopenblas-dev zlib1g-dev)"; }
+gcc -O3 -march=native -o "$TMP/blas_concurrency" "$SHARED/bench/blas_concurrency.c" -lopenblas -lpthread \
+  2>"$TMP/cc.log" || { cat "$TMP/cc.log" >&2; die "compiling blas_concurrency.c failed (apt-get install libopenblas-dev)"; }
+
+# ---------------------------------------------------------------- runners
+# Each measurement appends "key<TAB>rep<TAB>value" to $RES; a run that fails
+# records FAIL (with the reason in $TMP/failures) and the benchmark goes on.
+RES=$TMP/results.tsv; : >"$RES"; : >"$TMP/failures"
+FAILED=0
+put() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RES"; }
+fail() { # key rep what logfile
+  FAILED=1; put "$1" "$2" FAIL
+  { echo "- $3 (run $2) failed:"; tail -n 5 "$4" | sed 's/^/    /'; } >>"$TMP/failures"
+  say "  FAILED: $3 (see report)"
+}
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# gr KEY REP GRAPH STEPS THREADS EVAL -> KEY_sps, KEY_acc
+gr() {
+  local key=$1 rep=$2 graph=$3 steps=$4 threads=$5 ev=$6 log=$TMP/$1.$2.jsonl out vals
+  out=$TMP/$1.$2.out
+  if timeout "$TIMEOUT" "$GRAPHRUN" "$ROOT/examples/$graph" --steps "$steps" --threads "$threads" \
+       ${ev:+--eval "$ev"} --quiet --log "$log" >"$out" 2>&1 \
+     && vals=$("$PY" - "$log" "$ev" 2>>"$out" <<'EOF'
+import json, sys
+done = None
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("{"):
+        d = json.loads(line)
+        if d.get("event") == "done":
+            done = d
+if done is None:
+    sys.exit("no done event in log")
+acc = done.get("eval", {}).get(sys.argv[2]) if sys.argv[2] else None
+print(done["steps_per_s"], "NA" if acc is None else acc)
+EOF
+  ); then
+    put "${key}_sps" "$rep" "${vals% *}"; put "${key}_acc" "$rep" "${vals#* }"
+    say "  graphrun $graph threads=$threads: ${vals% *} steps/s, $ev ${vals#* }"
+  else
+    fail "${key}_sps" "$rep" "graphrun $graph --steps $steps --threads $threads" "$out"
+  fi
+}
+
+# field NAME FILE: value of NAME=... in the last line of FILE that has it
+field() { tr -s ' \t' '\n\n' <"$2" | grep "^$1=" | tail -n 1 | cut -d= -f2 || true; }
+
+# peer KEY REP SCRIPT ARGS... -> KEY_sps (and KEY_acc when the script prints test_acc)
+peer() {
+  local key=$1 rep=$2 script=$3 out=$TMP/$1.$2.out sps acc; shift 3
+  if timeout "$TIMEOUT" "$PY" "$SHARED/bench/$script" "$@" >"$out" 2>&1 \
+     && sps=$(field 'steps/s' "$out") && [ -n "$sps" ]; then
+    put "${key}_sps" "$rep" "$sps"
+    acc=$(field test_acc "$out"); [ -n "$acc" ] && put "${key}_acc" "$rep" "$acc"
+    say "  pytorch $script $*: $sps steps/s${acc:+, test_acc $acc}"
+  else
+    fail "${key}_sps" "$rep" "python3 $script $*" "$out"
+  fi
+}
+
+# floor KEY REP -> KEY_sps
+floor() {
+  local key=$1 rep=$2 out=$TMP/$1.$2.out sps
+  if OPENBLAS_NUM_THREADS=1 timeout "$TIMEOUT" "$TMP/c_softmax_floor" "$SM_STEPS" >"$out" 2>&1 \
+     && sps=$(field 'steps/s' "$out") && [ -n "$sps" ]; then
+    put "${key}_sps" "$rep" "$sps"; say "  c floor: $sps steps/s"
+  else
+    fail "${key}_sps" "$rep" "c_softmax_floor $SM_STEPS" "$out"
+  fi
+}
+
+# sgemm KEY REP THREADS -> KEY_gflops (context: what the BLAS can do here)
+sgemm() {
+  local out=$TMP/$1.$2.out g
+  if OPENBLAS_NUM_THREADS=1 timeout "$TIMEOUT" "$TMP/blas_concurrency" "$3" >"$out" 2>&1 \
+     && g=$(field 'GFLOP/s' "$out") && [ -n "$g" ]; then
+    put "$1_gflops" "$2" "$g"
+  else
+    fail "$1_gflops" "$2" "blas_concurrency $3" "$out"
+  fi
+}
+
+# ---------------------------------------------------------------- run
+too_busy() { awk -v l="$(load1)" -v m="$MAX_LOAD" 'BEGIN { exit !(l > m) }'; }
+waited=0
+while too_busy && [ "$waited" -lt "$WAIT_QUIET" ]; do
+  say "load average $(load1) > $MAX_LOAD; waiting for a quieter machine ($waited/$WAIT_QUIET s)"
+  sleep 15; waited=$((waited + 15))
+done
+LOAD_START=$(load1)
+if awk -v l="$LOAD_START" -v m="$MAX_LOAD" 'BEGIN { exit !(l > m) }'; then
+  say "WARNING: load average is $LOAD_START (> $MAX_LOAD); numbers will be noisy"
+fi
+T0=$(date +%s)
+# The repetitions are interleaved (graphrun, PyTorch, floor, then again) so
+# that a burst of background load does not hit one side only.
+for rep in $(seq 1 "$REPS"); do
+  say "repetition $rep/$REPS"
+  sgemm sgemm1 "$rep" 1; sgemm sgemm2 "$rep" 2
+  say " softmax regression, 1 thread, $SM_STEPS steps"
+  gr sm_gr "$rep" fashion_softmax.graph "$SM_STEPS" 1 accuracy
+  peer sm_pt "$rep" torch_small.py "$SM_STEPS" "$SM_BATCH"
+  floor sm_c "$rep"
+  say " MLP, 2 threads, $MLP_STEPS steps"
+  gr mlp2_gr "$rep" fashion_mlp.graph "$MLP_STEPS" 2 accuracy
+  peer mlp2_pt "$rep" torch_mlp.py "$MLP_STEPS" "$MLP_BATCH" 2
+  say " MLP, 1 thread, $MLP_STEPS steps"
+  gr mlp1_gr "$rep" fashion_mlp.graph "$MLP_STEPS" 1 accuracy
+  peer mlp1_pt "$rep" torch_mlp.py "$MLP_STEPS" "$MLP_BATCH" 1
+  say " CNN, 2 threads, $CNN_STEPS steps"
+  gr cnn2_gr "$rep" fashion_cnn.graph "$CNN_STEPS" 2 accuracy
+  peer cnn2_pt "$rep" torch_cnn.py "$CNN_STEPS" "$CNN_BATCH" 2
+done
+ELAPSED=$(( $(date +%s) - T0 ))
+LOAD_END=$(load1)
+
+# ---------------------------------------------------------------- report
+META=$TMP/meta.txt
+{
+  echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)"
+  echo "cores=$(nproc) online ($(lscpu 2>/dev/null | sed -n 's/^Core(s) per socket:[[:space:]]*//p' | head -n 1) cores/socket, $(lscpu 2>/dev/null | sed -n 's/^Thread(s) per core:[[:space:]]*//p' | head -n 1) thread/core)"
+  echo "torch=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) (python3-torch $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo '?'), $("$PY" --version 2>&1))"
+  echo "openblas=$(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || dpkg-query -W -f='${Version}' libopenblas0 2>/dev/null || echo '?')"
+  echo "gcc=$(gcc -dumpfullversion 2>/dev/null || gcc -dumpversion)"
+  rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')
+  dirty=$(GIT_OPTIONAL_LOCKS=0 git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l)
+  echo "graphrun=$("$GRAPHRUN" --version 2>&1 | head -n 1) ($GRAPHRUN, commit $rev$([ "$dirty" -gt 0 ] && echo " + $dirty modified files"))"
+  echo "load=$LOAD_START at start, $LOAD_END at end (1-minute average)"
+  echo "reps=$REPS"
+  echo "elapsed=$ELAPSED"
+  echo "sm_steps=$SM_STEPS"; echo "mlp_steps=$MLP_STEPS"; echo "cnn_steps=$CNN_STEPS"
+} >"$META"
+
+REPORT=$TMP/report.md
+"$PY" "$HERE/report.py" "$META" "$RES" "$TMP/failures" >"$REPORT" \
+  || die "writing the report failed (bench/report.py)"
+cat "$REPORT"
+if [ -n "$RESULTS" ]; then cp "$REPORT" "$RESULTS"; say "report written to $RESULTS"; fi
+exit $FAILED
