@@ -741,34 +741,49 @@ static int exec_block(sema *S, env *e, const ast_node *blk)
 
 /* ---- placement ---- */
 
-static void place_node(sema *S, ir_node *n)
+/* Returns 1 when n's device exists (after soft placement), else reports
+ * the first node on each missing device and returns 0. */
+static int place_node(sema *S, ir_node *n, int *reported, int *n_reported)
 {
     if (n->device < 0) n->device = n->op == OP_VARIABLE ? S->g->vars[n->var].device : -1;
     if (n->device < 0) n->device = GR_DEV(DEV_CPU, 0);
     int kind = GR_DEV_KIND(n->device), idx = GR_DEV_INDEX(n->device);
     int have = kind == DEV_GPU ? S->opt->n_gpu : S->opt->n_cpu;
-    if (idx < have) return;
+    const char *kn = kind == DEV_GPU ? "gpu" : "cpu";
+    if (idx < have) return 1;
+    int dev = n->device, seen = 0;
+    for (int i = 0; i < *n_reported; i++) seen |= reported[i] == dev;
+    if (!seen && *n_reported < 8) reported[(*n_reported)++] = dev;
     if (S->opt->soft_placement) {
-        diag_add(S->g->diags, DIAG_WARNING, n->src, n->span,
-                 "%s:%d is not available; placing '%s' on cpu:0 (--soft-placement)",
-                 kind == DEV_GPU ? "gpu" : "cpu", idx, gr_ops[n->op].name);
         n->device = GR_DEV(DEV_CPU, 0);
-        return;
+        if (!seen)
+            diag_add(S->g->diags, DIAG_WARNING, n->src, n->span,
+                     "%s:%d is not available; its nodes run on cpu:0 (--soft-placement)", kn, idx);
+        return 1;
     }
-    diag_error(S->g->diags, n->src, n->span,
-               "'%s' is placed on %s:%d, but this machine has %d %s device%s (use "
-               "--soft-placement to fall back to the CPU)",
-               gr_ops[n->op].name, kind == DEV_GPU ? "gpu" : "cpu", idx, have,
-               kind == DEV_GPU ? "GPU" : "CPU", have == 1 ? "" : "s");
+    if (seen) return 0;
+    if (have == 0)
+        diag_error(S->g->diags, n->src, n->span,
+                   "'%s' is placed on %s:%d, but this machine has no %s (use --soft-placement "
+                   "to run it on the CPU)", gr_ops[n->op].name, kn, idx, kind == DEV_GPU ? "GPU" : "CPU");
+    else
+        diag_error(S->g->diags, n->src, n->span,
+                   "'%s' is placed on %s:%d, but this machine has only %s:0 to %s:%d (use "
+                   "--soft-placement to run it on cpu:0)", gr_ops[n->op].name, kn, idx, kn, kn, have - 1);
+    return 0;
 }
 
 static void place_all(sema *S)
 {
-    int errs = S->g->diags->n_errors;
+    int reported[8], n_reported = 0;
     for (int i = 0; i < S->g->n_vars; i++)
         if (S->g->vars[i].device < 0) S->g->vars[i].device = GR_DEV(DEV_CPU, 0);
-    for (int i = 0; i < S->g->n_nodes && S->g->diags->n_errors - errs < 3; i++)
-        if (!S->g->nodes[i].dead) place_node(S, &S->g->nodes[i]);
+    /* constants last, so an error names the op the user wrote */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < S->g->n_nodes; i++) {
+            ir_node *n = &S->g->nodes[i];
+            if (!n->dead && (n->op == OP_CONST) == pass) place_node(S, n, reported, &n_reported);
+        }
 }
 
 static void check_params_used(sema *S)

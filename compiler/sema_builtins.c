@@ -336,11 +336,10 @@ static value call_init(sema *S, const ast_node *call, int b, value *args, int n_
 
 static value call_dim(sema *S, const ast_node *call, int b, value *args, int n_args)
 {
-    if (n_args != 1 || args[0].k != V_TENSOR) {
-        sema_err(S, call, "%s() takes one tensor", builtin_names[b]);
-        return (value){.k = V_ERR};
-    }
-    const ir_type *t = &S->g->nodes[args[0].node].type;
+    int x = n_args == 1 ? sema_to_tensor(S, call, args[0], DT_F32) : -1;
+    if (n_args != 1) sema_err(S, call, "%s() takes one tensor", builtin_names[b]);
+    if (x < 0) return (value){.k = V_ERR};
+    const ir_type *t = &S->g->nodes[x].type;
     if (t->rank < 1) {
         sema_err(S, call, "%s() needs a tensor of rank >= 1, got a scalar", builtin_names[b]);
         return (value){.k = V_ERR};
@@ -352,13 +351,14 @@ static value call_dim(sema *S, const ast_node *call, int b, value *args, int n_a
 static value call_shard(sema *S, const ast_node *call, value *args, int n_args)
 {
     int64_t i, n;
-    if (n_args != 3 || args[0].k != V_TENSOR) {
+    if (n_args != 3) {
         sema_err(S, call, "shard() takes (tensor, index, count)");
         return (value){.k = V_ERR};
     }
-    if (sema_int_arg(S, call, args[1], &i) < 0 || sema_int_arg(S, call, args[2], &n) < 0)
+    int x = sema_to_tensor(S, call, args[0], DT_F32);
+    if (x < 0 || sema_int_arg(S, call, args[1], &i) < 0 || sema_int_arg(S, call, args[2], &n) < 0)
         return (value){.k = V_ERR};
-    const ir_type *t = &S->g->nodes[args[0].node].type;
+    const ir_type *t = &S->g->nodes[x].type;
     if (t->rank < 1 || n <= 0 || t->dim[0] % n || i < 0 || i >= n) {
         char buf[96];
         sema_err(S, call, "shard(%s, %lld, %lld): axis 0 must split into %lld equal parts",
@@ -367,7 +367,7 @@ static value call_shard(sema *S, const ast_node *call, value *args, int n_args)
     }
     int64_t step = t->dim[0] / n;
     ir_attrs a = {.i = {0, i * step, (i + 1) * step}};
-    return v_tensor(ir_add(S->g, OP_SLICE, &args[0].node, 1, &a, S->src, call->span));
+    return v_tensor(ir_add(S->g, OP_SLICE, &x, 1, &a, S->src, call->span));
 }
 
 /* ---- optimizers ---- */

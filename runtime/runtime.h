@@ -56,6 +56,8 @@ struct gr_session {
     void **var;                /* one buffer per variable */
     data_reader **readers;     /* per data source, opened when a plan needs it */
     pthread_mutex_t mu;        /* plans, executor lists, readers */
+    pthread_rwlock_t pause;    /* runs hold it shared; a consistent snapshot
+                                  (checkpoint save) holds it exclusively */
     rt_plan_entry *plans;
     int n_plans, cap_plans;
     atomic_uint_fast64_t steps;

@@ -29,6 +29,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     if (opt) s->opt = *opt;
     if (s->opt.threads <= 0) s->opt.threads = 1;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_rwlock_init(&s->pause, NULL);
     s->readers = calloc((size_t)s->g->n_data + 1, sizeof *s->readers);
     cpu_blas_init();
     gr_code c = init_vars(s, st);
@@ -57,6 +58,7 @@ void gr_session_free(gr_session *s)
     for (int i = 0; s->var && i < s->g->n_vars; i++) free(s->var[i]);
     free(s->var);
     pthread_mutex_destroy(&s->mu);
+    pthread_rwlock_destroy(&s->pause);
     free(s);
 }
 
@@ -218,7 +220,9 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
     rt_exec *e;
     gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, st);
     if (c != GR_OK) return c;
+    pthread_rwlock_rdlock(&s->pause);
     c = exec_run(e, feeds, n_feeds, fetches, n_fetches, st);
+    pthread_rwlock_unlock(&s->pause);
     release(s, pi, e);
     if (c == GR_OK) rt_ok(st);
     return c;
@@ -273,10 +277,12 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     uint64_t saved[16][2];
     eval_cursors(s, plan, saved, 0);
     double sum = 0;
+    pthread_rwlock_rdlock(&s->pause);
     for (int64_t b = 0; b < nb && c == GR_OK; b++) {
         c = exec_run(e, NULL, 0, &f, 1, st);
         sum += x;
     }
+    pthread_rwlock_unlock(&s->pause);
     eval_cursors(s, plan, saved, 1);
     release(s, pi, e);
     *value = sum / (double)nb;

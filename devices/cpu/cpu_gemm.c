@@ -67,7 +67,7 @@ void cpu_matmul(gr_pool *p, const cpu_gemm_args *g)
     int nt = work >= GEMM_PAR_MIN ? pool_size(p) : 1;
     gemm_ctx x = {g, nt, 1};
     /* Split the larger output side so every task keeps a decent block. */
-    x.split_rows = g->m >= g->n || g->m >= 16 * nt;
+    x.split_rows = g->m >= g->n;
     int64_t side = x.split_rows ? g->m : g->n;
     if (side < nt) x.ntasks = nt = side > 0 ? (int)side : 1;
     if (nt == 1) {
