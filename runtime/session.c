@@ -29,7 +29,12 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     if (opt) s->opt = *opt;
     if (s->opt.threads <= 0) s->opt.threads = 1;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_rwlock_init(&s->pause, NULL);
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    /* a waiting snapshot must not starve behind a stream of runs */
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->pause, &ra);
+    pthread_rwlockattr_destroy(&ra);
     s->readers = calloc((size_t)s->g->n_data + 1, sizeof *s->readers);
     cpu_blas_init();
     gr_code c = init_vars(s, st);
