@@ -57,8 +57,10 @@ void pass_run_all(ir_graph *g, unsigned off);
 
 typedef struct gr_plan {
     const ir_graph *g;
-    int *order;                /* node ids in execution order */
+    int *order;                /* node ids in execution order (by level) */
     int n;
+    int *level;                /* per node id: its level (see plan.c) */
+    int n_levels;
     size_t *offset;            /* per node id: arena offset, or PLAN_NONE */
     size_t arena_bytes;        /* activations, constants, data batches, inputs */
     size_t scratch_task_bytes; /* the largest per-task kernel scratch */

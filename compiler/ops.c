@@ -38,7 +38,8 @@ const op_info gr_ops[GR_OP_COUNT] = {
     E(OP_INPUT, "input", 0, 0, 0, NULL, NULL)},
     E(OP_DATA, "data", 0, 0, 0, ops_shape_data, NULL), .attrs = {A_INT("which", 0), A_INT("index", 0)}},
     E(OP_VARIABLE, "variable", 0, 0, 0, NULL, NULL)},
-    E(OP_MATMUL, "matmul", 2, 0, 1, ops_shape_matmul, ops_grad_matmul), .attrs = ATTRS_MATMUL},
+    E(OP_MATMUL, "matmul", 2, 0, 1, ops_shape_matmul, ops_grad_matmul), .attrs = ATTRS_MATMUL,
+        .cost = ops_cost_matmul},
     BIN(OP_ADD, "add", ops_grad_add),
     BIN(OP_SUB, "sub", ops_grad_sub),
     BIN(OP_MUL, "mul", ops_grad_mul),
@@ -78,7 +79,8 @@ const op_info gr_ops[GR_OP_COUNT] = {
     E(OP_BROADCAST, "broadcast", 1, 0, 0, ops_shape_broadcast, ops_grad_broadcast), .attrs = ATTRS_SHAPE},
     E(OP_SUM_TO, "sum_to", 1, 0, 0, ops_shape_sum_to, ops_grad_sum_to), .attrs = ATTRS_SHAPE},
     E(OP_CONV2D, "conv2d", 2, 0, 1, ops_shape_conv2d, ops_grad_conv2d),
-        .attrs = {A_INT("stride", 1), A_INT("padding", 0)}, .scratch = ops_scratch_conv2d},
+        .attrs = {A_INT("stride", 1), A_INT("padding", 0)}, .scratch = ops_scratch_conv2d,
+        .cost = ops_cost_conv},
     E(OP_MAXPOOL2D, "maxpool2d", 1, 0, 1, ops_shape_pool, ops_grad_maxpool),
         .attrs = {A_INT("size", REQ), A_INT("stride", 0)}},
     E(OP_AVGPOOL2D, "avgpool2d", 1, 0, 1, ops_shape_pool, ops_grad_avgpool),
@@ -93,9 +95,9 @@ const op_info gr_ops[GR_OP_COUNT] = {
     HELPER(OP_XENT_GRAD, "softmax_xent_grad", 3, ops_shape_xent_grad),
     E(OP_MAX_GRAD, "max_grad", 3, 0, 0, ops_shape_like_in1, NULL), .attrs = ATTRS_REDUCE},
     E(OP_CONV2D_GRAD_X, "conv2d_grad_x", 2, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_CONV,
-        .scratch = ops_scratch_conv2d},
+        .scratch = ops_scratch_conv2d, .cost = ops_cost_conv},
     E(OP_CONV2D_GRAD_W, "conv2d_grad_w", 2, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_CONV,
-        .scratch = ops_scratch_conv2d_grad_w},
+        .scratch = ops_scratch_conv2d_grad_w, .cost = ops_cost_conv},
     E(OP_MAXPOOL_GRAD, "maxpool2d_grad", 2, 0, 0, ops_shape_like_in1, NULL), .attrs = ATTRS_POOL},
     E(OP_AVGPOOL_GRAD, "avgpool2d_grad", 1, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_POOL},
     E(OP_DROPOUT_GRAD, "dropout_grad", 1, 0, 0, ops_shape_like_in0, NULL),
@@ -113,7 +115,8 @@ const op_info gr_ops[GR_OP_COUNT] = {
         .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
     HELPER(OP_GROUP, "group", -1, ops_shape_token),
     E(OP_MATMUL_BIAS, "matmul_bias", 3, 0, 0, ops_shape_matmul_bias, NULL),
-        .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)}},
+        .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)},
+        .cost = ops_cost_matmul},
 };
 _Static_assert(GR_OP_COUNT == 65, "gr_ops needs one entry per op in GR_OPS (ops.h)");
 /* clang-format on */
@@ -181,4 +184,32 @@ size_t ops_scratch_conv2d_grad_w(const ir_graph *g, int id)
 {
     const ir_type *w = &g->nodes[id].type;
     return im2col_bytes(w, ops_in_type(g, id, 0)) + (size_t)ir_numel(w) * 4;
+}
+
+/* ---- cost rules: multiply-adds ---- */
+
+/* M*N*K: the output is [M,N]; K is a's other dimension. */
+double ops_cost_matmul(const ir_graph *g, int id)
+{
+    const ir_node *n = &g->nodes[id];
+    const ir_type *a = ops_in_type(g, id, 0);
+    return (double)ir_numel(&n->type) * (double)a->dim[n->attr.i[0] ? 0 : 1];
+}
+
+/* Every conv2d-family op does one multiply-add per (dy element, C*KH*KW). */
+double ops_cost_conv(const ir_graph *g, int id)
+{
+    const ir_node *n = &g->nodes[id];
+    const ir_type *w = n->op == OP_CONV2D_GRAD_W ? &n->type : ops_in_type(g, id, 1);
+    const ir_type *y = n->op == OP_CONV2D ? &n->type : ops_in_type(g, id, 0);
+    return (double)ir_numel(y) * (double)(w->dim[1] * w->dim[2] * w->dim[3]);
+}
+
+double ops_cost(const ir_graph *g, int id)
+{
+    const ir_node *n = &g->nodes[id];
+    if (gr_ops[n->op].cost) return gr_ops[n->op].cost(g, id);
+    double c = (double)ir_numel(&n->type);
+    for (int k = 0; k < n->n_in; k++) c += (double)ir_numel(ops_in_type(g, id, k));
+    return c;
 }

@@ -112,6 +112,10 @@ typedef int (*op_grad_fn)(struct ir_graph *g, int id, int dy, int *dx);
 /* Extra per-node temporary memory the kernel needs (im2col buffers...). */
 typedef size_t (*op_scratch_fn)(const struct ir_graph *g, int id);
 
+/* Estimated work of a node (multiply-adds for GEMM-like ops), used by the
+ * executor to balance independent nodes across threads. */
+typedef double (*op_cost_fn)(const struct ir_graph *g, int id);
+
 typedef struct op_info {
     const char *name;
     int arity;                 /* -1: variadic (concat, group) */
@@ -120,6 +124,7 @@ typedef struct op_info {
     op_shape_fn shape;
     op_grad_fn grad;
     op_scratch_fn scratch;
+    op_cost_fn cost;           /* NULL: elements read and written */
     int public;                /* callable from the language (ops_lookup) */
 } op_info;
 
@@ -127,5 +132,7 @@ extern const op_info gr_ops[GR_OP_COUNT];
 /* Op callable from the language by name, or -1. Only ops whose name is
  * public (not the gradient helpers) are found. */
 int ops_lookup(const char *name);
+/* gr_ops[op].cost, or elements read plus written. */
+double ops_cost(const struct ir_graph *g, int id);
 
 #endif

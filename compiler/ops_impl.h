@@ -54,6 +54,10 @@ int ops_shape_assign_add(ir_graph *g, int id);
 int ops_shape_token(ir_graph *g, int id);
 int ops_shape_matmul_bias(ir_graph *g, int id);
 
+/* ---- cost rules (ops.c) ---- */
+double ops_cost_matmul(const ir_graph *g, int id);
+double ops_cost_conv(const ir_graph *g, int id);
+
 /* ---- gradient rules (ops_grad.c) ---- */
 int ops_grad_none(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_identity(ir_graph *g, int id, int dy, int *dx);

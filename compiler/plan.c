@@ -1,9 +1,11 @@
 /* plan.c - the schedule and the static memory plan for a set of roots.
  *
- * The schedule is a depth-first post-order from the roots, so it is a valid
- * topological order even after passes rewired nodes.  Every tensor that is
- * not a variable gets an arena offset, chosen first-fit by liveness: a
- * buffer is reused as soon as its last consumer has run.  Constants, data
+ * The schedule: a depth-first walk from the roots finds the nodes they need,
+ * each gets a level (its longest distance from a source), and the order is
+ * by level.  Nodes of one level are independent, so executors may run them
+ * in parallel.  Every tensor that is not a variable gets an arena offset,
+ * chosen first-fit by liveness measured in levels: a buffer is reused once
+ * the level of its last consumer is over, never within a level.  Constants, data
  * batches and inputs live for the whole run.  Executors lay out their arena
  * once from this plan, so a step allocates nothing. */
 #include <stdlib.h>
@@ -23,6 +25,31 @@ static int needs_arena(const ir_node *n)
 static int pinned(const ir_node *n)
 {
     return n->op == OP_CONST || n->op == OP_DATA || n->op == OP_INPUT;
+}
+
+/* Longest-path depth from the sources: nodes of one level never depend on
+ * each other, so an executor may run a level's nodes in parallel. */
+static void assign_levels(gr_plan *p)
+{
+    const ir_graph *g = p->g;
+    p->level = calloc((size_t)g->n_nodes + 1, sizeof(int));
+    for (int i = 0; i < p->n; i++) {
+        const ir_node *nd = &g->nodes[p->order[i]];
+        int lv = 0;
+        for (int k = 0; k < nd->n_in + nd->n_ctrl; k++) {
+            int c = k < nd->n_in ? nd->in[k] : nd->ctrl[k - nd->n_in];
+            if (p->level[c] + 1 > lv) lv = p->level[c] + 1;
+        }
+        p->level[p->order[i]] = lv;
+        if (lv + 1 > p->n_levels) p->n_levels = lv + 1;
+    }
+}
+
+static int by_level(const void *a, const void *b, void *levels)
+{
+    const int *lv = levels, x = *(const int *)a, y = *(const int *)b;
+    if (lv[x] != lv[y]) return lv[x] - lv[y];
+    return x - y;
 }
 
 /* Iterative DFS post-order over inputs and control deps. */
@@ -95,22 +122,24 @@ static void lifetimes(gr_plan *p, live *ls, int *n_ls, int *pos)
     int n = 0;
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
+        int lv = p->level[p->order[i]];
         if (!needs_arena(nd)) continue;
-        ls[n++] = (live){.node = p->order[i], .start = pinned(nd) ? -1 : i, .end = i,
+        ls[n++] = (live){.node = p->order[i], .start = pinned(nd) ? -1 : lv, .end = lv,
                          .bytes = align_up(ir_nbytes(&nd->type))};
     }
     for (int k = 0; k < n; k++) pos[ls[k].node] = -(k + 2); /* live index, for consumers */
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
+        int lv = p->level[p->order[i]];
         for (int j = 0; j < nd->n_in; j++) {
             int li = -pos[nd->in[j]] - 2;
-            if (li >= 0 && ls[li].end < i) ls[li].end = i;
+            if (li >= 0 && ls[li].end < lv) ls[li].end = lv;
         }
     }
     for (int k = 0; k < n; k++) {
-        if (pinned(&g->nodes[ls[k].node])) ls[k].end = p->n;
+        if (pinned(&g->nodes[ls[k].node])) ls[k].end = p->n_levels;
         for (int r = 0; r < p->n_roots; r++)
-            if (p->roots[r] == ls[k].node) ls[k].end = p->n;
+            if (p->roots[r] == ls[k].node) ls[k].end = p->n_levels;
     }
     *n_ls = n;
 }
@@ -158,6 +187,8 @@ gr_plan *plan_build(const ir_graph *g, const int *roots, int n_roots)
     memcpy(p->roots, roots, sizeof(int) * (size_t)n_roots);
     p->n_roots = n_roots;
     p->n = schedule(g, roots, n_roots, p->order);
+    assign_levels(p);
+    qsort_r(p->order, (size_t)p->n, sizeof(int), by_level, p->level);
     assign_offsets(p);
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
@@ -172,6 +203,7 @@ void plan_free(gr_plan *p)
 {
     if (!p) return;
     free(p->order);
+    free(p->level);
     free(p->offset);
     free(p->roots);
     free(p->data_used);

@@ -156,6 +156,27 @@ gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t byt
 gr_code gr_variable_write(gr_session *s, const char *name, const void *data, size_t bytes,
                           gr_status *st);
 
+/* ---- checkpoints (safetensors; see docs/checkpoints.md) ----
+ * A save holds every variable (weights, optimizer slots, step counters),
+ * the training step and each data source's cursor.  It may run while other
+ * threads call gr_run: it copies a consistent snapshot between runs, then
+ * writes a temp file and renames it over path, so path is never partial.
+ * A restore checks the whole file against the program (names, dtypes,
+ * shapes, sizes) before it changes anything: on error the session is as it
+ * was and the message names the file and the tensor. */
+typedef struct gr_restore_options {
+    int weights_only;   /* load trainable variables only; optimizer slots and counters keep
+                           their init, the step and data cursors are not restored */
+    int allow_missing;  /* variables absent from the file keep their init values */
+} gr_restore_options;
+gr_code gr_session_save(gr_session *s, const char *path, gr_status *st);
+/* opt may be NULL (full restore, nothing missing). */
+gr_code gr_session_restore(gr_session *s, const char *path, const gr_restore_options *opt,
+                           gr_status *st);
+/* The number of training steps (gr_run calls on a .minimize() target) the
+ * session has done, including those restored from a checkpoint. */
+uint64_t gr_session_step(const gr_session *s);
+
 /* ---- misc ---- */
 typedef void (*gr_abort_hook)(const char *msg);
 void gr_set_abort_hook(gr_abort_hook hook);

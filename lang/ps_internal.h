@@ -47,7 +47,4 @@ void ps_forget_brackets(ps_ctx *c);
 void ps_error(ps_ctx *c, uint32_t begin, uint32_t end, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* lexer.l: 1 if s is a reserved word. */
-int lx_is_keyword(const char *s);
-
 #endif

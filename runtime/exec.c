@@ -9,30 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime.h"
-
-typedef struct exec_data {
-    data_reader *r;
-    float *x;
-    int32_t *y;
-} exec_data;
-
-struct rt_exec {
-    gr_session *s;
-    const gr_plan *p;
-    char *arena;
-    char *scratch;
-    gr_pool *pool;
-    void **buf;                /* per graph node id */
-    kern_args *args;           /* prepared calls, schedule order */
-    kernel_fn *fn;
-    int n_calls;
-    void **in_ptrs;            /* backing store for args[].in */
-    const ir_type **in_types;  /* backing store for args[].in_t */
-    exec_data *data;
-    int n_data;
-    void *spare;               /* x/y buffers for data fields the plan does not read */
-};
+#include "exec_int.h"
 
 static void *aligned(size_t n)
 {
@@ -148,6 +125,7 @@ rt_exec *exec_new(gr_session *s, const gr_plan *p, gr_status *st)
         exec_free(e);
         return NULL;
     }
+    sched_build(e, pool_size(e->pool));
     prepare_data(e);
     return e;
 }
@@ -155,6 +133,7 @@ rt_exec *exec_new(gr_session *s, const gr_plan *p, gr_status *st)
 void exec_free(rt_exec *e)
 {
     if (!e) return;
+    sched_free(e);
     pool_free(e->pool);
     free(e->arena);
     free(e->scratch);
@@ -231,6 +210,19 @@ static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, gr_sta
     return GR_OK;
 }
 
+typedef struct level_job {
+    rt_exec *e;
+    const exec_level *L;
+} level_job;
+
+/* One task of a parallel level: its group of calls, in order. */
+static void level_task(void *arg, int t)
+{
+    const level_job *j = arg;
+    for (int i = j->L->task_first[t]; i < j->L->task_first[t + 1]; i++)
+        j->e->fn[i](&j->e->args[i]);
+}
+
 gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
                  gr_status *st)
 {
@@ -240,11 +232,16 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
         if (data_next(e->data[k].r, e->data[k].x, e->data[k].y) < 0)
             return rt_fail(st, GR_ERR_ARG, "data source closed while running\n");
     uint64_t step = atomic_fetch_add(&e->s->steps, 1);
-    int check = e->s->opt.check_numerics;
-    for (int i = 0; i < e->n_calls; i++) {
-        e->args[i].step = step;
-        e->fn[i](&e->args[i]);
-        if (check && check_numerics(e, &e->args[i], st) != GR_OK) return GR_ERR_NUMERIC;
+    for (int i = 0; i < e->n_calls; i++) e->args[i].step = step;
+    for (int l = 0; l < e->n_levels; l++) {
+        const exec_level *L = &e->levels[l];
+        level_job job = {e, L};
+        if (L->n_tasks > 1) pool_for(e->pool, L->n_tasks, level_task, &job);
+        else
+            for (int i = L->first; i < L->first + L->n; i++) e->fn[i](&e->args[i]);
+        if (!e->s->opt.check_numerics) continue;
+        for (int i = L->first; i < L->first + L->n; i++)
+            if (check_numerics(e, &e->args[i], st) != GR_OK) return GR_ERR_NUMERIC;
     }
     return copy_fetches(e, fetches, n_fetches, st);
 }

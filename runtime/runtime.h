@@ -61,6 +61,7 @@ struct gr_session {
     rt_plan_entry *plans;
     int n_plans, cap_plans;
     atomic_uint_fast64_t steps;
+    atomic_uint_fast64_t train_steps; /* gr_run calls on train targets (checkpoint.c) */
 };
 
 /* init.c: variable initialisers, deterministic per (seed, variable name). */

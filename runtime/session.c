@@ -229,7 +229,10 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
     c = exec_run(e, feeds, n_feeds, fetches, n_fetches, st);
     pthread_rwlock_unlock(&s->pause);
     release(s, pi, e);
-    if (c == GR_OK) rt_ok(st);
+    if (c != GR_OK) return c;
+    int k = ir_find_name(s->g, target); /* the step count that checkpoints save */
+    if (k >= 0 && s->g->names[k].is_train) atomic_fetch_add(&s->train_steps, 1);
+    rt_ok(st);
     return c;
 }
 

@@ -169,6 +169,9 @@ static void test_crlf_is_a_newline(void **state)
     lexed *L = lexs("a\r\nb\r\n");
     const int want[] = {NAME, NL, NAME, NL, NL};
     expect_tokens(L, want, 5);
+    /* the newline token starts at the CR, so errors point after the text */
+    assert_int_equal(L->span[1].begin, 1);
+    assert_int_equal(L->span[1].end, 3);
     assert_int_equal(L->d.n_errors, 0);
     lexed_free(L);
 }

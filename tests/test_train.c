@@ -88,12 +88,12 @@ static void test_every_optimizer_converges(void **state)
     check_optimizer("adam(0.05)");
 }
 
-static void run_mlp(uint64_t seed, unsigned passes_off, int steps, float *w_out, size_t n,
-                    double *acc)
+static void run_mlp_threads(uint64_t seed, unsigned passes_off, int threads, int steps,
+                            float *w_out, size_t n, double *acc)
 {
     gr_status *st = gr_status_new();
     gr_compile_options co = {.passes_off = passes_off};
-    gr_session_options so = {.seed = seed, .threads = 1};
+    gr_session_options so = {.seed = seed, .threads = threads};
     gr_program *p = NULL;
     gr_session *s = NULL;
     float loss;
@@ -105,6 +105,28 @@ static void run_mlp(uint64_t seed, unsigned passes_off, int steps, float *w_out,
     gr_session_free(s);
     gr_program_free(p);
     gr_status_free(st);
+}
+
+static void run_mlp(uint64_t seed, unsigned passes_off, int steps, float *w_out, size_t n,
+                    double *acc)
+{
+    run_mlp_threads(seed, passes_off, 1, steps, w_out, n, acc);
+}
+
+/* Parallel levels and split GEMMs only reorder float sums. */
+static void test_threads_do_not_change_results(void **state)
+{
+    (void)state;
+    if (access(FASHION, R_OK) != 0) skip();
+    static float a[2560], b[2560], c[2560];
+    run_mlp_threads(3, 0, 1, 50, a, 2560, NULL);
+    run_mlp_threads(3, 0, 2, 50, b, 2560, NULL);
+    run_mlp_threads(3, 0, 3, 50, c, 2560, NULL);
+    for (int i = 0; i < 2560; i++) {
+        if (fabsf(a[i] - b[i]) > 1e-4f || fabsf(a[i] - c[i]) > 1e-4f)
+            fail_msg("w[%d]: %g (1 thread) vs %g (2) vs %g (3)", i, (double)a[i], (double)b[i],
+                     (double)c[i]);
+    }
 }
 
 static void test_fashion_mlp_reaches_82_percent(void **state)
@@ -221,6 +243,7 @@ int main(void)
         cmocka_unit_test(test_every_optimizer_converges),
         cmocka_unit_test(test_fashion_mlp_reaches_82_percent),
         cmocka_unit_test(test_same_seed_same_weights_and_passes_do_not_change_results),
+        cmocka_unit_test(test_threads_do_not_change_results),
         cmocka_unit_test(test_unknown_target_and_bad_feed_give_clear_status),
         cmocka_unit_test(test_compile_error_has_location),
         cmocka_unit_test(test_check_numerics_names_the_op_and_line),

@@ -14,11 +14,14 @@
 
 typedef struct train_opts {
     const char *file, *target, *log_path;
+    const char *ckpt_path, *restore_path, *init_path;
     const char *evals[MAX_EVALS];
     int n_evals;
     gr_param sets[MAX_SETS];
     int n_sets;
-    long steps, eval_every;
+    long steps, eval_every, ckpt_every;
+    long start; /* the step training starts after: 0, or the restored step */
+    gr_restore_options restore;
     gr_session_options sess;
     gr_compile_options comp;
     int quiet;
@@ -26,7 +29,8 @@ typedef struct train_opts {
 
 static const char train_usage[] =
     "usage: graphrun FILE --steps N [options]\n"
-    "  --steps N          training steps to run (required)\n"
+    "  --steps N          train until step N (required; with --restore, N counts the\n"
+    "                     restored steps too: the run does N - S more)\n"
     "  --target NAME      target to run (default: the last .minimize())\n"
     "  --eval NAME        scalar target evaluated over its data at the end (repeatable)\n"
     "  --eval-every K     also evaluate every K steps\n"
@@ -36,7 +40,13 @@ static const char train_usage[] =
     "  --log PATH         write JSON lines: progress, then a final summary\n"
     "  --check-numerics   stop at the first NaN/Inf, naming the op and its line\n"
     "  --soft-placement   run nodes placed on missing devices on cpu:0\n"
-    "  --quiet            print only errors and the final summary\n";
+    "  --quiet            print only errors and the final summary\n"
+    "  --checkpoint PATH  save a checkpoint (safetensors) to PATH at the end\n"
+    "  --checkpoint-every K  also save it every K steps (needs --checkpoint)\n"
+    "  --restore PATH     resume from a checkpoint: variables, optimizer slots, step and\n"
+    "                     data positions; training continues from its step\n"
+    "  --init-from PATH   load only the trainable weights of a checkpoint; start at step 0\n"
+    "  --allow-missing    variables absent from the checkpoint keep their initial values\n";
 
 static double now(void)
 {
@@ -69,6 +79,16 @@ static int bad_usage(const char *msg, const char *arg)
     return 2;
 }
 
+static int check_ckpt_opts(train_opts *o)
+{
+    if (o->ckpt_every && !o->ckpt_path)
+        return bad_usage("--checkpoint-every needs --checkpoint PATH", NULL);
+    if (o->restore_path && o->init_path)
+        return bad_usage("use either --restore or --init-from, not both", NULL);
+    o->restore.weights_only = o->init_path != NULL;
+    return 0;
+}
+
 static int parse_train_opts(int argc, char **argv, train_opts *o)
 {
     enum {
@@ -82,7 +102,12 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         O_LOG,
         O_QUIET,
         O_NUMERICS,
-        O_SOFT
+        O_SOFT,
+        O_CKPT,
+        O_CKPT_EVERY,
+        O_RESTORE,
+        O_INIT_FROM,
+        O_ALLOW_MISSING
     };
     static const struct option longs[] = {{"steps", 1, 0, O_STEPS},
                                           {"target", 1, 0, O_TARGET},
@@ -95,6 +120,11 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
                                           {"quiet", 0, 0, O_QUIET},
                                           {"check-numerics", 0, 0, O_NUMERICS},
                                           {"soft-placement", 0, 0, O_SOFT},
+                                          {"checkpoint", 1, 0, O_CKPT},
+                                          {"checkpoint-every", 1, 0, O_CKPT_EVERY},
+                                          {"restore", 1, 0, O_RESTORE},
+                                          {"init-from", 1, 0, O_INIT_FROM},
+                                          {"allow-missing", 0, 0, O_ALLOW_MISSING},
                                           {0, 0, 0, 0}};
     long v;
     int c;
@@ -138,6 +168,22 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         case O_SOFT:
             o->comp.soft_placement = 1;
             break;
+        case O_CKPT:
+            o->ckpt_path = optarg;
+            break;
+        case O_CKPT_EVERY:
+            if (parse_long(optarg, 1, &o->ckpt_every))
+                return bad_usage("bad --checkpoint-every", optarg);
+            break;
+        case O_RESTORE:
+            o->restore_path = optarg;
+            break;
+        case O_INIT_FROM:
+            o->init_path = optarg;
+            break;
+        case O_ALLOW_MISSING:
+            o->restore.allow_missing = 1;
+            break;
         case ':':
             return bad_usage("missing value for", argv[optind - 1]);
         default:
@@ -150,7 +196,7 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
     if (o->steps < 0) return bad_usage("--steps N is required", NULL);
     o->comp.params = o->sets;
     o->comp.n_params = o->n_sets;
-    return 0;
+    return check_ckpt_opts(o);
 }
 
 typedef struct progress {
@@ -162,7 +208,7 @@ typedef struct progress {
 static void report(const train_opts *o, progress *pg, long step, float loss, int64_t batch,
                    int final)
 {
-    double el = now() - pg->t0, sps = el > 0 ? (double)step / el : 0;
+    double el = now() - pg->t0, sps = el > 0 ? (double)(step - o->start) / el : 0;
     if (pg->log && step > 0)
         fprintf(pg->log,
                 "{\"step\":%ld,\"loss\":%.6g,\"examples_per_s\":%.1f,\"elapsed_s\":%.3f}\n", step,
@@ -193,6 +239,13 @@ static void print_evals(const train_opts *o, const double *vals, long step)
         fprintf(stderr, "%seval %s = %.4f (step %ld)\n", "", o->evals[i], vals[i], step);
 }
 
+static int save_checkpoint(const train_opts *o, gr_session *s, gr_status *st)
+{
+    if (gr_session_save(s, o->ckpt_path, st) == GR_OK) return 0;
+    fprintf(stderr, "%s", gr_status_message(st));
+    return -1;
+}
+
 static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *ti, double *secs,
                       float *last_loss, progress *pg, gr_status *st)
 {
@@ -204,7 +257,7 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
         return -1;
     }
     pg->t0 = pg->last_print = now();
-    for (long step = 1; step <= o->steps; step++) {
+    for (long step = o->start + 1; step <= o->steps; step++) {
         if (gr_run(s, o->target, NULL, 0, &f, ti->loss ? 1 : 0, st) != GR_OK) {
             if (pg->tty && !o->quiet) fputc('\n', stderr);
             fprintf(stderr, "%s", gr_status_message(st));
@@ -221,6 +274,9 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
             if (pg->tty && !o->quiet) fputc('\n', stderr);
             print_evals(o, vals, step);
         }
+        if (o->ckpt_every && step % o->ckpt_every == 0 && step != o->steps &&
+            save_checkpoint(o, s, st) < 0)
+            return -1;
     }
     *secs = now() - pg->t0;
     *last_loss = loss;
@@ -230,17 +286,37 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
 static void summary(const train_opts *o, const gr_target_info *ti, double secs, float loss,
                     const double *vals, FILE *log)
 {
-    double sps = secs > 0 ? (double)o->steps / secs : 0;
-    printf("trained %s: %ld steps in %.2fs, %.1f steps/s", o->target, o->steps, secs, sps);
+    long done = o->steps > o->start ? o->steps - o->start : 0;
+    double sps = secs > 0 ? (double)done / secs : 0;
+    printf("trained %s: %ld steps in %.2fs, %.1f steps/s", o->target, done, secs, sps);
     if (ti->loss) printf(", final loss %.4f", (double)loss);
     printf("\n");
     for (int i = 0; i < o->n_evals; i++) printf("%s = %.4f\n", o->evals[i], vals[i]);
     if (!log) return;
     fprintf(log, "{\"event\":\"done\",\"steps\":%ld,\"steps_per_s\":%.2f,\"loss\":%.6g,\"eval\":{",
-            o->steps, sps, (double)loss);
+            done, sps, (double)loss);
     for (int i = 0; i < o->n_evals; i++)
         fprintf(log, "%s\"%s\":%.6g", i ? "," : "", o->evals[i], vals[i]);
     fprintf(log, "}}\n");
+}
+
+/* --restore / --init-from: load before the first step. */
+static int restore_checkpoint(train_opts *o, gr_session *s, gr_status *st)
+{
+    const char *path = o->restore_path ? o->restore_path : o->init_path;
+    if (!path) return 0;
+    if (gr_session_restore(s, path, &o->restore, st) != GR_OK) {
+        fprintf(stderr, "%s", gr_status_message(st));
+        return -1;
+    }
+    o->start = (long)gr_session_step(s);
+    if (o->restore_path) {
+        fprintf(stderr, "resumed from step %ld\n", o->start);
+        if (o->start >= o->steps)
+            fprintf(stderr, "already at step %ld >= --steps %ld: nothing to train\n", o->start,
+                    o->steps);
+    }
+    return 0;
 }
 
 static int train_session(train_opts *o, gr_program *prog, gr_status *st)
@@ -260,7 +336,10 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
         gr_session_free(s);
         return 1;
     }
-    int rc = train_loop(o, s, &ti, &secs, &loss, &pg, st) < 0 || run_evals(o, s, vals, st) < 0;
+    /* the final checkpoint comes before the final evaluation, so a resumed
+       run continues exactly where an uninterrupted one would be */
+    int rc = restore_checkpoint(o, s, st) < 0 || train_loop(o, s, &ti, &secs, &loss, &pg, st) < 0 ||
+             (o->ckpt_path && save_checkpoint(o, s, st) < 0) || run_evals(o, s, vals, st) < 0;
     if (!rc) summary(o, &ti, secs, loss, vals, pg.log);
     if (pg.log && fclose(pg.log) != 0) {
         perror(o->log_path);

@@ -1,0 +1,44 @@
+/* exec_int.h - private to runtime/exec.c and runtime/schedule.c: the
+ * executor's state. */
+#ifndef GR_EXEC_INT_H
+#define GR_EXEC_INT_H
+
+#include "runtime.h"
+
+/* One level of mutually independent calls (schedule.c). */
+typedef struct exec_level {
+    int first, n;              /* calls [first, first + n) */
+    int n_tasks;               /* 1: run in order with intra-op threads */
+    int *task_first;           /* n_tasks + 1 call offsets, one group per task */
+} exec_level;
+
+typedef struct exec_data {
+    data_reader *r;
+    float *x;
+    int32_t *y;
+} exec_data;
+
+struct rt_exec {
+    gr_session *s;
+    const gr_plan *p;
+    char *arena;
+    char *scratch;
+    gr_pool *pool;
+    void **buf;                /* per graph node id */
+    kern_args *args;           /* prepared calls, schedule order */
+    kernel_fn *fn;
+    int n_calls;
+    void **in_ptrs;            /* backing store for args[].in */
+    const ir_type **in_types;  /* backing store for args[].in_t */
+    exec_data *data;
+    int n_data;
+    void *spare;               /* x/y buffers for data fields the plan does not read */
+    exec_level *levels;
+    int n_levels;
+};
+
+/* schedule.c: levels over e->args (reorders them); threads = pool size. */
+void sched_build(rt_exec *e, int threads);
+void sched_free(rt_exec *e);
+
+#endif

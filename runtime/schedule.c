@@ -1,0 +1,111 @@
+/* schedule.c - the executor's inter-op schedule, built once per executor.
+ *
+ * The plan orders nodes by level (compiler/plan.c): the nodes of one level
+ * are independent and their buffers never alias.  Here each level of
+ * kernel calls is set to run one of two ways:
+ *   - sequentially on the executor thread, every kernel free to split
+ *     itself over the intra-op pool: for a single call, or when one call
+ *     dominates the level's work (a big GEMM beside a bias reduction);
+ *   - in parallel: the calls are spread over the pool's threads, balanced
+ *     by estimated cost (ops_cost; largest first onto the least-loaded
+ *     thread), and each kernel runs single-threaded with its own scratch
+ *     slice.  This is where a backward pass wins: dW and dX of a layer are
+ *     independent.
+ * Everything is decided here; a step only walks the levels. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_int.h"
+
+#define DOMINANT_SHARE 0.6
+#define MAX_TASKS 64
+
+static int by_cost_desc(const void *a, const void *b, void *costs)
+{
+    double x = ((double *)costs)[*(const int *)a], y = ((double *)costs)[*(const int *)b];
+    return (x < y) - (x > y);
+}
+
+/* Orders one level's calls into `out`, grouped by task; fills L. */
+static void plan_level(const rt_exec *e, const double *cost, int *calls, int n, int threads,
+                       exec_level *L, int *out, int *task_of)
+{
+    double total = 0, max = 0;
+    for (int i = 0; i < n; i++) {
+        total += cost[calls[i]];
+        if (cost[calls[i]] > max) max = cost[calls[i]];
+    }
+    L->n_tasks = (threads < 2 || n < 2 || max > DOMINANT_SHARE * total) ? 1 : (n < threads ? n : threads);
+    qsort_r(calls, (size_t)n, sizeof(int), by_cost_desc, (void *)cost);
+    double load[MAX_TASKS] = {0};
+    for (int i = 0; i < n; i++) {
+        int best = 0;
+        for (int t = 1; t < L->n_tasks; t++)
+            if (load[t] < load[best]) best = t;
+        load[best] += cost[calls[i]];
+        task_of[calls[i]] = best;
+    }
+    int k = L->first;
+    for (int t = 0; t < L->n_tasks; t++) {
+        L->task_first[t] = k;
+        for (int i = 0; i < n; i++)
+            if (task_of[calls[i]] == t) out[k++] = calls[i];
+    }
+    L->task_first[L->n_tasks] = k;
+    (void)e;
+}
+
+/* Calls in a parallel level run single-threaded on their task's scratch. */
+static void bind_level_tasks(rt_exec *e, const exec_level *L)
+{
+    if (L->n_tasks < 2) return;
+    for (int t = 0; t < L->n_tasks; t++)
+        for (int i = L->task_first[t]; i < L->task_first[t + 1]; i++) {
+            kern_args *a = &e->args[i];
+            a->pool = NULL;
+            a->max_tasks = 1;
+            if (a->scratch) a->scratch = e->scratch + (size_t)t * e->p->scratch_task_bytes;
+        }
+}
+
+static void reorder_calls(rt_exec *e, const int *order)
+{
+    kern_args *args = malloc(sizeof *args * (size_t)(e->n_calls + 1));
+    kernel_fn *fn = malloc(sizeof *fn * (size_t)(e->n_calls + 1));
+    for (int i = 0; i < e->n_calls; i++) args[i] = e->args[order[i]], fn[i] = e->fn[order[i]];
+    free(e->args);
+    free(e->fn);
+    e->args = args;
+    e->fn = fn;
+}
+
+static int node_id(const rt_exec *e, int call) { return (int)(e->args[call].node - e->p->g->nodes); }
+
+void sched_build(rt_exec *e, int threads)
+{
+    int n = e->n_calls;
+    int *order = malloc(sizeof(int) * (size_t)(n + 1)), *task_of = calloc((size_t)n + 1, sizeof(int));
+    int *calls = malloc(sizeof(int) * (size_t)(n + 1));
+    double *cost = malloc(sizeof(double) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) cost[i] = ops_cost(e->p->g, node_id(e, i));
+    if (threads > MAX_TASKS) threads = MAX_TASKS;
+    e->levels = calloc((size_t)n + 1, sizeof *e->levels);
+    for (int i = 0; i < n;) {
+        int lv = e->p->level[node_id(e, i)], m = 0;
+        exec_level *L = &e->levels[e->n_levels++];
+        L->first = i;
+        while (i < n && e->p->level[node_id(e, i)] == lv) calls[m++] = i++;
+        L->n = m;
+        L->task_first = malloc(sizeof(int) * (size_t)(threads + 2));
+        plan_level(e, cost, calls, m, threads, L, order, task_of);
+    }
+    reorder_calls(e, order);
+    for (int l = 0; l < e->n_levels; l++) bind_level_tasks(e, &e->levels[l]);
+    free(order), free(task_of), free(calls), free(cost);
+}
+
+void sched_free(rt_exec *e)
+{
+    for (int l = 0; l < e->n_levels; l++) free(e->levels[l].task_first);
+    free(e->levels);
+}
