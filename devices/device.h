@@ -31,6 +31,8 @@ typedef struct kern_args {
     gr_pool *pool;             /* intra-op threads; NULL = run serially */
     uint64_t seed;             /* session seed (dropout mixes in its mask key, attr i2) */
     uint64_t step;             /* run counter of this executor run (dropout) */
+    void *lock;                /* executor's: a variable lock held around this
+                                  update (locking=true), else NULL */
 } kern_args;
 
 typedef void (*kernel_fn)(const kern_args *a);

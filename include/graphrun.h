@@ -120,6 +120,10 @@ typedef struct gr_session_options {
     int threads;        /* total thread budget; 0 = number of cores */
     uint64_t seed;      /* variable initialisation, shuffling, dropout */
     int check_numerics; /* stop at the first NaN/Inf, naming the op and line */
+    int locking;        /* every variable update takes that variable's lock, as if
+                           each optimizer said locking=true (default: Hogwild!) */
+    int executors;      /* executors expected to run at once: each gets
+                           threads / executors intra-op threads (default 1) */
 } gr_session_options;
 
 gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,

@@ -34,6 +34,17 @@ static void bind_buffers(rt_exec *e)
     }
 }
 
+/* Updates write their in[0] variable; with locking (the optimizer's
+ * locking=true, attr i5, or the session option) they hold its lock.  Each
+ * update takes exactly one lock, so no order between locks can deadlock. */
+static void *update_lock(const rt_exec *e, const ir_node *n)
+{
+    int is_update = n->op == OP_APPLY_SGD || n->op == OP_APPLY_MOMENTUM ||
+                    n->op == OP_APPLY_ADAM || n->op == OP_ASSIGN_ADD;
+    if (!is_update || !(n->attr.i[5] || e->s->opt.locking)) return NULL;
+    return &e->s->var_mu[e->p->g->nodes[n->in[0]].var];
+}
+
 static void prepare_call(rt_exec *e, int id, int *used_in)
 {
     const ir_graph *g = e->p->g;
@@ -51,6 +62,7 @@ static void prepare_call(rt_exec *e, int id, int *used_in)
                      .in = inp, .in_t = int_, .scratch = sb ? e->scratch : NULL,
                      .scratch_task_bytes = sb, .max_tasks = pool_size(e->pool),
                      .pool = e->pool, .seed = e->s->opt.seed};
+    a->lock = update_lock(e, n);
     e->fn[e->n_calls++] = cpu_kernels[n->op];
 }
 
@@ -111,7 +123,8 @@ rt_exec *exec_new(gr_session *s, const gr_plan *p, gr_status *st)
     rt_exec *e = calloc(1, sizeof *e);
     e->s = s;
     e->p = p;
-    e->pool = pool_new(s->opt.threads > 0 ? s->opt.threads : 1);
+    int per = s->opt.threads / s->opt.executors;
+    e->pool = pool_new(per > 0 ? per : 1);
     e->arena = aligned(p->arena_bytes);
     e->scratch = aligned(p->scratch_task_bytes * (size_t)pool_size(e->pool));
     e->buf = calloc((size_t)p->g->n_nodes + 1, sizeof *e->buf);
@@ -215,12 +228,19 @@ typedef struct level_job {
     const exec_level *L;
 } level_job;
 
+static void run_call(const rt_exec *e, int i)
+{
+    pthread_mutex_t *m = e->args[i].lock;
+    if (m) pthread_mutex_lock(m);
+    e->fn[i](&e->args[i]);
+    if (m) pthread_mutex_unlock(m);
+}
+
 /* One task of a parallel level: its group of calls, in order. */
 static void level_task(void *arg, int t)
 {
     const level_job *j = arg;
-    for (int i = j->L->task_first[t]; i < j->L->task_first[t + 1]; i++)
-        j->e->fn[i](&j->e->args[i]);
+    for (int i = j->L->task_first[t]; i < j->L->task_first[t + 1]; i++) run_call(j->e, i);
 }
 
 gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
@@ -238,7 +258,7 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
         level_job job = {e, L};
         if (L->n_tasks > 1) pool_for(e->pool, L->n_tasks, level_task, &job);
         else
-            for (int i = L->first; i < L->first + L->n; i++) e->fn[i](&e->args[i]);
+            for (int i = L->first; i < L->first + L->n; i++) run_call(e, i);
         if (!e->s->opt.check_numerics) continue;
         for (int i = L->first; i < L->first + L->n; i++)
             if (check_numerics(e, &e->args[i], st) != GR_OK) return GR_ERR_NUMERIC;

@@ -54,6 +54,7 @@ struct gr_session {
     const ir_graph *g;
     gr_session_options opt;
     void **var;                /* one buffer per variable */
+    pthread_mutex_t *var_mu;   /* per variable: taken by locking updates */
     data_reader **readers;     /* per data source, opened when a plan needs it */
     pthread_mutex_t mu;        /* plans, executor lists, readers */
     pthread_rwlock_t pause;    /* runs hold it shared; a consistent snapshot

@@ -9,7 +9,9 @@ static gr_code init_vars(gr_session *s, gr_status *st)
 {
     const ir_graph *g = s->g;
     s->var = calloc((size_t)g->n_vars + 1, sizeof *s->var);
+    s->var_mu = calloc((size_t)g->n_vars + 1, sizeof *s->var_mu);
     for (int i = 0; i < g->n_vars; i++) {
+        pthread_mutex_init(&s->var_mu[i], NULL);
         size_t n = ir_nbytes(&g->vars[i].type);
         if (posix_memalign(&s->var[i], 64, n ? n : 64))
             return rt_fail(st, GR_ERR_NOMEM, "cannot allocate variable %s\n", g->vars[i].name);
@@ -28,6 +30,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     s->g = p->g;
     if (opt) s->opt = *opt;
     if (s->opt.threads <= 0) s->opt.threads = 1;
+    if (s->opt.executors <= 0) s->opt.executors = 1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
@@ -61,7 +64,9 @@ void gr_session_free(gr_session *s)
     for (int i = 0; i < s->g->n_data; i++) data_close(s->readers[i]);
     free(s->readers);
     for (int i = 0; s->var && i < s->g->n_vars; i++) free(s->var[i]);
+    for (int i = 0; s->var_mu && i < s->g->n_vars; i++) pthread_mutex_destroy(&s->var_mu[i]);
     free(s->var);
+    free(s->var_mu);
     pthread_mutex_destroy(&s->mu);
     pthread_rwlock_destroy(&s->pause);
     free(s);
@@ -227,12 +232,12 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
     if (c != GR_OK) return c;
     pthread_rwlock_rdlock(&s->pause);
     c = exec_run(e, feeds, n_feeds, fetches, n_fetches, st);
+    int k = c == GR_OK ? ir_find_name(s->g, target) : -1;
+    /* counted under the pause lock: a checkpoint's step matches its variables */
+    if (k >= 0 && s->g->names[k].is_train) atomic_fetch_add(&s->train_steps, 1);
     pthread_rwlock_unlock(&s->pause);
     release(s, pi, e);
-    if (c != GR_OK) return c;
-    int k = ir_find_name(s->g, target); /* the step count that checkpoints save */
-    if (k >= 0 && s->g->names[k].is_train) atomic_fetch_add(&s->train_steps, 1);
-    rt_ok(st);
+    if (c == GR_OK) rt_ok(st);
     return c;
 }
 

@@ -1,0 +1,77 @@
+# tests/embed.cmake - embedding graphrun: the installed package works from
+# outside (find_package and pkg-config), and the embedding examples build,
+# train asynchronously from several threads and reach their targets.
+#
+# Order, by fixtures: embed_install -> embed_{cmake,pkgconfig}_build ->
+# embed_{cmake,pkgconfig}_run.  Everything lives under build/tests/embed/.
+set(GR_EMBED_DIR ${CMAKE_CURRENT_BINARY_DIR}/embed)
+set(GR_EMBED_PREFIX ${GR_EMBED_DIR}/prefix)
+set(GR_EMBED_SRC ${CMAKE_CURRENT_SOURCE_DIR}/external)
+
+# A sanitizer build of the library needs the same runtime in the program.
+set(GR_EMBED_FLAGS "")
+if(CMAKE_BUILD_TYPE STREQUAL "Asan")
+    set(GR_EMBED_FLAGS "-fsanitize=address,undefined")
+elseif(CMAKE_BUILD_TYPE STREQUAL "Tsan")
+    set(GR_EMBED_FLAGS "-fsanitize=thread")
+endif()
+
+add_test(NAME embed_install
+    COMMAND sh -c "rm -rf \"$1\" && \"$0\" --install \"$2\" --prefix \"$1\" >/dev/null"
+            ${CMAKE_COMMAND} ${GR_EMBED_PREFIX} ${CMAKE_BINARY_DIR})
+set_tests_properties(embed_install PROPERTIES FIXTURES_SETUP gr_installed)
+
+# (a) a CMake project: find_package(graphrun) and the imported targets.
+add_test(NAME embed_cmake_build
+    COMMAND sh -c "rm -rf \"$1\" && \"$0\" -S \"$2\" -B \"$1\" -DCMAKE_PREFIX_PATH=\"$3\" \
+-DCMAKE_C_COMPILER=\"$4\" -DCMAKE_C_FLAGS=\"$5\" >/dev/null && \"$0\" --build \"$1\""
+            ${CMAKE_COMMAND} ${GR_EMBED_DIR}/cmake ${GR_EMBED_SRC} ${GR_EMBED_PREFIX}
+            ${CMAKE_C_COMPILER} "${GR_EMBED_FLAGS}")
+set_tests_properties(embed_cmake_build PROPERTIES
+    FIXTURES_REQUIRED gr_installed FIXTURES_SETUP gr_cmake_built)
+foreach(exe embed_min embed_min_static)
+    add_test(NAME embed_cmake_run_${exe} COMMAND ${GR_EMBED_DIR}/cmake/${exe})
+    set_tests_properties(embed_cmake_run_${exe} PROPERTIES
+        FIXTURES_REQUIRED gr_cmake_built PASS_REGULAR_EXPRESSION "\nok\n")
+endforeach()
+
+# (b) a plain compiler line: cc $(pkg-config --cflags --libs graphrun).
+add_test(NAME embed_pkgconfig_build
+    COMMAND sh -c "mkdir -p \"$1\" && \"$0\" $4 -o \"$1/embed_min\" \"$2\" \
+$(\"$3\" --cflags --libs graphrun)"
+            ${CMAKE_C_COMPILER} ${GR_EMBED_DIR}/pc ${GR_EMBED_SRC}/embed_min.c
+            ${PKG_CONFIG_EXECUTABLE} "${GR_EMBED_FLAGS}")
+set_tests_properties(embed_pkgconfig_build PROPERTIES
+    FIXTURES_REQUIRED gr_installed FIXTURES_SETUP gr_pc_built
+    ENVIRONMENT "PKG_CONFIG_PATH=${GR_EMBED_PREFIX}/lib/pkgconfig")
+add_test(NAME embed_pkgconfig_run COMMAND ${GR_EMBED_DIR}/pc/embed_min)
+set_tests_properties(embed_pkgconfig_run PROPERTIES
+    FIXTURES_REQUIRED gr_pc_built PASS_REGULAR_EXPRESSION "\nok\n"
+    ENVIRONMENT "LD_LIBRARY_PATH=${GR_EMBED_PREFIX}/lib")
+
+# The installed files, checked by name (the runs above prove they work).
+add_test(NAME embed_install_layout
+    COMMAND sh -c "cd \"$0\" && for f in include/graphrun.h lib/libgraphrun.a lib/libgraphrun.so \
+lib/libgraphrun.so.0 bin/graphrun lib/pkgconfig/graphrun.pc lib/cmake/graphrun/graphrunConfig.cmake \
+lib/cmake/graphrun/graphrunConfigVersion.cmake lib/cmake/graphrun/graphrunTargets.cmake; \
+do test -e $f || { echo missing $f; exit 1; }; done"
+            ${GR_EMBED_PREFIX})
+set_tests_properties(embed_install_layout PROPERTIES FIXTURES_REQUIRED gr_installed)
+
+# ---- the embedding examples: asynchronous training from several threads ----
+foreach(ex hogwild towers_async)
+    add_executable(${ex} ${PROJECT_SOURCE_DIR}/examples/embed/${ex}.c)
+    target_link_libraries(${ex} PRIVATE graphrun_static Threads::Threads)
+    target_compile_definitions(${ex} PRIVATE GR_EXAMPLES_DIR="${PROJECT_SOURCE_DIR}/examples")
+endforeach()
+
+if(EXISTS /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz)
+    add_test(NAME embed_hogwild
+        COMMAND hogwild ${PROJECT_SOURCE_DIR}/examples/fashion_mlp.graph 2 100)
+    set_tests_properties(embed_hogwild PROPERTIES
+        PASS_REGULAR_EXPRESSION "2 threads: 200 steps.*\naccuracy 0\\.[5-9]")
+    add_test(NAME embed_towers_async
+        COMMAND towers_async ${PROJECT_SOURCE_DIR}/examples/two_towers.graph 100)
+    set_tests_properties(embed_towers_async PROPERTIES
+        PASS_REGULAR_EXPRESSION "tower 0 \\(train_0\\): 100 steps.*tower 1 \\(train_1\\): 100 steps")
+endif()

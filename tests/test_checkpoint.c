@@ -1,0 +1,593 @@
+/* test_checkpoint.c - checkpoints through the public API: save/restore
+ * round trips bit for bit, a resumed run equals an uninterrupted one, every
+ * kind of corrupt or mismatched file is refused with a message naming the
+ * file and the tensor, and a refused restore leaves the session untouched. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "graphrun.h"
+
+#define EX GR_SOURCE_DIR "/examples/"
+#define FASHION "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+
+#define assert_gr_ok(call, st)                                                                 \
+    do {                                                                                       \
+        gr_code c_ = (call);                                                                   \
+        if (c_ != GR_OK) fail_msg("%s -> %s: %s", #call, gr_code_name(c_), gr_status_message(st)); \
+    } while (0)
+
+/* Shuffled data that wraps around many epochs in 100 steps, dropout (which
+ * draws from the run counter) and an optimizer with slots: everything a
+ * resume must put back. */
+static const char prog_fmt[] =
+    "data d = gaussian(n=200, dims=[8], batch=16, seed=3, shuffle=true)\n"
+    "var w = glorot([8, 4])\n"
+    "var b = zeros([4])\n"
+    "var v = glorot([4, 1])\n"
+    "h = dropout(relu(d.x @ w + b), 0.3)\n"
+    "loss = mse(h @ v, d.x @ ones([8, 1]))\n"
+    "train = %s.minimize(loss)\n";
+
+typedef struct var_spec {
+    const char *name;
+    size_t n; /* floats */
+} var_spec;
+
+static const var_spec base_vars[] = {{"w", 32}, {"b", 4}, {"v", 4}};
+
+static char tmpdir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/gr_ckpt_test_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *tpath(const char *name)
+{
+    static char buf[4][320];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+static gr_program *compile_opt(const char *optimizer, gr_status *st)
+{
+    char text[1024];
+    snprintf(text, sizeof text, prog_fmt, optimizer);
+    gr_program *p = NULL;
+    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st), st);
+    return p;
+}
+
+static gr_session *new_session(const gr_program *p, gr_status *st)
+{
+    gr_session_options o = {.threads = 1, .seed = 7};
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, &o, &s, st), st);
+    return s;
+}
+
+static void train(gr_session *s, int steps, gr_status *st)
+{
+    for (int i = 0; i < steps; i++) assert_gr_ok(gr_run(s, "train", NULL, 0, NULL, 0, st), st);
+}
+
+/* All variables of the inline program for `optimizer`, concatenated. */
+static size_t all_vars(gr_session *s, const char *optimizer, float *out, gr_status *st)
+{
+    static const char *adam[] = {"adam_m", "adam_v"}, *mom[] = {"momentum"};
+    const char **slots = strncmp(optimizer, "adam", 4) == 0 ? adam : mom;
+    int n_slots = strncmp(optimizer, "adam", 4) == 0 ? 2 : strncmp(optimizer, "momentum", 8) == 0;
+    size_t used = 0;
+    char name[64];
+    for (int i = 0; i < 3; i++) {
+        const var_spec *v = &base_vars[i];
+        assert_gr_ok(gr_variable_read(s, v->name, out + used, v->n * 4, st), st);
+        used += v->n;
+        for (int k = 0; k < n_slots; k++) {
+            snprintf(name, sizeof name, "%s/%s", v->name, slots[k]);
+            assert_gr_ok(gr_variable_read(s, name, out + used, v->n * 4, st), st);
+            used += v->n;
+        }
+    }
+    if (n_slots == 2) {
+        assert_gr_ok(gr_variable_read(s, "global_step", out + used, 4, st), st);
+        used++;
+    }
+    return used;
+}
+
+static void check_round_trip(const char *optimizer)
+{
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_opt(optimizer, st);
+    gr_session *a = new_session(p, st), *b = new_session(p, st);
+    float va[256], vb[256];
+    train(a, 37, st);
+    assert_gr_ok(gr_session_save(a, tpath("rt.safetensors"), st), st);
+    train(b, 3, st); /* b differs from a before the restore */
+    assert_gr_ok(gr_session_restore(b, tpath("rt.safetensors"), NULL, st), st);
+    size_t n = all_vars(a, optimizer, va, st);
+    assert_int_equal(all_vars(b, optimizer, vb, st), n);
+    assert_memory_equal(va, vb, n * sizeof(float));
+    assert_int_equal(gr_session_step(b), 37);
+    gr_session_free(a);
+    gr_session_free(b);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+static void test_round_trip_is_bit_identical_sgd(void **state)
+{
+    (void)state;
+    check_round_trip("sgd(0.05)");
+}
+
+static void test_round_trip_is_bit_identical_with_momentum_slots(void **state)
+{
+    (void)state;
+    check_round_trip("momentum(0.05, 0.9)");
+}
+
+static void test_round_trip_is_bit_identical_with_adam_slots(void **state)
+{
+    (void)state;
+    check_round_trip("adam(0.01)");
+}
+
+/* 100 steps, save, restore into a new session, 100 more == 200 at once. */
+static void check_resume(const char *optimizer)
+{
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_opt(optimizer, st);
+    gr_session *first = new_session(p, st), *resumed = new_session(p, st);
+    gr_session *straight = new_session(p, st);
+    float vr[256], vs[256];
+    train(first, 100, st);
+    assert_gr_ok(gr_session_save(first, tpath("resume.safetensors"), st), st);
+    gr_session_free(first);
+    assert_gr_ok(gr_session_restore(resumed, tpath("resume.safetensors"), NULL, st), st);
+    assert_int_equal(gr_session_step(resumed), 100);
+    train(resumed, 100, st);
+    train(straight, 200, st);
+    size_t n = all_vars(resumed, optimizer, vr, st);
+    all_vars(straight, optimizer, vs, st);
+    assert_memory_equal(vr, vs, n * sizeof(float));
+    assert_int_equal(gr_session_step(resumed), 200);
+    gr_session_free(resumed);
+    gr_session_free(straight);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+static void test_resume_equals_uninterrupted_adam_dropout_shuffle(void **state)
+{
+    (void)state;
+    check_resume("adam(0.01)");
+}
+
+static void test_resume_equals_uninterrupted_momentum(void **state)
+{
+    (void)state;
+    check_resume("momentum(0.05, 0.9)");
+}
+
+static void read_mlp(gr_session *s, float *w1, float *w3, gr_status *st)
+{
+    assert_gr_ok(gr_variable_read(s, "model/fc1/w", w1, 784 * 512 * 4, st), st);
+    assert_gr_ok(gr_variable_read(s, "model/out/w", w3, 256 * 10 * 4, st), st);
+}
+
+static void test_resume_equals_uninterrupted_fashion_mlp(void **state)
+{
+    (void)state;
+    if (access(FASHION, R_OK) != 0) skip();
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    assert_gr_ok(gr_compile_file(EX "fashion_mlp.graph", NULL, &p, st), st);
+    gr_session *a = new_session(p, st), *b = new_session(p, st), *c = new_session(p, st);
+    float *w1a = malloc(784 * 512 * 4), *w1c = malloc(784 * 512 * 4), w3a[2560], w3c[2560];
+    train(a, 100, st);
+    assert_gr_ok(gr_session_save(a, tpath("mlp.safetensors"), st), st);
+    gr_session_free(a);
+    assert_gr_ok(gr_session_restore(b, tpath("mlp.safetensors"), NULL, st), st);
+    train(b, 100, st);
+    train(c, 200, st);
+    read_mlp(b, w1a, w3a, st);
+    read_mlp(c, w1c, w3c, st);
+    assert_memory_equal(w1a, w1c, 784 * 512 * 4);
+    assert_memory_equal(w3a, w3c, sizeof w3a);
+    free(w1a);
+    free(w1c);
+    gr_session_free(b);
+    gr_session_free(c);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+static void test_weights_only_keeps_slots_and_step_at_init(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_opt("momentum(0.05, 0.9)", st);
+    gr_session *a = new_session(p, st), *b = new_session(p, st);
+    float wa[32], wb[32], mb[32], zero[32] = {0};
+    train(a, 20, st);
+    assert_gr_ok(gr_session_save(a, tpath("w.safetensors"), st), st);
+    gr_restore_options o = {.weights_only = 1};
+    assert_gr_ok(gr_session_restore(b, tpath("w.safetensors"), &o, st), st);
+    assert_gr_ok(gr_variable_read(a, "w", wa, sizeof wa, st), st);
+    assert_gr_ok(gr_variable_read(b, "w", wb, sizeof wb, st), st);
+    assert_gr_ok(gr_variable_read(b, "w/momentum", mb, sizeof mb, st), st);
+    assert_memory_equal(wa, wb, sizeof wa);
+    assert_memory_equal(mb, zero, sizeof mb);
+    assert_int_equal(gr_session_step(b), 0);
+    gr_session_free(a);
+    gr_session_free(b);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* ---- corrupt and mismatched files (program: sgd, no slots) ---- */
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    rewind(f);
+    uint8_t *b = malloc(*len + 1);
+    assert_int_equal(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+static void spill(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, len, f), len);
+    fclose(f);
+}
+
+/* A safetensors file with header `json` and `data_len` bytes of data. */
+static void write_st(const char *path, const char *json, size_t data_len)
+{
+    size_t n = strlen(json);
+    uint8_t *b = calloc(1, 8 + n + data_len);
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)n >> (8 * i));
+    memcpy(b + 8, json, n);
+    spill(path, b, 8 + n + data_len);
+    free(b);
+}
+
+typedef struct fixture {
+    gr_status *st;
+    gr_program *p;
+    gr_session *s;
+    float before[64];
+    size_t n;
+} fixture;
+
+static void fixture_init(fixture *fx)
+{
+    fx->st = gr_status_new();
+    fx->p = compile_opt("sgd(0.05)", fx->st);
+    fx->s = new_session(fx->p, fx->st);
+    train(fx->s, 5, fx->st);
+    fx->n = all_vars(fx->s, "sgd", fx->before, fx->st);
+}
+
+static void fixture_free(fixture *fx)
+{
+    gr_session_free(fx->s);
+    gr_program_free(fx->p);
+    gr_status_free(fx->st);
+}
+
+/* The restore must fail with a message holding every `want` string, the
+ * file's name among them, and leave the session exactly as it was. */
+static void expect_refused(fixture *fx, const char *path, const gr_restore_options *o, ...)
+{
+    gr_code c = gr_session_restore(fx->s, path, o, fx->st);
+    const char *msg = gr_status_message(fx->st);
+    if (c == GR_OK) fail_msg("restore of %s succeeded", path);
+    if (!strstr(msg, path)) fail_msg("message does not name the file: %s", msg);
+    va_list ap;
+    va_start(ap, o);
+    for (const char *w; (w = va_arg(ap, const char *));)
+        if (!strstr(msg, w)) fail_msg("message lacks '%s': %s", w, msg);
+    va_end(ap);
+    float after[64];
+    assert_int_equal(all_vars(fx->s, "sgd", after, fx->st), fx->n);
+    assert_memory_equal(fx->before, after, fx->n * sizeof(float));
+    assert_int_equal(gr_session_step(fx->s), 5);
+}
+
+#define W_OK_ "\"w\":{\"dtype\":\"F32\",\"shape\":[8,4],\"data_offsets\":[0,128]}"
+#define B_OK_ "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[128,144]}"
+#define V_OK_ "\"v\":{\"dtype\":\"F32\",\"shape\":[4,1],\"data_offsets\":[144,160]}"
+
+static void test_truncated_files_are_refused(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    gr_session *other = new_session(fx.p, fx.st);
+    train(other, 9, fx.st);
+    assert_gr_ok(gr_session_save(other, tpath("good.safetensors"), fx.st), fx.st);
+    size_t len;
+    uint8_t *b = slurp(tpath("good.safetensors"), &len);
+    size_t hdr = 8 + (size_t)b[0] + ((size_t)b[1] << 8);
+    struct { size_t cut; const char *want; } cuts[] = {
+        {0, "too short"}, {5, "too short"}, {8, "exceeds the file size"},
+        {hdr / 2, "exceeds the file size"}, {hdr - 1, "exceeds the file size"},
+        {hdr, "past the end of the data"}, {hdr + 100, "past the end of the data"},
+        {len - 1, "past the end of the data"}};
+    for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+        spill(tpath("cut.safetensors"), b, cuts[i].cut);
+        expect_refused(&fx, tpath("cut.safetensors"), NULL, cuts[i].want, NULL);
+    }
+    free(b);
+    gr_session_free(other);
+    fixture_free(&fx);
+}
+
+static void test_flipped_header_length_is_refused(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    assert_gr_ok(gr_session_save(fx.s, tpath("good.safetensors"), fx.st), fx.st);
+    size_t len;
+    uint8_t *b = slurp(tpath("good.safetensors"), &len);
+    for (int byte = 0; byte < 8; byte++) {
+        b[byte] ^= 0xa5;
+        spill(tpath("flip.safetensors"), b, len);
+        b[byte] ^= 0xa5;
+        /* longer than the file, or the JSON cut or run into the data */
+        expect_refused(&fx, tpath("flip.safetensors"), NULL, NULL);
+    }
+    b[7] ^= 0x80;
+    spill(tpath("flip.safetensors"), b, len);
+    expect_refused(&fx, tpath("flip.safetensors"), NULL, "exceeds the file size", NULL);
+    free(b);
+    fixture_free(&fx);
+}
+
+static void test_non_json_header_is_refused(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    write_st(tpath("bad.safetensors"), "{\"w\": {dtype: F32}}", 160);
+    expect_refused(&fx, tpath("bad.safetensors"), NULL, "not valid JSON", NULL);
+    write_st(tpath("bad.safetensors"), "[1, 2, 3]", 160);
+    expect_refused(&fx, tpath("bad.safetensors"), NULL, "not a JSON object", NULL);
+    write_st(tpath("bad.safetensors"), "{\"w\": {\"dtype\": \"F32\", \"shape\": \"8x4\", "
+                                       "\"data_offsets\": [0, 128]}}", 160);
+    expect_refused(&fx, tpath("bad.safetensors"), NULL, "tensor 'w'", "shape", NULL);
+    fixture_free(&fx);
+}
+
+static void test_offsets_out_of_bounds_or_overlapping_are_refused(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    write_st(tpath("oob.safetensors"),
+             "{" W_OK_ "," B_OK_ ",\"v\":{\"dtype\":\"F32\",\"shape\":[4,1],"
+             "\"data_offsets\":[144,1000]}}", 160);
+    expect_refused(&fx, tpath("oob.safetensors"), NULL, "tensor 'v'", "past the end", NULL);
+    write_st(tpath("rev.safetensors"),
+             "{" W_OK_ ",\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[144,128]},"
+             V_OK_ "}", 160);
+    expect_refused(&fx, tpath("rev.safetensors"), NULL, "tensor 'b'", "begin > end", NULL);
+    write_st(tpath("ovl.safetensors"),
+             "{" W_OK_ ",\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[64,80]},"
+             V_OK_ "}", 160);
+    expect_refused(&fx, tpath("ovl.safetensors"), NULL, "'w' and 'b'", "overlap", NULL);
+    fixture_free(&fx);
+}
+
+static void test_wrong_dtype_and_shape_are_refused(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    write_st(tpath("dt.safetensors"),
+             "{\"w\":{\"dtype\":\"I32\",\"shape\":[8,4],\"data_offsets\":[0,128]}," B_OK_ ","
+             V_OK_ "}", 160);
+    expect_refused(&fx, tpath("dt.safetensors"), NULL,
+                   "tensor 'w': dtype I32 does not match the variable's F32", NULL);
+    write_st(tpath("dt.safetensors"),
+             "{\"w\":{\"dtype\":\"F16\",\"shape\":[8,4],\"data_offsets\":[0,128]}," B_OK_ ","
+             V_OK_ "}", 160);
+    expect_refused(&fx, tpath("dt.safetensors"), NULL, "tensor 'w'", "F16", NULL);
+    write_st(tpath("sh.safetensors"),
+             "{\"w\":{\"dtype\":\"F32\",\"shape\":[4,8],\"data_offsets\":[0,128]}," B_OK_ ","
+             V_OK_ "}", 160);
+    expect_refused(&fx, tpath("sh.safetensors"), NULL,
+                   "tensor 'w': shape [4,8] does not match the variable's [8,4]", NULL);
+    write_st(tpath("sz.safetensors"),
+             "{\"w\":{\"dtype\":\"F32\",\"shape\":[8,4],\"data_offsets\":[0,124]}," B_OK_ ","
+             V_OK_ "}", 160);
+    expect_refused(&fx, tpath("sz.safetensors"), NULL, "tensor 'w'", "needs 128 bytes", NULL);
+    fixture_free(&fx);
+}
+
+static void test_missing_tensor_is_refused_unless_allowed(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    write_st(tpath("miss.safetensors"), "{" W_OK_ "," B_OK_ "}", 160);
+    expect_refused(&fx, tpath("miss.safetensors"), NULL, "tensor 'v': missing", NULL);
+    gr_restore_options o = {.allow_missing = 1};
+    assert_gr_ok(gr_session_restore(fx.s, tpath("miss.safetensors"), &o, fx.st), fx.st);
+    float w[32], zero[32] = {0}, v[4];
+    assert_gr_ok(gr_variable_read(fx.s, "w", w, sizeof w, fx.st), fx.st);
+    assert_gr_ok(gr_variable_read(fx.s, "v", v, sizeof v, fx.st), fx.st);
+    assert_memory_equal(w, zero, sizeof w);             /* loaded from the file */
+    assert_memory_equal(v, fx.before + 36, sizeof v);   /* kept */
+    fixture_free(&fx);
+}
+
+static void test_unexpected_tensor_is_refused(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    write_st(tpath("extra.safetensors"),
+             "{" W_OK_ "," B_OK_ "," V_OK_
+             ",\"model/zz\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[160,164]}}", 164);
+    expect_refused(&fx, tpath("extra.safetensors"), NULL, "tensor 'model/zz': unexpected", NULL);
+    write_st(tpath("dup.safetensors"), "{" W_OK_ "," W_OK_ "," B_OK_ "," V_OK_ "}", 160);
+    expect_refused(&fx, tpath("dup.safetensors"), NULL, "'w' appears twice", NULL);
+    fixture_free(&fx);
+}
+
+static void test_bad_metadata_is_refused(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    write_st(tpath("meta.safetensors"),
+             "{\"__metadata__\":{\"step\":\"-3\"}," W_OK_ "," B_OK_ "," V_OK_ "}", 160);
+    expect_refused(&fx, tpath("meta.safetensors"), NULL, "metadata 'step'", NULL);
+    write_st(tpath("meta.safetensors"),
+             "{\"__metadata__\":{\"data.d.epoch\":\"1\",\"data.d.position\":\"99\"}," W_OK_ ","
+             B_OK_ "," V_OK_ "}", 160);
+    expect_refused(&fx, tpath("meta.safetensors"), NULL, "data.d.position", "12 batches", NULL);
+    write_st(tpath("meta.safetensors"),
+             "{\"__metadata__\":{\"data.nope.epoch\":\"1\"}," W_OK_ "," B_OK_ "," V_OK_ "}", 160);
+    expect_refused(&fx, tpath("meta.safetensors"), NULL, "no data source 'nope'", NULL);
+    write_st(tpath("meta.safetensors"),
+             "{\"__metadata__\":{\"step\":3}," W_OK_ "," B_OK_ "," V_OK_ "}", 160);
+    expect_refused(&fx, tpath("meta.safetensors"), NULL, "not a string", NULL);
+    fixture_free(&fx);
+}
+
+static void test_missing_file_and_bad_save_path_fail_cleanly(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    expect_refused(&fx, tpath("does-not-exist.safetensors"), NULL, "cannot open", NULL);
+    assert_int_equal(gr_session_save(fx.s, tpath("no/such/dir/x.safetensors"), fx.st), GR_ERR_IO);
+    assert_non_null(strstr(gr_status_message(fx.st), "no/such/dir/x.safetensors"));
+    assert_int_equal(gr_session_save(NULL, "x", fx.st), GR_ERR_ARG);
+    assert_int_equal(gr_session_restore(fx.s, NULL, NULL, fx.st), GR_ERR_ARG);
+    fixture_free(&fx);
+}
+
+/* Saving over an existing checkpoint leaves no temp file behind. */
+static void test_save_replaces_atomically(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    assert_gr_ok(gr_session_save(fx.s, tpath("atomic.safetensors"), fx.st), fx.st);
+    train(fx.s, 1, fx.st);
+    assert_gr_ok(gr_session_save(fx.s, tpath("atomic.safetensors"), fx.st), fx.st);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q 'atomic.safetensors.tmp'", tmpdir);
+    assert_int_not_equal(system(cmd), 0);
+    gr_session *b = new_session(fx.p, fx.st);
+    assert_gr_ok(gr_session_restore(b, tpath("atomic.safetensors"), NULL, fx.st), fx.st);
+    assert_int_equal(gr_session_step(b), 6);
+    gr_session_free(b);
+    fixture_free(&fx);
+}
+
+/* ---- saving while other threads train ---- */
+
+typedef struct trainer {
+    gr_session *s;
+    int steps;
+} trainer;
+
+static void *train_thread(void *arg)
+{
+    trainer *t = arg;
+    gr_status *st = gr_status_new();
+    for (int i = 0; i < t->steps; i++)
+        if (gr_run(t->s, "train", NULL, 0, NULL, 0, st) != GR_OK) break;
+    gr_status_free(st);
+    return NULL;
+}
+
+/* Adam's global_step variable, the saved step and the data cursor all
+ * count the same runs: a snapshot taken mid-run would break that. */
+static void test_save_during_concurrent_runs_is_consistent(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_opt("adam(0.01)", st);
+    gr_session_options so = {.threads = 2, .seed = 1};
+    gr_session *s = NULL, *chk = new_session(p, st);
+    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+    assert_gr_ok(gr_prepare(s, "train", NULL, 0, st), st);
+    trainer t = {s, 3000};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, train_thread, &t);
+    for (int k = 0; k < 20; k++) {
+        assert_gr_ok(gr_session_save(s, tpath("conc.safetensors"), st), st);
+        assert_gr_ok(gr_session_restore(chk, tpath("conc.safetensors"), NULL, st), st);
+        float gs;
+        assert_gr_ok(gr_variable_read(chk, "global_step", &gs, sizeof gs, st), st);
+        assert_int_equal((uint64_t)gs, gr_session_step(chk));
+    }
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    assert_int_equal(gr_session_step(s), 6000);
+    gr_session_free(s);
+    gr_session_free(chk);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip_is_bit_identical_sgd),
+        cmocka_unit_test(test_round_trip_is_bit_identical_with_momentum_slots),
+        cmocka_unit_test(test_round_trip_is_bit_identical_with_adam_slots),
+        cmocka_unit_test(test_resume_equals_uninterrupted_adam_dropout_shuffle),
+        cmocka_unit_test(test_resume_equals_uninterrupted_momentum),
+        cmocka_unit_test(test_resume_equals_uninterrupted_fashion_mlp),
+        cmocka_unit_test(test_weights_only_keeps_slots_and_step_at_init),
+        cmocka_unit_test(test_truncated_files_are_refused),
+        cmocka_unit_test(test_flipped_header_length_is_refused),
+        cmocka_unit_test(test_non_json_header_is_refused),
+        cmocka_unit_test(test_offsets_out_of_bounds_or_overlapping_are_refused),
+        cmocka_unit_test(test_wrong_dtype_and_shape_are_refused),
+        cmocka_unit_test(test_missing_tensor_is_refused_unless_allowed),
+        cmocka_unit_test(test_unexpected_tensor_is_refused),
+        cmocka_unit_test(test_bad_metadata_is_refused),
+        cmocka_unit_test(test_missing_file_and_bad_save_path_fail_cleanly),
+        cmocka_unit_test(test_save_replaces_atomically),
+        cmocka_unit_test(test_save_during_concurrent_runs_is_consistent),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,175 @@
+/* test_concurrency.c - many threads calling gr_run on one session: Hogwild!
+ * updates without locks, exact sums with locking=true, distinct batches for
+ * concurrent executors, and training that still converges. */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "graphrun.h"
+
+#define assert_gr_ok(call, st)                                                                 \
+    do {                                                                                       \
+        gr_code c_ = (call);                                                                   \
+        if (c_ != GR_OK) fail_msg("%s -> %s: %s", #call, gr_code_name(c_), gr_status_message(st)); \
+    } while (0)
+
+typedef struct worker {
+    gr_session *s;
+    const char *target;
+    const char *fetch;
+    int steps;
+    float *out;       /* steps * fetch_elems values, or NULL */
+    int fetch_elems;
+    int failures;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    gr_status *st = gr_status_new();
+    for (int i = 0; i < w->steps; i++) {
+        float *dst = w->out ? w->out + (size_t)i * (size_t)w->fetch_elems : NULL;
+        gr_fetch f = {w->fetch, dst, sizeof(float) * (size_t)w->fetch_elems};
+        if (gr_run(w->s, w->target, NULL, 0, &f, dst ? 1 : 0, st) != GR_OK) w->failures++;
+    }
+    gr_status_free(st);
+    return NULL;
+}
+
+/* Runs `target` from k threads, `steps` each; returns total failures. */
+static int run_threads(gr_session *s, const char *target, int k, int steps, const char *fetch,
+                       int fetch_elems, float **outs)
+{
+    pthread_t th[64];
+    worker w[64];
+    int failures = 0;
+    for (int i = 0; i < k; i++) {
+        w[i] = (worker){s, target, fetch, steps, outs ? outs[i] : NULL, fetch_elems, 0};
+        pthread_create(&th[i], NULL, work, &w[i]);
+    }
+    for (int i = 0; i < k; i++) {
+        pthread_join(th[i], NULL);
+        failures += w[i].failures;
+    }
+    return failures;
+}
+
+static gr_session *session_for(const char *text, gr_program **p, gr_status *st, int locking)
+{
+    gr_session *s = NULL;
+    gr_session_options so = {.threads = 1, .locking = locking};
+    assert_gr_ok(gr_compile_string("c.graph", text, strlen(text), NULL, p, st), st);
+    assert_gr_ok(gr_session_new(*p, &so, &s, st), st);
+    return s;
+}
+
+/* d(-c)/dc = -1, so each sgd(1.0) step adds exactly 1 to c. */
+static float count_to(int threads, int steps, const char *opt, int session_locking)
+{
+    char text[256];
+    snprintf(text, sizeof text, "var c = zeros([1])\nloss = sum(c) * -1.0\ntrain = %s.minimize(loss)\n",
+             opt);
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = session_for(text, &p, st, session_locking);
+    assert_int_equal(run_threads(s, "train", threads, steps, NULL, 0, NULL), 0);
+    float c = 0;
+    assert_gr_ok(gr_variable_read(s, "c", &c, sizeof c, st), st);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+    return c;
+}
+
+static void test_locked_updates_sum_exactly(void **state)
+{
+    (void)state;
+    assert_true(count_to(8, 2000, "sgd(1.0, locking=true)", 0) == 16000.0f);
+    assert_true(count_to(8, 2000, "sgd(1.0)", 1) == 16000.0f); /* session-wide --locking */
+}
+
+/* Without locks, concurrent read-modify-write of c may lose increments:
+ * that is Hogwild!, and the test only documents it. */
+static void test_unlocked_updates_may_be_lost(void **state)
+{
+    (void)state;
+    float c = count_to(8, 2000, "sgd(1.0)", 0);
+    assert_true(c > 0.0f && c <= 16000.0f);
+    print_message("hogwild counter: %.0f of 16000 increments kept (%.0f lost)\n", (double)c,
+                  16000.0 - (double)c);
+}
+
+static void test_many_threads_train_and_converge(void **state)
+{
+    (void)state;
+    const char *text = "data d = gaussian(n=2048, dims=[4], batch=16, seed=5)\n"
+                       "w_true = [[1.0], [-2.0], [0.5], [3.0]]\n"
+                       "var w = zeros([4, 1])\nvar b = zeros([1])\n"
+                       "loss = mse(d.x @ w + b, d.x @ w_true - 1.0)\n"
+                       "train = sgd(0.05).minimize(loss)\n";
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = session_for(text, &p, st, 0);
+    float first = 0, last = 0;
+    gr_fetch f = {"train/loss", &first, sizeof first};
+    assert_gr_ok(gr_run(s, "train", NULL, 0, &f, 1, st), st);
+    /* 16 threads on a 2-core machine: more threads than cores */
+    assert_int_equal(run_threads(s, "train", 16, 200, NULL, 0, NULL), 0);
+    f.data = &last;
+    assert_gr_ok(gr_run(s, "train", NULL, 0, &f, 1, st), st);
+    if (!(last < first / 100)) fail_msg("loss %g -> %g", (double)first, (double)last);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* Row i of the CSV holds the value i: fetching the batch tells which
+ * examples a run took. */
+static void test_concurrent_executors_never_share_a_batch(void **state)
+{
+    (void)state;
+    enum { N = 240, B = 8, K = 6, EPOCHS = 3, PER = N / B * EPOCHS / K };
+    char dir[] = "/tmp/gr_conc_XXXXXX", path[64], text[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/rows.csv", dir);
+    FILE *fp = fopen(path, "w");
+    for (int i = 0; i < N; i++) fprintf(fp, "%d,%d\n", i, i % 3);
+    fclose(fp);
+    snprintf(text, sizeof text, "data d = csv(\"%s\", batch=%d, shuffle=true)\nxs = d.x * 1.0\n", path, B);
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = session_for(text, &p, st, 0);
+    float *outs[K];
+    for (int k = 0; k < K; k++) outs[k] = calloc(PER * B, sizeof(float));
+    assert_int_equal(run_threads(s, "xs", K, PER, "xs", B, outs), 0);
+    int seen[N] = {0};
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < PER * B; i++) seen[(int)outs[k][i]]++;
+    for (int i = 0; i < N; i++)
+        if (seen[i] != EPOCHS) fail_msg("example %d taken %d times in %d epochs", i, seen[i], EPOCHS);
+    for (int k = 0; k < K; k++) free(outs[k]);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_locked_updates_sum_exactly),
+        cmocka_unit_test(test_unlocked_updates_may_be_lost),
+        cmocka_unit_test(test_many_threads_train_and_converge),
+        cmocka_unit_test(test_concurrent_executors_never_share_a_batch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
