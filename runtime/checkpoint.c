@@ -27,7 +27,10 @@ static const uint32_t sha_k[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
-static uint32_t ror32(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+static uint32_t ror32(uint32_t x, int n)
+{
+    return (x >> n) | (x << (32 - n));
+}
 
 static void sha_block(uint32_t h[8], const uint8_t *p)
 {
@@ -77,7 +80,7 @@ typedef struct parse_ctx {
     const char *fname;
     char *err;
     size_t errlen;
-    size_t data_len;       /* bytes after the header */
+    size_t data_len; /* bytes after the header */
     const uint8_t *data;
 } parse_ctx;
 
@@ -134,8 +137,8 @@ static int parse_shape(const parse_ctx *c, const char *name, const cJSON *e, ckp
         return perr(c, "tensor '%s': \"shape\" is missing or not an array", name);
     int rank = cJSON_GetArraySize(s);
     if (rank > CKPT_MAX_DIMS)
-        return perr(c, "tensor '%s': shape has %d dimensions, at most %d are supported", name,
-                    rank, CKPT_MAX_DIMS);
+        return perr(c, "tensor '%s': shape has %d dimensions, at most %d are supported", name, rank,
+                    CKPT_MAX_DIMS);
     t->rank = 0;
     for (const cJSON *d = s->child; d; d = d->next) {
         uint64_t v;
@@ -161,15 +164,18 @@ static int parse_offsets(const parse_ctx *c, const char *name, const cJSON *e, u
     if (!cJSON_IsArray(o) || cJSON_GetArraySize(o) != 2 ||
         json_uint(o->child, 9007199254740992.0, &r[0]) < 0 ||
         json_uint(o->child->next, 9007199254740992.0, &r[1]) < 0)
-        return perr(c, "tensor '%s': \"data_offsets\" must be [begin, end] with non-negative "
-                       "integers", name);
+        return perr(c,
+                    "tensor '%s': \"data_offsets\" must be [begin, end] with non-negative "
+                    "integers",
+                    name);
     if (r[0] > r[1])
         return perr(c, "tensor '%s': data_offsets [%llu, %llu] have begin > end", name,
                     (unsigned long long)r[0], (unsigned long long)r[1]);
     if (r[1] > c->data_len)
-        return perr(c, "tensor '%s': data_offsets [%llu, %llu] go past the end of the data "
-                       "(%zu bytes; is the file truncated?)", name, (unsigned long long)r[0],
-                    (unsigned long long)r[1], c->data_len);
+        return perr(c,
+                    "tensor '%s': data_offsets [%llu, %llu] go past the end of the data "
+                    "(%zu bytes; is the file truncated?)",
+                    name, (unsigned long long)r[0], (unsigned long long)r[1], c->data_len);
     return 0;
 }
 
@@ -197,8 +203,7 @@ static int parse_meta(const parse_ctx *c, const cJSON *m, ckpt_file *f)
     if (!cJSON_IsObject(m)) return perr(c, "\"__metadata__\" is not a JSON object");
     f->meta = calloc((size_t)cJSON_GetArraySize(m) + 1, sizeof *f->meta);
     for (const cJSON *e = m->child; e; e = e->next) {
-        if (!cJSON_IsString(e))
-            return perr(c, "metadata '%s': value is not a string", e->string);
+        if (!cJSON_IsString(e)) return perr(c, "metadata '%s': value is not a string", e->string);
         f->meta[f->n_meta].key = strdup(e->string);
         f->meta[f->n_meta++].value = strdup(e->valuestring);
     }
@@ -216,19 +221,29 @@ static int range_cmp(const void *a, const void *b)
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-/* Sorted by begin, every non-empty range must start at or after the end of
- * the non-empty ones before it. */
-static int check_overlaps(const parse_ctx *c, const ckpt_file *f, range_ref *r, int n)
+/* Sorted by begin, the non-empty ranges must tile the data section: an
+ * overlap means two tensors share bytes, a hole or a tail usually means the
+ * header length was damaged and the data is read from the wrong place. */
+static int check_layout(const parse_ctx *c, const ckpt_file *f, range_ref *r, int n)
 {
     qsort(r, (size_t)n, sizeof *r, range_cmp);
     int last = -1;
+    uint64_t covered = 0;
     for (int i = 0; i < n; i++) {
         if (r[i].begin == r[i].end) continue;
         if (last >= 0 && r[i].begin < r[last].end)
             return perr(c, "tensors '%s' and '%s': data_offsets overlap", f->t[r[last].t].name,
                         f->t[r[i].t].name);
-        if (last < 0 || r[i].end > r[last].end) last = i;
+        if (r[i].begin > covered)
+            return perr(c, "data bytes [%llu, %llu) belong to no tensor (before tensor '%s')",
+                        (unsigned long long)covered, (unsigned long long)r[i].begin,
+                        f->t[r[i].t].name);
+        last = i;
+        covered = r[i].end;
     }
+    if (covered != c->data_len)
+        return perr(c, "the last %llu data bytes belong to no tensor (damaged header length?)",
+                    (unsigned long long)(c->data_len - covered));
     return 0;
 }
 
@@ -262,7 +277,7 @@ static int parse_entries(const parse_ctx *c, const cJSON *root, ckpt_file *f)
             f->n_t++;
         }
     }
-    if (rc == 0) rc = check_overlaps(c, f, r, f->n_t);
+    if (rc == 0) rc = check_layout(c, f, r, f->n_t);
     free(r);
     return rc;
 }
@@ -274,13 +289,14 @@ static int parse_header(const parse_ctx *c, const uint8_t *json, size_t n, ckpt_
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         size_t pos = at && at >= (const char *)json && at <= (const char *)json + n
-                         ? (size_t)(at - (const char *)json) : 0;
+                         ? (size_t)(at - (const char *)json)
+                         : 0;
         return perr(c, "the header is not valid JSON (error near byte %zu of %zu)", pos, n);
     }
     int rc = 0;
     /* safetensors pads the header with spaces; anything else is garbage */
     for (const char *p = end; p && p < (const char *)json + n && rc == 0; p++)
-        if (*p != ' ' && *p != '\n' && *p != '\t' && *p != '\r' && *p != 0)
+        if (*p != ' ' && *p != '\n' && *p != '\t' && *p != '\r')
             rc = perr(c, "the header has trailing bytes after its JSON object");
     if (rc == 0 && !cJSON_IsObject(root)) rc = perr(c, "the header is not a JSON object");
     if (rc == 0) rc = parse_entries(c, root, f);
@@ -298,10 +314,12 @@ int ckpt_parse(const uint8_t *buf, size_t len, const char *fname, ckpt_file *out
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | buf[i];
     if (n > len - 8)
-        return perr(&c, "header length %llu exceeds the file size (%zu bytes; is the file "
-                        "truncated?)", (unsigned long long)n, len);
-    if (n < 2) return perr(&c, "header length %llu is too small for a JSON object",
-                           (unsigned long long)n);
+        return perr(&c,
+                    "header length %llu exceeds the file size (%zu bytes; is the file "
+                    "truncated?)",
+                    (unsigned long long)n, len);
+    if (n < 2)
+        return perr(&c, "header length %llu is too small for a JSON object", (unsigned long long)n);
     c.data = buf + 8 + n;
     c.data_len = len - 8 - (size_t)n;
     if (parse_header(&c, buf + 8, (size_t)n, out) < 0) {
@@ -343,7 +361,8 @@ static cJSON *tensor_json(const ckpt_tensor *t, size_t begin)
 {
     cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *off = cJSON_CreateArray();
     cJSON_AddStringToObject(e, "dtype", t->dtype == CKPT_F32 ? "F32" : "I32");
-    for (int i = 0; i < t->rank; i++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->dim[i]));
+    for (int i = 0; i < t->rank; i++)
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->dim[i]));
     cJSON_AddItemToObject(e, "shape", shape);
     cJSON_AddItemToArray(off, cJSON_CreateNumber((double)begin));
     cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(begin + t->bytes)));
@@ -366,8 +385,7 @@ static char *header_json(const ckpt_tensor *t, int n_t, const ckpt_meta *meta, i
     return s;
 }
 
-uint8_t *ckpt_header(const ckpt_tensor *t, int n_t, const ckpt_meta *meta, int n_meta,
-                     size_t *hlen)
+uint8_t *ckpt_header(const ckpt_tensor *t, int n_t, const ckpt_meta *meta, int n_meta, size_t *hlen)
 {
     char *json = header_json(t, n_t, meta, n_meta);
     if (!json) return NULL;
@@ -395,7 +413,7 @@ uint8_t *ckpt_header(const ckpt_tensor *t, int n_t, const ckpt_meta *meta, int n
 
 /* What a save copies under the pause lock: everything it writes. */
 typedef struct snapshot {
-    uint8_t *data;       /* the variables, back to back in program order */
+    uint8_t *data; /* the variables, back to back in program order */
     size_t bytes;
     uint64_t (*cursor)[2];
     uint64_t steps, runs;
@@ -539,8 +557,8 @@ static gr_code write_atomic(const char *path, const uint8_t *h, size_t hn, const
     }
     free(tmp);
     if (fsync_dir(path) != 0)
-        return rt_fail(st, GR_ERR_IO, "%s: written, but its folder could not be synced: %s\n",
-                       path, strerror(errno));
+        return rt_fail(st, GR_ERR_IO, "%s: written, but its folder could not be synced: %s\n", path,
+                       strerror(errno));
     return GR_OK;
 }
 
@@ -579,7 +597,8 @@ uint64_t gr_session_step(const gr_session *s)
 static gr_code read_file(const char *path, uint8_t **buf, size_t *len, gr_status *st)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return rt_fail(st, GR_ERR_IO, "%s: cannot open checkpoint: %s\n", path, strerror(errno));
+    if (!f)
+        return rt_fail(st, GR_ERR_IO, "%s: cannot open checkpoint: %s\n", path, strerror(errno));
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(f);
@@ -604,8 +623,8 @@ static gr_code read_file(const char *path, uint8_t **buf, size_t *len, gr_status
 /* Everything a restore will write, decided before anything is written. */
 typedef struct restore_plan {
     const char *path;
-    const ckpt_tensor **src;  /* per variable: its tensor in the file, or NULL */
-    uint64_t (*cursor)[2];    /* per data source */
+    const ckpt_tensor **src; /* per variable: its tensor in the file, or NULL */
+    uint64_t (*cursor)[2];   /* per data source */
     int *has_cursor;
     uint64_t steps, runs;
 } restore_plan;
@@ -634,14 +653,16 @@ static gr_code check_tensor(const restore_plan *rp, const ir_var *v, const ckpt_
     ckpt_dtype want = v->type.dtype == DT_I32 ? CKPT_I32 : CKPT_F32;
     char a[160], b[160];
     if (t->dtype != want)
-        return rt_fail(st, GR_ERR_DATA, "%s: tensor '%s': dtype %s does not match the variable's %s\n",
-                       rp->path, t->name, t->dtype == CKPT_F32 ? "F32" : "I32",
+        return rt_fail(st, GR_ERR_DATA,
+                       "%s: tensor '%s': dtype %s does not match the variable's %s\n", rp->path,
+                       t->name, t->dtype == CKPT_F32 ? "F32" : "I32",
                        want == CKPT_F32 ? "F32" : "I32");
     int same = t->rank == v->type.rank;
     for (int k = 0; same && k < t->rank; k++) same = t->dim[k] == v->type.dim[k];
     if (!same)
-        return rt_fail(st, GR_ERR_DATA, "%s: tensor '%s': shape %s does not match the variable's %s\n",
-                       rp->path, t->name, ckpt_shape_str(t->rank, t->dim, a, sizeof a),
+        return rt_fail(st, GR_ERR_DATA,
+                       "%s: tensor '%s': shape %s does not match the variable's %s\n", rp->path,
+                       t->name, ckpt_shape_str(t->rank, t->dim, a, sizeof a),
                        ckpt_shape_str(v->type.rank, v->type.dim, b, sizeof b));
     return GR_OK;
 }
@@ -655,9 +676,10 @@ static gr_code match_tensors(const gr_session *s, const ckpt_file *f, const gr_r
         int vi = ir_find_var(g, t->name);
         if (vi < 0 && o->weights_only && foreign_state(g, t->name)) continue;
         if (vi < 0)
-            return rt_fail(st, GR_ERR_DATA,
-                           "%s: tensor '%s': unexpected, the program has no variable of that name\n",
-                           rp->path, t->name);
+            return rt_fail(
+                st, GR_ERR_DATA,
+                "%s: tensor '%s': unexpected, the program has no variable of that name\n", rp->path,
+                t->name);
         if (!wanted(&g->vars[vi], o)) continue;
         gr_code c = check_tensor(rp, &g->vars[vi], t, st);
         if (c != GR_OK) return c;
@@ -692,8 +714,9 @@ static gr_code meta_u64(const restore_plan *rp, const ckpt_file *f, const char *
     if (!v && !required) return GR_OK;
     if (!v) return rt_fail(st, GR_ERR_DATA, "%s: metadata '%s' is missing\n", rp->path, key);
     if (parse_u64(v, out) < 0)
-        return rt_fail(st, GR_ERR_DATA, "%s: metadata '%s': '%.40s' is not a non-negative integer\n",
-                       rp->path, key, v);
+        return rt_fail(st, GR_ERR_DATA,
+                       "%s: metadata '%s': '%.40s' is not a non-negative integer\n", rp->path, key,
+                       v);
     return GR_OK;
 }
 
@@ -707,13 +730,13 @@ static gr_code match_cursor(const restore_plan *rp, const ckpt_file *f, const ir
     gr_code c = meta_u64(rp, f, ke, 0, &rp->cursor[di][0], &has_e, st);
     if (c == GR_OK) c = meta_u64(rp, f, kp, has_e, &rp->cursor[di][1], &has_p, st);
     if (c != GR_OK) return c;
-    if (has_p && !has_e) return rt_fail(st, GR_ERR_DATA, "%s: metadata '%s' is missing\n", rp->path, ke);
+    if (has_p && !has_e)
+        return rt_fail(st, GR_ERR_DATA, "%s: metadata '%s' is missing\n", rp->path, ke);
     int64_t per_epoch = d->batch > 0 ? d->n / d->batch : 0;
     if (has_p && rp->cursor[di][1] > (uint64_t)per_epoch)
-        return rt_fail(st, GR_ERR_DATA,
-                       "%s: metadata '%s' = %llu, but data '%s' has %lld batches per epoch\n",
-                       rp->path, kp, (unsigned long long)rp->cursor[di][1], d->name,
-                       (long long)per_epoch);
+        return rt_fail(
+            st, GR_ERR_DATA, "%s: metadata '%s' = %llu, but data '%s' has %lld batches per epoch\n",
+            rp->path, kp, (unsigned long long)rp->cursor[di][1], d->name, (long long)per_epoch);
     rp->has_cursor[di] = has_e;
     return GR_OK;
 }
@@ -730,8 +753,9 @@ static gr_code check_data_keys(const gr_session *s, const restore_plan *rp, cons
             found = strlen(s->g->data[d].name) == (size_t)(dot - k - 5) &&
                     strncmp(s->g->data[d].name, k + 5, (size_t)(dot - k - 5)) == 0;
         if (!found)
-            return rt_fail(st, GR_ERR_DATA, "%s: metadata '%s': the program has no data source '%.*s'\n",
-                           rp->path, k, (int)(dot - k - 5), k + 5);
+            return rt_fail(st, GR_ERR_DATA,
+                           "%s: metadata '%s': the program has no data source '%.*s'\n", rp->path,
+                           k, (int)(dot - k - 5), k + 5);
     }
     return GR_OK;
 }
@@ -743,7 +767,8 @@ static gr_code match_state(const gr_session *s, const ckpt_file *f, restore_plan
     if (c == GR_OK) c = meta_u64(rp, f, "run_counter", 0, &rp->runs, &found, st);
     if (c == GR_OK && !found) rp->runs = rp->steps;
     if (c == GR_OK) c = check_data_keys(s, rp, f, st);
-    for (int d = 0; c == GR_OK && d < s->g->n_data; d++) c = match_cursor(rp, f, &s->g->data[d], d, st);
+    for (int d = 0; c == GR_OK && d < s->g->n_data; d++)
+        c = match_cursor(rp, f, &s->g->data[d], d, st);
     return c;
 }
 

@@ -87,12 +87,13 @@ int main(int argc, char **argv)
         return 2;
     }
     gr_status *st = gr_status_new();
+    gr_session_options so = {.executors = TOWERS};
     gr_program *prog = NULL;
     gr_session *s = NULL;
     double before = 0, after = 0;
     int rc = 1;
     if (gr_compile_file(path, NULL, &prog, st) == GR_OK &&
-        gr_session_new(prog, NULL, &s, st) == GR_OK && gr_eval(s, "loss", &before, st) == GR_OK &&
+        gr_session_new(prog, &so, &s, st) == GR_OK && gr_eval(s, "loss", &before, st) == GR_OK &&
         run_towers(prog, s, steps) == 0 && gr_eval(s, "loss", &after, st) == GR_OK) {
         printf("training loss %.4f -> %.4f\n", before, after);
         rc = after < before ? 0 : (fprintf(stderr, "towers_async: loss did not go down\n"), 1);

@@ -9,14 +9,13 @@
 #include <graphrun.h>
 
 /* y = 2a - 3b + 0.5c + 1 from synthetic data; `x` is fed by the caller. */
-static const char model[] =
-    "data d = gaussian(n=256, dims=[3], batch=32, seed=1)\n"
-    "input x: f32[2, 3]\n"
-    "var w = zeros([3, 1])\n"
-    "var b = zeros([1])\n"
-    "loss  = mse(d.x @ w + b, d.x @ [[2.0], [-3.0], [0.5]] + 1.0)\n"
-    "train = sgd(0.1).minimize(loss)\n"
-    "pred  = x @ w + b\n";
+static const char model[] = "data d = gaussian(n=256, dims=[3], batch=32, seed=1)\n"
+                            "input x: f32[2, 3]\n"
+                            "var w = zeros([3, 1])\n"
+                            "var b = zeros([1])\n"
+                            "loss  = mse(d.x @ w + b, d.x @ [[2.0], [-3.0], [0.5]] + 1.0)\n"
+                            "train = sgd(0.1).minimize(loss)\n"
+                            "pred  = x @ w + b\n";
 
 static int fail(const char *what, gr_status *st)
 {
