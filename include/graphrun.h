@@ -98,6 +98,9 @@ gr_code gr_compile_file(const char *path, const gr_compile_options *opt, gr_prog
 gr_code gr_compile_string(const char *name, const char *text, size_t len,
                           const gr_compile_options *opt, gr_program **out, gr_status *st);
 void gr_program_free(gr_program *p);
+/* Writes the canonical form of a .graph file (what `graphrun fmt` prints).
+ * Only syntax is checked; nothing is written when the file has errors. */
+gr_code gr_format_file(const char *path, FILE *out, gr_status *st);
 /* Warnings from compilation (soft placement...), as diagnostics text. */
 const char *gr_program_warnings(const gr_program *p);
 /* The target made by the last `.minimize()`, or NULL. */

@@ -1,92 +1,94 @@
-/* cmd_check.c - `graphrun check [--emit WHAT] FILE...`: parse, run the
- * compiler's checks (cli_check_semantics) and report every error. */
+/* cmd_check.c - `graphrun check [options] FILE...`: compile each file (all
+ * checks: syntax, names, shapes, dtypes, reuse, devices, --set) and report
+ * every error without running anything; optionally dump a stage.  Also
+ * `graphrun dot FILE`, the Graphviz dump. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
-#include "lang/ast.h"
 
-__attribute__((weak)) int cli_check_semantics(const ast_tree *t, gr_diags *d, const char *emit)
-{
-    (void)t;
-    (void)d;
-    if (!emit) return CLI_OK;
-    fprintf(stderr, "graphrun check: --emit %s is not available yet (try --emit ast)\n", emit);
-    return CLI_USAGE;
-}
+typedef struct check_opts {
+    const char *emit, *target;
+    cli_params params;
+    gr_compile_options comp;
+} check_opts;
 
-static void check_usage(FILE *out)
-{
-    fputs("usage: graphrun check [--emit ast] FILE...\n", out);
-}
+static const char check_help[] =
+    "usage: graphrun check [options] FILE...\n"
+    "  --emit WHAT        also print a stage: ast, ir, plan or dot\n"
+    "  --target NAME      the target --emit plan lays out (default: the last .minimize())\n"
+    "  --set NAME=VALUE   override a param (repeatable)\n"
+    "  --soft-placement   accept nodes on missing devices (they run on cpu:0)\n";
 
-static int check_tree(const ast_tree *t, gr_diags *d, const char *emit)
+static int valid_emit(const char *e)
 {
-    int is_ast = emit && strcmp(emit, "ast") == 0;
-    int rc = cli_check_semantics(t, d, is_ast ? NULL : emit);
-    if (rc == CLI_OK && d->n_errors) rc = CLI_FAILED;
-    if (rc == CLI_OK && is_ast) ast_dump(t, stdout);
-    return rc;
-}
-
-/* Returns CLI_OK, CLI_FAILED (errors in the file) or CLI_USAGE. */
-static int check_file(const char *path, const char *emit)
-{
-    char err[512];
-    gr_source *src = src_load(path, err, sizeof err);
-    if (!src) {
-        fprintf(stderr, "graphrun: %s\n", err);
-        return CLI_USAGE;
-    }
-    gr_diags d;
-    diag_init(&d);
-    ast_tree *t = ps_parse(src, &d);
-    int rc = d.n_errors ? CLI_FAILED : check_tree(t, &d, emit);
-    diag_print(&d, stderr);
-    ast_free(t);
-    diag_free(&d);
-    src_free(src);
-    return rc;
+    return !e || !strcmp(e, "ast") || !strcmp(e, "ir") || !strcmp(e, "plan") || !strcmp(e, "dot");
 }
 
 /* Returns CLI_OK, CLI_USAGE, or -1 after --help. */
-static int parse_options(int argc, char **argv, const char **emit)
+static int parse_check_opts(int argc, char **argv, check_opts *o)
 {
-    static const struct option opts[] = {
-        {"emit", required_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    enum { O_EMIT = 256, O_TARGET, O_SET, O_SOFT };
+    static const struct option longs[] = {
+        {"emit", 1, 0, O_EMIT}, {"target", 1, 0, O_TARGET}, {"set", 1, 0, O_SET},
+        {"soft-placement", 0, 0, O_SOFT}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'h') {
-            check_usage(stdout);
-            return -1;
-        }
-        if (c != 'e') return CLI_USAGE;
-        *emit = optarg;
+    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+        if (c == 'h') return fputs(check_help, stdout), -1;
+        if (c == O_EMIT) o->emit = optarg;
+        else if (c == O_TARGET) o->target = optarg;
+        else if (c == O_SOFT) o->comp.soft_placement = 1;
+        else if (c != O_SET || cli_add_param(&o->params, optarg) < 0) return CLI_USAGE;
+    }
+    if (!valid_emit(o->emit)) {
+        fprintf(stderr, "graphrun check: unknown --emit '%s' (ast, ir, plan or dot)\n", o->emit);
+        return CLI_USAGE;
     }
     if (optind >= argc) {
         fputs("graphrun check: no input file\n", stderr);
         return CLI_USAGE;
     }
+    o->comp.params = o->params.v;
+    o->comp.n_params = o->params.n;
     return CLI_OK;
+}
+
+static int check_file(const char *path, const check_opts *o)
+{
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_code c = gr_compile_file(path, &o->comp, &p, st);
+    if (c != GR_OK) fprintf(stderr, "%s%s", c == GR_ERR_IO ? "graphrun: " : "", gr_status_message(st));
+    else fputs(gr_program_warnings(p), stderr);
+    if (c == GR_OK && o->emit && (c = gr_program_emit(p, o->emit, o->target, stdout, st)) != GR_OK)
+        fprintf(stderr, "graphrun: %s", gr_status_message(st));
+    gr_program_free(p);
+    gr_status_free(st);
+    return cli_exit_code(c);
+}
+
+static int check_all(int argc, char **argv, check_opts *o)
+{
+    int rc = parse_check_opts(argc, argv, o);
+    if (rc < 0) return CLI_OK;
+    if (rc != CLI_OK) return fputs(check_help, stderr), rc;
+    for (int i = optind; i < argc; i++) {
+        int r = check_file(argv[i], o);
+        if (r > rc) rc = r;
+    }
+    return rc;
 }
 
 int cmd_check(int argc, char **argv)
 {
-    const char *emit = NULL;
-    int rc = parse_options(argc, argv, &emit);
-    if (rc < 0) return CLI_OK;
-    if (rc != CLI_OK) {
-        check_usage(stderr);
-        return rc;
-    }
-    for (int i = optind; i < argc; i++) {
-        int r = check_file(argv[i], emit);
-        if (r > rc) rc = r;
-    }
-    return rc;
+    check_opts o = {0};
+    return check_all(argc, argv, &o);
+}
+
+int cmd_dot(int argc, char **argv)
+{
+    check_opts o = {.emit = "dot"};
+    return check_all(argc, argv, &o);
 }

@@ -5,27 +5,6 @@
 #include <stdio.h>
 
 #include "cli.h"
-#include "lang/ast.h"
-
-static int fmt_file(const char *path)
-{
-    char err[512];
-    gr_source *src = src_load(path, err, sizeof err);
-    if (!src) {
-        fprintf(stderr, "graphrun: %s\n", err);
-        return CLI_USAGE;
-    }
-    gr_diags d;
-    diag_init(&d);
-    ast_tree *t = ps_parse(src, &d);
-    diag_print(&d, stderr);
-    int rc = d.n_errors ? CLI_FAILED : CLI_OK;
-    if (rc == CLI_OK) ast_print(t->root, stdout);
-    ast_free(t);
-    diag_free(&d);
-    src_free(src);
-    return rc;
-}
 
 int cmd_fmt(int argc, char **argv)
 {
@@ -33,16 +12,13 @@ int cmd_fmt(int argc, char **argv)
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'h') {
-            puts("usage: graphrun fmt FILE");
-            return CLI_OK;
-        }
-        fputs("usage: graphrun fmt FILE\n", stderr);
-        return CLI_USAGE;
+        if (c == 'h') return puts("usage: graphrun fmt FILE"), CLI_OK;
+        return fputs("usage: graphrun fmt FILE\n", stderr), CLI_USAGE;
     }
-    if (argc - optind != 1) {
-        fputs("usage: graphrun fmt FILE\n", stderr);
-        return CLI_USAGE;
-    }
-    return fmt_file(argv[optind]);
+    if (argc - optind != 1) return fputs("usage: graphrun fmt FILE\n", stderr), CLI_USAGE;
+    gr_status *st = gr_status_new();
+    gr_code code = gr_format_file(argv[optind], stdout, st);
+    if (code != GR_OK) fprintf(stderr, "%s%s", code == GR_ERR_IO ? "graphrun: " : "", gr_status_message(st));
+    gr_status_free(st);
+    return cli_exit_code(code);
 }

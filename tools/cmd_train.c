@@ -10,15 +10,13 @@
 #include "graphrun.h"
 
 #define MAX_EVALS 16
-#define MAX_SETS  64
 
 typedef struct train_opts {
     const char *file, *target, *log_path;
     const char *ckpt_path, *restore_path, *init_path;
     const char *evals[MAX_EVALS];
     int n_evals;
-    gr_param sets[MAX_SETS];
-    int n_sets;
+    cli_params params;
     long steps, eval_every, ckpt_every;
     long start; /* the step training starts after: 0, or the restored step */
     gr_restore_options restore;
@@ -64,15 +62,6 @@ static int parse_long(const char *s, long min, long *out)
     return 0;
 }
 
-static int add_set(train_opts *o, char *arg)
-{
-    char *eq = strchr(arg, '=');
-    if (!eq || eq == arg || o->n_sets == MAX_SETS) return -1;
-    *eq = 0;
-    o->sets[o->n_sets++] = (gr_param){arg, eq + 1};
-    return 0;
-}
-
 static int bad_usage(const char *msg, const char *arg)
 {
     fprintf(stderr, "graphrun: %s%s%s\n%s", msg, arg ? " " : "", arg ? arg : "", train_usage);
@@ -107,7 +96,8 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         O_CKPT_EVERY,
         O_RESTORE,
         O_INIT_FROM,
-        O_ALLOW_MISSING
+        O_ALLOW_MISSING,
+        O_HELP
     };
     static const struct option longs[] = {{"steps", 1, 0, O_STEPS},
                                           {"target", 1, 0, O_TARGET},
@@ -125,6 +115,7 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
                                           {"restore", 1, 0, O_RESTORE},
                                           {"init-from", 1, 0, O_INIT_FROM},
                                           {"allow-missing", 0, 0, O_ALLOW_MISSING},
+                                          {"help", 0, 0, O_HELP},
                                           {0, 0, 0, 0}};
     long v;
     int c;
@@ -146,7 +137,7 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
             if (parse_long(optarg, 1, &o->eval_every)) return bad_usage("bad --eval-every", optarg);
             break;
         case O_SET:
-            if (add_set(o, optarg)) return bad_usage("--set needs NAME=VALUE, got", optarg);
+            if (cli_add_param(&o->params, optarg)) return bad_usage("--set needs NAME=VALUE, got", optarg);
             break;
         case O_SEED:
             if (parse_long(optarg, 0, &v)) return bad_usage("bad --seed", optarg);
@@ -184,6 +175,9 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         case O_ALLOW_MISSING:
             o->restore.allow_missing = 1;
             break;
+        case O_HELP:
+            fputs(train_usage, stdout);
+            return -1;
         case ':':
             return bad_usage("missing value for", argv[optind - 1]);
         default:
@@ -194,8 +188,8 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         return bad_usage(optind < argc ? "expected one FILE, got more" : "no FILE given", NULL);
     o->file = argv[optind];
     if (o->steps < 0) return bad_usage("--steps N is required", NULL);
-    o->comp.params = o->sets;
-    o->comp.n_params = o->n_sets;
+    o->comp.params = o->params.v;
+    o->comp.n_params = o->params.n;
     return check_ckpt_opts(o);
 }
 
@@ -353,7 +347,7 @@ int cmd_train(int argc, char **argv)
 {
     train_opts o = {0};
     int rc = parse_train_opts(argc, argv, &o);
-    if (rc) return rc;
+    if (rc) return rc < 0 ? CLI_OK : rc;
     gr_status *st = gr_status_new();
     gr_program *prog = NULL;
     if (gr_compile_file(o.file, &o.comp, &prog, st) != GR_OK) {

@@ -12,26 +12,17 @@ typedef struct cli_command {
 } cli_command;
 
 static const cli_command commands[] = {
-    {"check", cmd_check, "check [--emit ast] FILE...  report errors without running"},
+    {"check", cmd_check, "check [--emit ast|ir|plan|dot] FILE...  report errors without running"},
+    {"dot", cmd_dot, "dot FILE                    print the graph as Graphviz, one cluster per device"},
     {"fmt", cmd_fmt, "fmt FILE                    print FILE in canonical form"},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
 static void usage(FILE *out)
 {
-    fputs("usage: graphrun FILE.graph [options]        train the model in FILE\n", out);
+    fputs("usage: graphrun FILE.graph --steps N [options]  train the model in FILE (FILE --help: options)\n", out);
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "       graphrun %s\n", commands[i].help);
     fputs("       graphrun --help | --version\n", out);
-}
-
-/* The lead replaces this with tools/cmd_train.c; a weak symbol lets the
- * real one win without touching this file. */
-__attribute__((weak)) int cmd_train(int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    fputs("graphrun: training is not available yet\n", stderr);
-    return CLI_USAGE;
 }
 
 int main(int argc, char **argv)
