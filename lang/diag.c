@@ -225,7 +225,7 @@ void diag_print_one(const diag_entry *e, FILE *out)
 {
     const gr_source *s = e->src;
     if (!s) {
-        fprintf(out, "%s: %s\n", sev_name(e->sev), e->msg);
+        fprintf(out, "graphrun: %s: %s\n", sev_name(e->sev), e->msg);
         return;
     }
     int line, col;
@@ -233,7 +233,10 @@ void diag_print_one(const diag_entry *e, FILE *out)
     fprintf(out, "%s:%d:%d: %s: %s\n", s->name, line, col, sev_name(e->sev), e->msg);
     uint32_t start = s->lines[line - 1];
     uint32_t eol = line_end(s, start);
-    fwrite(s->text + start, 1, eol - start, out);
+    for (uint32_t i = start; i < eol; i++) { /* control bytes (a NUL...) show as '?' */
+        unsigned char c = (unsigned char)s->text[i];
+        fputc(c < 0x20 && c != '\t' ? '?' : c, out);
+    }
     fputc('\n', out);
     print_caret(s, start, eol, e->span, out);
 }

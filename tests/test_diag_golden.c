@@ -1,7 +1,12 @@
-/* test_diag_golden.c - every tests/diag/NAME.graph must print exactly
- * tests/diag/NAME.expected (the syntax and lexical diagnostics, carets and
- * all).  GR_UPDATE_GOLDEN=1 rewrites the .expected files instead; review
- * the diff before committing. */
+/* test_diag_golden.c - every tests/DIR/NAME.graph must print exactly
+ * tests/DIR/NAME.expected when compiled, carets and all:
+ *   diag/     syntax and lexical errors (at least 25 cases)
+ *   compile/  names, shapes, dtypes, reuse, arity, devices, data, --set
+ *             (at least 15 cases)
+ * A first line `# args: --set NAME=VALUE ...` passes params.  Files are
+ * compiled through the public API from the tests folder, so messages name
+ * them as DIR/NAME.graph on every machine.  GR_UPDATE_GOLDEN=1 rewrites
+ * the .expected files instead; review the diff before committing. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,11 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
-#include "lang/ast.h"
+#include "graphrun.h"
 
-#define DIAG_DIR GR_TEST_DIR "/diag"
+#define MAX_ARGS 8
 
 static char *read_file(const char *path, size_t *len)
 {
@@ -29,55 +35,65 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
-/* Parses diag/NAME.graph and returns what diag_print wrote. */
-static char *run_case(const char *name, size_t *len)
+/* Params from a leading "# args: --set a=1 --set b=2" line. */
+static int case_params(const char *text, char *buf, size_t n, gr_param *ps)
 {
-    char path[4096], err[512];
-    snprintf(path, sizeof path, "%s/%s.graph", DIAG_DIR, name);
-    gr_source *src = src_load(path, err, sizeof err);
-    if (!src) fail_msg("%s", err);
-    free(src->name);
-    src->name = malloc(strlen(name) + 12);
-    sprintf(src->name, "diag/%s.graph", name);
-    gr_diags d;
-    diag_init(&d);
-    ast_tree *t = ps_parse(src, &d);
-    char *out = NULL;
-    FILE *f = open_memstream(&out, len);
-    diag_print(&d, f);
-    fclose(f);
-    if (d.n_errors == 0) fail_msg("diag/%s.graph: expected errors, got none", name);
-    ast_free(t);
-    diag_free(&d);
-    src_free(src);
+    int np = 0;
+    if (strncmp(text, "# args:", 7) != 0) return 0;
+    snprintf(buf, n, "%.*s", (int)strcspn(text + 7, "\n"), text + 7);
+    for (char *tok = strtok(buf, " "); tok && np < MAX_ARGS; tok = strtok(NULL, " ")) {
+        char *eq = strchr(tok, '=');
+        if (strcmp(tok, "--set") == 0 || !eq) continue;
+        *eq = 0;
+        ps[np++] = (gr_param){tok, eq + 1};
+    }
+    return np;
+}
+
+/* Compiles DIR/NAME.graph and returns the status message. */
+static char *run_case(const char *dir, const char *name)
+{
+    char path[512], args[512];
+    size_t len;
+    snprintf(path, sizeof path, "%s/%s.graph", dir, name);
+    char *text = read_file(path, &len);
+    if (!text) fail_msg("cannot read %s", path);
+    gr_param ps[MAX_ARGS];
+    gr_compile_options o = {.params = ps, .n_params = case_params(text, args, sizeof args, ps)};
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    if (gr_compile_file(path, &o, &p, st) == GR_OK) fail_msg("%s: expected errors, got none", path);
+    char *out = strdup(gr_status_message(st));
+    gr_program_free(p);
+    gr_status_free(st);
+    free(text);
     return out;
 }
 
-static int check_case(const char *name)
+static int check_case(const char *dir, const char *name)
 {
-    size_t got_len, want_len = 0;
-    char *got = run_case(name, &got_len);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.expected", DIAG_DIR, name);
+    size_t want_len = 0;
+    char *got = run_case(dir, name), path[512];
+    snprintf(path, sizeof path, "%s/%s.expected", dir, name);
     if (getenv("GR_UPDATE_GOLDEN")) {
         FILE *f = fopen(path, "wb");
-        fwrite(got, 1, got_len, f);
+        fputs(got, f);
         fclose(f);
     }
     char *want = read_file(path, &want_len);
-    int ok = want && want_len == got_len && memcmp(want, got, got_len) == 0;
+    int ok = want && want_len == strlen(got) && memcmp(want, got, want_len) == 0;
     if (!ok)
-        fprintf(stderr, "--- diag/%s.graph: got ---\n%s--- expected ---\n%s---\n", name, got,
+        fprintf(stderr, "--- %s/%s.graph: got ---\n%s--- expected ---\n%s---\n", dir, name, got,
                 want ? want : "(no .expected file)\n");
     free(got);
     free(want);
     return ok;
 }
 
-static void test_golden_diagnostics_match_exactly(void **state)
+static void check_dir(const char *dir, int min_cases)
 {
-    (void)state;
-    DIR *dp = opendir(DIAG_DIR);
+    assert_int_equal(chdir(GR_TEST_DIR), 0);
+    DIR *dp = opendir(dir);
     assert_non_null(dp);
     int n = 0, bad = 0;
     for (struct dirent *e; (e = readdir(dp));) {
@@ -85,18 +101,31 @@ static void test_golden_diagnostics_match_exactly(void **state)
         if (len < 7 || strcmp(e->d_name + len - 6, ".graph") != 0) continue;
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(len - 6), e->d_name);
-        bad += !check_case(name);
+        bad += !check_case(dir, name);
         n++;
     }
     closedir(dp);
-    assert_true(n >= 25);
+    assert_true(n >= min_cases);
     assert_int_equal(bad, 0);
+}
+
+static void test_syntax_diagnostics_match_exactly(void **state)
+{
+    (void)state;
+    check_dir("diag", 25);
+}
+
+static void test_compile_diagnostics_match_exactly(void **state)
+{
+    (void)state;
+    check_dir("compile", 15);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden_diagnostics_match_exactly),
+        cmocka_unit_test(test_syntax_diagnostics_match_exactly),
+        cmocka_unit_test(test_compile_diagnostics_match_exactly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
