@@ -30,3 +30,11 @@ if(GR_VALGRIND)
   set_tests_properties(valgrind_train_tiny_cnn PROPERTIES ENVIRONMENT "OPENBLAS_CORETYPE=Haswell"
                        TIMEOUT 600)
 endif()
+
+add_test(NAME cli_hogwild_executors
+  COMMAND sh -c "$0 $1 --steps 2000 --executors 4 --threads 2 --log hog.jsonl --quiet && tail -n 1 hog.jsonl | grep -q '\"steps\":2000'"
+          $<TARGET_FILE:graphrun> ${GR_EX}/linear_regression.graph
+  WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+add_test(NAME cli_two_targets_at_once
+  COMMAND graphrun ${GR_EX}/two_towers.graph --steps 200 --target train_0 --target train_1 --quiet)
+set_tests_properties(cli_two_targets_at_once PROPERTIES PASS_REGULAR_EXPRESSION "trained train_0, train_1: 200 steps")

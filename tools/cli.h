@@ -25,6 +25,9 @@ typedef struct cli_params {
 
 /* Adds NAME=VALUE (splitting arg in place); -1 when malformed or full. */
 int cli_add_param(cli_params *ps, char *arg);
+/* Prints a failed call's status on stderr: diagnostics as they are, other
+ * errors as "graphrun: error: MESSAGE". */
+void cli_print_status(const gr_status *st);
 /* Exit status for a failed compile: a missing or unreadable file is misuse. */
 int cli_exit_code(gr_code c);
 

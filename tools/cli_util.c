@@ -1,4 +1,5 @@
 /* cli_util.c - option helpers shared by the subcommands. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
@@ -16,4 +17,13 @@ int cli_exit_code(gr_code c)
 {
     if (c == GR_OK) return CLI_OK;
     return c == GR_ERR_IO || c == GR_ERR_ARG ? CLI_USAGE : CLI_FAILED;
+}
+
+void cli_print_status(const gr_status *st)
+{
+    const char *msg = gr_status_message(st);
+    if (gr_status_location(st, NULL, NULL, NULL) || strstr(msg, ": error: "))
+        fputs(msg, stderr); /* a diagnostic: it names its file and line */
+    else
+        fprintf(stderr, "graphrun: error: %s", msg);
 }

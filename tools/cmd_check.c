@@ -60,10 +60,10 @@ static int check_file(const char *path, const check_opts *o)
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
     gr_code c = gr_compile_file(path, &o->comp, &p, st);
-    if (c != GR_OK) fprintf(stderr, "%s%s", c == GR_ERR_IO ? "graphrun: " : "", gr_status_message(st));
+    if (c != GR_OK) cli_print_status(st);
     else fputs(gr_program_warnings(p), stderr);
     if (c == GR_OK && o->emit && (c = gr_program_emit(p, o->emit, o->target, stdout, st)) != GR_OK)
-        fprintf(stderr, "graphrun: %s", gr_status_message(st));
+        cli_print_status(st);
     gr_program_free(p);
     gr_status_free(st);
     return cli_exit_code(c);

@@ -18,7 +18,7 @@ int cmd_fmt(int argc, char **argv)
     if (argc - optind != 1) return fputs("usage: graphrun fmt FILE\n", stderr), CLI_USAGE;
     gr_status *st = gr_status_new();
     gr_code code = gr_format_file(argv[optind], stdout, st);
-    if (code != GR_OK) fprintf(stderr, "%s%s", code == GR_ERR_IO ? "graphrun: " : "", gr_status_message(st));
+    if (code != GR_OK) cli_print_status(st);
     gr_status_free(st);
     return cli_exit_code(code);
 }

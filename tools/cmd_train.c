@@ -6,35 +6,22 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "graphrun.h"
-
-#define MAX_EVALS 16
-
-typedef struct train_opts {
-    const char *file, *target, *log_path;
-    const char *ckpt_path, *restore_path, *init_path;
-    const char *evals[MAX_EVALS];
-    int n_evals;
-    cli_params params;
-    long steps, eval_every, ckpt_every;
-    long start; /* the step training starts after: 0, or the restored step */
-    gr_restore_options restore;
-    gr_session_options sess;
-    gr_compile_options comp;
-    int quiet;
-} train_opts;
+#include "train.h"
 
 static const char train_usage[] =
     "usage: graphrun FILE --steps N [options]\n"
     "  --steps N          train until step N (required; with --restore, N counts the\n"
     "                     restored steps too: the run does N - S more)\n"
-    "  --target NAME      target to run (default: the last .minimize())\n"
+    "  --target NAME      target to run (default: the last .minimize()); repeat it to run\n"
+    "                     several targets at once, one executor each (async towers)\n"
+    "  --executors K      K executors run each target concurrently, sharing the\n"
+    "                     variables without locks (Hogwild!); --steps is the total\n"
+    "  --locking          every variable update takes that variable's lock\n"
     "  --eval NAME        scalar target evaluated over its data at the end (repeatable)\n"
     "  --eval-every K     also evaluate every K steps\n"
     "  --set NAME=VALUE   override a param (repeatable)\n"
     "  --seed S           seed for initialisation, shuffling and dropout (default 0)\n"
-    "  --threads T        total threads (default 1)\n"
+    "  --threads T        total threads, split evenly between executors (default 1)\n"
     "  --log PATH         write JSON lines: progress, then a final summary\n"
     "  --check-numerics   stop at the first NaN/Inf, naming the op and its line\n"
     "  --soft-placement   run nodes placed on missing devices on cpu:0\n"
@@ -46,7 +33,7 @@ static const char train_usage[] =
     "  --init-from PATH   load only the trainable weights of a checkpoint; start at step 0\n"
     "  --allow-missing    variables absent from the checkpoint keep their initial values\n";
 
-static double now(void)
+double now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -97,6 +84,8 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         O_RESTORE,
         O_INIT_FROM,
         O_ALLOW_MISSING,
+        O_EXECUTORS,
+        O_LOCKING,
         O_HELP
     };
     static const struct option longs[] = {{"steps", 1, 0, O_STEPS},
@@ -115,6 +104,8 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
                                           {"restore", 1, 0, O_RESTORE},
                                           {"init-from", 1, 0, O_INIT_FROM},
                                           {"allow-missing", 0, 0, O_ALLOW_MISSING},
+                                          {"executors", 1, 0, O_EXECUTORS},
+                                          {"locking", 0, 0, O_LOCKING},
                                           {"help", 0, 0, O_HELP},
                                           {0, 0, 0, 0}};
     long v;
@@ -127,7 +118,16 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
             if (parse_long(optarg, 0, &o->steps)) return bad_usage("bad --steps", optarg);
             break;
         case O_TARGET:
-            o->target = optarg;
+            if (o->n_targets == MAX_TARGETS) return bad_usage("too many --target", NULL);
+            o->targets[o->n_targets++] = optarg;
+            o->target = o->targets[0];
+            break;
+        case O_EXECUTORS:
+            if (parse_long(optarg, 1, &v) || v > 64) return bad_usage("bad --executors", optarg);
+            o->executors = (int)v;
+            break;
+        case O_LOCKING:
+            o->sess.locking = 1;
             break;
         case O_EVAL:
             if (o->n_evals == MAX_EVALS) return bad_usage("too many --eval", NULL);
@@ -193,13 +193,8 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
     return check_ckpt_opts(o);
 }
 
-typedef struct progress {
-    double t0, last_print;
-    int tty;
-    FILE *log;
-} progress;
 
-static void report(const train_opts *o, progress *pg, long step, float loss, int64_t batch,
+void report(const train_opts *o, progress *pg, long step, float loss, int64_t batch,
                    int final)
 {
     double el = now() - pg->t0, sps = el > 0 ? (double)(step - o->start) / el : 0;
@@ -216,27 +211,27 @@ static void report(const train_opts *o, progress *pg, long step, float loss, int
         fprintf(stderr, "step %ld/%ld loss %.4f %.0f steps/s\n", step, o->steps, (double)loss, sps);
 }
 
-static int run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st)
+int run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st)
 {
     for (int i = 0; i < o->n_evals; i++)
         if (gr_eval(s, o->evals[i], &vals[i], st) != GR_OK) {
-            fprintf(stderr, "%s", gr_status_message(st));
+            cli_print_status(st);
             return -1;
         }
     return 0;
 }
 
-static void print_evals(const train_opts *o, const double *vals, long step)
+void print_evals(const train_opts *o, const double *vals, long step)
 {
     if (o->quiet) return;
     for (int i = 0; i < o->n_evals; i++)
         fprintf(stderr, "%seval %s = %.4f (step %ld)\n", "", o->evals[i], vals[i], step);
 }
 
-static int save_checkpoint(const train_opts *o, gr_session *s, gr_status *st)
+int save_checkpoint(const train_opts *o, gr_session *s, gr_status *st)
 {
     if (gr_session_save(s, o->ckpt_path, st) == GR_OK) return 0;
-    fprintf(stderr, "%s", gr_status_message(st));
+    cli_print_status(st);
     return -1;
 }
 
@@ -247,14 +242,14 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
     gr_fetch f = {ti->loss, &loss, sizeof loss};
     double vals[MAX_EVALS];
     if (gr_prepare(s, o->target, &f, ti->loss ? 1 : 0, st) != GR_OK) {
-        fprintf(stderr, "%s", gr_status_message(st));
+        cli_print_status(st);
         return -1;
     }
     pg->t0 = pg->last_print = now();
     for (long step = o->start + 1; step <= o->steps; step++) {
         if (gr_run(s, o->target, NULL, 0, &f, ti->loss ? 1 : 0, st) != GR_OK) {
             if (pg->tty && !o->quiet) fputc('\n', stderr);
-            fprintf(stderr, "%s", gr_status_message(st));
+            cli_print_status(st);
             return -1;
         }
         double t = now();
@@ -282,7 +277,9 @@ static void summary(const train_opts *o, const gr_target_info *ti, double secs, 
 {
     long done = o->steps > o->start ? o->steps - o->start : 0;
     double sps = secs > 0 ? (double)done / secs : 0;
-    printf("trained %s: %ld steps in %.2fs, %.1f steps/s", o->target, done, secs, sps);
+    printf("trained");
+    for (int i = 0; i < o->n_targets; i++) printf("%s %s", i ? "," : "", o->targets[i]);
+    printf(": %ld steps in %.2fs, %.1f steps/s", done, secs, sps);
     if (ti->loss) printf(", final loss %.4f", (double)loss);
     printf("\n");
     for (int i = 0; i < o->n_evals; i++) printf("%s = %.4f\n", o->evals[i], vals[i]);
@@ -300,7 +297,7 @@ static int restore_checkpoint(train_opts *o, gr_session *s, gr_status *st)
     const char *path = o->restore_path ? o->restore_path : o->init_path;
     if (!path) return 0;
     if (gr_session_restore(s, path, &o->restore, st) != GR_OK) {
-        fprintf(stderr, "%s", gr_status_message(st));
+        cli_print_status(st);
         return -1;
     }
     o->start = (long)gr_session_step(s);
@@ -313,16 +310,30 @@ static int restore_checkpoint(train_opts *o, gr_session *s, gr_status *st)
     return 0;
 }
 
+/* Checks every --target exists and records its loss name. */
+static int target_infos(train_opts *o, const gr_program *prog, gr_target_info *first,
+                        gr_status *st)
+{
+    for (int i = 0; i < o->n_targets; i++) {
+        gr_target_info ti;
+        if (gr_target_info_get(prog, o->targets[i], &ti, st) != GR_OK) return -1;
+        o->losses[i] = ti.loss;
+        if (i == 0) *first = ti, o->batch = ti.batch;
+    }
+    return 0;
+}
+
+static int concurrent(const train_opts *o) { return o->executors > 1 || o->n_targets > 1; }
+
 static int train_session(train_opts *o, gr_program *prog, gr_status *st)
 {
-    gr_target_info ti;
+    gr_target_info ti = {0};
     gr_session *s = NULL;
     double vals[MAX_EVALS] = {0}, secs = 0;
     float loss = 0;
     progress pg = {.tty = isatty(2)};
-    if (gr_target_info_get(prog, o->target, &ti, st) != GR_OK ||
-        gr_session_new(prog, &o->sess, &s, st) != GR_OK) {
-        fprintf(stderr, "%s", gr_status_message(st));
+    if (target_infos(o, prog, &ti, st) < 0 || gr_session_new(prog, &o->sess, &s, st) != GR_OK) {
+        cli_print_status(st);
         return 1;
     }
     if (o->log_path && !(pg.log = fopen(o->log_path, "w"))) {
@@ -332,7 +343,9 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
     }
     /* the final checkpoint comes before the final evaluation, so a resumed
        run continues exactly where an uninterrupted one would be */
-    int rc = restore_checkpoint(o, s, st) < 0 || train_loop(o, s, &ti, &secs, &loss, &pg, st) < 0 ||
+    int rc = restore_checkpoint(o, s, st) < 0 ||
+             (concurrent(o) ? train_async(o, s, &secs, &loss, &pg, st)
+                            : train_loop(o, s, &ti, &secs, &loss, &pg, st)) < 0 ||
              (o->ckpt_path && save_checkpoint(o, s, st) < 0) || run_evals(o, s, vals, st) < 0;
     if (!rc) summary(o, &ti, secs, loss, vals, pg.log);
     if (pg.log && fclose(pg.log) != 0) {
@@ -351,12 +364,14 @@ int cmd_train(int argc, char **argv)
     gr_status *st = gr_status_new();
     gr_program *prog = NULL;
     if (gr_compile_file(o.file, &o.comp, &prog, st) != GR_OK) {
-        fprintf(stderr, "%s", gr_status_message(st));
+        cli_print_status(st);
         gr_status_free(st);
         return 1;
     }
     fprintf(stderr, "%s", gr_program_warnings(prog));
-    if (!o.target) o.target = gr_program_default_target(prog);
+    if (!o.target) o.target = o.targets[o.n_targets++] = gr_program_default_target(prog);
+    if (o.executors < 1) o.executors = 1;
+    o.sess.executors = o.executors * o.n_targets;
     if (!o.target) {
         fprintf(stderr, "graphrun: %s has no .minimize() target; name one with --target\n", o.file);
         rc = 1;

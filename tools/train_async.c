@@ -1,0 +1,122 @@
+/* train_async.c - concurrent executors from the command line.
+ *
+ * `--executors K` starts K threads per target; each calls gr_run(target) on
+ * the one session until the shared step budget is spent.  Nothing
+ * coordinates them: variables are read and updated in place (Hogwild!), or
+ * under per-variable locks with --locking.  Several `--target`s run side by
+ * side the same way (one executor each by default: the async-towers
+ * pattern).  This thread only watches: progress, --eval-every,
+ * --checkpoint-every (a save is a consistent snapshot taken between runs). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "train.h"
+
+typedef struct worker {
+    gr_session *s;
+    const char *target, *loss_name;
+    atomic_long *next;         /* steps handed out so far */
+    long end;
+    _Atomic float loss;
+    atomic_int done;
+    int failed;
+    gr_status *st;
+    pthread_t th;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    float loss = 0;
+    gr_fetch f = {w->loss_name, &loss, sizeof loss};
+    while (atomic_fetch_add(w->next, 1) < w->end) {
+        if (gr_run(w->s, w->target, NULL, 0, &f, w->loss_name ? 1 : 0, w->st) != GR_OK) {
+            w->failed = 1;
+            atomic_store(w->next, w->end); /* stops the others too */
+            break;
+        }
+        atomic_store(&w->loss, loss);
+    }
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static int all_done(worker *w, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!atomic_load(&w[i].done)) return 0;
+    return 1;
+}
+
+static void nap(double secs)
+{
+    struct timespec ts = {0, (long)(secs * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Steps finished so far: handed out, minus those still running. */
+static long steps_done(atomic_long *next, long end, int n_workers)
+{
+    long h = atomic_load(next);
+    h = h > end ? end : h;
+    return h - n_workers > 0 ? h - n_workers : 0;
+}
+
+/* Progress, --eval-every and --checkpoint-every, until the workers finish. */
+static int watch(const train_opts *o, gr_session *s, worker *w, int n, atomic_long *next,
+                 progress *pg, gr_status *st)
+{
+    long next_eval = o->eval_every ? (o->start / o->eval_every + 1) * o->eval_every : 0;
+    long next_ckpt = o->ckpt_every ? (o->start / o->ckpt_every + 1) * o->ckpt_every : 0;
+    double vals[MAX_EVALS];
+    while (!all_done(w, n)) {
+        nap(pg->tty ? 0.2 : 0.05);
+        long step = steps_done(next, o->steps, n);
+        if (now() - pg->last_print > (pg->tty ? 0.2 : 2.0)) {
+            report(o, pg, step, atomic_load(&w[0].loss), o->batch, 0);
+            pg->last_print = now();
+        }
+        if (next_eval && step >= next_eval && step < o->steps) {
+            if (run_evals(o, s, vals, st) < 0) return -1;
+            print_evals(o, vals, step);
+            next_eval += o->eval_every;
+        }
+        if (next_ckpt && step >= next_ckpt && step < o->steps) {
+            if (save_checkpoint(o, s, st) < 0) return -1;
+            next_ckpt += o->ckpt_every;
+        }
+    }
+    return 0;
+}
+
+int train_async(const train_opts *o, gr_session *s, double *secs, float *last_loss, progress *pg,
+                gr_status *st)
+{
+    int n = o->executors * o->n_targets, rc = 0;
+    worker *w = calloc((size_t)n, sizeof *w);
+    atomic_long next = o->start;
+    pg->t0 = pg->last_print = now();
+    for (int i = 0; i < n; i++) {
+        int t = i % o->n_targets;
+        w[i] = (worker){.s = s, .target = o->targets[t], .loss_name = o->losses[t],
+                        .next = &next, .end = o->steps, .st = gr_status_new()};
+        pthread_create(&w[i].th, NULL, worker_main, &w[i]);
+    }
+    rc = watch(o, s, w, n, &next, pg, st);
+    if (rc) atomic_store(&next, o->steps);
+    for (int i = 0; i < n; i++) {
+        pthread_join(w[i].th, NULL);
+        if (w[i].failed && !rc) {
+            cli_print_status(w[i].st);
+            rc = -1;
+        }
+        gr_status_free(w[i].st);
+    }
+    *secs = now() - pg->t0;
+    *last_loss = atomic_load(&w[0].loss);
+    if (!rc) report(o, pg, o->steps, *last_loss, o->batch, 1);
+    free(w);
+    return rc;
+}
