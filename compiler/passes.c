@@ -5,7 +5,8 @@
  *
  *   cse:  identical pure nodes (op, inputs, attrs, type, device) merge
  *   fold: a pure node whose inputs are all constants becomes a constant,
- *         computed at compile time by the CPU kernel
+ *         computed at compile time by the CPU kernel; x / c by a scalar
+ *         constant becomes x * (1/c)
  *   fuse: matmul followed by a bias add becomes one matmul_bias */
 #include <stdlib.h>
 #include <string.h>
@@ -107,8 +108,29 @@ static void fold_node(ir_graph *g, int id)
     n->cdata = out;
 }
 
+/* x / c -> x * (1/c) for a scalar f32 constant c (not 0): a multiply is
+ * several times cheaper, and `x / 255` runs every step. */
+static void reciprocal(ir_graph *g, int id)
+{
+    ir_node *n = &g->nodes[id];
+    if (n->op != OP_DIV) return;
+    const ir_node *c = &g->nodes[n->in[1]];
+    if (c->op != OP_CONST || c->cdata || c->type.rank != 0 ||
+        c->type.dtype != DT_F32 || c->attr.f[0] == 0)
+        return;
+    ir_type t = c->type;
+    int r = ir_add_const(g, 1.0 / c->attr.f[0], &t, c->src, c->span);
+    if (r < 0) return;
+    n = &g->nodes[id]; /* ir_add_const may have moved the array */
+    n->in[1] = r;
+    n->op = OP_MUL;
+    g->nodes[r].device = g->nodes[id].device;
+}
+
 static void pass_fold(ir_graph *g)
 {
+    for (int i = 0, n0 = g->n_nodes; i < n0; i++)
+        if (!g->nodes[i].dead) reciprocal(g, i);
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *n = &g->nodes[i];
         if (n->dead || n->n_in == 0 || !is_pure(n) || !cpu_kernels[n->op] ||
