@@ -773,29 +773,14 @@ static gr_code match_state(const gr_session *s, const ckpt_file *f, restore_plan
 }
 
 /* Readers open lazily when a plan first needs them (session.c), but a
- * restored cursor needs one now.  Same spec and seed as open_readers. */
-static gr_code open_reader(gr_session *s, int di, gr_status *st)
-{
-    if (s->readers[di]) return GR_OK;
-    const ir_data *d = &s->g->data[di];
-    data_spec spec;
-    char err[512];
-    sema_data_spec(d, &spec);
-    spec.seed ^= s->opt.seed;
-    if ((s->readers[di] = data_open(&spec, err, sizeof err))) return GR_OK;
-    int line = 0, col = 0;
-    src_linecol(d->src, d->span.begin, &line, &col);
-    return rt_fail(st, GR_ERR_DATA, "%s:%d:%d: error: data '%s': %s\n", d->src->name, line, col,
-                   d->name, err);
-}
-
+ * restored cursor needs one now. */
 static gr_code open_cursor_readers(gr_session *s, const restore_plan *rp, gr_status *st)
 {
     gr_code c = GR_OK;
     pthread_mutex_lock(&s->mu);
     for (int d = 0; d < s->g->n_data && c == GR_OK; d++)
         if (rp->has_cursor[d] && (rp->cursor[d][0] || rp->cursor[d][1] || s->readers[d]))
-            c = open_reader(s, d, st);
+            c = rt_open_reader(s, d, st);
     pthread_mutex_unlock(&s->mu);
     return c;
 }

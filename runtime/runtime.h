@@ -45,6 +45,7 @@ typedef struct rt_exec rt_exec;
 typedef struct rt_plan_entry {
     char *key;                 /* "target|fetch|fetch" */
     gr_plan *plan;
+    int is_train;              /* the target is a .minimize(): a training step */
     rt_exec **free_execs;
     int n_free, cap_free;
 } rt_plan_entry;
@@ -83,5 +84,7 @@ gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fe
 rt_exec *rt_exec_take(gr_session *s, rt_plan_entry *pe, gr_status *st);
 void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e);
 int rt_find_tensor(const gr_session *s, const char *name, gr_status *st);
+/* Opens data source di's reader if it is not open yet (caller holds s->mu). */
+gr_code rt_open_reader(gr_session *s, int di, gr_status *st);
 
 #endif

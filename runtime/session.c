@@ -93,34 +93,36 @@ int rt_find_tensor(const gr_session *s, const char *name, gr_status *st)
     return -1;
 }
 
-static gr_code open_readers(gr_session *s, const gr_plan *p, gr_status *st)
+gr_code rt_open_reader(gr_session *s, int di, gr_status *st)
 {
-    for (int k = 0; k < p->n_data_used; k++) {
-        int di = p->data_used[k];
-        if (s->readers[di]) continue;
-        const ir_data *d = &s->g->data[di];
-        data_spec spec;
-        char err[512];
-        sema_data_spec(d, &spec);
-        spec.seed ^= s->opt.seed;
-        if (!(s->readers[di] = data_open(&spec, err, sizeof err))) {
-            int line = 0, col = 0;
-            src_linecol(d->src, d->span.begin, &line, &col);
-            return rt_fail(st, GR_ERR_DATA, "%s:%d:%d: error: data '%s': %s\n", d->src->name, line,
-                           col, d->name, err);
-        }
-    }
-    return GR_OK;
+    if (s->readers[di]) return GR_OK;
+    const ir_data *d = &s->g->data[di];
+    data_spec spec;
+    char err[512];
+    sema_data_spec(d, &spec);
+    spec.seed ^= s->opt.seed;
+    if ((s->readers[di] = data_open(&spec, err, sizeof err))) return GR_OK;
+    int line = 0, col = 0;
+    src_linecol(d->src, d->span.begin, &line, &col);
+    return rt_fail(st, GR_ERR_DATA, "%s:%d:%d: error: data '%s': %s\n", d->src->name, line, col,
+                   d->name, err);
 }
 
-static char *plan_key(const char *target, const char *const *fetch, int n_fetch)
+static gr_code open_readers(gr_session *s, const gr_plan *p, gr_status *st)
 {
-    size_t n = strlen(target) + 2;
-    for (int i = 0; i < n_fetch; i++) n += strlen(fetch[i]) + 1;
-    char *k = malloc(n);
-    strcpy(k, target);
-    for (int i = 0; i < n_fetch; i++) strcat(strcat(k, "|"), fetch[i]);
-    return k;
+    gr_code c = GR_OK;
+    for (int k = 0; k < p->n_data_used && c == GR_OK; k++) c = rt_open_reader(s, p->data_used[k], st);
+    return c;
+}
+
+/* "target|fetch|fetch" into buf (no allocation on the run path); returns
+ * -1 when it does not fit. */
+static int plan_key(char *buf, size_t n, const char *target, const char *const *fetch, int n_fetch)
+{
+    size_t used = (size_t)snprintf(buf, n, "%s", target);
+    for (int i = 0; i < n_fetch && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "|%s", fetch[i]);
+    return used < n ? 0 : -1;
 }
 
 static gr_code add_plan(gr_session *s, char *key, const char *target, const char *const *fetch,
@@ -143,7 +145,9 @@ static gr_code add_plan(gr_session *s, char *key, const char *target, const char
         s->cap_plans = s->cap_plans ? 2 * s->cap_plans : 4;
         s->plans = realloc(s->plans, sizeof *s->plans * (size_t)s->cap_plans);
     }
-    s->plans[s->n_plans] = (rt_plan_entry){.key = key, .plan = p};
+    int k = ir_find_name(s->g, target);
+    s->plans[s->n_plans] = (rt_plan_entry){.key = key, .plan = p,
+                                           .is_train = k >= 0 && s->g->names[k].is_train};
     *out = &s->plans[s->n_plans++];
     return GR_OK;
 fail:
@@ -156,14 +160,15 @@ fail:
 gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fetch,
                         int n_fetch, rt_plan_entry **out, gr_status *st)
 {
-    char *key = plan_key(target, fetch, n_fetch);
+    char key[1024];
+    if (plan_key(key, sizeof key, target, fetch, n_fetch) < 0)
+        return rt_fail(st, GR_ERR_ARG, "target and fetch names are too long\n");
     for (int i = 0; i < s->n_plans; i++)
         if (strcmp(s->plans[i].key, key) == 0) {
-            free(key);
             *out = &s->plans[i];
             return GR_OK;
         }
-    return add_plan(s, key, target, fetch, n_fetch, out, st);
+    return add_plan(s, strdup(key), target, fetch, n_fetch, out, st);
 }
 
 rt_exec *rt_exec_take(gr_session *s, rt_plan_entry *pe, gr_status *st)
@@ -184,7 +189,7 @@ void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e)
 
 /* Finds the plan and takes an executor, under the session lock. */
 static gr_code acquire(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
-                       rt_exec **e, int *plan_index, gr_status *st)
+                       rt_exec **e, int *plan_index, int *is_train, gr_status *st)
 {
     const char *names[16];
     *e = NULL;
@@ -196,6 +201,7 @@ static gr_code acquire(gr_session *s, const char *target, const gr_fetch *fetche
     if (c == GR_OK) {
         *e = rt_exec_take(s, pe, st);
         *plan_index = (int)(pe - s->plans);
+        *is_train = pe->is_train;
         if (!*e) c = GR_ERR_NOMEM;
     }
     pthread_mutex_unlock(&s->mu);
@@ -213,9 +219,9 @@ gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, i
                    gr_status *st)
 {
     if (!s || !target) return rt_fail(st, GR_ERR_ARG, "gr_prepare: session and target are required\n");
-    int pi = 0;
+    int pi = 0, is_train;
     rt_exec *e;
-    gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, st);
+    gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, &is_train, st);
     if (c != GR_OK) return c;
     release(s, pi, e);
     rt_ok(st);
@@ -226,15 +232,14 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
                gr_fetch *fetches, int n_fetches, gr_status *st)
 {
     if (!s || !target) return rt_fail(st, GR_ERR_ARG, "gr_run: session and target are required\n");
-    int pi = 0;
+    int pi = 0, is_train = 0;
     rt_exec *e;
-    gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, st);
+    gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, &is_train, st);
     if (c != GR_OK) return c;
     pthread_rwlock_rdlock(&s->pause);
     c = exec_run(e, feeds, n_feeds, fetches, n_fetches, st);
-    int k = c == GR_OK ? ir_find_name(s->g, target) : -1;
     /* counted under the pause lock: a checkpoint's step matches its variables */
-    if (k >= 0 && s->g->names[k].is_train) atomic_fetch_add(&s->train_steps, 1);
+    if (c == GR_OK && is_train) atomic_fetch_add(&s->train_steps, 1);
     pthread_rwlock_unlock(&s->pause);
     release(s, pi, e);
     if (c == GR_OK) rt_ok(st);
@@ -283,7 +288,8 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     gr_fetch f = {target, &x, sizeof x};
     int pi = 0;
     rt_exec *e;
-    gr_code c = acquire(s, target, &f, 1, &e, &pi, st);
+    int is_train;
+    gr_code c = acquire(s, target, &f, 1, &e, &pi, &is_train, st);
     if (c != GR_OK) return c;
     const gr_plan *plan = s->plans[pi].plan;
     int64_t nb = eval_batches(s, plan);

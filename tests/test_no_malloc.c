@@ -1,0 +1,127 @@
+/* test_no_malloc.c - a training step in steady state allocates nothing.
+ *
+ * This program replaces malloc and friends (glibc lets an executable
+ * interpose them for every library) with counting wrappers, warms a session
+ * up, then counts allocations, in every thread, during many gr_run calls. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "graphrun.h"
+
+static atomic_long allocations;
+static atomic_int counting;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GR_SANITIZED 1 /* the sanitizer owns malloc: no interposing */
+#else
+#define GR_SANITIZED 0
+void *__libc_malloc(size_t n);
+void *__libc_calloc(size_t n, size_t m);
+void *__libc_realloc(void *p, size_t n);
+void *__libc_memalign(size_t align, size_t n);
+
+static void count(void)
+{
+    if (atomic_load_explicit(&counting, memory_order_relaxed))
+        atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+}
+
+void *malloc(size_t n)
+{
+    count();
+    return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t m)
+{
+    count();
+    return __libc_calloc(n, m);
+}
+
+void *realloc(void *p, size_t n)
+{
+    count();
+    return __libc_realloc(p, n);
+}
+
+int posix_memalign(void **out, size_t align, size_t n)
+{
+    count();
+    *out = __libc_memalign(align, n);
+    return *out ? 0 : 12; /* ENOMEM */
+}
+
+void *aligned_alloc(size_t align, size_t n)
+{
+    count();
+    return __libc_memalign(align, n);
+}
+#endif
+
+static long steady_state_allocations(const char *path, int threads)
+{
+    if (GR_SANITIZED) skip();
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = NULL;
+    gr_session_options so = {.threads = threads};
+    float loss;
+    gr_fetch f = {"train/loss", &loss, sizeof loss};
+    if (gr_compile_file(path, NULL, &p, st) != GR_OK || gr_session_new(p, &so, &s, st) != GR_OK)
+        fail_msg("%s", gr_status_message(st));
+    for (int i = 0; i < 20; i++) /* warm-up: plans, executors, readers */
+        if (gr_run(s, "train", NULL, 0, &f, 1, st) != GR_OK) fail_msg("%s", gr_status_message(st));
+    atomic_store(&allocations, 0);
+    atomic_store(&counting, 1);
+    for (int i = 0; i < 300; i++) gr_run(s, "train", NULL, 0, &f, 1, st);
+    atomic_store(&counting, 0);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+    return atomic_load(&allocations);
+}
+
+static void test_linear_regression_steps_do_not_allocate(void **state)
+{
+    (void)state;
+    assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/examples/linear_regression.graph", 1), 0);
+    assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/examples/linear_regression.graph", 2), 0);
+}
+
+static void test_mlp_steps_do_not_allocate(void **state)
+{
+    (void)state;
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK)) skip();
+    assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/examples/fashion_mlp.graph", 2), 0);
+}
+
+/* The counter itself works: otherwise 0 would prove nothing. */
+static void test_the_counter_sees_allocations(void **state)
+{
+    (void)state;
+    if (GR_SANITIZED) skip();
+    atomic_store(&allocations, 0);
+    atomic_store(&counting, 1);
+    free(malloc(16));
+    gr_status_free(gr_status_new());
+    atomic_store(&counting, 0);
+    assert_int_equal(atomic_load(&allocations), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_counter_sees_allocations),
+        cmocka_unit_test(test_linear_regression_steps_do_not_allocate),
+        cmocka_unit_test(test_mlp_steps_do_not_allocate),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
