@@ -5,6 +5,45 @@
 
 #include "runtime.h"
 
+#ifndef NDEBUG
+/* Debug builds remember live sessions, so a call on a freed one gets a
+ * clear status instead of touching freed memory. */
+#define MAX_LIVE 256
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static const gr_session *live[MAX_LIVE];
+
+static void live_set(const gr_session *s, int on)
+{
+    pthread_mutex_lock(&live_mu);
+    for (int i = 0; i < MAX_LIVE; i++)
+        if (live[i] == (on ? NULL : s)) {
+            live[i] = on ? s : NULL;
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
+}
+
+static int live_has(const gr_session *s)
+{
+    int found = 0;
+    pthread_mutex_lock(&live_mu);
+    for (int i = 0; i < MAX_LIVE && !found; i++) found = live[i] == s;
+    pthread_mutex_unlock(&live_mu);
+    return found;
+}
+#else
+static void live_set(const gr_session *s, int on) { (void)s, (void)on; }
+static int live_has(const gr_session *s) { return s != NULL; }
+#endif
+
+/* NULL, freed (debug builds) or fine. */
+static gr_code check_session(const gr_session *s, const char *fn, gr_status *st)
+{
+    if (!s) return rt_fail(st, GR_ERR_ARG, "%s: session is NULL\n", fn);
+    if (!live_has(s)) return rt_fail(st, GR_ERR_ARG, "%s: session was freed (or never created)\n", fn);
+    return GR_OK;
+}
+
 static gr_code init_vars(gr_session *s, gr_status *st)
 {
     const ir_graph *g = s->g;
@@ -45,6 +84,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
         gr_session_free(s);
         return c;
     }
+    live_set(s, 1);
     *out = s;
     rt_ok(st);
     return GR_OK;
@@ -53,6 +93,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
 void gr_session_free(gr_session *s)
 {
     if (!s) return;
+    live_set(s, 0);
     for (int i = 0; i < s->n_plans; i++) {
         rt_plan_entry *pe = &s->plans[i];
         for (int k = 0; k < pe->n_free; k++) exec_free(pe->free_execs[k]);
@@ -218,7 +259,9 @@ static void release(gr_session *s, int plan_index, rt_exec *e)
 gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
                    gr_status *st)
 {
-    if (!s || !target) return rt_fail(st, GR_ERR_ARG, "gr_prepare: session and target are required\n");
+    gr_code bad = check_session(s, "gr_prepare", st);
+    if (bad != GR_OK) return bad;
+    if (!target) return rt_fail(st, GR_ERR_ARG, "gr_prepare: target is NULL\n");
     int pi = 0, is_train;
     rt_exec *e;
     gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, &is_train, st);
@@ -231,7 +274,9 @@ gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, i
 gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_feeds,
                gr_fetch *fetches, int n_fetches, gr_status *st)
 {
-    if (!s || !target) return rt_fail(st, GR_ERR_ARG, "gr_run: session and target are required\n");
+    gr_code bad = check_session(s, "gr_run", st);
+    if (bad != GR_OK) return bad;
+    if (!target) return rt_fail(st, GR_ERR_ARG, "gr_run: target is NULL\n");
     int pi = 0, is_train = 0;
     rt_exec *e;
     gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, &is_train, st);
@@ -275,7 +320,9 @@ static void eval_cursors(gr_session *s, const gr_plan *p, uint64_t (*saved)[2], 
 
 gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
 {
-    if (!s || !target || !value) return rt_fail(st, GR_ERR_ARG, "gr_eval: NULL argument\n");
+    gr_code bad = check_session(s, "gr_eval", st);
+    if (bad != GR_OK) return bad;
+    if (!target || !value) return rt_fail(st, GR_ERR_ARG, "gr_eval: NULL argument\n");
     int id = rt_find_tensor(s, target, st);
     if (id < 0) return GR_ERR_ARG;
     const ir_type *t = &s->g->nodes[id].type;
@@ -311,7 +358,9 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
 
 static gr_code var_lookup(gr_session *s, const char *name, size_t bytes, int *vi, gr_status *st)
 {
-    if (!s || !name) return rt_fail(st, GR_ERR_ARG, "variable access: NULL argument\n");
+    gr_code bad = check_session(s, "variable access", st);
+    if (bad != GR_OK) return bad;
+    if (!name) return rt_fail(st, GR_ERR_ARG, "variable access: name is NULL\n");
     *vi = ir_find_var(s->g, name);
     if (*vi < 0) return rt_fail(st, GR_ERR_ARG, "no variable named '%s'\n", name);
     size_t want = ir_nbytes(&s->g->vars[*vi].type);

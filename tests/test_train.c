@@ -177,6 +177,26 @@ static void test_unknown_target_and_bad_feed_give_clear_status(void **state)
     gr_status_free(st);
 }
 
+/* Debug builds only: release builds skip the registry of live sessions. */
+static void test_session_used_after_free_gives_status(void **state)
+{
+    (void)state;
+#ifdef NDEBUG
+    skip();
+#else
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_str("var w = ones([2])\ny = sum(w)\n", NULL, st);
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    gr_session_free(s);
+    assert_int_equal(gr_run(s, "y", NULL, 0, NULL, 0, st), GR_ERR_ARG);
+    assert_non_null(strstr(gr_status_message(st), "session was freed"));
+    assert_int_equal(gr_run(NULL, "y", NULL, 0, NULL, 0, st), GR_ERR_ARG);
+    gr_program_free(p);
+    gr_status_free(st);
+#endif
+}
+
 static void test_compile_error_has_location(void **state)
 {
     (void)state;
@@ -246,6 +266,7 @@ int main(void)
         cmocka_unit_test(test_threads_do_not_change_results),
         cmocka_unit_test(test_unknown_target_and_bad_feed_give_clear_status),
         cmocka_unit_test(test_compile_error_has_location),
+        cmocka_unit_test(test_session_used_after_free_gives_status),
         cmocka_unit_test(test_check_numerics_names_the_op_and_line),
         cmocka_unit_test(test_set_overrides_params_and_rejects_unknown),
     };
