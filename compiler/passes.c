@@ -7,7 +7,9 @@
  *   fold: a pure node whose inputs are all constants becomes a constant,
  *         computed at compile time by the CPU kernel; x / c by a scalar
  *         constant becomes x * (1/c)
- *   fuse: matmul followed by a bias add becomes one matmul_bias */
+ *   fuse: matmul followed by a bias add becomes one matmul_bias, and a relu
+ *         after it joins too (relu_grad then reads the relu's output: x > 0
+ *         exactly where relu(x) > 0) */
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,9 +190,39 @@ static void pass_fuse(ir_graph *g)
     free(uses);
 }
 
+/* The relu consuming matmul_bias f, when f's only other consumers are
+ * relu_grad nodes reading f as their x; else -1. */
+static int fusable_relu(const ir_graph *g, int f)
+{
+    int relu = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] != f) continue;
+            if (n->op == OP_RELU && relu < 0) relu = i;
+            else if (!(n->op == OP_RELU_GRAD && j == 1 && n->in[0] != f)) return -1;
+        }
+    }
+    for (int i = 0; i < g->n_names; i++)
+        if (g->names[i].node == f) return -1;
+    return relu;
+}
+
+static void pass_fuse_relu(ir_graph *g)
+{
+    for (int f = 0; f < g->n_nodes; f++) {
+        if (g->nodes[f].dead || g->nodes[f].op != OP_MATMUL_BIAS || g->nodes[f].attr.i[2]) continue;
+        int relu = fusable_relu(g, f);
+        if (relu < 0) continue;
+        g->nodes[f].attr.i[2] = 1;
+        replace_uses(g, relu, f);
+    }
+}
+
 void pass_run_all(ir_graph *g, unsigned off)
 {
     if (!(off & PASS_FOLD)) pass_fold(g);
     if (!(off & PASS_CSE)) pass_cse(g);
-    if (!(off & PASS_FUSE)) pass_fuse(g);
+    if (!(off & PASS_FUSE)) pass_fuse(g), pass_fuse_relu(g);
 }
