@@ -45,7 +45,7 @@ static void *update_lock(const rt_exec *e, const ir_node *n)
     return &e->s->var_mu[e->p->g->nodes[n->in[0]].var];
 }
 
-static void prepare_call(rt_exec *e, int id, int *used_in)
+static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
 {
     const ir_graph *g = e->p->g;
     const ir_node *n = &g->nodes[id];
@@ -63,7 +63,14 @@ static void prepare_call(rt_exec *e, int id, int *used_in)
                      .scratch_task_bytes = sb, .max_tasks = pool_size(e->pool),
                      .pool = e->pool, .seed = e->s->opt.seed};
     a->lock = update_lock(e, n);
-    e->fn[e->n_calls++] = cpu_kernels[n->op];
+    e->fn[e->n_calls++] = fn;
+}
+
+/* The device a node runs on.  Only the CPU has a runtime so far: sema
+ * rejects nodes on other devices (or moves them, with --soft-placement). */
+static const device_vtable *node_device(const ir_node *n)
+{
+    return GR_DEV_KIND(n->device) == DEV_CPU ? &cpu_vtable : NULL;
 }
 
 static gr_code prepare_calls(rt_exec *e, gr_status *st)
@@ -78,15 +85,16 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
     for (int i = 0; i < e->p->n; i++) {
         int id = e->p->order[i];
         const ir_node *n = &g->nodes[id];
+        const device_vtable *dev = node_device(n);
+        if (!dev || (!is_source(n->op) && !dev->kernels[n->op]))
+            return rt_fail(st, GR_ERR_INTERNAL, "op '%s' has no kernel on its device\n",
+                           gr_ops[n->op].name);
         if (n->op == OP_CONST) {
             kern_args a = {.g = g, .node = n, .out = e->buf[id], .out_t = &n->type};
-            cpu_kernels[OP_CONST](&a);
+            dev->kernels[OP_CONST](&a);
             continue;
         }
-        if (is_source(n->op)) continue;
-        if (!cpu_kernels[n->op])
-            return rt_fail(st, GR_ERR_INTERNAL, "op '%s' has no CPU kernel\n", gr_ops[n->op].name);
-        prepare_call(e, id, &used_in);
+        if (!is_source(n->op)) prepare_call(e, id, dev->kernels[n->op], &used_in);
     }
     return GR_OK;
 }
