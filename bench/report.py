@@ -67,9 +67,11 @@ def main():
     w(f"- date: {meta.get('date')}")
     w(f"- CPU: {meta.get('cpu')}, {meta.get('cores')}")
     w(f"- peer: PyTorch {meta.get('torch')}")
+    w(f"- peer environment: {meta.get('peer_env')}")
     w(f"- OpenBLAS {meta.get('openblas')}, gcc {meta.get('gcc')}")
     w(f"- {meta.get('graphrun')}")
-    w(f"- load average: {meta.get('load')}")
+    w(f"- load average: {meta.get('load')}; the benchmark's own threads count in it")
+    w(f"- CPU used by other processes during the benchmark: {meta.get('other')}")
     w(f"- each number is the best of {meta.get('reps')} runs; the whole benchmark took {meta.get('elapsed')} s")
     w("")
     w("| workload | graphrun | PyTorch | C floor | ratio | goal / reference |")
@@ -117,6 +119,28 @@ def main():
         w(f"| {label} (steps/s, higher is better) | {fmt(g)}{acc_note(ga)} | {fmt(p)}{acc_note(pa)} | — | "
           f"{ratio} | {verdict}; DESIGN.md ceiling ~{ceiling} steps/s |")
 
+    # 5. Hogwild!: 2 executors x 1 thread against PyTorch's 2 processes x 1 thread,
+    # and against graphrun's own 1 executor x 1 thread (same total steps, so the
+    # same number of examples).
+    g, gr = best(runs, "hog_gr_sps")
+    p, pr = best(runs, "hog_pt_sps")
+    one, onr = best(runs, "mlp1_gr_sps")
+    ga, pa, oa = at(runs, "hog_gr_acc", gr), at(runs, "hog_pt_acc", pr), at(runs, "mlp1_gr_acc", onr)
+    ratio = f"graphrun/PyTorch **{g / p:.2f}×**" if g and p else "n/a"
+    verdict = ("goal ≥ 1.3×: " + ("met" if g / p >= 1.3 else "**not met**")) if g and p else "unknown"
+    w(f"| MLP Hogwild!, 2 executors × 1 thread vs 2 processes × 1 thread (`torch_mlp.py N 64 1 2`), "
+      f"{meta.get('mlp_steps')} steps in total (steps/s) | {fmt(g)}{acc_note(ga)} | {fmt(p)}{acc_note(pa)} | — | "
+      f"{ratio} | {verdict} |")
+    if g and one:
+        sc = g / one
+        w(f"| async scaling: 2 executors × 1 thread / 1 executor × 1 thread (total steps/s) | "
+          f"{fmt(g)} / {fmt(one)} | — | — | **{sc:.2f}×** | goal ≥ 1.8×: {'met' if sc >= 1.8 else '**not met**'} |")
+    if ga is not None and oa is not None:
+        d = abs(float(ga) - float(oa))
+        w(f"| convergence: test accuracy after the same examples, 2 async executors vs 1 | "
+          f"{float(ga):.4f} vs {float(oa):.4f} | — | — | {100 * d:.2f} points | goal ≤ 1 point: "
+          f"{'met' if d <= 0.01 else '**not met**'} |")
+
     w("")
     s1, _ = best(runs, "sgemm1_gflops")
     s2, _ = best(runs, "sgemm2_gflops")
@@ -131,6 +155,7 @@ def main():
              ("sm_c_sps", "softmax C floor", True),
              ("mlp2_gr_sps", "MLP 2t graphrun", False), ("mlp2_pt_sps", "MLP 2t PyTorch", False),
              ("mlp1_gr_sps", "MLP 1t graphrun", False), ("mlp1_pt_sps", "MLP 1t PyTorch", False),
+             ("hog_gr_sps", "Hogwild! graphrun 2x1", False), ("hog_pt_sps", "Hogwild! PyTorch 2x1", False),
              ("cnn2_gr_sps", "CNN 2t graphrun", False), ("cnn2_pt_sps", "CNN 2t PyTorch", False)]
     for key, label, as_us in names:
         vals = [runs.get(key, {}).get(r) for r in sorted(runs.get(key, {}))]

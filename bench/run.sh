@@ -17,6 +17,7 @@
 #   MAX_LOAD  warn when the 1-minute load average is above this (default 1.5)
 #   WAIT_QUIET  wait up to this many seconds for the load to drop below
 #             MAX_LOAD before starting (default 0: do not wait)
+#   PEER_OMP_WAIT  OMP_WAIT_POLICY for the PyTorch runs (default PASSIVE, see peer())
 #   SM_STEPS, MLP_STEPS, CNN_STEPS  steps per run (defaults 20000, 2000, 200)
 set -eu
 set -o pipefail
@@ -30,6 +31,7 @@ TIMEOUT=${TIMEOUT:-300}
 RESULTS=${RESULTS:-}
 MAX_LOAD=${MAX_LOAD:-1.5}
 WAIT_QUIET=${WAIT_QUIET:-0}
+PEER_OMP_WAIT=${PEER_OMP_WAIT:-PASSIVE}
 PY=/usr/bin/python3             # the peer is always Debian's python3-torch
 DATA=/usr/share/datasets/fashion-mnist
 
@@ -95,13 +97,18 @@ fail() { # key rep what logfile
   say "  FAILED: $3 (see report)"
 }
 load1() { cut -d' ' -f1 /proc/loadavg; }
+# busy CPU seconds of the whole machine, and of this script's finished children
+cpu_busy() { awk '/^cpu / { printf "%.2f\n", ($2 + $3 + $4 + $7 + $8 + $9) / 100 }' /proc/stat; }
+# seconds of CPU that the reaped children used, from a file written by `times`
+# (`times` must run in this shell: in a $(...) subshell the children are not its own)
+child_secs() { awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } printf "%.2f\n", t }' "$1"; }
 
-# gr KEY REP GRAPH STEPS THREADS EVAL -> KEY_sps, KEY_acc
+# gr KEY REP GRAPH STEPS THREADS EVAL [EXECUTORS] -> KEY_sps, KEY_acc
 gr() {
-  local key=$1 rep=$2 graph=$3 steps=$4 threads=$5 ev=$6 log=$TMP/$1.$2.jsonl out vals
+  local key=$1 rep=$2 graph=$3 steps=$4 threads=$5 ev=$6 execs=${7:-1} log=$TMP/$1.$2.jsonl out vals
   out=$TMP/$1.$2.out
   if timeout "$TIMEOUT" "$GRAPHRUN" "$ROOT/examples/$graph" --steps "$steps" --threads "$threads" \
-       ${ev:+--eval "$ev"} --quiet --log "$log" >"$out" 2>&1 \
+       --executors "$execs" ${ev:+--eval "$ev"} --quiet --log "$log" >"$out" 2>&1 \
      && vals=$("$PY" - "$log" "$ev" 2>>"$out" <<'EOF'
 import json, sys
 done = None
@@ -127,10 +134,19 @@ EOF
 # field NAME FILE: value of NAME=... in the last line of FILE that has it
 field() { tr -s ' \t' '\n\n' <"$2" | grep "^$1=" | tail -n 1 | cut -d= -f2 || true; }
 
-# peer KEY REP SCRIPT ARGS... -> KEY_sps (and KEY_acc when the script prints test_acc)
+# peer KEY REP THREADS SCRIPT ARGS... -> KEY_sps (and KEY_acc when the script prints test_acc)
+# Debian's torch calls the pthreads OpenBLAS, which starts one thread per core
+# whatever torch.set_num_threads says: without OPENBLAS_NUM_THREADS, the
+# "1 thread" peer would run its GEMMs on 2 cores, and the 2-thread peer would
+# run 2 OpenMP + 2 OpenBLAS threads. So the peer gets THREADS of each. And
+# libgomp's default active wait (its idle OpenMP threads spin) starves the
+# OpenBLAS threads on a 2-core machine: the 2-thread MLP peer drops from ~650
+# to ~150 steps/s. PEER_OMP_WAIT (default PASSIVE) gives the peer its best
+# configuration; PEER_OMP_WAIT=ACTIVE shows the out-of-the-box behaviour.
 peer() {
-  local key=$1 rep=$2 script=$3 out=$TMP/$1.$2.out sps acc; shift 3
-  if timeout "$TIMEOUT" "$PY" "$SHARED/bench/$script" "$@" >"$out" 2>&1 \
+  local key=$1 rep=$2 threads=$3 script=$4 out=$TMP/$1.$2.out sps acc; shift 4
+  if OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads OMP_WAIT_POLICY=$PEER_OMP_WAIT \
+     timeout "$TIMEOUT" "$PY" "$SHARED/bench/$script" "$@" >"$out" 2>&1 \
      && sps=$(field 'steps/s' "$out") && [ -n "$sps" ]; then
     put "${key}_sps" "$rep" "$sps"
     acc=$(field test_acc "$out"); [ -n "$acc" ] && put "${key}_acc" "$rep" "$acc"
@@ -173,7 +189,7 @@ LOAD_START=$(load1)
 if awk -v l="$LOAD_START" -v m="$MAX_LOAD" 'BEGIN { exit !(l > m) }'; then
   say "WARNING: load average is $LOAD_START (> $MAX_LOAD); numbers will be noisy"
 fi
-T0=$(date +%s)
+T0=$(date +%s); BUSY0=$(cpu_busy); times >"$TMP/times0"
 # The repetitions are interleaved (graphrun, PyTorch, floor, then again) so
 # that a burst of background load does not hit one side only.
 for rep in $(seq 1 "$REPS"); do
@@ -181,20 +197,26 @@ for rep in $(seq 1 "$REPS"); do
   sgemm sgemm1 "$rep" 1; sgemm sgemm2 "$rep" 2
   say " softmax regression, 1 thread, $SM_STEPS steps"
   gr sm_gr "$rep" fashion_softmax.graph "$SM_STEPS" 1 accuracy
-  peer sm_pt "$rep" torch_small.py "$SM_STEPS" "$SM_BATCH"
+  peer sm_pt "$rep" 1 torch_small.py "$SM_STEPS" "$SM_BATCH"
   floor sm_c "$rep"
   say " MLP, 2 threads, $MLP_STEPS steps"
   gr mlp2_gr "$rep" fashion_mlp.graph "$MLP_STEPS" 2 accuracy
-  peer mlp2_pt "$rep" torch_mlp.py "$MLP_STEPS" "$MLP_BATCH" 2
+  peer mlp2_pt "$rep" 2 torch_mlp.py "$MLP_STEPS" "$MLP_BATCH" 2
   say " MLP, 1 thread, $MLP_STEPS steps"
   gr mlp1_gr "$rep" fashion_mlp.graph "$MLP_STEPS" 1 accuracy
-  peer mlp1_pt "$rep" torch_mlp.py "$MLP_STEPS" "$MLP_BATCH" 1
+  peer mlp1_pt "$rep" 1 torch_mlp.py "$MLP_STEPS" "$MLP_BATCH" 1
+  say " MLP Hogwild!, 2 executors x 1 thread, $MLP_STEPS steps in total"
+  gr hog_gr "$rep" fashion_mlp.graph "$MLP_STEPS" 2 accuracy 2
+  peer hog_pt "$rep" 1 torch_mlp.py "$MLP_STEPS" "$MLP_BATCH" 1 2
   say " CNN, 2 threads, $CNN_STEPS steps"
   gr cnn2_gr "$rep" fashion_cnn.graph "$CNN_STEPS" 2 accuracy
-  peer cnn2_pt "$rep" torch_cnn.py "$CNN_STEPS" "$CNN_BATCH" 2
+  peer cnn2_pt "$rep" 2 torch_cnn.py "$CNN_STEPS" "$CNN_BATCH" 2
 done
 ELAPSED=$(( $(date +%s) - T0 ))
-LOAD_END=$(load1)
+LOAD_END=$(load1); times >"$TMP/times1"
+# CPU time the rest of the machine used while the benchmark ran (USER_HZ is 100 on Linux)
+OTHER=$(awk -v b0="$BUSY0" -v b1="$(cpu_busy)" -v c0="$(child_secs "$TMP/times0")" -v c1="$(child_secs "$TMP/times1")" -v t="$ELAPSED" \
+  'BEGIN { o = (b1 - b0) - (c1 - c0); if (o < 0) o = 0; printf "%.0f CPU-s (%.0f%% of one core)", o, t ? 100 * o / t : 0 }')
 
 # ---------------------------------------------------------------- report
 META=$TMP/meta.txt
@@ -203,12 +225,14 @@ META=$TMP/meta.txt
   echo "cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)"
   echo "cores=$(nproc) online ($(lscpu 2>/dev/null | sed -n 's/^Core(s) per socket:[[:space:]]*//p' | head -n 1) cores/socket, $(lscpu 2>/dev/null | sed -n 's/^Thread(s) per core:[[:space:]]*//p' | head -n 1) thread/core)"
   echo "torch=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) (python3-torch $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo '?'), $("$PY" --version 2>&1))"
+  echo "peer_env=OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=the thread count, OMP_WAIT_POLICY=$PEER_OMP_WAIT"
   echo "openblas=$(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || dpkg-query -W -f='${Version}' libopenblas0 2>/dev/null || echo '?')"
   echo "gcc=$(gcc -dumpfullversion 2>/dev/null || gcc -dumpversion)"
   rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')
   dirty=$(GIT_OPTIONAL_LOCKS=0 git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l)
   echo "graphrun=$("$GRAPHRUN" --version 2>&1 | head -n 1) ($GRAPHRUN, commit $rev$([ "$dirty" -gt 0 ] && echo " + $dirty modified files"))"
   echo "load=$LOAD_START at start, $LOAD_END at end (1-minute average)"
+  echo "other=$OTHER"
   echo "reps=$REPS"
   echo "elapsed=$ELAPSED"
   echo "sm_steps=$SM_STEPS"; echo "mlp_steps=$MLP_STEPS"; echo "cnn_steps=$CNN_STEPS"

@@ -141,8 +141,12 @@ typedef struct gr_feed {
 
 typedef struct gr_fetch {
     const char *name;   /* any named tensor of the program */
-    void *data;         /* the value is copied here */
-    size_t bytes;       /* must equal the tensor's size */
+    void *data;         /* the value is copied here; NULL asks for a view */
+    size_t bytes;       /* must equal the tensor's size (any value for a view) */
+    const void *view;   /* set when data is NULL: the tensor in place, no copy.
+                           It stays valid until this thread's next gr_run,
+                           gr_prepare or gr_eval on the session, or
+                           gr_session_free. */
 } gr_fetch;
 
 /* Runs `target` once (one step for a train target: it takes the next batch

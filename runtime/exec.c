@@ -214,13 +214,19 @@ static gr_code check_numerics(const rt_exec *e, const kern_args *a, gr_status *s
     return GR_OK;
 }
 
-static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, gr_status *st)
+static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, int *views,
+                            gr_status *st)
 {
     for (int k = 0; k < n_fetches; k++) {
         int id = rt_find_tensor(e->s, fetches[k].name, st);
         if (id < 0) return GR_ERR_ARG;
         const ir_type *t = &e->p->g->nodes[id].type;
-        if (fetches[k].bytes != ir_nbytes(t) || !fetches[k].data || !e->buf[id]) {
+        if (!fetches[k].data && e->buf[id]) { /* zero-copy: the caller reads it in place */
+            fetches[k].view = e->buf[id];
+            *views = 1;
+            continue;
+        }
+        if (fetches[k].bytes != ir_nbytes(t) || !e->buf[id]) {
             char b[96];
             return rt_fail(st, GR_ERR_ARG, "fetch '%s': got %zu bytes, but %s needs %zu\n",
                            fetches[k].name, fetches[k].bytes, ir_type_str(t, b, sizeof b),
@@ -252,7 +258,7 @@ static void level_task(void *arg, int t)
 }
 
 gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
-                 gr_status *st)
+                 int *views, gr_status *st)
 {
     gr_code c = bind_feeds(e, feeds, n_feeds, st);
     if (c != GR_OK) return c;
@@ -271,5 +277,5 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
         for (int i = L->first; i < L->first + L->n; i++)
             if (check_numerics(e, &e->args[i], st) != GR_OK) return GR_ERR_NUMERIC;
     }
-    return copy_fetches(e, fetches, n_fetches, st);
+    return copy_fetches(e, fetches, n_fetches, views, st);
 }

@@ -48,9 +48,12 @@ typedef struct rt_plan_entry {
     int is_train;              /* the target is a .minimize(): a training step */
     rt_exec **free_execs;
     int n_free, cap_free;
+    rt_exec **all;             /* every executor made, free or not */
+    int n_all, cap_all;
 } rt_plan_entry;
 
 struct gr_session {
+    uint64_t id;               /* unique per session, for thread-held views */
     const gr_program *prog;
     const ir_graph *g;
     gr_session_options opt;
@@ -72,9 +75,10 @@ void rt_init_var(const ir_var *v, float *dst, uint64_t seed);
 /* exec.c */
 rt_exec *exec_new(gr_session *s, const gr_plan *p, gr_status *st);
 void exec_free(rt_exec *e);
-/* Binds feeds, runs the plan once, copies fetches out. */
+/* Binds feeds, runs the plan once, copies fetches out (or sets their view
+ * and *views = 1 when their data is NULL). */
 gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
-                 gr_status *st);
+                 int *views, gr_status *st);
 /* The arena address of a scheduled node's output (after exec_run). */
 const void *exec_output(const rt_exec *e, int node);
 

@@ -2,6 +2,7 @@
  * executor pools, and the thread-safe gr_run / gr_eval entry points. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime.h"
 
@@ -64,10 +65,13 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
 {
     *out = NULL;
     if (!p) return rt_fail(st, GR_ERR_ARG, "gr_session_new: program is NULL\n");
+    static atomic_uint_fast64_t next_id = 1;
     gr_session *s = calloc(1, sizeof *s);
+    s->id = atomic_fetch_add(&next_id, 1);
     s->prog = p;
     s->g = p->g;
     if (opt) s->opt = *opt;
+    if (s->opt.threads <= 0) s->opt.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (s->opt.threads <= 0) s->opt.threads = 1;
     if (s->opt.executors <= 0) s->opt.executors = 1;
     pthread_mutex_init(&s->mu, NULL);
@@ -90,13 +94,17 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     return GR_OK;
 }
 
+static void forget_held(const gr_session *s);
+
 void gr_session_free(gr_session *s)
 {
     if (!s) return;
     live_set(s, 0);
+    forget_held(s);
     for (int i = 0; i < s->n_plans; i++) {
         rt_plan_entry *pe = &s->plans[i];
-        for (int k = 0; k < pe->n_free; k++) exec_free(pe->free_execs[k]);
+        for (int k = 0; k < pe->n_all; k++) exec_free(pe->all[k]); /* views held too */
+        free(pe->all);
         free(pe->free_execs);
         plan_free(pe->plan);
         free(pe->key);
@@ -215,7 +223,14 @@ gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fe
 rt_exec *rt_exec_take(gr_session *s, rt_plan_entry *pe, gr_status *st)
 {
     if (pe->n_free) return pe->free_execs[--pe->n_free];
-    return exec_new(s, pe->plan, st);
+    rt_exec *e = exec_new(s, pe->plan, st);
+    if (!e) return NULL;
+    if (pe->n_all == pe->cap_all) {
+        pe->cap_all = pe->cap_all ? 2 * pe->cap_all : 4;
+        pe->all = realloc(pe->all, sizeof *pe->all * (size_t)pe->cap_all);
+    }
+    pe->all[pe->n_all++] = e;
+    return e;
 }
 
 void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e)
@@ -256,11 +271,52 @@ static void release(gr_session *s, int plan_index, rt_exec *e)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Zero-copy fetches point into an executor's arena, so that executor stays
+ * with the thread (out of the free list) until the thread's next call on
+ * the session.  Slots are matched by session id, never by pointer alone: a
+ * stale slot of a freed session is dropped untouched (gr_session_free freed
+ * its executor already). */
+#define HELD_SLOTS 8
+typedef struct held_exec {
+    uint64_t session_id;
+    int plan_index;
+    rt_exec *e;
+} held_exec;
+static _Thread_local held_exec held[HELD_SLOTS];
+
+static void drop_held(gr_session *s)
+{
+    for (int i = 0; i < HELD_SLOTS; i++)
+        if (held[i].e && held[i].session_id == s->id) {
+            release(s, held[i].plan_index, held[i].e);
+            held[i].e = NULL;
+        }
+}
+
+/* The session is going away with all its executors: this thread's views of
+ * it end here. */
+static void forget_held(const gr_session *s)
+{
+    for (int i = 0; i < HELD_SLOTS; i++)
+        if (held[i].session_id == s->id) held[i].e = NULL;
+}
+
+static int keep_held(gr_session *s, int plan_index, rt_exec *e)
+{
+    for (int i = 0; i < HELD_SLOTS; i++)
+        if (!held[i].e) {
+            held[i] = (held_exec){s->id, plan_index, e};
+            return 0;
+        }
+    return -1;
+}
+
 gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
                    gr_status *st)
 {
     gr_code bad = check_session(s, "gr_prepare", st);
     if (bad != GR_OK) return bad;
+    drop_held(s);
     if (!target) return rt_fail(st, GR_ERR_ARG, "gr_prepare: target is NULL\n");
     int pi = 0, is_train;
     rt_exec *e;
@@ -276,17 +332,24 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
 {
     gr_code bad = check_session(s, "gr_run", st);
     if (bad != GR_OK) return bad;
+    drop_held(s);
     if (!target) return rt_fail(st, GR_ERR_ARG, "gr_run: target is NULL\n");
     int pi = 0, is_train = 0;
     rt_exec *e;
     gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, &is_train, st);
     if (c != GR_OK) return c;
+    int views = 0;
     pthread_rwlock_rdlock(&s->pause);
-    c = exec_run(e, feeds, n_feeds, fetches, n_fetches, st);
+    c = exec_run(e, feeds, n_feeds, fetches, n_fetches, &views, st);
     /* counted under the pause lock: a checkpoint's step matches its variables */
     if (c == GR_OK && is_train) atomic_fetch_add(&s->train_steps, 1);
     pthread_rwlock_unlock(&s->pause);
-    release(s, pi, e);
+    if (c == GR_OK && views && keep_held(s, pi, e) < 0)
+        c = rt_fail(st, GR_ERR_ARG, "gr_run: this thread holds zero-copy views on %d sessions "
+                    "already\n", HELD_SLOTS);
+    else if (c == GR_OK && views)
+        e = NULL;
+    if (e) release(s, pi, e);
     if (c == GR_OK) rt_ok(st);
     return c;
 }
@@ -322,6 +385,7 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
 {
     gr_code bad = check_session(s, "gr_eval", st);
     if (bad != GR_OK) return bad;
+    drop_held(s);
     if (!target || !value) return rt_fail(st, GR_ERR_ARG, "gr_eval: NULL argument\n");
     int id = rt_find_tensor(s, target, st);
     if (id < 0) return GR_ERR_ARG;
@@ -332,7 +396,7 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
                        ir_type_str(t, b, sizeof b));
     }
     float x;
-    gr_fetch f = {target, &x, sizeof x};
+    gr_fetch f = {target, &x, sizeof x, NULL};
     int pi = 0;
     rt_exec *e;
     int is_train;
@@ -345,7 +409,8 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     double sum = 0;
     pthread_rwlock_rdlock(&s->pause);
     for (int64_t b = 0; b < nb && c == GR_OK; b++) {
-        c = exec_run(e, NULL, 0, &f, 1, st);
+        int views = 0;
+        c = exec_run(e, NULL, 0, &f, 1, &views, st);
         sum += x;
     }
     pthread_rwlock_unlock(&s->pause);

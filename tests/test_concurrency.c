@@ -37,7 +37,7 @@ static void *work(void *arg)
     gr_status *st = gr_status_new();
     for (int i = 0; i < w->steps; i++) {
         float *dst = w->out ? w->out + (size_t)i * (size_t)w->fetch_elems : NULL;
-        gr_fetch f = {w->fetch, dst, sizeof(float) * (size_t)w->fetch_elems};
+        gr_fetch f = {w->fetch, dst, sizeof(float) * (size_t)w->fetch_elems, NULL};
         if (gr_run(w->s, w->target, NULL, 0, &f, dst ? 1 : 0, st) != GR_OK) w->failures++;
     }
     gr_status_free(st);
@@ -119,7 +119,7 @@ static void test_many_threads_train_and_converge(void **state)
     gr_program *p = NULL;
     gr_session *s = session_for(text, &p, st, 0);
     float first = 0, last = 0;
-    gr_fetch f = {"train/loss", &first, sizeof first};
+    gr_fetch f = {"train/loss", &first, sizeof first, NULL};
     assert_gr_ok(gr_run(s, "train", NULL, 0, &f, 1, st), st);
     /* 16 threads on a 2-core machine: more threads than cores */
     assert_int_equal(run_threads(s, "train", 16, 200, NULL, 0, NULL), 0);

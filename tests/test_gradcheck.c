@@ -130,7 +130,7 @@ typedef struct gc_run {
 static double loss_now(gc_run *r)
 {
     float y[MAX_ELEMS * 4];
-    gr_fetch f = {"y", y, r->y_bytes};
+    gr_fetch f = {"y", y, r->y_bytes, NULL};
     ok(gr_run(r->s, "y", NULL, 0, &f, 1, r->st), r);
     double l = 0;
     for (size_t i = 0; i < r->y_bytes / sizeof(float); i++) l += 0.5 * (double)y[i] * y[i];
@@ -159,7 +159,7 @@ static void setup_case(const gc_case *c, gc_run *r)
     }
     for (r->y_bytes = 4; r->y_bytes <= MAX_ELEMS * 16; r->y_bytes += 4) {
         float y[MAX_ELEMS * 4];
-        gr_fetch f = {"y", y, r->y_bytes};
+        gr_fetch f = {"y", y, r->y_bytes, NULL};
         if (gr_run(r->s, "y", NULL, 0, &f, 1, NULL) == GR_OK) break;
     }
 }

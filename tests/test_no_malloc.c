@@ -74,7 +74,7 @@ static long steady_state_allocations(const char *path, int threads)
     gr_session *s = NULL;
     gr_session_options so = {.threads = threads};
     float loss;
-    gr_fetch f = {"train/loss", &loss, sizeof loss};
+    gr_fetch f = {"train/loss", &loss, sizeof loss, NULL};
     if (gr_compile_file(path, NULL, &p, st) != GR_OK || gr_session_new(p, &so, &s, st) != GR_OK)
         fail_msg("%s", gr_status_message(st));
     for (int i = 0; i < 20; i++) /* warm-up: plans, executors, readers */

@@ -2,6 +2,7 @@
  * converge, runs are deterministic, passes do not change results, and
  * misuse gives a clear status. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,7 +32,7 @@ static gr_program *compile_str(const char *text, const gr_compile_options *o, gr
 
 static void train_steps(gr_session *s, const char *target, int steps, float *loss, gr_status *st)
 {
-    gr_fetch f = {"train/loss", loss, sizeof *loss};
+    gr_fetch f = {"train/loss", loss, sizeof *loss, NULL};
     for (int i = 0; i < steps; i++) assert_gr_ok(gr_run(s, target, NULL, 0, &f, 1, st), st);
 }
 
@@ -169,9 +170,52 @@ static void test_unknown_target_and_bad_feed_give_clear_status(void **state)
     assert_int_equal(gr_run(s, "y", &bad, 1, NULL, 0, st), GR_ERR_ARG);
     assert_non_null(strstr(gr_status_message(st), "needs 24"));
     gr_feed good = {"z", z6, sizeof z6};
-    gr_fetch f = {"y", &y, sizeof y};
+    gr_fetch f = {"y", &y, sizeof y, NULL};
     assert_gr_ok(gr_run(s, "y", &good, 1, &f, 1, st), st);
     assert_true(y == 21.0f);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+typedef struct feeder {
+    gr_session *s;
+    int failures;
+} feeder;
+
+static void *feed_other_values(void *arg)
+{
+    feeder *f = arg;
+    float z[6] = {9, 9, 9, 9, 9, 9}, y[2];
+    gr_feed in = {"z", z, sizeof z};
+    gr_fetch out = {"y", y, sizeof y, NULL};
+    for (int i = 0; i < 200; i++) f->failures += gr_run(f->s, "y", &in, 1, &out, 1, NULL) != GR_OK;
+    return NULL;
+}
+
+/* A view stays put while other threads run the same target: its executor
+ * stays with this thread until the thread's next call. */
+static void test_zero_copy_fetch_is_a_stable_view(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_str("input z: f32[2, 3]\nvar w = ones([3, 1])\ny = z @ w\n", NULL, st);
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    float z[6] = {1, 2, 3, 4, 5, 6};
+    gr_feed in = {"z", z, sizeof z};
+    gr_fetch view = {"y", NULL, 0, NULL};
+    assert_gr_ok(gr_run(s, "y", &in, 1, &view, 1, st), st);
+    const float *y = view.view;
+    assert_non_null(y);
+    assert_true(y[0] == 6.0f && y[1] == 15.0f);
+    pthread_t th;
+    feeder f = {s, 0};
+    pthread_create(&th, NULL, feed_other_values, &f);
+    pthread_join(th, NULL);
+    assert_int_equal(f.failures, 0);
+    assert_true(y[0] == 6.0f && y[1] == 15.0f);
+    assert_gr_ok(gr_run(s, "y", &in, 1, NULL, 0, st), st); /* releases the view */
     gr_session_free(s);
     gr_program_free(p);
     gr_status_free(st);
@@ -241,7 +285,7 @@ static void test_set_overrides_params_and_rejects_unknown(void **state)
     gr_program *p = compile_str(text, &o, st);
     gr_session *s = NULL;
     float y;
-    gr_fetch f = {"y", &y, sizeof y};
+    gr_fetch f = {"y", &y, sizeof y, NULL};
     assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
     assert_gr_ok(gr_run(s, "y", NULL, 0, &f, 1, st), st);
     assert_true(y == 5.0f);
@@ -267,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_unknown_target_and_bad_feed_give_clear_status),
         cmocka_unit_test(test_compile_error_has_location),
         cmocka_unit_test(test_session_used_after_free_gives_status),
+        cmocka_unit_test(test_zero_copy_fetch_is_a_stable_view),
         cmocka_unit_test(test_check_numerics_names_the_op_and_line),
         cmocka_unit_test(test_set_overrides_params_and_rejects_unknown),
     };

@@ -21,7 +21,7 @@ static const char train_usage[] =
     "  --eval-every K     also evaluate every K steps\n"
     "  --set NAME=VALUE   override a param (repeatable)\n"
     "  --seed S           seed for initialisation, shuffling and dropout (default 0)\n"
-    "  --threads T        total threads, split evenly between executors (default 1)\n"
+    "  --threads T        total threads, split evenly between executors (default: all cores)\n"
     "  --log PATH         write JSON lines: progress, then a final summary\n"
     "  --check-numerics   stop at the first NaN/Inf, naming the op and its line\n"
     "  --soft-placement   run nodes placed on missing devices on cpu:0\n"
@@ -239,7 +239,7 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
                       float *last_loss, progress *pg, gr_status *st)
 {
     float loss = 0;
-    gr_fetch f = {ti->loss, &loss, sizeof loss};
+    gr_fetch f = {ti->loss, &loss, sizeof loss, NULL};
     double vals[MAX_EVALS];
     if (gr_prepare(s, o->target, &f, ti->loss ? 1 : 0, st) != GR_OK) {
         cli_print_status(st);

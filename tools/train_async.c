@@ -30,7 +30,7 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     float loss = 0;
-    gr_fetch f = {w->loss_name, &loss, sizeof loss};
+    gr_fetch f = {w->loss_name, &loss, sizeof loss, NULL};
     while (atomic_fetch_add(w->next, 1) < w->end) {
         if (gr_run(w->s, w->target, NULL, 0, &f, w->loss_name ? 1 : 0, w->st) != GR_OK) {
             w->failed = 1;

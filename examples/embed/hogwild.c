@@ -40,7 +40,7 @@ typedef struct worker {
 static void *train_loop(void *arg)
 {
     worker *w = arg;
-    gr_fetch fetch = {"train/loss", &w->loss, sizeof w->loss};
+    gr_fetch fetch = {"train/loss", &w->loss, sizeof w->loss, NULL};
     for (w->done = 0; w->done < w->steps; w->done++)
         if (gr_run(w->s, "train", NULL, 0, &fetch, 1, w->st) != GR_OK) break;
     return NULL;

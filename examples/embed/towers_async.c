@@ -38,7 +38,7 @@ typedef struct tower {
 static void *tower_loop(void *arg)
 {
     tower *t = arg;
-    gr_fetch fetch = {t->loss_name, &t->loss, sizeof t->loss};
+    gr_fetch fetch = {t->loss_name, &t->loss, sizeof t->loss, NULL};
     for (t->done = 0; t->done < t->steps; t->done++)
         if (gr_run(t->s, t->target, NULL, 0, &fetch, 1, t->st) != GR_OK) break;
     return NULL;

@@ -29,7 +29,7 @@ static int check_pred(gr_session *s, gr_status *st)
 {
     float x[2][3] = {{1, 2, 3}, {-1, 0, 4}}, y[2], w[3], b;
     gr_feed feed = {"x", x, sizeof x};
-    gr_fetch fetch = {"pred", y, sizeof y};
+    gr_fetch fetch = {"pred", y, sizeof y, NULL};
     if (gr_run(s, "pred", &feed, 1, &fetch, 1, st) != GR_OK) return fail("run pred", st);
     if (gr_variable_read(s, "w", w, sizeof w, st) != GR_OK ||
         gr_variable_read(s, "b", &b, sizeof b, st) != GR_OK)
@@ -51,7 +51,7 @@ static int train(gr_session *s, gr_status *st)
 {
     double before, after;
     float loss;
-    gr_fetch fetch = {"loss", &loss, sizeof loss};
+    gr_fetch fetch = {"loss", &loss, sizeof loss, NULL};
     if (gr_eval(s, "loss", &before, st) != GR_OK) return fail("eval before", st);
     for (int i = 0; i < 200; i++)
         if (gr_run(s, "train", NULL, 0, &fetch, 1, st) != GR_OK) return fail("run train", st);
