@@ -195,12 +195,26 @@ static ir_attrs update_attrs(const ad_optimizer *o)
     return a;
 }
 
+/* A variable reached only through gather gets its gradient as rows (the
+ * gather_grad's dy and ids, never a dense table) when the optimizer is sgd:
+ * returns that gather_grad node, else -1. */
+static int sparse_grad(const ad_ctx *c, int vi)
+{
+    int gn = c->grad[c->g->vars[vi].node];
+    return c->opt->kind == AD_SGD && c->g->nodes[gn].op == OP_GATHER_GRAD ? gn : -1;
+}
+
 static int make_update(ad_ctx *c, int vi)
 {
     int device = c->g->vars[vi].device;
     int in[5] = {c->g->vars[vi].node, c->grad[c->g->vars[vi].node], -1, -1, -1}, n_in = 2;
     gr_op op = OP_APPLY_SGD;
-    if (c->opt->kind == AD_MOMENTUM) {
+    int sp = sparse_grad(c, vi);
+    if (sp >= 0) { /* rows: dy and ids of the gather_grad, which then goes unused */
+        op = OP_APPLY_SGD_ROWS;
+        in[1] = c->g->nodes[sp].in[0];
+        in[n_in++] = c->g->nodes[sp].in[1];
+    } else if (c->opt->kind == AD_MOMENTUM) {
         op = OP_APPLY_MOMENTUM;
         in[n_in++] = make_slot(c, vi, "momentum");
     } else if (c->opt->kind == AD_ADAM) {
@@ -231,8 +245,11 @@ static int trained_here(const ad_ctx *c, int vi)
 static int make_barrier(ad_ctx *c, int n_vars)
 {
     int *grads = malloc(sizeof(int) * (size_t)(n_vars + 1)), n = 0;
-    for (int vi = 0; vi < n_vars; vi++)
-        if (trained_here(c, vi)) grads[n++] = c->grad[c->g->vars[vi].node];
+    for (int vi = 0; vi < n_vars; vi++) {
+        if (!trained_here(c, vi)) continue;
+        int sp = sparse_grad(c, vi);
+        grads[n++] = sp >= 0 ? c->g->nodes[sp].in[0] : c->grad[c->g->vars[vi].node];
+    }
     c->barrier = n ? ir_add(c->g, OP_GROUP, grads, n, NULL, c->src, c->span) : 0;
     free(grads);
     return c->barrier;

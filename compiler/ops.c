@@ -107,6 +107,8 @@ const op_info gr_ops[GR_OP_COUNT] = {
     HELPER(OP_ARGMAX_GRAD_NONE, "no_grad", -1, ops_shape_token),
     E(OP_APPLY_SGD, "apply_sgd", 2, 0, 0, ops_shape_update, NULL),
         .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_SGD_ROWS, "apply_sgd_rows", 3, 0, 0, ops_shape_update_rows, NULL),
+        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
     E(OP_APPLY_MOMENTUM, "apply_momentum", 3, 0, 0, ops_shape_update, NULL),
         .attrs = {A_FLT("lr", REQ), A_FLT("m", REQ), A_BOOL("nesterov", 0), A_NONE, A_NONE, LOCK}},
     E(OP_APPLY_ADAM, "apply_adam", 5, 0, 0, ops_shape_update, NULL),
@@ -118,7 +120,7 @@ const op_info gr_ops[GR_OP_COUNT] = {
         .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)},
         .cost = ops_cost_matmul},
 };
-_Static_assert(GR_OP_COUNT == 65, "gr_ops needs one entry per op in GR_OPS (ops.h)");
+_Static_assert(GR_OP_COUNT == 66, "gr_ops needs one entry per op in GR_OPS (ops.h)");
 /* clang-format on */
 
 int ops_lookup(const char *name)

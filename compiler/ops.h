@@ -77,6 +77,8 @@
     /* updates (write in[0], a VARIABLE, in place); out is a 0-byte token f32[0];        \
      * attr i5 = locking (take the variable's lock around the update) */                 \
     X(APPLY_SGD, "apply_sgd")         /* in: var, grad; attr f0 lr */                    \
+    X(APPLY_SGD_ROWS, "apply_sgd_rows") /* in: var[V,D], dy[...,D], ids i32[...]; f0 lr:     \
+                                         var[ids[i]] -= lr * dy[i] (gather's sparse grad) */ \
     X(APPLY_MOMENTUM, "apply_momentum") /* in: var, grad, slot; f0 lr, f1 m, i2 nesterov */ \
     X(APPLY_ADAM, "apply_adam")       /* in: var, grad, m, v, step; f0 lr, f1 b1, f2 b2, f3 eps */ \
     X(ASSIGN_ADD, "assign_add")       /* in: var, x; var += x (step counters, tests) */  \

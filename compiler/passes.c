@@ -23,7 +23,7 @@ static int is_pure(const ir_node *n)
 {
     switch (n->op) {
     case OP_VARIABLE: case OP_INPUT: case OP_DATA: case OP_DROPOUT: case OP_DROPOUT_GRAD:
-    case OP_APPLY_SGD: case OP_APPLY_MOMENTUM: case OP_APPLY_ADAM: case OP_ASSIGN_ADD:
+    case OP_APPLY_SGD: case OP_APPLY_SGD_ROWS: case OP_APPLY_MOMENTUM: case OP_APPLY_ADAM: case OP_ASSIGN_ADD:
     case OP_GROUP: case OP_ARGMAX_GRAD_NONE:
         return 0;
     default: return n->n_ctrl == 0;

@@ -365,10 +365,11 @@ static void test_conv_pool_gather_gradients(void **state)
     assert_int_equal(dk->op, OP_CONV2D_GRAD_W);
     assert_int_equal(dk->in[1], x);
     assert_true(ir_type_eq(&dk->type, &g->nodes[k].type));
-    const ir_node *de = &g->nodes[grad_of(train, emb)];
-    assert_int_equal(de->op, OP_GATHER_GRAD);
-    assert_int_equal(de->in[1], ids);
-    assert_true(ir_type_eq(&de->type, &g->nodes[emb].type));
+    /* sgd updates only the looked-up rows: dy [5,4] and the ids, no dense table */
+    const ir_node *ue = &g->nodes[update_of(train, emb)];
+    assert_int_equal(ue->op, OP_APPLY_SGD_ROWS);
+    assert_int_equal(ue->in[2], ids);
+    assert_int_equal(ir_numel(&g->nodes[ue->in[1]].type), 5 * 4);
 }
 
 static void test_non_scalar_loss_is_an_error(void **state)

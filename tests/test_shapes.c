@@ -185,6 +185,7 @@ static const shape_case valid[] = {
      .want = "f32[100,16]"},
     {OP_SLICE_GRAD, {"f32[4,3]"}, {1, 2, 5}, .n_list = 2, .list = {4, 10}, .want = "f32[4,10]"},
     {OP_APPLY_SGD, {"var:f32[3,4]", "f32[3,4]"}, .want = "f32[0]"},
+    {OP_APPLY_SGD_ROWS, {"var:f32[6,4]", "f32[3,4]", "i32[3]"}, .want = "f32[0]"},
     {OP_APPLY_MOMENTUM, {"var:f32[3]", "f32[3]", "var:f32[3]"}, .want = "f32[0]"},
     {OP_APPLY_ADAM,
      {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]"},

@@ -143,6 +143,9 @@ void cpu_one_hot(float *out, const int32_t *ids, int64_t n_ids, int64_t depth);
 
 /* ---- variable updates, in place (cpu_update.c; the Hogwild! file) ---- */
 void cpu_apply_sgd(gr_pool *p, float *var, const float *grad, int64_t n, float lr);
+/* var[ids[i]] -= lr * rows[i] for the n ids in [0, V); others are skipped. */
+void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t V,
+                        int64_t D, float lr);
 void cpu_apply_momentum(gr_pool *p, float *var, const float *grad, float *accum, int64_t n,
                         float lr, float m, int nesterov);
 typedef struct cpu_adam_hp {

@@ -305,6 +305,13 @@ static void k_apply_sgd(const kern_args *a)
     cpu_apply_sgd(a->pool, (float *)IN(0), INF(1), in_numel(a, 0), ATTR_F(0));
 }
 
+static void k_apply_sgd_rows(const kern_args *a)
+{
+    const ir_type *v = a->in_t[0];
+    cpu_apply_sgd_rows((float *)IN(0), INF(1), (const int32_t *)IN(2), in_numel(a, 2), v->dim[0],
+                       v->dim[1], ATTR_F(0));
+}
+
 static void k_apply_momentum(const kern_args *a)
 {
     cpu_apply_momentum(a->pool, (float *)IN(0), INF(1), (float *)IN(2), in_numel(a, 0), ATTR_F(0),
@@ -323,7 +330,7 @@ static void k_assign_add(const kern_args *a)
     cpu_assign_add(a->pool, IN(0), a->in_t[0]->dtype, IN(1), in_numel(a, 0), in_numel(a, 1));
 }
 
-_Static_assert(GR_OP_COUNT == 65, "ops.h changed: update cpu_kernels[]");
+_Static_assert(GR_OP_COUNT == 66, "ops.h changed: update cpu_kernels[]");
 const kernel_fn cpu_kernels[GR_OP_COUNT] = {
     [OP_CONST] = k_const,
     [OP_INPUT] = NULL,
@@ -385,6 +392,7 @@ const kernel_fn cpu_kernels[GR_OP_COUNT] = {
     [OP_SLICE_GRAD] = k_slice_grad,
     [OP_ARGMAX_GRAD_NONE] = NULL,
     [OP_APPLY_SGD] = k_apply_sgd,
+    [OP_APPLY_SGD_ROWS] = k_apply_sgd_rows,
     [OP_APPLY_MOMENTUM] = k_apply_momentum,
     [OP_APPLY_ADAM] = k_apply_adam,
     [OP_ASSIGN_ADD] = k_assign_add,
