@@ -27,6 +27,32 @@ static int conv_is_pointwise(const cpu_conv_shape *s)
 }
 
 /* col[(c*KH+kh)*KW+kw, oh*OW+ow] = x[c, oh*s-p+kh, ow*s-p+kw], 0 outside. */
+/* Output columns [lo, hi) of a kernel column kw read inside the image row;
+ * the rest read padding.  Stride 1 only. */
+static void valid_cols(const cpu_conv_shape *s, int64_t kw, int64_t *lo, int64_t *hi)
+{
+    *lo = s->pad - kw > 0 ? s->pad - kw : 0;
+    *hi = s->w + s->pad - kw < s->ow ? s->w + s->pad - kw : s->ow;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* One output row of one (c, kh, kw) column-matrix row. */
+static void im2col_row(const cpu_conv_shape *s, const float *src, int64_t kw, float *restrict dst)
+{
+    if (s->stride == 1) { /* a shifted copy with zero edges */
+        int64_t lo, hi;
+        valid_cols(s, kw, &lo, &hi);
+        cpu_fill_f32(dst, 0.0f, lo);
+        memcpy(dst + lo, src + lo - s->pad + kw, sizeof(float) * (size_t)(hi - lo));
+        cpu_fill_f32(dst + hi, 0.0f, s->ow - hi);
+        return;
+    }
+    for (int64_t ow = 0; ow < s->ow; ow++) {
+        int64_t iw = ow * s->stride - s->pad + kw;
+        dst[ow] = iw >= 0 && iw < s->w ? src[iw] : 0.0f;
+    }
+}
+
 static void im2col(const cpu_conv_shape *s, const float *x, float *col)
 {
     for (int64_t c = 0; c < s->c; c++)
@@ -36,18 +62,26 @@ static void im2col(const cpu_conv_shape *s, const float *x, float *col)
                 for (int64_t oh = 0; oh < s->oh; oh++) {
                     int64_t ih = oh * s->stride - s->pad + kh;
                     float *dst = row + oh * s->ow;
-                    if (ih < 0 || ih >= s->h) {
-                        cpu_fill_f32(dst, 0.0f, s->ow);
-                        continue;
-                    }
-                    const float *src = x + (c * s->h + ih) * s->w;
-                    for (int64_t ow = 0; ow < s->ow; ow++) {
-                        int64_t iw = ow * s->stride - s->pad + kw;
-                        int in = iw >= 0 && iw < s->w;
-                        dst[ow] = in ? src[iw] : 0.0f;
-                    }
+                    if (ih < 0 || ih >= s->h) cpu_fill_f32(dst, 0.0f, s->ow);
+                    else im2col_row(s, x + (c * s->h + ih) * s->w, kw, dst);
                 }
             }
+}
+
+static void col2im_row(const cpu_conv_shape *s, const float *restrict src, int64_t kw,
+                       float *restrict dst)
+{
+    if (s->stride == 1) {
+        int64_t lo, hi;
+        valid_cols(s, kw, &lo, &hi);
+        float *restrict d = dst + lo - s->pad + kw;
+        for (int64_t ow = lo; ow < hi; ow++) d[ow - lo] += src[ow];
+        return;
+    }
+    for (int64_t ow = 0; ow < s->ow; ow++) {
+        int64_t iw = ow * s->stride - s->pad + kw;
+        if (iw >= 0 && iw < s->w) dst[iw] += src[ow];
+    }
 }
 
 /* The adjoint of im2col: dx (already zeroed) += col scattered back. */
@@ -59,12 +93,8 @@ static void col2im(const cpu_conv_shape *s, const float *col, float *dx)
                 const float *row = col + ((c * s->kh + kh) * s->kw + kw) * conv_ohw(s);
                 for (int64_t oh = 0; oh < s->oh; oh++) {
                     int64_t ih = oh * s->stride - s->pad + kh;
-                    if (ih < 0 || ih >= s->h) continue;
-                    float *dst = dx + (c * s->h + ih) * s->w;
-                    for (int64_t ow = 0; ow < s->ow; ow++) {
-                        int64_t iw = ow * s->stride - s->pad + kw;
-                        if (iw >= 0 && iw < s->w) dst[iw] += row[oh * s->ow + ow];
-                    }
+                    if (ih >= 0 && ih < s->h)
+                        col2im_row(s, row + oh * s->ow, kw, dx + (c * s->h + ih) * s->w);
                 }
             }
 }
@@ -257,22 +287,39 @@ void cpu_avgpool(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x
     pool_fwd(p, s, out, x, 1);
 }
 
-/* Routes each window's gradient to its first maximum, like the forward. */
-void cpu_maxpool_grad(const cpu_pool_shape *s, float *dx, const float *dy, const float *x)
+typedef struct pool_grad_job {
+    const cpu_pool_shape *s;
+    float *dx;
+    const float *dy, *x;
+} pool_grad_job;
+
+/* Planes [lo, hi): each window's gradient goes to its first maximum, like
+ * the forward.  Planes are disjoint, so tasks never share an output. */
+static void maxpool_grad_range(void *vctx, int64_t lo, int64_t hi)
 {
-    memset(dx, 0, (size_t)(s->planes * s->h * s->w) * sizeof *dx);
-    for (int64_t pl = 0; pl < s->planes; pl++) {
-        const float *xp = x + pl * s->h * s->w;
-        float *dxp = dx + pl * s->h * s->w;
+    const pool_grad_job *j = vctx;
+    const cpu_pool_shape *s = j->s;
+    memset(j->dx + lo * s->h * s->w, 0, (size_t)((hi - lo) * s->h * s->w) * sizeof *j->dx);
+    for (int64_t pl = lo; pl < hi; pl++) {
+        const float *xp = j->x + pl * s->h * s->w;
+        float *dxp = j->dx + pl * s->h * s->w;
         for (int64_t oh = 0; oh < s->oh; oh++)
             for (int64_t ow = 0; ow < s->ow; ow++) {
                 int64_t base = oh * s->stride * s->w + ow * s->stride, best = base;
                 for (int64_t i = 0; i < s->size; i++)
                     for (int64_t k = 0; k < s->size; k++)
                         if (xp[base + i * s->w + k] > xp[best]) best = base + i * s->w + k;
-                dxp[best] += dy[(pl * s->oh + oh) * s->ow + ow];
+                dxp[best] += j->dy[(pl * s->oh + oh) * s->ow + ow];
             }
     }
+}
+
+void cpu_maxpool_grad(gr_pool *p, const cpu_pool_shape *s, float *dx, const float *dy,
+                      const float *x)
+{
+    pool_grad_job j = {s, dx, dy, x};
+    int64_t per = s->h * s->w > 0 ? s->h * s->w : 1;
+    cpu_par_range(p, s->planes, CPU_PAR_MIN / per + 1, maxpool_grad_range, &j);
 }
 
 void cpu_avgpool_grad(const cpu_pool_shape *s, float *dx, const float *dy)

@@ -123,7 +123,8 @@ typedef struct cpu_pool_shape {
 } cpu_pool_shape;
 void cpu_maxpool(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x);
 void cpu_avgpool(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x);
-void cpu_maxpool_grad(const cpu_pool_shape *s, float *dx, const float *dy, const float *x);
+void cpu_maxpool_grad(gr_pool *p, const cpu_pool_shape *s, float *dx, const float *dy,
+                      const float *x);
 void cpu_avgpool_grad(const cpu_pool_shape *s, float *dx, const float *dy);
 
 /* ---- shape ops, 4-byte elements (cpu_shape.c) ---- */

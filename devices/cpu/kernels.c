@@ -288,7 +288,7 @@ static void k_maxpool_grad(const kern_args *a)
 {
     cpu_pool_shape s;
     pool_shape(a, a->out_t, a->in_t[0], &s);
-    cpu_maxpool_grad(&s, OUTF, INF(0), INF(1));
+    cpu_maxpool_grad(a->pool, &s, OUTF, INF(0), INF(1));
 }
 
 static void k_avgpool_grad(const kern_args *a)
