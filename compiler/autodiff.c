@@ -20,7 +20,7 @@ typedef struct ad_ctx {
     int *updates; /* update nodes, one per updated variable */
     int n_updates;
     int step_node; /* adam: the step counter's VARIABLE node, or -1 */
-    int barrier;  /* group over all gradients: updates wait for it */
+    int barrier;   /* group over all gradients: updates wait for it */
     int step_inc;  /* adam: its ASSIGN_ADD node */
 } ad_ctx;
 

@@ -13,14 +13,14 @@
 /* ---- sema ---- */
 typedef struct sema_param {
     const char *name;
-    const char *value;         /* text from --set name=value */
+    const char *value; /* text from --set name=value */
 } sema_param;
 
 typedef struct sema_options {
     const sema_param *params;
     int n_params;
-    int soft_placement;        /* move nodes on missing devices to cpu:0 */
-    int n_cpu, n_gpu;          /* devices the machine has */
+    int soft_placement; /* move nodes on missing devices to cpu:0 */
+    int n_cpu, n_gpu;   /* devices the machine has */
 } sema_options;
 
 /* Builds the IR for a parsed program. Errors go to g->diags; returns 0 on
@@ -38,15 +38,14 @@ typedef struct ad_optimizer {
     ad_kind kind;
     double lr, m, b1, b2, eps;
     int nesterov;
-    int locking;               /* per-variable locks (ordered) around updates */
+    int locking; /* per-variable locks (ordered) around updates */
 } ad_optimizer;
 
 /* Differentiates the scalar `loss` w.r.t. every trainable variable it
  * depends on, adds slot variables (<var>/momentum, <var>/adam_m, ...) and
  * update ops, and returns an OP_GROUP node that depends on all updates (the
  * train target), or -1 on error (reported at span). */
-int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const gr_source *src,
-                gr_span span);
+int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const gr_source *src, gr_span span);
 
 /* ---- passes (passes.c): each is IR -> IR and can be switched off ---- */
 enum { PASS_CSE = 1, PASS_FOLD = 2, PASS_FUSE = 4 };
@@ -57,16 +56,16 @@ void pass_run_all(ir_graph *g, unsigned off);
 
 typedef struct gr_plan {
     const ir_graph *g;
-    int *order;                /* node ids in execution order (by level) */
+    int *order; /* node ids in execution order (by level) */
     int n;
-    int *level;                /* per node id: its level (see plan.c) */
+    int *level; /* per node id: its level (see plan.c) */
     int n_levels;
     size_t *offset;            /* per node id: arena offset, or PLAN_NONE */
     size_t arena_bytes;        /* activations, constants, data batches, inputs */
     size_t scratch_task_bytes; /* the largest per-task kernel scratch */
     int *roots;                /* the nodes asked for */
     int n_roots;
-    int *data_used;            /* data sources read by this plan */
+    int *data_used; /* data sources read by this plan */
     int n_data_used;
 } gr_plan;
 

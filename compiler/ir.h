@@ -11,14 +11,14 @@
 #include "../lang/diag.h"
 #include "ops.h"
 
-#define IR_MAX_DIMS 6
+#define IR_MAX_DIMS  6
 #define IR_MAX_ATTRS 6
 
 typedef enum ir_dtype { DT_F32, DT_I32, DT_COUNT } ir_dtype;
 
 typedef struct ir_type {
     ir_dtype dtype;
-    int rank;                  /* 0 = scalar */
+    int rank; /* 0 = scalar */
     int64_t dim[IR_MAX_DIMS];
 } ir_type;
 
@@ -35,38 +35,45 @@ typedef struct ir_attrs {
 /* Device encoding: GR_DEV(kind, index); -1 means not yet placed. */
 enum { DEV_CPU = 0, DEV_GPU = 1 };
 #define GR_DEV(kind, idx) (((kind) << 16) | (idx))
-#define GR_DEV_KIND(d) ((d) >> 16)
-#define GR_DEV_INDEX(d) ((d)&0xffff)
+#define GR_DEV_KIND(d)    ((d) >> 16)
+#define GR_DEV_INDEX(d)   ((d)&0xffff)
 
 typedef struct ir_node {
     gr_op op;
     int n_in;
-    int *in;                   /* input node ids */
+    int *in; /* input node ids */
     int n_ctrl;
-    int *ctrl;                 /* control dependencies: run after these */
+    int *ctrl; /* control dependencies: run after these */
     ir_attrs attr;
     ir_type type;
     int device;
-    const gr_source *src;      /* where in the .graph file it came from */
+    const gr_source *src; /* where in the .graph file it came from */
     gr_span span;
-    const char *name;          /* user-visible name, if any (may be NULL) */
-    int var;                   /* OP_VARIABLE, updates: index into g->vars */
-    int data;                  /* OP_DATA: index into g->data; OP_INPUT: into g->inputs */
-    const void *cdata;         /* OP_CONST with a literal tensor: values, row-major */
-    int dead;                  /* removed by a pass */
+    const char *name;  /* user-visible name, if any (may be NULL) */
+    int var;           /* OP_VARIABLE, updates: index into g->vars */
+    int data;          /* OP_DATA: index into g->data; OP_INPUT: into g->inputs */
+    const void *cdata; /* OP_CONST with a literal tensor: values, row-major */
+    int dead;          /* removed by a pass */
 } ir_node;
 
-typedef enum ir_init { INIT_ZEROS, INIT_ONES, INIT_CONSTANT, INIT_UNIFORM,
-                       INIT_NORMAL, INIT_GLOROT, INIT_HE } ir_init;
+typedef enum ir_init {
+    INIT_ZEROS,
+    INIT_ONES,
+    INIT_CONSTANT,
+    INIT_UNIFORM,
+    INIT_NORMAL,
+    INIT_GLOROT,
+    INIT_HE
+} ir_init;
 
 typedef struct ir_var {
-    const char *name;          /* full scoped name, e.g. model/fc1/w */
+    const char *name; /* full scoped name, e.g. model/fc1/w */
     ir_type type;
     ir_init init;
-    double a, b;               /* constant: a; uniform: [a,b); normal: mean a, std b */
+    double a, b; /* constant: a; uniform: [a,b); normal: mean a, std b */
     int device;
-    int node;                  /* its OP_VARIABLE node */
-    int slot_of;               /* optimizer slot: the variable it belongs to, else -1 */
+    int node;    /* its OP_VARIABLE node */
+    int slot_of; /* optimizer slot: the variable it belongs to, else -1 */
     int trainable;
     const gr_source *src;
     gr_span span;
@@ -75,19 +82,19 @@ typedef struct ir_var {
 typedef enum ir_data_kind { DATA_IDX, DATA_CSV, DATA_RAW, DATA_GAUSSIAN } ir_data_kind;
 
 typedef struct ir_data {
-    const char *name;          /* the `data NAME = ...` name */
+    const char *name; /* the `data NAME = ...` name */
     ir_data_kind kind;
-    const char *path[2];       /* resolved: images/x and labels/y (may be NULL) */
+    const char *path[2]; /* resolved: images/x and labels/y (may be NULL) */
     int64_t batch;
     int shuffle;
-    int64_t n;                 /* examples in the file (from its header) */
+    int64_t n; /* examples in the file (from its header) */
     uint64_t seed;
-    ir_type x, y;              /* per-batch types; y.rank < 0 when absent */
-    int label_col;             /* csv: column that holds the label (-1 last) */
-    int x_rank;                /* raw/gaussian: per-example shape as declared */
+    ir_type x, y;  /* per-batch types; y.rank < 0 when absent */
+    int label_col; /* csv: column that holds the label (-1 last) */
+    int x_rank;    /* raw/gaussian: per-example shape as declared */
     int64_t x_dims[4];
-    int64_t gen_n;             /* gaussian: examples to generate */
-    int64_t n_classes;         /* label range check, 0 = none */
+    int64_t gen_n;     /* gaussian: examples to generate */
+    int64_t n_classes; /* label range check, 0 = none */
     const gr_source *src;
     gr_span span;
 } ir_data;
@@ -99,20 +106,25 @@ typedef struct ir_input {
 } ir_input;
 
 typedef struct ir_name {
-    const char *name;          /* a top-level (or scoped) assignment name */
+    const char *name; /* a top-level (or scoped) assignment name */
     int node;
-    int is_train;              /* produced by .minimize() */
+    int is_train; /* produced by .minimize() */
 } ir_name;
 
 typedef struct ir_graph {
-    ir_node *nodes; int n_nodes, cap_nodes;
-    ir_var *vars; int n_vars, cap_vars;
-    ir_data *data; int n_data, cap_data;
-    ir_input *inputs; int n_inputs, cap_inputs;
-    ir_name *names; int n_names, cap_names;
-    int default_target;        /* index into names of the last minimize, or -1 */
-    gr_diags *diags;           /* where errors go */
-    void *arena;               /* private: node input arrays, strings, cdata */
+    ir_node *nodes;
+    int n_nodes, cap_nodes;
+    ir_var *vars;
+    int n_vars, cap_vars;
+    ir_data *data;
+    int n_data, cap_data;
+    ir_input *inputs;
+    int n_inputs, cap_inputs;
+    ir_name *names;
+    int n_names, cap_names;
+    int default_target; /* index into names of the last minimize, or -1 */
+    gr_diags *diags;    /* where errors go */
+    void *arena;        /* private: node input arrays, strings, cdata */
 } ir_graph;
 
 ir_graph *ir_new(gr_diags *d);

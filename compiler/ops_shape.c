@@ -527,7 +527,8 @@ int ops_shape_update(ir_graph *g, int id)
 int ops_shape_update_rows(ir_graph *g, int id)
 {
     if (need_var(g, id) < 0) return -1;
-    const ir_type *v = ops_in_type(g, id, 0), *dy = ops_in_type(g, id, 1), *ids = ops_in_type(g, id, 2);
+    const ir_type *v = ops_in_type(g, id, 0), *dy = ops_in_type(g, id, 1),
+                  *ids = ops_in_type(g, id, 2);
     if (v->rank != 2 || ids->dtype != DT_I32 || dy->dtype != DT_F32 ||
         ir_numel(dy) != ir_numel(ids) * v->dim[1])
         return ops_error(g, id, "apply_sgd_rows: rows %s and ids %s do not fit variable %s",

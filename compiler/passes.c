@@ -22,11 +22,21 @@
 static int is_pure(const ir_node *n)
 {
     switch (n->op) {
-    case OP_VARIABLE: case OP_INPUT: case OP_DATA: case OP_DROPOUT: case OP_DROPOUT_GRAD:
-    case OP_APPLY_SGD: case OP_APPLY_SGD_ROWS: case OP_APPLY_MOMENTUM: case OP_APPLY_ADAM: case OP_ASSIGN_ADD:
-    case OP_GROUP: case OP_ARGMAX_GRAD_NONE:
+    case OP_VARIABLE:
+    case OP_INPUT:
+    case OP_DATA:
+    case OP_DROPOUT:
+    case OP_DROPOUT_GRAD:
+    case OP_APPLY_SGD:
+    case OP_APPLY_SGD_ROWS:
+    case OP_APPLY_MOMENTUM:
+    case OP_APPLY_ADAM:
+    case OP_ASSIGN_ADD:
+    case OP_GROUP:
+    case OP_ARGMAX_GRAD_NONE:
         return 0;
-    default: return n->n_ctrl == 0;
+    default:
+        return n->n_ctrl == 0;
     }
 }
 
@@ -78,8 +88,10 @@ static void pass_cse(ir_graph *g)
         size_t k = node_hash(n) & (size_t)(cap - 1);
         for (; table[k] >= 0; k = (k + 1) & (size_t)(cap - 1))
             if (same_node(&g->nodes[table[k]], n)) break;
-        if (table[k] >= 0) replace_uses(g, i, table[k]);
-        else table[k] = i;
+        if (table[k] >= 0)
+            replace_uses(g, i, table[k]);
+        else
+            table[k] = i;
     }
     free(table);
 }
@@ -102,8 +114,14 @@ static void fold_node(ir_graph *g, int id)
         in_t[j] = &c->type;
     }
     void *out = ir_alloc(g, ir_nbytes(&n->type) + 1);
-    kern_args a = {.g = g, .node = n, .out = out, .out_t = &n->type, .n_in = n->n_in, .in = in,
-                   .in_t = in_t, .max_tasks = 1};
+    kern_args a = {.g = g,
+                   .node = n,
+                   .out = out,
+                   .out_t = &n->type,
+                   .n_in = n->n_in,
+                   .in = in,
+                   .in_t = in_t,
+                   .max_tasks = 1};
     cpu_kernels[n->op](&a);
     n->op = OP_CONST;
     n->n_in = 0;
@@ -117,8 +135,8 @@ static void reciprocal(ir_graph *g, int id)
     ir_node *n = &g->nodes[id];
     if (n->op != OP_DIV) return;
     const ir_node *c = &g->nodes[n->in[1]];
-    if (c->op != OP_CONST || c->cdata || c->type.rank != 0 ||
-        c->type.dtype != DT_F32 || c->attr.f[0] == 0)
+    if (c->op != OP_CONST || c->cdata || c->type.rank != 0 || c->type.dtype != DT_F32 ||
+        c->attr.f[0] == 0)
         return;
     ir_type t = c->type;
     int r = ir_add_const(g, 1.0 / c->attr.f[0], &t, c->src, c->span);
@@ -200,8 +218,10 @@ static int fusable_relu(const ir_graph *g, int f)
         if (n->dead) continue;
         for (int j = 0; j < n->n_in; j++) {
             if (n->in[j] != f) continue;
-            if (n->op == OP_RELU && relu < 0) relu = i;
-            else if (!(n->op == OP_RELU_GRAD && j == 1 && n->in[0] != f)) return -1;
+            if (n->op == OP_RELU && relu < 0)
+                relu = i;
+            else if (!(n->op == OP_RELU_GRAD && j == 1 && n->in[0] != f))
+                return -1;
         }
     }
     for (int i = 0; i < g->n_names; i++)

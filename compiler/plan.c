@@ -15,7 +15,10 @@
 
 #define PLAN_ALIGN 64
 
-static size_t align_up(size_t n) { return (n + PLAN_ALIGN - 1) & ~(size_t)(PLAN_ALIGN - 1); }
+static size_t align_up(size_t n)
+{
+    return (n + PLAN_ALIGN - 1) & ~(size_t)(PLAN_ALIGN - 1);
+}
 
 static int needs_arena(const ir_node *n)
 {
@@ -124,7 +127,9 @@ static void lifetimes(gr_plan *p, live *ls, int *n_ls, int *pos)
         const ir_node *nd = &g->nodes[p->order[i]];
         int lv = p->level[p->order[i]];
         if (!needs_arena(nd)) continue;
-        ls[n++] = (live){.node = p->order[i], .start = pinned(nd) ? -1 : lv, .end = lv,
+        ls[n++] = (live){.node = p->order[i],
+                         .start = pinned(nd) ? -1 : lv,
+                         .end = lv,
                          .bytes = align_up(ir_nbytes(&nd->type))};
     }
     for (int k = 0; k < n; k++) pos[ls[k].node] = -(k + 2); /* live index, for consumers */

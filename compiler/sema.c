@@ -11,7 +11,7 @@
 #include "sema_int.h"
 
 #define SEMA_MAX_DEPTH 64
-#define SEMA_MAX_LOOP 100000
+#define SEMA_MAX_LOOP  100000
 
 /* ---- errors ---- */
 
@@ -51,9 +51,10 @@ static value v_err(void)
 
 const char *sema_value_kind(const value *v)
 {
-    static const char *names[] = {"an erroneous value", "none", "a number", "a boolean",
-                                  "a string", "a list", "a tensor", "a function",
-                                  "an op", "a builtin", "a data source", "an optimizer",
+    static const char *names[] = {"an erroneous value", "none",          "a number",
+                                  "a boolean",          "a string",      "a list",
+                                  "a tensor",           "a function",    "an op",
+                                  "a builtin",          "a data source", "an optimizer",
                                   "an initializer"};
     if (v->k == V_NUM && v->is_int) return "an integer";
     return names[v->k];
@@ -225,21 +226,30 @@ static value fold_numbers(sema *S, const ast_node *n, value x, value y)
     double a = x.num, b = y.num;
     int ints = x.is_int && y.is_int;
     switch (n->op) {
-    case AOP_ADD: return v_num(a + b, ints);
-    case AOP_SUB: return v_num(a - b, ints);
-    case AOP_MUL: return v_num(a * b, ints);
+    case AOP_ADD:
+        return v_num(a + b, ints);
+    case AOP_SUB:
+        return v_num(a - b, ints);
+    case AOP_MUL:
+        return v_num(a * b, ints);
     case AOP_DIV:
         if (b == 0) {
             sema_err(S, n, "division by zero in a compile-time expression");
             return v_err();
         }
         return v_num(a / b, ints && fmod(a, b) == 0);
-    case AOP_EQ: return (value){.k = V_BOOL, .num = a == b};
-    case AOP_NE: return (value){.k = V_BOOL, .num = a != b};
-    case AOP_LT: return (value){.k = V_BOOL, .num = a < b};
-    case AOP_GT: return (value){.k = V_BOOL, .num = a > b};
-    case AOP_LE: return (value){.k = V_BOOL, .num = a <= b};
-    case AOP_GE: return (value){.k = V_BOOL, .num = a >= b};
+    case AOP_EQ:
+        return (value){.k = V_BOOL, .num = a == b};
+    case AOP_NE:
+        return (value){.k = V_BOOL, .num = a != b};
+    case AOP_LT:
+        return (value){.k = V_BOOL, .num = a < b};
+    case AOP_GT:
+        return (value){.k = V_BOOL, .num = a > b};
+    case AOP_LE:
+        return (value){.k = V_BOOL, .num = a <= b};
+    case AOP_GE:
+        return (value){.k = V_BOOL, .num = a >= b};
     default:
         sema_err(S, n, "'%s' needs tensors, got two numbers", ast_op_text(n->op));
         return v_err();
@@ -340,8 +350,8 @@ static int declares_vars(const ast_node *n)
 
 static int exec_block(sema *S, env *e, const ast_node *blk);
 
-static int bind_params(sema *S, env *local, const ast_node *call, const ast_node *fn,
-                       value *args, int n_args, const ast_node **kw, value *kwv, int n_kw)
+static int bind_params(sema *S, env *local, const ast_node *call, const ast_node *fn, value *args,
+                       int n_args, const ast_node **kw, value *kwv, int n_kw)
 {
     int np = fn->n_items, ok = 1;
     if (n_args > np) {
@@ -422,8 +432,10 @@ static value eval_call(sema *S, env *e, const ast_node *n)
         const ast_node *it = n->items[i];
         value v = sema_eval(S, e, it->kind == AST_KWARG ? it->a : it);
         bad |= v.k == V_ERR;
-        if (it->kind == AST_KWARG) kw[nk] = it, kwv[nk++] = v;
-        else args[na++] = v;
+        if (it->kind == AST_KWARG)
+            kw[nk] = it, kwv[nk++] = v;
+        else
+            args[na++] = v;
     }
     value r = v_err();
     if (bad) {
@@ -456,19 +468,33 @@ static value eval_device_expr(sema *S, env *e, const ast_node *n)
 value sema_eval(sema *S, env *e, const ast_node *n)
 {
     switch (n->kind) {
-    case AST_NUM: return v_num(n->num, n->flag);
-    case AST_STR: return (value){.k = V_STR, .str = n->name};
-    case AST_BOOL: return (value){.k = V_BOOL, .num = n->flag};
-    case AST_NAME: return eval_name(S, e, n);
-    case AST_LIST: return eval_list(S, e, n);
-    case AST_CALL: return eval_call(S, e, n);
-    case AST_METHOD: return eval_method(S, e, n);
-    case AST_FIELD: return eval_field(S, e, n);
-    case AST_INDEX: return eval_index(S, e, n);
-    case AST_BINARY: return eval_binary(S, e, n);
-    case AST_UNARY: return eval_unary(S, e, n);
-    case AST_DEVICE: return eval_device_expr(S, e, n);
-    default: sema_err(S, n, "expected an expression"); return v_err();
+    case AST_NUM:
+        return v_num(n->num, n->flag);
+    case AST_STR:
+        return (value){.k = V_STR, .str = n->name};
+    case AST_BOOL:
+        return (value){.k = V_BOOL, .num = n->flag};
+    case AST_NAME:
+        return eval_name(S, e, n);
+    case AST_LIST:
+        return eval_list(S, e, n);
+    case AST_CALL:
+        return eval_call(S, e, n);
+    case AST_METHOD:
+        return eval_method(S, e, n);
+    case AST_FIELD:
+        return eval_field(S, e, n);
+    case AST_INDEX:
+        return eval_index(S, e, n);
+    case AST_BINARY:
+        return eval_binary(S, e, n);
+    case AST_UNARY:
+        return eval_unary(S, e, n);
+    case AST_DEVICE:
+        return eval_device_expr(S, e, n);
+    default:
+        sema_err(S, n, "expected an expression");
+        return v_err();
     }
 }
 
@@ -536,11 +562,9 @@ static void exec_input(sema *S, env *e, const ast_node *st)
         return;
     }
     for (int i = 0; i < t.rank; i++) {
-        if (sema_int_arg(S, ty->items[i], sema_eval(S, e, ty->items[i]), &t.dim[i]) < 0)
-            return;
+        if (sema_int_arg(S, ty->items[i], sema_eval(S, e, ty->items[i]), &t.dim[i]) < 0) return;
         if (t.dim[i] <= 0) {
-            sema_err(S, ty->items[i], "dimension must be positive, got %lld",
-                     (long long)t.dim[i]);
+            sema_err(S, ty->items[i], "dimension must be positive, got %lld", (long long)t.dim[i]);
             return;
         }
     }
@@ -576,7 +600,8 @@ static void exec_var(sema *S, env *e, const ast_node *st)
     value init = sema_eval(S, e, st->a);
     if (init.k == V_ERR) return;
     if (init.k != V_INIT) {
-        sema_err(S, st->a, "a var needs an initializer such as zeros([n]) or glorot([a, b]), got %s",
+        sema_err(S, st->a,
+                 "a var needs an initializer such as zeros([n]) or glorot([a, b]), got %s",
                  sema_value_kind(&init));
         return;
     }
@@ -594,9 +619,16 @@ static void exec_var(sema *S, env *e, const ast_node *st)
         redeclared(S, st, full, old);
         return;
     } else {
-        ir_var v = {.name = ir_strdup(S->g, full), .type = init.itype, .init = init.init,
-                    .a = init.ia, .b = init.ib, .device = S->device, .slot_of = -1,
-                    .trainable = 1, .src = S->src, .span = st->span};
+        ir_var v = {.name = ir_strdup(S->g, full),
+                    .type = init.itype,
+                    .init = init.init,
+                    .a = init.ia,
+                    .b = init.ib,
+                    .device = S->device,
+                    .slot_of = -1,
+                    .trainable = 1,
+                    .src = S->src,
+                    .span = st->span};
         int vi = ir_add_var(S->g, &v);
         node = S->g->vars[vi].node;
     }
@@ -711,15 +743,32 @@ static void exec_data(sema *S, env *e, const ast_node *st)
 static int exec_stmt(sema *S, env *e, const ast_node *st)
 {
     switch (st->kind) {
-    case AST_PARAM: exec_param(S, e, st); break;
-    case AST_DATA: exec_data(S, e, st); break;
-    case AST_INPUT: exec_input(S, e, st); break;
-    case AST_VAR: exec_var(S, e, st); break;
-    case AST_FN: exec_fn(S, e, st); break;
-    case AST_SCOPE: exec_scope(S, e, st); break;
-    case AST_FOR: return exec_for(S, e, st);
-    case AST_ASSIGN: exec_assign(S, e, st); break;
-    case AST_EXPR_STMT: sema_eval(S, e, st->a); break;
+    case AST_PARAM:
+        exec_param(S, e, st);
+        break;
+    case AST_DATA:
+        exec_data(S, e, st);
+        break;
+    case AST_INPUT:
+        exec_input(S, e, st);
+        break;
+    case AST_VAR:
+        exec_var(S, e, st);
+        break;
+    case AST_FN:
+        exec_fn(S, e, st);
+        break;
+    case AST_SCOPE:
+        exec_scope(S, e, st);
+        break;
+    case AST_FOR:
+        return exec_for(S, e, st);
+    case AST_ASSIGN:
+        exec_assign(S, e, st);
+        break;
+    case AST_EXPR_STMT:
+        sema_eval(S, e, st->a);
+        break;
     case AST_RETURN:
         if (!S->in_fn) {
             sema_err(S, st, "return outside of a function");
@@ -727,7 +776,9 @@ static int exec_stmt(sema *S, env *e, const ast_node *st)
         }
         S->ret = sema_eval(S, e, st->a);
         return 1;
-    default: sema_err(S, st, "expected a statement"); break;
+    default:
+        sema_err(S, st, "expected a statement");
+        break;
     }
     return 0;
 }
@@ -765,11 +816,13 @@ static int place_node(sema *S, ir_node *n, int *reported, int *n_reported)
     if (have == 0)
         diag_error(S->g->diags, n->src, n->span,
                    "'%s' is placed on %s:%d, but this machine has no %s (use --soft-placement "
-                   "to run it on the CPU)", gr_ops[n->op].name, kn, idx, kind == DEV_GPU ? "GPU" : "CPU");
+                   "to run it on the CPU)",
+                   gr_ops[n->op].name, kn, idx, kind == DEV_GPU ? "GPU" : "CPU");
     else
         diag_error(S->g->diags, n->src, n->span,
                    "'%s' is placed on %s:%d, but this machine has only %s:0 to %s:%d (use "
-                   "--soft-placement to run it on cpu:0)", gr_ops[n->op].name, kn, idx, kn, kn, have - 1);
+                   "--soft-placement to run it on cpu:0)",
+                   gr_ops[n->op].name, kn, idx, kn, kn, have - 1);
     return 0;
 }
 
@@ -800,8 +853,12 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
     static const sema_options defaults = {.n_cpu = 16};
     env global = {0};
     vscope top = {.path = ""};
-    sema S = {.g = g, .src = t->src, .opt = opt ? opt : &defaults, .global = &global,
-              .scope = &top, .device = -1};
+    sema S = {.g = g,
+              .src = t->src,
+              .opt = opt ? opt : &defaults,
+              .global = &global,
+              .scope = &top,
+              .device = -1};
     int errs = g->diags->n_errors;
     S.param_used = calloc((size_t)S.opt->n_params + 1, 1);
     if (t->root) exec_block(&S, &global, t->root);

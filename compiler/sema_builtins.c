@@ -12,18 +12,30 @@
 #define GR_DATASETS_DIR "/usr/share/datasets"
 
 enum {
-    B_ZEROS, B_ONES, B_CONSTANT, B_UNIFORM, B_NORMAL, B_GLOROT, B_HE,
-    B_COLS, B_ROWS, B_SHARD, B_NONE,
-    B_IDX, B_CSV, B_RAW, B_GAUSSIAN,
-    B_SGD, B_MOMENTUM, B_ADAM,
+    B_ZEROS,
+    B_ONES,
+    B_CONSTANT,
+    B_UNIFORM,
+    B_NORMAL,
+    B_GLOROT,
+    B_HE,
+    B_COLS,
+    B_ROWS,
+    B_SHARD,
+    B_NONE,
+    B_IDX,
+    B_CSV,
+    B_RAW,
+    B_GAUSSIAN,
+    B_SGD,
+    B_MOMENTUM,
+    B_ADAM,
     B_COUNT
 };
 
 static const char *const builtin_names[B_COUNT] = {
-    "zeros", "ones", "constant", "uniform", "normal", "glorot", "he",
-    "cols", "rows", "shard", "none",
-    "idx", "csv", "raw", "gaussian",
-    "sgd", "momentum", "adam",
+    "zeros", "ones", "constant", "uniform", "normal", "glorot",   "he",  "cols",     "rows",
+    "shard", "none", "idx",      "csv",     "raw",    "gaussian", "sgd", "momentum", "adam",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -42,8 +54,8 @@ typedef struct argspec {
 
 /* Binds args to spec slots in out[] (V_NONE when absent). */
 static int bind_args(sema *S, const ast_node *call, const char *fname, const argspec *spec,
-                     int n_spec, value *args, int n_args, const ast_node **kw, value *kwv,
-                     int n_kw, value *out)
+                     int n_spec, value *args, int n_args, const ast_node **kw, value *kwv, int n_kw,
+                     value *out)
 {
     for (int i = 0; i < n_spec; i++) out[i] = (value){.k = V_NONE};
     if (n_args > n_spec) {
@@ -168,9 +180,9 @@ static int stack_tensors(sema *S, const ast_node *at, value v)
         for (int d = 0; d < t->rank; d++) a.list[d + 1] = t->dim[d];
         if ((parts[i] = ir_add(S->g, OP_RESHAPE, &x, 1, &a, S->src, at->span)) < 0) goto out;
     }
-    node = v.n_items == 1 ? parts[0]
-                          : ir_add(S->g, OP_CONCAT, parts, v.n_items, &(ir_attrs){0}, S->src,
-                                   at->span);
+    node = v.n_items == 1
+               ? parts[0]
+               : ir_add(S->g, OP_CONCAT, parts, v.n_items, &(ir_attrs){0}, S->src, at->span);
 out:
     free(parts);
     return node;
@@ -180,16 +192,17 @@ int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like)
 {
     ir_type scalar = {.dtype = DT_F32};
     switch (v.k) {
-    case V_ERR: return -1;
-    case V_TENSOR: return v.node;
+    case V_ERR:
+        return -1;
+    case V_TENSOR:
+        return v.node;
     case V_BOOL:
     case V_NUM:
         if (like == DT_I32 && v.is_int) scalar.dtype = DT_I32;
         return ir_add_const(S->g, v.num, &scalar, S->src, at->span);
     case V_LIST:
         for (int i = 0; i < v.n_items; i++)
-            if (v.items[i].k == V_TENSOR || v.items[i].k == V_NONE)
-                return stack_tensors(S, at, v);
+            if (v.items[i].k == V_TENSOR || v.items[i].k == V_NONE) return stack_tensors(S, at, v);
         return list_const(S, at, v);
     case V_INIT:
         if (v.init <= INIT_CONSTANT) {
@@ -222,7 +235,8 @@ static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value
         }
         a->i[slot] = v.num != 0;
         return 0;
-    case ATTR_FLOAT: return num_arg(S, at, v, 0, &a->f[slot]);
+    case ATTR_FLOAT:
+        return num_arg(S, at, v, 0, &a->f[slot]);
     case ATTR_DTYPE:
         if (v.k != V_STR || (strcmp(v.str, "f32") && strcmp(v.str, "i32"))) {
             sema_err(S, at, "'%s' must be \"f32\" or \"i32\"", spec->name);
@@ -239,7 +253,8 @@ static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value
         for (int i = 0; i < v.n_items; i++)
             if (sema_int_arg(S, at, v.items[i], &a->list[i]) < 0) return -1;
         return 0;
-    default: return -1;
+    default:
+        return -1;
     }
 }
 
@@ -256,9 +271,9 @@ static int op_attrs(sema *S, const ast_node *call, const op_info *info, value *r
     int na = op_n_attrs(info);
     value bound[IR_MAX_ATTRS];
     argspec spec[IR_MAX_ATTRS] = {{0}};
-    for (int i = 0; i < na; i++) spec[i] = (argspec){info->attrs[i].name, isnan(info->attrs[i].def)};
-    if (bind_args(S, call, info->name, spec, na, rest, n_rest, kw, kwv, n_kw, bound) < 0)
-        return -1;
+    for (int i = 0; i < na; i++)
+        spec[i] = (argspec){info->attrs[i].name, isnan(info->attrs[i].def)};
+    if (bind_args(S, call, info->name, spec, na, rest, n_rest, kw, kwv, n_kw, bound) < 0) return -1;
     for (int i = 0; i < na; i++) {
         if (bound[i].k == V_NONE) {
             a->i[i] = (int64_t)info->attrs[i].def;
@@ -310,21 +325,27 @@ static value call_init(sema *S, const ast_node *call, int b, value *args, int n_
     static const argspec nspec[] = {{"shape", 1}, {"mean", 0}, {"std", 0}};
     static const argspec uspec[] = {{"shape", 1}, {"low", 0}, {"high", 0}};
     value bound[3];
-    const argspec *sp = b == B_CONSTANT ? cspec : b == B_NORMAL ? nspec : b == B_UNIFORM ? uspec : spec;
+    const argspec *sp = b == B_CONSTANT  ? cspec
+                        : b == B_NORMAL  ? nspec
+                        : b == B_UNIFORM ? uspec
+                                         : spec;
     int ns = b == B_CONSTANT ? 2 : (b == B_NORMAL || b == B_UNIFORM) ? 3 : 1;
     if (bind_args(S, call, builtin_names[b], sp, ns, args, n_args, kw, kwv, n_kw, bound) < 0)
         return (value){.k = V_ERR};
     value v = {.k = V_INIT};
-    static const ir_init kinds[] = {[B_ZEROS] = INIT_ZEROS, [B_ONES] = INIT_ONES,
-                                    [B_CONSTANT] = INIT_CONSTANT, [B_UNIFORM] = INIT_UNIFORM,
-                                    [B_NORMAL] = INIT_NORMAL, [B_GLOROT] = INIT_GLOROT,
+    static const ir_init kinds[] = {[B_ZEROS] = INIT_ZEROS,
+                                    [B_ONES] = INIT_ONES,
+                                    [B_CONSTANT] = INIT_CONSTANT,
+                                    [B_UNIFORM] = INIT_UNIFORM,
+                                    [B_NORMAL] = INIT_NORMAL,
+                                    [B_GLOROT] = INIT_GLOROT,
                                     [B_HE] = INIT_HE};
     v.init = kinds[b];
     int shape_at = b == B_CONSTANT ? 1 : 0;
     if (shape_arg(S, call, bound[shape_at], &v.itype) < 0) return (value){.k = V_ERR};
     if (b == B_CONSTANT && num_arg(S, call, bound[0], 0, &v.ia) < 0) return (value){.k = V_ERR};
-    if (b == B_NORMAL && (num_arg(S, call, bound[1], 0, &v.ia) < 0 ||
-                          num_arg(S, call, bound[2], 1, &v.ib) < 0))
+    if (b == B_NORMAL &&
+        (num_arg(S, call, bound[1], 0, &v.ia) < 0 || num_arg(S, call, bound[2], 1, &v.ib) < 0))
         return (value){.k = V_ERR};
     if (b == B_UNIFORM && (num_arg(S, call, bound[1], -0.05, &v.ia) < 0 ||
                            num_arg(S, call, bound[2], 0.05, &v.ib) < 0))
@@ -442,19 +463,26 @@ static int str_or_none(sema *S, const ast_node *at, value v, const char **out)
 
 void sema_data_spec(const ir_data *d, data_spec *s)
 {
-    static const data_kind kinds[] = {[DATA_IDX] = DATA_KIND_IDX, [DATA_CSV] = DATA_KIND_CSV,
+    static const data_kind kinds[] = {[DATA_IDX] = DATA_KIND_IDX,
+                                      [DATA_CSV] = DATA_KIND_CSV,
                                       [DATA_RAW] = DATA_KIND_RAW,
                                       [DATA_GAUSSIAN] = DATA_KIND_GAUSSIAN};
-    *s = (data_spec){.kind = kinds[d->kind], .path = {d->path[0], d->path[1]}, .batch = d->batch,
-                     .shuffle = d->shuffle, .seed = d->seed, .label_col = d->label_col,
-                     .n_classes = d->n_classes, .n = d->gen_n, .x_rank = d->x_rank};
+    *s = (data_spec){.kind = kinds[d->kind],
+                     .path = {d->path[0], d->path[1]},
+                     .batch = d->batch,
+                     .shuffle = d->shuffle,
+                     .seed = d->seed,
+                     .label_col = d->label_col,
+                     .n_classes = d->n_classes,
+                     .n = d->gen_n,
+                     .x_rank = d->x_rank};
     for (int i = 0; i < d->x_rank; i++) s->x_dims[i] = d->x_dims[i];
 }
 
 static int data_from_call(sema *S, const ast_node *call, int b, const data_call *c, ir_data *d)
 {
-    static const ir_data_kind kinds[] = {[B_IDX] = DATA_IDX, [B_CSV] = DATA_CSV,
-                                         [B_RAW] = DATA_RAW, [B_GAUSSIAN] = DATA_GAUSSIAN};
+    static const ir_data_kind kinds[] = {
+        [B_IDX] = DATA_IDX, [B_CSV] = DATA_CSV, [B_RAW] = DATA_RAW, [B_GAUSSIAN] = DATA_GAUSSIAN};
     double shuffle = 0, seed = 0, classes = 0, label = -1, n = 0;
     ir_type dims = {0};
     if (str_or_none(S, call, c->paths[0], &d->path[0]) < 0 ||
@@ -506,10 +534,9 @@ static int data_types(sema *S, const ast_node *call, const data_call *c, const d
 static value call_data(sema *S, const ast_node *call, int b, value *args, int n_args,
                        const ast_node **kw, value *kwv, int n_kw)
 {
-    static const argspec spec[] = {{"x", 0},     {"y", 0},       {"batch", 1},
-                                   {"shuffle", 0}, {"seed", 0},  {"shape", 0},
-                                   {"classes", 0}, {"label", 0}, {"n", 0},
-                                   {"dims", 0}};
+    static const argspec spec[] = {{"x", 0},    {"y", 0},     {"batch", 1},   {"shuffle", 0},
+                                   {"seed", 0}, {"shape", 0}, {"classes", 0}, {"label", 0},
+                                   {"n", 0},    {"dims", 0}};
     data_call c;
     if (bind_args(S, call, builtin_names[b], spec, 10, args, n_args, kw, kwv, n_kw, &c.paths[0]) <
         0)
@@ -532,8 +559,10 @@ int sema_data_stmt(sema *S, const ast_node *stmt, value v)
 {
     if (v.k == V_ERR) return -1;
     if (v.k != V_DATA) {
-        sema_err(S, stmt->a, "a data statement needs a source such as idx(...), csv(...), "
-                             "raw(...) or gaussian(...), got %s", sema_value_kind(&v));
+        sema_err(S, stmt->a,
+                 "a data statement needs a source such as idx(...), csv(...), "
+                 "raw(...) or gaussian(...), got %s",
+                 sema_value_kind(&v));
         return -1;
     }
     S->g->data[v.id].name = ir_strdup(S->g, stmt->name);

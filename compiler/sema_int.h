@@ -8,8 +8,8 @@
 #include "compiler.h"
 
 typedef enum vkind {
-    V_ERR,     /* an error was already reported: stay quiet */
-    V_NONE,    /* `none`: the identity activation; also list holes */
+    V_ERR,  /* an error was already reported: stay quiet */
+    V_NONE, /* `none`: the identity activation; also list holes */
     V_NUM,
     V_BOOL,
     V_STR,
@@ -20,25 +20,25 @@ typedef enum vkind {
     V_BUILTIN, /* initializers, data sources, optimizers, helpers */
     V_DATA,
     V_OPT,
-    V_INIT     /* an initializer spec, for `var` */
+    V_INIT /* an initializer spec, for `var` */
 } vkind;
 
 typedef struct value value;
 struct value {
     vkind k;
-    int is_int;           /* V_NUM */
-    double num;           /* V_NUM, V_BOOL */
-    const char *str;      /* V_STR */
-    int node;             /* V_TENSOR */
-    int is_train;         /* V_TENSOR made by minimize */
-    int id;               /* V_OP: op; V_BUILTIN: builtin; V_DATA: data index */
-    const ast_node *fn;   /* V_FN */
-    value *items;         /* V_LIST */
+    int is_int;         /* V_NUM */
+    double num;         /* V_NUM, V_BOOL */
+    const char *str;    /* V_STR */
+    int node;           /* V_TENSOR */
+    int is_train;       /* V_TENSOR made by minimize */
+    int id;             /* V_OP: op; V_BUILTIN: builtin; V_DATA: data index */
+    const ast_node *fn; /* V_FN */
+    value *items;       /* V_LIST */
     int n_items;
-    ad_optimizer opt;     /* V_OPT */
-    ir_init init;         /* V_INIT */
-    double ia, ib;        /* V_INIT parameters */
-    ir_type itype;        /* V_INIT shape */
+    ad_optimizer opt; /* V_OPT */
+    ir_init init;     /* V_INIT */
+    double ia, ib;    /* V_INIT parameters */
+    ir_type itype;    /* V_INIT shape */
 };
 
 typedef struct binding {
@@ -59,9 +59,9 @@ typedef struct counter {
 
 /* A variable scope: TensorFlow's tf.variable_scope. */
 typedef struct vscope {
-    const char *path;     /* "" at the top, else "model/fc1" */
+    const char *path; /* "" at the top, else "model/fc1" */
     int reuse;
-    counter *counters;    /* numbering of unnamed calls: dense_0, dense_1 */
+    counter *counters; /* numbering of unnamed calls: dense_0, dense_1 */
     int n_counters, cap_counters;
     struct vscope *parent;
 } vscope;
@@ -72,8 +72,8 @@ typedef struct sema {
     const sema_options *opt;
     env *global;
     vscope *scope;
-    int device;           /* current annotation, -1 none */
-    int depth;            /* user fn call depth */
+    int device; /* current annotation, -1 none */
+    int depth;  /* user fn call depth */
     int in_fn;
     value ret;
     int *data_x, *data_y; /* node per data source, -1 until used */
@@ -83,7 +83,8 @@ typedef struct sema {
 
 /* sema.c */
 value sema_eval(sema *S, env *e, const ast_node *n);
-void sema_err(sema *S, const ast_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void sema_err(sema *S, const ast_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void sema_errs(sema *S, gr_span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like);
 int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out);
@@ -93,8 +94,8 @@ value v_tensor(int node);
 
 /* sema_builtins.c: data sources, initializers, optimizers, helpers */
 int sema_builtin_lookup(const char *name);
-value sema_call_builtin(sema *S, env *e, const ast_node *call, int builtin, value *args,
-                        int n_args, const ast_node **kw, value *kwv, int n_kw);
+value sema_call_builtin(sema *S, env *e, const ast_node *call, int builtin, value *args, int n_args,
+                        const ast_node **kw, value *kwv, int n_kw);
 value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_args,
                    const ast_node **kw, value *kwv, int n_kw);
 value sema_data_field(sema *S, const ast_node *at, int data, const char *field);

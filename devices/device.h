@@ -23,7 +23,7 @@ typedef struct kern_args {
     void *out;
     const ir_type *out_t;
     int n_in;
-    void *const *in;           /* n_in buffers */
+    void *const *in; /* n_in buffers */
     const ir_type *const *in_t;
     void *scratch;             /* max_tasks slices of scratch_task_bytes each, or NULL */
     size_t scratch_task_bytes; /* op_info.scratch(): bytes one task needs */
@@ -39,13 +39,13 @@ typedef void (*kernel_fn)(const kern_args *a);
 
 typedef struct gr_device gr_device;
 typedef struct device_vtable {
-    const char *name;          /* "cpu", "cuda" */
+    const char *name; /* "cpu", "cuda" */
     void *(*alloc)(gr_device *d, size_t bytes);
     void (*free)(gr_device *d, void *p);
     void (*to_device)(gr_device *d, void *dst, const void *src, size_t n);
     void (*to_host)(gr_device *d, void *dst, const void *src, size_t n);
     void (*copy)(gr_device *d, void *dst, const void *src, size_t n);
-    void *(*queue_new)(gr_device *d);          /* one per executor */
+    void *(*queue_new)(gr_device *d); /* one per executor */
     void (*queue_free)(gr_device *d, void *q);
     void (*queue_sync)(gr_device *d, void *q); /* wait until the queue is idle */
     const kernel_fn *kernels;                  /* [GR_OP_COUNT], NULL = unsupported */
@@ -53,7 +53,7 @@ typedef struct device_vtable {
 
 struct gr_device {
     const device_vtable *vt;
-    int id;                    /* GR_DEV(kind, index) */
+    int id; /* GR_DEV(kind, index) */
     void *impl;
 };
 

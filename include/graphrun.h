@@ -54,12 +54,12 @@ extern "C" {
 
 typedef enum gr_code {
     GR_OK = 0,
-    GR_ERR_SYNTAX,    /* the .graph file does not parse */
-    GR_ERR_COMPILE,   /* names, shapes, dtypes, reuse, devices, --set */
-    GR_ERR_IO,        /* a file could not be read or written */
-    GR_ERR_DATA,      /* a data file is malformed */
-    GR_ERR_ARG,       /* API misuse: bad argument, unknown target, wrong feed */
-    GR_ERR_NUMERIC,   /* NaN or Inf found with check_numerics */
+    GR_ERR_SYNTAX,  /* the .graph file does not parse */
+    GR_ERR_COMPILE, /* names, shapes, dtypes, reuse, devices, --set */
+    GR_ERR_IO,      /* a file could not be read or written */
+    GR_ERR_DATA,    /* a data file is malformed */
+    GR_ERR_ARG,     /* API misuse: bad argument, unknown target, wrong feed */
+    GR_ERR_NUMERIC, /* NaN or Inf found with check_numerics */
     GR_ERR_NOMEM,
     GR_ERR_INTERNAL
 } gr_code;
@@ -81,14 +81,14 @@ const char *gr_code_name(gr_code c);
 /* ---- programs ---- */
 typedef struct gr_param {
     const char *name;
-    const char *value;  /* text, as in --set name=value */
+    const char *value; /* text, as in --set name=value */
 } gr_param;
 
 typedef struct gr_compile_options {
     const gr_param *params;
     int n_params;
-    int soft_placement; /* nodes on missing devices move to cpu:0, with a warning */
-    unsigned passes_off;/* GR_PASS_* bits to switch passes off (tests, debugging) */
+    int soft_placement;  /* nodes on missing devices move to cpu:0, with a warning */
+    unsigned passes_off; /* GR_PASS_* bits to switch passes off (tests, debugging) */
 } gr_compile_options;
 
 enum { GR_PASS_CSE = 1, GR_PASS_FOLD = 2, GR_PASS_FUSE = 4 };
@@ -107,8 +107,8 @@ const char *gr_program_warnings(const gr_program *p);
 const char *gr_program_default_target(const gr_program *p);
 /* What the CLI needs to report on a target. */
 typedef struct gr_target_info {
-    const char *loss;   /* for a minimize target: the name of its loss ("train/loss"), else NULL */
-    int64_t batch;      /* examples per run: the batch of the first data source it reads, or 0 */
+    const char *loss; /* for a minimize target: the name of its loss ("train/loss"), else NULL */
+    int64_t batch;    /* examples per run: the batch of the first data source it reads, or 0 */
     int is_train;
 } gr_target_info;
 gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_info *info,
@@ -134,19 +134,19 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
 void gr_session_free(gr_session *s);
 
 typedef struct gr_feed {
-    const char *name;   /* an `input` declared in the program */
+    const char *name; /* an `input` declared in the program */
     const void *data;
-    size_t bytes;       /* must equal the input's size */
+    size_t bytes; /* must equal the input's size */
 } gr_feed;
 
 typedef struct gr_fetch {
-    const char *name;   /* any named tensor of the program */
-    void *data;         /* the value is copied here; NULL asks for a view */
-    size_t bytes;       /* must equal the tensor's size (any value for a view) */
-    const void *view;   /* set when data is NULL: the tensor in place, no copy.
-                           It stays valid until this thread's next gr_run,
-                           gr_prepare or gr_eval on the session, or
-                           gr_session_free. */
+    const char *name; /* any named tensor of the program */
+    void *data;       /* the value is copied here; NULL asks for a view */
+    size_t bytes;     /* must equal the tensor's size (any value for a view) */
+    const void *view; /* set when data is NULL: the tensor in place, no copy.
+                         It stays valid until this thread's next gr_run,
+                         gr_prepare or gr_eval on the session, or
+                         gr_session_free. */
 } gr_fetch;
 
 /* Runs `target` once (one step for a train target: it takes the next batch
@@ -176,9 +176,9 @@ gr_code gr_variable_write(gr_session *s, const char *name, const void *data, siz
  * shapes, sizes) before it changes anything: on error the session is as it
  * was and the message names the file and the tensor. */
 typedef struct gr_restore_options {
-    int weights_only;   /* load trainable variables only; optimizer slots and counters keep
-                           their init, the step and data cursors are not restored */
-    int allow_missing;  /* variables absent from the file keep their init values */
+    int weights_only;  /* load trainable variables only; optimizer slots and counters keep
+                          their init, the step and data cursors are not restored */
+    int allow_missing; /* variables absent from the file keep their init values */
 } gr_restore_options;
 gr_code gr_session_save(gr_session *s, const char *path, gr_status *st);
 /* opt may be NULL (full restore, nothing missing). */

@@ -18,32 +18,42 @@ typedef enum ast_kind {
     AST_FN,       /* fn name(items: AST_PARAMDEF...) b: body block */
     AST_PARAMDEF, /* name [= a default, or NULL] */
     AST_RETURN,   /* return a */
-    AST_SCOPE,    /* scope name [reuse | reuse(a)] [@ b: AST_DEVSPEC] c: block; flag: 0 none, 1 reuse, 2 reuse(a) */
-    AST_FOR,      /* for name in a .. b  c: block */
-    AST_ASSIGN,   /* a (AST_NAME or AST_INDEX) = b */
-    AST_EXPR_STMT,/* a */
+    AST_SCOPE,  /* scope name [reuse | reuse(a)] [@ b: AST_DEVSPEC] c: block; flag: 0 none, 1 reuse,
+                   2 reuse(a) */
+    AST_FOR,    /* for name in a .. b  c: block */
+    AST_ASSIGN, /* a (AST_NAME or AST_INDEX) = b */
+    AST_EXPR_STMT, /* a */
     /* expressions */
-    AST_NUM,      /* num; flag: 1 if written as an integer */
-    AST_STR,      /* name: the decoded string value */
-    AST_BOOL,     /* flag: 0 or 1 */
-    AST_NAME,     /* name */
-    AST_LIST,     /* [items] */
-    AST_CALL,     /* a(items) [as as_name]; items are exprs or AST_KWARG */
-    AST_METHOD,   /* a.name(items) [as as_name] */
-    AST_FIELD,    /* a.name */
-    AST_INDEX,    /* a[b] */
-    AST_BINARY,   /* a op b */
-    AST_UNARY,    /* op a (only '-') */
-    AST_DEVICE,   /* a @ b (b: AST_DEVSPEC); lowest precedence */
-    AST_DEVSPEC,  /* name: "cpu" or "gpu", a: index expression */
-    AST_KWARG,    /* name = a, only inside call argument lists */
-    AST_TYPE,     /* name: dtype ("f32", "i32"), items: dimension exprs */
+    AST_NUM,     /* num; flag: 1 if written as an integer */
+    AST_STR,     /* name: the decoded string value */
+    AST_BOOL,    /* flag: 0 or 1 */
+    AST_NAME,    /* name */
+    AST_LIST,    /* [items] */
+    AST_CALL,    /* a(items) [as as_name]; items are exprs or AST_KWARG */
+    AST_METHOD,  /* a.name(items) [as as_name] */
+    AST_FIELD,   /* a.name */
+    AST_INDEX,   /* a[b] */
+    AST_BINARY,  /* a op b */
+    AST_UNARY,   /* op a (only '-') */
+    AST_DEVICE,  /* a @ b (b: AST_DEVSPEC); lowest precedence */
+    AST_DEVSPEC, /* name: "cpu" or "gpu", a: index expression */
+    AST_KWARG,   /* name = a, only inside call argument lists */
+    AST_TYPE,    /* name: dtype ("f32", "i32"), items: dimension exprs */
     AST_KIND_COUNT
 } ast_kind;
 
 typedef enum ast_op {
-    AOP_MATMUL, AOP_ADD, AOP_SUB, AOP_MUL, AOP_DIV,
-    AOP_EQ, AOP_NE, AOP_LT, AOP_GT, AOP_LE, AOP_GE,
+    AOP_MATMUL,
+    AOP_ADD,
+    AOP_SUB,
+    AOP_MUL,
+    AOP_DIV,
+    AOP_EQ,
+    AOP_NE,
+    AOP_LT,
+    AOP_GT,
+    AOP_LE,
+    AOP_GE,
     AOP_NEG,
     AOP_COUNT
 } ast_op;
@@ -64,9 +74,9 @@ struct ast_node {
 };
 
 typedef struct ast_tree {
-    ast_node *root;      /* AST_PROGRAM, or NULL when parsing failed badly */
+    ast_node *root; /* AST_PROGRAM, or NULL when parsing failed badly */
     const gr_source *src;
-    void *arena;         /* private */
+    void *arena; /* private */
 } ast_tree;
 
 /* Parses src. Errors go to d (several per run, with recovery). Returns a tree

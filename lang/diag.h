@@ -17,10 +17,10 @@ typedef struct gr_span {
 } gr_span;
 
 typedef struct gr_source {
-    char *name;          /* path as given by the user */
-    char *text;          /* NUL-terminated copy (may contain NULs: see len) */
-    size_t len;          /* bytes, BOM included */
-    uint32_t *lines;     /* byte offset of each line start */
+    char *name;      /* path as given by the user */
+    char *text;      /* NUL-terminated copy (may contain NULs: see len) */
+    size_t len;      /* bytes, BOM included */
+    uint32_t *lines; /* byte offset of each line start */
     size_t n_lines;
 } gr_source;
 
@@ -49,12 +49,12 @@ typedef struct gr_diags {
 
 void diag_init(gr_diags *d);
 void diag_free(gr_diags *d);
-void diag_add(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp,
-              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-void diag_vadd(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp,
-               const char *fmt, va_list ap);
+void diag_add(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp, const char *fmt,
+              ...) __attribute__((format(printf, 5, 6)));
+void diag_vadd(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp, const char *fmt,
+               va_list ap);
 #define diag_error(d, src, sp, ...) diag_add((d), DIAG_ERROR, (src), (sp), __VA_ARGS__)
-#define diag_note(d, src, sp, ...) diag_add((d), DIAG_NOTE, (src), (sp), __VA_ARGS__)
+#define diag_note(d, src, sp, ...)  diag_add((d), DIAG_NOTE, (src), (sp), __VA_ARGS__)
 /* Writes "FILE:LINE:COL: error: MSG\n<source line>\n<caret line>\n" for each
  * entry, then "N more errors not shown" when the cap was hit. */
 void diag_print(const gr_diags *d, FILE *out);

@@ -29,8 +29,10 @@ static void bind_buffers(rt_exec *e)
     for (int i = 0; i < e->p->n; i++) {
         int id = e->p->order[i];
         const ir_node *n = &g->nodes[id];
-        if (n->op == OP_VARIABLE) e->buf[id] = e->s->var[n->var];
-        else if (e->p->offset[id] != PLAN_NONE) e->buf[id] = e->arena + e->p->offset[id];
+        if (n->op == OP_VARIABLE)
+            e->buf[id] = e->s->var[n->var];
+        else if (e->p->offset[id] != PLAN_NONE)
+            e->buf[id] = e->arena + e->p->offset[id];
     }
 }
 
@@ -39,8 +41,8 @@ static void bind_buffers(rt_exec *e)
  * update takes exactly one lock, so no order between locks can deadlock. */
 static void *update_lock(const rt_exec *e, const ir_node *n)
 {
-    int is_update = n->op == OP_APPLY_SGD || n->op == OP_APPLY_SGD_ROWS || n->op == OP_APPLY_MOMENTUM ||
-                    n->op == OP_APPLY_ADAM || n->op == OP_ASSIGN_ADD;
+    int is_update = n->op == OP_APPLY_SGD || n->op == OP_APPLY_SGD_ROWS ||
+                    n->op == OP_APPLY_MOMENTUM || n->op == OP_APPLY_ADAM || n->op == OP_ASSIGN_ADD;
     if (!is_update || !(n->attr.i[5] || e->s->opt.locking)) return NULL;
     return &e->s->var_mu[e->p->g->nodes[n->in[0]].var];
 }
@@ -58,10 +60,18 @@ static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
     }
     *used_in += n->n_in;
     size_t sb = gr_ops[n->op].scratch ? gr_ops[n->op].scratch(g, id) : 0;
-    *a = (kern_args){.g = g, .node = n, .out = e->buf[id], .out_t = &n->type, .n_in = n->n_in,
-                     .in = inp, .in_t = int_, .scratch = sb ? e->scratch : NULL,
-                     .scratch_task_bytes = sb, .max_tasks = pool_size(e->pool),
-                     .pool = e->pool, .seed = e->s->opt.seed};
+    *a = (kern_args){.g = g,
+                     .node = n,
+                     .out = e->buf[id],
+                     .out_t = &n->type,
+                     .n_in = n->n_in,
+                     .in = inp,
+                     .in_t = int_,
+                     .scratch = sb ? e->scratch : NULL,
+                     .scratch_task_bytes = sb,
+                     .max_tasks = pool_size(e->pool),
+                     .pool = e->pool,
+                     .seed = e->s->opt.seed};
     a->lock = update_lock(e, n);
     e->fn[e->n_calls++] = fn;
 }
@@ -120,8 +130,10 @@ static void prepare_data(rt_exec *e)
         for (int i = 0; i < e->p->n; i++) {
             const ir_node *n = &g->nodes[e->p->order[i]];
             if (n->op != OP_DATA || n->data != di) continue;
-            if (n->attr.i[0] == 0) e->data[k].x = e->buf[e->p->order[i]];
-            else e->data[k].y = e->buf[e->p->order[i]];
+            if (n->attr.i[0] == 0)
+                e->data[k].x = e->buf[e->p->order[i]];
+            else
+                e->data[k].y = e->buf[e->p->order[i]];
         }
     }
 }
@@ -168,7 +180,10 @@ void exec_free(rt_exec *e)
     free(e);
 }
 
-const void *exec_output(const rt_exec *e, int node) { return e->buf[node]; }
+const void *exec_output(const rt_exec *e, int node)
+{
+    return e->buf[node];
+}
 
 static gr_code bind_feeds(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_status *st)
 {
@@ -191,8 +206,10 @@ static gr_code bind_feeds(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_stat
     }
     for (int k = 0; k < n_feeds; k++) {
         int found = 0;
-        for (int i = 0; i < g->n_inputs; i++) found |= strcmp(feeds[k].name, g->inputs[i].name) == 0;
-        if (!found) return rt_fail(st, GR_ERR_ARG, "feed '%s': no input has that name\n", feeds[k].name);
+        for (int i = 0; i < g->n_inputs; i++)
+            found |= strcmp(feeds[k].name, g->inputs[i].name) == 0;
+        if (!found)
+            return rt_fail(st, GR_ERR_ARG, "feed '%s': no input has that name\n", feeds[k].name);
     }
     return GR_OK;
 }
@@ -214,8 +231,7 @@ static gr_code check_numerics(const rt_exec *e, const kern_args *a, gr_status *s
     return GR_OK;
 }
 
-static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, int *views,
-                            gr_status *st)
+static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, int *views, gr_status *st)
 {
     for (int k = 0; k < n_fetches; k++) {
         int id = rt_find_tensor(e->s, fetches[k].name, st);
@@ -270,7 +286,8 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
     for (int l = 0; l < e->n_levels; l++) {
         const exec_level *L = &e->levels[l];
         level_job job = {e, L};
-        if (L->n_tasks > 1) pool_for(e->pool, L->n_tasks, level_task, &job);
+        if (L->n_tasks > 1)
+            pool_for(e->pool, L->n_tasks, level_task, &job);
         else
             for (int i = L->first; i < L->first + L->n; i++) run_call(e, i);
         if (!e->s->opt.check_numerics) continue;

@@ -7,9 +7,9 @@
 
 /* One level of mutually independent calls (schedule.c). */
 typedef struct exec_level {
-    int first, n;              /* calls [first, first + n) */
-    int n_tasks;               /* 1: run in order with intra-op threads */
-    int *task_first;           /* n_tasks + 1 call offsets, one group per task */
+    int first, n;    /* calls [first, first + n) */
+    int n_tasks;     /* 1: run in order with intra-op threads */
+    int *task_first; /* n_tasks + 1 call offsets, one group per task */
 } exec_level;
 
 typedef struct exec_data {
@@ -24,15 +24,15 @@ struct rt_exec {
     char *arena;
     char *scratch;
     gr_pool *pool;
-    void **buf;                /* per graph node id */
-    kern_args *args;           /* prepared calls, schedule order */
+    void **buf;      /* per graph node id */
+    kern_args *args; /* prepared calls, schedule order */
     kernel_fn *fn;
     int n_calls;
-    void **in_ptrs;            /* backing store for args[].in */
-    const ir_type **in_types;  /* backing store for args[].in_t */
+    void **in_ptrs;           /* backing store for args[].in */
+    const ir_type **in_types; /* backing store for args[].in_t */
     exec_data *data;
     int n_data;
-    void *spare;               /* x/y buffers for data fields the plan does not read */
+    void *spare; /* x/y buffers for data fields the plan does not read */
     exec_level *levels;
     int n_levels;
 };

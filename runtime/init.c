@@ -14,7 +14,10 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static double uniform01(uint64_t *s) { return (double)(splitmix(s) >> 11) * 0x1.0p-53; }
+static double uniform01(uint64_t *s)
+{
+    return (double)(splitmix(s) >> 11) * 0x1.0p-53;
+}
 
 static double gaussian(uint64_t *s)
 {
@@ -34,10 +37,14 @@ static void fans(const ir_type *t, double *fi, double *fo)
 {
     double rf = 1;
     for (int i = 2; i < t->rank; i++) rf *= (double)t->dim[i];
-    if (t->rank == 0) *fi = *fo = 1;
-    else if (t->rank == 1) *fi = *fo = (double)t->dim[0];
-    else if (t->rank == 2) *fi = (double)t->dim[0], *fo = (double)t->dim[1];
-    else *fi = (double)t->dim[1] * rf, *fo = (double)t->dim[0] * rf;
+    if (t->rank == 0)
+        *fi = *fo = 1;
+    else if (t->rank == 1)
+        *fi = *fo = (double)t->dim[0];
+    else if (t->rank == 2)
+        *fi = (double)t->dim[0], *fo = (double)t->dim[1];
+    else
+        *fi = (double)t->dim[1] * rf, *fo = (double)t->dim[0] * rf;
 }
 
 void rt_init_var(const ir_var *v, float *dst, uint64_t seed)
@@ -49,17 +56,31 @@ void rt_init_var(const ir_var *v, float *dst, uint64_t seed)
     for (int64_t i = 0; i < n; i++) {
         double x;
         switch (v->init) {
-        case INIT_ZEROS: x = 0; break;
-        case INIT_ONES: x = 1; break;
-        case INIT_CONSTANT: x = v->a; break;
-        case INIT_UNIFORM: x = v->a + (v->b - v->a) * uniform01(&s); break;
-        case INIT_NORMAL: x = v->a + v->b * gaussian(&s); break;
+        case INIT_ZEROS:
+            x = 0;
+            break;
+        case INIT_ONES:
+            x = 1;
+            break;
+        case INIT_CONSTANT:
+            x = v->a;
+            break;
+        case INIT_UNIFORM:
+            x = v->a + (v->b - v->a) * uniform01(&s);
+            break;
+        case INIT_NORMAL:
+            x = v->a + v->b * gaussian(&s);
+            break;
         case INIT_GLOROT:
             lim = sqrt(6.0 / (fi + fo));
             x = (2 * uniform01(&s) - 1) * lim;
             break;
-        case INIT_HE: x = gaussian(&s) * sqrt(2.0 / fi); break;
-        default: x = 0; break;
+        case INIT_HE:
+            x = gaussian(&s) * sqrt(2.0 / fi);
+            break;
+        default:
+            x = 0;
+            break;
         }
         dst[i] = (float)x;
     }

@@ -23,8 +23,10 @@ static gr_code program_build(gr_program *p, const gr_compile_options *opt, gr_st
     sema_param *params = calloc((size_t)(opt ? opt->n_params : 0) + 1, sizeof *params);
     for (int i = 0; opt && i < opt->n_params; i++)
         params[i] = (sema_param){opt->params[i].name, opt->params[i].value};
-    sema_options so = {.params = params, .n_params = opt ? opt->n_params : 0,
-                       .soft_placement = opt && opt->soft_placement, .n_cpu = 16,
+    sema_options so = {.params = params,
+                       .n_params = opt ? opt->n_params : 0,
+                       .soft_placement = opt && opt->soft_placement,
+                       .n_cpu = 16,
                        .n_gpu = available_gpus()};
     int r = sema_compile(p->g, p->ast, &so);
     free(params);
@@ -113,8 +115,7 @@ static gr_code emit_plan(const gr_program *p, const char *target, FILE *out, gr_
 {
     if (!target) target = gr_program_default_target(p);
     int k = target ? ir_find_name(p->g, target) : -1;
-    if (k < 0)
-        return rt_fail(st, GR_ERR_ARG, "no target named '%s'\n", target ? target : "(none)");
+    if (k < 0) return rt_fail(st, GR_ERR_ARG, "no target named '%s'\n", target ? target : "(none)");
     gr_plan *plan = plan_build(p->g, &p->g->names[k].node, 1);
     fprintf(out, "target %s\n", target);
     plan_dump(plan, out);
@@ -126,22 +127,36 @@ gr_code gr_program_emit(const gr_program *p, const char *what, const char *targe
                         gr_status *st)
 {
     rt_ok(st);
-    if (strcmp(what, "ast") == 0) ast_dump(p->ast, out);
-    else if (strcmp(what, "ir") == 0) ir_dump(p->g, out);
-    else if (strcmp(what, "plan") == 0) return emit_plan(p, target, out, st);
-    else if (strcmp(what, "dot") == 0) ir_dot(p->g, out);
-    else return rt_fail(st, GR_ERR_ARG, "unknown dump '%s' (ast, ir, plan or dot)\n", what);
+    if (strcmp(what, "ast") == 0)
+        ast_dump(p->ast, out);
+    else if (strcmp(what, "ir") == 0)
+        ir_dump(p->g, out);
+    else if (strcmp(what, "plan") == 0)
+        return emit_plan(p, target, out, st);
+    else if (strcmp(what, "dot") == 0)
+        ir_dot(p->g, out);
+    else
+        return rt_fail(st, GR_ERR_ARG, "unknown dump '%s' (ast, ir, plan or dot)\n", what);
     return GR_OK;
 }
 
 #ifdef GR_HAVE_CUDA
 #include "../devices/cuda/cuda.h"
-static int available_gpus(void) { return cuda_device_count(); }
+static int available_gpus(void)
+{
+    return cuda_device_count();
+}
 #else
-static int available_gpus(void) { return 0; }
+static int available_gpus(void)
+{
+    return 0;
+}
 #endif
 
-const char *gr_version(void) { return GR_VERSION_STRING; }
+const char *gr_version(void)
+{
+    return GR_VERSION_STRING;
+}
 
 gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_info *info,
                            gr_status *st)

@@ -43,26 +43,26 @@ struct gr_program {
 typedef struct rt_exec rt_exec;
 
 typedef struct rt_plan_entry {
-    char *key;                 /* "target|fetch|fetch" */
+    char *key; /* "target|fetch|fetch" */
     gr_plan *plan;
-    int is_train;              /* the target is a .minimize(): a training step */
+    int is_train; /* the target is a .minimize(): a training step */
     rt_exec **free_execs;
     int n_free, cap_free;
-    rt_exec **all;             /* every executor made, free or not */
+    rt_exec **all; /* every executor made, free or not */
     int n_all, cap_all;
 } rt_plan_entry;
 
 struct gr_session {
-    uint64_t id;               /* unique per session, for thread-held views */
+    uint64_t id; /* unique per session, for thread-held views */
     const gr_program *prog;
     const ir_graph *g;
     gr_session_options opt;
-    void **var;                /* one buffer per variable */
-    pthread_mutex_t *var_mu;   /* per variable: taken by locking updates */
-    data_reader **readers;     /* per data source, opened when a plan needs it */
-    pthread_mutex_t mu;        /* plans, executor lists, readers */
-    pthread_rwlock_t pause;    /* runs hold it shared; a consistent snapshot
-                                  (checkpoint save) holds it exclusively */
+    void **var;              /* one buffer per variable */
+    pthread_mutex_t *var_mu; /* per variable: taken by locking updates */
+    data_reader **readers;   /* per data source, opened when a plan needs it */
+    pthread_mutex_t mu;      /* plans, executor lists, readers */
+    pthread_rwlock_t pause;  /* runs hold it shared; a consistent snapshot
+                                (checkpoint save) holds it exclusively */
     rt_plan_entry *plans;
     int n_plans, cap_plans;
     atomic_uint_fast64_t steps;
@@ -83,8 +83,8 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
 const void *exec_output(const rt_exec *e, int node);
 
 /* session.c */
-gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fetch,
-                        int n_fetch, rt_plan_entry **out, gr_status *st);
+gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fetch, int n_fetch,
+                        rt_plan_entry **out, gr_status *st);
 rt_exec *rt_exec_take(gr_session *s, rt_plan_entry *pe, gr_status *st);
 void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e);
 int rt_find_tensor(const gr_session *s, const char *name, gr_status *st);

@@ -18,7 +18,7 @@
 #include "exec_int.h"
 
 #define DOMINANT_SHARE 0.6
-#define MAX_TASKS 64
+#define MAX_TASKS      64
 
 static int by_cost_desc(const void *a, const void *b, void *costs)
 {
@@ -35,7 +35,8 @@ static void plan_level(const rt_exec *e, const double *cost, int *calls, int n, 
         total += cost[calls[i]];
         if (cost[calls[i]] > max) max = cost[calls[i]];
     }
-    L->n_tasks = (threads < 2 || n < 2 || max > DOMINANT_SHARE * total) ? 1 : (n < threads ? n : threads);
+    L->n_tasks =
+        (threads < 2 || n < 2 || max > DOMINANT_SHARE * total) ? 1 : (n < threads ? n : threads);
     qsort_r(calls, (size_t)n, sizeof(int), by_cost_desc, (void *)cost);
     double load[MAX_TASKS] = {0};
     for (int i = 0; i < n; i++) {
@@ -79,12 +80,16 @@ static void reorder_calls(rt_exec *e, const int *order)
     e->fn = fn;
 }
 
-static int node_id(const rt_exec *e, int call) { return (int)(e->args[call].node - e->p->g->nodes); }
+static int node_id(const rt_exec *e, int call)
+{
+    return (int)(e->args[call].node - e->p->g->nodes);
+}
 
 void sched_build(rt_exec *e, int threads)
 {
     int n = e->n_calls;
-    int *order = malloc(sizeof(int) * (size_t)(n + 1)), *task_of = calloc((size_t)n + 1, sizeof(int));
+    int *order = malloc(sizeof(int) * (size_t)(n + 1)),
+        *task_of = calloc((size_t)n + 1, sizeof(int));
     int *calls = malloc(sizeof(int) * (size_t)(n + 1));
     double *cost = malloc(sizeof(double) * (size_t)(n + 1));
     for (int i = 0; i < n; i++) cost[i] = ops_cost(e->p->g, node_id(e, i));

@@ -33,15 +33,22 @@ static int live_has(const gr_session *s)
     return found;
 }
 #else
-static void live_set(const gr_session *s, int on) { (void)s, (void)on; }
-static int live_has(const gr_session *s) { return s != NULL; }
+static void live_set(const gr_session *s, int on)
+{
+    (void)s, (void)on;
+}
+static int live_has(const gr_session *s)
+{
+    return s != NULL;
+}
 #endif
 
 /* NULL, freed (debug builds) or fine. */
 static gr_code check_session(const gr_session *s, const char *fn, gr_status *st)
 {
     if (!s) return rt_fail(st, GR_ERR_ARG, "%s: session is NULL\n", fn);
-    if (!live_has(s)) return rt_fail(st, GR_ERR_ARG, "%s: session was freed (or never created)\n", fn);
+    if (!live_has(s))
+        return rt_fail(st, GR_ERR_ARG, "%s: session was freed (or never created)\n", fn);
     return GR_OK;
 }
 
@@ -160,7 +167,8 @@ gr_code rt_open_reader(gr_session *s, int di, gr_status *st)
 static gr_code open_readers(gr_session *s, const gr_plan *p, gr_status *st)
 {
     gr_code c = GR_OK;
-    for (int k = 0; k < p->n_data_used && c == GR_OK; k++) c = rt_open_reader(s, p->data_used[k], st);
+    for (int k = 0; k < p->n_data_used && c == GR_OK; k++)
+        c = rt_open_reader(s, p->data_used[k], st);
     return c;
 }
 
@@ -195,8 +203,8 @@ static gr_code add_plan(gr_session *s, char *key, const char *target, const char
         s->plans = realloc(s->plans, sizeof *s->plans * (size_t)s->cap_plans);
     }
     int k = ir_find_name(s->g, target);
-    s->plans[s->n_plans] = (rt_plan_entry){.key = key, .plan = p,
-                                           .is_train = k >= 0 && s->g->names[k].is_train};
+    s->plans[s->n_plans] =
+        (rt_plan_entry){.key = key, .plan = p, .is_train = k >= 0 && s->g->names[k].is_train};
     *out = &s->plans[s->n_plans++];
     return GR_OK;
 fail:
@@ -206,8 +214,8 @@ fail:
 }
 
 /* Plans are never removed, but the array may move: callers hold s->mu. */
-gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fetch,
-                        int n_fetch, rt_plan_entry **out, gr_status *st)
+gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fetch, int n_fetch,
+                        rt_plan_entry **out, gr_status *st)
 {
     char key[1024];
     if (plan_key(key, sizeof key, target, fetch, n_fetch) < 0)
@@ -345,8 +353,10 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
     if (c == GR_OK && is_train) atomic_fetch_add(&s->train_steps, 1);
     pthread_rwlock_unlock(&s->pause);
     if (c == GR_OK && views && keep_held(s, pi, e) < 0)
-        c = rt_fail(st, GR_ERR_ARG, "gr_run: this thread holds zero-copy views on %d sessions "
-                    "already\n", HELD_SLOTS);
+        c = rt_fail(st, GR_ERR_ARG,
+                    "gr_run: this thread holds zero-copy views on %d sessions "
+                    "already\n",
+                    HELD_SLOTS);
     else if (c == GR_OK && views)
         e = NULL;
     if (e) release(s, pi, e);

@@ -5,7 +5,10 @@
 
 #include "runtime.h"
 
-gr_status *gr_status_new(void) { return calloc(1, sizeof(gr_status)); }
+gr_status *gr_status_new(void)
+{
+    return calloc(1, sizeof(gr_status));
+}
 
 static void status_clear(gr_status *st)
 {
@@ -21,9 +24,15 @@ void gr_status_free(gr_status *st)
     free(st);
 }
 
-gr_code gr_status_code(const gr_status *st) { return st ? st->code : GR_OK; }
+gr_code gr_status_code(const gr_status *st)
+{
+    return st ? st->code : GR_OK;
+}
 
-const char *gr_status_message(const gr_status *st) { return st && st->msg ? st->msg : ""; }
+const char *gr_status_message(const gr_status *st)
+{
+    return st && st->msg ? st->msg : "";
+}
 
 int gr_status_location(const gr_status *st, const char **file, int *line, int *col)
 {
@@ -36,9 +45,9 @@ int gr_status_location(const gr_status *st, const char **file, int *line, int *c
 
 const char *gr_code_name(gr_code c)
 {
-    static const char *names[] = {"ok", "syntax error", "compile error", "I/O error",
-                                  "data error", "bad argument", "numeric error",
-                                  "out of memory", "internal error"};
+    static const char *names[] = {
+        "ok",           "syntax error",  "compile error", "I/O error",     "data error",
+        "bad argument", "numeric error", "out of memory", "internal error"};
     return (unsigned)c < sizeof names / sizeof *names ? names[c] : "unknown error";
 }
 
@@ -88,7 +97,10 @@ static void default_abort(const char *msg)
 
 static gr_abort_hook abort_hook = default_abort;
 
-void gr_set_abort_hook(gr_abort_hook hook) { abort_hook = hook ? hook : default_abort; }
+void gr_set_abort_hook(gr_abort_hook hook)
+{
+    abort_hook = hook ? hook : default_abort;
+}
 
 void rt_abort(const char *msg)
 {

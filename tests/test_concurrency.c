@@ -15,9 +15,9 @@
 
 #include "graphrun.h"
 
-#define assert_gr_ok(call, st)                                                                 \
-    do {                                                                                       \
-        gr_code c_ = (call);                                                                   \
+#define assert_gr_ok(call, st)                                                                     \
+    do {                                                                                           \
+        gr_code c_ = (call);                                                                       \
         if (c_ != GR_OK) fail_msg("%s -> %s: %s", #call, gr_code_name(c_), gr_status_message(st)); \
     } while (0)
 
@@ -26,7 +26,7 @@ typedef struct worker {
     const char *target;
     const char *fetch;
     int steps;
-    float *out;       /* steps * fetch_elems values, or NULL */
+    float *out; /* steps * fetch_elems values, or NULL */
     int fetch_elems;
     int failures;
 } worker;
@@ -75,8 +75,8 @@ static gr_session *session_for(const char *text, gr_program **p, gr_status *st, 
 static float count_to(int threads, int steps, const char *opt, int session_locking)
 {
     char text[256];
-    snprintf(text, sizeof text, "var c = zeros([1])\nloss = sum(c) * -1.0\ntrain = %s.minimize(loss)\n",
-             opt);
+    snprintf(text, sizeof text,
+             "var c = zeros([1])\nloss = sum(c) * -1.0\ntrain = %s.minimize(loss)\n", opt);
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
     gr_session *s = session_for(text, &p, st, session_locking);
@@ -143,7 +143,8 @@ static void test_concurrent_executors_never_share_a_batch(void **state)
     FILE *fp = fopen(path, "w");
     for (int i = 0; i < N; i++) fprintf(fp, "%d,%d\n", i, i % 3);
     fclose(fp);
-    snprintf(text, sizeof text, "data d = csv(\"%s\", batch=%d, shuffle=true)\nxs = d.x * 1.0\n", path, B);
+    snprintf(text, sizeof text, "data d = csv(\"%s\", batch=%d, shuffle=true)\nxs = d.x * 1.0\n",
+             path, B);
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
     gr_session *s = session_for(text, &p, st, 0);
@@ -154,7 +155,8 @@ static void test_concurrent_executors_never_share_a_batch(void **state)
     for (int k = 0; k < K; k++)
         for (int i = 0; i < PER * B; i++) seen[(int)outs[k][i]]++;
     for (int i = 0; i < N; i++)
-        if (seen[i] != EPOCHS) fail_msg("example %d taken %d times in %d epochs", i, seen[i], EPOCHS);
+        if (seen[i] != EPOCHS)
+            fail_msg("example %d taken %d times in %d epochs", i, seen[i], EPOCHS);
     for (int k = 0; k < K; k++) free(outs[k]);
     gr_session_free(s);
     gr_program_free(p);

@@ -23,26 +23,35 @@
 #include "compiler/ops_impl.h"
 #include "graphrun.h"
 
-#define EPS 1e-2
-#define TOL 1e-3
-#define MAX_VARS 3
+#define EPS       1e-2
+#define TOL       1e-3
+#define MAX_VARS  3
 #define MAX_ELEMS 256
 
 typedef enum fill { NORMAL, POSITIVE, SPACED } fill;
 
 typedef struct gc_case {
-    const char *op;     /* the registry name it covers */
-    const char *vars;   /* `var x0 = ...` declarations (and constants) */
-    const char *expr;   /* y = expr */
+    const char *op;   /* the registry name it covers */
+    const char *vars; /* `var x0 = ...` declarations (and constants) */
+    const char *expr; /* y = expr */
     fill fills[MAX_VARS];
 } gc_case;
 
 static const gc_case cases[] = {
     {"matmul", "var x0 = zeros([3, 4])\nvar x1 = zeros([4, 5])", "matmul(x0, x1)", {0}},
-    {"matmul", "var x0 = zeros([4, 3])\nvar x1 = zeros([4, 5])", "matmul(x0, x1, transpose_a=true)", {0}},
-    {"matmul", "var x0 = zeros([3, 4])\nvar x1 = zeros([5, 4])", "matmul(x0, x1, transpose_b=true)", {0}},
+    {"matmul",
+     "var x0 = zeros([4, 3])\nvar x1 = zeros([4, 5])",
+     "matmul(x0, x1, transpose_a=true)",
+     {0}},
+    {"matmul",
+     "var x0 = zeros([3, 4])\nvar x1 = zeros([5, 4])",
+     "matmul(x0, x1, transpose_b=true)",
+     {0}},
     /* shared weights: two consumers' gradients are summed */
-    {"matmul", "var x0 = zeros([2, 3])\nvar x1 = zeros([3, 3])", "matmul(tanh(matmul(x0, x1)), x1)", {0}},
+    {"matmul",
+     "var x0 = zeros([2, 3])\nvar x1 = zeros([3, 3])",
+     "matmul(tanh(matmul(x0, x1)), x1)",
+     {0}},
     {"add", "var x0 = zeros([3, 4])\nvar x1 = zeros([4])", "add(x0, x1)", {0}},
     {"sub", "var x0 = zeros([3, 1])\nvar x1 = zeros([1, 4])", "sub(x0, x1)", {0}},
     {"mul", "var x0 = zeros([2, 3, 4])\nvar x1 = zeros([3, 1])", "mul(x0, x1)", {0}},
@@ -57,8 +66,10 @@ static const gc_case cases[] = {
     {"identity", "var x0 = zeros([3, 5])", "identity(x0)", {0}},
     {"softmax", "var x0 = zeros([3, 5])", "softmax(x0)", {0}},
     {"log_softmax", "var x0 = zeros([3, 5])", "log_softmax(x0)", {0}},
-    {"softmax_xent", "var x0 = zeros([4, 5])\nlab = cast([1, 0, 4, 2], dtype=\"i32\")",
-     "softmax_xent(x0, lab)", {0}},
+    {"softmax_xent",
+     "var x0 = zeros([4, 5])\nlab = cast([1, 0, 4, 2], dtype=\"i32\")",
+     "softmax_xent(x0, lab)",
+     {0}},
     {"mse", "var x0 = zeros([3, 4])\nvar x1 = zeros([3, 4])", "mse(x0, x1)", {0}},
     {"sum", "var x0 = zeros([3, 4])", "sum(x0)", {0}},
     {"sum", "var x0 = zeros([3, 4])", "sum(x0, axis=1)", {0}},
@@ -70,13 +81,19 @@ static const gc_case cases[] = {
     {"transpose", "var x0 = zeros([2, 3, 4])", "transpose(x0, perm=[2, 0, 1])", {0}},
     {"concat", "var x0 = zeros([2, 3])\nvar x1 = zeros([2, 2])", "concat([x0, x1], axis=1)", {0}},
     {"slice", "var x0 = zeros([4, 5])", "slice(x0, axis=1, begin=1, end=4)", {0}},
-    {"gather", "var x0 = zeros([6, 3])\nids = cast([0, 5, 2, 2], dtype=\"i32\")", "gather(x0, ids)",
+    {"gather",
+     "var x0 = zeros([6, 3])\nids = cast([0, 5, 2, 2], dtype=\"i32\")",
+     "gather(x0, ids)",
      {0}},
     {"cast", "var x0 = zeros([3, 4])", "cast(x0, dtype=\"f32\")", {0}},
-    {"conv2d", "var x0 = zeros([2, 2, 5, 5])\nvar x1 = zeros([3, 2, 3, 3])",
-     "conv2d(x0, x1, stride=1, padding=1)", {0}},
-    {"conv2d", "var x0 = zeros([1, 2, 6, 6])\nvar x1 = zeros([2, 2, 3, 3])",
-     "conv2d(x0, x1, stride=2, padding=0)", {0}},
+    {"conv2d",
+     "var x0 = zeros([2, 2, 5, 5])\nvar x1 = zeros([3, 2, 3, 3])",
+     "conv2d(x0, x1, stride=1, padding=1)",
+     {0}},
+    {"conv2d",
+     "var x0 = zeros([1, 2, 6, 6])\nvar x1 = zeros([2, 2, 3, 3])",
+     "conv2d(x0, x1, stride=2, padding=0)",
+     {0}},
     {"maxpool2d", "var x0 = zeros([1, 2, 4, 4])", "maxpool2d(x0, size=2)", {SPACED}},
     {"avgpool2d", "var x0 = zeros([1, 2, 4, 4])", "avgpool2d(x0, size=2, stride=1)", {0}},
 };
@@ -99,9 +116,12 @@ static double uniform(void)
 static void fill_values(float *x, int n, fill f)
 {
     for (int i = 0; i < n; i++) {
-        if (f == SPACED) x[i] = (float)(0.05 * (i - n / 2) + 0.025);
-        else if (f == POSITIVE) x[i] = (float)(0.5 + uniform());
-        else x[i] = (float)(2 * uniform() - 1);
+        if (f == SPACED)
+            x[i] = (float)(0.05 * (i - n / 2) + 0.025);
+        else if (f == POSITIVE)
+            x[i] = (float)(0.5 + uniform());
+        else
+            x[i] = (float)(2 * uniform() - 1);
     }
     for (int i = n - 1; f == SPACED && i > 0; i--) {
         int j = (int)(uniform() * (i + 1));
@@ -121,9 +141,9 @@ typedef struct gc_run {
     size_t y_bytes;
 } gc_run;
 
-#define ok(call, r)                                                                            \
-    do {                                                                                       \
-        if ((call) != GR_OK) fail_msg("%s: %s", #call, gr_status_message((r)->st));            \
+#define ok(call, r)                                                                                \
+    do {                                                                                           \
+        if ((call) != GR_OK) fail_msg("%s: %s", #call, gr_status_message((r)->st));                \
     } while (0)
 
 /* L = sum(y^2) / 2 in double, with the variables as they are now. */
@@ -137,13 +157,17 @@ static double loss_now(gc_run *r)
     return l;
 }
 
-static void write_var(gc_run *r, int v) { ok(gr_variable_write(r->s, r->names[v], r->x[v], r->bytes[v], r->st), r); }
+static void write_var(gc_run *r, int v)
+{
+    ok(gr_variable_write(r->s, r->names[v], r->x[v], r->bytes[v], r->st), r);
+}
 
 static void setup_case(const gc_case *c, gc_run *r)
 {
     char text[1024];
-    snprintf(text, sizeof text, "%s\ny = %s\nloss = sum(y * y) / 2\ntrain = sgd(1.0).minimize(loss)\n",
-             c->vars, c->expr);
+    snprintf(text, sizeof text,
+             "%s\ny = %s\nloss = sum(y * y) / 2\ntrain = sgd(1.0).minimize(loss)\n", c->vars,
+             c->expr);
     r->st = gr_status_new();
     ok(gr_compile_string("gradcheck.graph", text, strlen(text), NULL, &r->p, r->st), r);
     ok(gr_session_new(r->p, NULL, &r->s, r->st), r);
@@ -195,7 +219,8 @@ static int check_case(const gc_case *c)
     int bad = 0;
     setup_case(c, &r);
     ok(gr_run(r.s, "train", NULL, 0, NULL, 0, r.st), &r);
-    for (int v = 0; v < r.n_vars; v++) ok(gr_variable_read(r.s, r.names[v], after[v], r.bytes[v], r.st), &r);
+    for (int v = 0; v < r.n_vars; v++)
+        ok(gr_variable_read(r.s, r.names[v], after[v], r.bytes[v], r.st), &r);
     for (int v = 0; v < r.n_vars; v++) write_var(&r, v);
     for (int v = 0; v < r.n_vars; v++) {
         for (size_t i = 0; i < r.bytes[v] / 4; i++) grad[i] = r.x[v][i] - after[v][i];

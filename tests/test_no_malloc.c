@@ -92,8 +92,10 @@ static long steady_state_allocations(const char *path, int threads)
 static void test_linear_regression_steps_do_not_allocate(void **state)
 {
     (void)state;
-    assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/examples/linear_regression.graph", 1), 0);
-    assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/examples/linear_regression.graph", 2), 0);
+    assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/examples/linear_regression.graph", 1),
+                     0);
+    assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/examples/linear_regression.graph", 2),
+                     0);
 }
 
 static void test_mlp_steps_do_not_allocate(void **state)

@@ -14,12 +14,12 @@
 
 #include "graphrun.h"
 
-#define EX GR_SOURCE_DIR "/examples/"
+#define EX      GR_SOURCE_DIR "/examples/"
 #define FASHION "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 
-#define assert_gr_ok(call, st)                                                                 \
-    do {                                                                                       \
-        gr_code c_ = (call);                                                                   \
+#define assert_gr_ok(call, st)                                                                     \
+    do {                                                                                           \
+        gr_code c_ = (call);                                                                       \
         if (c_ != GR_OK) fail_msg("%s -> %s: %s", #call, gr_code_name(c_), gr_status_message(st)); \
     } while (0)
 
@@ -64,7 +64,8 @@ static void check_optimizer(const char *opt)
              "data d = gaussian(n=512, dims=[1], batch=16, seed=3)\n"
              "var w = zeros([1, 1])\nvar b = zeros([1])\n"
              "loss = mse(d.x @ w + b, d.x * 3.0 - 1.0)\n"
-             "train = %s.minimize(loss)\n", opt);
+             "train = %s.minimize(loss)\n",
+             opt);
     gr_status *st = gr_status_new();
     gr_program *p = compile_str(text, NULL, st);
     gr_session *s = NULL;
@@ -158,7 +159,8 @@ static void test_unknown_target_and_bad_feed_give_clear_status(void **state)
 {
     (void)state;
     gr_status *st = gr_status_new();
-    gr_program *p = compile_str("input z: f32[2, 3]\nvar w = ones([3, 1])\ny = sum(z @ w)\n", NULL, st);
+    gr_program *p =
+        compile_str("input z: f32[2, 3]\nvar w = ones([3, 1])\ny = sum(z @ w)\n", NULL, st);
     gr_session *s = NULL;
     assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
     assert_int_equal(gr_run(s, "nope", NULL, 0, NULL, 0, st), GR_ERR_ARG);
@@ -247,7 +249,8 @@ static void test_compile_error_has_location(void **state)
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
     const char *text = "var w = zeros([4, 3])\nx = ones([2, 5])\ny = x @ w\n";
-    assert_int_equal(gr_compile_string("m.graph", text, strlen(text), NULL, &p, st), GR_ERR_COMPILE);
+    assert_int_equal(gr_compile_string("m.graph", text, strlen(text), NULL, &p, st),
+                     GR_ERR_COMPILE);
     assert_null(p);
     const char *file;
     int line, col;

@@ -30,17 +30,21 @@ static int valid_emit(const char *e)
 static int parse_check_opts(int argc, char **argv, check_opts *o)
 {
     enum { O_EMIT = 256, O_TARGET, O_SET, O_SOFT };
-    static const struct option longs[] = {
-        {"emit", 1, 0, O_EMIT}, {"target", 1, 0, O_TARGET}, {"set", 1, 0, O_SET},
-        {"soft-placement", 0, 0, O_SOFT}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option longs[] = {{"emit", 1, 0, O_EMIT}, {"target", 1, 0, O_TARGET},
+                                          {"set", 1, 0, O_SET},   {"soft-placement", 0, 0, O_SOFT},
+                                          {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         if (c == 'h') return fputs(check_help, stdout), -1;
-        if (c == O_EMIT) o->emit = optarg;
-        else if (c == O_TARGET) o->target = optarg;
-        else if (c == O_SOFT) o->comp.soft_placement = 1;
-        else if (c != O_SET || cli_add_param(&o->params, optarg) < 0) return CLI_USAGE;
+        if (c == O_EMIT)
+            o->emit = optarg;
+        else if (c == O_TARGET)
+            o->target = optarg;
+        else if (c == O_SOFT)
+            o->comp.soft_placement = 1;
+        else if (c != O_SET || cli_add_param(&o->params, optarg) < 0)
+            return CLI_USAGE;
     }
     if (!valid_emit(o->emit)) {
         fprintf(stderr, "graphrun check: unknown --emit '%s' (ast, ir, plan or dot)\n", o->emit);
@@ -60,8 +64,10 @@ static int check_file(const char *path, const check_opts *o)
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
     gr_code c = gr_compile_file(path, &o->comp, &p, st);
-    if (c != GR_OK) cli_print_status(st);
-    else fputs(gr_program_warnings(p), stderr);
+    if (c != GR_OK)
+        cli_print_status(st);
+    else
+        fputs(gr_program_warnings(p), stderr);
     if (c == GR_OK && o->emit && (c = gr_program_emit(p, o->emit, o->target, stdout, st)) != GR_OK)
         cli_print_status(st);
     gr_program_free(p);

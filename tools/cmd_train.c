@@ -137,7 +137,8 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
             if (parse_long(optarg, 1, &o->eval_every)) return bad_usage("bad --eval-every", optarg);
             break;
         case O_SET:
-            if (cli_add_param(&o->params, optarg)) return bad_usage("--set needs NAME=VALUE, got", optarg);
+            if (cli_add_param(&o->params, optarg))
+                return bad_usage("--set needs NAME=VALUE, got", optarg);
             break;
         case O_SEED:
             if (parse_long(optarg, 0, &v)) return bad_usage("bad --seed", optarg);
@@ -193,9 +194,7 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
     return check_ckpt_opts(o);
 }
 
-
-void report(const train_opts *o, progress *pg, long step, float loss, int64_t batch,
-                   int final)
+void report(const train_opts *o, progress *pg, long step, float loss, int64_t batch, int final)
 {
     double el = now() - pg->t0, sps = el > 0 ? (double)(step - o->start) / el : 0;
     if (pg->log && step > 0)
@@ -311,8 +310,7 @@ static int restore_checkpoint(train_opts *o, gr_session *s, gr_status *st)
 }
 
 /* Checks every --target exists and records its loss name. */
-static int target_infos(train_opts *o, const gr_program *prog, gr_target_info *first,
-                        gr_status *st)
+static int target_infos(train_opts *o, const gr_program *prog, gr_target_info *first, gr_status *st)
 {
     for (int i = 0; i < o->n_targets; i++) {
         gr_target_info ti;
@@ -323,7 +321,10 @@ static int target_infos(train_opts *o, const gr_program *prog, gr_target_info *f
     return 0;
 }
 
-static int concurrent(const train_opts *o) { return o->executors > 1 || o->n_targets > 1; }
+static int concurrent(const train_opts *o)
+{
+    return o->executors > 1 || o->n_targets > 1;
+}
 
 static int train_session(train_opts *o, gr_program *prog, gr_status *st)
 {

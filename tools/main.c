@@ -13,14 +13,17 @@ typedef struct cli_command {
 
 static const cli_command commands[] = {
     {"check", cmd_check, "check [--emit ast|ir|plan|dot] FILE...  report errors without running"},
-    {"dot", cmd_dot, "dot FILE                    print the graph as Graphviz, one cluster per device"},
+    {"dot", cmd_dot,
+     "dot FILE                    print the graph as Graphviz, one cluster per device"},
     {"fmt", cmd_fmt, "fmt FILE                    print FILE in canonical form"},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
 static void usage(FILE *out)
 {
-    fputs("usage: graphrun FILE.graph --steps N [options]  train the model in FILE (FILE --help: options)\n", out);
+    fputs("usage: graphrun FILE.graph --steps N [options]  train the model in FILE (FILE --help: "
+          "options)\n",
+          out);
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "       graphrun %s\n", commands[i].help);
     fputs("       graphrun --help | --version\n", out);
 }

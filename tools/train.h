@@ -17,7 +17,7 @@ typedef struct train_opts {
     const char *losses[MAX_TARGETS];  /* each target's loss name, or NULL */
     int64_t batch;                    /* examples per run of the first target */
     int n_targets;
-    int executors;                    /* --executors: concurrent runs per target */
+    int executors; /* --executors: concurrent runs per target */
     const char *ckpt_path, *restore_path, *init_path;
     const char *evals[MAX_EVALS];
     int n_evals;

@@ -17,7 +17,7 @@
 typedef struct worker {
     gr_session *s;
     const char *target, *loss_name;
-    atomic_long *next;         /* steps handed out so far */
+    atomic_long *next; /* steps handed out so far */
     long end;
     _Atomic float loss;
     atomic_int done;
@@ -100,8 +100,12 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
     pg->t0 = pg->last_print = now();
     for (int i = 0; i < n; i++) {
         int t = i % o->n_targets;
-        w[i] = (worker){.s = s, .target = o->targets[t], .loss_name = o->losses[t],
-                        .next = &next, .end = o->steps, .st = gr_status_new()};
+        w[i] = (worker){.s = s,
+                        .target = o->targets[t],
+                        .loss_name = o->losses[t],
+                        .next = &next,
+                        .end = o->steps,
+                        .st = gr_status_new()};
         pthread_create(&w[i].th, NULL, worker_main, &w[i]);
     }
     rc = watch(o, s, w, n, &next, pg, st);

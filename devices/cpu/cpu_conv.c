@@ -62,8 +62,10 @@ static void im2col(const cpu_conv_shape *s, const float *x, float *col)
                 for (int64_t oh = 0; oh < s->oh; oh++) {
                     int64_t ih = oh * s->stride - s->pad + kh;
                     float *dst = row + oh * s->ow;
-                    if (ih < 0 || ih >= s->h) cpu_fill_f32(dst, 0.0f, s->ow);
-                    else im2col_row(s, x + (c * s->h + ih) * s->w, kw, dst);
+                    if (ih < 0 || ih >= s->h)
+                        cpu_fill_f32(dst, 0.0f, s->ow);
+                    else
+                        im2col_row(s, x + (c * s->h + ih) * s->w, kw, dst);
                 }
             }
 }
