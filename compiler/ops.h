@@ -19,6 +19,7 @@
 
 #define GR_AXIS_ALL (-100)
 
+/* clang-format off: one op per line, comments aligned */
 #define GR_OPS(X)                                                                                  \
     /* sources (no kernel work: the executor binds their buffers) */                               \
     X(CONST, "const")       /* out filled with attr f0, or copied from node->cdata */              \
@@ -88,6 +89,8 @@
         X(GROUP, "group") /* waits for its inputs; out is a 0-byte token */ /* fusions, created by \
                                                                                passes only */      \
         X(MATMUL_BIAS, "matmul_bias") /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */
+
+/* clang-format on */
 
 typedef enum gr_op {
 #define GR_OP_ENUM(id, name) OP_##id,
