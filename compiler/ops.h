@@ -19,78 +19,90 @@
 
 #define GR_AXIS_ALL (-100)
 
-/* clang-format off: one op per line, comments aligned */
+/* The op table stays one op per line, comments aligned. */
+// clang-format off
 #define GR_OPS(X)                                                                                  \
     /* sources (no kernel work: the executor binds their buffers) */                               \
-    X(CONST, "const")       /* out filled with attr f0, or copied from node->cdata */              \
-    X(INPUT, "input")       /* fed by the caller */                                                \
-    X(DATA, "data")         /* attr0: 0 = x, 1 = y; attr1: data index (-> node->data) */           \
-    X(VARIABLE, "variable") /* the variable's own buffer, read in place */                         \
+    X(CONST, "const")              /* out filled with attr f0, or copied from node->cdata */       \
+    X(INPUT, "input")              /* fed by the caller */                                         \
+    X(DATA, "data")                /* attr0: 0 = x, 1 = y; attr1: data index (-> node->data) */    \
+    X(VARIABLE, "variable")        /* the variable's own buffer, read in place */                  \
     /* linear algebra */                                                                           \
-    X(MATMUL, "matmul") /* in: a[M,K] b[K,N]; attr0 trans_a, attr1 trans_b */                      \
+    X(MATMUL, "matmul")            /* in: a[M,K] b[K,N]; attr0 trans_a, attr1 trans_b */           \
     /* elementwise binary (broadcasting) */                                                        \
     X(ADD, "add")                                                                                  \
-    X(SUB, "sub") X(MUL, "mul")                                                                    \
-        X(DIV, "div") /* comparisons: broadcasting, out f32 0/1 (works on f32 and i32) */          \
-        X(EQ, "equal") X(NE, "not_equal") X(LT, "less") X(GT, "greater") X(LE, "less_equal")       \
-            X(GE, "greater_equal") /* elementwise unary, f32 */                                    \
-        X(NEG, "neg") X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt") X(RELU, "relu")                  \
-            X(SIGMOID, "sigmoid") X(TANH, "tanh") X(                                               \
-                IDENTITY,                                                                          \
-                "identity") /* copy (act=none, and a stop for fusion) */ /* along the last axis */ \
-        X(SOFTMAX, "softmax") X(LOG_SOFTMAX, "log_softmax")                                        \
-            X(SOFTMAX_XENT, "softmax_xent") /* in: logits f32[N,C], labels i32[N]; out f32[N] */   \
-        X(MSE, "mse") /* in: pred, target (same shape); out scalar mean sq err */ /* reductions */ \
-        X(SUM, "sum") X(MEAN, "mean") X(MAX, "max")                                                \
-            X(ARGMAX, "argmax") /* attr0 axis; out i32, axis removed */ /* shapes */               \
-        X(RESHAPE, "reshape")     /* attr list: new shape (one -1 allowed) */                      \
-        X(TRANSPOSE, "transpose") /* attr list: permutation (empty = reverse) */                   \
-        X(CONCAT, "concat")       /* n inputs; attr0 axis */                                       \
-        X(SLICE, "slice")         /* attr0 axis, attr1 begin, attr2 end */                         \
-        X(GATHER, "gather")       /* in: table f32[V,D], ids i32[...]; out [..., D] */             \
-        X(CAST, "cast")           /* attr0 target dtype (ir_dtype) */                              \
-        X(ONE_HOT, "one_hot")     /* in: ids i32[...]; attr0 depth; out f32[..., depth] */         \
-        X(BROADCAST, "broadcast") /* in: x; out: shape in attr list (numpy rules) */               \
-        X(SUM_TO,                                                                                  \
-          "sum_to") /* in: x; out: shape in attr list; sums broadcast axes */ /* convolution and   \
-                                                                                 pooling */        \
-        X(CONV2D, "conv2d")       /* in: x[N,C,H,W] w[OC,C,KH,KW]; attr0 stride, attr1 pad */      \
-        X(MAXPOOL2D, "maxpool2d") /* in: x; attr0 size, attr1 stride (0 = size) */                 \
-        X(AVGPOOL2D, "avgpool2d") /* same attrs as maxpool2d */                                    \
-        X(DROPOUT,                                                                                 \
-          "dropout") /* attr f0 rate, attr i1 training (0 = identity) */ /* gradient helpers,      \
-                                                                            created by autodiff    \
-                                                                            only */                \
-        X(RELU_GRAD, "relu_grad")                                        /* in: dy, x */           \
-        X(SIGMOID_GRAD, "sigmoid_grad")         /* in: dy, y (the forward output) */               \
-        X(TANH_GRAD, "tanh_grad")               /* in: dy, y */                                    \
-        X(SOFTMAX_GRAD, "softmax_grad")         /* in: dy, y */                                    \
-        X(LOG_SOFTMAX_GRAD, "log_softmax_grad") /* in: dy, y (log-probs) */                        \
-        X(XENT_GRAD, "softmax_xent_grad")       /* in: logits, labels, dy[N]; out [N,C] */         \
-        X(MAX_GRAD, "max_grad")           /* in: dy(keepdims shape), x, y(keepdims); attr0 axis */ \
-        X(CONV2D_GRAD_X, "conv2d_grad_x") /* in: dy, w; attrs as conv2d, list: x's shape */        \
-        X(CONV2D_GRAD_W, "conv2d_grad_w") /* in: dy, x; attrs as conv2d, list: w's shape */        \
-        X(MAXPOOL_GRAD, "maxpool2d_grad") /* in: dy, x; out x's type; attrs as maxpool2d */        \
-        X(AVGPOOL_GRAD, "avgpool2d_grad") /* in: dy; attr list: x's shape; attrs as pool */        \
-        X(DROPOUT_GRAD, "dropout_grad")   /* in: dy; attrs as dropout, i2 = forward node id */     \
-        X(GATHER_GRAD, "gather_grad")     /* in: dy, ids; attr list: table shape; scatter-add */   \
-        X(SLICE_GRAD, "slice_grad")       /* in: dy; attr list: x's shape; attrs as slice */       \
-        X(ARGMAX_GRAD_NONE,                                                                        \
-          "no_grad") /* placeholder: never executed */ /* updates (write in[0], a VARIABLE, in     \
-                                                        * place); out is a 0-byte token f32[0];    \
-                                                        * attr i5 = locking (take the variable's   \
-                                                        * lock around the update) */               \
-        X(APPLY_SGD, "apply_sgd")                      /* in: var, grad; attr f0 lr */             \
-        X(APPLY_SGD_ROWS, "apply_sgd_rows") /* in: var[V,D], dy[...,D], ids i32[...]; f0 lr:       \
-                                             var[ids[i]] -= lr * dy[i] (gather's sparse grad) */   \
-        X(APPLY_MOMENTUM, "apply_momentum") /* in: var, grad, slot; f0 lr, f1 m, i2 nesterov */    \
-        X(APPLY_ADAM, "apply_adam") /* in: var, grad, m, v, step; f0 lr, f1 b1, f2 b2, f3 eps */   \
-        X(ASSIGN_ADD, "assign_add") /* in: var, x; var += x (step counters, tests) */              \
-        X(GROUP, "group") /* waits for its inputs; out is a 0-byte token */ /* fusions, created by \
-                                                                               passes only */      \
-        X(MATMUL_BIAS, "matmul_bias") /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */
-
-/* clang-format on */
+    X(SUB, "sub")                                                                                  \
+    X(MUL, "mul")                                                                                  \
+    X(DIV, "div")                                                                                  \
+    /* comparisons: broadcasting, out f32 0/1 (works on f32 and i32) */                            \
+    X(EQ, "equal")                                                                                 \
+    X(NE, "not_equal")                                                                             \
+    X(LT, "less")                                                                                  \
+    X(GT, "greater")                                                                               \
+    X(LE, "less_equal")                                                                            \
+    X(GE, "greater_equal")                                                                         \
+    /* elementwise unary, f32 */                                                                   \
+    X(NEG, "neg")                                                                                  \
+    X(EXP, "exp")                                                                                  \
+    X(LOG, "log")                                                                                  \
+    X(SQRT, "sqrt")                                                                                \
+    X(RELU, "relu")                                                                                \
+    X(SIGMOID, "sigmoid")                                                                          \
+    X(TANH, "tanh")                                                                                \
+    X(IDENTITY, "identity")        /* copy (act=none, and a stop for fusion) */                    \
+    /* along the last axis */                                                                      \
+    X(SOFTMAX, "softmax")                                                                          \
+    X(LOG_SOFTMAX, "log_softmax")                                                                  \
+    X(SOFTMAX_XENT, "softmax_xent") /* in: logits f32[N,C], labels i32[N]; out f32[N] */           \
+    X(MSE, "mse")                  /* in: pred, target (same shape); out scalar mean sq err */     \
+    /* reductions */                                                                               \
+    X(SUM, "sum")                                                                                  \
+    X(MEAN, "mean")                                                                                \
+    X(MAX, "max")                                                                                  \
+    X(ARGMAX, "argmax")            /* attr0 axis; out i32, axis removed */                         \
+    /* shapes */                                                                                   \
+    X(RESHAPE, "reshape")          /* attr list: new shape (one -1 allowed) */                     \
+    X(TRANSPOSE, "transpose")      /* attr list: permutation (empty = reverse) */                  \
+    X(CONCAT, "concat")            /* n inputs; attr0 axis */                                      \
+    X(SLICE, "slice")              /* attr0 axis, attr1 begin, attr2 end */                        \
+    X(GATHER, "gather")            /* in: table f32[V,D], ids i32[...]; out [..., D] */            \
+    X(CAST, "cast")                /* attr0 target dtype (ir_dtype) */                             \
+    X(ONE_HOT, "one_hot")          /* in: ids i32[...]; attr0 depth; out f32[..., depth] */        \
+    X(BROADCAST, "broadcast")      /* in: x; out: shape in attr list (numpy rules) */              \
+    X(SUM_TO, "sum_to")            /* in: x; out: shape in attr list; sums broadcast axes */       \
+    /* convolution and pooling */                                                                  \
+    X(CONV2D, "conv2d")            /* in: x[N,C,H,W] w[OC,C,KH,KW]; attr0 stride, attr1 pad */     \
+    X(MAXPOOL2D, "maxpool2d")      /* in: x; attr0 size, attr1 stride (0 = size) */                \
+    X(AVGPOOL2D, "avgpool2d")      /* same attrs as maxpool2d */                                   \
+    X(DROPOUT, "dropout")          /* attr f0 rate, attr i1 training (0 = identity) */             \
+    /* gradient helpers, created by autodiff only */                                               \
+    X(RELU_GRAD, "relu_grad")      /* in: dy, x */                                                 \
+    X(SIGMOID_GRAD, "sigmoid_grad") /* in: dy, y (the forward output) */                           \
+    X(TANH_GRAD, "tanh_grad")      /* in: dy, y */                                                 \
+    X(SOFTMAX_GRAD, "softmax_grad") /* in: dy, y */                                                \
+    X(LOG_SOFTMAX_GRAD, "log_softmax_grad") /* in: dy, y (log-probs) */                            \
+    X(XENT_GRAD, "softmax_xent_grad") /* in: logits, labels, dy[N]; out [N,C] */                   \
+    X(MAX_GRAD, "max_grad")        /* in: dy(keepdims shape), x, y(keepdims); attr0 axis */        \
+    X(CONV2D_GRAD_X, "conv2d_grad_x") /* in: dy, w; attrs as conv2d, list: x's shape */            \
+    X(CONV2D_GRAD_W, "conv2d_grad_w") /* in: dy, x; attrs as conv2d, list: w's shape */            \
+    X(MAXPOOL_GRAD, "maxpool2d_grad") /* in: dy, x; out x's type; attrs as maxpool2d */            \
+    X(AVGPOOL_GRAD, "avgpool2d_grad") /* in: dy; attr list: x's shape; attrs as pool */            \
+    X(DROPOUT_GRAD, "dropout_grad") /* in: dy; attrs as dropout, i2 = forward node id */           \
+    X(GATHER_GRAD, "gather_grad")  /* in: dy, ids; attr list: table shape; scatter-add */          \
+    X(SLICE_GRAD, "slice_grad")    /* in: dy; attr list: x's shape; attrs as slice */              \
+    X(ARGMAX_GRAD_NONE, "no_grad") /* placeholder: never executed */                               \
+    /* updates: write in[0], a VARIABLE, in place; out is a 0-byte token f32[0];                   \
+       attr i5 = locking (hold the variable's lock around the update) */                           \
+    X(APPLY_SGD, "apply_sgd")      /* in: var, grad; attr f0 lr */                                 \
+    /* gather's sparse gradient under sgd: var[ids[i]] -= lr * dy[i] */                            \
+    X(APPLY_SGD_ROWS, "apply_sgd_rows") /* in: var[V,D], dy[...,D], ids i32[...]; f0 lr */         \
+    X(APPLY_MOMENTUM, "apply_momentum") /* in: var, grad, slot; f0 lr, f1 m, i2 nesterov */        \
+    X(APPLY_ADAM, "apply_adam")    /* in: var, grad, m, v, step; f0 lr, f1 b1, f2 b2, f3 eps */    \
+    X(ASSIGN_ADD, "assign_add")    /* in: var, x; var += x (step counters, tests) */               \
+    X(GROUP, "group")              /* waits for its inputs; out is a 0-byte token */               \
+    /* fusions, created by passes only */                                                          \
+    X(MATMUL_BIAS, "matmul_bias")  /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */
+// clang-format on
 
 typedef enum gr_op {
 #define GR_OP_ENUM(id, name) OP_##id,
