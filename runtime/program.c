@@ -165,7 +165,9 @@ gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_in
     int k = p && target ? ir_find_name(p->g, target) : -1;
     if (k < 0) return rt_fail(st, GR_ERR_ARG, "no target named '%s'\n", target ? target : "(null)");
     const ir_graph *g = p->g;
+    const ir_type *t = &g->nodes[g->names[k].node].type;
     info->is_train = g->names[k].is_train;
+    info->is_scalar = t->dtype == DT_F32 && ir_numel(t) == 1;
     if (info->is_train) {
         char buf[300];
         snprintf(buf, sizeof buf, "%s/loss", target);

@@ -38,3 +38,10 @@ add_test(NAME cli_hogwild_executors
 add_test(NAME cli_two_targets_at_once
   COMMAND graphrun ${GR_EX}/two_towers.graph --steps 200 --target train_0 --target train_1 --quiet)
 set_tests_properties(cli_two_targets_at_once PROPERTIES PASS_REGULAR_EXPRESSION "trained train_0, train_1: 200 steps")
+
+# A bad --eval is reported before any training, with the name.
+add_test(NAME cli_bad_eval_fails_before_training
+  COMMAND sh -c "! $0 $1 --steps 100000000 --eval nope 2>err.txt && grep -q \"no target named 'nope'\" err.txt"
+          $<TARGET_FILE:graphrun> ${GR_EX}/linear_regression.graph
+  WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(cli_bad_eval_fails_before_training PROPERTIES TIMEOUT 20)

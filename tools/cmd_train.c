@@ -1,5 +1,6 @@
 /* cmd_train.c - `graphrun FILE --steps N`: train a target, report progress,
  * evaluate, summarise.  Uses only the public API (include/graphrun.h). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +310,21 @@ static int restore_checkpoint(train_opts *o, gr_session *s, gr_status *st)
     return 0;
 }
 
+/* Every --eval names a scalar: checked before training, not after it. */
+static int check_evals(const train_opts *o, const gr_program *prog, gr_status *st)
+{
+    for (int i = 0; i < o->n_evals; i++) {
+        gr_target_info ti;
+        if (gr_target_info_get(prog, o->evals[i], &ti, st) != GR_OK) return -1;
+        if (!ti.is_scalar) {
+            fprintf(stderr, "graphrun: error: --eval %s: not a scalar, so it cannot be averaged\n",
+                    o->evals[i]);
+            return -2;
+        }
+    }
+    return 0;
+}
+
 /* Checks every --target exists and records its loss name. */
 static int target_infos(train_opts *o, const gr_program *prog, gr_target_info *first, gr_status *st)
 {
@@ -333,12 +349,16 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
     double vals[MAX_EVALS] = {0}, secs = 0;
     float loss = 0;
     progress pg = {.tty = isatty(2)};
-    if (target_infos(o, prog, &ti, st) < 0 || gr_session_new(prog, &o->sess, &s, st) != GR_OK) {
+    int bad = check_evals(o, prog, st);
+    if (bad == -2) return 1;
+    if (bad < 0 || target_infos(o, prog, &ti, st) < 0 ||
+        gr_session_new(prog, &o->sess, &s, st) != GR_OK) {
         cli_print_status(st);
         return 1;
     }
     if (o->log_path && !(pg.log = fopen(o->log_path, "w"))) {
-        perror(o->log_path);
+        fprintf(stderr, "graphrun: error: cannot write the log %s: %s\n", o->log_path,
+                strerror(errno));
         gr_session_free(s);
         return 1;
     }
