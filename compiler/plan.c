@@ -20,9 +20,11 @@ static size_t align_up(size_t n)
     return (n + PLAN_ALIGN - 1) & ~(size_t)(PLAN_ALIGN - 1);
 }
 
+/* Variables live in the session; data batches stay in their reader's ring
+ * and are bound per step. */
 static int needs_arena(const ir_node *n)
 {
-    return n->op != OP_VARIABLE && ir_nbytes(&n->type) > 0;
+    return n->op != OP_VARIABLE && n->op != OP_DATA && ir_nbytes(&n->type) > 0;
 }
 
 static int pinned(const ir_node *n)
@@ -169,6 +171,8 @@ static void assign_offsets(gr_plan *p)
     free(pos);
 }
 
+static int by_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
 static void collect_data(gr_plan *p)
 {
     p->data_used = calloc((size_t)p->g->n_data + 1, sizeof(int));
@@ -179,6 +183,7 @@ static void collect_data(gr_plan *p)
         for (int k = 0; k < p->n_data_used; k++) seen |= p->data_used[k] == nd->data;
         if (!seen) p->data_used[p->n_data_used++] = nd->data;
     }
+    qsort(p->data_used, (size_t)p->n_data_used, sizeof(int), by_int); /* the take order */
 }
 
 gr_plan *plan_build(const ir_graph *g, const int *roots, int n_roots)

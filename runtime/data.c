@@ -307,7 +307,7 @@ static void reader_leave(data_reader *r)
     pthread_mutex_unlock(&r->mu);
 }
 
-int data_next(data_reader *r, float *x, int32_t *y)
+int data_acquire(data_reader *r, data_batch *b)
 {
     pthread_mutex_lock(&r->mu);
     r->inflight++;
@@ -321,14 +321,25 @@ int data_next(data_reader *r, float *x, int32_t *y)
     r->head = (r->head + 1) % r->nslots;
     reader_advance(r, &r->c_epoch, &r->c_pos);
     pthread_mutex_unlock(&r->mu);
+    *b = (data_batch){slot->x, slot->y, slot};
+    return 0;
+}
 
-    memcpy(x, slot->x, (size_t)(r->batch * r->ds.ex_elems) * sizeof(float));
-    if (y) memcpy(y, slot->y, (size_t)r->batch * sizeof(int32_t));
-
+void data_release(data_reader *r, data_batch *b)
+{
     pthread_mutex_lock(&r->mu);
-    slot->state = SLOT_FREE;
+    ((data_slot *)b->slot)->state = SLOT_FREE;
     pthread_cond_signal(&r->space);
     reader_leave(r);
+}
+
+int data_next(data_reader *r, float *x, int32_t *y)
+{
+    data_batch b;
+    if (data_acquire(r, &b) < 0) return -1;
+    memcpy(x, b.x, (size_t)(r->batch * r->ds.ex_elems) * sizeof(float));
+    if (y) memcpy(y, b.y, (size_t)r->batch * sizeof(int32_t));
+    data_release(r, &b);
     return 0;
 }
 

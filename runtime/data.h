@@ -81,6 +81,20 @@ void data_reader_info(const data_reader *r, data_info *info);
  * handed out twice. Returns 0; -1 only when data_close is already under way. */
 int data_next(data_reader *r, float *x, int32_t *y);
 
+/* Zero-copy form of data_next: the next batch stays in the reader's ring,
+ * readable at b->x and b->y (y is zeros when the data has no labels), until
+ * data_release.  A held batch keeps its ring slot from being refilled, so
+ * hold it for one step only; a caller that takes batches from several
+ * readers must take them in one fixed order (e.g. by reader index).
+ * Returns -1 only when data_close is under way. */
+typedef struct data_batch {
+    const float *x;
+    const int32_t *y;
+    void *slot;
+} data_batch;
+int data_acquire(data_reader *r, data_batch *b);
+void data_release(data_reader *r, data_batch *b);
+
 /* The cursor, for checkpoints: (epoch, batches taken within the epoch).
  * data_seek makes the next data_next return exactly what it would have
  * returned at that cursor. Call data_seek only while no data_next is in

@@ -109,33 +109,66 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
     return GR_OK;
 }
 
+/* Every kernel input that reads data source k's x or y, so a step can point
+ * them at the batch in the reader's ring (no copy). */
+static void find_patches(rt_exec *e, exec_data *d)
+{
+    int cap = 4;
+    d->patch = malloc(sizeof *d->patch * (size_t)cap);
+    d->patch_y = malloc(sizeof *d->patch_y * (size_t)cap);
+    for (int i = 0; i < e->n_calls; i++)
+        for (int j = 0; j < e->args[i].n_in; j++) {
+            int src = e->args[i].node->in[j], which = src == d->node[0] ? 0 : src == d->node[1] ? 1 : -1;
+            if (which < 0) continue;
+            if (d->n_patch == cap) {
+                cap *= 2;
+                d->patch = realloc(d->patch, sizeof *d->patch * (size_t)cap);
+                d->patch_y = realloc(d->patch_y, sizeof *d->patch_y * (size_t)cap);
+            }
+            d->patch[d->n_patch] = (void **)&e->args[i].in[j];
+            d->patch_y[d->n_patch++] = which;
+        }
+}
+
 static void prepare_data(rt_exec *e)
 {
     const ir_graph *g = e->p->g;
-    size_t spare = 0;
     e->data = calloc((size_t)e->p->n_data_used + 1, sizeof *e->data);
     e->n_data = e->p->n_data_used;
     for (int k = 0; k < e->n_data; k++) {
-        const ir_data *d = &g->data[e->p->data_used[k]];
-        size_t need = ir_nbytes(&d->x) + (d->y.rank >= 0 ? ir_nbytes(&d->y) : 0);
-        if (need > spare) spare = need;
-    }
-    e->spare = aligned(spare);
-    for (int k = 0; k < e->n_data; k++) {
+        exec_data *d = &e->data[k];
         int di = e->p->data_used[k];
-        const ir_data *d = &g->data[di];
-        e->data[k].r = e->s->readers[di];
-        e->data[k].x = e->spare;
-        e->data[k].y = d->y.rank >= 0 ? (int32_t *)((char *)e->spare + ir_nbytes(&d->x)) : NULL;
+        d->r = e->s->readers[di];
+        d->node[0] = d->node[1] = -1;
         for (int i = 0; i < e->p->n; i++) {
             const ir_node *n = &g->nodes[e->p->order[i]];
-            if (n->op != OP_DATA || n->data != di) continue;
-            if (n->attr.i[0] == 0)
-                e->data[k].x = e->buf[e->p->order[i]];
-            else
-                e->data[k].y = e->buf[e->p->order[i]];
+            if (n->op == OP_DATA && n->data == di) d->node[n->attr.i[0] ? 1 : 0] = e->p->order[i];
         }
+        find_patches(e, d);
     }
+}
+
+/* Takes one batch per source, in plan order (sources sorted by index, so
+ * concurrent executors never wait on each other in a cycle). */
+static gr_code take_batches(rt_exec *e, gr_status *st)
+{
+    for (int k = 0; k < e->n_data; k++) {
+        exec_data *d = &e->data[k];
+        if (data_acquire(d->r, &d->held) < 0) {
+            while (k-- > 0) data_release(e->data[k].r, &e->data[k].held);
+            return rt_fail(st, GR_ERR_ARG, "data source closed while running\n");
+        }
+        const void *xy[2] = {d->held.x, d->held.y};
+        for (int p = 0; p < d->n_patch; p++) *d->patch[p] = (void *)xy[d->patch_y[p]];
+        for (int w = 0; w < 2; w++)
+            if (d->node[w] >= 0) e->buf[d->node[w]] = (void *)xy[w];
+    }
+    return GR_OK;
+}
+
+static void give_batches(rt_exec *e)
+{
+    for (int k = 0; k < e->n_data; k++) data_release(e->data[k].r, &e->data[k].held);
 }
 
 rt_exec *exec_new(gr_session *s, const gr_plan *p, gr_status *st)
@@ -175,8 +208,11 @@ void exec_free(rt_exec *e)
     free(e->fn);
     free(e->in_ptrs);
     free(e->in_types);
+    for (int k = 0; e->data && k < e->n_data; k++) {
+        free(e->data[k].patch);
+        free(e->data[k].patch_y);
+    }
     free(e->data);
-    free(e->spare);
     free(e);
 }
 
@@ -237,6 +273,9 @@ static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, int *v
         int id = rt_find_tensor(e->s, fetches[k].name, st);
         if (id < 0) return GR_ERR_ARG;
         const ir_type *t = &e->p->g->nodes[id].type;
+        if (!fetches[k].data && e->p->g->nodes[id].op == OP_DATA)
+            return rt_fail(st, GR_ERR_ARG, "fetch '%s': a data batch goes back to its reader "
+                           "after the run; give a buffer to copy it into\n", fetches[k].name);
         if (!fetches[k].data && e->buf[id]) { /* zero-copy: the caller reads it in place */
             fetches[k].view = e->buf[id];
             *views = 1;
@@ -273,14 +312,22 @@ static void level_task(void *arg, int t)
     for (int i = j->L->task_first[t]; i < j->L->task_first[t + 1]; i++) run_call(j->e, i);
 }
 
+static gr_code run_levels(rt_exec *e, gr_status *st);
+
 gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
                  int *views, gr_status *st)
 {
     gr_code c = bind_feeds(e, feeds, n_feeds, st);
+    if (c == GR_OK) c = take_batches(e, st);
     if (c != GR_OK) return c;
-    for (int k = 0; k < e->n_data; k++)
-        if (data_next(e->data[k].r, e->data[k].x, e->data[k].y) < 0)
-            return rt_fail(st, GR_ERR_ARG, "data source closed while running\n");
+    c = run_levels(e, st);
+    if (c == GR_OK) c = copy_fetches(e, fetches, n_fetches, views, st);
+    give_batches(e);
+    return c;
+}
+
+static gr_code run_levels(rt_exec *e, gr_status *st)
+{
     uint64_t step = atomic_fetch_add(&e->s->steps, 1);
     for (int i = 0; i < e->n_calls; i++) e->args[i].step = step;
     for (int l = 0; l < e->n_levels; l++) {
@@ -294,5 +341,5 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
         for (int i = L->first; i < L->first + L->n; i++)
             if (check_numerics(e, &e->args[i], st) != GR_OK) return GR_ERR_NUMERIC;
     }
-    return copy_fetches(e, fetches, n_fetches, views, st);
+    return GR_OK;
 }

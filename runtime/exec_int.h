@@ -12,10 +12,15 @@ typedef struct exec_level {
     int *task_first; /* n_tasks + 1 call offsets, one group per task */
 } exec_level;
 
+/* A data source the plan reads: each step takes a batch in place from the
+ * reader's ring and points the consumers' input slots at it. */
 typedef struct exec_data {
     data_reader *r;
-    float *x;
-    int32_t *y;
+    int node[2];      /* the plan's DATA nodes for x and y, or -1 */
+    void ***patch;    /* kern_args input slots that read x or y */
+    int *patch_y;     /* per patch: 1 when it reads y */
+    int n_patch;
+    data_batch held;  /* during a step */
 } exec_data;
 
 struct rt_exec {
@@ -32,7 +37,6 @@ struct rt_exec {
     const ir_type **in_types; /* backing store for args[].in_t */
     exec_data *data;
     int n_data;
-    void *spare; /* x/y buffers for data fields the plan does not read */
     exec_level *levels;
     int n_levels;
 };

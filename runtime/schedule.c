@@ -18,6 +18,9 @@
 #include "exec_int.h"
 
 #define DOMINANT_SHARE 0.6
+/* Below this much work (multiply-adds or elements) a level is over before
+ * waking another thread would pay off. */
+#define PARALLEL_MIN_COST 1e6
 #define MAX_TASKS      64
 
 static int by_cost_desc(const void *a, const void *b, void *costs)
@@ -35,8 +38,8 @@ static void plan_level(const rt_exec *e, const double *cost, int *calls, int n, 
         total += cost[calls[i]];
         if (cost[calls[i]] > max) max = cost[calls[i]];
     }
-    L->n_tasks =
-        (threads < 2 || n < 2 || max > DOMINANT_SHARE * total) ? 1 : (n < threads ? n : threads);
+    int serial = threads < 2 || n < 2 || max > DOMINANT_SHARE * total || total < PARALLEL_MIN_COST;
+    L->n_tasks = serial ? 1 : (n < threads ? n : threads);
     qsort_r(calls, (size_t)n, sizeof(int), by_cost_desc, (void *)cost);
     double load[MAX_TASKS] = {0};
     for (int i = 0; i < n; i++) {

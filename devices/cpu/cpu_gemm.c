@@ -9,7 +9,7 @@
 #include "cpu_impl.h"
 
 /* Below this many multiply-adds one thread is faster than waking others. */
-#define GEMM_PAR_MIN 200000
+#define GEMM_PAR_MIN 1000000
 
 typedef struct gemm_ctx {
     const cpu_gemm_args *g;
