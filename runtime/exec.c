@@ -216,10 +216,7 @@ void exec_free(rt_exec *e)
     free(e);
 }
 
-const void *exec_output(const rt_exec *e, int node)
-{
-    return e->buf[node];
-}
+const gr_plan *exec_plan(const rt_exec *e) { return e->p; }
 
 static gr_code bind_feeds(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_status *st)
 {

@@ -79,8 +79,8 @@ void exec_free(rt_exec *e);
  * and *views = 1 when their data is NULL). */
 gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
                  int *views, gr_status *st);
-/* The arena address of a scheduled node's output (after exec_run). */
-const void *exec_output(const rt_exec *e, int node);
+/* The plan the executor runs. */
+const gr_plan *exec_plan(const rt_exec *e);
 
 /* session.c */
 gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fetch, int n_fetch,

@@ -412,10 +412,13 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     int is_train;
     gr_code c = acquire(s, target, &f, 1, &e, &pi, &is_train, st);
     if (c != GR_OK) return c;
-    const gr_plan *plan = s->plans[pi].plan;
+    const gr_plan *plan = exec_plan(e); /* s->plans may move: not read unlocked */
     int64_t nb = eval_batches(s, plan);
     uint64_t saved[16][2];
+    /* no run holds a batch while the cursors move: seeks under the pause lock */
+    pthread_rwlock_wrlock(&s->pause);
     eval_cursors(s, plan, saved, 0);
+    pthread_rwlock_unlock(&s->pause);
     double sum = 0;
     pthread_rwlock_rdlock(&s->pause);
     for (int64_t b = 0; b < nb && c == GR_OK; b++) {
@@ -424,7 +427,9 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
         sum += x;
     }
     pthread_rwlock_unlock(&s->pause);
+    pthread_rwlock_wrlock(&s->pause);
     eval_cursors(s, plan, saved, 1);
+    pthread_rwlock_unlock(&s->pause);
     release(s, pi, e);
     *value = sum / (double)nb;
     if (c == GR_OK) rt_ok(st);
