@@ -171,7 +171,10 @@ static void assign_offsets(gr_plan *p)
     free(pos);
 }
 
-static int by_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+static int by_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
 
 static void collect_data(gr_plan *p)
 {

@@ -110,7 +110,7 @@ typedef struct gr_target_info {
     const char *loss; /* for a minimize target: the name of its loss ("train/loss"), else NULL */
     int64_t batch;    /* examples per run: the batch of the first data source it reads, or 0 */
     int is_train;
-    int is_scalar;      /* one f32 value: can be evaluated with gr_eval */
+    int is_scalar; /* one f32 value: can be evaluated with gr_eval */
 } gr_target_info;
 gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_info *info,
                            gr_status *st);

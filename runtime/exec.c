@@ -118,7 +118,9 @@ static void find_patches(rt_exec *e, exec_data *d)
     d->patch_y = malloc(sizeof *d->patch_y * (size_t)cap);
     for (int i = 0; i < e->n_calls; i++)
         for (int j = 0; j < e->args[i].n_in; j++) {
-            int src = e->args[i].node->in[j], which = src == d->node[0] ? 0 : src == d->node[1] ? 1 : -1;
+            int src = e->args[i].node->in[j], which = src == d->node[0]   ? 0
+                                                      : src == d->node[1] ? 1
+                                                                          : -1;
             if (which < 0) continue;
             if (d->n_patch == cap) {
                 cap *= 2;
@@ -216,7 +218,10 @@ void exec_free(rt_exec *e)
     free(e);
 }
 
-const gr_plan *exec_plan(const rt_exec *e) { return e->p; }
+const gr_plan *exec_plan(const rt_exec *e)
+{
+    return e->p;
+}
 
 static gr_code bind_feeds(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_status *st)
 {
@@ -271,8 +276,10 @@ static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, int *v
         if (id < 0) return GR_ERR_ARG;
         const ir_type *t = &e->p->g->nodes[id].type;
         if (!fetches[k].data && e->p->g->nodes[id].op == OP_DATA)
-            return rt_fail(st, GR_ERR_ARG, "fetch '%s': a data batch goes back to its reader "
-                           "after the run; give a buffer to copy it into\n", fetches[k].name);
+            return rt_fail(st, GR_ERR_ARG,
+                           "fetch '%s': a data batch goes back to its reader "
+                           "after the run; give a buffer to copy it into\n",
+                           fetches[k].name);
         if (!fetches[k].data && e->buf[id]) { /* zero-copy: the caller reads it in place */
             fetches[k].view = e->buf[id];
             *views = 1;

@@ -16,11 +16,11 @@ typedef struct exec_level {
  * reader's ring and points the consumers' input slots at it. */
 typedef struct exec_data {
     data_reader *r;
-    int node[2];      /* the plan's DATA nodes for x and y, or -1 */
-    void ***patch;    /* kern_args input slots that read x or y */
-    int *patch_y;     /* per patch: 1 when it reads y */
+    int node[2];   /* the plan's DATA nodes for x and y, or -1 */
+    void ***patch; /* kern_args input slots that read x or y */
+    int *patch_y;  /* per patch: 1 when it reads y */
     int n_patch;
-    data_batch held;  /* during a step */
+    data_batch held; /* during a step */
 } exec_data;
 
 struct rt_exec {

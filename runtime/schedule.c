@@ -21,7 +21,7 @@
 /* Below this much work (multiply-adds or elements) a level is over before
  * waking another thread would pay off. */
 #define PARALLEL_MIN_COST 1e6
-#define MAX_TASKS      64
+#define MAX_TASKS         64
 
 static int by_cost_desc(const void *a, const void *b, void *costs)
 {
