@@ -106,21 +106,24 @@ const op_info gr_ops[GR_OP_COUNT] = {
     E(OP_SLICE_GRAD, "slice_grad", 1, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SLICE},
     HELPER(OP_ARGMAX_GRAD_NONE, "no_grad", -1, ops_shape_token),
     E(OP_APPLY_SGD, "apply_sgd", 2, 0, 0, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}, .update = 1},
     E(OP_APPLY_SGD_ROWS, "apply_sgd_rows", 3, 0, 0, ops_shape_update_rows, NULL),
-        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}, .update = 1},
     E(OP_APPLY_MOMENTUM, "apply_momentum", 3, 0, 0, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_FLT("m", REQ), A_BOOL("nesterov", 0), A_NONE, A_NONE, LOCK}},
+        .attrs = {A_FLT("lr", REQ), A_FLT("m", REQ), A_BOOL("nesterov", 0), A_NONE, A_NONE, LOCK}, .update = 1},
     E(OP_APPLY_ADAM, "apply_adam", 5, 0, 0, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_FLT("b1", 0.9), A_FLT("b2", 0.999), A_FLT("eps", 1e-8), A_NONE, LOCK}},
+        .attrs = {A_FLT("lr", REQ), A_FLT("b1", 0.9), A_FLT("b2", 0.999), A_FLT("eps", 1e-8), A_NONE, LOCK}, .update = 1},
     E(OP_ASSIGN_ADD, "assign_add", 2, 0, 0, ops_shape_assign_add, NULL),
-        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}, .update = 1},
     HELPER(OP_GROUP, "group", -1, ops_shape_token),
     E(OP_MATMUL_BIAS, "matmul_bias", 3, 0, 0, ops_shape_matmul_bias, NULL),
         .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)},
         .cost = ops_cost_matmul},
+    E(OP_APPLY_SGD_MATMUL, "apply_sgd_matmul", 3, 0, 0, ops_shape_update_matmul, NULL),
+        .attrs = {A_FLT("lr", REQ), A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_NONE, A_NONE, LOCK},
+        .cost = ops_cost_matmul, .update = 1},
 };
-_Static_assert(GR_OP_COUNT == 66, "gr_ops needs one entry per op in GR_OPS (ops.h)");
+_Static_assert(GR_OP_COUNT == 67, "gr_ops needs one entry per op in GR_OPS (ops.h)");
 /* clang-format on */
 
 int ops_lookup(const char *name)
@@ -190,12 +193,14 @@ size_t ops_scratch_conv2d_grad_w(const ir_graph *g, int id)
 
 /* ---- cost rules: multiply-adds ---- */
 
-/* M*N*K: the output is [M,N]; K is a's other dimension. */
+/* M*N*K: the output is [M,N]; K is a's other dimension.  apply_sgd_matmul
+ * multiplies in[1] @ in[2] into its variable in[0]. */
 double ops_cost_matmul(const ir_graph *g, int id)
 {
     const ir_node *n = &g->nodes[id];
-    const ir_type *a = ops_in_type(g, id, 0);
-    return (double)ir_numel(&n->type) * (double)a->dim[n->attr.i[0] ? 0 : 1];
+    int upd = n->op == OP_APPLY_SGD_MATMUL;
+    const ir_type *a = ops_in_type(g, id, upd), *c = upd ? ops_in_type(g, id, 0) : &n->type;
+    return (double)ir_numel(c) * (double)a->dim[n->attr.i[upd] ? 0 : 1];
 }
 
 /* Every conv2d-family op does one multiply-add per (dy element, C*KH*KW). */

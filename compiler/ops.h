@@ -101,7 +101,9 @@
     X(ASSIGN_ADD, "assign_add")    /* in: var, x; var += x (step counters, tests) */               \
     X(GROUP, "group")              /* waits for its inputs; out is a 0-byte token */               \
     /* fusions, created by passes only */                                                          \
-    X(MATMUL_BIAS, "matmul_bias")  /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */
+    X(MATMUL_BIAS, "matmul_bias")  /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */        \
+    /* apply_sgd(var, matmul(a, b)): var -= lr * a@b, one GEMM accumulating into the variable */  \
+    X(APPLY_SGD_MATMUL, "apply_sgd_matmul") /* in: var, a, b; f0 lr, i1/i2 transpose_a/b */
 // clang-format on
 
 typedef enum gr_op {
@@ -153,6 +155,7 @@ typedef struct op_info {
     op_scratch_fn scratch;
     op_cost_fn cost; /* NULL: elements read and written */
     int public;      /* callable from the language (ops_lookup) */
+    int update;      /* writes in[0], a variable, in place (attr i5 = locking) */
 } op_info;
 
 extern const op_info gr_ops[GR_OP_COUNT];

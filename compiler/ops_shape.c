@@ -80,22 +80,30 @@ int ops_shape_data(ir_graph *g, int id)
 
 /* ---- linear algebra ---- */
 
-int ops_shape_matmul(ir_graph *g, int id)
+/* The type of in[k] @ in[k+1], transposed as attrs i[ta_slot], i[ta_slot+1] say. */
+static int matmul_type(ir_graph *g, int id, int k, int ta_slot, ir_type *out)
 {
-    const ir_type *a = ops_in_type(g, id, 0), *b = ops_in_type(g, id, 1);
+    const ir_type *a = ops_in_type(g, id, k), *b = ops_in_type(g, id, k + 1);
     if (a->rank != 2 || b->rank != 2)
-        return ops_error(g, id, "matmul: operands must be rank 2, got %s @ %s", ops_ts(a).s,
+        return ops_error(g, id, "%s: operands must be rank 2, got %s @ %s", OPNAME(id), ops_ts(a).s,
                          ops_ts(b).s);
     if (a->dtype != DT_F32 || b->dtype != DT_F32)
-        return ops_error(g, id, "matmul: operands must be f32, got %s @ %s", ops_ts(a).s,
+        return ops_error(g, id, "%s: operands must be f32, got %s @ %s", OPNAME(id), ops_ts(a).s,
                          ops_ts(b).s);
-    int ta = NODE(id)->attr.i[0] != 0, tb = NODE(id)->attr.i[1] != 0;
+    int ta = NODE(id)->attr.i[ta_slot] != 0, tb = NODE(id)->attr.i[ta_slot + 1] != 0;
     int64_t m = a->dim[ta], ka = a->dim[!ta], kb = b->dim[tb], nn = b->dim[!tb];
     if (ka != kb)
         return ops_error(g, id, "%s @ %s: inner dimensions %lld and %lld differ", ops_ts(a).s,
                          ops_ts(b).s, (long long)ka, (long long)kb);
     int64_t dims[2] = {m, nn};
-    return set_type(g, id, make_type(DT_F32, 2, dims));
+    *out = make_type(DT_F32, 2, dims);
+    return 0;
+}
+
+int ops_shape_matmul(ir_graph *g, int id)
+{
+    ir_type t;
+    return matmul_type(g, id, 0, 0, &t) < 0 ? -1 : set_type(g, id, t);
 }
 
 int ops_shape_matmul_bias(ir_graph *g, int id)
@@ -524,6 +532,17 @@ int ops_shape_update(ir_graph *g, int id)
 }
 
 /* var[V,D], dy[..., D] with one row per id, ids i32[...] */
+int ops_shape_update_matmul(ir_graph *g, int id)
+{
+    ir_type t;
+    if (need_var(g, id) < 0 || matmul_type(g, id, 1, 1, &t) < 0) return -1;
+    const ir_type *v = ops_in_type(g, id, 0);
+    if (!ir_type_eq(&t, v))
+        return ops_error(g, id, "apply_sgd_matmul: product %s does not match variable %s",
+                         ops_ts(&t).s, ops_ts(v).s);
+    return set_type(g, id, token_type());
+}
+
 int ops_shape_update_rows(ir_graph *g, int id)
 {
     if (need_var(g, id) < 0) return -1;

@@ -9,7 +9,10 @@
  *         constant becomes x * (1/c)
  *   fuse: matmul followed by a bias add becomes one matmul_bias, and a relu
  *         after it joins too (relu_grad then reads the relu's output: x > 0
- *         exactly where relu(x) > 0) */
+ *         exactly where relu(x) > 0); apply_sgd of a matmul (a weight
+ *         gradient) becomes apply_sgd_matmul, one GEMM that accumulates
+ *         -lr * a@b straight into the variable: the gradient is never
+ *         stored, and the variable is read and written once */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,17 +24,13 @@
 /* Ops with state or side effects never merge or fold. */
 static int is_pure(const ir_node *n)
 {
+    if (gr_ops[n->op].update) return 0;
     switch (n->op) {
     case OP_VARIABLE:
     case OP_INPUT:
     case OP_DATA:
     case OP_DROPOUT:
     case OP_DROPOUT_GRAD:
-    case OP_APPLY_SGD:
-    case OP_APPLY_SGD_ROWS:
-    case OP_APPLY_MOMENTUM:
-    case OP_APPLY_ADAM:
-    case OP_ASSIGN_ADD:
     case OP_GROUP:
     case OP_ARGMAX_GRAD_NONE:
         return 0;
@@ -240,9 +239,64 @@ static void pass_fuse_relu(ir_graph *g)
     }
 }
 
+/* apply_sgd(var, m) where m is a matmul that nothing else reads but groups
+ * (the autodiff barrier waits on every gradient).  Its operands must not be
+ * variables: the fused GEMM runs among the updates, after the barrier, and
+ * would read a variable another update may already have moved. */
+static int fusable_sgd(const ir_graph *g, const ir_node *u, const int *uses)
+{
+    if (u->op != OP_APPLY_SGD) return 0;
+    int m = u->in[1], groups = 0;
+    const ir_node *mm = &g->nodes[m];
+    if (mm->op != OP_MATMUL || mm->device != u->device || mm->n_ctrl ||
+        g->nodes[mm->in[0]].op == OP_VARIABLE || g->nodes[mm->in[1]].op == OP_VARIABLE)
+        return 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->dead || n->op != OP_GROUP) continue;
+        for (int j = 0; j < n->n_in; j++) groups += n->in[j] == m;
+    }
+    return uses[m] == 1 + groups;
+}
+
+/* A group waiting on matmul m now waits on its operands instead. */
+static void regroup(ir_graph *g, int m)
+{
+    const ir_node *mm = &g->nodes[m];
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *n = &g->nodes[i];
+        if (n->dead || n->op != OP_GROUP) continue;
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] != m) continue;
+            n->in[j] = mm->in[0];
+            ir_add_ctrl(g, i, mm->in[1]);
+        }
+    }
+}
+
+static void pass_fuse_sgd(ir_graph *g)
+{
+    int *uses = use_counts(g), n0 = g->n_nodes;
+    for (int u = 0; u < n0; u++) {
+        if (g->nodes[u].dead || !fusable_sgd(g, &g->nodes[u], uses)) continue;
+        int m = g->nodes[u].in[1];
+        ir_attrs a = g->nodes[u].attr;
+        a.i[1] = g->nodes[m].attr.i[0];
+        a.i[2] = g->nodes[m].attr.i[1];
+        int in[3] = {g->nodes[u].in[0], g->nodes[m].in[0], g->nodes[m].in[1]};
+        int f = ir_add_like(g, u, OP_APPLY_SGD_MATMUL, in, 3, &a);
+        if (f < 0) continue;
+        for (int k = 0; k < g->nodes[u].n_ctrl; k++) ir_add_ctrl(g, f, g->nodes[u].ctrl[k]);
+        regroup(g, m);
+        replace_uses(g, u, f);
+        g->nodes[m].dead = 1;
+    }
+    free(uses);
+}
+
 void pass_run_all(ir_graph *g, unsigned off)
 {
     if (!(off & PASS_FOLD)) pass_fold(g);
     if (!(off & PASS_CSE)) pass_cse(g);
-    if (!(off & PASS_FUSE)) pass_fuse(g), pass_fuse_relu(g);
+    if (!(off & PASS_FUSE)) pass_fuse(g), pass_fuse_relu(g), pass_fuse_sgd(g);
 }

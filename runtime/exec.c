@@ -41,9 +41,7 @@ static void bind_buffers(rt_exec *e)
  * update takes exactly one lock, so no order between locks can deadlock. */
 static void *update_lock(const rt_exec *e, const ir_node *n)
 {
-    int is_update = n->op == OP_APPLY_SGD || n->op == OP_APPLY_SGD_ROWS ||
-                    n->op == OP_APPLY_MOMENTUM || n->op == OP_APPLY_ADAM || n->op == OP_ASSIGN_ADD;
-    if (!is_update || !(n->attr.i[5] || e->s->opt.locking)) return NULL;
+    if (!gr_ops[n->op].update || !(n->attr.i[5] || e->s->opt.locking)) return NULL;
     return &e->s->var_mu[e->p->g->nodes[n->in[0]].var];
 }
 

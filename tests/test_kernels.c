@@ -732,6 +732,43 @@ static void test_matmul_bias_relu(void **state)
             }
 }
 
+/* apply_sgd_matmul: var -= lr * a@b accumulated by the GEMM, serial and
+ * split over the pool (rows, or columns when there are few rows). */
+static void check_sgd_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, gr_pool *pool)
+{
+    ir_type at = ty(DT_F32, 1, m * k), bt = ty(DT_F32, 1, k * n), vt = ty(DT_F32, 2, m, n);
+    ir_type a2 = ta ? ty(DT_F32, 2, k, m) : ty(DT_F32, 2, m, k);
+    ir_type b2 = tb ? ty(DT_F32, 2, n, k) : ty(DT_F32, 2, k, n), tok = ty(DT_F32, 0);
+    float *a = frandom(&at, -1, 1), *b = frandom(&bt, -1, 1), *var = frandom(&vt, -1, 1);
+    double *ref = dalloc(m * n);
+    ref_matmul(a, b, m, n, k, ta, tb, ref);
+    for (int64_t i = 0; i < m * n; i++) ref[i] = var[i] - 0.25 * ref[i];
+    call c;
+    call_init(&c, OP_APPLY_SGD_MATMUL, &tok, NULL);
+    c.node.attr.f[0] = 0.25;
+    c.node.attr.i[1] = ta;
+    c.node.attr.i[2] = tb;
+    call_in(&c, var, &vt);
+    call_in(&c, a, &a2);
+    call_in(&c, b, &b2);
+    c.pool = pool;
+    call_run(&c);
+    check_close_s(var, ref, m * n, TOL, sqrt((double)k), "apply_sgd_matmul");
+    free(a), free(b), free(var), free(ref);
+}
+
+static void test_apply_sgd_matmul(void **state)
+{
+    (void)state;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            check_sgd_matmul(13, 7, 31, ta, tb, NULL);
+            check_sgd_matmul(131, 67, 61, ta, tb, pool2); /* split rows */
+            check_sgd_matmul(3, 401, 257, ta, tb, pool2); /* split columns */
+            check_sgd_matmul(5, 6, 0, ta, tb, pool2);     /* k = 0: var unchanged */
+        }
+}
+
 /* ---- convolution ---- */
 
 typedef struct conv_case {
@@ -1386,6 +1423,7 @@ int main(void)
         cmocka_unit_test(test_mse),
         cmocka_unit_test(test_matmul_transpose_combos_pool_1_and_2),
         cmocka_unit_test(test_matmul_bias_relu),
+        cmocka_unit_test(test_apply_sgd_matmul),
         cmocka_unit_test(test_conv2d_and_grads_against_naive),
         cmocka_unit_test(test_pools_and_grads),
         cmocka_unit_test(test_maxpool_grad_first_max_in_window),

@@ -193,6 +193,11 @@ static const shape_case valid[] = {
     {OP_ASSIGN_ADD, {"var:f32[]", "f32[]"}, .want = "f32[0]"},
     {OP_GROUP, {"f32[3]", "f32[2]"}, .want = "f32[0]"},
     {OP_MATMUL_BIAS, {"f32[64,784]", "f32[784,10]", "f32[10]"}, .want = "f32[64,10]"},
+    {OP_APPLY_SGD_MATMUL,
+     {"var:f32[784,10]", "f32[64,784]", "f32[64,10]"},
+     {0, 1, 0},
+     0.1,
+     .want = "f32[0]"},
 };
 
 static void test_every_valid_case_gets_expected_type(void **state)
@@ -332,6 +337,13 @@ static const shape_case errors[] = {
     {OP_APPLY_SGD,
      {"var:f32[3]", "f32[4]"},
      .want = "apply_sgd: input 1 f32[4] does not match variable f32[3]"},
+    {OP_APPLY_SGD_MATMUL,
+     {"var:f32[784,10]", "f32[64,784]", "f32[64,10]"},
+     .want = "f32[64,784] @ f32[64,10]: inner dimensions 784 and 64 differ"},
+    {OP_APPLY_SGD_MATMUL,
+     {"var:f32[10,784]", "f32[64,784]", "f32[64,10]"},
+     {0, 1, 0},
+     .want = "apply_sgd_matmul: product f32[784,10] does not match variable f32[10,784]"},
     {OP_NEG, {"f32[3]", "f32[3]"}, .want = "neg: expects 1 input, got 2"},
 };
 

@@ -18,7 +18,8 @@ typedef struct gemm_ctx {
 } gemm_ctx;
 
 /* C[m0:m1, n0:n1] = bias (when given) and beta = 1, so the bias add costs no
- * extra pass; relu runs on the block right after, while it is in cache. */
+ * extra pass; relu runs on the block right after, while it is in cache.
+ * With accumulate, beta = 1 adds alpha * a@b to what C holds. */
 static void gemm_block(const cpu_gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
 {
     int64_t M = g->m, N = g->n, K = g->k, bm = m1 - m0, bn = n1 - n0;
@@ -35,12 +36,13 @@ static void gemm_block(const cpu_gemm_args *g, int64_t m0, int64_t m1, int64_t n
     const float *b = g->trans_b ? g->b + n0 * K : g->b + n0;
     int lda = (int)(g->trans_a ? M : K), ldb = (int)(g->trans_b ? K : N);
     if (K == 0) {
-        if (!g->bias)
+        if (!g->bias && !g->accumulate)
             for (int64_t i = 0; i < bm; i++) cpu_fill_f32(c + i * N, 0.0f, bn);
     } else {
         cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-                    g->trans_b ? CblasTrans : CblasNoTrans, (int)bm, (int)bn, (int)K, 1.0f, a, lda,
-                    b, ldb, g->bias ? 1.0f : 0.0f, c, (int)N);
+                    g->trans_b ? CblasTrans : CblasNoTrans, (int)bm, (int)bn, (int)K,
+                    g->accumulate ? g->alpha : 1.0f, a, lda, b, ldb,
+                    g->bias || g->accumulate ? 1.0f : 0.0f, c, (int)N);
     }
     if (g->relu) {
         for (int64_t i = 0; i < bm; i++) {

@@ -95,6 +95,8 @@ typedef struct cpu_gemm_args {
     const float *bias; /* NULL: plain matmul */
     int relu;
     float *c;
+    int accumulate; /* c += alpha * a@b (no bias, no relu) */
+    float alpha;
 } cpu_gemm_args;
 void cpu_matmul(gr_pool *p, const cpu_gemm_args *g);
 
@@ -144,6 +146,8 @@ void cpu_one_hot(float *out, const int32_t *ids, int64_t n_ids, int64_t depth);
 
 /* ---- variable updates, in place (cpu_update.c; the Hogwild! file) ---- */
 void cpu_apply_sgd(gr_pool *p, float *var, const float *grad, int64_t n, float lr);
+/* g->c is the variable: c -= lr * a@b, one GEMM with beta = 1. */
+void cpu_apply_sgd_matmul(gr_pool *p, cpu_gemm_args *g, float lr);
 /* var[ids[i]] -= lr * rows[i] for the n ids in [0, V); others are skipped. */
 void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t V,
                         int64_t D, float lr);

@@ -38,6 +38,17 @@ void cpu_apply_sgd(gr_pool *p, float *var, const float *grad, int64_t n, float l
     cpu_par_range(p, n, CPU_PAR_MIN, sgd_range, &c);
 }
 
+/* SGD of a weight gradient a@b that is never stored: the GEMM accumulates
+ * -lr * a@b into the variable (beta = 1).  Under Hogwild! the racing loads
+ * and stores are the BLAS kernel's own; the pool splits the output into
+ * disjoint blocks, so one update never races with itself. */
+void cpu_apply_sgd_matmul(gr_pool *p, cpu_gemm_args *g, float lr)
+{
+    g->accumulate = 1;
+    g->alpha = -lr;
+    cpu_matmul(p, g);
+}
+
 /* Sparse SGD for gather's gradient: only the rows that were looked up move.
  * Racy like the others under Hogwild!: two executors may update one row. */
 void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t V,

@@ -59,16 +59,24 @@ static void k_act_grad(const kern_args *a)
 
 /* ---- linear algebra ---- */
 
-static void k_matmul(const kern_args *a)
+/* in[k] @ in[k+1] into c, transposed as attrs k and k+1 say (matmul's
+ * operands and attrs are slots 0 and 1, apply_sgd_matmul's 1 and 2). */
+static cpu_gemm_args gemm_args(const kern_args *a, int k, float *c)
 {
-    const ir_type *at = a->in_t[0], *bt = a->in_t[1];
-    cpu_gemm_args g = {.trans_a = (int)ATTR_I(0), .trans_b = (int)ATTR_I(1)};
+    const ir_type *at = a->in_t[k], *bt = a->in_t[k + 1];
+    cpu_gemm_args g = {.trans_a = (int)ATTR_I(k), .trans_b = (int)ATTR_I(k + 1)};
     g.m = g.trans_a ? at->dim[1] : at->dim[0];
     g.k = g.trans_a ? at->dim[0] : at->dim[1];
     g.n = g.trans_b ? bt->dim[0] : bt->dim[1];
-    g.a = INF(0);
-    g.b = INF(1);
-    g.c = OUTF;
+    g.a = INF(k);
+    g.b = INF(k + 1);
+    g.c = c;
+    return g;
+}
+
+static void k_matmul(const kern_args *a)
+{
+    cpu_gemm_args g = gemm_args(a, 0, OUTF);
     if (a->node->op == OP_MATMUL_BIAS) {
         g.bias = INF(2);
         g.relu = ATTR_I(2) != 0;
@@ -305,6 +313,12 @@ static void k_apply_sgd(const kern_args *a)
     cpu_apply_sgd(a->pool, (float *)IN(0), INF(1), in_numel(a, 0), ATTR_F(0));
 }
 
+static void k_apply_sgd_matmul(const kern_args *a)
+{
+    cpu_gemm_args g = gemm_args(a, 1, (float *)IN(0));
+    cpu_apply_sgd_matmul(a->pool, &g, ATTR_F(0));
+}
+
 static void k_apply_sgd_rows(const kern_args *a)
 {
     const ir_type *v = a->in_t[0];
@@ -330,7 +344,7 @@ static void k_assign_add(const kern_args *a)
     cpu_assign_add(a->pool, IN(0), a->in_t[0]->dtype, IN(1), in_numel(a, 0), in_numel(a, 1));
 }
 
-_Static_assert(GR_OP_COUNT == 66, "ops.h changed: update cpu_kernels[]");
+_Static_assert(GR_OP_COUNT == 67, "ops.h changed: update cpu_kernels[]");
 const kernel_fn cpu_kernels[GR_OP_COUNT] = {
     [OP_CONST] = k_const,
     [OP_INPUT] = NULL,
@@ -398,4 +412,5 @@ const kernel_fn cpu_kernels[GR_OP_COUNT] = {
     [OP_ASSIGN_ADD] = k_assign_add,
     [OP_GROUP] = k_group,
     [OP_MATMUL_BIAS] = k_matmul,
+    [OP_APPLY_SGD_MATMUL] = k_apply_sgd_matmul,
 };
