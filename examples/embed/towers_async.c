@@ -28,7 +28,7 @@ enum { TOWERS = 2 };
 typedef struct tower {
     pthread_t tid;
     gr_session *s;
-    char target[16];
+    char target[24];
     const char *loss_name; /* the target's loss, from gr_target_info_get */
     int steps, done;
     float loss;
