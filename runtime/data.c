@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DATA_RING_MAX   4
+#define DATA_RING_MAX   8
 #define DATA_RING_MIN   2
 #define DATA_RING_BYTES (INT64_C(64) << 20) /* beyond this, fewer slots */
 #define DATA_MAX_BYTES  (INT64_C(1) << 40)
@@ -43,6 +43,9 @@ struct data_reader {
     pthread_cond_t idle;  /* the last consumer left after stop */
     data_slot slots[DATA_RING_MAX];
     int nslots;
+    int n_free;              /* slots in state FREE */
+    int wake_at;             /* a full ring wakes the thread once this many are FREE */
+    int sleeping;            /* the thread waits on space */
     int head, tail;          /* next slot to take / to fill */
     uint64_t p_epoch, p_pos; /* next batch the thread prepares */
     uint64_t c_epoch, c_pos; /* next batch a consumer gets */
@@ -157,6 +160,7 @@ static void reader_build(data_reader *r, data_slot *slot, uint64_t epoch, uint64
     int64_t ex = r->ds.ex_elems, first = (int64_t)pos * r->batch;
     for (int64_t i = 0; i < r->batch; i++) {
         int64_t idx = r->perm ? r->perm[first + i] : first + i;
+        if (r->perm && i + 2 < r->batch) data_set_prefetch(&r->ds, r->perm[first + i + 2]);
         data_set_example(&r->ds, idx, slot->x + i * ex);
         slot->y[i] = r->ds.y ? r->ds.y[idx] : 0;
     }
@@ -176,12 +180,14 @@ static void reader_fill_one(data_reader *r)
     data_slot *slot = &r->slots[r->tail];
     uint64_t epoch = r->p_epoch, pos = r->p_pos, gen = r->gen;
     slot->state = SLOT_FILLING;
+    r->n_free--;
     reader_advance(r, &r->p_epoch, &r->p_pos);
     pthread_mutex_unlock(&r->mu);
     reader_build(r, slot, epoch, pos);
     pthread_mutex_lock(&r->mu);
     if (gen != r->gen) {
         slot->state = SLOT_FREE; /* built for a cursor data_seek has since replaced */
+        r->n_free++;
         return;
     }
     slot->state = SLOT_READY;
@@ -189,15 +195,21 @@ static void reader_fill_one(data_reader *r)
     pthread_cond_broadcast(&r->ready);
 }
 
+/* Fills the ring, then sleeps until half of it is free again: one wake-up
+ * per nslots/2 batches rather than per batch, so the thread runs in bursts
+ * the scheduler can move to an idle core instead of waking next to the
+ * executor it serves every step. */
 static void *reader_main(void *arg)
 {
     data_reader *r = arg;
     pthread_mutex_lock(&r->mu);
     for (;;) {
-        while (!r->stop && r->slots[r->tail].state != SLOT_FREE)
+        while (!r->stop && r->slots[r->tail].state == SLOT_FREE) reader_fill_one(r);
+        r->sleeping = 1;
+        while (!r->stop && (r->n_free < r->wake_at || r->slots[r->tail].state != SLOT_FREE))
             pthread_cond_wait(&r->space, &r->mu);
+        r->sleeping = 0;
         if (r->stop) break;
-        reader_fill_one(r);
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
@@ -217,6 +229,8 @@ static int reader_alloc(data_reader *r, char *err, size_t errlen)
     r->nslots = fit > DATA_RING_MAX   ? DATA_RING_MAX
                 : fit < DATA_RING_MIN ? DATA_RING_MIN
                                       : (int)fit;
+    r->n_free = r->nslots;
+    r->wake_at = r->nslots / 2;
     for (int k = 0; k < r->nslots; k++) {
         r->slots[k].x = malloc(bytes ? (size_t)bytes : 1);
         r->slots[k].y = malloc((size_t)r->batch * sizeof(int32_t));
@@ -329,7 +343,7 @@ void data_release(data_reader *r, data_batch *b)
 {
     pthread_mutex_lock(&r->mu);
     ((data_slot *)b->slot)->state = SLOT_FREE;
-    pthread_cond_signal(&r->space);
+    if (++r->n_free >= r->wake_at && r->sleeping) pthread_cond_signal(&r->space);
     reader_leave(r);
 }
 
@@ -364,7 +378,10 @@ int data_seek(data_reader *r, uint64_t epoch, uint64_t pos)
     /* Prepared batches belong to the old cursor. A FILLING slot is left to
      * the thread, which sees the new generation and frees it. */
     for (int k = 0; k < r->nslots; k++)
-        if (r->slots[k].state == SLOT_READY) r->slots[k].state = SLOT_FREE;
+        if (r->slots[k].state == SLOT_READY) {
+            r->slots[k].state = SLOT_FREE;
+            r->n_free++;
+        }
     r->head = r->tail;
     r->p_epoch = r->c_epoch = epoch;
     r->p_pos = r->c_pos = pos;

@@ -51,6 +51,9 @@ int data_gauss_load(const data_spec *s, data_set *ds, char *err, size_t errlen);
 
 /* Converts example i of the set to f32 into out (ex_elems floats). */
 void data_set_example(const data_set *ds, int64_t i, float *out);
+/* Asks the CPU to start loading example i's stored bytes (shuffled batches
+ * gather rows from anywhere in a set bigger than the caches). */
+void data_set_prefetch(const data_set *ds, int64_t i);
 void data_set_free(data_set *ds);
 
 /* xoshiro256** seeded through splitmix64: small, fast, reproducible. */

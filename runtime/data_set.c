@@ -69,6 +69,14 @@ int data_spec_dims(const data_spec *s, const char *what, int64_t *prod, char *er
         for (int64_t k = 0; k < m; k++) out[k] = (float)src[k];                                    \
     } while (0)
 
+void data_set_prefetch(const data_set *ds, int64_t i)
+{
+    if (ds->elem == DATA_ELEM_GAUSS) return;
+    size_t bytes = (size_t)ds->ex_elems * data_elem_size(ds->elem);
+    const char *p = (const char *)ds->x + (size_t)i * bytes;
+    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
+}
+
 void data_set_example(const data_set *ds, int64_t i, float *out)
 {
     int64_t m = ds->ex_elems, off = i * m;
