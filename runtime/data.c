@@ -1,12 +1,14 @@
 /* The reader: format dispatch, validation, per-epoch shuffling and the
  * read-ahead ring.
  *
- * The ring is an array of slots used in order. The read-ahead thread fills
- * slot[tail] (FREE -> FILLING -> READY) outside the lock, consumers take
- * slot[head] (READY -> READING -> FREE) and copy outside the lock too, so
- * many consumers copy at once while batches are still handed out strictly
- * in cursor order. data_seek bumps a generation number so that a batch the
- * thread was building for the old cursor is thrown away, not published. */
+ * The ring is an array of slots used in order. A builder claims slot[tail]
+ * and the next batch under the lock and fills it outside (FREE -> FILLING
+ * -> READY); the read-ahead thread is the usual builder, and a consumer
+ * that finds nothing ready builds the next batch itself instead of waiting.
+ * Consumers take slot[head] (READY -> READING -> FREE) and read outside the
+ * lock too, so batches are handed out strictly in cursor order whoever
+ * built them. data_seek bumps a generation number so that a batch built for
+ * the old cursor is thrown away, not published. */
 #include "runtime/data_impl.h"
 
 #include <pthread.h>
@@ -20,6 +22,15 @@
 
 typedef enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_READING } slot_state;
 
+/* A shuffle of 0..n-1 for one epoch.  Builders of that epoch's batches read
+ * it unlocked; it is rebuilt for epoch + 2 only when none is left. */
+typedef struct data_perm {
+    int64_t *idx;
+    uint64_t epoch;
+    enum { PERM_NONE, PERM_MAKING, PERM_READY } state;
+    int users; /* builders reading idx */
+} data_perm;
+
 typedef struct data_slot {
     float *x;
     int32_t *y;
@@ -32,22 +43,21 @@ struct data_reader {
     int shuffle;
     uint64_t seed;
     uint64_t per_epoch; /* batches per epoch: floor(n / batch) */
-    /* Owned by the read-ahead thread (and data_open before it starts). */
-    int64_t *perm; /* permutation of the epoch perm_epoch; NULL when not shuffling */
-    uint64_t perm_epoch;
-    int perm_valid;
-    /* Everything below is guarded by mu. */
+    /* Everything below is guarded by mu, except the contents of a slot or a
+     * permutation while a builder owns it. */
+    data_perm perm[2]; /* epoch e's shuffle is in perm[e & 1]; unused when not shuffling */
     pthread_mutex_t mu;
     pthread_cond_t ready; /* a slot became READY, or stop */
-    pthread_cond_t space; /* a slot became FREE, the cursor moved, or stop */
-    pthread_cond_t idle;  /* the last consumer left after stop */
+    pthread_cond_t
+        space; /* a slot became FREE, a shuffle ready or unused, the cursor moved, or stop */
+    pthread_cond_t idle; /* the last consumer left after stop */
     data_slot slots[DATA_RING_MAX];
     int nslots;
     int n_free;              /* slots in state FREE */
     int wake_at;             /* a full ring wakes the thread once this many are FREE */
     int sleeping;            /* the thread waits on space */
     int head, tail;          /* next slot to take / to fill */
-    uint64_t p_epoch, p_pos; /* next batch the thread prepares */
+    uint64_t p_epoch, p_pos; /* next batch a builder claims */
     uint64_t c_epoch, c_pos; /* next batch a consumer gets */
     uint64_t gen;            /* bumped by data_seek */
     int stop;
@@ -136,31 +146,55 @@ static int data_check_labels(const data_spec *s, const data_set *ds, char *err, 
     return 0;
 }
 
-/* ---- shuffling and batch building (read-ahead thread) ---- */
+/* ---- shuffling and batch building ---- */
 
-static void reader_make_perm(data_reader *r, uint64_t epoch)
+static void make_perm(int64_t *perm, int64_t n, uint64_t seed, uint64_t epoch)
 {
-    int64_t n = r->ds.info.n;
     data_rng g;
-    data_rng_seed(&g, data_mix(r->seed, epoch));
-    for (int64_t i = 0; i < n; i++) r->perm[i] = i;
+    data_rng_seed(&g, data_mix(seed, epoch));
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)data_rng_below(&g, (uint64_t)i + 1);
-        int64_t t = r->perm[i];
-        r->perm[i] = r->perm[j];
-        r->perm[j] = t;
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
     }
-    r->perm_epoch = epoch;
-    r->perm_valid = 1;
 }
 
-static void reader_build(data_reader *r, data_slot *slot, uint64_t epoch, uint64_t pos)
+/* Called with mu held: returns epoch's shuffle, made by this caller (with
+ * mu released meanwhile) or by another, and counts the caller as a user. */
+static const int64_t *perm_take(data_reader *r, uint64_t epoch)
 {
-    if (r->perm && (!r->perm_valid || r->perm_epoch != epoch)) reader_make_perm(r, epoch);
+    data_perm *p = &r->perm[epoch & 1];
+    for (;;) {
+        if (p->epoch == epoch && p->state == PERM_READY) break;
+        if (p->state != PERM_MAKING && p->users == 0) {
+            p->state = PERM_MAKING;
+            p->epoch = epoch;
+            pthread_mutex_unlock(&r->mu);
+            make_perm(p->idx, r->ds.info.n, r->seed, epoch);
+            pthread_mutex_lock(&r->mu);
+            p->state = PERM_READY;
+            pthread_cond_broadcast(&r->space);
+            break;
+        }
+        pthread_cond_wait(&r->space, &r->mu); /* made by another, or still in use for epoch - 2 */
+    }
+    p->users++;
+    return p->idx;
+}
+
+static void perm_drop(data_reader *r, uint64_t epoch)
+{
+    if (--r->perm[epoch & 1].users == 0) pthread_cond_broadcast(&r->space);
+}
+
+static void build_batch(const data_reader *r, data_slot *slot, const int64_t *perm, uint64_t pos)
+{
     int64_t ex = r->ds.ex_elems, first = (int64_t)pos * r->batch;
     for (int64_t i = 0; i < r->batch; i++) {
-        int64_t idx = r->perm ? r->perm[first + i] : first + i;
-        if (r->perm && i + 2 < r->batch) data_set_prefetch(&r->ds, r->perm[first + i + 2]);
+        int64_t idx = perm ? perm[first + i] : first + i;
+        if (perm && i + 2 < r->batch) data_set_prefetch(&r->ds, perm[first + i + 2]);
         data_set_example(&r->ds, idx, slot->x + i * ex);
         slot->y[i] = r->ds.y ? r->ds.y[idx] : 0;
     }
@@ -174,24 +208,31 @@ static void reader_advance(const data_reader *r, uint64_t *epoch, uint64_t *pos)
     }
 }
 
-/* Called with mu held; returns with it held. */
-static void reader_fill_one(data_reader *r)
+/* Called with mu held and slots[tail] FREE; returns with mu held.  Claims
+ * the next batch and its slot, builds it with mu released, and publishes it.
+ * The read-ahead thread and any consumer that finds nothing ready build
+ * side by side; batches still come out in claim order, so who built one
+ * never changes the sequence. */
+static void fill_one(data_reader *r)
 {
     data_slot *slot = &r->slots[r->tail];
     uint64_t epoch = r->p_epoch, pos = r->p_pos, gen = r->gen;
     slot->state = SLOT_FILLING;
     r->n_free--;
+    r->tail = (r->tail + 1) % r->nslots;
     reader_advance(r, &r->p_epoch, &r->p_pos);
+    const int64_t *perm = r->shuffle ? perm_take(r, epoch) : NULL;
     pthread_mutex_unlock(&r->mu);
-    reader_build(r, slot, epoch, pos);
+    build_batch(r, slot, perm, pos);
     pthread_mutex_lock(&r->mu);
+    if (perm) perm_drop(r, epoch);
     if (gen != r->gen) {
         slot->state = SLOT_FREE; /* built for a cursor data_seek has since replaced */
         r->n_free++;
+        pthread_cond_broadcast(&r->space);
         return;
     }
     slot->state = SLOT_READY;
-    r->tail = (r->tail + 1) % r->nslots;
     pthread_cond_broadcast(&r->ready);
 }
 
@@ -204,7 +245,7 @@ static void *reader_main(void *arg)
     data_reader *r = arg;
     pthread_mutex_lock(&r->mu);
     for (;;) {
-        while (!r->stop && r->slots[r->tail].state == SLOT_FREE) reader_fill_one(r);
+        while (!r->stop && r->slots[r->tail].state == SLOT_FREE) fill_one(r);
         r->sleeping = 1;
         while (!r->stop && (r->n_free < r->wake_at || r->slots[r->tail].state != SLOT_FREE))
             pthread_cond_wait(&r->space, &r->mu);
@@ -236,7 +277,8 @@ static int reader_alloc(data_reader *r, char *err, size_t errlen)
         r->slots[k].y = malloc((size_t)r->batch * sizeof(int32_t));
         if (!r->slots[k].x || !r->slots[k].y) goto oom;
     }
-    if (r->shuffle && !(r->perm = malloc((size_t)r->ds.info.n * sizeof(int64_t)))) goto oom;
+    for (int k = 0; k < 2 && r->shuffle; k++)
+        if (!(r->perm[k].idx = malloc((size_t)r->ds.info.n * sizeof(int64_t)))) goto oom;
     return 0;
 oom:
     data_err(err, errlen, "%s: out of memory for the batch buffers", r->ds.x_path);
@@ -249,7 +291,8 @@ static void reader_free(data_reader *r)
         free(r->slots[k].x);
         free(r->slots[k].y);
     }
-    free(r->perm);
+    free(r->perm[0].idx);
+    free(r->perm[1].idx);
     data_set_free(&r->ds);
     pthread_cond_destroy(&r->ready);
     pthread_cond_destroy(&r->space);
@@ -325,7 +368,14 @@ int data_acquire(data_reader *r, data_batch *b)
 {
     pthread_mutex_lock(&r->mu);
     r->inflight++;
-    while (!r->stop && r->slots[r->head].state != SLOT_READY) pthread_cond_wait(&r->ready, &r->mu);
+    /* Nothing ready: build the next batch here rather than wait, when its
+     * slot is free (the read-ahead thread is behind, or not yet scheduled). */
+    while (!r->stop && r->slots[r->head].state != SLOT_READY) {
+        if (r->slots[r->tail].state == SLOT_FREE)
+            fill_one(r);
+        else
+            pthread_cond_wait(&r->ready, &r->mu);
+    }
     if (r->stop) {
         reader_leave(r);
         return -1;
@@ -376,7 +426,7 @@ int data_seek(data_reader *r, uint64_t epoch, uint64_t pos)
     pthread_mutex_lock(&r->mu);
     r->gen++;
     /* Prepared batches belong to the old cursor. A FILLING slot is left to
-     * the thread, which sees the new generation and frees it. */
+     * its builder, which sees the new generation and frees it. */
     for (int k = 0; k < r->nslots; k++)
         if (r->slots[k].state == SLOT_READY) {
             r->slots[k].state = SLOT_FREE;

@@ -537,6 +537,76 @@ static void test_concurrent_readers_see_each_example_once_per_epoch(void **state
     pthread_mutex_destroy(&sh.mu);
 }
 
+/* Two batches per epoch, and consumers that build the next batch whenever
+ * nothing is ready: builders work on consecutive epochs at once, so each
+ * epoch's shuffle must stay intact until its last batch is built.  With
+ * acquires serialized (ordered), the batches in hand-out order must be the
+ * sequential run's; with eight free-running consumers, the same batches in
+ * some order. */
+enum { SE_N = 10, SE_B = 4, SE_TOTAL = 400 };
+
+typedef struct se_shared {
+    data_reader *r;
+    pthread_mutex_t mu;
+    int ordered;
+    int taken;
+    int32_t got[SE_TOTAL][SE_B];
+} se_shared;
+
+static void *se_worker(void *arg)
+{
+    se_shared *sh = arg;
+    for (;;) {
+        data_batch b;
+        pthread_mutex_lock(&sh->mu);
+        int k = sh->taken < SE_TOTAL ? sh->taken++ : -1;
+        int ok = k >= 0 && (!sh->ordered || data_acquire(sh->r, &b) == 0);
+        pthread_mutex_unlock(&sh->mu);
+        if (ok && !sh->ordered) ok = data_acquire(sh->r, &b) == 0;
+        if (!ok) return NULL;
+        memcpy(sh->got[k], b.y, sizeof sh->got[k]);
+        data_release(sh->r, &b);
+    }
+}
+
+static void se_run(se_shared *sh, const data_spec *s, int ordered)
+{
+    memset(sh, 0, sizeof *sh);
+    pthread_mutex_init(&sh->mu, NULL);
+    sh->ordered = ordered;
+    sh->r = open_ok(s);
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++) assert_int_equal(pthread_create(&t[i], NULL, se_worker, sh), 0);
+    for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+    data_close(sh->r);
+    pthread_mutex_destroy(&sh->mu);
+}
+
+static void test_many_builders_across_epochs_keep_the_sequence(void **state)
+{
+    (void)state;
+    const char *x = tmp_path("se-x"), *y = tmp_path("se-y");
+    make_raw(x, y, SE_N);
+    data_spec s = raw_spec(x, y, SE_B, 1, 7);
+    static int32_t want[SE_TOTAL][SE_B];
+    static se_shared sh;
+    float xb[SE_B * 2];
+    data_reader *r = open_ok(&s);
+    for (int k = 0; k < SE_TOTAL; k++) assert_int_equal(data_next(r, xb, want[k]), 0);
+    data_close(r);
+    se_run(&sh, &s, 1);
+    assert_memory_equal(want, sh.got, sizeof want);
+    se_run(&sh, &s, 0);
+    int used[SE_TOTAL] = {0};
+    for (int k = 0; k < SE_TOTAL; k++) {
+        int found = -1;
+        for (int b = 0; b < SE_TOTAL && found < 0; b++)
+            if (!used[b] && memcmp(want[b], sh.got[k], sizeof want[b]) == 0) found = b;
+        assert_true(found >= 0);
+        used[found] = 1;
+    }
+}
+
 static void test_seek_reproduces_the_sequence(void **state)
 {
     (void)state;
@@ -885,6 +955,7 @@ int main(void)
         cmocka_unit_test(test_shuffle_is_a_fresh_permutation_each_epoch),
         cmocka_unit_test(test_epoch_rollover_drops_remainder),
         cmocka_unit_test(test_concurrent_readers_see_each_example_once_per_epoch),
+        cmocka_unit_test(test_many_builders_across_epochs_keep_the_sequence),
         cmocka_unit_test(test_seek_reproduces_the_sequence),
         cmocka_unit_test(test_seek_while_read_ahead_is_building),
         cmocka_unit_test(test_close_with_full_ring_and_unread_batches),
