@@ -21,8 +21,9 @@
  *     gr_status_free(st);
  *
  * Rules for the whole header:
- *  - Ownership: every gr_*_new / gr_compile_* result is owned by the caller
- *    and released with the matching *_free.  A session keeps a reference to
+ *  - Ownership: every gr_*_new / gr_compile_* result, and every gr_tensor
+ *    the library hands out, is owned by the caller and released with the
+ *    matching *_free.  A session keeps a reference to
  *    its program: free sessions before their program.  Strings returned by
  *    the library live as long as the object they came from.  Buffers passed
  *    in (feeds, fetches, paths) stay the caller's; the library copies what
@@ -67,6 +68,7 @@ typedef enum gr_code {
 typedef struct gr_status gr_status;
 typedef struct gr_program gr_program;
 typedef struct gr_session gr_session;
+typedef struct gr_tensor gr_tensor;
 
 /* ---- status ---- */
 gr_status *gr_status_new(void);
@@ -77,6 +79,25 @@ const char *gr_status_message(const gr_status *st);
 /* Location of the first error in a .graph file; 0 when there is none. */
 int gr_status_location(const gr_status *st, const char **file, int *line, int *col);
 const char *gr_code_name(gr_code c);
+
+/* ---- tensors ----
+ * A gr_tensor is a dtype, a shape and its bytes (row-major, zeroed when
+ * made).  Its data and size are what a gr_feed or gr_fetch takes:
+ *     gr_tensor *z;
+ *     gr_program_tensor(prog, "z", &z, st);          // shaped like input z
+ *     gr_feed feed = {"z", gr_tensor_data(z), gr_tensor_bytes(z)};  */
+typedef enum gr_dtype { GR_F32 = 0, GR_I32 = 1 } gr_dtype;
+#define GR_MAX_RANK 8
+/* NULL for a bad dtype or shape (rank over GR_MAX_RANK, a negative
+ * dimension, over 2^40 bytes) or when memory runs out. */
+gr_tensor *gr_tensor_new(gr_dtype dtype, int rank, const int64_t *dims);
+void gr_tensor_free(gr_tensor *t);
+gr_dtype gr_tensor_dtype(const gr_tensor *t);
+int gr_tensor_rank(const gr_tensor *t);
+int64_t gr_tensor_dim(const gr_tensor *t, int axis); /* 0 outside [0, rank) */
+int64_t gr_tensor_numel(const gr_tensor *t);
+size_t gr_tensor_bytes(const gr_tensor *t);
+void *gr_tensor_data(gr_tensor *t);
 
 /* ---- programs ---- */
 typedef struct gr_param {
@@ -114,6 +135,14 @@ typedef struct gr_target_info {
 } gr_target_info;
 gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_info *info,
                            gr_status *st);
+/* A new zeroed tensor with the dtype and shape of the program's input,
+ * variable or named tensor `name`: how an embedder learns a shape and gets
+ * a buffer of the right size for a feed or a fetch. */
+gr_code gr_program_tensor(const gr_program *p, const char *name, gr_tensor **out, gr_status *st);
+/* The program's variables (weights, optimizer slots, counters) by full
+ * name, k in [0, count); NULL outside. */
+int gr_program_variable_count(const gr_program *p);
+const char *gr_program_variable_name(const gr_program *p, int k);
 /* Writes a dump: "ast", "ir", "plan" (for target, or the default target)
  * or "dot" (Graphviz). */
 gr_code gr_program_emit(const gr_program *p, const char *what, const char *target, FILE *out,
@@ -163,8 +192,10 @@ gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, i
  * their start, and returns the mean (e.g. test-set accuracy). */
 gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st);
 
-/* Variables, by full scoped name ("model/fc1/w"). */
+/* Variables, by full scoped name ("model/fc1/w"): read or write exactly
+ * the variable's size, or get a copy as a new tensor with its shape. */
 gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t bytes, gr_status *st);
+gr_code gr_variable_get(gr_session *s, const char *name, gr_tensor **out, gr_status *st);
 gr_code gr_variable_write(gr_session *s, const char *name, const void *data, size_t bytes,
                           gr_status *st);
 

@@ -29,6 +29,8 @@ gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
 /* Copies formatted diagnostics (and the first error's location) into st. */
 gr_code rt_fail_diags(gr_status *st, gr_code code, const gr_diags *d);
 void rt_ok(gr_status *st);
+/* tensor.c: a new zeroed gr_tensor of type ty (GR_ERR_NOMEM on failure). */
+gr_code rt_tensor_like(const ir_type *ty, gr_tensor **out, gr_status *st);
 /* Internal bugs: calls the embedder's abort hook. Never returns. */
 void rt_abort(const char *msg) __attribute__((noreturn));
 

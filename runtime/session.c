@@ -436,13 +436,20 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     return c;
 }
 
-static gr_code var_lookup(gr_session *s, const char *name, size_t bytes, int *vi, gr_status *st)
+static gr_code var_find(gr_session *s, const char *name, int *vi, gr_status *st)
 {
     gr_code bad = check_session(s, "variable access", st);
     if (bad != GR_OK) return bad;
     if (!name) return rt_fail(st, GR_ERR_ARG, "variable access: name is NULL\n");
     *vi = ir_find_var(s->g, name);
     if (*vi < 0) return rt_fail(st, GR_ERR_ARG, "no variable named '%s'\n", name);
+    return GR_OK;
+}
+
+static gr_code var_lookup(gr_session *s, const char *name, size_t bytes, int *vi, gr_status *st)
+{
+    gr_code c = var_find(s, name, vi, st);
+    if (c != GR_OK) return c;
     size_t want = ir_nbytes(&s->g->vars[*vi].type);
     if (bytes != want)
         return rt_fail(st, GR_ERR_ARG, "variable '%s' has %zu bytes, not %zu\n", name, want, bytes);
@@ -455,6 +462,19 @@ gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t byt
     gr_code c = var_lookup(s, name, bytes, &vi, st);
     if (c != GR_OK) return c;
     memcpy(data, s->var[vi], bytes);
+    rt_ok(st);
+    return GR_OK;
+}
+
+gr_code gr_variable_get(gr_session *s, const char *name, gr_tensor **out, gr_status *st)
+{
+    if (!out) return rt_fail(st, GR_ERR_ARG, "gr_variable_get: out is NULL\n");
+    *out = NULL;
+    int vi = -1;
+    gr_code c = var_find(s, name, &vi, st);
+    if (c == GR_OK) c = rt_tensor_like(&s->g->vars[vi].type, out, st);
+    if (c != GR_OK) return c;
+    memcpy(gr_tensor_data(*out), s->var[vi], gr_tensor_bytes(*out));
     rt_ok(st);
     return GR_OK;
 }

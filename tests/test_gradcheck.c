@@ -175,17 +175,19 @@ static void setup_case(const gc_case *c, gc_run *r)
         int v = r->n_vars;
         snprintf(r->names[v], sizeof r->names[v], "x%d", v);
         if (!strstr(c->vars, r->names[v])) break;
-        for (r->bytes[v] = 4; r->bytes[v] <= sizeof r->x[v]; r->bytes[v] += 4)
-            if (gr_variable_read(r->s, r->names[v], r->x[v], r->bytes[v], NULL) == GR_OK) break;
+        gr_tensor *t = NULL;
+        ok(gr_variable_get(r->s, r->names[v], &t, r->st), r);
+        r->bytes[v] = gr_tensor_bytes(t);
+        gr_tensor_free(t);
         assert_true(r->bytes[v] <= sizeof r->x[v]);
         fill_values(r->x[v], (int)(r->bytes[v] / 4), c->fills[v]);
         write_var(r, v);
     }
-    for (r->y_bytes = 4; r->y_bytes <= MAX_ELEMS * 16; r->y_bytes += 4) {
-        float y[MAX_ELEMS * 4];
-        gr_fetch f = {"y", y, r->y_bytes, NULL};
-        if (gr_run(r->s, "y", NULL, 0, &f, 1, NULL) == GR_OK) break;
-    }
+    gr_tensor *y = NULL;
+    ok(gr_program_tensor(r->p, "y", &y, r->st), r);
+    r->y_bytes = gr_tensor_bytes(y);
+    assert_true(r->y_bytes <= MAX_ELEMS * 4 * sizeof(float));
+    gr_tensor_free(y);
 }
 
 static double check_var(const gc_case *c, gc_run *r, int v, const float *analytic)

@@ -180,6 +180,57 @@ static void test_unknown_target_and_bad_feed_give_clear_status(void **state)
     gr_status_free(st);
 }
 
+static void test_tensors_describe_inputs_variables_and_results(void **state)
+{
+    (void)state;
+    assert_null(gr_tensor_new(GR_F32, GR_MAX_RANK + 1, (int64_t[GR_MAX_RANK + 1]){0}));
+    assert_null(gr_tensor_new(GR_I32, 2, (int64_t[]){3, -1}));
+    assert_null(gr_tensor_new(GR_F32, 2, (int64_t[]){INT64_C(1) << 30, INT64_C(1) << 30}));
+    assert_null(gr_tensor_new((gr_dtype)7, 0, NULL));
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_str("input z: f32[2, 3]\nvar w = ones([3, 1])\ny = z @ w\n"
+                                "n = argmax(y, 0)\n",
+                                NULL, st);
+    gr_tensor *z = NULL, *y = NULL, *n = NULL, *w = NULL;
+    assert_gr_ok(gr_program_tensor(p, "z", &z, st), st);
+    assert_gr_ok(gr_program_tensor(p, "y", &y, st), st);
+    assert_gr_ok(gr_program_tensor(p, "n", &n, st), st);
+    assert_int_equal(gr_tensor_rank(z), 2);
+    assert_int_equal(gr_tensor_dim(z, 0) * 10 + gr_tensor_dim(z, 1), 23);
+    assert_int_equal(gr_tensor_dim(z, 2), 0);
+    assert_int_equal(gr_tensor_bytes(y), 2 * 1 * sizeof(float));
+    assert_int_equal(gr_tensor_dtype(n), GR_I32);
+    assert_int_equal(gr_tensor_rank(n), 1);
+    assert_int_equal(gr_program_tensor(p, "nope", &w, st), GR_ERR_ARG);
+    assert_null(w);
+    assert_non_null(strstr(gr_status_message(st), "no input, variable or tensor named 'nope'"));
+    assert_int_equal(gr_program_variable_count(p), 1);
+    assert_string_equal(gr_program_variable_name(p, 0), "w");
+    assert_null(gr_program_variable_name(p, 1));
+
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    float *zd = gr_tensor_data(z);
+    for (int i = 0; i < 6; i++) assert_true(zd[i] == 0.0f); /* made zeroed */
+    for (int i = 0; i < 6; i++) zd[i] = (float)i;
+    gr_feed feed = {"z", zd, gr_tensor_bytes(z)};
+    gr_fetch fetch = {"y", gr_tensor_data(y), gr_tensor_bytes(y), NULL};
+    assert_gr_ok(gr_run(s, "y", &feed, 1, &fetch, 1, st), st);
+    const float *yd = gr_tensor_data(y);
+    assert_true(yd[0] == 3.0f && yd[1] == 12.0f);
+    assert_gr_ok(gr_variable_get(s, "w", &w, st), st);
+    assert_int_equal(gr_tensor_numel(w), 3);
+    assert_true(((float *)gr_tensor_data(w))[2] == 1.0f);
+    gr_tensor_free(w);
+    assert_int_equal(gr_variable_get(s, "z", &w, st), GR_ERR_ARG);
+    assert_null(w);
+    gr_session_free(s);
+    gr_tensor_free(z), gr_tensor_free(y), gr_tensor_free(n);
+    gr_tensor_free(NULL);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 typedef struct feeder {
     gr_session *s;
     int failures;
@@ -312,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_same_seed_same_weights_and_passes_do_not_change_results),
         cmocka_unit_test(test_threads_do_not_change_results),
         cmocka_unit_test(test_unknown_target_and_bad_feed_give_clear_status),
+        cmocka_unit_test(test_tensors_describe_inputs_variables_and_results),
         cmocka_unit_test(test_compile_error_has_location),
         cmocka_unit_test(test_session_used_after_free_gives_status),
         cmocka_unit_test(test_zero_copy_fetch_is_a_stable_view),
