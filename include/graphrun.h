@@ -92,6 +92,7 @@ typedef enum gr_dtype { GR_F32 = 0, GR_I32 = 1 } gr_dtype;
  * dimension, over 2^40 bytes) or when memory runs out. */
 gr_tensor *gr_tensor_new(gr_dtype dtype, int rank, const int64_t *dims);
 void gr_tensor_free(gr_tensor *t);
+/* Each accessor answers 0 (or NULL) for a NULL tensor. */
 gr_dtype gr_tensor_dtype(const gr_tensor *t);
 int gr_tensor_rank(const gr_tensor *t);
 int64_t gr_tensor_dim(const gr_tensor *t, int axis); /* 0 outside [0, rank) */

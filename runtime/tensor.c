@@ -49,34 +49,35 @@ void gr_tensor_free(gr_tensor *t)
     free(t);
 }
 
+/* The accessors take NULL (a failed gr_tensor_new) and answer 0 or NULL. */
 gr_dtype gr_tensor_dtype(const gr_tensor *t)
 {
-    return t->dtype;
+    return t ? t->dtype : GR_F32;
 }
 
 int gr_tensor_rank(const gr_tensor *t)
 {
-    return t->rank;
+    return t ? t->rank : 0;
 }
 
 int64_t gr_tensor_dim(const gr_tensor *t, int axis)
 {
-    return axis >= 0 && axis < t->rank ? t->dim[axis] : 0;
+    return t && axis >= 0 && axis < t->rank ? t->dim[axis] : 0;
 }
 
 int64_t gr_tensor_numel(const gr_tensor *t)
 {
-    return (int64_t)(t->bytes / 4);
+    return t ? (int64_t)(t->bytes / 4) : 0; /* both dtypes are 4 bytes */
 }
 
 size_t gr_tensor_bytes(const gr_tensor *t)
 {
-    return t->bytes;
+    return t ? t->bytes : 0;
 }
 
 void *gr_tensor_data(gr_tensor *t)
 {
-    return t->data;
+    return t ? t->data : NULL;
 }
 
 gr_code rt_tensor_like(const ir_type *ty, gr_tensor **out, gr_status *st)

@@ -187,6 +187,8 @@ static void test_tensors_describe_inputs_variables_and_results(void **state)
     assert_null(gr_tensor_new(GR_I32, 2, (int64_t[]){3, -1}));
     assert_null(gr_tensor_new(GR_F32, 2, (int64_t[]){INT64_C(1) << 30, INT64_C(1) << 30}));
     assert_null(gr_tensor_new((gr_dtype)7, 0, NULL));
+    assert_int_equal(gr_tensor_bytes(NULL) + (size_t)gr_tensor_rank(NULL), 0);
+    assert_null(gr_tensor_data(NULL));
     gr_status *st = gr_status_new();
     gr_program *p = compile_str("input z: f32[2, 3]\nvar w = ones([3, 1])\ny = z @ w\n"
                                 "n = argmax(y, 0)\n",
