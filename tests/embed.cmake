@@ -95,3 +95,9 @@ foreach(t ${GR_EMBED_TESTS})
         endif()
     endif()
 endforeach()
+
+# The shared library exports gr_* and nothing else (cmake/graphrun.map).
+add_test(NAME embed_shared_exports_only_the_api
+    COMMAND sh -c "nm -D --defined-only \"$0\" > syms.txt && grep -q ' gr_run$' syms.txt && ! grep -v ' gr_' syms.txt"
+            $<TARGET_FILE:graphrun_shared>
+    WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
