@@ -264,12 +264,38 @@ static void pool_plane(const cpu_pool_shape *s, float *out, const float *x, int 
         }
 }
 
+/* 2x2 windows, stride 2: the common case, without the generic loops. */
+static int pool_is_2x2(const cpu_pool_shape *s)
+{
+    return s->size == 2 && s->stride == 2;
+}
+
+static void maxpool2_plane(const cpu_pool_shape *s, float *restrict out, const float *x)
+{
+    for (int64_t oh = 0; oh < s->oh; oh++) {
+        const float *r0 = x + 2 * oh * s->w, *r1 = r0 + s->w;
+        float *o = out + oh * s->ow;
+        for (int64_t ow = 0; ow < s->ow; ow++) {
+            float m = r0[2 * ow];
+            m = r0[2 * ow + 1] > m ? r0[2 * ow + 1] : m;
+            m = r1[2 * ow] > m ? r1[2 * ow] : m;
+            o[ow] = r1[2 * ow + 1] > m ? r1[2 * ow + 1] : m;
+        }
+    }
+}
+
 static void pool_range(void *vctx, int64_t lo, int64_t hi)
 {
     const pool_job *j = vctx;
     const cpu_pool_shape *s = j->s;
-    for (int64_t pl = lo; pl < hi; pl++)
-        pool_plane(s, j->out + pl * s->oh * s->ow, j->x + pl * s->h * s->w, j->avg);
+    for (int64_t pl = lo; pl < hi; pl++) {
+        float *out = j->out + pl * s->oh * s->ow;
+        const float *x = j->x + pl * s->h * s->w;
+        if (!j->avg && pool_is_2x2(s))
+            maxpool2_plane(s, out, x);
+        else
+            pool_plane(s, out, x, j->avg);
+    }
 }
 
 static void pool_fwd(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x, int avg)
@@ -295,12 +321,44 @@ typedef struct pool_grad_job {
     const float *dy, *x;
 } pool_grad_job;
 
+/* One 2x2/2 plane: every input of a window is written (dy at its first
+ * maximum, 0 elsewhere), so only a row or column no window covers (odd
+ * sizes) needs clearing. */
+static void maxpool2_grad_plane(const cpu_pool_shape *s, float *dx, const float *dy, const float *x)
+{
+    if (s->h > 2 * s->oh) memset(dx + 2 * s->oh * s->w, 0, (size_t)s->w * sizeof *dx);
+    for (int64_t oh = 0; oh < s->oh; oh++) {
+        const float *r0 = x + 2 * oh * s->w, *r1 = r0 + s->w;
+        float *d0 = dx + 2 * oh * s->w, *d1 = d0 + s->w;
+        const float *g = dy + oh * s->ow;
+        if (s->w > 2 * s->ow) d0[s->w - 1] = d1[s->w - 1] = 0.0f;
+        for (int64_t ow = 0; ow < s->ow; ow++) {
+            int64_t c = 2 * ow;
+            float m = r0[c];
+            int best = 0;
+            if (r0[c + 1] > m) m = r0[c + 1], best = 1;
+            if (r1[c] > m) m = r1[c], best = 2;
+            if (r1[c + 1] > m) best = 3;
+            d0[c] = best == 0 ? g[ow] : 0.0f;
+            d0[c + 1] = best == 1 ? g[ow] : 0.0f;
+            d1[c] = best == 2 ? g[ow] : 0.0f;
+            d1[c + 1] = best == 3 ? g[ow] : 0.0f;
+        }
+    }
+}
+
 /* Planes [lo, hi): each window's gradient goes to its first maximum, like
  * the forward.  Planes are disjoint, so tasks never share an output. */
 static void maxpool_grad_range(void *vctx, int64_t lo, int64_t hi)
 {
     const pool_grad_job *j = vctx;
     const cpu_pool_shape *s = j->s;
+    if (pool_is_2x2(s)) {
+        for (int64_t pl = lo; pl < hi; pl++)
+            maxpool2_grad_plane(s, j->dx + pl * s->h * s->w, j->dy + pl * s->oh * s->ow,
+                                j->x + pl * s->h * s->w);
+        return;
+    }
     memset(j->dx + lo * s->h * s->w, 0, (size_t)((hi - lo) * s->h * s->w) * sizeof *j->dx);
     for (int64_t pl = lo; pl < hi; pl++) {
         const float *xp = j->x + pl * s->h * s->w;
