@@ -54,6 +54,15 @@ void pass_run_all(ir_graph *g, unsigned off);
 /* ---- plan (plan.c): schedule + static memory plan for some targets ---- */
 #define PLAN_NONE ((size_t)-1)
 
+/* A crossing edge: src's value (or, with bytes 0, only its completion)
+ * sent from src's partition to dst_part, into a receive buffer there. */
+typedef struct plan_xfer {
+    int src;
+    int dst_part;
+    size_t offset; /* the receive buffer in the arena; PLAN_NONE when bytes is 0 */
+    size_t bytes;
+} plan_xfer;
+
 typedef struct gr_plan {
     const ir_graph *g;
     int *order; /* node ids in execution order (by level) */
@@ -67,7 +76,16 @@ typedef struct gr_plan {
     int n_roots;
     int *data_used; /* data sources read by this plan */
     int n_data_used;
+    /* One partition per device the plan uses, each with its own region of
+     * the arena; crossing edges become transfers (see plan.c). */
+    int n_parts;
+    int *part_dev;    /* [n_parts]: the device of each partition */
+    int *part;        /* per node id: its partition, -1 outside the plan */
+    plan_xfer *xfers; /* sorted by src */
+    int n_xfers;
 } gr_plan;
+/* The transfer carrying src to partition dst_part, or -1. */
+int plan_xfer_find(const gr_plan *p, int src, int dst_part);
 
 gr_plan *plan_build(const ir_graph *g, const int *roots, int n_roots);
 void plan_free(gr_plan *p);

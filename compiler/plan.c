@@ -120,7 +120,10 @@ static size_t place(live *act, size_t *act_off, int *n_act, const live *l)
     return off;
 }
 
-static void lifetimes(gr_plan *p, live *ls, int *n_ls, int *pos)
+/* Lifetimes of partition k's tensors, in its own levels' terms: a buffer is
+ * kept for consumers in k only (a crossing edge reads its own receive
+ * buffer, pinned for the run, which follows the nodes at ls[n_nodes..]). */
+static void lifetimes(gr_plan *p, int k_part, live *ls, int *n_ls, int *pos)
 {
     const ir_graph *g = p->g;
     for (int i = 0; i < p->n; i++) pos[p->order[i]] = i;
@@ -128,7 +131,7 @@ static void lifetimes(gr_plan *p, live *ls, int *n_ls, int *pos)
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         int lv = p->level[p->order[i]];
-        if (!needs_arena(nd)) continue;
+        if (!needs_arena(nd) || p->part[p->order[i]] != k_part) continue;
         ls[n++] = (live){.node = p->order[i],
                          .start = pinned(nd) ? -1 : lv,
                          .end = lv,
@@ -138,6 +141,7 @@ static void lifetimes(gr_plan *p, live *ls, int *n_ls, int *pos)
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         int lv = p->level[p->order[i]];
+        if (p->part[p->order[i]] != k_part) continue;
         for (int j = 0; j < nd->n_in; j++) {
             int li = -pos[nd->in[j]] - 2;
             if (li >= 0 && ls[li].end < lv) ls[li].end = lv;
@@ -148,27 +152,105 @@ static void lifetimes(gr_plan *p, live *ls, int *n_ls, int *pos)
         for (int r = 0; r < p->n_roots; r++)
             if (p->roots[r] == ls[k].node) ls[k].end = p->n_levels;
     }
+    for (int x = 0; x < p->n_xfers; x++) /* node -(x + 1) names transfer x */
+        if (p->xfers[x].dst_part == k_part && p->xfers[x].bytes)
+            ls[n++] = (live){-(x + 1), -1, p->n_levels, align_up(p->xfers[x].bytes)};
     *n_ls = n;
 }
 
-static void assign_offsets(gr_plan *p)
+/* Partition k's region starts at the arena's current end. */
+static void assign_offsets(gr_plan *p, int k_part)
 {
     int n_ls, n_act = 0;
-    live *ls = malloc(sizeof *ls * (size_t)(p->n + 1));
-    live *act = malloc(sizeof *act * (size_t)(p->n + 1));
-    size_t *act_off = malloc(sizeof *act_off * (size_t)(p->n + 1));
-    int *pos = malloc(sizeof(int) * (size_t)p->g->n_nodes);
-    lifetimes(p, ls, &n_ls, pos);
+    size_t base = align_up(p->arena_bytes), top = base;
+    live *ls = malloc(sizeof *ls * (size_t)(p->n + p->n_xfers + 1));
+    live *act = malloc(sizeof *act * (size_t)(p->n + p->n_xfers + 1));
+    size_t *act_off = malloc(sizeof *act_off * (size_t)(p->n + p->n_xfers + 1));
+    int *pos = malloc(sizeof(int) * (size_t)(p->g->n_nodes + 1));
+    lifetimes(p, k_part, ls, &n_ls, pos);
     qsort(ls, (size_t)n_ls, sizeof *ls, by_start);
     for (int k = 0; k < n_ls; k++) {
-        size_t off = place(act, act_off, &n_act, &ls[k]);
-        p->offset[ls[k].node] = off;
-        if (off + ls[k].bytes > p->arena_bytes) p->arena_bytes = off + ls[k].bytes;
+        size_t off = base + place(act, act_off, &n_act, &ls[k]);
+        if (ls[k].node >= 0)
+            p->offset[ls[k].node] = off;
+        else
+            p->xfers[-ls[k].node - 1].offset = off;
+        if (off + ls[k].bytes > top) top = off + ls[k].bytes;
     }
+    p->arena_bytes = top;
     free(ls);
     free(act);
     free(act_off);
     free(pos);
+}
+
+/* ---- partitions ---- */
+
+static int by_int(const void *a, const void *b);
+
+/* One partition per device, in device order (cpu:0 first). */
+static void assign_parts(gr_plan *p)
+{
+    const ir_graph *g = p->g;
+    p->part = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+    p->part_dev = malloc(sizeof(int) * (size_t)(p->n + 1));
+    for (int i = 0; i < g->n_nodes; i++) p->part[i] = -1;
+    for (int i = 0; i < p->n; i++) {
+        int dev = g->nodes[p->order[i]].device, seen = 0;
+        for (int k = 0; k < p->n_parts; k++) seen |= p->part_dev[k] == dev;
+        if (!seen) p->part_dev[p->n_parts++] = dev;
+    }
+    qsort(p->part_dev, (size_t)p->n_parts, sizeof(int), by_int);
+    for (int i = 0; i < p->n; i++)
+        for (int k = 0; k < p->n_parts; k++)
+            if (p->part_dev[k] == g->nodes[p->order[i]].device) p->part[p->order[i]] = k;
+}
+
+int plan_xfer_find(const gr_plan *p, int src, int dst_part)
+{
+    for (int x = 0; x < p->n_xfers; x++)
+        if (p->xfers[x].src == src && p->xfers[x].dst_part == dst_part) return x;
+    return -1;
+}
+
+static void add_xfer(gr_plan *p, int src, int dst_part, size_t bytes)
+{
+    int x = plan_xfer_find(p, src, dst_part);
+    if (x >= 0) {
+        if (bytes > p->xfers[x].bytes) p->xfers[x].bytes = bytes;
+        return;
+    }
+    p->xfers[p->n_xfers++] = (plan_xfer){src, dst_part, PLAN_NONE, bytes};
+}
+
+static int by_src(const void *a, const void *b)
+{
+    const plan_xfer *x = a, *y = b;
+    return x->src != y->src ? x->src - y->src : x->dst_part - y->dst_part;
+}
+
+/* Every edge between partitions, data or control.  An update's variable
+ * (in[0]) is written in place, so it never travels: sema keeps an update
+ * with its variable. */
+static void collect_xfers(gr_plan *p)
+{
+    const ir_graph *g = p->g;
+    int cap = 0;
+    for (int i = 0; i < p->n; i++) {
+        const ir_node *nd = &g->nodes[p->order[i]];
+        cap += nd->n_in + nd->n_ctrl;
+    }
+    p->xfers = calloc((size_t)cap + 1, sizeof *p->xfers);
+    for (int i = 0; i < p->n && p->n_parts > 1; i++) {
+        int v = p->order[i];
+        const ir_node *nd = &g->nodes[v];
+        for (int j = 0; j < nd->n_in + nd->n_ctrl; j++) {
+            int u = j < nd->n_in ? nd->in[j] : nd->ctrl[j - nd->n_in];
+            if (p->part[u] == p->part[v] || (j == 0 && gr_ops[nd->op].update)) continue;
+            add_xfer(p, u, p->part[v], j < nd->n_in ? ir_nbytes(&g->nodes[u].type) : 0);
+        }
+    }
+    qsort(p->xfers, (size_t)p->n_xfers, sizeof *p->xfers, by_src);
 }
 
 static int by_int(const void *a, const void *b)
@@ -202,7 +284,9 @@ gr_plan *plan_build(const ir_graph *g, const int *roots, int n_roots)
     p->n = schedule(g, roots, n_roots, p->order);
     assign_levels(p);
     qsort_r(p->order, (size_t)p->n, sizeof(int), by_level, p->level);
-    assign_offsets(p);
+    assign_parts(p);
+    collect_xfers(p);
+    for (int k = 0; k < p->n_parts; k++) assign_offsets(p, k);
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         size_t s = gr_ops[nd->op].scratch ? gr_ops[nd->op].scratch(g, p->order[i]) : 0;
@@ -220,6 +304,9 @@ void plan_free(gr_plan *p)
     free(p->offset);
     free(p->roots);
     free(p->data_used);
+    free(p->part);
+    free(p->part_dev);
+    free(p->xfers);
     free(p);
 }
 
@@ -230,16 +317,47 @@ static size_t vars_bytes(const ir_graph *g)
     return n;
 }
 
+static const char *dev_name(int dev, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s:%d", GR_DEV_KIND(dev) == DEV_GPU ? "gpu" : "cpu", GR_DEV_INDEX(dev));
+    return buf;
+}
+
+/* Partitions and their transfers, when there is more than one. */
+static void dump_parts(const gr_plan *p, FILE *out)
+{
+    char a[32], b[32];
+    for (int x = 0; x < p->n_xfers; x++) {
+        const plan_xfer *t = &p->xfers[x];
+        fprintf(out, "  send %%%-5d %s -> %s", t->src,
+                dev_name(p->part_dev[p->part[t->src]], a, sizeof a),
+                dev_name(p->part_dev[t->dst_part], b, sizeof b));
+        if (t->bytes)
+            fprintf(out, "  recv arena[%zu..%zu)\n", t->offset, t->offset + t->bytes);
+        else
+            fprintf(out, "  (control only)\n");
+    }
+}
+
 void plan_dump(const gr_plan *p, FILE *out)
 {
     const ir_graph *g = p->g;
     size_t naive = 0;
-    fprintf(out, "plan: %d nodes\n", p->n);
+    char dn[32];
+    fprintf(out, "plan: %d nodes", p->n);
+    if (p->n_parts > 1) {
+        fprintf(out, " in %d partitions (", p->n_parts);
+        for (int k = 0; k < p->n_parts; k++)
+            fprintf(out, "%s%s", k ? ", " : "", dev_name(p->part_dev[k], dn, sizeof dn));
+        fprintf(out, "), %d transfers", p->n_xfers);
+    }
+    fputc('\n', out);
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         char t[96];
         fprintf(out, "  %4d  %%%-5d %-18s %-20s", i, p->order[i], gr_ops[nd->op].name,
                 ir_type_str(&nd->type, t, sizeof t));
+        if (p->n_parts > 1) fprintf(out, " %-6s", dev_name(nd->device, dn, sizeof dn));
         if (p->offset[p->order[i]] != PLAN_NONE) {
             fprintf(out, " arena[%zu..%zu)", p->offset[p->order[i]],
                     p->offset[p->order[i]] + ir_nbytes(&nd->type));
@@ -248,6 +366,7 @@ void plan_dump(const gr_plan *p, FILE *out)
             fprintf(out, " var %s", g->vars[nd->var].name);
         fputc('\n', out);
     }
+    if (p->n_parts > 1) dump_parts(p, out);
     fprintf(out, "arena: %zu bytes (%zu without reuse)\n", p->arena_bytes, naive);
     fprintf(out, "scratch per task: %zu bytes\n", p->scratch_task_bytes);
     fprintf(out, "variables: %d, %zu bytes\n", g->n_vars, vars_bytes(g));

@@ -45,15 +45,27 @@ static void *update_lock(const rt_exec *e, const ir_node *n)
     return &e->s->var_mu[e->p->g->nodes[n->in[0]].var];
 }
 
+/* Input j of node id: the producer's buffer, or, across partitions, the
+ * receive buffer of its transfer.  An update's variable is always its own. */
+static void *input_buffer(const rt_exec *e, int id, int j)
+{
+    const gr_plan *p = e->p;
+    const ir_node *n = &p->g->nodes[id];
+    int u = n->in[j];
+    if (p->part[u] == p->part[id] || (j == 0 && gr_ops[n->op].update)) return e->buf[u];
+    return e->arena + p->xfers[plan_xfer_find(p, u, p->part[id])].offset;
+}
+
 static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
 {
     const ir_graph *g = e->p->g;
     const ir_node *n = &g->nodes[id];
+    const exec_part *part = &e->parts[e->p->part[id]];
     kern_args *a = &e->args[e->n_calls];
     void **inp = e->in_ptrs + *used_in;
     const ir_type **int_ = e->in_types + *used_in;
     for (int j = 0; j < n->n_in; j++) {
-        inp[j] = e->buf[n->in[j]];
+        inp[j] = input_buffer(e, id, j);
         int_[j] = &g->nodes[n->in[j]].type;
     }
     *used_in += n->n_in;
@@ -65,10 +77,10 @@ static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
                      .n_in = n->n_in,
                      .in = inp,
                      .in_t = int_,
-                     .scratch = sb ? e->scratch : NULL,
+                     .scratch = sb ? part->scratch : NULL,
                      .scratch_task_bytes = sb,
-                     .max_tasks = pool_size(e->pool),
-                     .pool = e->pool,
+                     .max_tasks = pool_size(part->pool),
+                     .pool = part->pool,
                      .seed = e->s->opt.seed};
     a->lock = update_lock(e, n);
     e->fn[e->n_calls++] = fn;
@@ -90,8 +102,9 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
     e->fn = calloc((size_t)e->p->n + 1, sizeof *e->fn);
     e->in_ptrs = calloc((size_t)total_in + 1, sizeof *e->in_ptrs);
     e->in_types = calloc((size_t)total_in + 1, sizeof *e->in_types);
-    for (int i = 0; i < e->p->n; i++) {
-        int id = e->p->order[i];
+    for (int i = 0; i < e->p->n * e->n_parts; i++) { /* partition by partition */
+        int id = e->p->order[i % e->p->n];
+        if (e->p->part[id] != i / e->p->n) continue;
         const ir_node *n = &g->nodes[id];
         const device_vtable *dev = node_device(n);
         if (!dev || (!is_source(n->op) && !dev->kernels[n->op]))
@@ -108,7 +121,8 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
 }
 
 /* Every kernel input that reads data source k's x or y, so a step can point
- * them at the batch in the reader's ring (no copy). */
+ * them at the batch in the reader's ring (no copy).  Inputs on another
+ * partition read their receive buffer instead. */
 static void find_patches(rt_exec *e, exec_data *d)
 {
     int cap = 4;
@@ -119,7 +133,8 @@ static void find_patches(rt_exec *e, exec_data *d)
             int src = e->args[i].node->in[j], which = src == d->node[0]   ? 0
                                                       : src == d->node[1] ? 1
                                                                           : -1;
-            if (which < 0) continue;
+            int here = (int)(e->args[i].node - e->p->g->nodes);
+            if (which < 0 || e->p->part[src] != e->p->part[here]) continue;
             if (d->n_patch == cap) {
                 cap *= 2;
                 d->patch = realloc(d->patch, sizeof *d->patch * (size_t)cap);
@@ -176,12 +191,21 @@ rt_exec *exec_new(gr_session *s, const gr_plan *p, gr_status *st)
     rt_exec *e = calloc(1, sizeof *e);
     e->s = s;
     e->p = p;
-    int per = s->opt.threads / s->opt.executors;
-    e->pool = pool_new(per > 0 ? per : 1);
+    /* The executor's share of the thread budget, split over its partitions
+     * (each gets at least one thread). */
+    int per = s->opt.threads / s->opt.executors / p->n_parts;
+    e->n_parts = p->n_parts;
+    e->parts = calloc((size_t)e->n_parts, sizeof *e->parts);
     e->arena = aligned(p->arena_bytes);
-    e->scratch = aligned(p->scratch_task_bytes * (size_t)pool_size(e->pool));
     e->buf = calloc((size_t)p->g->n_nodes + 1, sizeof *e->buf);
-    if (!e->arena || !e->scratch || !e->buf) {
+    int ok = e->parts && e->arena && e->buf;
+    for (int k = 0; ok && k < e->n_parts; k++) {
+        exec_part *pt = &e->parts[k];
+        pt->pool = pool_new(per > 0 ? per : 1);
+        pt->scratch = aligned(p->scratch_task_bytes * (size_t)pool_size(pt->pool));
+        ok = pt->pool && pt->scratch;
+    }
+    if (!ok) {
         exec_free(e);
         rt_fail(st, GR_ERR_NOMEM, "cannot allocate the %zu-byte arena\n", p->arena_bytes);
         return NULL;
@@ -191,18 +215,27 @@ rt_exec *exec_new(gr_session *s, const gr_plan *p, gr_status *st)
         exec_free(e);
         return NULL;
     }
-    sched_build(e, pool_size(e->pool));
+    sched_build(e, pool_size(e->parts[0].pool));
     prepare_data(e);
+    if (e->n_parts > 1 && (parts_link(e), parts_start(e, st)) != GR_OK) {
+        exec_free(e);
+        return NULL;
+    }
     return e;
 }
 
 void exec_free(rt_exec *e)
 {
     if (!e) return;
+    if (e->n_parts > 1) parts_stop(e);
     sched_free(e);
-    pool_free(e->pool);
+    for (int k = 0; e->parts && k < e->n_parts; k++) {
+        pool_free(e->parts[k].pool);
+        free(e->parts[k].scratch);
+        free(e->parts[k].send0);
+    }
+    free(e->parts);
     free(e->arena);
-    free(e->scratch);
     free(e->buf);
     free(e->args);
     free(e->fn);
@@ -314,6 +347,22 @@ static void level_task(void *arg, int t)
     for (int i = j->L->task_first[t]; i < j->L->task_first[t + 1]; i++) run_call(j->e, i);
 }
 
+void exec_run_level(rt_exec *e, const exec_level *L)
+{
+    level_job job = {e, L};
+    if (L->n_tasks > 1)
+        pool_for(e->parts[L->part].pool, L->n_tasks, level_task, &job);
+    else
+        for (int i = L->first; i < L->first + L->n; i++) run_call(e, i);
+}
+
+gr_code exec_check_level(const rt_exec *e, const exec_level *L, gr_status *st)
+{
+    for (int i = L->first; e->s->opt.check_numerics && i < L->first + L->n; i++)
+        if (check_numerics(e, &e->args[i], st) != GR_OK) return GR_ERR_NUMERIC;
+    return GR_OK;
+}
+
 static gr_code run_levels(rt_exec *e, gr_status *st);
 
 gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
@@ -332,16 +381,10 @@ static gr_code run_levels(rt_exec *e, gr_status *st)
 {
     uint64_t step = atomic_fetch_add(&e->s->steps, 1);
     for (int i = 0; i < e->n_calls; i++) e->args[i].step = step;
+    if (e->n_parts > 1) return parts_run(e, step, st);
     for (int l = 0; l < e->n_levels; l++) {
-        const exec_level *L = &e->levels[l];
-        level_job job = {e, L};
-        if (L->n_tasks > 1)
-            pool_for(e->pool, L->n_tasks, level_task, &job);
-        else
-            for (int i = L->first; i < L->first + L->n; i++) run_call(e, i);
-        if (!e->s->opt.check_numerics) continue;
-        for (int i = L->first; i < L->first + L->n; i++)
-            if (check_numerics(e, &e->args[i], st) != GR_OK) return GR_ERR_NUMERIC;
+        exec_run_level(e, &e->levels[l]);
+        if (exec_check_level(e, &e->levels[l], st) != GR_OK) return GR_ERR_NUMERIC;
     }
     return GR_OK;
 }

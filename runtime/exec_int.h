@@ -5,12 +5,27 @@
 
 #include "runtime.h"
 
-/* One level of mutually independent calls (schedule.c). */
+/* One level of mutually independent calls of one partition (schedule.c). */
 typedef struct exec_level {
     int first, n;    /* calls [first, first + n) */
     int n_tasks;     /* 1: run in order with intra-op threads */
     int *task_first; /* n_tasks + 1 call offsets, one group per task */
+    int part;
+    int *wait, n_wait; /* transfers received before the level (parts.c) */
+    int *send, n_send; /* transfers sent after it */
 } exec_level;
+
+/* A partition: the calls of one device, run by its own thread (the caller's
+ * for partition 0) with its own intra-op pool and scratch. */
+typedef struct exec_part {
+    gr_pool *pool;
+    char *scratch;
+    int first_level, n_levels;
+    int *send0, n_send0; /* transfers of sources (variables, data...), sent first */
+    pthread_t thread;
+    int started;
+    gr_status *st; /* a NaN found by check_numerics on this partition's thread */
+} exec_part;
 
 /* A data source the plan reads: each step takes a batch in place from the
  * reader's ring and points the consumers' input slots at it. */
@@ -27,8 +42,15 @@ struct rt_exec {
     gr_session *s;
     const gr_plan *p;
     char *arena;
-    char *scratch;
-    gr_pool *pool;
+    exec_part *parts;
+    int n_parts;
+    /* Several partitions (parts.c): the rendezvous and the step hand-off. */
+    uint64_t *xfer_ready; /* per transfer: the step that last filled it */
+    uint64_t go;          /* the step the partition threads should run */
+    int n_done, stop;
+    atomic_int failed;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
     void **buf;      /* per graph node id */
     kern_args *args; /* prepared calls, schedule order */
     kernel_fn *fn;
@@ -41,8 +63,19 @@ struct rt_exec {
     int n_levels;
 };
 
-/* schedule.c: levels over e->args (reorders them); threads = pool size. */
+/* schedule.c: levels over e->args (reorders them, within each partition);
+ * threads = each partition's pool size. */
 void sched_build(rt_exec *e, int threads);
 void sched_free(rt_exec *e);
+
+/* exec.c: one call, and one level's calls (in order, or over the pool). */
+void exec_run_level(rt_exec *e, const exec_level *L);
+gr_code exec_check_level(const rt_exec *e, const exec_level *L, gr_status *st);
+
+/* parts.c: plans with several partitions. */
+gr_code parts_start(rt_exec *e, gr_status *st); /* threads for partitions 1.. */
+void parts_stop(rt_exec *e);
+void parts_link(rt_exec *e); /* per level: transfers to wait for and to send */
+gr_code parts_run(rt_exec *e, uint64_t step, gr_status *st);
 
 #endif

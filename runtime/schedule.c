@@ -68,7 +68,8 @@ static void bind_level_tasks(rt_exec *e, const exec_level *L)
             kern_args *a = &e->args[i];
             a->pool = NULL;
             a->max_tasks = 1;
-            if (a->scratch) a->scratch = e->scratch + (size_t)t * e->p->scratch_task_bytes;
+            if (a->scratch)
+                a->scratch = e->parts[L->part].scratch + (size_t)t * e->p->scratch_task_bytes;
         }
 }
 
@@ -98,11 +99,14 @@ void sched_build(rt_exec *e, int threads)
     for (int i = 0; i < n; i++) cost[i] = ops_cost(e->p->g, node_id(e, i));
     if (threads > MAX_TASKS) threads = MAX_TASKS;
     e->levels = calloc((size_t)n + 1, sizeof *e->levels);
-    for (int i = 0; i < n;) {
-        int lv = e->p->level[node_id(e, i)], m = 0;
+    for (int i = 0; i < n;) { /* calls come partition by partition, by level in each */
+        int lv = e->p->level[node_id(e, i)], pt = e->p->part[node_id(e, i)], m = 0;
         exec_level *L = &e->levels[e->n_levels++];
         L->first = i;
-        while (i < n && e->p->level[node_id(e, i)] == lv) calls[m++] = i++;
+        L->part = pt;
+        if (e->parts[pt].n_levels++ == 0) e->parts[pt].first_level = e->n_levels - 1;
+        while (i < n && e->p->level[node_id(e, i)] == lv && e->p->part[node_id(e, i)] == pt)
+            calls[m++] = i++;
         L->n = m;
         L->task_first = malloc(sizeof(int) * (size_t)(threads + 2));
         plan_level(e, cost, calls, m, threads, L, order, task_of);
@@ -114,6 +118,10 @@ void sched_build(rt_exec *e, int threads)
 
 void sched_free(rt_exec *e)
 {
-    for (int l = 0; l < e->n_levels; l++) free(e->levels[l].task_first);
+    for (int l = 0; l < e->n_levels; l++) {
+        free(e->levels[l].task_first);
+        free(e->levels[l].wait);
+        free(e->levels[l].send);
+    }
     free(e->levels);
 }

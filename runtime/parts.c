@@ -1,0 +1,189 @@
+/* parts.c - running a plan that spans several devices.
+ *
+ * Each partition (compiler/plan.c) runs its own levels, in global level
+ * order, on its own thread: partition 0 on the caller's, the others on
+ * threads the executor keeps for its lifetime.  Partitions meet only at
+ * transfers: after the level that computes a tensor, its partition copies
+ * it into the receive buffer the consumer's partition owns and marks the
+ * transfer filled for this step; before a level, a partition waits for the
+ * transfers its calls read.  A receive at level l waits for a send made
+ * right after a level below l, so by induction on the level no two
+ * partitions can wait on each other: no deadlock.  The rendezvous is keyed
+ * by (step, transfer): a flag holds the step that last filled it, and the
+ * step ends only when every partition is done, so one buffer per transfer
+ * suffices.  Between CPU devices the copy is a memcpy. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_int.h"
+
+/* Appends x to a small int list unless it is there. */
+static void list_add(int **list, int *n, int x)
+{
+    for (int i = 0; i < *n; i++)
+        if ((*list)[i] == x) return;
+    *list = realloc(*list, sizeof(int) * (size_t)(*n + 1));
+    (*list)[(*n)++] = x;
+}
+
+static int call_node(const rt_exec *e, int call)
+{
+    return (int)(e->args[call].node - e->p->g->nodes);
+}
+
+/* The transfers node id (on partition k) reads: data and control edges. */
+static void add_waits(const rt_exec *e, int id, exec_level *L)
+{
+    const gr_plan *p = e->p;
+    const ir_node *n = &p->g->nodes[id];
+    for (int j = 0; j < n->n_in + n->n_ctrl; j++) {
+        int u = j < n->n_in ? n->in[j] : n->ctrl[j - n->n_in];
+        if (p->part[u] == L->part || (j == 0 && gr_ops[n->op].update)) continue;
+        list_add(&L->wait, &L->n_wait, plan_xfer_find(p, u, L->part));
+    }
+}
+
+void parts_link(rt_exec *e)
+{
+    const gr_plan *p = e->p;
+    int *sent_at = malloc(sizeof(int) * (size_t)(p->g->n_nodes + 1)); /* level of each call */
+    for (int i = 0; i < p->g->n_nodes; i++) sent_at[i] = -1;
+    for (int l = 0; l < e->n_levels; l++) {
+        exec_level *L = &e->levels[l];
+        for (int i = L->first; i < L->first + L->n; i++) {
+            add_waits(e, call_node(e, i), L);
+            sent_at[call_node(e, i)] = l;
+        }
+    }
+    for (int x = 0; x < p->n_xfers; x++) {
+        int src = p->xfers[x].src, l = sent_at[src];
+        if (l >= 0)
+            list_add(&e->levels[l].send, &e->levels[l].n_send, x);
+        else { /* a source (variable, data, constant, input): sent as the step starts */
+            exec_part *pt = &e->parts[p->part[src]];
+            list_add(&pt->send0, &pt->n_send0, x);
+        }
+    }
+    free(sent_at);
+    e->xfer_ready = calloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
+}
+
+static void xfer_send(rt_exec *e, int x, uint64_t step)
+{
+    const plan_xfer *t = &e->p->xfers[x];
+    if (t->bytes) memcpy(e->arena + t->offset, e->buf[t->src], t->bytes);
+    pthread_mutex_lock(&e->mu);
+    e->xfer_ready[x] = step;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void xfer_receive(rt_exec *e, int x, uint64_t step)
+{
+    pthread_mutex_lock(&e->mu);
+    while (e->xfer_ready[x] != step) pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* One partition's step.  After a NaN (check_numerics) anywhere, the levels
+ * left are skipped, but every transfer is still marked, so no partition
+ * waits forever. */
+static void run_part(rt_exec *e, int k, uint64_t step)
+{
+    exec_part *pt = &e->parts[k];
+    for (int i = 0; i < pt->n_send0; i++) xfer_send(e, pt->send0[i], step);
+    for (int l = pt->first_level; l < pt->first_level + pt->n_levels; l++) {
+        const exec_level *L = &e->levels[l];
+        for (int i = 0; i < L->n_wait; i++) xfer_receive(e, L->wait[i], step);
+        if (!atomic_load(&e->failed)) {
+            exec_run_level(e, L);
+            if (exec_check_level(e, L, pt->st) != GR_OK) atomic_store(&e->failed, k + 1);
+        }
+        for (int i = 0; i < L->n_send; i++) xfer_send(e, L->send[i], step);
+    }
+}
+
+typedef struct part_arg {
+    rt_exec *e;
+    int k;
+} part_arg;
+
+static void *part_main(void *arg)
+{
+    part_arg a = *(part_arg *)arg;
+    free(arg);
+    rt_exec *e = a.e;
+    uint64_t done = 0;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->stop && e->go == done) pthread_cond_wait(&e->cv, &e->mu);
+        if (e->stop) break;
+        done = e->go;
+        pthread_mutex_unlock(&e->mu);
+        run_part(e, a.k, done);
+        pthread_mutex_lock(&e->mu);
+        e->n_done++;
+        pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+gr_code parts_start(rt_exec *e, gr_status *st)
+{
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    for (int k = 0; k < e->n_parts; k++) {
+        exec_part *pt = &e->parts[k];
+        if (!(pt->st = gr_status_new())) return rt_fail(st, GR_ERR_NOMEM, "out of memory\n");
+        part_arg *a = malloc(sizeof *a);
+        if (k == 0 || !a) {
+            free(a);
+            if (!a && k) return rt_fail(st, GR_ERR_NOMEM, "out of memory\n");
+            continue;
+        }
+        *a = (part_arg){e, k};
+        if (pthread_create(&pt->thread, NULL, part_main, a) != 0) {
+            free(a);
+            return rt_fail(st, GR_ERR_INTERNAL, "cannot start the thread of partition %d\n", k);
+        }
+        pt->started = 1;
+    }
+    return GR_OK;
+}
+
+void parts_stop(rt_exec *e)
+{
+    if (!e->xfer_ready) return; /* parts_link never ran */
+    pthread_mutex_lock(&e->mu);
+    e->stop = 1;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    for (int k = 0; k < e->n_parts; k++) {
+        if (e->parts[k].started) pthread_join(e->parts[k].thread, NULL);
+        gr_status_free(e->parts[k].st);
+    }
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+    free(e->xfer_ready);
+}
+
+gr_code parts_run(rt_exec *e, uint64_t step, gr_status *st)
+{
+    /* Step numbers are unique per session, but a transfer's flag starts at
+     * 0: shift by one so that no step matches a fresh flag. */
+    step++;
+    atomic_store(&e->failed, 0);
+    pthread_mutex_lock(&e->mu);
+    e->go = step;
+    e->n_done = 0;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    run_part(e, 0, step);
+    pthread_mutex_lock(&e->mu);
+    while (e->n_done < e->n_parts - 1) pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    int bad = atomic_load(&e->failed);
+    if (!bad) return GR_OK;
+    return rt_fail(st, GR_ERR_NUMERIC, "%s", gr_status_message(e->parts[bad - 1].st));
+}
