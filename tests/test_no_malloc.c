@@ -105,6 +105,15 @@ static void test_mlp_steps_do_not_allocate(void **state)
     assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/examples/fashion_mlp.graph", 2), 0);
 }
 
+/* Two partitions (towers on cpu:0 and cpu:1): transfers and the partition
+ * thread hand-off allocate nothing either. */
+static void test_partitioned_steps_do_not_allocate(void **state)
+{
+    (void)state;
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK)) skip();
+    assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/examples/two_towers.graph", 2), 0);
+}
+
 /* The counter itself works: otherwise 0 would prove nothing. */
 static void test_the_counter_sees_allocations(void **state)
 {
@@ -124,6 +133,7 @@ int main(void)
         cmocka_unit_test(test_the_counter_sees_allocations),
         cmocka_unit_test(test_linear_regression_steps_do_not_allocate),
         cmocka_unit_test(test_mlp_steps_do_not_allocate),
+        cmocka_unit_test(test_partitioned_steps_do_not_allocate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
