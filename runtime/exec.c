@@ -53,7 +53,8 @@ static void *input_buffer(const rt_exec *e, int id, int j)
     const ir_node *n = &p->g->nodes[id];
     int u = n->in[j];
     if (p->part[u] == p->part[id] || (j == 0 && gr_ops[n->op].update)) return e->buf[u];
-    return e->arena + p->xfers[plan_xfer_find(p, u, p->part[id])].offset;
+    const plan_xfer *t = &p->xfers[plan_xfer_find(p, u, p->part[id])];
+    return t->bytes ? e->arena + t->offset : NULL; /* a 0-byte token carries nothing */
 }
 
 static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
