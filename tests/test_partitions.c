@@ -96,6 +96,53 @@ static void test_towers_on_two_devices_match_one_device(void **state)
     free(plan);
 }
 
+/* Each tower owns its variables, so updates (momentum, with slots) run on
+ * both devices and their tokens cross to the train group on cpu:0. */
+#define OWN_TOWERS(D0, D1)                                                                         \
+    "data d = gaussian(n=512, dims=[8], batch=16, seed=3)\n"                                       \
+    "fn layer(x) {\n"                                                                              \
+    "  var w = glorot([8, 4])\n"                                                                   \
+    "  return tanh(x @ w)\n"                                                                       \
+    "}\n"                                                                                          \
+    "scope a " D0 " { l0 = mean(layer(shard(d.x, 0, 2)) * layer(shard(d.x, 0, 2))) }\n"            \
+    "scope b " D1 " { l1 = mean(layer(shard(d.x, 1, 2)) * layer(shard(d.x, 1, 2))) }\n"            \
+    "loss = (l0 + l1) / 2\n"                                                                       \
+    "train = momentum(0.1, 0.9).minimize(loss)\n"
+
+static void all_vars_after(const char *text, int threads, float *out, int cap, int *n_out)
+{
+    gr_status *st = gr_status_new();
+    gr_program *p = compile(text, st);
+    gr_session_options o = {.threads = threads, .seed = 2, .executors = 1};
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, &o, &s, st), st);
+    for (int i = 0; i < 40; i++) assert_gr_ok(gr_run(s, "train", NULL, 0, NULL, 0, st), st);
+    *n_out = 0;
+    for (int k = 0; k < gr_program_variable_count(p); k++) {
+        gr_tensor *t = NULL;
+        assert_gr_ok(gr_variable_get(s, gr_program_variable_name(p, k), &t, st), st);
+        assert_true(*n_out + gr_tensor_numel(t) <= cap);
+        memcpy(out + *n_out, gr_tensor_data(t), gr_tensor_bytes(t));
+        *n_out += (int)gr_tensor_numel(t);
+        gr_tensor_free(t);
+    }
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+static void test_updates_on_both_devices_match_one_device(void **state)
+{
+    (void)state;
+    static float a[512], b[512];
+    int na = 0, nb = 0;
+    all_vars_after(OWN_TOWERS("@cpu:0", "@cpu:1"), 2, a, 512, &na);
+    all_vars_after(OWN_TOWERS("", ""), 1, b, 512, &nb);
+    assert_int_equal(na, nb);
+    assert_true(na >= 4 * 32); /* 4 weights and their momentum slots */
+    assert_memory_equal(a, b, sizeof(float) * (size_t)na);
+}
+
 /* cpu:0 -> cpu:1 -> cpu:2 -> cpu:0, forward and backward. */
 static const char *CHAIN = "data d = gaussian(n=256, dims=[6], batch=8, seed=5)\n"
                            "var w1 = glorot([6, 5]) @cpu:1\n"
@@ -173,6 +220,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_towers_on_two_devices_match_one_device),
+        cmocka_unit_test(test_updates_on_both_devices_match_one_device),
         cmocka_unit_test(test_three_devices_and_concurrent_executors_never_hang),
         cmocka_unit_test(test_nan_on_another_partition_is_reported),
     };
