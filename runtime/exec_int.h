@@ -45,9 +45,10 @@ struct rt_exec {
     exec_part *parts;
     int n_parts;
     /* Several partitions (parts.c): the rendezvous and the step hand-off. */
-    uint64_t *xfer_ready; /* per transfer: the step that last filled it */
-    uint64_t go;          /* the step the partition threads should run */
+    _Atomic uint64_t *xfer_ready; /* per transfer: the step that last filled it */
+    _Atomic uint64_t go;          /* the step the partition threads should run */
     int n_done, stop;
+    int spin; /* wait by spinning first: the budget has a core per partition thread */
     atomic_int failed;
     pthread_mutex_t mu;
     pthread_cond_t cv;

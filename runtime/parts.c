@@ -66,6 +66,27 @@ void parts_link(rt_exec *e)
     }
     free(sent_at);
     e->xfer_ready = calloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
+    e->spin = e->s->opt.threads >= e->s->opt.executors * e->n_parts;
+}
+
+/* Waits a little before sleeping when every partition thread of every
+ * executor has a core of the budget (e->spin): a transfer or the next step
+ * usually comes within microseconds, and waking a sleeping thread costs
+ * more.  Measured on examples/two_towers.graph, 2 threads: sync towers
+ * (1 executor x 2 partitions) 2,100 -> 2,390 steps/s with spinning; async
+ * towers (2 executors, one of them with 2 partitions) fall from 4,990 to
+ * 3,990 if they spin too, since spinning threads then take cores from
+ * working ones. */
+#define SPIN 4000
+
+/* Spins until *flag == want (or, with !eq, until it differs from want). */
+static int spin_for(const rt_exec *e, _Atomic uint64_t *flag, uint64_t want, int eq)
+{
+    for (int i = 0; e->spin && i < SPIN; i++) {
+        if ((atomic_load_explicit(flag, memory_order_acquire) == want) == eq) return 1;
+        __builtin_ia32_pause();
+    }
+    return 0;
 }
 
 static void xfer_send(rt_exec *e, int x, uint64_t step)
@@ -73,15 +94,16 @@ static void xfer_send(rt_exec *e, int x, uint64_t step)
     const plan_xfer *t = &e->p->xfers[x];
     if (t->bytes) memcpy(e->arena + t->offset, e->buf[t->src], t->bytes);
     pthread_mutex_lock(&e->mu);
-    e->xfer_ready[x] = step;
+    atomic_store_explicit(&e->xfer_ready[x], step, memory_order_release);
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
 
 static void xfer_receive(rt_exec *e, int x, uint64_t step)
 {
+    if (spin_for(e, &e->xfer_ready[x], step, 1)) return;
     pthread_mutex_lock(&e->mu);
-    while (e->xfer_ready[x] != step) pthread_cond_wait(&e->cv, &e->mu);
+    while (atomic_load(&e->xfer_ready[x]) != step) pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -116,9 +138,12 @@ static void *part_main(void *arg)
     uint64_t done = 0;
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!e->stop && e->go == done) pthread_cond_wait(&e->cv, &e->mu);
+        pthread_mutex_unlock(&e->mu);
+        spin_for(e, &e->go, done, 0);
+        pthread_mutex_lock(&e->mu);
+        while (!e->stop && atomic_load(&e->go) == done) pthread_cond_wait(&e->cv, &e->mu);
         if (e->stop) break;
-        done = e->go;
+        done = atomic_load(&e->go);
         pthread_mutex_unlock(&e->mu);
         run_part(e, a.k, done);
         pthread_mutex_lock(&e->mu);
