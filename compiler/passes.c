@@ -254,8 +254,8 @@ static int fusable_sgd(const ir_graph *g, const ir_node *u, const int *uses)
     int m = u->in[1], groups = 0;
     const ir_node *mm = &g->nodes[m];
     if (mm->op != OP_MATMUL || mm->device != u->device || mm->n_ctrl ||
-        ir_numel(&mm->type) < FUSE_SGD_MIN_ELEMS ||
-        g->nodes[mm->in[0]].op == OP_VARIABLE || g->nodes[mm->in[1]].op == OP_VARIABLE)
+        ir_numel(&mm->type) < FUSE_SGD_MIN_ELEMS || g->nodes[mm->in[0]].op == OP_VARIABLE ||
+        g->nodes[mm->in[1]].op == OP_VARIABLE)
         return 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];

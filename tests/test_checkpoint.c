@@ -16,16 +16,11 @@
 #include <cmocka.h>
 
 #include "graphrun.h"
+#include "gr_test.h"
 #include "runtime/checkpoint.h" /* the parser, to read metadata back */
 
 #define EX      GR_SOURCE_DIR "/examples/"
 #define FASHION "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
-
-#define assert_gr_ok(call, st)                                                                     \
-    do {                                                                                           \
-        gr_code c_ = (call);                                                                       \
-        if (c_ != GR_OK) fail_msg("%s -> %s: %s", #call, gr_code_name(c_), gr_status_message(st)); \
-    } while (0)
 
 /* Shuffled data that wraps around many epochs in 100 steps, dropout (which
  * draws from the run counter) and an optimizer with slots: everything a

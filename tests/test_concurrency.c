@@ -14,12 +14,7 @@
 #include <cmocka.h>
 
 #include "graphrun.h"
-
-#define assert_gr_ok(call, st)                                                                     \
-    do {                                                                                           \
-        gr_code c_ = (call);                                                                       \
-        if (c_ != GR_OK) fail_msg("%s -> %s: %s", #call, gr_code_name(c_), gr_status_message(st)); \
-    } while (0)
+#include "gr_test.h"
 
 typedef struct worker {
     gr_session *s;

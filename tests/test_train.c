@@ -13,15 +13,10 @@
 #include <cmocka.h>
 
 #include "graphrun.h"
+#include "gr_test.h"
 
 #define EX      GR_SOURCE_DIR "/examples/"
 #define FASHION "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
-
-#define assert_gr_ok(call, st)                                                                     \
-    do {                                                                                           \
-        gr_code c_ = (call);                                                                       \
-        if (c_ != GR_OK) fail_msg("%s -> %s: %s", #call, gr_code_name(c_), gr_status_message(st)); \
-    } while (0)
 
 static gr_program *compile_str(const char *text, const gr_compile_options *o, gr_status *st)
 {
