@@ -186,7 +186,10 @@ static void assign_offsets(gr_plan *p, int k_part)
 
 /* ---- partitions ---- */
 
-static int by_int(const void *a, const void *b);
+static int by_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
 
 /* One partition per device, in device order (cpu:0 first). */
 static void assign_parts(gr_plan *p)
@@ -251,11 +254,6 @@ static void collect_xfers(gr_plan *p)
         }
     }
     qsort(p->xfers, (size_t)p->n_xfers, sizeof *p->xfers, by_src);
-}
-
-static int by_int(const void *a, const void *b)
-{
-    return *(const int *)a - *(const int *)b;
 }
 
 static void collect_data(gr_plan *p)

@@ -66,7 +66,6 @@ void parts_link(rt_exec *e)
     }
     free(sent_at);
     e->xfer_ready = calloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
-    e->spin = e->s->opt.threads >= e->s->opt.executors * e->n_parts;
 }
 
 /* Waits a little before sleeping when every partition thread of every
@@ -158,6 +157,7 @@ gr_code parts_start(rt_exec *e, gr_status *st)
 {
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
+    e->spin = e->s->opt.threads >= e->s->opt.executors * e->n_parts;
     for (int k = 0; k < e->n_parts; k++) {
         exec_part *pt = &e->parts[k];
         if (!(pt->st = gr_status_new())) return rt_fail(st, GR_ERR_NOMEM, "out of memory\n");
