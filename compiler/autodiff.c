@@ -12,8 +12,8 @@
 typedef struct ad_ctx {
     ir_graph *g;
     const ad_optimizer *opt;
-    const gr_source *src;
-    gr_span span;
+    const src_file *src;
+    src_span span;
     int n0;       /* nodes that existed before this minimize */
     char *path;   /* [n0] depends on a trainable variable and feeds the loss */
     int *grad;    /* [n0] gradient node of each node's output, or -1 */
@@ -88,20 +88,20 @@ static int no_grad_error(ad_ctx *c, int n)
     if (nd->src) src_linecol(nd->src, nd->span.begin, &line, &col);
     diag_error(c->g->diags, nd->src, nd->span,
                "minimize: cannot differentiate through '%s' (line %d): the op has no gradient",
-               gr_ops[nd->op].name, line);
+               ops_table[nd->op].name, line);
     return -1;
 }
 
 static int backprop_node(ad_ctx *c, int n)
 {
     ir_graph *g = c->g;
-    gr_op op = g->nodes[n].op;
+    op_kind op = g->nodes[n].op;
     int n_in = g->nodes[n].n_in;
     if (op == OP_VARIABLE || n_in == 0) return 0;
-    if (!gr_ops[op].grad) return no_grad_error(c, n);
+    if (!ops_table[op].grad) return no_grad_error(c, n);
     int *dx = malloc(sizeof(int) * (size_t)n_in);
     for (int k = 0; k < n_in; k++) dx[k] = -1;
-    int rc = gr_ops[op].grad(g, n, c->grad[n], dx);
+    int rc = ops_table[op].grad(g, n, c->grad[n], dx);
     for (int k = 0; rc == 0 && k < n_in; k++) {
         int x = g->nodes[n].in[k];
         if (dx[k] >= 0 && c->path[x]) rc = accumulate(c, x, dx[k]);
@@ -133,7 +133,7 @@ static const char *unique_var_name(ir_graph *g, const char *base)
 
 /* A zero-initialised, untrainable variable; returns its node. */
 static int new_state_var(ad_ctx *c, const char *name, const ir_type *t, int device, int slot_of,
-                         const gr_source *src, gr_span span)
+                         const src_file *src, src_span span)
 {
     ir_var v;
     memset(&v, 0, sizeof(v));
@@ -208,7 +208,7 @@ static int make_update(ad_ctx *c, int vi)
 {
     int device = c->g->vars[vi].device;
     int in[5] = {c->g->vars[vi].node, c->grad[c->g->vars[vi].node], -1, -1, -1}, n_in = 2;
-    gr_op op = OP_APPLY_SGD;
+    op_kind op = OP_APPLY_SGD;
     int sp = sparse_grad(c, vi);
     if (sp >= 0) { /* rows: dy and ids of the gather_grad, which then goes unused */
         op = OP_APPLY_SGD_ROWS;
@@ -272,7 +272,7 @@ static int make_updates(ad_ctx *c)
     return ir_add(g, OP_GROUP, c->updates, c->n_updates, NULL, c->src, c->span);
 }
 
-int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const gr_source *src, gr_span span)
+int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *src, src_span span)
 {
     ad_ctx c = {.g = g, .opt = opt, .src = src, .span = span, .step_node = -1, .step_inc = -1};
     if (check_loss(&c, loss) < 0) return -1;

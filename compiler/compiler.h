@@ -45,7 +45,7 @@ typedef struct ad_optimizer {
  * depends on, adds slot variables (<var>/momentum, <var>/adam_m, ...) and
  * update ops, and returns an OP_GROUP node that depends on all updates (the
  * train target), or -1 on error (reported at span). */
-int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const gr_source *src, gr_span span);
+int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *src, src_span span);
 
 /* ---- passes (passes.c): each is IR -> IR and can be switched off ---- */
 enum { PASS_CSE = 1, PASS_FOLD = 2, PASS_FUSE = 4 };
@@ -63,7 +63,7 @@ typedef struct plan_xfer {
     size_t bytes;
 } plan_xfer;
 
-typedef struct gr_plan {
+typedef struct plan_graph {
     const ir_graph *g;
     int *order; /* node ids in execution order (by level) */
     int n;
@@ -83,13 +83,13 @@ typedef struct gr_plan {
     int *part;        /* per node id: its partition, -1 outside the plan */
     plan_xfer *xfers; /* sorted by src */
     int n_xfers;
-} gr_plan;
+} plan_graph;
 /* The transfer carrying src to partition dst_part, or -1. */
-int plan_xfer_find(const gr_plan *p, int src, int dst_part);
+int plan_xfer_find(const plan_graph *p, int src, int dst_part);
 
-gr_plan *plan_build(const ir_graph *g, const int *roots, int n_roots);
-void plan_free(gr_plan *p);
-void plan_dump(const gr_plan *p, FILE *out);
+plan_graph *plan_build(const ir_graph *g, const int *roots, int n_roots);
+void plan_free(plan_graph *p);
+void plan_dump(const plan_graph *p, FILE *out);
 
 /* Graphviz, one cluster per device (dot.c). */
 void ir_dot(const ir_graph *g, FILE *out);

@@ -5,7 +5,7 @@ static void dot_node(const ir_graph *g, int id, FILE *out)
 {
     const ir_node *n = &g->nodes[id];
     char t[96];
-    const char *label = n->op == OP_VARIABLE ? g->vars[n->var].name : gr_ops[n->op].name;
+    const char *label = n->op == OP_VARIABLE ? g->vars[n->var].name : ops_table[n->op].name;
     fprintf(out, "    n%d [label=\"%s\\n%s\"%s];\n", id, label, ir_type_str(&n->type, t, sizeof t),
             n->op == OP_VARIABLE ? " shape=box" : "");
 }
@@ -21,7 +21,7 @@ void ir_dot(const ir_graph *g, FILE *out)
     }
     for (int k = 0; k < n_devs; k++) {
         fprintf(out, "  subgraph cluster_%d {\n    label=\"%s:%d\";\n", k,
-                GR_DEV_KIND(devs[k]) == DEV_GPU ? "gpu" : "cpu", GR_DEV_INDEX(devs[k]));
+                IR_DEV_KIND(devs[k]) == DEV_GPU ? "gpu" : "cpu", IR_DEV_INDEX(devs[k]));
         for (int i = 0; i < g->n_nodes; i++)
             if (!g->nodes[i].dead && g->nodes[i].device == devs[k]) dot_node(g, i, out);
         fprintf(out, "  }\n");

@@ -46,7 +46,7 @@ const char *ir_strdup(ir_graph *g, const char *s)
     return p;
 }
 
-ir_graph *ir_new(gr_diags *d)
+ir_graph *ir_new(diag_list *d)
 {
     ir_graph *g = calloc(1, sizeof(*g));
     if (!g) return NULL;
@@ -90,7 +90,7 @@ static void grow(void **v, int n, int *cap, size_t sz)
 
 /* ---- nodes ---- */
 
-static int new_node(ir_graph *g, gr_op op, const gr_source *src, gr_span span)
+static int new_node(ir_graph *g, op_kind op, const src_file *src, src_span span)
 {
     grow((void **)&g->nodes, g->n_nodes, &g->cap_nodes, sizeof(ir_node));
     int id = g->n_nodes++;
@@ -106,11 +106,11 @@ static int new_node(ir_graph *g, gr_op op, const gr_source *src, gr_span span)
 }
 
 /* Attribute defaults from the registry, used when the caller passes none. */
-static void default_attrs(gr_op op, ir_attrs *a)
+static void default_attrs(op_kind op, ir_attrs *a)
 {
     memset(a, 0, sizeof(*a));
     for (int j = 0; j < IR_MAX_ATTRS; j++) {
-        const op_attr *oa = &gr_ops[op].attrs[j];
+        const op_attr *oa = &ops_table[op].attrs[j];
         if (!oa->name || oa->def != oa->def) continue; /* none, or required (NAN) */
         if (oa->kind == ATTR_FLOAT)
             a->f[j] = oa->def;
@@ -119,33 +119,33 @@ static void default_attrs(gr_op op, ir_attrs *a)
     }
 }
 
-static int check_inputs(ir_graph *g, gr_op op, const int *in, int n_in, const gr_source *src,
-                        gr_span span)
+static int check_inputs(ir_graph *g, op_kind op, const int *in, int n_in, const src_file *src,
+                        src_span span)
 {
-    int ar = gr_ops[op].arity;
+    int ar = ops_table[op].arity;
     if (ar >= 0 && n_in != ar) {
-        diag_error(g->diags, src, span, "%s: expects %d input%s, got %d", gr_ops[op].name, ar,
+        diag_error(g->diags, src, span, "%s: expects %d input%s, got %d", ops_table[op].name, ar,
                    ar == 1 ? "" : "s", n_in);
         return -1;
     }
     if (n_in > 0 && !in) {
-        diag_error(g->diags, src, span, "%s: no inputs given", gr_ops[op].name);
+        diag_error(g->diags, src, span, "%s: no inputs given", ops_table[op].name);
         return -1;
     }
     for (int k = 0; k < n_in; k++) {
         if (in[k] < 0 || in[k] >= g->n_nodes || g->nodes[in[k]].dead) {
             diag_error(g->diags, src, span, "%s: input %d is not a valid node (%d)",
-                       gr_ops[op].name, k, in[k]);
+                       ops_table[op].name, k, in[k]);
             return -1;
         }
     }
     return 0;
 }
 
-int ir_add(ir_graph *g, gr_op op, const int *in, int n_in, const ir_attrs *attr,
-           const gr_source *src, gr_span span)
+int ir_add(ir_graph *g, op_kind op, const int *in, int n_in, const ir_attrs *attr,
+           const src_file *src, src_span span)
 {
-    if ((unsigned)op >= GR_OP_COUNT || n_in < 0) {
+    if ((unsigned)op >= OP_COUNT || n_in < 0) {
         diag_error(g->diags, src, span, "internal error: bad op %d", (int)op);
         return -1;
     }
@@ -164,14 +164,14 @@ int ir_add(ir_graph *g, gr_op op, const int *in, int n_in, const ir_attrs *attr,
         n->attr = *attr;
     else
         default_attrs(op, &n->attr);
-    if (gr_ops[op].shape && gr_ops[op].shape(g, id) < 0) {
+    if (ops_table[op].shape && ops_table[op].shape(g, id) < 0) {
         g->nodes[id].dead = 1;
         return -1;
     }
     return id;
 }
 
-int ir_add_like(ir_graph *g, int like, gr_op op, const int *in, int n_in, const ir_attrs *attr)
+int ir_add_like(ir_graph *g, int like, op_kind op, const int *in, int n_in, const ir_attrs *attr)
 {
     const ir_node *l = &g->nodes[like];
     int dev = l->device;
@@ -180,7 +180,7 @@ int ir_add_like(ir_graph *g, int like, gr_op op, const int *in, int n_in, const 
     return id;
 }
 
-int ir_add_const(ir_graph *g, double value, const ir_type *t, const gr_source *src, gr_span sp)
+int ir_add_const(ir_graph *g, double value, const ir_type *t, const src_file *src, src_span sp)
 {
     ir_attrs a;
     memset(&a, 0, sizeof(a));
@@ -227,7 +227,7 @@ int ir_add_data(ir_graph *g, const ir_data *d)
     return di;
 }
 
-int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const gr_source *src, gr_span sp)
+int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const src_file *src, src_span sp)
 {
     grow((void **)&g->inputs, g->n_inputs, &g->cap_inputs, sizeof(ir_input));
     int ii = g->n_inputs++;
@@ -336,10 +336,10 @@ static void dump_device(int dev, FILE *out)
     if (dev < 0)
         fputs(" @?", out);
     else
-        fprintf(out, " @%s:%d", GR_DEV_KIND(dev) == DEV_GPU ? "gpu" : "cpu", GR_DEV_INDEX(dev));
+        fprintf(out, " @%s:%d", IR_DEV_KIND(dev) == DEV_GPU ? "gpu" : "cpu", IR_DEV_INDEX(dev));
 }
 
-static void dump_where(const char *name, const gr_source *src, gr_span sp, FILE *out)
+static void dump_where(const char *name, const src_file *src, src_span sp, FILE *out)
 {
     if (!name && !src) return;
     fputs("  ;", out);
@@ -354,7 +354,7 @@ static void dump_where(const char *name, const gr_source *src, gr_span sp, FILE 
 /* One attribute as "name=value"; returns 0 when it holds its default. */
 static int dump_attr(const ir_node *n, int j, const char *sep, FILE *out)
 {
-    const op_attr *a = &gr_ops[n->op].attrs[j];
+    const op_attr *a = &ops_table[n->op].attrs[j];
     int required = a->def != a->def; /* NAN */
     if (a->kind == ATTR_LIST) {
         if (n->attr.n_list == 0 && !required) return 0;
@@ -380,7 +380,7 @@ static void dump_attrs(const ir_node *n, FILE *out)
     int shown = 0;
     if (n->op == OP_CONST) return; /* its value is printed as its operand */
     for (int j = 0; j < IR_MAX_ATTRS; j++)
-        if (gr_ops[n->op].attrs[j].name) shown += dump_attr(n, j, shown ? ", " : " {", out);
+        if (ops_table[n->op].attrs[j].name) shown += dump_attr(n, j, shown ? ", " : " {", out);
     if (shown) fputc('}', out);
 }
 
@@ -388,7 +388,7 @@ static void dump_node(const ir_graph *g, int id, FILE *out)
 {
     const ir_node *n = &g->nodes[id];
     char tb[160];
-    fprintf(out, "%%%d = %s(", id, gr_ops[n->op].name);
+    fprintf(out, "%%%d = %s(", id, ops_table[n->op].name);
     if (n->op == OP_CONST && !n->cdata) fprintf(out, "%g", n->attr.f[0]);
     for (int k = 0; k < n->n_in; k++) fprintf(out, "%s%%%d", k ? ", " : "", n->in[k]);
     for (int k = 0; k < n->n_ctrl; k++)

@@ -32,14 +32,14 @@ typedef struct ir_attrs {
     int64_t list[IR_MAX_DIMS];
 } ir_attrs;
 
-/* Device encoding: GR_DEV(kind, index); -1 means not yet placed. */
+/* Device encoding: IR_DEV(kind, index); -1 means not yet placed. */
 enum { DEV_CPU = 0, DEV_GPU = 1 };
-#define GR_DEV(kind, idx) (((kind) << 16) | (idx))
-#define GR_DEV_KIND(d)    ((d) >> 16)
-#define GR_DEV_INDEX(d)   ((d)&0xffff)
+#define IR_DEV(kind, idx) (((kind) << 16) | (idx))
+#define IR_DEV_KIND(d)    ((d) >> 16)
+#define IR_DEV_INDEX(d)   ((d)&0xffff)
 
 typedef struct ir_node {
-    gr_op op;
+    op_kind op;
     int n_in;
     int *in; /* input node ids */
     int n_ctrl;
@@ -47,8 +47,8 @@ typedef struct ir_node {
     ir_attrs attr;
     ir_type type;
     int device;
-    const gr_source *src; /* where in the .graph file it came from */
-    gr_span span;
+    const src_file *src; /* where in the .graph file it came from */
+    src_span span;
     const char *name;  /* user-visible name, if any (may be NULL) */
     int var;           /* OP_VARIABLE, updates: index into g->vars */
     int data;          /* OP_DATA: index into g->data; OP_INPUT: into g->inputs */
@@ -75,8 +75,8 @@ typedef struct ir_var {
     int node;    /* its OP_VARIABLE node */
     int slot_of; /* optimizer slot: the variable it belongs to, else -1 */
     int trainable;
-    const gr_source *src;
-    gr_span span;
+    const src_file *src;
+    src_span span;
 } ir_var;
 
 typedef enum ir_data_kind { DATA_IDX, DATA_CSV, DATA_RAW, DATA_GAUSSIAN } ir_data_kind;
@@ -95,8 +95,8 @@ typedef struct ir_data {
     int64_t x_dims[4];
     int64_t gen_n;     /* gaussian: examples to generate */
     int64_t n_classes; /* label range check, 0 = none */
-    const gr_source *src;
-    gr_span span;
+    const src_file *src;
+    src_span span;
 } ir_data;
 
 typedef struct ir_input {
@@ -123,11 +123,11 @@ typedef struct ir_graph {
     ir_name *names;
     int n_names, cap_names;
     int default_target; /* index into names of the last minimize, or -1 */
-    gr_diags *diags;    /* where errors go */
+    diag_list *diags;   /* where errors go */
     void *arena;        /* private: node input arrays, strings, cdata */
 } ir_graph;
 
-ir_graph *ir_new(gr_diags *d);
+ir_graph *ir_new(diag_list *d);
 void ir_free(ir_graph *g);
 /* Arena helpers: memory lives until ir_free. */
 void *ir_alloc(ir_graph *g, size_t n);
@@ -135,17 +135,17 @@ const char *ir_strdup(ir_graph *g, const char *s);
 
 /* Adds a node, runs the op's shape rule (ops.c). On a shape/dtype error the
  * rule reports at (src, span) and this returns -1.  Inputs must be >= 0. */
-int ir_add(ir_graph *g, gr_op op, const int *in, int n_in, const ir_attrs *attr,
-           const gr_source *src, gr_span span);
+int ir_add(ir_graph *g, op_kind op, const int *in, int n_in, const ir_attrs *attr,
+           const src_file *src, src_span span);
 /* Convenience for nodes built by the compiler itself (autodiff, passes): the
  * span is copied from node `like`. Returns -1 on error. */
-int ir_add_like(ir_graph *g, int like, gr_op op, const int *in, int n_in, const ir_attrs *attr);
-int ir_add_const(ir_graph *g, double value, const ir_type *t, const gr_source *src, gr_span sp);
+int ir_add_like(ir_graph *g, int like, op_kind op, const int *in, int n_in, const ir_attrs *attr);
+int ir_add_const(ir_graph *g, double value, const ir_type *t, const src_file *src, src_span sp);
 /* A constant built by the compiler: src, span and device copied from `like`. */
 int ir_add_const_like(ir_graph *g, int like, double value, const ir_type *t);
 int ir_add_var(ir_graph *g, const ir_var *v);   /* returns var index; creates its node */
 int ir_add_data(ir_graph *g, const ir_data *d); /* returns data index */
-int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const gr_source *src, gr_span sp);
+int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const src_file *src, src_span sp);
 int ir_set_name(ir_graph *g, const char *name, int node, int is_train);
 int ir_find_name(const ir_graph *g, const char *name); /* index into names or -1 */
 int ir_find_var(const ir_graph *g, const char *name);  /* index into vars or -1 */

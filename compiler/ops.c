@@ -19,7 +19,7 @@
 
 /* Attribute sets shared by an op and its gradient helpers. */
 #define ATTRS_MATMUL {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0)}
-#define ATTRS_REDUCE {A_INT("axis", GR_AXIS_ALL), A_BOOL("keepdims", 0)}
+#define ATTRS_REDUCE {A_INT("axis", OP_AXIS_ALL), A_BOOL("keepdims", 0)}
 #define ATTRS_SLICE {A_INT("axis", REQ), A_INT("begin", REQ), A_INT("end", REQ), A_LIST("shape", REQ)}
 #define ATTRS_CONV {A_INT("stride", 1), A_INT("padding", 0), A_LIST("shape", REQ)}
 #define ATTRS_POOL {A_INT("size", REQ), A_INT("stride", 0), A_LIST("shape", REQ)}
@@ -33,7 +33,7 @@
 #define UN(op, nm, sh, gr) E(op, nm, 1, 1, 1, sh, gr) }
 #define HELPER(op, nm, ar, sh) E(op, nm, ar, 0, 0, sh, NULL) }
 
-const op_info gr_ops[GR_OP_COUNT] = {
+const op_info ops_table[OP_COUNT] = {
     E(OP_CONST, "const", 0, 0, 0, NULL, NULL), .attrs = {A_FLT("value", 0)}},
     E(OP_INPUT, "input", 0, 0, 0, NULL, NULL)},
     E(OP_DATA, "data", 0, 0, 0, ops_shape_data, NULL), .attrs = {A_INT("which", 0), A_INT("index", 0)}},
@@ -123,14 +123,14 @@ const op_info gr_ops[GR_OP_COUNT] = {
         .attrs = {A_FLT("lr", REQ), A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_NONE, A_NONE, LOCK},
         .cost = ops_cost_matmul, .update = 1},
 };
-_Static_assert(GR_OP_COUNT == 67, "gr_ops needs one entry per op in GR_OPS (ops.h)");
+_Static_assert(OP_COUNT == 67, "ops_table needs one entry per op in OPS_LIST (ops.h)");
 /* clang-format on */
 
 int ops_lookup(const char *name)
 {
     if (!name) return -1;
-    for (int op = 0; op < GR_OP_COUNT; op++)
-        if (gr_ops[op].public && strcmp(gr_ops[op].name, name) == 0) return op;
+    for (int op = 0; op < OP_COUNT; op++)
+        if (ops_table[op].public && strcmp(ops_table[op].name, name) == 0) return op;
     return -1;
 }
 
@@ -215,7 +215,7 @@ double ops_cost_conv(const ir_graph *g, int id)
 double ops_cost(const ir_graph *g, int id)
 {
     const ir_node *n = &g->nodes[id];
-    if (gr_ops[n->op].cost) return gr_ops[n->op].cost(g, id);
+    if (ops_table[n->op].cost) return ops_table[n->op].cost(g, id);
     double c = (double)ir_numel(&n->type);
     for (int k = 0; k < n->n_in; k++) c += (double)ir_numel(ops_in_type(g, id, k));
     return c;

@@ -1,15 +1,15 @@
 /* ops.h - the op registry: the single source of truth for every op.
  *
  * One entry per op in ops.c: name, arity, attributes, shape/dtype rule and
- * gradient rule.  Each device has one kernel table indexed by gr_op
- * (devices/cpu/kernels.c), with a static_assert on GR_OP_COUNT beside it.
+ * gradient rule.  Each device has one kernel table indexed by op_kind
+ * (devices/cpu/kernels.c), with a static_assert on OP_COUNT beside it.
  *
  * Conventions used by every op below ("in" = inputs by position, "attr" =
  * attribute slots by position, see ir_attrs):
  *  - elementwise binaries broadcast like numpy; output dtype = input dtype
- *  - reductions: attr0 axis (GR_AXIS_ALL = all axes -> scalar; a negative
+ *  - reductions: attr0 axis (OP_AXIS_ALL = all axes -> scalar; a negative
  *    axis in the source is normalised to [0,rank) by the shape rule, so
- *    kernels only ever see GR_AXIS_ALL or 0..rank-1), attr1 keepdims
+ *    kernels only ever see OP_AXIS_ALL or 0..rank-1), attr1 keepdims
  *  - images are NCHW, filters are [OC, IC, KH, KW]
  */
 #ifndef GR_OPS_H
@@ -17,11 +17,11 @@
 
 #include <stddef.h>
 
-#define GR_AXIS_ALL (-100)
+#define OP_AXIS_ALL (-100)
 
 /* The op table stays one op per line, comments aligned. */
 // clang-format off
-#define GR_OPS(X)                                                                                  \
+#define OPS_LIST(X)                                                                                  \
     /* sources (no kernel work: the executor binds their buffers) */                               \
     X(CONST, "const")              /* out filled with attr f0, or copied from node->cdata */       \
     X(INPUT, "input")              /* fed by the caller */                                         \
@@ -106,12 +106,12 @@
     X(APPLY_SGD_MATMUL, "apply_sgd_matmul") /* in: var, a, b; f0 lr, i1/i2 transpose_a/b */
 // clang-format on
 
-typedef enum gr_op {
-#define GR_OP_ENUM(id, name) OP_##id,
-    GR_OPS(GR_OP_ENUM)
-#undef GR_OP_ENUM
-        GR_OP_COUNT
-} gr_op;
+typedef enum op_kind {
+#define OP_ENUM(id, name) OP_##id,
+    OPS_LIST(OP_ENUM)
+#undef OP_ENUM
+        OP_COUNT
+} op_kind;
 
 struct ir_graph;
 struct ir_node;
@@ -158,11 +158,11 @@ typedef struct op_info {
     int update;      /* writes in[0], a variable, in place (attr i5 = locking) */
 } op_info;
 
-extern const op_info gr_ops[GR_OP_COUNT];
+extern const op_info ops_table[OP_COUNT];
 /* Op callable from the language by name, or -1. Only ops whose name is
  * public (not the gradient helpers) are found. */
 int ops_lookup(const char *name);
-/* gr_ops[op].cost, or elements read plus written. */
+/* ops_table[op].cost, or elements read plus written. */
 double ops_cost(const struct ir_graph *g, int id);
 
 #endif

@@ -25,13 +25,13 @@ static ir_attrs list_attrs(ir_attrs a, const ir_type *t)
 
 /* add1/add2 pass a failed (-1) operand through, so rules can nest calls
  * without reporting a second, confusing error. */
-static int add1(ir_graph *g, int id, gr_op op, int x, const ir_attrs *a)
+static int add1(ir_graph *g, int id, op_kind op, int x, const ir_attrs *a)
 {
     if (x < 0) return -1;
     return ir_add_like(g, id, op, &x, 1, a);
 }
 
-static int add2(ir_graph *g, int id, gr_op op, int x, int y)
+static int add2(ir_graph *g, int id, op_kind op, int x, int y)
 {
     int in[2] = {x, y};
     ir_attrs a = no_attrs();
@@ -262,7 +262,7 @@ static ir_type keep_type(const ir_type *x, int64_t axis)
 {
     ir_type t = *x;
     for (int i = 0; i < t.rank; i++)
-        if (axis == GR_AXIS_ALL || i == axis) t.dim[i] = 1;
+        if (axis == OP_AXIS_ALL || i == axis) t.dim[i] = 1;
     return t;
 }
 
@@ -276,7 +276,7 @@ int ops_grad_sum_mean(ir_graph *g, int id, int dy, int *dx)
     ir_attrs a = list_attrs(no_attrs(), &xt);
     d = d < 0 ? -1 : add1(g, id, OP_BROADCAST, d, &a);
     if (d < 0 || n.op != OP_MEAN) return finish1(dx, d);
-    int64_t count = axis == GR_AXIS_ALL ? ir_numel(&xt) : xt.dim[axis];
+    int64_t count = axis == OP_AXIS_ALL ? ir_numel(&xt) : xt.dim[axis];
     int c = scalar_const(g, id, 1.0 / (double)count);
     return finish1(dx, c < 0 ? -1 : add2(g, id, OP_MUL, d, c));
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #define NODE(id)   (&g->nodes[id])
-#define OPNAME(id) (gr_ops[g->nodes[id].op].name)
+#define OPNAME(id) (ops_table[g->nodes[id].op].name)
 
 static int set_type(ir_graph *g, int id, ir_type t)
 {
@@ -197,7 +197,7 @@ int ops_shape_reduce(ir_graph *g, int id)
     if (n->op == OP_MEAN && need_f32(g, id, x, "input") < 0) return -1;
     int keep = n->attr.i[1] != 0;
     ir_type o = *x;
-    if (n->attr.i[0] == GR_AXIS_ALL) {
+    if (n->attr.i[0] == OP_AXIS_ALL) {
         for (int i = 0; i < o.rank; i++) o.dim[i] = 1;
         if (!keep) o.rank = 0;
         return set_type(g, id, o);
@@ -512,7 +512,7 @@ static int need_var(ir_graph *g, int id)
     const ir_node *v = &g->nodes[NODE(id)->in[0]];
     if (v->op != OP_VARIABLE)
         return ops_error(g, id, "%s: first input must be a variable, got %s", OPNAME(id),
-                         gr_ops[v->op].name);
+                         ops_table[v->op].name);
     return 0;
 }
 

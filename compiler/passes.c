@@ -29,7 +29,7 @@
 /* Ops with state or side effects never merge or fold. */
 static int is_pure(const ir_node *n)
 {
-    if (gr_ops[n->op].update) return 0;
+    if (ops_table[n->op].update) return 0;
     switch (n->op) {
     case OP_VARIABLE:
     case OP_INPUT:
@@ -158,7 +158,7 @@ static void pass_fold(ir_graph *g)
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *n = &g->nodes[i];
         if (n->dead || n->n_in == 0 || !is_pure(n) || !cpu_kernels[n->op] ||
-            gr_ops[n->op].scratch || ir_numel(&n->type) > FOLD_MAX_ELEMS)
+            ops_table[n->op].scratch || ir_numel(&n->type) > FOLD_MAX_ELEMS)
             continue;
         int all_const = 1;
         for (int j = 0; j < n->n_in; j++) all_const &= g->nodes[n->in[j]].op == OP_CONST;

@@ -34,7 +34,7 @@ static int pinned(const ir_node *n)
 
 /* Longest-path depth from the sources: nodes of one level never depend on
  * each other, so an executor may run a level's nodes in parallel. */
-static void assign_levels(gr_plan *p)
+static void assign_levels(plan_graph *p)
 {
     const ir_graph *g = p->g;
     p->level = calloc((size_t)g->n_nodes + 1, sizeof(int));
@@ -123,7 +123,7 @@ static size_t place(live *act, size_t *act_off, int *n_act, const live *l)
 /* Lifetimes of partition k's tensors, in its own levels' terms: a buffer is
  * kept for consumers in k only (a crossing edge reads its own receive
  * buffer, pinned for the run, which follows the nodes at ls[n_nodes..]). */
-static void lifetimes(gr_plan *p, int k_part, live *ls, int *n_ls, int *pos)
+static void lifetimes(plan_graph *p, int k_part, live *ls, int *n_ls, int *pos)
 {
     const ir_graph *g = p->g;
     for (int i = 0; i < p->n; i++) pos[p->order[i]] = i;
@@ -159,7 +159,7 @@ static void lifetimes(gr_plan *p, int k_part, live *ls, int *n_ls, int *pos)
 }
 
 /* Partition k's region starts at the arena's current end. */
-static void assign_offsets(gr_plan *p, int k_part)
+static void assign_offsets(plan_graph *p, int k_part)
 {
     int n_ls, n_act = 0;
     size_t base = align_up(p->arena_bytes), top = base;
@@ -192,7 +192,7 @@ static int by_int(const void *a, const void *b)
 }
 
 /* One partition per device, in device order (cpu:0 first). */
-static void assign_parts(gr_plan *p)
+static void assign_parts(plan_graph *p)
 {
     const ir_graph *g = p->g;
     p->part = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
@@ -209,14 +209,14 @@ static void assign_parts(gr_plan *p)
             if (p->part_dev[k] == g->nodes[p->order[i]].device) p->part[p->order[i]] = k;
 }
 
-int plan_xfer_find(const gr_plan *p, int src, int dst_part)
+int plan_xfer_find(const plan_graph *p, int src, int dst_part)
 {
     for (int x = 0; x < p->n_xfers; x++)
         if (p->xfers[x].src == src && p->xfers[x].dst_part == dst_part) return x;
     return -1;
 }
 
-static void add_xfer(gr_plan *p, int src, int dst_part, size_t bytes)
+static void add_xfer(plan_graph *p, int src, int dst_part, size_t bytes)
 {
     int x = plan_xfer_find(p, src, dst_part);
     if (x >= 0) {
@@ -235,7 +235,7 @@ static int by_src(const void *a, const void *b)
 /* Every edge between partitions, data or control.  An update's variable
  * (in[0]) is written in place, so it never travels: sema keeps an update
  * with its variable. */
-static void collect_xfers(gr_plan *p)
+static void collect_xfers(plan_graph *p)
 {
     const ir_graph *g = p->g;
     int cap = 0;
@@ -249,14 +249,14 @@ static void collect_xfers(gr_plan *p)
         const ir_node *nd = &g->nodes[v];
         for (int j = 0; j < nd->n_in + nd->n_ctrl; j++) {
             int u = j < nd->n_in ? nd->in[j] : nd->ctrl[j - nd->n_in];
-            if (p->part[u] == p->part[v] || (j == 0 && gr_ops[nd->op].update)) continue;
+            if (p->part[u] == p->part[v] || (j == 0 && ops_table[nd->op].update)) continue;
             add_xfer(p, u, p->part[v], j < nd->n_in ? ir_nbytes(&g->nodes[u].type) : 0);
         }
     }
     qsort(p->xfers, (size_t)p->n_xfers, sizeof *p->xfers, by_src);
 }
 
-static void collect_data(gr_plan *p)
+static void collect_data(plan_graph *p)
 {
     p->data_used = calloc((size_t)p->g->n_data + 1, sizeof(int));
     for (int i = 0; i < p->n; i++) {
@@ -269,9 +269,9 @@ static void collect_data(gr_plan *p)
     qsort(p->data_used, (size_t)p->n_data_used, sizeof(int), by_int); /* the take order */
 }
 
-gr_plan *plan_build(const ir_graph *g, const int *roots, int n_roots)
+plan_graph *plan_build(const ir_graph *g, const int *roots, int n_roots)
 {
-    gr_plan *p = calloc(1, sizeof *p);
+    plan_graph *p = calloc(1, sizeof *p);
     p->g = g;
     p->order = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
     p->offset = malloc(sizeof(size_t) * (size_t)(g->n_nodes + 1));
@@ -287,14 +287,14 @@ gr_plan *plan_build(const ir_graph *g, const int *roots, int n_roots)
     for (int k = 0; k < p->n_parts; k++) assign_offsets(p, k);
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
-        size_t s = gr_ops[nd->op].scratch ? gr_ops[nd->op].scratch(g, p->order[i]) : 0;
+        size_t s = ops_table[nd->op].scratch ? ops_table[nd->op].scratch(g, p->order[i]) : 0;
         if (s > p->scratch_task_bytes) p->scratch_task_bytes = align_up(s);
     }
     collect_data(p);
     return p;
 }
 
-void plan_free(gr_plan *p)
+void plan_free(plan_graph *p)
 {
     if (!p) return;
     free(p->order);
@@ -317,12 +317,12 @@ static size_t vars_bytes(const ir_graph *g)
 
 static const char *dev_name(int dev, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s:%d", GR_DEV_KIND(dev) == DEV_GPU ? "gpu" : "cpu", GR_DEV_INDEX(dev));
+    snprintf(buf, n, "%s:%d", IR_DEV_KIND(dev) == DEV_GPU ? "gpu" : "cpu", IR_DEV_INDEX(dev));
     return buf;
 }
 
 /* Partitions and their transfers, when there is more than one. */
-static void dump_parts(const gr_plan *p, FILE *out)
+static void dump_parts(const plan_graph *p, FILE *out)
 {
     char a[32], b[32];
     for (int x = 0; x < p->n_xfers; x++) {
@@ -337,7 +337,7 @@ static void dump_parts(const gr_plan *p, FILE *out)
     }
 }
 
-void plan_dump(const gr_plan *p, FILE *out)
+void plan_dump(const plan_graph *p, FILE *out)
 {
     const ir_graph *g = p->g;
     size_t naive = 0;
@@ -353,7 +353,7 @@ void plan_dump(const gr_plan *p, FILE *out)
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         char t[96];
-        fprintf(out, "  %4d  %%%-5d %-18s %-20s", i, p->order[i], gr_ops[nd->op].name,
+        fprintf(out, "  %4d  %%%-5d %-18s %-20s", i, p->order[i], ops_table[nd->op].name,
                 ir_type_str(&nd->type, t, sizeof t));
         if (p->n_parts > 1) fprintf(out, " %-6s", dev_name(nd->device, dn, sizeof dn));
         if (p->offset[p->order[i]] != PLAN_NONE) {

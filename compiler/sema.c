@@ -15,7 +15,7 @@
 
 /* ---- errors ---- */
 
-void sema_errs(sema *S, gr_span sp, const char *fmt, ...)
+void sema_errs(sema *S, src_span sp, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -170,7 +170,7 @@ static int eval_device(sema *S, env *e, const ast_node *spec)
         sema_err(S, spec->a, "device index %lld is out of range", (long long)idx);
         return -1;
     }
-    return GR_DEV(strcmp(spec->name, "gpu") == 0 ? DEV_GPU : DEV_CPU, (int)idx);
+    return IR_DEV(strcmp(spec->name, "gpu") == 0 ? DEV_GPU : DEV_CPU, (int)idx);
 }
 
 /* Nodes created since `mark` that have no device yet get `dev`: the
@@ -256,7 +256,7 @@ static value fold_numbers(sema *S, const ast_node *n, value x, value y)
     }
 }
 
-static const gr_op binop_to_ir[] = {
+static const op_kind binop_to_ir[] = {
     [AOP_MATMUL] = OP_MATMUL, [AOP_ADD] = OP_ADD, [AOP_SUB] = OP_SUB, [AOP_MUL] = OP_MUL,
     [AOP_DIV] = OP_DIV,       [AOP_EQ] = OP_EQ,   [AOP_NE] = OP_NE,   [AOP_LT] = OP_LT,
     [AOP_GT] = OP_GT,         [AOP_LE] = OP_LE,   [AOP_GE] = OP_GE,
@@ -348,7 +348,7 @@ static int declares_vars(const ast_node *n)
     return declares_vars(n->a) || declares_vars(n->b) || declares_vars(n->c);
 }
 
-static int exec_block(sema *S, env *e, const ast_node *blk);
+static int stmt_block(sema *S, env *e, const ast_node *blk);
 
 static int bind_params(sema *S, env *local, const ast_node *call, const ast_node *fn, value *args,
                        int n_args, const ast_node **kw, value *kwv, int n_kw)
@@ -409,7 +409,7 @@ static value call_fn(sema *S, const ast_node *call, const ast_node *fn, value *a
         int saved_in_fn = S->in_fn;
         S->in_fn = 1;
         S->ret = (value){.k = V_NONE};
-        int r = exec_block(S, &local, fn->b);
+        int r = stmt_block(S, &local, fn->b);
         result = r == 1 ? S->ret : (value){.k = V_NONE};
         S->in_fn = saved_in_fn;
         S->depth--;
@@ -527,7 +527,7 @@ static int parse_override(sema *S, const ast_node *st, const char *text, value d
     return 0;
 }
 
-static void exec_param(sema *S, env *e, const ast_node *st)
+static void stmt_param(sema *S, env *e, const ast_node *st)
 {
     if (e != S->global) {
         sema_err(S, st, "param is only allowed at the top level");
@@ -548,7 +548,7 @@ static void exec_param(sema *S, env *e, const ast_node *st)
     env_set(e, st->name, v);
 }
 
-static void exec_input(sema *S, env *e, const ast_node *st)
+static void stmt_input(sema *S, env *e, const ast_node *st)
 {
     env_set(e, st->name, v_err()); /* until it succeeds: no cascades */
     const ast_node *ty = st->a;
@@ -594,7 +594,7 @@ static int reuse_var(sema *S, const ast_node *st, const char *full, int old, con
     return ov->node;
 }
 
-static void exec_var(sema *S, env *e, const ast_node *st)
+static void stmt_var(sema *S, env *e, const ast_node *st)
 {
     env_set(e, st->name, v_err()); /* until it succeeds: no cascades */
     value init = sema_eval(S, e, st->a);
@@ -635,7 +635,7 @@ static void exec_var(sema *S, env *e, const ast_node *st)
     if (node >= 0) env_set(e, st->name, v_tensor(node));
 }
 
-static void exec_scope(sema *S, env *e, const ast_node *st)
+static void stmt_scope(sema *S, env *e, const ast_node *st)
 {
     int reuse = S->scope->reuse;
     if (st->flag == 1) reuse = 1;
@@ -652,13 +652,13 @@ static void exec_scope(sema *S, env *e, const ast_node *st)
     if (st->b && (dev = eval_device(S, e, st->b)) < 0) return;
     S->device = dev;
     scope_push(S, st->name, reuse);
-    exec_block(S, e, st->c);
+    stmt_block(S, e, st->c);
     scope_pop(S);
     S->device = saved;
     if (st->b) place_since(S, mark, dev);
 }
 
-static int exec_for(sema *S, env *e, const ast_node *st)
+static int stmt_for(sema *S, env *e, const ast_node *st)
 {
     int64_t lo, hi;
     if (sema_int_arg(S, st->a, sema_eval(S, e, st->a), &lo) < 0 ||
@@ -671,7 +671,7 @@ static int exec_for(sema *S, env *e, const ast_node *st)
     }
     for (int64_t i = lo; i < hi; i++) {
         env_set(e, st->name, v_num((double)i, 1));
-        int r = exec_block(S, e, st->c);
+        int r = stmt_block(S, e, st->c);
         if (r) return r;
     }
     return 0;
@@ -707,7 +707,7 @@ static void assign_index(sema *S, env *e, const ast_node *st, value v)
     env_set(e, t->a->name, list);
 }
 
-static void exec_assign(sema *S, env *e, const ast_node *st)
+static void stmt_assign(sema *S, env *e, const ast_node *st)
 {
     value v = sema_eval(S, e, st->b);
     if (st->a->kind == AST_INDEX) {
@@ -724,7 +724,7 @@ static void exec_assign(sema *S, env *e, const ast_node *st)
     }
 }
 
-static void exec_fn(sema *S, env *e, const ast_node *st)
+static void stmt_fn(sema *S, env *e, const ast_node *st)
 {
     if (e != S->global) {
         sema_err(S, st, "functions can only be defined at the top level");
@@ -733,38 +733,38 @@ static void exec_fn(sema *S, env *e, const ast_node *st)
     env_set(e, st->name, (value){.k = V_FN, .fn = st});
 }
 
-static void exec_data(sema *S, env *e, const ast_node *st)
+static void stmt_data(sema *S, env *e, const ast_node *st)
 {
     value v = sema_eval(S, e, st->a);
     env_set(e, st->name, sema_data_stmt(S, st, v) == 0 ? v : v_err());
 }
 
 /* Returns 1 after a `return`, else 0. */
-static int exec_stmt(sema *S, env *e, const ast_node *st)
+static int stmt_stmt(sema *S, env *e, const ast_node *st)
 {
     switch (st->kind) {
     case AST_PARAM:
-        exec_param(S, e, st);
+        stmt_param(S, e, st);
         break;
     case AST_DATA:
-        exec_data(S, e, st);
+        stmt_data(S, e, st);
         break;
     case AST_INPUT:
-        exec_input(S, e, st);
+        stmt_input(S, e, st);
         break;
     case AST_VAR:
-        exec_var(S, e, st);
+        stmt_var(S, e, st);
         break;
     case AST_FN:
-        exec_fn(S, e, st);
+        stmt_fn(S, e, st);
         break;
     case AST_SCOPE:
-        exec_scope(S, e, st);
+        stmt_scope(S, e, st);
         break;
     case AST_FOR:
-        return exec_for(S, e, st);
+        return stmt_for(S, e, st);
     case AST_ASSIGN:
-        exec_assign(S, e, st);
+        stmt_assign(S, e, st);
         break;
     case AST_EXPR_STMT:
         sema_eval(S, e, st->a);
@@ -783,10 +783,10 @@ static int exec_stmt(sema *S, env *e, const ast_node *st)
     return 0;
 }
 
-static int exec_block(sema *S, env *e, const ast_node *blk)
+static int stmt_block(sema *S, env *e, const ast_node *blk)
 {
     for (int i = 0; blk && i < blk->n_items; i++)
-        if (exec_stmt(S, e, blk->items[i])) return 1;
+        if (stmt_stmt(S, e, blk->items[i])) return 1;
     return 0;
 }
 
@@ -797,8 +797,8 @@ static int exec_block(sema *S, env *e, const ast_node *blk)
 static int place_node(sema *S, ir_node *n, int *reported, int *n_reported)
 {
     if (n->device < 0) n->device = n->op == OP_VARIABLE ? S->g->vars[n->var].device : -1;
-    if (n->device < 0) n->device = GR_DEV(DEV_CPU, 0);
-    int kind = GR_DEV_KIND(n->device), idx = GR_DEV_INDEX(n->device);
+    if (n->device < 0) n->device = IR_DEV(DEV_CPU, 0);
+    int kind = IR_DEV_KIND(n->device), idx = IR_DEV_INDEX(n->device);
     int have = kind == DEV_GPU ? S->opt->n_gpu : S->opt->n_cpu;
     const char *kn = kind == DEV_GPU ? "gpu" : "cpu";
     if (idx < have) return 1;
@@ -806,7 +806,7 @@ static int place_node(sema *S, ir_node *n, int *reported, int *n_reported)
     for (int i = 0; i < *n_reported; i++) seen |= reported[i] == dev;
     if (!seen && *n_reported < 8) reported[(*n_reported)++] = dev;
     if (S->opt->soft_placement) {
-        n->device = GR_DEV(DEV_CPU, 0);
+        n->device = IR_DEV(DEV_CPU, 0);
         if (!seen)
             diag_add(S->g->diags, DIAG_WARNING, n->src, n->span,
                      "%s:%d is not available; its nodes run on cpu:0 (--soft-placement)", kn, idx);
@@ -817,12 +817,12 @@ static int place_node(sema *S, ir_node *n, int *reported, int *n_reported)
         diag_error(S->g->diags, n->src, n->span,
                    "'%s' is placed on %s:%d, but this machine has no %s (use --soft-placement "
                    "to run it on the CPU)",
-                   gr_ops[n->op].name, kn, idx, kind == DEV_GPU ? "GPU" : "CPU");
+                   ops_table[n->op].name, kn, idx, kind == DEV_GPU ? "GPU" : "CPU");
     else
         diag_error(S->g->diags, n->src, n->span,
                    "'%s' is placed on %s:%d, but this machine has only %s:0 to %s:%d (use "
                    "--soft-placement to run it on cpu:0)",
-                   gr_ops[n->op].name, kn, idx, kn, kn, have - 1);
+                   ops_table[n->op].name, kn, idx, kn, kn, have - 1);
     return 0;
 }
 
@@ -830,7 +830,7 @@ static void place_all(sema *S)
 {
     int reported[8], n_reported = 0;
     for (int i = 0; i < S->g->n_vars; i++)
-        if (S->g->vars[i].device < 0) S->g->vars[i].device = GR_DEV(DEV_CPU, 0);
+        if (S->g->vars[i].device < 0) S->g->vars[i].device = IR_DEV(DEV_CPU, 0);
     /* constants last, so an error names the op the user wrote */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < S->g->n_nodes; i++) {
@@ -841,7 +841,7 @@ static void place_all(sema *S)
 
 static void check_params_used(sema *S)
 {
-    gr_span none = {0, 0};
+    src_span none = {0, 0};
     for (int i = 0; i < S->opt->n_params; i++)
         if (!S->param_used[i])
             diag_error(S->g->diags, NULL, none, "--set %s=%s: there is no param named '%s'",
@@ -861,7 +861,7 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
               .device = -1};
     int errs = g->diags->n_errors;
     S.param_used = calloc((size_t)S.opt->n_params + 1, 1);
-    if (t->root) exec_block(&S, &global, t->root);
+    if (t->root) stmt_block(&S, &global, t->root);
     check_params_used(&S);
     if (g->diags->n_errors == errs) place_all(&S);
     free(S.param_used);

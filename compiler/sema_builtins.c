@@ -287,7 +287,7 @@ static int op_attrs(sema *S, const ast_node *call, const op_info *info, value *r
 value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_args,
                    const ast_node **kw, value *kwv, int n_kw)
 {
-    const op_info *info = &gr_ops[op];
+    const op_info *info = &ops_table[op];
     int arity = info->arity, in[IR_MAX_DIMS * 8];
     value *tensors = args;
     int n_t = arity;
@@ -312,7 +312,7 @@ value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_arg
     ir_attrs a = {0};
     if (op_attrs(S, call, info, args + arity, n_args - arity, kw, kwv, n_kw, &a) < 0)
         return (value){.k = V_ERR};
-    return v_tensor(ir_add(S->g, (gr_op)op, in, n_t, &a, S->src, call->span));
+    return v_tensor(ir_add(S->g, (op_kind)op, in, n_t, &a, S->src, call->span));
 }
 
 /* ---- initializers ---- */

@@ -68,7 +68,7 @@ typedef struct vscope {
 
 typedef struct sema {
     ir_graph *g;
-    const gr_source *src;
+    const src_file *src;
     const sema_options *opt;
     env *global;
     vscope *scope;
@@ -85,7 +85,7 @@ typedef struct sema {
 value sema_eval(sema *S, env *e, const ast_node *n);
 void sema_err(sema *S, const ast_node *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void sema_errs(sema *S, gr_span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void sema_errs(sema *S, src_span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like);
 int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out);
 const char *sema_value_kind(const value *v);

@@ -1,5 +1,5 @@
 /* device.h - what a device offers the runtime: memory, copies, queues,
- * events and a kernel table indexed by gr_op.
+ * events and a kernel table indexed by op_kind.
  *
  * The CPU device (devices/cpu) runs kernels synchronously on the calling
  * executor thread, splitting big ones over a thread pool; its queue and event
@@ -13,7 +13,7 @@
 
 #include "../compiler/ir.h"
 
-typedef struct gr_pool gr_pool; /* devices/cpu/pool.h */
+typedef struct cpu_pool cpu_pool; /* devices/cpu/pool.h */
 
 /* Everything a kernel gets.  Types come from the graph, buffers from the
  * executor's arena (or the variable store for VARIABLE nodes). */
@@ -28,7 +28,7 @@ typedef struct kern_args {
     void *scratch;             /* max_tasks slices of scratch_task_bytes each, or NULL */
     size_t scratch_task_bytes; /* op_info.scratch(): bytes one task needs */
     int max_tasks;             /* scratch slices available (>= 1) */
-    gr_pool *pool;             /* intra-op threads; NULL = run serially */
+    cpu_pool *pool;            /* intra-op threads; NULL = run serially */
     uint64_t seed;             /* session seed (dropout mixes in its mask key, attr i2) */
     uint64_t step;             /* run counter of this executor run (dropout) */
     void *lock;                /* executor's: a variable lock held around this
@@ -37,23 +37,23 @@ typedef struct kern_args {
 
 typedef void (*kernel_fn)(const kern_args *a);
 
-typedef struct gr_device gr_device;
+typedef struct device_obj device_obj;
 typedef struct device_vtable {
     const char *name; /* "cpu", "cuda" */
-    void *(*alloc)(gr_device *d, size_t bytes);
-    void (*free)(gr_device *d, void *p);
-    void (*to_device)(gr_device *d, void *dst, const void *src, size_t n);
-    void (*to_host)(gr_device *d, void *dst, const void *src, size_t n);
-    void (*copy)(gr_device *d, void *dst, const void *src, size_t n);
-    void *(*queue_new)(gr_device *d); /* one per executor */
-    void (*queue_free)(gr_device *d, void *q);
-    void (*queue_sync)(gr_device *d, void *q); /* wait until the queue is idle */
-    const kernel_fn *kernels;                  /* [GR_OP_COUNT], NULL = unsupported */
+    void *(*alloc)(device_obj *d, size_t bytes);
+    void (*free)(device_obj *d, void *p);
+    void (*to_device)(device_obj *d, void *dst, const void *src, size_t n);
+    void (*to_host)(device_obj *d, void *dst, const void *src, size_t n);
+    void (*copy)(device_obj *d, void *dst, const void *src, size_t n);
+    void *(*queue_new)(device_obj *d); /* one per executor */
+    void (*queue_free)(device_obj *d, void *q);
+    void (*queue_sync)(device_obj *d, void *q); /* wait until the queue is idle */
+    const kernel_fn *kernels;                   /* [OP_COUNT], NULL = unsupported */
 } device_vtable;
 
-struct gr_device {
+struct device_obj {
     const device_vtable *vt;
-    int id; /* GR_DEV(kind, index) */
+    int id; /* IR_DEV(kind, index) */
     void *impl;
 };
 

@@ -27,7 +27,7 @@ const char *ast_op_text(ast_op op)
     return (unsigned)op < AOP_COUNT ? op_texts[op] : "?";
 }
 
-static void dump_span(const gr_source *src, gr_span sp, FILE *out)
+static void dump_span(const src_file *src, src_span sp, FILE *out)
 {
     if (!src) return;
     int l1, c1, l2, c2;
@@ -50,7 +50,7 @@ static void dump_attrs(const ast_node *n, FILE *out)
     if (n->as_name) fprintf(out, " as %s", n->as_name);
 }
 
-static void dump_node(const gr_source *src, const ast_node *n, int depth, const char *role,
+static void dump_node(const src_file *src, const ast_node *n, int depth, const char *role,
                       FILE *out)
 {
     fprintf(out, "%*s", depth * 2, "");

@@ -1,6 +1,6 @@
 /* ast.h - the syntax tree produced by lang/ and read by compiler/sema.
  *
- * Every node carries a byte span into its gr_source.  Nodes, names and arrays
+ * Every node carries a byte span into its src_file.  Nodes, names and arrays
  * live in one arena owned by the ast_tree; freeing the tree frees them all. */
 #ifndef GR_AST_H
 #define GR_AST_H
@@ -61,10 +61,10 @@ typedef enum ast_op {
 typedef struct ast_node ast_node;
 struct ast_node {
     ast_kind kind;
-    gr_span span;
+    src_span span;
     const char *name;    /* see the kind list above; NULL when unused */
     const char *as_name; /* AST_CALL / AST_METHOD: `as NAME`, else NULL */
-    gr_span as_span;     /* span of the `as` name */
+    src_span as_span;    /* span of the `as` name */
     double num;          /* AST_NUM */
     int flag;            /* see the kind list above */
     ast_op op;           /* AST_BINARY / AST_UNARY */
@@ -75,13 +75,13 @@ struct ast_node {
 
 typedef struct ast_tree {
     ast_node *root; /* AST_PROGRAM, or NULL when parsing failed badly */
-    const gr_source *src;
+    const src_file *src;
     void *arena; /* private */
 } ast_tree;
 
 /* Parses src. Errors go to d (several per run, with recovery). Returns a tree
  * (possibly partial) that the caller frees with ast_free; check d->n_errors. */
-ast_tree *ps_parse(const gr_source *src, gr_diags *d);
+ast_tree *ps_parse(const src_file *src, diag_list *d);
 void ast_free(ast_tree *t);
 
 /* Canonical source text (what `graphrun fmt` prints). */

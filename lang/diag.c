@@ -14,7 +14,7 @@ static int has_bom(const char *t, size_t len)
 }
 
 /* Line 1 starts after a BOM so that columns read as if it were absent. */
-static int build_lines(gr_source *s)
+static int build_lines(src_file *s)
 {
     size_t n = 1;
     for (size_t i = 0; i < s->len; i++) n += s->text[i] == '\n';
@@ -27,10 +27,10 @@ static int build_lines(gr_source *s)
     return 0;
 }
 
-gr_source *src_from_string(const char *name, const char *text, size_t len)
+src_file *src_from_string(const char *name, const char *text, size_t len)
 {
     if (len > UINT32_MAX - 1) return NULL;
-    gr_source *s = calloc(1, sizeof *s);
+    src_file *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->name = strdup(name ? name : "<string>");
     s->text = malloc(len + 1);
@@ -64,7 +64,7 @@ static char *read_all(FILE *f, size_t *len)
     return buf;
 }
 
-gr_source *src_load(const char *path, char *err, size_t errlen)
+src_file *src_load(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -75,13 +75,13 @@ gr_source *src_load(const char *path, char *err, size_t errlen)
     char *buf = read_all(f, &len);
     int bad = ferror(f);
     fclose(f);
-    gr_source *s = (buf && !bad) ? src_from_string(path, buf, len) : NULL;
+    src_file *s = (buf && !bad) ? src_from_string(path, buf, len) : NULL;
     free(buf);
     if (!s) snprintf(err, errlen, "%s: cannot read file (I/O error or too large)", path);
     return s;
 }
 
-void src_free(gr_source *s)
+void src_free(src_file *s)
 {
     if (!s) return;
     free(s->name);
@@ -90,7 +90,7 @@ void src_free(gr_source *s)
     free(s);
 }
 
-static size_t line_index(const gr_source *s, uint32_t off)
+static size_t line_index(const src_file *s, uint32_t off)
 {
     size_t lo = 0, hi = s->n_lines;
     while (hi - lo > 1) {
@@ -116,7 +116,7 @@ static int count_cols(const char *t, uint32_t from, uint32_t to)
     return n;
 }
 
-void src_linecol(const gr_source *s, uint32_t off, int *line, int *col)
+void src_linecol(const src_file *s, uint32_t off, int *line, int *col)
 {
     if (off > s->len) off = (uint32_t)s->len;
     size_t li = line_index(s, off);
@@ -125,19 +125,19 @@ void src_linecol(const gr_source *s, uint32_t off, int *line, int *col)
     *col = 1 + (off > start ? count_cols(s->text, start, off) : 0);
 }
 
-void diag_init(gr_diags *d)
+void diag_init(diag_list *d)
 {
     memset(d, 0, sizeof *d);
 }
 
-void diag_free(gr_diags *d)
+void diag_free(diag_list *d)
 {
     for (int i = 0; i < d->n; i++) free(d->v[i].msg);
     free(d->v);
     diag_init(d);
 }
 
-static int diag_cap(const gr_diags *d)
+static int diag_cap(const diag_list *d)
 {
     return d->max_errors > 0 ? d->max_errors : DIAG_DEFAULT_CAP;
 }
@@ -153,7 +153,7 @@ static char *vformat(const char *fmt, va_list ap)
     return s;
 }
 
-void diag_vadd(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp, const char *fmt,
+void diag_vadd(diag_list *d, diag_severity sev, const src_file *src, src_span sp, const char *fmt,
                va_list ap)
 {
     if (sev == DIAG_ERROR) d->n_errors++;
@@ -174,7 +174,7 @@ void diag_vadd(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp,
     if (e->msg) d->n++;
 }
 
-void diag_add(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp, const char *fmt,
+void diag_add(diag_list *d, diag_severity sev, const src_file *src, src_span sp, const char *fmt,
               ...)
 {
     va_list ap;
@@ -197,7 +197,7 @@ static const char *sev_name(diag_severity s)
 }
 
 /* End of the line holding byte `start`, excluding "\n" or "\r\n". */
-static uint32_t line_end(const gr_source *s, uint32_t start)
+static uint32_t line_end(const src_file *s, uint32_t start)
 {
     uint32_t e = start;
     while (e < s->len && s->text[e] != '\n') e++;
@@ -205,7 +205,7 @@ static uint32_t line_end(const gr_source *s, uint32_t start)
     return e;
 }
 
-static void print_caret(const gr_source *s, uint32_t start, uint32_t eol, gr_span sp, FILE *out)
+static void print_caret(const src_file *s, uint32_t start, uint32_t eol, src_span sp, FILE *out)
 {
     uint32_t b = sp.begin > eol ? eol : sp.begin;
     for (uint32_t i = start; i < b; i++) {
@@ -223,7 +223,7 @@ static void print_caret(const gr_source *s, uint32_t start, uint32_t eol, gr_spa
 
 void diag_print_one(const diag_entry *e, FILE *out)
 {
-    const gr_source *s = e->src;
+    const src_file *s = e->src;
     if (!s) {
         fprintf(out, "graphrun: %s: %s\n", sev_name(e->sev), e->msg);
         return;
@@ -241,7 +241,7 @@ void diag_print_one(const diag_entry *e, FILE *out)
     print_caret(s, start, eol, e->span, out);
 }
 
-void diag_print(const gr_diags *d, FILE *out)
+void diag_print(const diag_list *d, FILE *out)
 {
     const char *name = NULL;
     for (int i = 0; i < d->n; i++) {

@@ -1,6 +1,6 @@
 /* diag.h - source files and diagnostics, shared by every stage.
  *
- * Locations are byte offsets into a gr_source; they become line:column only
+ * Locations are byte offsets into a src_file; they become line:column only
  * when a diagnostic is printed.  Columns count UTF-8 code points, 1-based;
  * a tab counts as one column and is echoed into the caret line so the caret
  * lines up in a terminal. */
@@ -12,52 +12,52 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef struct gr_span {
+typedef struct src_span {
     uint32_t begin, end; /* [begin, end) byte offsets */
-} gr_span;
+} src_span;
 
-typedef struct gr_source {
+typedef struct src_file {
     char *name;      /* path as given by the user */
     char *text;      /* NUL-terminated copy (may contain NULs: see len) */
     size_t len;      /* bytes, BOM included */
     uint32_t *lines; /* byte offset of each line start */
     size_t n_lines;
-} gr_source;
+} src_file;
 
 /* Reads a whole file. On failure returns NULL and writes a message to err. */
-gr_source *src_load(const char *path, char *err, size_t errlen);
-gr_source *src_from_string(const char *name, const char *text, size_t len);
-void src_free(gr_source *s);
+src_file *src_load(const char *path, char *err, size_t errlen);
+src_file *src_from_string(const char *name, const char *text, size_t len);
+void src_free(src_file *s);
 /* 1-based line and column of a byte offset. */
-void src_linecol(const gr_source *s, uint32_t off, int *line, int *col);
+void src_linecol(const src_file *s, uint32_t off, int *line, int *col);
 
 typedef enum { DIAG_ERROR, DIAG_WARNING, DIAG_NOTE } diag_severity;
 
 typedef struct diag_entry {
     diag_severity sev;
-    const gr_source *src; /* NULL: no location */
-    gr_span span;
+    const src_file *src; /* NULL: no location */
+    src_span span;
     char *msg;
 } diag_entry;
 
-typedef struct gr_diags {
+typedef struct diag_list {
     diag_entry *v;
     int n, cap;
     int n_errors;
     int max_errors; /* further errors are counted, not stored; 0 = 20 */
-} gr_diags;
+} diag_list;
 
-void diag_init(gr_diags *d);
-void diag_free(gr_diags *d);
-void diag_add(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp, const char *fmt,
+void diag_init(diag_list *d);
+void diag_free(diag_list *d);
+void diag_add(diag_list *d, diag_severity sev, const src_file *src, src_span sp, const char *fmt,
               ...) __attribute__((format(printf, 5, 6)));
-void diag_vadd(gr_diags *d, diag_severity sev, const gr_source *src, gr_span sp, const char *fmt,
+void diag_vadd(diag_list *d, diag_severity sev, const src_file *src, src_span sp, const char *fmt,
                va_list ap);
 #define diag_error(d, src, sp, ...) diag_add((d), DIAG_ERROR, (src), (sp), __VA_ARGS__)
 #define diag_note(d, src, sp, ...)  diag_add((d), DIAG_NOTE, (src), (sp), __VA_ARGS__)
 /* Writes "FILE:LINE:COL: error: MSG\n<source line>\n<caret line>\n" for each
  * entry, then "N more errors not shown" when the cap was hit. */
-void diag_print(const gr_diags *d, FILE *out);
+void diag_print(const diag_list *d, FILE *out);
 void diag_print_one(const diag_entry *e, FILE *out);
 
 #endif

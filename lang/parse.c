@@ -1,4 +1,4 @@
-/* parse.c - ps_parse: runs flex + bison over a gr_source; node helpers. */
+/* parse.c - ps_parse: runs flex + bison over a src_file; node helpers. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,12 +88,12 @@ void ps_error(ps_ctx *c, uint32_t begin, uint32_t end, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    diag_vadd(c->d, DIAG_ERROR, c->src, (gr_span){begin, end}, fmt, ap);
+    diag_vadd(c->d, DIAG_ERROR, c->src, (src_span){begin, end}, fmt, ap);
     va_end(ap);
 }
 
 /* "Unexpected end of file" points just past the last line's text. */
-static uint32_t eof_position(const gr_source *s)
+static uint32_t eof_position(const src_file *s)
 {
     uint32_t e = (uint32_t)s->len;
     if (e > 0 && s->text[e - 1] == '\n') e--;
@@ -105,7 +105,7 @@ static int run_parser(ps_ctx *c)
 {
     yyscan_t scanner;
     if (yylex_init_extra(c, &scanner) != 0) return -1;
-    const gr_source *s = c->src;
+    const src_file *s = c->src;
     uint32_t skip = s->lines[0]; /* the BOM, if any */
     c->pos = skip;
     YY_BUFFER_STATE buf = yy_scan_bytes(s->text + skip, (int)(s->len - skip), scanner);
@@ -120,21 +120,21 @@ static int only_blank(const ast_node *root)
     return root && root->n_items == 0;
 }
 
-ast_tree *ps_parse(const gr_source *src, gr_diags *d)
+ast_tree *ps_parse(const src_file *src, diag_list *d)
 {
     ast_tree *t = calloc(1, sizeof *t);
     ps_arena *arena = ps_arena_new();
     if (!t || !arena) {
         free(t);
         ps_arena_free(arena);
-        diag_error(d, NULL, ((gr_span){0, 0}), "out of memory");
+        diag_error(d, NULL, ((src_span){0, 0}), "out of memory");
         return NULL;
     }
     ps_ctx c = {.src = src, .d = d, .arena = arena, .eof_pos = eof_position(src)};
     int errs = d->n_errors;
-    if (run_parser(&c) < 0) diag_error(d, NULL, ((gr_span){0, 0}), "out of memory");
+    if (run_parser(&c) < 0) diag_error(d, NULL, ((src_span){0, 0}), "out of memory");
     if (d->n_errors == errs && only_blank(c.root))
-        diag_error(d, src, ((gr_span){src->lines[0], src->lines[0]}), "empty program");
+        diag_error(d, src, ((src_span){src->lines[0], src->lines[0]}), "empty program");
     t->root = c.fatal ? NULL : c.root;
     t->src = src;
     t->arena = arena;

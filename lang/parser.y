@@ -75,9 +75,9 @@ stmts: %empty              { $$ = N(AST_BLOCK, @$); }
 sep: NL | ';' ;
 
 /* block -> '{' stmts [stmt] '}' */
-block: '{' stmts '}'           { $$ = $2; $$->span = (gr_span){@$.begin, @$.end}; }
-     | '{' stmts stmt '}'      { $$ = $2; ps_push(CTX, $$, $3); $$->span = (gr_span){@$.begin, @$.end}; }
-     | '{' stmts error '}'     { yyerrok; $$ = $2; $$->span = (gr_span){@$.begin, @$.end}; }
+block: '{' stmts '}'           { $$ = $2; $$->span = (src_span){@$.begin, @$.end}; }
+     | '{' stmts stmt '}'      { $$ = $2; ps_push(CTX, $$, $3); $$->span = (src_span){@$.begin, @$.end}; }
+     | '{' stmts error '}'     { yyerrok; $$ = $2; $$->span = (src_span){@$.begin, @$.end}; }
 ;
 
 stmt: PARAM NAME '=' expr      { $$ = mk_named(CTX, AST_PARAM, $2, $4, &@$); }
@@ -99,7 +99,7 @@ type: NAME '[' opt_exprs ']'   { $$ = mk_type(CTX, $1, $3, &@$); }
 /* fn_def -> 'fn' NAME '(' [paramdef {',' paramdef}] ')' block */
 fn_def: FN NAME '(' opt_paramdefs ')' block
         { $$ = $4; $$->kind = AST_FN; $$->name = $2->name; $$->b = $6;
-          $$->span = (gr_span){@$.begin, @$.end}; }
+          $$->span = (src_span){@$.begin, @$.end}; }
 ;
 opt_paramdefs: %empty          { $$ = N(AST_FN, @$); }
              | paramdefs
@@ -115,7 +115,7 @@ paramdef: NAME                 { $$ = mk_named(CTX, AST_PARAMDEF, $1, NULL, &@$)
 /* scope_stmt -> 'scope' NAME ['reuse' ['(' expr ')']] [DEVICE devidx] block */
 scope_stmt: SCOPE NAME opt_reuse opt_device block
         { $$ = $3; $$->kind = AST_SCOPE; $$->name = $2->name; $$->b = $4; $$->c = $5;
-          $$->span = (gr_span){@$.begin, @$.end}; }
+          $$->span = (src_span){@$.begin, @$.end}; }
 ;
 opt_reuse: %empty              { $$ = N(AST_SCOPE, @$); }
          | REUSE               { $$ = N(AST_SCOPE, @$); $$->flag = 1; }
@@ -182,7 +182,7 @@ postfix: primary
 primary: INT | FLOAT | STRING | NAME
        | TRUE                  { $$ = N(AST_BOOL, @$); $$->flag = 1; }
        | FALSE                 { $$ = N(AST_BOOL, @$); $$->flag = 0; }
-       | '[' opt_exprs ']'     { $$ = $2; $$->span = (gr_span){@$.begin, @$.end}; ps_finish(CTX, $$); }
+       | '[' opt_exprs ']'     { $$ = $2; $$->span = (src_span){@$.begin, @$.end}; ps_finish(CTX, $$); }
        | '(' expr ')'          { $$ = $2; }
 ;
 
@@ -224,7 +224,7 @@ static void add_hints(ps_ctx *c, const char *msg)
     int top = c->depth - 1;
     int at_eof = strncmp(msg, "unexpected end of file", 22) == 0;
     if (top >= 0 && (c->open[top] != '{' || at_eof)) {
-        gr_span at = {c->open_at[top], c->open_at[top] + 1};
+        src_span at = {c->open_at[top], c->open_at[top] + 1};
         diag_note(c->d, c->src, at, "unclosed '%c' opened here", c->open[top]);
     }
     ps_forget_brackets(c);
@@ -256,7 +256,7 @@ static ast_node *mk_binary(ps_ctx *c, ast_op op, ast_node *l, ast_node *r)
 /* A call on a field, x.f(args), is a method call. */
 static ast_node *mk_call(ps_ctx *c, ast_node *callee, ast_node *args, const YYLTYPE *loc)
 {
-    args->span = (gr_span){loc->begin, loc->end};
+    args->span = (src_span){loc->begin, loc->end};
     if (callee->kind == AST_FIELD) {
         args->kind = AST_METHOD;
         args->a = callee->a;
@@ -302,7 +302,7 @@ static ast_node *mk_type(ps_ctx *c, ast_node *dtype, ast_node *dims, const YYLTY
                  dtype->name);
     dims->kind = AST_TYPE;
     dims->name = dtype->name;
-    dims->span = (gr_span){loc->begin, loc->end};
+    dims->span = (src_span){loc->begin, loc->end};
     return dims;
 }
 

@@ -19,8 +19,8 @@ char *ps_strndup(ps_arena *a, const char *s, size_t n);
 
 /* The state one parse shares between flex (as yyextra) and bison. */
 typedef struct ps_ctx {
-    const gr_source *src;
-    gr_diags *d;
+    const src_file *src;
+    diag_list *d;
     ps_arena *arena;
     ast_node *root;
     uint32_t pos;     /* byte offset of the next unread character */
@@ -32,7 +32,7 @@ typedef struct ps_ctx {
     int sent_eof_nl; /* the lexer emits one newline before end of file */
     int tree_too_deep;
     int last_tok; /* the token just returned, for hints */
-    gr_span last_span;
+    src_span last_span;
 } ps_ctx;
 
 ast_node *ps_node(ps_ctx *c, ast_kind k, uint32_t begin, uint32_t end);

@@ -18,7 +18,7 @@ static void *aligned(size_t n)
     return p;
 }
 
-static int is_source(gr_op op)
+static int is_source(op_kind op)
 {
     return op == OP_CONST || op == OP_INPUT || op == OP_DATA || op == OP_VARIABLE;
 }
@@ -41,7 +41,7 @@ static void bind_buffers(rt_exec *e)
  * update takes exactly one lock, so no order between locks can deadlock. */
 static void *update_lock(const rt_exec *e, const ir_node *n)
 {
-    if (!gr_ops[n->op].update || !(n->attr.i[5] || e->s->opt.locking)) return NULL;
+    if (!ops_table[n->op].update || !(n->attr.i[5] || e->s->opt.locking)) return NULL;
     return &e->s->var_mu[e->p->g->nodes[n->in[0]].var];
 }
 
@@ -49,10 +49,10 @@ static void *update_lock(const rt_exec *e, const ir_node *n)
  * receive buffer of its transfer.  An update's variable is always its own. */
 static void *input_buffer(const rt_exec *e, int id, int j)
 {
-    const gr_plan *p = e->p;
+    const plan_graph *p = e->p;
     const ir_node *n = &p->g->nodes[id];
     int u = n->in[j];
-    if (p->part[u] == p->part[id] || (j == 0 && gr_ops[n->op].update)) return e->buf[u];
+    if (p->part[u] == p->part[id] || (j == 0 && ops_table[n->op].update)) return e->buf[u];
     const plan_xfer *t = &p->xfers[plan_xfer_find(p, u, p->part[id])];
     return t->bytes ? e->arena + t->offset : NULL; /* a 0-byte token carries nothing */
 }
@@ -70,7 +70,7 @@ static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
         int_[j] = &g->nodes[n->in[j]].type;
     }
     *used_in += n->n_in;
-    size_t sb = gr_ops[n->op].scratch ? gr_ops[n->op].scratch(g, id) : 0;
+    size_t sb = ops_table[n->op].scratch ? ops_table[n->op].scratch(g, id) : 0;
     *a = (kern_args){.g = g,
                      .node = n,
                      .out = e->buf[id],
@@ -91,7 +91,7 @@ static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
  * rejects nodes on other devices (or moves them, with --soft-placement). */
 static const device_vtable *node_device(const ir_node *n)
 {
-    return GR_DEV_KIND(n->device) == DEV_CPU ? &cpu_vtable : NULL;
+    return IR_DEV_KIND(n->device) == DEV_CPU ? &cpu_vtable : NULL;
 }
 
 static gr_code prepare_calls(rt_exec *e, gr_status *st)
@@ -110,7 +110,7 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
         const device_vtable *dev = node_device(n);
         if (!dev || (!is_source(n->op) && !dev->kernels[n->op]))
             return rt_fail(st, GR_ERR_INTERNAL, "op '%s' has no kernel on its device\n",
-                           gr_ops[n->op].name);
+                           ops_table[n->op].name);
         if (n->op == OP_CONST) {
             kern_args a = {.g = g, .node = n, .out = e->buf[id], .out_t = &n->type};
             dev->kernels[OP_CONST](&a);
@@ -187,7 +187,7 @@ static void give_batches(rt_exec *e)
     for (int k = 0; k < e->n_data; k++) data_release(e->data[k].r, &e->data[k].held);
 }
 
-rt_exec *exec_new(gr_session *s, const gr_plan *p, gr_status *st)
+rt_exec *exec_new(gr_session *s, const plan_graph *p, gr_status *st)
 {
     rt_exec *e = calloc(1, sizeof *e);
     e->s = s;
@@ -250,7 +250,7 @@ void exec_free(rt_exec *e)
     free(e);
 }
 
-const gr_plan *exec_plan(const rt_exec *e)
+const plan_graph *exec_plan(const rt_exec *e)
 {
     return e->p;
 }
@@ -296,7 +296,7 @@ static gr_code check_numerics(const rt_exec *e, const kern_args *a, gr_status *s
             (void)e;
             return rt_fail(st, GR_ERR_NUMERIC, "%s:%d:%d: error: %s produced %s (element %lld)\n",
                            a->node->src ? a->node->src->name : "?", line, col,
-                           gr_ops[a->node->op].name, isnan(x[i]) ? "NaN" : "Inf", (long long)i);
+                           ops_table[a->node->op].name, isnan(x[i]) ? "NaN" : "Inf", (long long)i);
         }
     return GR_OK;
 }

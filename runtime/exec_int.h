@@ -18,7 +18,7 @@ typedef struct exec_level {
 /* A partition: the calls of one device, run by its own thread (the caller's
  * for partition 0) with its own intra-op pool and scratch. */
 typedef struct exec_part {
-    gr_pool *pool;
+    cpu_pool *pool;
     char *scratch;
     int first_level, n_levels;
     int *send0, n_send0; /* transfers of sources (variables, data...), sent first */
@@ -40,7 +40,7 @@ typedef struct exec_data {
 
 struct rt_exec {
     gr_session *s;
-    const gr_plan *p;
+    const plan_graph *p;
     char *arena;
     exec_part *parts;
     int n_parts;

@@ -34,18 +34,18 @@ static int call_node(const rt_exec *e, int call)
 /* The transfers node id (on partition k) reads: data and control edges. */
 static void add_waits(const rt_exec *e, int id, exec_level *L)
 {
-    const gr_plan *p = e->p;
+    const plan_graph *p = e->p;
     const ir_node *n = &p->g->nodes[id];
     for (int j = 0; j < n->n_in + n->n_ctrl; j++) {
         int u = j < n->n_in ? n->in[j] : n->ctrl[j - n->n_in];
-        if (p->part[u] == L->part || (j == 0 && gr_ops[n->op].update)) continue;
+        if (p->part[u] == L->part || (j == 0 && ops_table[n->op].update)) continue;
         list_add(&L->wait, &L->n_wait, plan_xfer_find(p, u, L->part));
     }
 }
 
 void parts_link(rt_exec *e)
 {
-    const gr_plan *p = e->p;
+    const plan_graph *p = e->p;
     int *sent_at = malloc(sizeof(int) * (size_t)(p->g->n_nodes + 1)); /* level of each call */
     for (int i = 0; i < p->g->n_nodes; i++) sent_at[i] = -1;
     for (int l = 0; l < e->n_levels; l++) {

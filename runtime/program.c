@@ -37,7 +37,7 @@ static gr_code program_build(gr_program *p, const gr_compile_options *opt, gr_st
     return GR_OK;
 }
 
-static gr_code program_from(gr_source *src, const gr_compile_options *opt, gr_program **out,
+static gr_code program_from(src_file *src, const gr_compile_options *opt, gr_program **out,
                             gr_status *st)
 {
     gr_program *p = calloc(1, sizeof *p);
@@ -57,7 +57,7 @@ gr_code gr_compile_file(const char *path, const gr_compile_options *opt, gr_prog
 {
     char err[512];
     *out = NULL;
-    gr_source *src = src_load(path, err, sizeof err);
+    src_file *src = src_load(path, err, sizeof err);
     if (!src) return rt_fail(st, GR_ERR_IO, "%s\n", err);
     return program_from(src, opt, out, st);
 }
@@ -73,9 +73,9 @@ gr_code gr_compile_string(const char *name, const char *text, size_t len,
 gr_code gr_format_file(const char *path, FILE *out, gr_status *st)
 {
     char err[512];
-    gr_source *src = src_load(path, err, sizeof err);
+    src_file *src = src_load(path, err, sizeof err);
     if (!src) return rt_fail(st, GR_ERR_IO, "%s\n", err);
-    gr_diags d;
+    diag_list d;
     diag_init(&d);
     ast_tree *t = ps_parse(src, &d);
     gr_code c = d.n_errors ? rt_fail_diags(st, GR_ERR_SYNTAX, &d) : GR_OK;
@@ -116,7 +116,7 @@ static gr_code emit_plan(const gr_program *p, const char *target, FILE *out, gr_
     if (!target) target = gr_program_default_target(p);
     int k = target ? ir_find_name(p->g, target) : -1;
     if (k < 0) return rt_fail(st, GR_ERR_ARG, "no target named '%s'\n", target ? target : "(none)");
-    gr_plan *plan = plan_build(p->g, &p->g->names[k].node, 1);
+    plan_graph *plan = plan_build(p->g, &p->g->names[k].node, 1);
     fprintf(out, "target %s\n", target);
     plan_dump(plan, out);
     plan_free(plan);
@@ -174,7 +174,7 @@ gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_in
         int l = ir_find_name(g, buf);
         if (l >= 0) info->loss = g->names[l].name;
     }
-    gr_plan *plan = plan_build(g, &g->names[k].node, 1);
+    plan_graph *plan = plan_build(g, &g->names[k].node, 1);
     if (plan->n_data_used) info->batch = g->data[plan->data_used[0]].batch;
     plan_free(plan);
     rt_ok(st);

@@ -27,7 +27,7 @@ struct gr_status {
 gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Copies formatted diagnostics (and the first error's location) into st. */
-gr_code rt_fail_diags(gr_status *st, gr_code code, const gr_diags *d);
+gr_code rt_fail_diags(gr_status *st, gr_code code, const diag_list *d);
 void rt_ok(gr_status *st);
 /* tensor.c: a new zeroed gr_tensor of type ty (GR_ERR_NOMEM on failure). */
 gr_code rt_tensor_like(const ir_type *ty, gr_tensor **out, gr_status *st);
@@ -35,10 +35,10 @@ gr_code rt_tensor_like(const ir_type *ty, gr_tensor **out, gr_status *st);
 void rt_abort(const char *msg) __attribute__((noreturn));
 
 struct gr_program {
-    gr_source *src;
+    src_file *src;
     ast_tree *ast;
     ir_graph *g;
-    gr_diags diags;
+    diag_list diags;
     char *warnings;
 };
 
@@ -46,7 +46,7 @@ typedef struct rt_exec rt_exec;
 
 typedef struct rt_plan_entry {
     char *key; /* "target|fetch|fetch" */
-    gr_plan *plan;
+    plan_graph *plan;
     int is_train; /* the target is a .minimize(): a training step */
     rt_exec **free_execs;
     int n_free, cap_free;
@@ -75,14 +75,14 @@ struct gr_session {
 void rt_init_var(const ir_var *v, float *dst, uint64_t seed);
 
 /* exec.c */
-rt_exec *exec_new(gr_session *s, const gr_plan *p, gr_status *st);
+rt_exec *exec_new(gr_session *s, const plan_graph *p, gr_status *st);
 void exec_free(rt_exec *e);
 /* Binds feeds, runs the plan once, copies fetches out (or sets their view
  * and *views = 1 when their data is NULL). */
 gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
                  int *views, gr_status *st);
 /* The plan the executor runs. */
-const gr_plan *exec_plan(const rt_exec *e);
+const plan_graph *exec_plan(const rt_exec *e);
 
 /* session.c */
 gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fetch, int n_fetch,

@@ -164,7 +164,7 @@ gr_code rt_open_reader(gr_session *s, int di, gr_status *st)
                    d->name, err);
 }
 
-static gr_code open_readers(gr_session *s, const gr_plan *p, gr_status *st)
+static gr_code open_readers(gr_session *s, const plan_graph *p, gr_status *st)
 {
     gr_code c = GR_OK;
     for (int k = 0; k < p->n_data_used && c == GR_OK; k++)
@@ -190,7 +190,7 @@ static gr_code add_plan(gr_session *s, char *key, const char *target, const char
     if (roots[nr++] < 0) goto fail;
     for (int i = 0; i < n_fetch; i++)
         if ((roots[nr++] = rt_find_tensor(s, fetch[i], st)) < 0) goto fail;
-    gr_plan *p = plan_build(s->g, roots, nr);
+    plan_graph *p = plan_build(s->g, roots, nr);
     free(roots);
     gr_code c = open_readers(s, p, st);
     if (c != GR_OK) {
@@ -365,7 +365,7 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
 }
 
 /* Batches in one pass over the data a plan reads (1 if it reads none). */
-static int64_t eval_batches(gr_session *s, const gr_plan *p)
+static int64_t eval_batches(gr_session *s, const plan_graph *p)
 {
     int64_t nb = 0;
     for (int k = 0; k < p->n_data_used; k++) {
@@ -378,7 +378,7 @@ static int64_t eval_batches(gr_session *s, const gr_plan *p)
 
 /* An evaluation reads its sources from the start, then puts each cursor
  * back, so evaluating on the training source does not disturb training. */
-static void eval_cursors(gr_session *s, const gr_plan *p, uint64_t (*saved)[2], int restore)
+static void eval_cursors(gr_session *s, const plan_graph *p, uint64_t (*saved)[2], int restore)
 {
     for (int k = 0; k < p->n_data_used && k < 16; k++) {
         data_reader *r = s->readers[p->data_used[k]];
@@ -412,7 +412,7 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     int is_train;
     gr_code c = acquire(s, target, &f, 1, &e, &pi, &is_train, st);
     if (c != GR_OK) return c;
-    const gr_plan *plan = exec_plan(e); /* s->plans may move: not read unlocked */
+    const plan_graph *plan = exec_plan(e); /* s->plans may move: not read unlocked */
     int64_t nb = eval_batches(s, plan);
     uint64_t saved[16][2];
     /* no run holds a batch while the cursors move: seeks under the pause lock */

@@ -68,7 +68,7 @@ gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
     return code;
 }
 
-gr_code rt_fail_diags(gr_status *st, gr_code code, const gr_diags *d)
+gr_code rt_fail_diags(gr_status *st, gr_code code, const diag_list *d)
 {
     if (!st) return code;
     status_clear(st);

@@ -15,11 +15,11 @@
 #include "compiler/compiler.h"
 #include "devices/cpu/cpu.h"
 
-static gr_diags diags;
-static gr_source *src;
+static diag_list diags;
+static src_file *src;
 static ir_graph *g;
 static const char *text = "w = var\nloss = sum(x * w)\ntrain = sgd(0.1).minimize(loss)\n";
-static const gr_span line2 = {8, 26}, line3 = {27, 58};
+static const src_span line2 = {8, 26}, line3 = {27, 58};
 
 static int setup(void **state)
 {
@@ -70,7 +70,7 @@ static int var(const char *name, ir_type t, int device, int trainable)
     return g->vars[vi].node;
 }
 
-static int op1(gr_op op, int x, int64_t a0, int64_t a1)
+static int op1(op_kind op, int x, int64_t a0, int64_t a1)
 {
     ir_attrs a;
     memset(&a, 0, sizeof(a));
@@ -79,7 +79,7 @@ static int op1(gr_op op, int x, int64_t a0, int64_t a1)
     return ir_add(g, op, &x, 1, &a, src, line2);
 }
 
-static int op2(gr_op op, int x, int y)
+static int op2(op_kind op, int x, int y)
 {
     int in[2] = {x, y};
     return ir_add(g, op, in, 2, NULL, src, line2);
@@ -87,7 +87,7 @@ static int op2(gr_op op, int x, int y)
 
 static int sum_all(int x)
 {
-    return op1(OP_SUM, x, GR_AXIS_ALL, 0);
+    return op1(OP_SUM, x, OP_AXIS_ALL, 0);
 }
 
 static int minimize(int loss, ad_kind kind)
@@ -123,7 +123,7 @@ static void test_grad_of_sum_x_times_w_is_x(void **state)
 {
     (void)state;
     int x = input("x", ty(1, 3, 0));
-    int w = var("w", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 1);
+    int w = var("w", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 1);
     int loss = sum_all(op2(OP_MUL, x, w));
     int train = minimize(loss, AD_SGD);
     assert_true(train >= 0);
@@ -150,13 +150,13 @@ static void test_gradients_from_two_consumers_are_added(void **state)
 {
     (void)state;
     int x = input("x", ty(1, 4, 0));
-    int w = var("w", ty(1, 4, 0), GR_DEV(DEV_CPU, 1), 1);
+    int w = var("w", ty(1, 4, 0), IR_DEV(DEV_CPU, 1), 1);
     int loss = sum_all(op2(OP_ADD, op2(OP_MUL, x, w), op1(OP_EXP, w, 0, 0)));
     int train = minimize(loss, AD_SGD);
     assert_true(train >= 0);
     const ir_node *dw = &g->nodes[grad_of(train, w)];
     assert_int_equal(dw->op, OP_ADD);
-    assert_int_equal(dw->device, GR_DEV(DEV_CPU, 1)); /* summed where w lives */
+    assert_int_equal(dw->device, IR_DEV(DEV_CPU, 1)); /* summed where w lives */
     int ops[2] = {g->nodes[dw->in[0]].op, g->nodes[dw->in[1]].op};
     assert_true(ops[0] == OP_MUL && ops[1] == OP_MUL); /* dy*x and dy*exp(w) */
 }
@@ -165,7 +165,7 @@ static void test_broadcast_bias_gradient_uses_sum_to(void **state)
 {
     (void)state;
     int x = input("x", ty(2, 64, 10));
-    int b = var("b", ty(1, 10, 0), GR_DEV(DEV_CPU, 0), 1);
+    int b = var("b", ty(1, 10, 0), IR_DEV(DEV_CPU, 0), 1);
     int train = minimize(sum_all(op2(OP_ADD, x, b)), AD_SGD);
     assert_true(train >= 0);
     const ir_node *db = &g->nodes[grad_of(train, b)];
@@ -180,7 +180,7 @@ static void test_same_shape_binary_has_no_sum_to(void **state)
 {
     (void)state;
     int x = input("x", ty(1, 10, 0));
-    int b = var("b", ty(1, 10, 0), GR_DEV(DEV_CPU, 0), 1);
+    int b = var("b", ty(1, 10, 0), IR_DEV(DEV_CPU, 0), 1);
     int train = minimize(sum_all(op2(OP_SUB, x, b)), AD_SGD);
     const ir_node *db = &g->nodes[grad_of(train, b)];
     assert_int_equal(db->op, OP_NEG);
@@ -190,8 +190,8 @@ static void test_matmul_gradients_use_transpose_attrs(void **state)
 {
     (void)state;
     int x = input("x", ty(2, 4, 5));
-    int w = var("w", ty(2, 5, 3), GR_DEV(DEV_CPU, 0), 1);
-    int w2 = var("w2", ty(2, 7, 5), GR_DEV(DEV_CPU, 0), 1);
+    int w = var("w", ty(2, 5, 3), IR_DEV(DEV_CPU, 0), 1);
+    int w2 = var("w2", ty(2, 7, 5), IR_DEV(DEV_CPU, 0), 1);
     int in[2] = {x, w2};
     ir_attrs a;
     memset(&a, 0, sizeof(a));
@@ -219,20 +219,20 @@ static void test_gradient_ops_live_on_forward_device(void **state)
 {
     (void)state;
     int x = input("x", ty(1, 3, 0));
-    int w = var("w", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 1);
+    int w = var("w", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 1);
     int y = op2(OP_MUL, x, w);
-    g->nodes[y].device = GR_DEV(DEV_GPU, 1);
+    g->nodes[y].device = IR_DEV(DEV_GPU, 1);
     int train = minimize(sum_all(y), AD_SGD);
     int u = update_of(train, w);
-    assert_int_equal(g->nodes[u].device, GR_DEV(DEV_CPU, 0)); /* colocated with w */
-    assert_int_equal(g->nodes[g->nodes[u].in[1]].device, GR_DEV(DEV_GPU, 1));
+    assert_int_equal(g->nodes[u].device, IR_DEV(DEV_CPU, 0)); /* colocated with w */
+    assert_int_equal(g->nodes[g->nodes[u].in[1]].device, IR_DEV(DEV_GPU, 1));
 }
 
 static void test_momentum_slots_named_typed_and_colocated(void **state)
 {
     (void)state;
     int x = input("x", ty(2, 2, 3));
-    int w = var("model/fc1/w", ty(2, 2, 3), GR_DEV(DEV_CPU, 2), 1);
+    int w = var("model/fc1/w", ty(2, 2, 3), IR_DEV(DEV_CPU, 2), 1);
     int n_vars = g->n_vars;
     int train = minimize(sum_all(op2(OP_MUL, x, w)), AD_MOMENTUM);
     assert_true(train >= 0);
@@ -240,7 +240,7 @@ static void test_momentum_slots_named_typed_and_colocated(void **state)
     assert_int_equal(si, n_vars);
     const ir_var *s = &g->vars[si];
     assert_true(ir_type_eq(&s->type, &g->nodes[w].type));
-    assert_int_equal(s->device, GR_DEV(DEV_CPU, 2));
+    assert_int_equal(s->device, IR_DEV(DEV_CPU, 2));
     assert_int_equal(s->slot_of, g->nodes[w].var);
     assert_int_equal(s->trainable, 0);
     assert_int_equal(s->init, INIT_ZEROS);
@@ -249,15 +249,15 @@ static void test_momentum_slots_named_typed_and_colocated(void **state)
     assert_int_equal(g->nodes[u].in[2], s->node);
     assert_true(g->nodes[u].attr.f[1] == 0.9);
     assert_int_equal(g->nodes[u].attr.i[2], 1);
-    assert_int_equal(g->nodes[u].device, GR_DEV(DEV_CPU, 2));
+    assert_int_equal(g->nodes[u].device, IR_DEV(DEV_CPU, 2));
 }
 
 static void test_adam_creates_slots_and_one_step_counter(void **state)
 {
     (void)state;
     int x = input("x", ty(1, 3, 0));
-    int w = var("w", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 1);
-    int b = var("b", ty(0, 0, 0), GR_DEV(DEV_CPU, 0), 1);
+    int w = var("w", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 1);
+    int b = var("b", ty(0, 0, 0), IR_DEV(DEV_CPU, 0), 1);
     int loss = sum_all(op2(OP_ADD, op2(OP_MUL, x, w), b));
     int train = minimize(loss, AD_ADAM);
     assert_true(train >= 0);
@@ -293,9 +293,9 @@ static void test_unreached_variable_gets_no_update(void **state)
 {
     (void)state;
     int x = input("x", ty(1, 3, 0));
-    int w = var("w", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 1);
-    int unused = var("unused", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 1);
-    int frozen = var("frozen", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 0);
+    int w = var("w", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 1);
+    int unused = var("unused", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 1);
+    int frozen = var("frozen", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 0);
     int loss = sum_all(op2(OP_MUL, op2(OP_MUL, x, w), frozen));
     int train = minimize(loss, AD_MOMENTUM);
     assert_int_equal(g->nodes[train].n_in, 1);
@@ -308,7 +308,7 @@ static void test_every_differentiable_op_on_a_path(void **state)
 {
     (void)state;
     /* a chain through many ops: every rule must produce well-typed IR */
-    int w = var("w", ty(2, 4, 6), GR_DEV(DEV_CPU, 0), 1);
+    int w = var("w", ty(2, 4, 6), IR_DEV(DEV_CPU, 0), 1);
     int lab = input("lab", (ir_type){DT_I32, 1, {4}});
     int h = op1(OP_RELU, op1(OP_TANH, op1(OP_SIGMOID, w, 0, 0), 0, 0), 0, 0);
     h = op2(OP_DIV, op1(OP_SQRT, op1(OP_EXP, h, 0, 0), 0, 0),
@@ -333,7 +333,7 @@ static void test_every_differentiable_op_on_a_path(void **state)
     int ls = op1(OP_LOG_SOFTMAX, sm, 0, 0);
     int xent = op2(OP_SOFTMAX_XENT, ls, lab);
     int mse = op2(OP_MSE, op1(OP_MEAN, s, 0, 0), op1(OP_MAX, s, 0, 0));
-    int loss = op2(OP_ADD, op1(OP_MEAN, xent, GR_AXIS_ALL, 0), mse);
+    int loss = op2(OP_ADD, op1(OP_MEAN, xent, OP_AXIS_ALL, 0), mse);
     assert_int_equal(diags.n_errors, 0);
     int train = minimize(loss, AD_SGD);
     if (diags.n_errors) print_error("%s\n", diags.v[0].msg);
@@ -346,8 +346,8 @@ static void test_conv_pool_gather_gradients(void **state)
 {
     (void)state;
     int x = input("x", (ir_type){DT_F32, 4, {2, 3, 8, 8}});
-    int k = var("k", (ir_type){DT_F32, 4, {4, 3, 3, 3}}, GR_DEV(DEV_CPU, 0), 1);
-    int emb = var("emb", ty(2, 10, 4), GR_DEV(DEV_CPU, 0), 1);
+    int k = var("k", (ir_type){DT_F32, 4, {4, 3, 3, 3}}, IR_DEV(DEV_CPU, 0), 1);
+    int emb = var("emb", ty(2, 10, 4), IR_DEV(DEV_CPU, 0), 1);
     int ids = input("ids", (ir_type){DT_I32, 1, {5}});
     ir_attrs a;
     memset(&a, 0, sizeof(a));
@@ -375,7 +375,7 @@ static void test_conv_pool_gather_gradients(void **state)
 static void test_non_scalar_loss_is_an_error(void **state)
 {
     (void)state;
-    int w = var("w", ty(1, 64, 0), GR_DEV(DEV_CPU, 0), 1);
+    int w = var("w", ty(1, 64, 0), IR_DEV(DEV_CPU, 0), 1);
     assert_int_equal(minimize(op1(OP_EXP, w, 0, 0), AD_SGD), -1);
     assert_int_equal(diags.n_errors, 1);
     assert_string_equal(diags.v[0].msg, "minimize: loss must be a scalar, got f32[64]");
@@ -386,7 +386,7 @@ static void test_loss_without_variables_is_an_error(void **state)
 {
     (void)state;
     int x = input("x", ty(1, 3, 0));
-    var("frozen", ty(1, 3, 0), GR_DEV(DEV_CPU, 0), 0);
+    var("frozen", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 0);
     assert_int_equal(minimize(sum_all(x), AD_ADAM), -1);
     assert_string_equal(diags.v[0].msg, "minimize: loss does not depend on any trainable variable");
     assert_int_equal(ir_find_var(g, "global_step"), -1);
@@ -396,8 +396,8 @@ static void test_op_without_gradient_is_named_with_its_line(void **state)
 {
     (void)state;
     int x = input("x", ty(2, 2, 3));
-    int w = var("w", ty(2, 3, 4), GR_DEV(DEV_CPU, 0), 1);
-    int bias = var("bias", ty(1, 4, 0), GR_DEV(DEV_CPU, 0), 1);
+    int w = var("w", ty(2, 3, 4), IR_DEV(DEV_CPU, 0), 1);
+    int bias = var("bias", ty(1, 4, 0), IR_DEV(DEV_CPU, 0), 1);
     int in[3] = {x, w, bias};
     int y = ir_add(g, OP_MATMUL_BIAS, in, 3, NULL, src, line2);
     assert_int_equal(minimize(sum_all(y), AD_SGD), -1);
@@ -410,7 +410,7 @@ static void test_op_without_gradient_is_named_with_its_line(void **state)
 static void test_argmax_path_stops_gradient(void **state)
 {
     (void)state;
-    int w = var("w", ty(1, 5, 0), GR_DEV(DEV_CPU, 0), 1);
+    int w = var("w", ty(1, 5, 0), IR_DEV(DEV_CPU, 0), 1);
     ir_attrs a;
     memset(&a, 0, sizeof(a));
     a.i[0] = DT_F32;

@@ -11,8 +11,8 @@
 
 #include "compiler/ir.h"
 
-static gr_diags diags;
-static gr_source *src;
+static diag_list diags;
+static src_file *src;
 static ir_graph *g;
 
 static const char *text = "x = input\ny = x @ w\n";
@@ -46,9 +46,9 @@ static ir_type ty(ir_dtype dt, int rank, int64_t d0, int64_t d1)
     return t;
 }
 
-static gr_span sp(uint32_t b, uint32_t e)
+static src_span sp(uint32_t b, uint32_t e)
 {
-    gr_span s = {b, e};
+    src_span s = {b, e};
     return s;
 }
 
@@ -127,13 +127,13 @@ static void test_var_creates_variable_node(void **state)
 {
     (void)state;
     char name[] = "model/fc1/w";
-    int vi = add_var(name, ty(DT_F32, 2, 784, 10), GR_DEV(DEV_GPU, 1), 1);
+    int vi = add_var(name, ty(DT_F32, 2, 784, 10), IR_DEV(DEV_GPU, 1), 1);
     name[0] = 'X'; /* the graph keeps its own copy */
     const ir_var *v = &g->vars[vi];
     const ir_node *n = &g->nodes[v->node];
     assert_int_equal(n->op, OP_VARIABLE);
     assert_int_equal(n->var, vi);
-    assert_int_equal(n->device, GR_DEV(DEV_GPU, 1));
+    assert_int_equal(n->device, IR_DEV(DEV_GPU, 1));
     assert_string_equal(n->name, "model/fc1/w");
     assert_string_equal(v->name, "model/fc1/w");
     assert_int_equal(n->type.dim[1], 10);
@@ -146,7 +146,7 @@ static void test_add_runs_shape_rule_and_copies_inputs(void **state)
     (void)state;
     ir_type ta = ty(DT_F32, 2, 64, 784);
     int x = ir_add_input(g, "x", &ta, src, sp(0, 1));
-    int wv = add_var("w", ty(DT_F32, 2, 784, 10), GR_DEV(DEV_CPU, 0), 1);
+    int wv = add_var("w", ty(DT_F32, 2, 784, 10), IR_DEV(DEV_CPU, 0), 1);
     int w = g->vars[wv].node;
     int in[2] = {x, w};
     int y = ir_add(g, OP_MATMUL, in, 2, NULL, src, sp(14, 19));
@@ -188,7 +188,7 @@ static void test_null_attrs_take_registry_defaults(void **state)
     ir_type t = ty(DT_F32, 2, 4, 5);
     int x = ir_add_input(g, "x", &t, src, sp(0, 1));
     int s = ir_add(g, OP_SUM, &x, 1, NULL, src, sp(0, 1));
-    assert_int_equal(g->nodes[s].attr.i[0], GR_AXIS_ALL);
+    assert_int_equal(g->nodes[s].attr.i[0], OP_AXIS_ALL);
     assert_int_equal(g->nodes[s].type.rank, 0);
     int a = ir_add(g, OP_ARGMAX, &x, 1, NULL, src, sp(0, 1));
     assert_int_equal(g->nodes[a].attr.i[0], 1); /* -1 normalised */
@@ -200,13 +200,13 @@ static void test_add_like_copies_span_and_device(void **state)
     (void)state;
     ir_type t = ty(DT_F32, 1, 3, 0);
     int x = ir_add_input(g, "x", &t, src, sp(12, 17));
-    g->nodes[x].device = GR_DEV(DEV_CPU, 2);
+    g->nodes[x].device = IR_DEV(DEV_CPU, 2);
     int n = ir_add_like(g, x, OP_NEG, &x, 1, NULL);
-    assert_int_equal(g->nodes[n].device, GR_DEV(DEV_CPU, 2));
+    assert_int_equal(g->nodes[n].device, IR_DEV(DEV_CPU, 2));
     assert_int_equal(g->nodes[n].span.begin, 12);
     assert_ptr_equal(g->nodes[n].src, src);
     int c = ir_add_const_like(g, x, 2.5, &t);
-    assert_int_equal(g->nodes[c].device, GR_DEV(DEV_CPU, 2));
+    assert_int_equal(g->nodes[c].device, IR_DEV(DEV_CPU, 2));
     assert_true(g->nodes[c].attr.f[0] == 2.5);
     assert_true(ir_type_eq(&g->nodes[c].type, &t));
 }
@@ -304,11 +304,11 @@ static void test_dump_lists_nodes_vars_and_data(void **state)
     (void)state;
     ir_type tx = ty(DT_F32, 2, 64, 784);
     int x = ir_add_input(g, "x", &tx, src, sp(0, 1));
-    int wv = add_var("model/fc1/w", ty(DT_F32, 2, 784, 512), GR_DEV(DEV_CPU, 0), 1);
+    int wv = add_var("model/fc1/w", ty(DT_F32, 2, 784, 512), IR_DEV(DEV_CPU, 0), 1);
     int w = g->vars[wv].node;
     int in[2] = {x, w};
     int y = ir_add(g, OP_MATMUL, in, 2, NULL, src, sp(14, 19));
-    g->nodes[y].device = GR_DEV(DEV_CPU, 0);
+    g->nodes[y].device = IR_DEV(DEV_CPU, 0);
     ir_set_name(g, "model/fc1", y, 0);
     ir_attrs a;
     memset(&a, 0, sizeof(a));

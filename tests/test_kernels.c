@@ -85,14 +85,14 @@ typedef struct call {
     int n_in;
     void *in[8];
     const ir_type *in_t[8];
-    gr_pool *pool;
+    cpu_pool *pool;
     void *scratch;
     size_t task_bytes;
     int max_tasks;
     uint64_t seed, step;
 } call;
 
-static void call_init(call *c, gr_op op, const ir_type *out_t, void *out)
+static void call_init(call *c, op_kind op, const ir_type *out_t, void *out)
 {
     memset(c, 0, sizeof *c);
     c->node.op = op;
@@ -169,7 +169,7 @@ static int64_t bindex(const int64_t *c, int r, const ir_type *t)
     return idx;
 }
 
-static gr_pool *pool2;
+static cpu_pool *pool2;
 
 static int setup(void **state)
 {
@@ -188,7 +188,7 @@ static int teardown(void **state)
 
 /* ---- broadcasting binaries ---- */
 
-static double ref_bin(gr_op op, double x, double y)
+static double ref_bin(op_kind op, double x, double y)
 {
     switch (op) {
     case OP_ADD:
@@ -245,7 +245,7 @@ static double elem(const void *p, ir_dtype dt, int64_t i)
     return dt == DT_I32 ? (double)((const int32_t *)p)[i] : (double)((const float *)p)[i];
 }
 
-static void check_binary(gr_op op, const ir_type *at, const ir_type *bt, gr_pool *pool)
+static void check_binary(op_kind op, const ir_type *at, const ir_type *bt, cpu_pool *pool)
 {
     int cmp = op >= OP_EQ && op <= OP_GE;
     ir_type ot = bshape(at, bt, cmp ? DT_F32 : at->dtype);
@@ -276,7 +276,7 @@ static void check_binary(gr_op op, const ir_type *at, const ir_type *bt, gr_pool
 static void test_binary_all_broadcast_patterns(void **state)
 {
     (void)state;
-    for (gr_op op = OP_ADD; op <= OP_GE; op++) {
+    for (op_kind op = OP_ADD; op <= OP_GE; op++) {
         for (int rep = 0; rep < 6; rep++) {
             int64_t m = rsize(), n = rsize(), N = rsize(), C = rsize(), H = rsize(), W = rsize();
             ir_type same = ty(DT_F32, 2, m, n), sc = ty(DT_F32, 0), row = ty(DT_F32, 1, n);
@@ -299,7 +299,7 @@ static void test_binary_all_broadcast_patterns(void **state)
 static void test_binary_i32_and_comparisons(void **state)
 {
     (void)state;
-    for (gr_op op = OP_ADD; op <= OP_GE; op++) {
+    for (op_kind op = OP_ADD; op <= OP_GE; op++) {
         ir_type a = ty(DT_I32, 3, 3L, 1L, 7L), b = ty(DT_I32, 2, 5L, 7L), s = ty(DT_I32, 0);
         check_binary(op, &a, &b, NULL);
         check_binary(op, &b, &s, NULL);
@@ -312,7 +312,7 @@ static void test_binary_large_split_over_pool(void **state)
     (void)state;
     ir_type x = ty(DT_F32, 4, 7L, 13L, 31L, 29L), ch = ty(DT_F32, 4, 1L, 13L, 1L, 1L);
     ir_type m = ty(DT_F32, 2, 301L, 331L), r = ty(DT_F32, 1, 331L), s = ty(DT_F32, 0);
-    for (gr_op op = OP_ADD; op <= OP_DIV; op++) {
+    for (op_kind op = OP_ADD; op <= OP_DIV; op++) {
         check_binary(op, &x, &ch, pool2);
         check_binary(op, &m, &r, pool2);
         check_binary(op, &m, &m, pool2);
@@ -322,7 +322,7 @@ static void test_binary_large_split_over_pool(void **state)
 
 /* ---- unary and activation gradients ---- */
 
-static double ref_unary(gr_op op, double x)
+static double ref_unary(op_kind op, double x)
 {
     switch (op) {
     case OP_NEG:
@@ -347,7 +347,7 @@ static double ref_unary(gr_op op, double x)
 static void test_unary_ops(void **state)
 {
     (void)state;
-    gr_op ops[] = {OP_NEG, OP_EXP, OP_LOG, OP_SQRT, OP_RELU, OP_SIGMOID, OP_TANH, OP_IDENTITY};
+    op_kind ops[] = {OP_NEG, OP_EXP, OP_LOG, OP_SQRT, OP_RELU, OP_SIGMOID, OP_TANH, OP_IDENTITY};
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
         for (int big = 0; big < 2; big++) {
             ir_type t = big ? ty(DT_F32, 2, 401L, 333L) : ty(DT_F32, 3, rsize(), rsize(), 3L);
@@ -369,7 +369,7 @@ static void test_unary_ops(void **state)
 static void test_activation_grads(void **state)
 {
     (void)state;
-    gr_op ops[] = {OP_RELU_GRAD, OP_SIGMOID_GRAD, OP_TANH_GRAD};
+    op_kind ops[] = {OP_RELU_GRAD, OP_SIGMOID_GRAD, OP_TANH_GRAD};
     for (int k = 0; k < 3; k++) {
         ir_type t = ty(DT_F32, 2, 13L, 31L);
         float *dy = frandom(&t, -2, 2), *v = frandom(&t, -1, 1), *o = falloc(&t);
@@ -391,11 +391,11 @@ static void test_activation_grads(void **state)
 /* ---- reductions ---- */
 
 /* Reference reduction of x over axis (or all) into ref; argmax into iref. */
-static void ref_reduce(gr_op op, const float *x, const ir_type *t, int64_t axis, double *ref)
+static void ref_reduce(op_kind op, const float *x, const ir_type *t, int64_t axis, double *ref)
 {
     int64_t outer = 1, n = 1, inner = 1;
     for (int d = 0; d < t->rank; d++) {
-        if (axis == GR_AXIS_ALL)
+        if (axis == OP_AXIS_ALL)
             n *= t->dim[d];
         else if (d < axis)
             outer *= t->dim[d];
@@ -425,14 +425,14 @@ static ir_type reduced_type(const ir_type *t, int64_t axis, int keep, ir_dtype d
 {
     ir_type o = {.dtype = dt, .rank = 0};
     for (int d = 0; d < t->rank; d++) {
-        int red = axis == GR_AXIS_ALL || d == axis;
+        int red = axis == OP_AXIS_ALL || d == axis;
         if (red && !keep) continue;
         o.dim[o.rank++] = red ? 1 : t->dim[d];
     }
     return o;
 }
 
-static void check_reduce(gr_op op, const ir_type *t, int64_t axis, int keep, gr_pool *pool)
+static void check_reduce(op_kind op, const ir_type *t, int64_t axis, int keep, cpu_pool *pool)
 {
     ir_type ot = reduced_type(t, axis, keep, op == OP_ARGMAX ? DT_I32 : DT_F32);
     float *x = frandom(t, -3, 3), *out = falloc(&ot), *got = falloc(&ot);
@@ -455,7 +455,7 @@ static void check_reduce(gr_op op, const ir_type *t, int64_t axis, int keep, gr_
 static void test_reductions_every_axis_keepdims(void **state)
 {
     (void)state;
-    gr_op ops[] = {OP_SUM, OP_MEAN, OP_MAX, OP_ARGMAX};
+    op_kind ops[] = {OP_SUM, OP_MEAN, OP_MAX, OP_ARGMAX};
     for (int k = 0; k < 4; k++)
         for (int rep = 0; rep < 8; rep++) {
             int rank = 1 + rep % 4;
@@ -464,8 +464,8 @@ static void test_reductions_every_axis_keepdims(void **state)
             for (int64_t ax = 0; ax < rank; ax++)
                 for (int keep = 0; keep < 2; keep++) check_reduce(ops[k], &t, ax, keep, NULL);
             if (ops[k] != OP_ARGMAX) {
-                check_reduce(ops[k], &t, GR_AXIS_ALL, 0, NULL);
-                check_reduce(ops[k], &t, GR_AXIS_ALL, 1, NULL);
+                check_reduce(ops[k], &t, OP_AXIS_ALL, 0, NULL);
+                check_reduce(ops[k], &t, OP_AXIS_ALL, 1, NULL);
             }
         }
 }
@@ -474,10 +474,10 @@ static void test_reductions_large_with_pool(void **state)
 {
     (void)state;
     ir_type t = ty(DT_F32, 3, 37L, 61L, 41L);
-    gr_op ops[] = {OP_SUM, OP_MEAN, OP_MAX};
+    op_kind ops[] = {OP_SUM, OP_MEAN, OP_MAX};
     for (int k = 0; k < 3; k++) {
         for (int64_t ax = 0; ax < 3; ax++) check_reduce(ops[k], &t, ax, 0, pool2);
-        check_reduce(ops[k], &t, GR_AXIS_ALL, 0, pool2);
+        check_reduce(ops[k], &t, OP_AXIS_ALL, 0, pool2);
     }
 }
 
@@ -500,7 +500,7 @@ static void test_max_grad_routes_to_maxima(void **state)
 {
     (void)state;
     for (int64_t ax = -1; ax < 3; ax++) {
-        int64_t axis = ax < 0 ? GR_AXIS_ALL : ax;
+        int64_t axis = ax < 0 ? OP_AXIS_ALL : ax;
         ir_type t = ty(DT_F32, 3, 3L, 5L, 7L), kt = reduced_type(&t, axis, 1, DT_F32);
         float *x = frandom(&t, -1, 1), *y = falloc(&kt), *dy = frandom(&kt, 1, 2);
         float *out = falloc(&t);
@@ -670,7 +670,7 @@ static void ref_matmul(const float *a, const float *b, int64_t m, int64_t n, int
 }
 
 static float *run_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, const float *a,
-                         const float *b, const float *bias, int relu, gr_pool *pool)
+                         const float *b, const float *bias, int relu, cpu_pool *pool)
 {
     ir_type at = ta ? ty(DT_F32, 2, k, m) : ty(DT_F32, 2, m, k);
     ir_type bt = tb ? ty(DT_F32, 2, n, k) : ty(DT_F32, 2, k, n);
@@ -734,7 +734,7 @@ static void test_matmul_bias_relu(void **state)
 
 /* apply_sgd_matmul: var -= lr * a@b accumulated by the GEMM, serial and
  * split over the pool (rows, or columns when there are few rows). */
-static void check_sgd_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, gr_pool *pool)
+static void check_sgd_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, cpu_pool *pool)
 {
     ir_type at = ty(DT_F32, 1, m * k), bt = ty(DT_F32, 1, k * n), vt = ty(DT_F32, 2, m, n);
     ir_type a2 = ta ? ty(DT_F32, 2, k, m) : ty(DT_F32, 2, m, k);
@@ -825,7 +825,7 @@ static void ref_conv_grads(const conv_case *q, const float *x, const float *w, c
                 }
 }
 
-static void conv_call(call *c, gr_op op, const conv_case *q, void *out, const ir_type *ot,
+static void conv_call(call *c, op_kind op, const conv_case *q, void *out, const ir_type *ot,
                       int threads, void **scratch)
 {
     int64_t oh = conv_out(q->h, q->kh, q->s, q->p), ow = conv_out(q->w, q->kw, q->s, q->p);
@@ -924,7 +924,7 @@ static void check_pool(int64_t n, int64_t ch, int64_t h, int64_t w, int64_t size
                 ra[yi] = sum / (double)(size * size);
                 rgm[best] += dy[yi];
             }
-    gr_op ops[4] = {OP_MAXPOOL2D, OP_AVGPOOL2D, OP_MAXPOOL_GRAD, OP_AVGPOOL_GRAD};
+    op_kind ops[4] = {OP_MAXPOOL2D, OP_AVGPOOL2D, OP_MAXPOOL_GRAD, OP_AVGPOOL_GRAD};
     float *outs[4] = {ym, ya, gm, ga};
     for (int k = 0; k < 4; k++) {
         call c;
@@ -1166,7 +1166,7 @@ static void test_reshape_identity_cast_const(void **state)
     call_in(&c, xi, &it);
     call_run(&c);
     for (int i = 0; i < 12; i++) assert_true(back[i] == (float)want[i]);
-    gr_op copies[2] = {OP_RESHAPE, OP_IDENTITY};
+    op_kind copies[2] = {OP_RESHAPE, OP_IDENTITY};
     for (int k = 0; k < 2; k++) {
         call_init(&c, copies[k], &rt, y);
         call_in(&c, x, &ft);
@@ -1198,8 +1198,8 @@ static void test_reshape_identity_cast_const(void **state)
 
 /* ---- dropout ---- */
 
-static void run_dropout(gr_op op, float *y, const float *x, const ir_type *t, float rate,
-                        int training, uint64_t step, gr_pool *pool)
+static void run_dropout(op_kind op, float *y, const float *x, const ir_type *t, float rate,
+                        int training, uint64_t step, cpu_pool *pool)
 {
     call c;
     call_init(&c, op, t, y);
@@ -1242,7 +1242,7 @@ static void test_dropout_mask_rate_grad_and_eval(void **state)
 
 /* ---- updates ---- */
 
-static void run_update(gr_op op, const ir_type *t, void **bufs, int n, const double *f, int nest)
+static void run_update(op_kind op, const ir_type *t, void **bufs, int n, const double *f, int nest)
 {
     ir_type tok = ty(DT_F32, 0), sc = ty(DT_F32, 0);
     call c;
@@ -1330,7 +1330,7 @@ static void test_pool_for_repeated_tiny_calls(void **state)
     (void)state;
     int sizes[] = {1, 2, 4};
     for (int s = 0; s < 3; s++) {
-        gr_pool *p = pool_new(sizes[s]);
+        cpu_pool *p = pool_new(sizes[s]);
         assert_int_equal(pool_size(p), sizes[s]);
         count_ctx c = {{0}};
         int64_t want[8] = {0};
@@ -1349,7 +1349,7 @@ static void test_pool_for_repeated_tiny_calls(void **state)
 }
 
 typedef struct nest_ctx {
-    gr_pool *pool;
+    cpu_pool *pool;
     count_ctx inner[4];
 } nest_ctx;
 

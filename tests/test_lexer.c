@@ -14,12 +14,12 @@
 
 typedef struct lexed {
     int tok[MAX_TOKS];
-    gr_span span[MAX_TOKS];
+    src_span span[MAX_TOKS];
     const char *text[MAX_TOKS]; /* name / decoded string of the token */
     double num[MAX_TOKS];
     int n;
-    gr_diags d;
-    gr_source *src;
+    diag_list d;
+    src_file *src;
     ps_ctx c;
 } lexed;
 
@@ -38,7 +38,7 @@ static lexed *lex(const char *text, size_t len)
     YYLTYPE loc;
     for (int t; L->n < MAX_TOKS && (t = yylex(&v, &loc, sc)) != YYEOF; L->n++) {
         L->tok[L->n] = t;
-        L->span[L->n] = (gr_span){loc.begin, loc.end};
+        L->span[L->n] = (src_span){loc.begin, loc.end};
         L->text[L->n] = (t == NAME || t == STRING || t == DEVICE) ? v->name : NULL;
         L->num[L->n] = (t == INT || t == FLOAT) ? v->num : 0;
     }
@@ -228,7 +228,7 @@ static void test_unterminated_string_is_an_error(void **state)
 static void test_tab_counts_as_one_column(void **state)
 {
     (void)state;
-    gr_source *s = src_from_string("t", "\t\tx \xC3\xA9y", 7);
+    src_file *s = src_from_string("t", "\t\tx \xC3\xA9y", 7);
     int line, col;
     src_linecol(s, 2, &line, &col);
     assert_int_equal(col, 3);

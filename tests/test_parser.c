@@ -11,8 +11,8 @@
 #include "lang/ast.h"
 
 typedef struct parsed {
-    gr_source *src;
-    gr_diags d;
+    src_file *src;
+    diag_list d;
     ast_tree *t;
 } parsed;
 

@@ -21,7 +21,7 @@ static char *print_tree(const ast_node *root, size_t *len)
     return out;
 }
 
-static ast_tree *parse_ok(gr_source *src, gr_diags *d)
+static ast_tree *parse_ok(src_file *src, diag_list *d)
 {
     ast_tree *t = ps_parse(src, d);
     if (d->n_errors) diag_print(d, stderr);
@@ -33,15 +33,15 @@ static ast_tree *parse_ok(gr_source *src, gr_diags *d)
 static void roundtrip_file(const char *path)
 {
     char err[512];
-    gr_source *src = src_load(path, err, sizeof err);
+    src_file *src = src_load(path, err, sizeof err);
     if (!src) fail_msg("%s", err);
-    gr_diags d1, d2;
+    diag_list d1, d2;
     diag_init(&d1);
     diag_init(&d2);
     ast_tree *t1 = parse_ok(src, &d1);
     size_t len1, len2;
     char *text1 = print_tree(t1->root, &len1);
-    gr_source *src2 = src_from_string("printed", text1, len1);
+    src_file *src2 = src_from_string("printed", text1, len1);
     ast_tree *t2 = parse_ok(src2, &d2);
     if (!ast_equal(t1->root, t2->root))
         fail_msg("%s: tree changed after printing:\n%s", path, text1);
@@ -92,8 +92,8 @@ static void test_printer_parenthesises_only_when_needed(void **state)
     (void)state;
     const char *text =
         "x = (a + b) * c - (d - e) + -(f @ g) @ h\ny = (f(x) as a)(z) @cpu:(i + 1)\n";
-    gr_source *src = src_from_string("t", text, strlen(text));
-    gr_diags d;
+    src_file *src = src_from_string("t", text, strlen(text));
+    diag_list d;
     diag_init(&d);
     ast_tree *t = parse_ok(src, &d);
     size_t len;

@@ -12,8 +12,8 @@
 
 #include "compiler/ir.h"
 
-static gr_diags diags;
-static gr_source *src;
+static diag_list diags;
+static src_file *src;
 static ir_graph *g;
 
 static int setup(void **state)
@@ -51,7 +51,7 @@ static ir_type parse_type(const char *s)
 
 static int make_operand(const char *s)
 {
-    gr_span sp = {0, 5};
+    src_span sp = {0, 5};
     if (strncmp(s, "var:", 4) != 0) {
         ir_type t = parse_type(s);
         return ir_add_input(g, "in", &t, src, sp);
@@ -67,7 +67,7 @@ static int make_operand(const char *s)
 }
 
 typedef struct shape_case {
-    gr_op op;
+    op_kind op;
     const char *in[5];
     int64_t i[6];
     double f0;
@@ -90,11 +90,11 @@ static int build(const shape_case *c)
     a.f[0] = c->f0;
     a.n_list = c->n_list;
     memcpy(a.list, c->list, sizeof(c->list));
-    gr_span sp = {8, 14};
+    src_span sp = {8, 14};
     return ir_add(g, c->op, in, n, &a, src, sp);
 }
 
-#define ALL GR_AXIS_ALL
+#define ALL OP_AXIS_ALL
 static const shape_case valid[] = {
     {OP_MATMUL, {"f32[64,784]", "f32[784,10]"}, .want = "f32[64,10]"},
     {OP_MATMUL, {"f32[784,64]", "f32[784,10]"}, {1, 0}, .want = "f32[64,10]"},
@@ -206,11 +206,12 @@ static void test_every_valid_case_gets_expected_type(void **state)
     char b[160];
     for (size_t k = 0; k < sizeof(valid) / sizeof(valid[0]); k++) {
         int id = build(&valid[k]);
-        if (id < 0) print_error("case %zu (%s): %s\n", k, gr_ops[valid[k].op].name, diags.v[0].msg);
+        if (id < 0)
+            print_error("case %zu (%s): %s\n", k, ops_table[valid[k].op].name, diags.v[0].msg);
         assert_true(id >= 0);
         const char *got = ir_type_str(&g->nodes[id].type, b, sizeof(b));
         if (strcmp(got, valid[k].want) != 0)
-            print_error("case %zu (%s)\n", k, gr_ops[valid[k].op].name);
+            print_error("case %zu (%s)\n", k, ops_table[valid[k].op].name);
         assert_string_equal(got, valid[k].want);
     }
     assert_int_equal(diags.n_errors, 0);
@@ -219,11 +220,11 @@ static void test_every_valid_case_gets_expected_type(void **state)
 static void test_every_shaped_op_has_a_valid_case(void **state)
 {
     (void)state;
-    int covered[GR_OP_COUNT] = {0};
+    int covered[OP_COUNT] = {0};
     for (size_t k = 0; k < sizeof(valid) / sizeof(valid[0]); k++) covered[valid[k].op] = 1;
-    for (int op = 0; op < GR_OP_COUNT; op++) {
-        if (!gr_ops[op].shape || op == OP_DATA || op == OP_ARGMAX_GRAD_NONE) continue;
-        if (!covered[op]) print_error("no valid shape case for %s\n", gr_ops[op].name);
+    for (int op = 0; op < OP_COUNT; op++) {
+        if (!ops_table[op].shape || op == OP_DATA || op == OP_ARGMAX_GRAD_NONE) continue;
+        if (!covered[op]) print_error("no valid shape case for %s\n", ops_table[op].name);
         assert_true(covered[op]);
     }
 }
@@ -383,12 +384,12 @@ static void test_registry_names_match_enum(void **state)
     (void)state;
     static const char *names[] = {
 #define NAME(id, nm) nm,
-        GR_OPS(NAME)
+        OPS_LIST(NAME)
 #undef NAME
     };
-    for (int op = 0; op < GR_OP_COUNT; op++) {
-        assert_non_null(gr_ops[op].name);
-        assert_string_equal(gr_ops[op].name, names[op]);
+    for (int op = 0; op < OP_COUNT; op++) {
+        assert_non_null(ops_table[op].name);
+        assert_string_equal(ops_table[op].name, names[op]);
     }
 }
 
@@ -406,9 +407,9 @@ static void test_lookup_finds_public_ops_only(void **state)
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);
         assert_true(op >= 0);
-        assert_string_equal(gr_ops[op].name, pub[k]);
+        assert_string_equal(ops_table[op].name, pub[k]);
     }
-    for (int op = 0; op < GR_OP_COUNT; op++) n_pub += gr_ops[op].public;
+    for (int op = 0; op < OP_COUNT; op++) n_pub += ops_table[op].public;
     assert_int_equal(n_pub, (int)(sizeof(pub) / sizeof(pub[0])));
     static const char *hidden[] = {"const",  "input",       "data",    "variable",  "broadcast",
                                    "sum_to", "relu_grad",   "no_grad", "apply_sgd", "assign_add",
@@ -421,26 +422,27 @@ static void test_lookup_finds_public_ops_only(void **state)
 static void test_language_attribute_names_and_defaults(void **state)
 {
     (void)state;
-    const op_attr *a = gr_ops[OP_MATMUL].attrs;
+    const op_attr *a = ops_table[OP_MATMUL].attrs;
     assert_string_equal(a[0].name, "transpose_a");
     assert_string_equal(a[1].name, "transpose_b");
-    a = gr_ops[OP_SUM].attrs;
+    a = ops_table[OP_SUM].attrs;
     assert_string_equal(a[0].name, "axis");
-    assert_true(a[0].def == GR_AXIS_ALL);
+    assert_true(a[0].def == OP_AXIS_ALL);
     assert_string_equal(a[1].name, "keepdims");
-    assert_true(gr_ops[OP_ARGMAX].attrs[0].def == -1);
-    assert_int_equal(gr_ops[OP_RESHAPE].attrs[0].kind, ATTR_LIST);
-    assert_true(gr_ops[OP_RESHAPE].attrs[0].def != gr_ops[OP_RESHAPE].attrs[0].def); /* required */
-    assert_int_equal(gr_ops[OP_CAST].attrs[0].kind, ATTR_DTYPE);
-    assert_string_equal(gr_ops[OP_CONV2D].attrs[1].name, "padding");
-    assert_true(gr_ops[OP_CONV2D].attrs[0].def == 1);
-    assert_string_equal(gr_ops[OP_DROPOUT].attrs[0].name, "rate");
-    assert_int_equal(gr_ops[OP_DROPOUT].attrs[0].kind, ATTR_FLOAT);
-    assert_true(gr_ops[OP_DROPOUT].attrs[1].def == 1);
-    assert_string_equal(gr_ops[OP_APPLY_ADAM].attrs[5].name, "locking");
-    assert_int_equal(gr_ops[OP_CONCAT].arity, -1);
-    assert_true(gr_ops[OP_ADD].elementwise);
-    assert_false(gr_ops[OP_MATMUL].elementwise);
+    assert_true(ops_table[OP_ARGMAX].attrs[0].def == -1);
+    assert_int_equal(ops_table[OP_RESHAPE].attrs[0].kind, ATTR_LIST);
+    assert_true(ops_table[OP_RESHAPE].attrs[0].def !=
+                ops_table[OP_RESHAPE].attrs[0].def); /* required */
+    assert_int_equal(ops_table[OP_CAST].attrs[0].kind, ATTR_DTYPE);
+    assert_string_equal(ops_table[OP_CONV2D].attrs[1].name, "padding");
+    assert_true(ops_table[OP_CONV2D].attrs[0].def == 1);
+    assert_string_equal(ops_table[OP_DROPOUT].attrs[0].name, "rate");
+    assert_int_equal(ops_table[OP_DROPOUT].attrs[0].kind, ATTR_FLOAT);
+    assert_true(ops_table[OP_DROPOUT].attrs[1].def == 1);
+    assert_string_equal(ops_table[OP_APPLY_ADAM].attrs[5].name, "locking");
+    assert_int_equal(ops_table[OP_CONCAT].arity, -1);
+    assert_true(ops_table[OP_ADD].elementwise);
+    assert_false(ops_table[OP_MATMUL].elementwise);
 }
 
 static void test_scratch_sizes_for_convolution(void **state)
@@ -448,24 +450,24 @@ static void test_scratch_sizes_for_convolution(void **state)
     (void)state;
     shape_case c = {OP_CONV2D, {"f32[8,3,32,32]", "f32[16,3,5,5]"}, {2, 0}, .want = NULL};
     int id = build(&c); /* out [8,16,14,14] */
-    assert_int_equal(gr_ops[OP_CONV2D].scratch(g, id), 3 * 5 * 5 * 14 * 14 * 4);
+    assert_int_equal(ops_table[OP_CONV2D].scratch(g, id), 3 * 5 * 5 * 14 * 14 * 4);
     shape_case gx = {OP_CONV2D_GRAD_X,
                      {"f32[8,16,14,14]", "f32[16,3,5,5]"},
                      {2, 0},
                      .n_list = 4,
                      .list = {8, 3, 32, 32}};
     id = build(&gx);
-    assert_int_equal(gr_ops[OP_CONV2D_GRAD_X].scratch(g, id), 3 * 5 * 5 * 14 * 14 * 4);
+    assert_int_equal(ops_table[OP_CONV2D_GRAD_X].scratch(g, id), 3 * 5 * 5 * 14 * 14 * 4);
     shape_case gw = {OP_CONV2D_GRAD_W,
                      {"f32[8,16,14,14]", "f32[8,3,32,32]"},
                      {2, 0},
                      .n_list = 4,
                      .list = {16, 3, 5, 5}};
     id = build(&gw);
-    assert_int_equal(gr_ops[OP_CONV2D_GRAD_W].scratch(g, id),
+    assert_int_equal(ops_table[OP_CONV2D_GRAD_W].scratch(g, id),
                      3 * 5 * 5 * 14 * 14 * 4 + 16 * 3 * 5 * 5 * 4);
-    assert_null(gr_ops[OP_MATMUL].scratch);
-    assert_null(gr_ops[OP_ADD].scratch);
+    assert_null(ops_table[OP_MATMUL].scratch);
+    assert_null(ops_table[OP_ADD].scratch);
 }
 
 int main(void)

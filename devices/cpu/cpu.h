@@ -1,5 +1,5 @@
 /* cpu.h - the CPU device: OpenBLAS GEMM plus loops written to vectorise.
- * Kernels are in kernels.c (one table indexed by gr_op), the math they call
+ * Kernels are in kernels.c (one table indexed by op_kind), the math they call
  * in cpu_*.c, the intra-op thread pool in pool.c. */
 #ifndef GR_CPU_H
 #define GR_CPU_H
@@ -7,16 +7,16 @@
 #include "../device.h"
 
 extern const device_vtable cpu_vtable;
-extern const kernel_fn cpu_kernels[GR_OP_COUNT];
+extern const kernel_fn cpu_kernels[OP_COUNT];
 
 /* Intra-op thread pool.  pool_new(n) starts n-1 workers (the caller is the
  * n-th); pool_for runs fn(arg, 0..n_tasks-1) across them and returns when all
  * are done.  Safe to call pool_for with p == NULL (runs serially). One pool is
  * used by one executor at a time. */
-gr_pool *pool_new(int nthreads);
-void pool_free(gr_pool *p);
-int pool_size(const gr_pool *p);
-void pool_for(gr_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *arg);
+cpu_pool *pool_new(int nthreads);
+void pool_free(cpu_pool *p);
+int pool_size(const cpu_pool *p);
+void pool_for(cpu_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *arg);
 
 /* Forces the BLAS to one thread per caller; we split GEMMs ourselves. */
 void cpu_blas_init(void);

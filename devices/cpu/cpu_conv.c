@@ -298,19 +298,19 @@ static void pool_range(void *vctx, int64_t lo, int64_t hi)
     }
 }
 
-static void pool_fwd(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x, int avg)
+static void pool_fwd(cpu_pool *p, const cpu_pool_shape *s, float *out, const float *x, int avg)
 {
     pool_job j = {s, out, x, avg};
     int64_t per = s->h * s->w > 0 ? s->h * s->w : 1;
     cpu_par_range(p, s->planes, CPU_PAR_MIN / per + 1, pool_range, &j);
 }
 
-void cpu_maxpool(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x)
+void cpu_maxpool(cpu_pool *p, const cpu_pool_shape *s, float *out, const float *x)
 {
     pool_fwd(p, s, out, x, 0);
 }
 
-void cpu_avgpool(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x)
+void cpu_avgpool(cpu_pool *p, const cpu_pool_shape *s, float *out, const float *x)
 {
     pool_fwd(p, s, out, x, 1);
 }
@@ -374,7 +374,7 @@ static void maxpool_grad_range(void *vctx, int64_t lo, int64_t hi)
     }
 }
 
-void cpu_maxpool_grad(gr_pool *p, const cpu_pool_shape *s, float *dx, const float *dy,
+void cpu_maxpool_grad(cpu_pool *p, const cpu_pool_shape *s, float *dx, const float *dy,
                       const float *x)
 {
     pool_grad_job j = {s, dx, dy, x};

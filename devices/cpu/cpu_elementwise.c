@@ -157,13 +157,13 @@ typedef void (*bin_i32_fn)(int32_t *restrict, const int32_t *restrict, int, cons
 
 typedef struct bin_ctx {
     cpu_bcast bc;
-    gr_op op;
+    op_kind op;
     ir_dtype dt;
     void *out;
     const void *a, *b;
 } bin_ctx;
 
-static bin_f32_fn bin_pick_f32(gr_op op)
+static bin_f32_fn bin_pick_f32(op_kind op)
 {
     switch (op) {
     case OP_ADD:
@@ -189,7 +189,7 @@ static bin_f32_fn bin_pick_f32(gr_op op)
     }
 }
 
-static cmp_i32_fn cmp_pick_i32(gr_op op)
+static cmp_i32_fn cmp_pick_i32(op_kind op)
 {
     switch (op) {
     case OP_EQ:
@@ -207,7 +207,7 @@ static cmp_i32_fn cmp_pick_i32(gr_op op)
     }
 }
 
-static bin_i32_fn bin_pick_i32(gr_op op)
+static bin_i32_fn bin_pick_i32(op_kind op)
 {
     switch (op) {
     case OP_ADD:
@@ -243,7 +243,7 @@ static void bin_range(void *vctx, int64_t lo, int64_t hi)
     cpu_bcast_walk(&c->bc, lo, hi, bin_row, c);
 }
 
-void cpu_binary(gr_pool *p, gr_op op, void *out, const ir_type *ot, const void *a,
+void cpu_binary(cpu_pool *p, op_kind op, void *out, const ir_type *ot, const void *a,
                 const ir_type *at, const void *b, const ir_type *bt)
 {
     bin_ctx c = {.op = op, .dt = at->dtype, .out = out, .a = a, .b = b};
@@ -254,12 +254,12 @@ void cpu_binary(gr_pool *p, gr_op op, void *out, const ir_type *ot, const void *
 /* ---- unary ops ---- */
 
 typedef struct un_ctx {
-    gr_op op;
+    op_kind op;
     float *out;
     const float *x, *y; /* y: second operand of the activation gradients */
 } un_ctx;
 
-static void unary_loop(gr_op op, float *restrict o, const float *restrict x, int64_t n)
+static void unary_loop(op_kind op, float *restrict o, const float *restrict x, int64_t n)
 {
     switch (op) {
     case OP_NEG:
@@ -295,13 +295,13 @@ static void unary_range(void *vctx, int64_t lo, int64_t hi)
     unary_loop(c->op, c->out + lo, c->x + lo, hi - lo);
 }
 
-void cpu_unary(gr_pool *p, gr_op op, float *out, const float *x, int64_t n)
+void cpu_unary(cpu_pool *p, op_kind op, float *out, const float *x, int64_t n)
 {
     un_ctx c = {op, out, x, NULL};
     cpu_par_range(p, n, CPU_PAR_MIN, unary_range, &c);
 }
 
-static void act_grad_loop(gr_op op, float *restrict o, const float *restrict dy,
+static void act_grad_loop(op_kind op, float *restrict o, const float *restrict dy,
                           const float *restrict v, int64_t n)
 {
     switch (op) {
@@ -323,7 +323,7 @@ static void act_grad_range(void *vctx, int64_t lo, int64_t hi)
     act_grad_loop(c->op, c->out + lo, c->x + lo, c->y + lo, hi - lo);
 }
 
-void cpu_act_grad(gr_pool *p, gr_op op, float *out, const float *dy, const float *v, int64_t n)
+void cpu_act_grad(cpu_pool *p, op_kind op, float *out, const float *dy, const float *v, int64_t n)
 {
     un_ctx c = {op, out, dy, v};
     cpu_par_range(p, n, CPU_PAR_MIN, act_grad_range, &c);
@@ -342,7 +342,7 @@ static void copy_range(void *vctx, int64_t lo, int64_t hi)
     memcpy(c->out + lo * 4, c->in + lo * 4, (size_t)(hi - lo) * 4);
 }
 
-void cpu_copy(gr_pool *p, void *out, const void *in, int64_t n)
+void cpu_copy(cpu_pool *p, void *out, const void *in, int64_t n)
 {
     if (out == in || n <= 0) return;
     copy_ctx c = {out, in};
@@ -418,7 +418,7 @@ static void dropout_range(void *vctx, int64_t lo, int64_t hi)
         o[i] = dropout_u(c->key, i) >= c->rate ? x[i] * c->scale : 0.0f;
 }
 
-void cpu_dropout(gr_pool *p, float *out, const float *x, int64_t n, float rate, uint64_t seed,
+void cpu_dropout(cpu_pool *p, float *out, const float *x, int64_t n, float rate, uint64_t seed,
                  uint64_t step)
 {
     /* rate >= 1 drops everything; the 1/(1-rate) scale would be infinite. */

@@ -63,7 +63,7 @@ static void gemm_task(void *arg, int t)
     }
 }
 
-void cpu_matmul(gr_pool *p, const cpu_gemm_args *g)
+void cpu_matmul(cpu_pool *p, const cpu_gemm_args *g)
 {
     int64_t work = g->m * g->n * g->k;
     int nt = work >= GEMM_PAR_MIN ? pool_size(p) : 1;

@@ -27,9 +27,9 @@ static inline int64_t cpu_numel(const ir_type *t)
 typedef void (*cpu_range_fn)(void *ctx, int64_t lo, int64_t hi);
 /* Splits [0, n) into chunks of at least `grain` over the pool and calls fn on
  * each; serial when the pool is NULL or n <= grain. */
-void cpu_par_range(gr_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
+void cpu_par_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
 /* Tasks worth using for `work` units when one task should get >= min_work. */
-int cpu_ntasks(const gr_pool *p, int64_t work, int64_t min_work);
+int cpu_ntasks(const cpu_pool *p, int64_t work, int64_t min_work);
 
 /* ---- broadcasting iterator (cpu_elementwise.c) ----
  * Output is contiguous; a and b are read with per-axis strides that are 0
@@ -48,42 +48,42 @@ typedef void (*cpu_row_fn)(void *ctx, int64_t o, int64_t ia, int64_t ib, int64_t
 void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, void *ctx);
 
 /* ---- elementwise (cpu_elementwise.c) ---- */
-void cpu_binary(gr_pool *p, gr_op op, void *out, const ir_type *ot, const void *a,
+void cpu_binary(cpu_pool *p, op_kind op, void *out, const ir_type *ot, const void *a,
                 const ir_type *at, const void *b, const ir_type *bt);
-void cpu_unary(gr_pool *p, gr_op op, float *out, const float *x, int64_t n);
+void cpu_unary(cpu_pool *p, op_kind op, float *out, const float *x, int64_t n);
 /* RELU_GRAD, SIGMOID_GRAD, TANH_GRAD: out = f(dy, v) elementwise. */
-void cpu_act_grad(gr_pool *p, gr_op op, float *out, const float *dy, const float *v, int64_t n);
-void cpu_copy(gr_pool *p, void *out, const void *in, int64_t n);
+void cpu_act_grad(cpu_pool *p, op_kind op, float *out, const float *dy, const float *v, int64_t n);
+void cpu_copy(cpu_pool *p, void *out, const void *in, int64_t n);
 void cpu_fill_f32(float *out, float v, int64_t n);
 void cpu_fill_i32(int32_t *out, int32_t v, int64_t n);
 void cpu_cast_f32_i32(int32_t *out, const float *in, int64_t n);
 void cpu_cast_i32_f32(float *out, const int32_t *in, int64_t n);
 /* Dropout: the mask depends only on (seed, step, i), so forward and backward
  * agree without storing it. */
-void cpu_dropout(gr_pool *p, float *out, const float *x, int64_t n, float rate, uint64_t seed,
+void cpu_dropout(cpu_pool *p, float *out, const float *x, int64_t n, float rate, uint64_t seed,
                  uint64_t step);
 int cpu_dropout_keep(uint64_t seed, uint64_t step, int64_t i, float rate);
 
 /* ---- reductions (cpu_reduce.c) ----
  * An axis reduction views x as [outer, n, inner]. */
 void cpu_reduce_dims(const ir_type *t, int64_t axis, int64_t *outer, int64_t *n, int64_t *inner);
-void cpu_sum(gr_pool *p, float *out, const float *x, int64_t outer, int64_t n, int64_t inner,
+void cpu_sum(cpu_pool *p, float *out, const float *x, int64_t outer, int64_t n, int64_t inner,
              int mean);
-void cpu_max(gr_pool *p, float *out, const float *x, int64_t outer, int64_t n, int64_t inner);
+void cpu_max(cpu_pool *p, float *out, const float *x, int64_t outer, int64_t n, int64_t inner);
 void cpu_argmax(int32_t *out, const float *x, int64_t outer, int64_t n, int64_t inner);
 void cpu_max_grad(float *out, const float *dy, const float *x, const float *y, int64_t outer,
                   int64_t n, int64_t inner);
 /* out (shape ot) = x (shape xt) summed over the axes that were broadcast. */
 void cpu_sum_to(float *out, const ir_type *ot, const float *x, const ir_type *xt);
 /* out (shape ot) = x (shape xt) broadcast; 4-byte elements. */
-void cpu_broadcast(gr_pool *p, void *out, const ir_type *ot, const void *x, const ir_type *xt);
+void cpu_broadcast(cpu_pool *p, void *out, const ir_type *ot, const void *x, const ir_type *xt);
 
 /* ---- softmax family, rows of length c (cpu_softmax.c) ---- */
-void cpu_softmax(gr_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log);
-void cpu_softmax_grad(gr_pool *p, float *out, const float *dy, const float *y, int64_t rows,
+void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log);
+void cpu_softmax_grad(cpu_pool *p, float *out, const float *dy, const float *y, int64_t rows,
                       int64_t c, int log);
 void cpu_xent(float *out, const float *logits, const int32_t *labels, int64_t rows, int64_t c);
-void cpu_xent_grad(gr_pool *p, float *out, const float *logits, const int32_t *labels,
+void cpu_xent_grad(cpu_pool *p, float *out, const float *logits, const int32_t *labels,
                    const float *dy, int64_t rows, int64_t c);
 float cpu_mse(const float *pred, const float *target, int64_t n);
 
@@ -98,7 +98,7 @@ typedef struct cpu_gemm_args {
     int accumulate; /* c += alpha * a@b (no bias, no relu) */
     float alpha;
 } cpu_gemm_args;
-void cpu_matmul(gr_pool *p, const cpu_gemm_args *g);
+void cpu_matmul(cpu_pool *p, const cpu_gemm_args *g);
 
 /* ---- convolution and pooling, NCHW (cpu_conv.c) ---- */
 typedef struct cpu_conv_shape {
@@ -108,7 +108,7 @@ typedef struct cpu_conv_shape {
     int64_t stride, pad;
 } cpu_conv_shape;
 typedef struct cpu_conv_ctx {
-    gr_pool *pool;
+    cpu_pool *pool;
     void *scratch; /* max_tasks slices of task_bytes, or NULL (then malloc) */
     size_t task_bytes;
     int max_tasks;
@@ -123,9 +123,9 @@ typedef struct cpu_pool_shape {
     int64_t planes, h, w; /* planes = N*C */
     int64_t oh, ow, size, stride;
 } cpu_pool_shape;
-void cpu_maxpool(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x);
-void cpu_avgpool(gr_pool *p, const cpu_pool_shape *s, float *out, const float *x);
-void cpu_maxpool_grad(gr_pool *p, const cpu_pool_shape *s, float *dx, const float *dy,
+void cpu_maxpool(cpu_pool *p, const cpu_pool_shape *s, float *out, const float *x);
+void cpu_avgpool(cpu_pool *p, const cpu_pool_shape *s, float *out, const float *x);
+void cpu_maxpool_grad(cpu_pool *p, const cpu_pool_shape *s, float *dx, const float *dy,
                       const float *x);
 void cpu_avgpool_grad(const cpu_pool_shape *s, float *dx, const float *dy);
 
@@ -145,20 +145,20 @@ void cpu_gather_grad(float *out, int64_t v, int64_t d, const float *dy, const in
 void cpu_one_hot(float *out, const int32_t *ids, int64_t n_ids, int64_t depth);
 
 /* ---- variable updates, in place (cpu_update.c; the Hogwild! file) ---- */
-void cpu_apply_sgd(gr_pool *p, float *var, const float *grad, int64_t n, float lr);
+void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr);
 /* g->c is the variable: c -= lr * a@b, one GEMM with beta = 1. */
-void cpu_apply_sgd_matmul(gr_pool *p, cpu_gemm_args *g, float lr);
+void cpu_apply_sgd_matmul(cpu_pool *p, cpu_gemm_args *g, float lr);
 /* var[ids[i]] -= lr * rows[i] for the n ids in [0, V); others are skipped. */
 void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t V,
                         int64_t D, float lr);
-void cpu_apply_momentum(gr_pool *p, float *var, const float *grad, float *accum, int64_t n,
+void cpu_apply_momentum(cpu_pool *p, float *var, const float *grad, float *accum, int64_t n,
                         float lr, float m, int nesterov);
 typedef struct cpu_adam_hp {
     float lr, b1, b2, eps, t;
 } cpu_adam_hp;
-void cpu_apply_adam(gr_pool *p, float *var, const float *grad, float *m, float *v, int64_t n,
+void cpu_apply_adam(cpu_pool *p, float *var, const float *grad, float *m, float *v, int64_t n,
                     const cpu_adam_hp *hp);
 /* x_n == 1: x is a scalar added to every element. */
-void cpu_assign_add(gr_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n);
+void cpu_assign_add(cpu_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n);
 
 #endif

@@ -16,7 +16,7 @@ void cpu_reduce_dims(const ir_type *t, int64_t axis, int64_t *outer, int64_t *n,
     *outer = 1;
     *inner = 1;
     *n = 1;
-    if (axis == GR_AXIS_ALL) {
+    if (axis == OP_AXIS_ALL) {
         *n = cpu_numel(t);
         return;
     }
@@ -109,7 +109,7 @@ static void red_range(void *vctx, int64_t lo, int64_t hi)
         red_block(c, 0, 1, lo, hi);
 }
 
-static void reduce(gr_pool *p, red_ctx *c)
+static void reduce(cpu_pool *p, red_ctx *c)
 {
     if (c->n == 0) { /* empty axis: sums are 0; max of nothing is left 0 too */
         memset(c->out, 0, (size_t)(c->outer * c->inner) * sizeof(float));
@@ -124,14 +124,14 @@ static void reduce(gr_pool *p, red_ctx *c)
     cpu_par_range(p, units, units * CPU_PAR_MIN / total + 1, red_range, c);
 }
 
-void cpu_sum(gr_pool *p, float *out, const float *x, int64_t outer, int64_t n, int64_t inner,
+void cpu_sum(cpu_pool *p, float *out, const float *x, int64_t outer, int64_t n, int64_t inner,
              int mean)
 {
     red_ctx c = {out, x, outer, n, inner, mean ? 1 : 0};
     reduce(p, &c);
 }
 
-void cpu_max(gr_pool *p, float *out, const float *x, int64_t outer, int64_t n, int64_t inner)
+void cpu_max(cpu_pool *p, float *out, const float *x, int64_t outer, int64_t n, int64_t inner)
 {
     red_ctx c = {out, x, outer, n, inner, 2};
     reduce(p, &c);
@@ -224,7 +224,7 @@ static void bcopy_range(void *vctx, int64_t lo, int64_t hi)
     cpu_bcast_walk(&c->bc, lo, hi, bcopy_row, c);
 }
 
-void cpu_broadcast(gr_pool *p, void *out, const ir_type *ot, const void *x, const ir_type *xt)
+void cpu_broadcast(cpu_pool *p, void *out, const ir_type *ot, const void *x, const ir_type *xt)
 {
     bcopy_ctx c = {.out = out, .x = x};
     cpu_bcast_init(&c.bc, ot, xt, NULL);

@@ -111,14 +111,14 @@ static int64_t sm_grain(int64_t c)
     return CPU_PAR_MIN / (c > 0 ? c : 1) + 1;
 }
 
-void cpu_softmax(gr_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log)
+void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log)
 {
     if (c <= 0) return;
     sm_ctx s = {.out = out, .x = x, .c = c, .log = log};
     cpu_par_range(p, rows, sm_grain(c), sm_range, &s);
 }
 
-void cpu_softmax_grad(gr_pool *p, float *out, const float *dy, const float *y, int64_t rows,
+void cpu_softmax_grad(cpu_pool *p, float *out, const float *dy, const float *y, int64_t rows,
                       int64_t c, int log)
 {
     if (c <= 0) return;
@@ -162,7 +162,7 @@ static void xent_grad_range(void *vctx, int64_t lo, int64_t hi)
     }
 }
 
-void cpu_xent_grad(gr_pool *p, float *out, const float *logits, const int32_t *labels,
+void cpu_xent_grad(cpu_pool *p, float *out, const float *logits, const int32_t *labels,
                    const float *dy, int64_t rows, int64_t c)
 {
     if (c <= 0) return;

@@ -32,7 +32,7 @@ static void sgd_range(void *vctx, int64_t lo, int64_t hi)
     for (int64_t i = lo; i < hi; i++) var[i] -= lr * g[i];
 }
 
-void cpu_apply_sgd(gr_pool *p, float *var, const float *grad, int64_t n, float lr)
+void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr)
 {
     upd_ctx c = {.var = var, .grad = grad, .lr = lr};
     cpu_par_range(p, n, CPU_PAR_MIN, sgd_range, &c);
@@ -42,7 +42,7 @@ void cpu_apply_sgd(gr_pool *p, float *var, const float *grad, int64_t n, float l
  * -lr * a@b into the variable (beta = 1).  Under Hogwild! the racing loads
  * and stores are the BLAS kernel's own; the pool splits the output into
  * disjoint blocks, so one update never races with itself. */
-void cpu_apply_sgd_matmul(gr_pool *p, cpu_gemm_args *g, float lr)
+void cpu_apply_sgd_matmul(cpu_pool *p, cpu_gemm_args *g, float lr)
 {
     g->accumulate = 1;
     g->alpha = -lr;
@@ -83,7 +83,7 @@ static void momentum_range(void *vctx, int64_t lo, int64_t hi)
     }
 }
 
-void cpu_apply_momentum(gr_pool *p, float *var, const float *grad, float *accum, int64_t n,
+void cpu_apply_momentum(cpu_pool *p, float *var, const float *grad, float *accum, int64_t n,
                         float lr, float m, int nesterov)
 {
     upd_ctx c = {.var = var, .grad = grad, .s1 = accum, .lr = lr, .m = m, .nesterov = nesterov};
@@ -106,7 +106,7 @@ static void adam_range(void *vctx, int64_t lo, int64_t hi)
     }
 }
 
-void cpu_apply_adam(gr_pool *p, float *var, const float *grad, float *m, float *v, int64_t n,
+void cpu_apply_adam(cpu_pool *p, float *var, const float *grad, float *m, float *v, int64_t n,
                     const cpu_adam_hp *hp)
 {
     /* Computed in double: b^t for t in the millions underflows gracefully. */
@@ -118,7 +118,7 @@ void cpu_apply_adam(gr_pool *p, float *var, const float *grad, float *m, float *
     cpu_par_range(p, n, CPU_PAR_MIN, adam_range, &c);
 }
 
-void cpu_assign_add(gr_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n)
+void cpu_assign_add(cpu_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n)
 {
     (void)p; /* step counters and tests: small, never worth the pool */
     int vx = x_n != 1;

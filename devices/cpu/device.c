@@ -9,7 +9,7 @@
  * always possible at the start of a buffer. */
 #define CPU_ALIGN 64
 
-static void *cpu_alloc(gr_device *d, size_t bytes)
+static void *cpu_alloc(device_obj *d, size_t bytes)
 {
     (void)d;
     size_t n = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
@@ -18,13 +18,13 @@ static void *cpu_alloc(gr_device *d, size_t bytes)
     return p;
 }
 
-static void cpu_free(gr_device *d, void *p)
+static void cpu_free(device_obj *d, void *p)
 {
     (void)d;
     free(p);
 }
 
-static void cpu_memcpy(gr_device *d, void *dst, const void *src, size_t n)
+static void cpu_memcpy(device_obj *d, void *dst, const void *src, size_t n)
 {
     (void)d;
     if (n && dst != src) memcpy(dst, src, n);

@@ -344,8 +344,8 @@ static void k_assign_add(const kern_args *a)
     cpu_assign_add(a->pool, IN(0), a->in_t[0]->dtype, IN(1), in_numel(a, 0), in_numel(a, 1));
 }
 
-_Static_assert(GR_OP_COUNT == 67, "ops.h changed: update cpu_kernels[]");
-const kernel_fn cpu_kernels[GR_OP_COUNT] = {
+_Static_assert(OP_COUNT == 67, "ops.h changed: update cpu_kernels[]");
+const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_CONST] = k_const,
     [OP_INPUT] = NULL,
     [OP_DATA] = NULL,

@@ -24,7 +24,7 @@ static _Thread_local int pool_depth;
 
 typedef void (*pool_fn)(void *arg, int task);
 
-struct gr_pool {
+struct cpu_pool {
     int n; /* threads including the caller */
     pthread_t *th;
     pthread_mutex_t mu;
@@ -47,7 +47,7 @@ static inline void cpu_relax(void)
 }
 
 /* Returns the next task of generation gen, or -1 when there is none. */
-static int pool_claim(gr_pool *p, uint32_t gen, int n_tasks)
+static int pool_claim(cpu_pool *p, uint32_t gen, int n_tasks)
 {
     uint64_t t = atomic_load_explicit(&p->ticket, memory_order_acquire);
     for (;;) {
@@ -56,7 +56,7 @@ static int pool_claim(gr_pool *p, uint32_t gen, int n_tasks)
     }
 }
 
-static void pool_run_tasks(gr_pool *p, uint32_t gen, pool_fn fn, void *arg, int n_tasks)
+static void pool_run_tasks(cpu_pool *p, uint32_t gen, pool_fn fn, void *arg, int n_tasks)
 {
     int t;
     while ((t = pool_claim(p, gen, n_tasks)) >= 0) {
@@ -72,7 +72,7 @@ static void pool_run_tasks(gr_pool *p, uint32_t gen, pool_fn fn, void *arg, int 
 }
 
 /* Waits for a generation other than seen; returns 0 when told to stop. */
-static int pool_wait_job(gr_pool *p, uint32_t seen, uint32_t *gen, pool_fn *fn, void **arg,
+static int pool_wait_job(cpu_pool *p, uint32_t seen, uint32_t *gen, pool_fn *fn, void **arg,
                          int *n_tasks)
 {
     for (int i = 0; i < POOL_SPIN; i++) {
@@ -92,7 +92,7 @@ static int pool_wait_job(gr_pool *p, uint32_t seen, uint32_t *gen, pool_fn *fn, 
 
 static void *pool_worker(void *vp)
 {
-    gr_pool *p = vp;
+    cpu_pool *p = vp;
     uint32_t seen = 0, gen;
     pool_fn fn;
     void *arg;
@@ -104,9 +104,9 @@ static void *pool_worker(void *vp)
     return NULL;
 }
 
-gr_pool *pool_new(int nthreads)
+cpu_pool *pool_new(int nthreads)
 {
-    gr_pool *p = calloc(1, sizeof *p);
+    cpu_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = nthreads < 1 ? 1 : nthreads;
     atomic_flag_clear(&p->busy);
@@ -127,7 +127,7 @@ gr_pool *pool_new(int nthreads)
     return p;
 }
 
-void pool_free(gr_pool *p)
+void pool_free(cpu_pool *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -142,12 +142,12 @@ void pool_free(gr_pool *p)
     free(p);
 }
 
-int pool_size(const gr_pool *p)
+int pool_size(const cpu_pool *p)
 {
     return p ? p->n : 1;
 }
 
-static void pool_wait_done(gr_pool *p, int n_tasks)
+static void pool_wait_done(cpu_pool *p, int n_tasks)
 {
     for (int i = 0; i < POOL_SPIN; i++) {
         if (atomic_load_explicit(&p->done, memory_order_acquire) == n_tasks) return;
@@ -158,7 +158,7 @@ static void pool_wait_done(gr_pool *p, int n_tasks)
     pthread_mutex_unlock(&p->mu);
 }
 
-void pool_for(gr_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *arg)
+void pool_for(cpu_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *arg)
 {
     if (n_tasks <= 0) return;
     if (!p || p->n == 1 || n_tasks == 1 || pool_depth > 0 || atomic_flag_test_and_set(&p->busy)) {
@@ -196,14 +196,14 @@ static void par_range_task(void *arg, int t)
     if (lo < hi) r->fn(r->ctx, lo, hi);
 }
 
-int cpu_ntasks(const gr_pool *p, int64_t work, int64_t min_work)
+int cpu_ntasks(const cpu_pool *p, int64_t work, int64_t min_work)
 {
     int64_t t = min_work > 0 ? work / min_work : work;
     if (t > pool_size(p)) t = pool_size(p);
     return t < 1 ? 1 : (int)t;
 }
 
-void cpu_par_range(gr_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void *ctx)
+void cpu_par_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void *ctx)
 {
     if (n <= 0) return;
     int nt = cpu_ntasks(p, n, grain);

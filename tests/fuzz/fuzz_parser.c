@@ -16,8 +16,8 @@ static void check_roundtrip(const ast_tree *t)
     FILE *f = open_memstream(&text, &len);
     ast_print(t->root, f);
     fclose(f);
-    gr_source *src = src_from_string("printed", text, len);
-    gr_diags d;
+    src_file *src = src_from_string("printed", text, len);
+    diag_list d;
     diag_init(&d);
     ast_tree *t2 = ps_parse(src, &d);
     if (d.n_errors || !ast_equal(t->root, t2->root)) {
@@ -33,9 +33,9 @@ static void check_roundtrip(const ast_tree *t)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    gr_source *src = src_from_string("fuzz.graph", (const char *)data, size);
+    src_file *src = src_from_string("fuzz.graph", (const char *)data, size);
     if (!src) return 0;
-    gr_diags d;
+    diag_list d;
     diag_init(&d);
     ast_tree *t = ps_parse(src, &d);
     FILE *sink = fopen("/dev/null", "w");
