@@ -14,6 +14,7 @@
 #include "../compiler/compiler.h"
 #include "../devices/cpu/cpu.h"
 #include "../include/graphrun.h"
+#include "../lang/fatal.h"
 #include "data.h"
 
 struct gr_status {
@@ -31,8 +32,6 @@ gr_code rt_fail_diags(gr_status *st, gr_code code, const diag_list *d);
 void rt_ok(gr_status *st);
 /* tensor.c: a new zeroed gr_tensor of type ty (GR_ERR_NOMEM on failure). */
 gr_code rt_tensor_like(const ir_type *ty, gr_tensor **out, gr_status *st);
-/* Internal bugs: calls the embedder's abort hook. Never returns. */
-void rt_abort(const char *msg) __attribute__((noreturn));
 
 struct gr_program {
     src_file *src;

@@ -89,21 +89,7 @@ gr_code rt_fail_diags(gr_status *st, gr_code code, const diag_list *d)
     return code;
 }
 
-static void default_abort(const char *msg)
-{
-    fprintf(stderr, "graphrun: internal error: %s\n", msg);
-    abort();
-}
-
-static gr_abort_hook abort_hook = default_abort;
-
 void gr_set_abort_hook(gr_abort_hook hook)
 {
-    abort_hook = hook ? hook : default_abort;
-}
-
-void rt_abort(const char *msg)
-{
-    abort_hook(msg);
-    abort(); /* the hook must not return */
+    fatal_set_hook(hook);
 }
