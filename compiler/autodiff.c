@@ -88,7 +88,7 @@ static int no_grad_error(ad_ctx *c, int n)
     if (nd->src) src_linecol(nd->src, nd->span.begin, &line, &col);
     diag_error(c->g->diags, nd->src, nd->span,
                "minimize: cannot differentiate through '%s' (line %d): the op has no gradient",
-               ops_table[nd->op].name, line);
+               ops_name(nd->op), line);
     return -1;
 }
 

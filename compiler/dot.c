@@ -5,7 +5,7 @@ static void dot_node(const ir_graph *g, int id, FILE *out)
 {
     const ir_node *n = &g->nodes[id];
     char t[96];
-    const char *label = n->op == OP_VARIABLE ? g->vars[n->var].name : ops_table[n->op].name;
+    const char *label = n->op == OP_VARIABLE ? g->vars[n->var].name : ops_name(n->op);
     fprintf(out, "    n%d [label=\"%s\\n%s\"%s];\n", id, label, ir_type_str(&n->type, t, sizeof t),
             n->op == OP_VARIABLE ? " shape=box" : "");
 }

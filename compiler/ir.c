@@ -2,6 +2,8 @@
  * node construction (which runs the op's shape rule), types and the dump. */
 #include "ir.h"
 
+#include "../lang/fatal.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,18 +126,18 @@ static int check_inputs(ir_graph *g, op_kind op, const int *in, int n_in, const 
 {
     int ar = ops_table[op].arity;
     if (ar >= 0 && n_in != ar) {
-        diag_error(g->diags, src, span, "%s: expects %d input%s, got %d", ops_table[op].name, ar,
+        diag_error(g->diags, src, span, "%s: expects %d input%s, got %d", ops_name(op), ar,
                    ar == 1 ? "" : "s", n_in);
         return -1;
     }
     if (n_in > 0 && !in) {
-        diag_error(g->diags, src, span, "%s: no inputs given", ops_table[op].name);
+        diag_error(g->diags, src, span, "%s: no inputs given", ops_name(op));
         return -1;
     }
     for (int k = 0; k < n_in; k++) {
         if (in[k] < 0 || in[k] >= g->n_nodes || g->nodes[in[k]].dead) {
-            diag_error(g->diags, src, span, "%s: input %d is not a valid node (%d)",
-                       ops_table[op].name, k, in[k]);
+            diag_error(g->diags, src, span, "%s: input %d is not a valid node (%d)", ops_name(op),
+                       k, in[k]);
             return -1;
         }
     }
@@ -197,6 +199,21 @@ int ir_add_const_like(ir_graph *g, int like, double value, const ir_type *t)
     int id = ir_add_const(g, value, t, l->src, l->span);
     if (id >= 0) g->nodes[id].device = dev;
     return id;
+}
+
+void ir_const_fill(const ir_node *n, void *dst)
+{
+    GR_ASSERT(n->op == OP_CONST);
+    int64_t count = ir_numel(&n->type);
+    if (n->cdata) {
+        memcpy(dst, n->cdata, ir_nbytes(&n->type));
+    } else if (n->type.dtype == DT_I32) {
+        int32_t *d = dst, v = (int32_t)n->attr.f[0];
+        for (int64_t i = 0; i < count; i++) d[i] = v;
+    } else {
+        float *d = dst, v = (float)n->attr.f[0];
+        for (int64_t i = 0; i < count; i++) d[i] = v;
+    }
 }
 
 int ir_add_var(ir_graph *g, const ir_var *v)
@@ -388,7 +405,7 @@ static void dump_node(const ir_graph *g, int id, FILE *out)
 {
     const ir_node *n = &g->nodes[id];
     char tb[160];
-    fprintf(out, "%%%d = %s(", id, ops_table[n->op].name);
+    fprintf(out, "%%%d = %s(", id, ops_name(n->op));
     if (n->op == OP_CONST && !n->cdata) fprintf(out, "%g", n->attr.f[0]);
     for (int k = 0; k < n->n_in; k++) fprintf(out, "%s%%%d", k ? ", " : "", n->in[k]);
     for (int k = 0; k < n->n_ctrl; k++)

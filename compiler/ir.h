@@ -143,6 +143,9 @@ int ir_add_like(ir_graph *g, int like, op_kind op, const int *in, int n_in, cons
 int ir_add_const(ir_graph *g, double value, const ir_type *t, const src_file *src, src_span sp);
 /* A constant built by the compiler: src, span and device copied from `like`. */
 int ir_add_const_like(ir_graph *g, int like, double value, const ir_type *t);
+/* Writes a constant's value (its literal, or attr f0 in every element) into
+ * dst, host memory of ir_nbytes(&n->type) bytes. */
+void ir_const_fill(const ir_node *n, void *dst);
 int ir_add_var(ir_graph *g, const ir_var *v);   /* returns var index; creates its node */
 int ir_add_data(ir_graph *g, const ir_data *d); /* returns data index */
 int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const src_file *src, src_span sp);

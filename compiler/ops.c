@@ -1,9 +1,12 @@
-/* ops.c - the op registry: one entry per op (name, arity, attributes and the
- * rules in ops_shape.c / ops_grad.c), ops_lookup and the scratch rules.
+/* ops.c - the op registry: one entry per op (arity, flags, attributes and the
+ * rules in ops_shape.c / ops_grad.c), the names, ops_lookup and the scratch
+ * and cost rules.
  *
  * Attribute slot j of an op is attrs[j]; its value lives in ir_attrs.i[j]
  * (ints, bools, dtypes), f[j] (floats) or list[] (the one list). */
 #include "ops_impl.h"
+
+#include "../lang/fatal.h"
 
 #include <math.h>
 #include <string.h>
@@ -26,111 +29,130 @@
 #define ATTRS_SHAPE {A_LIST("shape", REQ)}
 #define LOCK A_BOOL("locking", 0)
 
-/* E(op, name, arity, elementwise, public, shape, grad) */
-#define E(op, nm, ar, ew, pub, sh, gr) [op] = {.name = nm, .arity = ar, .elementwise = ew, .public = pub, .shape = sh, .grad = gr
-#define BIN(op, nm, gr) E(op, nm, 2, 1, 1, ops_shape_binary, gr) }
-#define CMP(op, nm) E(op, nm, 2, 1, 1, ops_shape_compare, ops_grad_none) }
-#define UN(op, nm, sh, gr) E(op, nm, 1, 1, 1, sh, gr) }
-#define HELPER(op, nm, ar, sh) E(op, nm, ar, 0, 0, sh, NULL) }
+/* E(op, arity, flags, shape, grad); the name comes from OPS_LIST (ops.h). */
+#define E(op, ar, fl, sh, gr) [op] = {.arity = ar, .flags = fl, .shape = sh, .grad = gr
+#define PUB OPF_PUBLIC
+#define EW (OPF_PUBLIC | OPF_ELEMENTWISE)
+#define UPD (OPF_UPDATE | OPF_STATEFUL)
+#define BIN(op, gr) E(op, 2, EW, ops_shape_binary, gr) }
+#define CMP(op) E(op, 2, EW, ops_shape_compare, ops_grad_none) }
+#define UN(op, sh, gr) E(op, 1, EW, sh, gr) }
+#define HELPER(op, ar, sh) E(op, ar, 0, sh, NULL) }
 
 const op_info ops_table[OP_COUNT] = {
-    E(OP_CONST, "const", 0, 0, 0, NULL, NULL), .attrs = {A_FLT("value", 0)}},
-    E(OP_INPUT, "input", 0, 0, 0, NULL, NULL)},
-    E(OP_DATA, "data", 0, 0, 0, ops_shape_data, NULL), .attrs = {A_INT("which", 0), A_INT("index", 0)}},
-    E(OP_VARIABLE, "variable", 0, 0, 0, NULL, NULL)},
-    E(OP_MATMUL, "matmul", 2, 0, 1, ops_shape_matmul, ops_grad_matmul), .attrs = ATTRS_MATMUL,
-        .cost = ops_cost_matmul},
-    BIN(OP_ADD, "add", ops_grad_add),
-    BIN(OP_SUB, "sub", ops_grad_sub),
-    BIN(OP_MUL, "mul", ops_grad_mul),
-    BIN(OP_DIV, "div", ops_grad_div),
-    CMP(OP_EQ, "equal"),
-    CMP(OP_NE, "not_equal"),
-    CMP(OP_LT, "less"),
-    CMP(OP_GT, "greater"),
-    CMP(OP_LE, "less_equal"),
-    CMP(OP_GE, "greater_equal"),
-    UN(OP_NEG, "neg", ops_shape_unary_any, ops_grad_neg),
-    UN(OP_EXP, "exp", ops_shape_unary_f32, ops_grad_exp),
-    UN(OP_LOG, "log", ops_shape_unary_f32, ops_grad_log),
-    UN(OP_SQRT, "sqrt", ops_shape_unary_f32, ops_grad_sqrt),
-    UN(OP_RELU, "relu", ops_shape_unary_f32, ops_grad_relu),
-    UN(OP_SIGMOID, "sigmoid", ops_shape_unary_f32, ops_grad_sigmoid),
-    UN(OP_TANH, "tanh", ops_shape_unary_f32, ops_grad_tanh),
+    E(OP_CONST, 0, OPF_SOURCE, NULL, NULL), .attrs = {A_FLT("value", 0)}},
+    E(OP_INPUT, 0, OPF_SOURCE | OPF_STATEFUL, NULL, NULL)},
+    E(OP_DATA, 0, OPF_SOURCE | OPF_EXTERNAL | OPF_STATEFUL, ops_shape_data, NULL),
+        .attrs = {A_INT("which", 0), A_INT("index", 0)}},
+    E(OP_VARIABLE, 0, OPF_SOURCE | OPF_EXTERNAL | OPF_STATEFUL, NULL, NULL)},
+    E(OP_MATMUL, 2, PUB, ops_shape_matmul, ops_grad_matmul), .attrs = ATTRS_MATMUL, .cost = ops_cost_matmul},
+    BIN(OP_ADD, ops_grad_add),
+    BIN(OP_SUB, ops_grad_sub),
+    BIN(OP_MUL, ops_grad_mul),
+    BIN(OP_DIV, ops_grad_div),
+    CMP(OP_EQ),
+    CMP(OP_NE),
+    CMP(OP_LT),
+    CMP(OP_GT),
+    CMP(OP_LE),
+    CMP(OP_GE),
+    UN(OP_NEG, ops_shape_unary_any, ops_grad_neg),
+    UN(OP_EXP, ops_shape_unary_f32, ops_grad_exp),
+    UN(OP_LOG, ops_shape_unary_f32, ops_grad_log),
+    UN(OP_SQRT, ops_shape_unary_f32, ops_grad_sqrt),
+    UN(OP_RELU, ops_shape_unary_f32, ops_grad_relu),
+    UN(OP_SIGMOID, ops_shape_unary_f32, ops_grad_sigmoid),
+    UN(OP_TANH, ops_shape_unary_f32, ops_grad_tanh),
     /* not elementwise for fusion: identity is the stop that keeps it apart */
-    E(OP_IDENTITY, "identity", 1, 0, 1, ops_shape_unary_any, ops_grad_identity)},
-    E(OP_SOFTMAX, "softmax", 1, 0, 1, ops_shape_softmax, ops_grad_softmax)},
-    E(OP_LOG_SOFTMAX, "log_softmax", 1, 0, 1, ops_shape_softmax, ops_grad_log_softmax)},
-    E(OP_SOFTMAX_XENT, "softmax_xent", 2, 0, 1, ops_shape_xent, ops_grad_xent)},
-    E(OP_MSE, "mse", 2, 0, 1, ops_shape_mse, ops_grad_mse)},
-    E(OP_SUM, "sum", 1, 0, 1, ops_shape_reduce, ops_grad_sum_mean), .attrs = ATTRS_REDUCE},
-    E(OP_MEAN, "mean", 1, 0, 1, ops_shape_reduce, ops_grad_sum_mean), .attrs = ATTRS_REDUCE},
-    E(OP_MAX, "max", 1, 0, 1, ops_shape_reduce, ops_grad_max), .attrs = ATTRS_REDUCE},
-    E(OP_ARGMAX, "argmax", 1, 0, 1, ops_shape_argmax, ops_grad_none), .attrs = {A_INT("axis", -1)}},
-    E(OP_RESHAPE, "reshape", 1, 0, 1, ops_shape_reshape, ops_grad_reshape), .attrs = ATTRS_SHAPE},
-    E(OP_TRANSPOSE, "transpose", 1, 0, 1, ops_shape_transpose, ops_grad_transpose),
-        .attrs = {A_LIST("perm", 0)}},
-    E(OP_CONCAT, "concat", -1, 0, 1, ops_shape_concat, ops_grad_concat), .attrs = {A_INT("axis", 0)}},
-    E(OP_SLICE, "slice", 1, 0, 1, ops_shape_slice, ops_grad_slice),
+    E(OP_IDENTITY, 1, PUB, ops_shape_unary_any, ops_grad_identity)},
+    E(OP_SOFTMAX, 1, PUB, ops_shape_softmax, ops_grad_softmax)},
+    E(OP_LOG_SOFTMAX, 1, PUB, ops_shape_softmax, ops_grad_log_softmax)},
+    E(OP_SOFTMAX_XENT, 2, PUB, ops_shape_xent, ops_grad_xent)},
+    E(OP_MSE, 2, PUB, ops_shape_mse, ops_grad_mse)},
+    E(OP_SUM, 1, PUB, ops_shape_reduce, ops_grad_sum_mean), .attrs = ATTRS_REDUCE},
+    E(OP_MEAN, 1, PUB, ops_shape_reduce, ops_grad_sum_mean), .attrs = ATTRS_REDUCE},
+    E(OP_MAX, 1, PUB, ops_shape_reduce, ops_grad_max), .attrs = ATTRS_REDUCE},
+    E(OP_ARGMAX, 1, PUB, ops_shape_argmax, ops_grad_none), .attrs = {A_INT("axis", -1)}},
+    E(OP_RESHAPE, 1, PUB, ops_shape_reshape, ops_grad_reshape), .attrs = ATTRS_SHAPE},
+    E(OP_TRANSPOSE, 1, PUB, ops_shape_transpose, ops_grad_transpose), .attrs = {A_LIST("perm", 0)}},
+    E(OP_CONCAT, -1, PUB, ops_shape_concat, ops_grad_concat), .attrs = {A_INT("axis", 0)}},
+    E(OP_SLICE, 1, PUB, ops_shape_slice, ops_grad_slice),
         .attrs = {A_INT("axis", REQ), A_INT("begin", REQ), A_INT("end", REQ)}},
-    E(OP_GATHER, "gather", 2, 0, 1, ops_shape_gather, ops_grad_gather)},
-    E(OP_CAST, "cast", 1, 0, 1, ops_shape_cast, ops_grad_cast), .attrs = {{"dtype", ATTR_DTYPE, REQ}}},
-    E(OP_ONE_HOT, "one_hot", 1, 0, 1, ops_shape_one_hot, ops_grad_none), .attrs = {A_INT("depth", REQ)}},
-    E(OP_BROADCAST, "broadcast", 1, 0, 0, ops_shape_broadcast, ops_grad_broadcast), .attrs = ATTRS_SHAPE},
-    E(OP_SUM_TO, "sum_to", 1, 0, 0, ops_shape_sum_to, ops_grad_sum_to), .attrs = ATTRS_SHAPE},
-    E(OP_CONV2D, "conv2d", 2, 0, 1, ops_shape_conv2d, ops_grad_conv2d),
+    E(OP_GATHER, 2, PUB, ops_shape_gather, ops_grad_gather)},
+    E(OP_CAST, 1, PUB, ops_shape_cast, ops_grad_cast), .attrs = {{"dtype", ATTR_DTYPE, REQ}}},
+    E(OP_ONE_HOT, 1, PUB, ops_shape_one_hot, ops_grad_none), .attrs = {A_INT("depth", REQ)}},
+    E(OP_BROADCAST, 1, 0, ops_shape_broadcast, ops_grad_broadcast), .attrs = ATTRS_SHAPE},
+    E(OP_SUM_TO, 1, 0, ops_shape_sum_to, ops_grad_sum_to), .attrs = ATTRS_SHAPE},
+    E(OP_CONV2D, 2, PUB, ops_shape_conv2d, ops_grad_conv2d),
         .attrs = {A_INT("stride", 1), A_INT("padding", 0)}, .scratch = ops_scratch_conv2d,
         .cost = ops_cost_conv},
-    E(OP_MAXPOOL2D, "maxpool2d", 1, 0, 1, ops_shape_pool, ops_grad_maxpool),
-        .attrs = {A_INT("size", REQ), A_INT("stride", 0)}},
-    E(OP_AVGPOOL2D, "avgpool2d", 1, 0, 1, ops_shape_pool, ops_grad_avgpool),
-        .attrs = {A_INT("size", REQ), A_INT("stride", 0)}},
-    E(OP_DROPOUT, "dropout", 1, 0, 1, ops_shape_dropout, ops_grad_dropout),
+    E(OP_MAXPOOL2D, 1, PUB, ops_shape_pool, ops_grad_maxpool), .attrs = {A_INT("size", REQ), A_INT("stride", 0)}},
+    E(OP_AVGPOOL2D, 1, PUB, ops_shape_pool, ops_grad_avgpool), .attrs = {A_INT("size", REQ), A_INT("stride", 0)}},
+    /* stateful: the mask depends on the run's step */
+    E(OP_DROPOUT, 1, PUB | OPF_STATEFUL, ops_shape_dropout, ops_grad_dropout),
         .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1)}},
-    HELPER(OP_RELU_GRAD, "relu_grad", 2, ops_shape_grad_pair),
-    HELPER(OP_SIGMOID_GRAD, "sigmoid_grad", 2, ops_shape_grad_pair),
-    HELPER(OP_TANH_GRAD, "tanh_grad", 2, ops_shape_grad_pair),
-    HELPER(OP_SOFTMAX_GRAD, "softmax_grad", 2, ops_shape_grad_pair),
-    HELPER(OP_LOG_SOFTMAX_GRAD, "log_softmax_grad", 2, ops_shape_grad_pair),
-    HELPER(OP_XENT_GRAD, "softmax_xent_grad", 3, ops_shape_xent_grad),
-    E(OP_MAX_GRAD, "max_grad", 3, 0, 0, ops_shape_like_in1, NULL), .attrs = ATTRS_REDUCE},
-    E(OP_CONV2D_GRAD_X, "conv2d_grad_x", 2, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_CONV,
+    HELPER(OP_RELU_GRAD, 2, ops_shape_grad_pair),
+    HELPER(OP_SIGMOID_GRAD, 2, ops_shape_grad_pair),
+    HELPER(OP_TANH_GRAD, 2, ops_shape_grad_pair),
+    HELPER(OP_SOFTMAX_GRAD, 2, ops_shape_grad_pair),
+    HELPER(OP_LOG_SOFTMAX_GRAD, 2, ops_shape_grad_pair),
+    HELPER(OP_XENT_GRAD, 3, ops_shape_xent_grad),
+    E(OP_MAX_GRAD, 3, 0, ops_shape_like_in1, NULL), .attrs = ATTRS_REDUCE},
+    E(OP_CONV2D_GRAD_X, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_CONV,
         .scratch = ops_scratch_conv2d, .cost = ops_cost_conv},
-    E(OP_CONV2D_GRAD_W, "conv2d_grad_w", 2, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_CONV,
+    E(OP_CONV2D_GRAD_W, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_CONV,
         .scratch = ops_scratch_conv2d_grad_w, .cost = ops_cost_conv},
-    E(OP_MAXPOOL_GRAD, "maxpool2d_grad", 2, 0, 0, ops_shape_like_in1, NULL), .attrs = ATTRS_POOL},
-    E(OP_AVGPOOL_GRAD, "avgpool2d_grad", 1, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_POOL},
-    E(OP_DROPOUT_GRAD, "dropout_grad", 1, 0, 0, ops_shape_like_in0, NULL),
+    E(OP_MAXPOOL_GRAD, 2, 0, ops_shape_like_in1, NULL), .attrs = ATTRS_POOL},
+    E(OP_AVGPOOL_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_POOL},
+    E(OP_DROPOUT_GRAD, 1, OPF_STATEFUL, ops_shape_like_in0, NULL),
         .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1), A_INT("forward", REQ)}},
-    E(OP_GATHER_GRAD, "gather_grad", 2, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SHAPE},
-    E(OP_SLICE_GRAD, "slice_grad", 1, 0, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SLICE},
-    HELPER(OP_ARGMAX_GRAD_NONE, "no_grad", -1, ops_shape_token),
-    E(OP_APPLY_SGD, "apply_sgd", 2, 0, 0, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}, .update = 1},
-    E(OP_APPLY_SGD_ROWS, "apply_sgd_rows", 3, 0, 0, ops_shape_update_rows, NULL),
-        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}, .update = 1},
-    E(OP_APPLY_MOMENTUM, "apply_momentum", 3, 0, 0, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_FLT("m", REQ), A_BOOL("nesterov", 0), A_NONE, A_NONE, LOCK}, .update = 1},
-    E(OP_APPLY_ADAM, "apply_adam", 5, 0, 0, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_FLT("b1", 0.9), A_FLT("b2", 0.999), A_FLT("eps", 1e-8), A_NONE, LOCK}, .update = 1},
-    E(OP_ASSIGN_ADD, "assign_add", 2, 0, 0, ops_shape_assign_add, NULL),
-        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}, .update = 1},
-    HELPER(OP_GROUP, "group", -1, ops_shape_token),
-    E(OP_MATMUL_BIAS, "matmul_bias", 3, 0, 0, ops_shape_matmul_bias, NULL),
+    E(OP_GATHER_GRAD, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SHAPE},
+    E(OP_SLICE_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SLICE},
+    E(OP_APPLY_SGD, 2, UPD, ops_shape_update, NULL),
+        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_SGD_ROWS, 3, UPD, ops_shape_update_rows, NULL),
+        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_MOMENTUM, 3, UPD, ops_shape_update, NULL),
+        .attrs = {A_FLT("lr", REQ), A_FLT("m", REQ), A_BOOL("nesterov", 0), A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_ADAM, 5, UPD, ops_shape_update, NULL),
+        .attrs = {A_FLT("lr", REQ), A_FLT("b1", 0.9), A_FLT("b2", 0.999), A_FLT("eps", 1e-8), A_NONE, LOCK}},
+    E(OP_ASSIGN_ADD, 2, UPD, ops_shape_assign_add, NULL),
+        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+    /* a barrier: merging two would merge the targets they end */
+    E(OP_GROUP, -1, OPF_STATEFUL, ops_shape_token, NULL)},
+    E(OP_MATMUL_BIAS, 3, 0, ops_shape_matmul_bias, NULL),
         .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)},
         .cost = ops_cost_matmul},
-    E(OP_APPLY_SGD_MATMUL, "apply_sgd_matmul", 3, 0, 0, ops_shape_update_matmul, NULL),
+    E(OP_APPLY_SGD_MATMUL, 3, UPD, ops_shape_update_matmul, NULL),
         .attrs = {A_FLT("lr", REQ), A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_NONE, A_NONE, LOCK},
-        .cost = ops_cost_matmul, .update = 1},
+        .cost = ops_cost_matmul},
 };
-_Static_assert(OP_COUNT == 67, "ops_table needs one entry per op in OPS_LIST (ops.h)");
+_Static_assert(OP_COUNT == 66, "OPS_LIST (ops.h) changed: give the new op its entry here");
 /* clang-format on */
+
+static const char *const op_names[OP_COUNT] = {
+#define OP_NAME(id, name) [OP_##id] = name,
+    OPS_LIST(OP_NAME)
+#undef OP_NAME
+};
+
+const char *ops_name(op_kind op)
+{
+    GR_ASSERT((unsigned)op < OP_COUNT);
+    return op_names[op];
+}
+
+int ops_has(op_kind op, unsigned flag)
+{
+    GR_ASSERT((unsigned)op < OP_COUNT);
+    return (ops_table[op].flags & flag) != 0;
+}
 
 int ops_lookup(const char *name)
 {
     if (!name) return -1;
     for (int op = 0; op < OP_COUNT; op++)
-        if (ops_table[op].public && strcmp(ops_table[op].name, name) == 0) return op;
+        if (ops_has(op, OPF_PUBLIC) && strcmp(op_names[op], name) == 0) return op;
     return -1;
 }
 

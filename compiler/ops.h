@@ -1,8 +1,11 @@
 /* ops.h - the op registry: the single source of truth for every op.
  *
- * One entry per op in ops.c: name, arity, attributes, shape/dtype rule and
- * gradient rule.  Each device has one kernel table indexed by op_kind
- * (devices/cpu/kernels.c), with a static_assert on OP_COUNT beside it.
+ * OPS_LIST below names every op once; the enum and the name table are
+ * generated from it.  One entry per op in ops.c holds its arity, flags,
+ * attributes, shape/dtype rule, gradient rule, scratch and cost rules.  Each
+ * device has one kernel table indexed by op_kind (devices/cpu/kernels.c),
+ * with a static_assert on OP_COUNT beside it; an op without a kernel on the
+ * device it is placed on is a compile error (runtime/compile.c).
  *
  * Conventions used by every op below ("in" = inputs by position, "attr" =
  * attribute slots by position, see ir_attrs):
@@ -90,7 +93,6 @@
     X(DROPOUT_GRAD, "dropout_grad") /* in: dy; attrs as dropout, i2 = forward node id */           \
     X(GATHER_GRAD, "gather_grad")  /* in: dy, ids; attr list: table shape; scatter-add */          \
     X(SLICE_GRAD, "slice_grad")    /* in: dy; attr list: x's shape; attrs as slice */              \
-    X(ARGMAX_GRAD_NONE, "no_grad") /* placeholder: never executed */                               \
     /* updates: write in[0], a VARIABLE, in place; out is a 0-byte token f32[0];                   \
        attr i5 = locking (hold the variable's lock around the update) */                           \
     X(APPLY_SGD, "apply_sgd")      /* in: var, grad; attr f0 lr */                                 \
@@ -145,20 +147,35 @@ typedef size_t (*op_scratch_fn)(const struct ir_graph *g, int id);
  * executor to balance independent nodes across threads. */
 typedef double (*op_cost_fn)(const struct ir_graph *g, int id);
 
+/* What code elsewhere may ask of an op; no list of ops is written anywhere
+ * but in the registry. */
+enum op_flag {
+    OPF_PUBLIC = 1 << 0,      /* callable from the language by name (ops_lookup) */
+    OPF_SOURCE = 1 << 1,      /* no inputs and no kernel: the executor provides its buffer
+                                 (a constant filled once, a feed, a data batch, a variable) */
+    OPF_EXTERNAL = 1 << 2,    /* its buffer lives outside the arena (variable store, reader ring) */
+    OPF_STATEFUL = 1 << 3,    /* depends on or changes state beyond its inputs (variables,
+                                 feeds, data cursors, the step for dropout, a barrier): never
+                                 folded or merged */
+    OPF_UPDATE = 1 << 4,      /* writes in[0], a variable, in place (attr i5 = locking) */
+    OPF_ELEMENTWISE = 1 << 5, /* fusable unary/binary elementwise */
+};
+
 typedef struct op_info {
-    const char *name;
-    int arity;       /* -1: variadic (concat, group) */
-    int elementwise; /* fusable unary/binary elementwise */
+    int arity; /* -1: variadic (concat, group) */
+    unsigned flags;
     op_attr attrs[6];
     op_shape_fn shape;
     op_grad_fn grad;
     op_scratch_fn scratch;
     op_cost_fn cost; /* NULL: elements read and written */
-    int public;      /* callable from the language (ops_lookup) */
-    int update;      /* writes in[0], a variable, in place (attr i5 = locking) */
 } op_info;
 
 extern const op_info ops_table[OP_COUNT];
+/* The op's name in the language and in dumps ("matmul"). */
+const char *ops_name(op_kind op);
+/* ops_table[op].flags & flag, as 0 or 1. */
+int ops_has(op_kind op, unsigned flag);
 /* Op callable from the language by name, or -1. Only ops whose name is
  * public (not the gradient helpers) are found. */
 int ops_lookup(const char *name);

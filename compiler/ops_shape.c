@@ -7,7 +7,7 @@
 #include <string.h>
 
 #define NODE(id)   (&g->nodes[id])
-#define OPNAME(id) (ops_table[g->nodes[id].op].name)
+#define OPNAME(id) ops_name(g->nodes[id].op)
 
 static int set_type(ir_graph *g, int id, ir_type t)
 {
@@ -512,7 +512,7 @@ static int need_var(ir_graph *g, int id)
     const ir_node *v = &g->nodes[NODE(id)->in[0]];
     if (v->op != OP_VARIABLE)
         return ops_error(g, id, "%s: first input must be a variable, got %s", OPNAME(id),
-                         ops_table[v->op].name);
+                         ops_name(v->op));
     return 0;
 }
 

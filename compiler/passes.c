@@ -26,22 +26,11 @@
  * (784x512: 512 us vs 580 us). */
 #define FUSE_SGD_MIN_ELEMS 8192
 
-/* Ops with state or side effects never merge or fold. */
+/* Ops with state or side effects never merge or fold, nor do nodes that must
+ * wait for others (control dependencies). */
 static int is_pure(const ir_node *n)
 {
-    if (ops_table[n->op].update) return 0;
-    switch (n->op) {
-    case OP_VARIABLE:
-    case OP_INPUT:
-    case OP_DATA:
-    case OP_DROPOUT:
-    case OP_DROPOUT_GRAD:
-    case OP_GROUP:
-    case OP_ARGMAX_GRAD_NONE:
-        return 0;
-    default:
-        return n->n_ctrl == 0;
-    }
+    return !ops_has(n->op, OPF_STATEFUL) && n->n_ctrl == 0;
 }
 
 /* Points every use of `from` (inputs, control deps, names, vars) at `to`. */
@@ -110,8 +99,7 @@ static void fold_node(ir_graph *g, int id)
         ir_node *c = &g->nodes[n->in[j]];
         if (!c->cdata) { /* materialise a filled constant */
             void *d = ir_alloc(g, ir_nbytes(&c->type) + 1);
-            kern_args a = {.g = g, .node = c, .out = d, .out_t = &c->type};
-            cpu_kernels[OP_CONST](&a);
+            ir_const_fill(c, d);
             c->cdata = d;
         }
         in[j] = (void *)c->cdata;

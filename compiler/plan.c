@@ -24,12 +24,14 @@ static size_t align_up(size_t n)
  * and are bound per step. */
 static int needs_arena(const ir_node *n)
 {
-    return n->op != OP_VARIABLE && n->op != OP_DATA && ir_nbytes(&n->type) > 0;
+    return !ops_has(n->op, OPF_EXTERNAL) && ir_nbytes(&n->type) > 0;
 }
 
+/* Constants and feeds are written once per run (or once ever) before any
+ * level: they live for the whole run. */
 static int pinned(const ir_node *n)
 {
-    return n->op == OP_CONST || n->op == OP_DATA || n->op == OP_INPUT;
+    return ops_has(n->op, OPF_SOURCE);
 }
 
 /* Longest-path depth from the sources: nodes of one level never depend on
@@ -249,7 +251,7 @@ static void collect_xfers(plan_graph *p)
         const ir_node *nd = &g->nodes[v];
         for (int j = 0; j < nd->n_in + nd->n_ctrl; j++) {
             int u = j < nd->n_in ? nd->in[j] : nd->ctrl[j - nd->n_in];
-            if (p->part[u] == p->part[v] || (j == 0 && ops_table[nd->op].update)) continue;
+            if (p->part[u] == p->part[v] || (j == 0 && ops_has(nd->op, OPF_UPDATE))) continue;
             add_xfer(p, u, p->part[v], j < nd->n_in ? ir_nbytes(&g->nodes[u].type) : 0);
         }
     }
@@ -353,7 +355,7 @@ void plan_dump(const plan_graph *p, FILE *out)
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         char t[96];
-        fprintf(out, "  %4d  %%%-5d %-18s %-20s", i, p->order[i], ops_table[nd->op].name,
+        fprintf(out, "  %4d  %%%-5d %-18s %-20s", i, p->order[i], ops_name(nd->op),
                 ir_type_str(&nd->type, t, sizeof t));
         if (p->n_parts > 1) fprintf(out, " %-6s", dev_name(nd->device, dn, sizeof dn));
         if (p->offset[p->order[i]] != PLAN_NONE) {

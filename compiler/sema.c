@@ -817,12 +817,12 @@ static int place_node(sema *S, ir_node *n, int *reported, int *n_reported)
         diag_error(S->g->diags, n->src, n->span,
                    "'%s' is placed on %s:%d, but this machine has no %s (use --soft-placement "
                    "to run it on the CPU)",
-                   ops_table[n->op].name, kn, idx, kind == DEV_GPU ? "GPU" : "CPU");
+                   ops_name(n->op), kn, idx, kind == DEV_GPU ? "GPU" : "CPU");
     else
         diag_error(S->g->diags, n->src, n->span,
                    "'%s' is placed on %s:%d, but this machine has only %s:0 to %s:%d (use "
                    "--soft-placement to run it on cpu:0)",
-                   ops_table[n->op].name, kn, idx, kn, kn, have - 1);
+                   ops_name(n->op), kn, idx, kn, kn, have - 1);
     return 0;
 }
 

@@ -273,7 +273,9 @@ static int op_attrs(sema *S, const ast_node *call, const op_info *info, value *r
     argspec spec[IR_MAX_ATTRS] = {{0}};
     for (int i = 0; i < na; i++)
         spec[i] = (argspec){info->attrs[i].name, isnan(info->attrs[i].def)};
-    if (bind_args(S, call, info->name, spec, na, rest, n_rest, kw, kwv, n_kw, bound) < 0) return -1;
+    if (bind_args(S, call, ops_name((op_kind)(info - ops_table)), spec, na, rest, n_rest, kw, kwv,
+                  n_kw, bound) < 0)
+        return -1;
     for (int i = 0; i < na; i++) {
         if (bound[i].k == V_NONE) {
             a->i[i] = (int64_t)info->attrs[i].def;
@@ -293,14 +295,14 @@ value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_arg
     int n_t = arity;
     if (arity < 0) { /* variadic: a list of tensors, e.g. concat([a, b], axis=1) */
         if (n_args < 1 || args[0].k != V_LIST || args[0].n_items > (int)(sizeof in / sizeof *in)) {
-            sema_err(S, call, "%s() takes a list of tensors first", info->name);
+            sema_err(S, call, "%s() takes a list of tensors first", ops_name(op));
             return (value){.k = V_ERR};
         }
         tensors = args[0].items;
         n_t = args[0].n_items;
         arity = 1;
     } else if (n_args < arity) {
-        sema_err(S, call, "%s() takes %d tensor argument%s, got %d", info->name, arity,
+        sema_err(S, call, "%s() takes %d tensor argument%s, got %d", ops_name(op), arity,
                  arity == 1 ? "" : "s", n_args);
         return (value){.k = V_ERR};
     }

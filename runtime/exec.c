@@ -3,9 +3,9 @@
  * Everything a step needs is laid out once in exec_new: the arena (from the
  * memory plan), constants (filled once), and a flat array of prepared kernel
  * calls with their buffer pointers resolved.  A step is then: bind feeds,
- * take one batch per data source, call the kernels in schedule order, copy
- * fetches out.  No allocation happens per step. */
-#include <math.h>
+ * take one batch per data source, run the partitions (parts.c; a plan on one
+ * device is one partition, run on the caller's thread), copy fetches out.
+ * No allocation happens per step. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,11 +16,6 @@ static void *aligned(size_t n)
     void *p = NULL;
     if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
     return p;
-}
-
-static int is_source(op_kind op)
-{
-    return op == OP_CONST || op == OP_INPUT || op == OP_DATA || op == OP_VARIABLE;
 }
 
 static void bind_buffers(rt_exec *e)
@@ -41,7 +36,7 @@ static void bind_buffers(rt_exec *e)
  * update takes exactly one lock, so no order between locks can deadlock. */
 static void *update_lock(const rt_exec *e, const ir_node *n)
 {
-    if (!ops_table[n->op].update || !(n->attr.i[5] || e->s->opt.locking)) return NULL;
+    if (!ops_has(n->op, OPF_UPDATE) || !(n->attr.i[5] || e->s->opt.locking)) return NULL;
     return &e->s->var_mu[e->p->g->nodes[n->in[0]].var];
 }
 
@@ -52,7 +47,7 @@ static void *input_buffer(const rt_exec *e, int id, int j)
     const plan_graph *p = e->p;
     const ir_node *n = &p->g->nodes[id];
     int u = n->in[j];
-    if (p->part[u] == p->part[id] || (j == 0 && ops_table[n->op].update)) return e->buf[u];
+    if (p->part[u] == p->part[id] || (j == 0 && ops_has(n->op, OPF_UPDATE))) return e->buf[u];
     const plan_xfer *t = &p->xfers[plan_xfer_find(p, u, p->part[id])];
     return t->bytes ? e->arena + t->offset : NULL; /* a 0-byte token carries nothing */
 }
@@ -99,24 +94,21 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
     const ir_graph *g = e->p->g;
     int total_in = 0, used_in = 0;
     for (int i = 0; i < e->p->n; i++) total_in += g->nodes[e->p->order[i]].n_in;
-    e->args = calloc((size_t)e->p->n + 1, sizeof *e->args);
-    e->fn = calloc((size_t)e->p->n + 1, sizeof *e->fn);
-    e->in_ptrs = calloc((size_t)total_in + 1, sizeof *e->in_ptrs);
-    e->in_types = calloc((size_t)total_in + 1, sizeof *e->in_types);
+    e->args = xcalloc((size_t)e->p->n + 1, sizeof *e->args);
+    e->fn = xcalloc((size_t)e->p->n + 1, sizeof *e->fn);
+    e->in_ptrs = xcalloc((size_t)total_in + 1, sizeof *e->in_ptrs);
+    e->in_types = xcalloc((size_t)total_in + 1, sizeof *e->in_types);
     for (int i = 0; i < e->p->n * e->n_parts; i++) { /* partition by partition */
         int id = e->p->order[i % e->p->n];
         if (e->p->part[id] != i / e->p->n) continue;
         const ir_node *n = &g->nodes[id];
+        if (n->op == OP_CONST) ir_const_fill(n, e->buf[id]); /* once, for every run */
+        if (ops_has(n->op, OPF_SOURCE)) continue;
         const device_vtable *dev = node_device(n);
-        if (!dev || (!is_source(n->op) && !dev->kernels[n->op]))
+        if (!dev || !dev->kernels[n->op]) /* compile.c rejects these; a bug if reached */
             return rt_fail(st, GR_ERR_INTERNAL, "op '%s' has no kernel on its device\n",
-                           ops_table[n->op].name);
-        if (n->op == OP_CONST) {
-            kern_args a = {.g = g, .node = n, .out = e->buf[id], .out_t = &n->type};
-            dev->kernels[OP_CONST](&a);
-            continue;
-        }
-        if (!is_source(n->op)) prepare_call(e, id, dev->kernels[n->op], &used_in);
+                           ops_name(n->op));
+        prepare_call(e, id, dev->kernels[n->op], &used_in);
     }
     return GR_OK;
 }
@@ -127,8 +119,8 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
 static void find_patches(rt_exec *e, exec_data *d)
 {
     int cap = 4;
-    d->patch = malloc(sizeof *d->patch * (size_t)cap);
-    d->patch_y = malloc(sizeof *d->patch_y * (size_t)cap);
+    d->patch = xreallocarray(NULL, (size_t)cap, sizeof *d->patch);
+    d->patch_y = xreallocarray(NULL, (size_t)cap, sizeof *d->patch_y);
     for (int i = 0; i < e->n_calls; i++)
         for (int j = 0; j < e->args[i].n_in; j++) {
             int src = e->args[i].node->in[j], which = src == d->node[0]   ? 0
@@ -138,8 +130,8 @@ static void find_patches(rt_exec *e, exec_data *d)
             if (which < 0 || e->p->part[src] != e->p->part[here]) continue;
             if (d->n_patch == cap) {
                 cap *= 2;
-                d->patch = realloc(d->patch, sizeof *d->patch * (size_t)cap);
-                d->patch_y = realloc(d->patch_y, sizeof *d->patch_y * (size_t)cap);
+                d->patch = xreallocarray(d->patch, (size_t)cap, sizeof *d->patch);
+                d->patch_y = xreallocarray(d->patch_y, (size_t)cap, sizeof *d->patch_y);
             }
             d->patch[d->n_patch] = (void **)&e->args[i].in[j];
             d->patch_y[d->n_patch++] = which;
@@ -149,7 +141,7 @@ static void find_patches(rt_exec *e, exec_data *d)
 static void prepare_data(rt_exec *e)
 {
     const ir_graph *g = e->p->g;
-    e->data = calloc((size_t)e->p->n_data_used + 1, sizeof *e->data);
+    e->data = xcalloc((size_t)e->p->n_data_used + 1, sizeof *e->data);
     e->n_data = e->p->n_data_used;
     for (int k = 0; k < e->n_data; k++) {
         exec_data *d = &e->data[k];
@@ -189,17 +181,17 @@ static void give_batches(rt_exec *e)
 
 rt_exec *exec_new(gr_session *s, const plan_graph *p, gr_status *st)
 {
-    rt_exec *e = calloc(1, sizeof *e);
+    rt_exec *e = xcalloc(1, sizeof *e);
     e->s = s;
     e->p = p;
     /* The executor's share of the thread budget, split over its partitions
      * (each gets at least one thread). */
     int per = s->opt.threads / s->opt.executors / p->n_parts;
     e->n_parts = p->n_parts;
-    e->parts = calloc((size_t)e->n_parts, sizeof *e->parts);
+    e->parts = xcalloc((size_t)e->n_parts, sizeof *e->parts);
     e->arena = aligned(p->arena_bytes);
-    e->buf = calloc((size_t)p->g->n_nodes + 1, sizeof *e->buf);
-    int ok = e->parts && e->arena && e->buf;
+    e->buf = xcalloc((size_t)p->g->n_nodes + 1, sizeof *e->buf);
+    int ok = e->arena != NULL;
     for (int k = 0; ok && k < e->n_parts; k++) {
         exec_part *pt = &e->parts[k];
         pt->pool = pool_new(per > 0 ? per : 1);
@@ -218,7 +210,8 @@ rt_exec *exec_new(gr_session *s, const plan_graph *p, gr_status *st)
     }
     sched_build(e, pool_size(e->parts[0].pool));
     prepare_data(e);
-    if (e->n_parts > 1 && (parts_link(e), parts_start(e, st)) != GR_OK) {
+    parts_link(e);
+    if (parts_start(e, st) != GR_OK) {
         exec_free(e);
         return NULL;
     }
@@ -228,7 +221,7 @@ rt_exec *exec_new(gr_session *s, const plan_graph *p, gr_status *st)
 void exec_free(rt_exec *e)
 {
     if (!e) return;
-    if (e->n_parts > 1) parts_stop(e);
+    parts_stop(e);
     sched_free(e);
     for (int k = 0; e->parts && k < e->n_parts; k++) {
         pool_free(e->parts[k].pool);
@@ -284,28 +277,13 @@ static gr_code bind_feeds(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_stat
     return GR_OK;
 }
 
-static gr_code check_numerics(const rt_exec *e, const kern_args *a, gr_status *st)
-{
-    if (a->out_t->dtype != DT_F32 || !a->out) return GR_OK;
-    const float *x = a->out;
-    int64_t n = ir_numel(a->out_t);
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) {
-            int line = 0, col = 0;
-            if (a->node->src) src_linecol(a->node->src, a->node->span.begin, &line, &col);
-            (void)e;
-            return rt_fail(st, GR_ERR_NUMERIC, "%s:%d:%d: error: %s produced %s (element %lld)\n",
-                           a->node->src ? a->node->src->name : "?", line, col,
-                           ops_table[a->node->op].name, isnan(x[i]) ? "NaN" : "Inf", (long long)i);
-        }
-    return GR_OK;
-}
-
+/* Fetch k is the plan's root k + 1 (root 0 is the target): its name was
+ * resolved once, when the plan was made. */
 static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, int *views, gr_status *st)
 {
+    GR_ASSERT(n_fetches == e->p->n_roots - 1);
     for (int k = 0; k < n_fetches; k++) {
-        int id = rt_find_tensor(e->s, fetches[k].name, st);
-        if (id < 0) return GR_ERR_ARG;
+        int id = e->p->roots[k + 1];
         const ir_type *t = &e->p->g->nodes[id].type;
         if (!fetches[k].data && e->p->g->nodes[id].op == OP_DATA)
             return rt_fail(st, GR_ERR_ARG,
@@ -328,64 +306,16 @@ static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, int *v
     return GR_OK;
 }
 
-typedef struct level_job {
-    rt_exec *e;
-    const exec_level *L;
-} level_job;
-
-static void run_call(const rt_exec *e, int i)
-{
-    pthread_mutex_t *m = e->args[i].lock;
-    if (m) pthread_mutex_lock(m);
-    e->fn[i](&e->args[i]);
-    if (m) pthread_mutex_unlock(m);
-}
-
-/* One task of a parallel level: its group of calls, in order. */
-static void level_task(void *arg, int t)
-{
-    const level_job *j = arg;
-    for (int i = j->L->task_first[t]; i < j->L->task_first[t + 1]; i++) run_call(j->e, i);
-}
-
-void exec_run_level(rt_exec *e, const exec_level *L)
-{
-    level_job job = {e, L};
-    if (L->n_tasks > 1)
-        pool_for(e->parts[L->part].pool, L->n_tasks, level_task, &job);
-    else
-        for (int i = L->first; i < L->first + L->n; i++) run_call(e, i);
-}
-
-gr_code exec_check_level(const rt_exec *e, const exec_level *L, gr_status *st)
-{
-    for (int i = L->first; e->s->opt.check_numerics && i < L->first + L->n; i++)
-        if (check_numerics(e, &e->args[i], st) != GR_OK) return GR_ERR_NUMERIC;
-    return GR_OK;
-}
-
-static gr_code run_levels(rt_exec *e, gr_status *st);
-
 gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetches, int n_fetches,
                  int *views, gr_status *st)
 {
     gr_code c = bind_feeds(e, feeds, n_feeds, st);
     if (c == GR_OK) c = take_batches(e, st);
     if (c != GR_OK) return c;
-    c = run_levels(e, st);
+    uint64_t step = atomic_fetch_add(&e->s->steps, 1);
+    for (int i = 0; i < e->n_calls; i++) e->args[i].step = step; /* dropout's mask */
+    c = parts_run(e, st);
     if (c == GR_OK) c = copy_fetches(e, fetches, n_fetches, views, st);
     give_batches(e);
     return c;
-}
-
-static gr_code run_levels(rt_exec *e, gr_status *st)
-{
-    uint64_t step = atomic_fetch_add(&e->s->steps, 1);
-    for (int i = 0; i < e->n_calls; i++) e->args[i].step = step;
-    if (e->n_parts > 1) return parts_run(e, step, st);
-    for (int l = 0; l < e->n_levels; l++) {
-        exec_run_level(e, &e->levels[l]);
-        if (exec_check_level(e, &e->levels[l], st) != GR_OK) return GR_ERR_NUMERIC;
-    }
-    return GR_OK;
 }

@@ -1,5 +1,7 @@
-/* exec_int.h - private to runtime/exec.c and runtime/schedule.c: the
- * executor's state. */
+/* exec_int.h - private to the executor's files: its state, shared by
+ * runtime/exec.c (setup, a step's feeds, batches and fetches), parts.c
+ * (partitions and transfers) and schedule.c (levels and running them).
+ * Calls go exec.c -> parts.c -> schedule.c, never back. */
 #ifndef GR_EXEC_INT_H
 #define GR_EXEC_INT_H
 
@@ -45,8 +47,9 @@ struct rt_exec {
     exec_part *parts;
     int n_parts;
     /* Several partitions (parts.c): the rendezvous and the step hand-off. */
-    _Atomic uint64_t *xfer_ready; /* per transfer: the step that last filled it */
-    _Atomic uint64_t go;          /* the step the partition threads should run */
+    _Atomic uint64_t *xfer_ready; /* per transfer: the generation that last filled it */
+    _Atomic uint64_t go;          /* the generation the partition threads should run */
+    uint64_t gen;                 /* steps this executor ran; never rewinds */
     int n_done, stop;
     int spin; /* wait by spinning first: the budget has a core per partition thread */
     atomic_int failed;
@@ -69,14 +72,17 @@ struct rt_exec {
 void sched_build(rt_exec *e, int threads);
 void sched_free(rt_exec *e);
 
-/* exec.c: one call, and one level's calls (in order, or over the pool). */
-void exec_run_level(rt_exec *e, const exec_level *L);
-gr_code exec_check_level(const rt_exec *e, const exec_level *L, gr_status *st);
+/* One level's calls, in order or over the partition's pool; then, under
+ * --check-numerics, their outputs checked for NaN/Inf. */
+void sched_run_level(const rt_exec *e, const exec_level *L);
+gr_code sched_check_level(const rt_exec *e, const exec_level *L, gr_status *st);
 
-/* parts.c: plans with several partitions. */
+/* parts.c: running the partitions of a step.  Every plan has at least one;
+ * partition 0 runs on the caller's thread, the others on threads the
+ * executor keeps. */
+void parts_link(rt_exec *e);                    /* per level: transfers to wait for and to send */
 gr_code parts_start(rt_exec *e, gr_status *st); /* threads for partitions 1.. */
 void parts_stop(rt_exec *e);
-void parts_link(rt_exec *e); /* per level: transfers to wait for and to send */
-gr_code parts_run(rt_exec *e, uint64_t step, gr_status *st);
+gr_code parts_run(rt_exec *e, gr_status *st);
 
 #endif

@@ -9,9 +9,12 @@
  * transfers its calls read.  A receive at level l waits for a send made
  * right after a level below l, so by induction on the level no two
  * partitions can wait on each other: no deadlock.  The rendezvous is keyed
- * by (step, transfer): a flag holds the step that last filled it, and the
- * step ends only when every partition is done, so one buffer per transfer
- * suffices.  Between CPU devices the copy is a memcpy. */
+ * by (generation, transfer): a flag holds the generation (the executor's own
+ * count of its steps, which never rewinds, unlike the session's step that a
+ * restore sets back) that last filled it, and a step ends only when every
+ * partition is done, so one buffer per transfer suffices.  Between CPU
+ * devices the copy is a memcpy.  A plan on one device is one partition: it
+ * runs on the caller's thread and nothing waits. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +41,7 @@ static void add_waits(const rt_exec *e, int id, exec_level *L)
     const ir_node *n = &p->g->nodes[id];
     for (int j = 0; j < n->n_in + n->n_ctrl; j++) {
         int u = j < n->n_in ? n->in[j] : n->ctrl[j - n->n_in];
-        if (p->part[u] == L->part || (j == 0 && ops_table[n->op].update)) continue;
+        if (p->part[u] == L->part || (j == 0 && ops_has(n->op, OPF_UPDATE))) continue;
         list_add(&L->wait, &L->n_wait, plan_xfer_find(p, u, L->part));
     }
 }
@@ -83,44 +86,44 @@ static int spin_for(const rt_exec *e, _Atomic uint64_t *flag, uint64_t want, int
 {
     for (int i = 0; e->spin && i < SPIN; i++) {
         if ((atomic_load_explicit(flag, memory_order_acquire) == want) == eq) return 1;
-        __builtin_ia32_pause();
+        cpu_relax();
     }
     return 0;
 }
 
-static void xfer_send(rt_exec *e, int x, uint64_t step)
+static void xfer_send(rt_exec *e, int x, uint64_t gen)
 {
     const plan_xfer *t = &e->p->xfers[x];
     if (t->bytes) memcpy(e->arena + t->offset, e->buf[t->src], t->bytes);
     pthread_mutex_lock(&e->mu);
-    atomic_store_explicit(&e->xfer_ready[x], step, memory_order_release);
+    atomic_store_explicit(&e->xfer_ready[x], gen, memory_order_release);
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
 
-static void xfer_receive(rt_exec *e, int x, uint64_t step)
+static void xfer_receive(rt_exec *e, int x, uint64_t gen)
 {
-    if (spin_for(e, &e->xfer_ready[x], step, 1)) return;
+    if (spin_for(e, &e->xfer_ready[x], gen, 1)) return;
     pthread_mutex_lock(&e->mu);
-    while (atomic_load(&e->xfer_ready[x]) != step) pthread_cond_wait(&e->cv, &e->mu);
+    while (atomic_load(&e->xfer_ready[x]) != gen) pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
 }
 
 /* One partition's step.  After a NaN (check_numerics) anywhere, the levels
  * left are skipped, but every transfer is still marked, so no partition
  * waits forever. */
-static void run_part(rt_exec *e, int k, uint64_t step)
+static void run_part(rt_exec *e, int k, uint64_t gen)
 {
     exec_part *pt = &e->parts[k];
-    for (int i = 0; i < pt->n_send0; i++) xfer_send(e, pt->send0[i], step);
+    for (int i = 0; i < pt->n_send0; i++) xfer_send(e, pt->send0[i], gen);
     for (int l = pt->first_level; l < pt->first_level + pt->n_levels; l++) {
         const exec_level *L = &e->levels[l];
-        for (int i = 0; i < L->n_wait; i++) xfer_receive(e, L->wait[i], step);
+        for (int i = 0; i < L->n_wait; i++) xfer_receive(e, L->wait[i], gen);
         if (!atomic_load(&e->failed)) {
-            exec_run_level(e, L);
-            if (exec_check_level(e, L, pt->st) != GR_OK) atomic_store(&e->failed, k + 1);
+            sched_run_level(e, L);
+            if (sched_check_level(e, L, pt->st) != GR_OK) atomic_store(&e->failed, k + 1);
         }
-        for (int i = 0; i < L->n_send; i++) xfer_send(e, L->send[i], step);
+        for (int i = 0; i < L->n_send; i++) xfer_send(e, L->send[i], gen);
     }
 }
 
@@ -193,21 +196,33 @@ void parts_stop(rt_exec *e)
     free(e->xfer_ready);
 }
 
-gr_code parts_run(rt_exec *e, uint64_t step, gr_status *st)
+/* Wakes the partition threads for generation gen; the caller runs
+ * partition 0 meanwhile. */
+static void parts_go(rt_exec *e, uint64_t gen)
 {
-    /* Step numbers are unique per session, but a transfer's flag starts at
-     * 0: shift by one so that no step matches a fresh flag. */
-    step++;
-    atomic_store(&e->failed, 0);
     pthread_mutex_lock(&e->mu);
-    e->go = step;
+    e->go = gen;
     e->n_done = 0;
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
-    run_part(e, 0, step);
+}
+
+static void parts_wait(rt_exec *e)
+{
     pthread_mutex_lock(&e->mu);
     while (e->n_done < e->n_parts - 1) pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
+}
+
+/* The rendezvous counts the executor's own generations, which start above
+ * the fresh flags' 0 and never come back to a value they had. */
+gr_code parts_run(rt_exec *e, gr_status *st)
+{
+    uint64_t gen = ++e->gen;
+    atomic_store(&e->failed, 0);
+    if (e->n_parts > 1) parts_go(e, gen);
+    run_part(e, 0, gen);
+    if (e->n_parts > 1) parts_wait(e);
     int bad = atomic_load(&e->failed);
     if (!bad) return GR_OK;
     return rt_fail(st, GR_ERR_NUMERIC, "%s", gr_status_message(e->parts[bad - 1].st));

@@ -44,9 +44,11 @@ struct gr_program {
 typedef struct rt_exec rt_exec;
 
 typedef struct rt_plan_entry {
-    char *key; /* "target|fetch|fetch" */
-    plan_graph *plan;
-    int is_train; /* the target is a .minimize(): a training step */
+    uint64_t hash; /* of the names (session.c: plan_hash) */
+    char **names;  /* the target, then the fetches */
+    int n_fetches;
+    plan_graph *plan; /* roots: the target, then the fetches */
+    int is_train;     /* the target is a .minimize(): a training step */
     rt_exec **free_execs;
     int n_free, cap_free;
     rt_exec **all; /* every executor made, free or not */
@@ -84,7 +86,7 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
 const plan_graph *exec_plan(const rt_exec *e);
 
 /* session.c */
-gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fetch, int n_fetch,
+gr_code rt_session_plan(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
                         rt_plan_entry **out, gr_status *st);
 rt_exec *rt_exec_take(gr_session *s, rt_plan_entry *pe, gr_status *st);
 void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e);

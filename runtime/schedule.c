@@ -11,7 +11,9 @@
  *     thread), and each kernel runs single-threaded with its own scratch
  *     slice.  This is where a backward pass wins: dW and dX of a layer are
  *     independent.
- * Everything is decided here; a step only walks the levels. */
+ * Everything is decided here; a step only walks the levels (sched_run_level),
+ * checking each level's outputs for NaN/Inf under --check-numerics. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,4 +126,58 @@ void sched_free(rt_exec *e)
         free(e->levels[l].send);
     }
     free(e->levels);
+}
+
+/* ---- running a level ---- */
+
+typedef struct level_job {
+    const rt_exec *e;
+    const exec_level *L;
+} level_job;
+
+static void run_call(const rt_exec *e, int i)
+{
+    pthread_mutex_t *m = e->args[i].lock;
+    if (m) pthread_mutex_lock(m);
+    e->fn[i](&e->args[i]);
+    if (m) pthread_mutex_unlock(m);
+}
+
+/* One task of a parallel level: its group of calls, in order. */
+static void level_task(void *arg, int t)
+{
+    const level_job *j = arg;
+    for (int i = j->L->task_first[t]; i < j->L->task_first[t + 1]; i++) run_call(j->e, i);
+}
+
+void sched_run_level(const rt_exec *e, const exec_level *L)
+{
+    level_job job = {e, L};
+    if (L->n_tasks > 1)
+        pool_for(e->parts[L->part].pool, L->n_tasks, level_task, &job);
+    else
+        for (int i = L->first; i < L->first + L->n; i++) run_call(e, i);
+}
+
+static gr_code check_numerics(const kern_args *a, gr_status *st)
+{
+    if (a->out_t->dtype != DT_F32 || !a->out) return GR_OK;
+    const float *x = a->out;
+    int64_t n = ir_numel(a->out_t);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            int line = 0, col = 0;
+            if (a->node->src) src_linecol(a->node->src, a->node->span.begin, &line, &col);
+            return rt_fail(st, GR_ERR_NUMERIC, "%s:%d:%d: error: %s produced %s (element %lld)\n",
+                           a->node->src ? a->node->src->name : "?", line, col,
+                           ops_name(a->node->op), isnan(x[i]) ? "NaN" : "Inf", (long long)i);
+        }
+    return GR_OK;
+}
+
+gr_code sched_check_level(const rt_exec *e, const exec_level *L, gr_status *st)
+{
+    for (int i = L->first; e->s->opt.check_numerics && i < L->first + L->n; i++)
+        if (check_numerics(&e->args[i], st) != GR_OK) return GR_ERR_NUMERIC;
+    return GR_OK;
 }

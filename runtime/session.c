@@ -114,7 +114,8 @@ void gr_session_free(gr_session *s)
         free(pe->all);
         free(pe->free_execs);
         plan_free(pe->plan);
-        free(pe->key);
+        for (int k = 0; k <= pe->n_fetches; k++) free(pe->names[k]);
+        free(pe->names);
     }
     free(s->plans);
     for (int i = 0; i < s->g->n_data; i++) data_close(s->readers[i]);
@@ -172,60 +173,86 @@ static gr_code open_readers(gr_session *s, const plan_graph *p, gr_status *st)
     return c;
 }
 
-/* "target|fetch|fetch" into buf (no allocation on the run path); returns
- * -1 when it does not fit. */
-static int plan_key(char *buf, size_t n, const char *target, const char *const *fetch, int n_fetch)
+/* FNV-1a over the target and fetch names, each ended by its NUL, so that
+ * ("ab") and ("a", "b") differ. */
+static uint64_t plan_hash(const char *target, const gr_fetch *fetches, int n_fetches)
 {
-    size_t used = (size_t)snprintf(buf, n, "%s", target);
-    for (int i = 0; i < n_fetch && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "|%s", fetch[i]);
-    return used < n ? 0 : -1;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = -1; i < n_fetches; i++) {
+        const unsigned char *c = (const unsigned char *)(i < 0 ? target : fetches[i].name);
+        do h = (h ^ *c) * 0x100000001b3ull;
+        while (*c++);
+    }
+    return h;
 }
 
-static gr_code add_plan(gr_session *s, char *key, const char *target, const char *const *fetch,
-                        int n_fetch, rt_plan_entry **out, gr_status *st)
+static int plan_matches(const rt_plan_entry *pe, uint64_t h, const char *target,
+                        const gr_fetch *fetches, int n_fetches)
 {
-    int *roots = malloc(sizeof(int) * (size_t)(n_fetch + 1)), nr = 0;
-    roots[nr] = rt_find_tensor(s, target, st);
-    if (roots[nr++] < 0) goto fail;
-    for (int i = 0; i < n_fetch; i++)
-        if ((roots[nr++] = rt_find_tensor(s, fetch[i], st)) < 0) goto fail;
-    plan_graph *p = plan_build(s->g, roots, nr);
+    if (pe->hash != h || pe->n_fetches != n_fetches || strcmp(pe->names[0], target)) return 0;
+    for (int i = 0; i < n_fetches; i++)
+        if (strcmp(pe->names[i + 1], fetches[i].name)) return 0;
+    return 1;
+}
+
+/* Root 0 is the target, root k + 1 fetch k: the executor copies fetches
+ * out by these ids, so names are looked up only here. */
+static plan_graph *new_plan(gr_session *s, const char *target, const gr_fetch *fetches,
+                            int n_fetches, gr_status *st)
+{
+    int *roots = xcalloc((size_t)n_fetches + 1, sizeof *roots);
+    plan_graph *p = NULL;
+    int ok = (roots[0] = rt_find_tensor(s, target, st)) >= 0;
+    for (int i = 0; ok && i < n_fetches; i++) {
+        if (!fetches[i].name) ok = rt_fail(st, GR_ERR_ARG, "fetch %d has no name\n", i) == GR_OK;
+        ok = ok && (roots[i + 1] = rt_find_tensor(s, fetches[i].name, st)) >= 0;
+    }
+    if (ok) p = plan_build(s->g, roots, n_fetches + 1);
     free(roots);
+    return p;
+}
+
+static gr_code add_plan(gr_session *s, uint64_t h, const char *target, const gr_fetch *fetches,
+                        int n_fetches, rt_plan_entry **out, gr_status *st)
+{
+    plan_graph *p = new_plan(s, target, fetches, n_fetches, st);
+    if (!p) return GR_ERR_ARG;
     gr_code c = open_readers(s, p, st);
     if (c != GR_OK) {
         plan_free(p);
-        free(key);
         return c;
     }
     if (s->n_plans == s->cap_plans) {
         s->cap_plans = s->cap_plans ? 2 * s->cap_plans : 4;
-        s->plans = realloc(s->plans, sizeof *s->plans * (size_t)s->cap_plans);
+        s->plans = xreallocarray(s->plans, (size_t)s->cap_plans, sizeof *s->plans);
     }
     int k = ir_find_name(s->g, target);
-    s->plans[s->n_plans] =
-        (rt_plan_entry){.key = key, .plan = p, .is_train = k >= 0 && s->g->names[k].is_train};
-    *out = &s->plans[s->n_plans++];
+    rt_plan_entry *pe = &s->plans[s->n_plans++];
+    *pe = (rt_plan_entry){.hash = h,
+                          .names = xcalloc((size_t)n_fetches + 1, sizeof(char *)),
+                          .n_fetches = n_fetches,
+                          .plan = p,
+                          .is_train = k >= 0 && s->g->names[k].is_train};
+    pe->names[0] = xstrdup(target);
+    for (int i = 0; i < n_fetches; i++) pe->names[i + 1] = xstrdup(fetches[i].name);
+    *out = pe;
     return GR_OK;
-fail:
-    free(roots);
-    free(key);
-    return GR_ERR_ARG;
 }
 
-/* Plans are never removed, but the array may move: callers hold s->mu. */
-gr_code rt_session_plan(gr_session *s, const char *target, const char *const *fetch, int n_fetch,
+/* Plans are never removed, but the array may move: callers hold s->mu.
+ * Finding one compares hashes, then the names of the one that matches. */
+gr_code rt_session_plan(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
                         rt_plan_entry **out, gr_status *st)
 {
-    char key[1024];
-    if (plan_key(key, sizeof key, target, fetch, n_fetch) < 0)
-        return rt_fail(st, GR_ERR_ARG, "target and fetch names are too long\n");
+    for (int i = 0; i < n_fetches; i++)
+        if (!fetches[i].name) return rt_fail(st, GR_ERR_ARG, "fetch %d has no name\n", i);
+    uint64_t h = plan_hash(target, fetches, n_fetches);
     for (int i = 0; i < s->n_plans; i++)
-        if (strcmp(s->plans[i].key, key) == 0) {
+        if (plan_matches(&s->plans[i], h, target, fetches, n_fetches)) {
             *out = &s->plans[i];
             return GR_OK;
         }
-    return add_plan(s, strdup(key), target, fetch, n_fetch, out, st);
+    return add_plan(s, h, target, fetches, n_fetches, out, st);
 }
 
 rt_exec *rt_exec_take(gr_session *s, rt_plan_entry *pe, gr_status *st)
@@ -255,13 +282,12 @@ void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e)
 static gr_code acquire(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
                        rt_exec **e, int *plan_index, int *is_train, gr_status *st)
 {
-    const char *names[16];
     *e = NULL;
-    if (n_fetches > 16) return rt_fail(st, GR_ERR_ARG, "at most 16 fetches per run\n");
-    for (int i = 0; i < n_fetches; i++) names[i] = fetches[i].name;
+    if (n_fetches < 0 || (n_fetches > 0 && !fetches))
+        return rt_fail(st, GR_ERR_ARG, "%d fetches, but no fetch array\n", n_fetches);
     pthread_mutex_lock(&s->mu);
     rt_plan_entry *pe = NULL;
-    gr_code c = rt_session_plan(s, target, names, n_fetches, &pe, st);
+    gr_code c = rt_session_plan(s, target, fetches, n_fetches, &pe, st);
     if (c == GR_OK) {
         *e = rt_exec_take(s, pe, st);
         *plan_index = (int)(pe - s->plans);
@@ -380,7 +406,7 @@ static int64_t eval_batches(gr_session *s, const plan_graph *p)
  * back, so evaluating on the training source does not disturb training. */
 static void eval_cursors(gr_session *s, const plan_graph *p, uint64_t (*saved)[2], int restore)
 {
-    for (int k = 0; k < p->n_data_used && k < 16; k++) {
+    for (int k = 0; k < p->n_data_used; k++) {
         data_reader *r = s->readers[p->data_used[k]];
         if (restore) {
             data_seek(r, saved[k][0], saved[k][1]);
@@ -414,7 +440,7 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     if (c != GR_OK) return c;
     const plan_graph *plan = exec_plan(e); /* s->plans may move: not read unlocked */
     int64_t nb = eval_batches(s, plan);
-    uint64_t saved[16][2];
+    uint64_t(*saved)[2] = xcalloc((size_t)plan->n_data_used + 1, sizeof *saved);
     /* no run holds a batch while the cursors move: seeks under the pause lock */
     pthread_rwlock_wrlock(&s->pause);
     eval_cursors(s, plan, saved, 0);
@@ -430,6 +456,7 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     pthread_rwlock_wrlock(&s->pause);
     eval_cursors(s, plan, saved, 1);
     pthread_rwlock_unlock(&s->pause);
+    free(saved);
     release(s, pi, e);
     *value = sum / (double)nb;
     if (c == GR_OK) rt_ok(st);

@@ -1176,24 +1176,58 @@ static void test_reshape_identity_cast_const(void **state)
         call_in(&c, x, &ft);
         call_run(&c);
     }
+    /* constants are filled on the host, once per executor, not by a kernel */
     call_init(&c, OP_CONST, &ft, y);
+    c.node.type = ft;
     c.node.attr.f[0] = 2.5;
-    call_run(&c);
+    ir_const_fill(&c.node, y);
     for (int i = 0; i < 12; i++) assert_true(y[i] == 2.5f);
     call_init(&c, OP_CONST, &it, xi);
+    c.node.type = it;
     c.node.attr.f[0] = 7;
-    call_run(&c);
+    ir_const_fill(&c.node, xi);
     for (int i = 0; i < 12; i++) assert_int_equal(xi[i], 7);
     call_init(&c, OP_CONST, &ft, y);
+    c.node.type = ft;
     c.node.cdata = x;
-    call_run(&c);
+    ir_const_fill(&c.node, y);
     assert_memory_equal(x, y, sizeof x);
-    assert_null(cpu_kernels[OP_INPUT]);
-    assert_null(cpu_kernels[OP_DATA]);
-    assert_null(cpu_kernels[OP_VARIABLE]);
-    assert_null(cpu_kernels[OP_ARGMAX_GRAD_NONE]);
     call_init(&c, OP_GROUP, &ft, NULL);
     call_run(&c);
+}
+
+/* Every (op, device) pair: a source has no kernel anywhere (the executor
+ * provides its buffer), every other op has one on every device. */
+static void test_every_op_has_a_kernel_on_every_device(void **state)
+{
+    (void)state;
+    const device_vtable *devices[] = {&cpu_vtable};
+    int holes = 0;
+    for (size_t d = 0; d < sizeof devices / sizeof *devices; d++)
+        for (int op = 0; op < OP_COUNT; op++) {
+            int want = !ops_has(op, OPF_SOURCE), have = devices[d]->kernels[op] != NULL;
+            if (want == have) continue;
+            print_error("%s: %s %s a kernel\n", devices[d]->name, ops_name(op),
+                        have ? "is a source but has" : "has no");
+            holes++;
+        }
+    assert_int_equal(holes, 0);
+}
+
+/* i32 neg negates integers (it once flipped the float sign bit of an i32). */
+static void test_neg_i32(void **state)
+{
+    (void)state;
+    int32_t x[4] = {1, -7, 0, INT32_MIN}, y[4];
+    ir_type t = {.dtype = DT_I32, .rank = 1, .dim = {4}};
+    call c;
+    call_init(&c, OP_NEG, &t, y);
+    call_in(&c, x, &t);
+    call_run(&c);
+    assert_int_equal(y[0], -1);
+    assert_int_equal(y[1], 7);
+    assert_int_equal(y[2], 0);
+    assert_int_equal(y[3], INT32_MIN); /* wraps, like i32 arithmetic */
 }
 
 /* ---- dropout ---- */
@@ -1440,6 +1474,8 @@ int main(void)
         cmocka_unit_test(test_pool_for_repeated_tiny_calls),
         cmocka_unit_test(test_pool_for_nested_and_concurrent_callers),
         cmocka_unit_test(test_cpu_vtable_alloc_aligned_and_copy),
+        cmocka_unit_test(test_every_op_has_a_kernel_on_every_device),
+        cmocka_unit_test(test_neg_i32),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

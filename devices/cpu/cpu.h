@@ -18,6 +18,17 @@ void pool_free(cpu_pool *p);
 int pool_size(const cpu_pool *p);
 void pool_for(cpu_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *arg);
 
+/* The hint for a spin-wait loop: lets the core's sibling thread run and
+ * saves power while waiting. */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
 /* Forces the BLAS to one thread per caller; we split GEMMs ourselves. */
 void cpu_blas_init(void);
 

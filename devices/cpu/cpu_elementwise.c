@@ -1,5 +1,5 @@
 /* cpu_elementwise.c - broadcasting binaries, unaries, activation gradients,
- * casts, fills and dropout.  Inner loops are plain counted loops over
+ * copies, fills, casts and dropout.  Inner loops are plain counted loops over
  * restrict pointers so GCC vectorises them at -O3. */
 #include <math.h>
 
@@ -92,9 +92,11 @@ void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, 
  * One function per (op, dtype) with four loops: vector-vector, vector-scalar,
  * scalar-vector and scalar-scalar, chosen by the inner strides (0 or 1). */
 #define BIN_FN(NAME, TI, TO, EXPR)                                                                 \
-    static void NAME(TO *restrict o, const TI *restrict a, int va, const TI *restrict b, int vb,   \
-                     int64_t n)                                                                    \
+    static void NAME(void *restrict vo, const void *restrict vx, int va, const void *restrict vy,  \
+                     int vb, int64_t n)                                                            \
     {                                                                                              \
+        TO *restrict o = vo;                                                                       \
+        const TI *restrict a = vx, *restrict b = vy;                                               \
         if (va && vb) {                                                                            \
             for (int64_t i = 0; i < n; i++) {                                                      \
                 TI x = a[i], y = b[i];                                                             \
@@ -119,122 +121,37 @@ void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, 
         }                                                                                          \
     }
 
-/* i32 division: x/0 and INT_MIN/-1 trap on x86, so define them as 0 / wrap. */
-static inline int32_t div_i32(int32_t x, int32_t y)
-{
-    if (y == 0) return 0;
-    if (y == -1) return (int32_t)(0u - (uint32_t)x);
-    return x / y;
-}
+#define ARITH_FNS(op, ef, ei)                                                                      \
+    BIN_FN(op##_f32, float, float, ef)                                                             \
+    BIN_FN(op##_i32, int32_t, int32_t, ei)
+#define COMPARE_FNS(op, e)                                                                         \
+    BIN_FN(op##_f32, float, float, e)                                                              \
+    BIN_FN(op##_i32, int32_t, float, e)
+CPU_ARITH(ARITH_FNS)
+CPU_COMPARE(COMPARE_FNS)
 
-BIN_FN(add_f32, float, float, x + y)
-BIN_FN(sub_f32, float, float, x - y)
-BIN_FN(mul_f32, float, float, x *y)
-BIN_FN(div_f32, float, float, x / y)
-BIN_FN(add_i32, int32_t, int32_t, (int32_t)((uint32_t)x + (uint32_t)y))
-BIN_FN(sub_i32, int32_t, int32_t, (int32_t)((uint32_t)x - (uint32_t)y))
-BIN_FN(mul_i32, int32_t, int32_t, (int32_t)((uint32_t)x *(uint32_t)y))
-BIN_FN(div_i32s, int32_t, int32_t, div_i32(x, y))
-BIN_FN(eq_f32, float, float, x == y)
-BIN_FN(ne_f32, float, float, x != y)
-BIN_FN(lt_f32, float, float, x < y)
-BIN_FN(gt_f32, float, float, x > y)
-BIN_FN(le_f32, float, float, x <= y)
-BIN_FN(ge_f32, float, float, x >= y)
-BIN_FN(eq_i32, int32_t, float, x == y)
-BIN_FN(ne_i32, int32_t, float, x != y)
-BIN_FN(lt_i32, int32_t, float, x < y)
-BIN_FN(gt_i32, int32_t, float, x > y)
-BIN_FN(le_i32, int32_t, float, x <= y)
-BIN_FN(ge_i32, int32_t, float, x >= y)
+/* One row loop per (op, dtype); i32 arithmetic writes i32, the rest f32. */
+typedef void (*bin_fn)(void *restrict, const void *restrict, int, const void *restrict, int,
+                       int64_t);
+typedef struct bin_fns {
+    bin_fn f32, i32;
+} bin_fns;
 
-typedef void (*bin_f32_fn)(float *restrict, const float *restrict, int, const float *restrict, int,
-                           int64_t);
-typedef void (*cmp_i32_fn)(float *restrict, const int32_t *restrict, int, const int32_t *restrict,
-                           int, int64_t);
-typedef void (*bin_i32_fn)(int32_t *restrict, const int32_t *restrict, int, const int32_t *restrict,
-                           int, int64_t);
+#define BIN_ROW(op, ...) [OP_##op] = {op##_f32, op##_i32},
+static const bin_fns binary_fns[OP_COUNT] = {CPU_ARITH(BIN_ROW) CPU_COMPARE(BIN_ROW)};
 
 typedef struct bin_ctx {
     cpu_bcast bc;
-    op_kind op;
-    ir_dtype dt;
-    void *out;
-    const void *a, *b;
+    bin_fn fn;
+    char *out; /* every element type is 4 bytes */
+    const char *a, *b;
 } bin_ctx;
-
-static bin_f32_fn bin_pick_f32(op_kind op)
-{
-    switch (op) {
-    case OP_ADD:
-        return add_f32;
-    case OP_SUB:
-        return sub_f32;
-    case OP_MUL:
-        return mul_f32;
-    case OP_DIV:
-        return div_f32;
-    case OP_EQ:
-        return eq_f32;
-    case OP_NE:
-        return ne_f32;
-    case OP_LT:
-        return lt_f32;
-    case OP_GT:
-        return gt_f32;
-    case OP_LE:
-        return le_f32;
-    default:
-        return ge_f32;
-    }
-}
-
-static cmp_i32_fn cmp_pick_i32(op_kind op)
-{
-    switch (op) {
-    case OP_EQ:
-        return eq_i32;
-    case OP_NE:
-        return ne_i32;
-    case OP_LT:
-        return lt_i32;
-    case OP_GT:
-        return gt_i32;
-    case OP_LE:
-        return le_i32;
-    default:
-        return ge_i32;
-    }
-}
-
-static bin_i32_fn bin_pick_i32(op_kind op)
-{
-    switch (op) {
-    case OP_ADD:
-        return add_i32;
-    case OP_SUB:
-        return sub_i32;
-    case OP_MUL:
-        return mul_i32;
-    default:
-        return div_i32s;
-    }
-}
 
 static void bin_row(void *vctx, int64_t o, int64_t ia, int64_t ib, int64_t len)
 {
     const bin_ctx *c = vctx;
     int nd = c->bc.nd, va = c->bc.sa[nd - 1] != 0, vb = c->bc.sb[nd - 1] != 0;
-    if (c->dt == DT_F32) {
-        bin_pick_f32(c->op)((float *)c->out + o, (const float *)c->a + ia, va,
-                            (const float *)c->b + ib, vb, len);
-    } else if (c->op >= OP_EQ && c->op <= OP_GE) {
-        cmp_pick_i32(c->op)((float *)c->out + o, (const int32_t *)c->a + ia, va,
-                            (const int32_t *)c->b + ib, vb, len);
-    } else {
-        bin_pick_i32(c->op)((int32_t *)c->out + o, (const int32_t *)c->a + ia, va,
-                            (const int32_t *)c->b + ib, vb, len);
-    }
+    c->fn(c->out + o * 4, c->a + ia * 4, va, c->b + ib * 4, vb, len);
 }
 
 static void bin_range(void *vctx, int64_t lo, int64_t hi)
@@ -246,90 +163,84 @@ static void bin_range(void *vctx, int64_t lo, int64_t hi)
 void cpu_binary(cpu_pool *p, op_kind op, void *out, const ir_type *ot, const void *a,
                 const ir_type *at, const void *b, const ir_type *bt)
 {
-    bin_ctx c = {.op = op, .dt = at->dtype, .out = out, .a = a, .b = b};
+    const bin_fns *f = &binary_fns[op];
+    bin_ctx c = {.fn = at->dtype == DT_I32 ? f->i32 : f->f32, .out = out, .a = a, .b = b};
+    GR_ASSERT(c.fn); /* kernels.c maps only CPU_ARITH and CPU_COMPARE ops here */
     cpu_bcast_init(&c.bc, ot, at, bt);
     cpu_par_range(p, cpu_numel(ot), CPU_PAR_MIN, bin_range, &c);
 }
 
-/* ---- unary ops ---- */
+/* ---- unary ops and activation gradients ---- */
+
+typedef void (*un_fn)(void *restrict o, const void *restrict x, const float *restrict y, int64_t n);
+
+#define UNARY_FN(op, e)                                                                            \
+    static void op##_f32(void *restrict vo, const void *restrict vx, const float *restrict unused, \
+                         int64_t n)                                                                \
+    {                                                                                              \
+        float *restrict o = vo;                                                                    \
+        const float *restrict xs = vx;                                                             \
+        (void)unused;                                                                              \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            float x = xs[i];                                                                       \
+            o[i] = e;                                                                              \
+        }                                                                                          \
+    }
+#define ACT_GRAD_FN(op, e)                                                                         \
+    static void op##_f32(void *restrict vo, const void *restrict vdy, const float *restrict vs,    \
+                         int64_t n)                                                                \
+    {                                                                                              \
+        float *restrict o = vo;                                                                    \
+        const float *restrict dys = vdy;                                                           \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            float dy = dys[i], v = vs[i];                                                          \
+            o[i] = e;                                                                              \
+        }                                                                                          \
+    }
+CPU_UNARY(UNARY_FN)
+CPU_ACT_GRAD(ACT_GRAD_FN)
+
+/* neg is the one unary defined on i32 too (wrapping, as i32 arithmetic). */
+static void neg_i32(void *restrict vo, const void *restrict vx, const float *restrict unused,
+                    int64_t n)
+{
+    int32_t *restrict o = vo;
+    const int32_t *restrict x = vx;
+    (void)unused;
+    for (int64_t i = 0; i < n; i++) o[i] = (int32_t)(0u - (uint32_t)x[i]);
+}
+
+#define UN_ROW(op, ...) [OP_##op] = op##_f32,
+static const un_fn unary_fns[OP_COUNT] = {CPU_UNARY(UN_ROW) CPU_ACT_GRAD(UN_ROW)};
 
 typedef struct un_ctx {
-    op_kind op;
-    float *out;
-    const float *x, *y; /* y: second operand of the activation gradients */
+    un_fn fn;
+    char *out;
+    const char *x;
+    const float *y; /* the activation gradients' v */
 } un_ctx;
-
-static void unary_loop(op_kind op, float *restrict o, const float *restrict x, int64_t n)
-{
-    switch (op) {
-    case OP_NEG:
-        for (int64_t i = 0; i < n; i++) o[i] = -x[i];
-        break;
-    case OP_EXP:
-        for (int64_t i = 0; i < n; i++) o[i] = expf(x[i]);
-        break;
-    case OP_LOG:
-        for (int64_t i = 0; i < n; i++) o[i] = logf(x[i]);
-        break;
-    case OP_SQRT:
-        for (int64_t i = 0; i < n; i++) o[i] = sqrtf(x[i]);
-        break;
-    case OP_RELU:
-        for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0.0f ? x[i] : 0.0f;
-        break;
-    case OP_SIGMOID:
-        for (int64_t i = 0; i < n; i++) o[i] = 1.0f / (1.0f + expf(-x[i]));
-        break;
-    case OP_TANH:
-        for (int64_t i = 0; i < n; i++) o[i] = tanhf(x[i]);
-        break;
-    default:
-        for (int64_t i = 0; i < n; i++) o[i] = x[i];
-        break;
-    }
-}
 
 static void unary_range(void *vctx, int64_t lo, int64_t hi)
 {
     const un_ctx *c = vctx;
-    unary_loop(c->op, c->out + lo, c->x + lo, hi - lo);
+    c->fn(c->out + lo * 4, c->x + lo * 4, c->y ? c->y + lo : NULL, hi - lo);
 }
 
-void cpu_unary(cpu_pool *p, op_kind op, float *out, const float *x, int64_t n)
+void cpu_unary(cpu_pool *p, op_kind op, ir_dtype dt, void *out, const void *x, int64_t n)
 {
-    un_ctx c = {op, out, x, NULL};
+    un_ctx c = {dt == DT_I32 ? (op == OP_NEG ? neg_i32 : NULL) : unary_fns[op], out, x, NULL};
+    GR_ASSERT(c.fn); /* kernels.c maps only CPU_UNARY ops here; shapes allow i32 for neg only */
     cpu_par_range(p, n, CPU_PAR_MIN, unary_range, &c);
-}
-
-static void act_grad_loop(op_kind op, float *restrict o, const float *restrict dy,
-                          const float *restrict v, int64_t n)
-{
-    switch (op) {
-    case OP_RELU_GRAD:
-        for (int64_t i = 0; i < n; i++) o[i] = v[i] > 0.0f ? dy[i] : 0.0f;
-        break;
-    case OP_SIGMOID_GRAD:
-        for (int64_t i = 0; i < n; i++) o[i] = dy[i] * v[i] * (1.0f - v[i]);
-        break;
-    default: /* OP_TANH_GRAD */
-        for (int64_t i = 0; i < n; i++) o[i] = dy[i] * (1.0f - v[i] * v[i]);
-        break;
-    }
-}
-
-static void act_grad_range(void *vctx, int64_t lo, int64_t hi)
-{
-    const un_ctx *c = vctx;
-    act_grad_loop(c->op, c->out + lo, c->x + lo, c->y + lo, hi - lo);
 }
 
 void cpu_act_grad(cpu_pool *p, op_kind op, float *out, const float *dy, const float *v, int64_t n)
 {
-    un_ctx c = {op, out, dy, v};
-    cpu_par_range(p, n, CPU_PAR_MIN, act_grad_range, &c);
+    un_ctx c = {unary_fns[op], (char *)out, (const char *)dy, v};
+    GR_ASSERT(c.fn); /* kernels.c maps only CPU_ACT_GRAD ops here */
+    cpu_par_range(p, n, CPU_PAR_MIN, unary_range, &c);
 }
 
-/* ---- copies, fills, casts ---- */
+/* ---- copies, fills and casts ---- */
 
 typedef struct copy_ctx {
     char *out;
@@ -350,11 +261,6 @@ void cpu_copy(cpu_pool *p, void *out, const void *in, int64_t n)
 }
 
 void cpu_fill_f32(float *restrict out, float v, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) out[i] = v;
-}
-
-void cpu_fill_i32(int32_t *restrict out, int32_t v, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) out[i] = v;
 }
@@ -395,11 +301,6 @@ static inline float dropout_u(uint64_t key, int64_t i)
 static inline uint64_t dropout_key(uint64_t seed, uint64_t step)
 {
     return splitmix64(seed ^ (step * 0xd1b54a32d192ed03ull));
-}
-
-int cpu_dropout_keep(uint64_t seed, uint64_t step, int64_t i, float rate)
-{
-    return dropout_u(dropout_key(seed, step), i) >= rate;
 }
 
 typedef struct drop_ctx {

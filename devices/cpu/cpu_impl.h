@@ -8,8 +8,10 @@
 #ifndef GR_CPU_IMPL_H
 #define GR_CPU_IMPL_H
 
+#include <math.h>
 #include <stdint.h>
 
+#include "../../lang/fatal.h"
 #include "cpu.h"
 
 /* Below this many elements a loop is not worth splitting over the pool. */
@@ -47,22 +49,60 @@ void cpu_bcast_init(cpu_bcast *bc, const ir_type *out, const ir_type *a, const i
 typedef void (*cpu_row_fn)(void *ctx, int64_t o, int64_t ia, int64_t ib, int64_t len);
 void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, void *ctx);
 
-/* ---- elementwise (cpu_elementwise.c) ---- */
+/* ---- elementwise (cpu_elementwise.c) ----
+ * Each family is one list, one line per op.  The list generates the loops
+ * (cpu_elementwise.c) and the op's row in the kernel table (kernels.c), so
+ * no op can have a row without a loop, and nothing dispatches on op with a
+ * fallback.  In the expressions x and y are the operands; dy and v are a
+ * gradient and the forward value it needs. */
+/* op, f32 expression, i32 expression (wrapping; i32 division by 0 is 0) */
+#define CPU_ARITH(X)                                                                               \
+    X(ADD, x + y, (int32_t)((uint32_t)x + (uint32_t)y))                                            \
+    X(SUB, x - y, (int32_t)((uint32_t)x - (uint32_t)y))                                            \
+    X(MUL, x *y, (int32_t)((uint32_t)x * (uint32_t)y))                                             \
+    X(DIV, x / y, cpu_div_i32(x, y))
+/* op, expression: f32 0/1 out for f32 and i32 operands */
+#define CPU_COMPARE(X)                                                                             \
+    X(EQ, x == y) X(NE, x != y) X(LT, x < y) X(GT, x > y) X(LE, x <= y) X(GE, x >= y)
+/* op, f32 expression (neg also has an i32 loop: ops_shape_unary_any) */
+#define CPU_UNARY(X)                                                                               \
+    X(NEG, -x)                                                                                     \
+    X(EXP, expf(x))                                                                                \
+    X(LOG, logf(x))                                                                                \
+    X(SQRT, sqrtf(x))                                                                              \
+    X(RELU, x > 0.0f ? x : 0.0f)                                                                   \
+    X(SIGMOID, 1.0f / (1.0f + expf(-x)))                                                           \
+    X(TANH, tanhf(x))
+/* op, expression of dy and v (relu: v = x; sigmoid, tanh: v = the output) */
+#define CPU_ACT_GRAD(X)                                                                            \
+    X(RELU_GRAD, v > 0.0f ? dy : 0.0f)                                                             \
+    X(SIGMOID_GRAD, dy *v *(1.0f - v))                                                             \
+    X(TANH_GRAD, dy *(1.0f - v * v))
+
+/* i32 division: x/0 and INT_MIN/-1 trap on x86, so define them as 0 / wrap. */
+static inline int32_t cpu_div_i32(int32_t x, int32_t y)
+{
+    if (y == 0) return 0;
+    if (y == -1) return (int32_t)(0u - (uint32_t)x);
+    return x / y;
+}
+
+/* Broadcasting binaries (CPU_ARITH, CPU_COMPARE) by op; at is a's type (a
+ * and b share a dtype). */
 void cpu_binary(cpu_pool *p, op_kind op, void *out, const ir_type *ot, const void *a,
                 const ir_type *at, const void *b, const ir_type *bt);
-void cpu_unary(cpu_pool *p, op_kind op, float *out, const float *x, int64_t n);
-/* RELU_GRAD, SIGMOID_GRAD, TANH_GRAD: out = f(dy, v) elementwise. */
+/* CPU_UNARY by op; dt: the element type (f32, or i32 for neg). */
+void cpu_unary(cpu_pool *p, op_kind op, ir_dtype dt, void *out, const void *x, int64_t n);
+/* CPU_ACT_GRAD by op: out = f(dy, v) elementwise. */
 void cpu_act_grad(cpu_pool *p, op_kind op, float *out, const float *dy, const float *v, int64_t n);
 void cpu_copy(cpu_pool *p, void *out, const void *in, int64_t n);
 void cpu_fill_f32(float *out, float v, int64_t n);
-void cpu_fill_i32(int32_t *out, int32_t v, int64_t n);
 void cpu_cast_f32_i32(int32_t *out, const float *in, int64_t n);
 void cpu_cast_i32_f32(float *out, const int32_t *in, int64_t n);
 /* Dropout: the mask depends only on (seed, step, i), so forward and backward
  * agree without storing it. */
 void cpu_dropout(cpu_pool *p, float *out, const float *x, int64_t n, float rate, uint64_t seed,
                  uint64_t step);
-int cpu_dropout_keep(uint64_t seed, uint64_t step, int64_t i, float rate);
 
 /* ---- reductions (cpu_reduce.c) ----
  * An axis reduction views x as [outer, n, inner]. */

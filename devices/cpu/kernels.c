@@ -1,6 +1,9 @@
 /* kernels.c - the CPU kernel table: one thin wrapper per op that unpacks
  * kern_args and calls the math in cpu_*.c.  Shape rules (compiler/ops.c)
- * have already checked every shape, so nothing is validated here. */
+ * have already checked every shape, so nothing is validated here.  No
+ * wrapper asks which op it runs for: one serving several ops (k_binary)
+ * passes the op to a family whose rows come from the same list as its own
+ * (cpu_impl.h). */
 #include <string.h>
 
 #include "cpu_impl.h"
@@ -26,17 +29,6 @@ static void k_group(const kern_args *a)
     (void)a;
 }
 
-static void k_const(const kern_args *a)
-{
-    int64_t n = out_numel(a);
-    if (a->node->cdata)
-        memcpy(a->out, a->node->cdata, (size_t)n * 4);
-    else if (a->out_t->dtype == DT_I32)
-        cpu_fill_i32(a->out, (int32_t)a->node->attr.f[0], n);
-    else
-        cpu_fill_f32(a->out, ATTR_F(0), n);
-}
-
 static void k_copy(const kern_args *a)
 {
     cpu_copy(a->pool, a->out, IN(0), out_numel(a));
@@ -49,7 +41,7 @@ static void k_binary(const kern_args *a)
 
 static void k_unary(const kern_args *a)
 {
-    cpu_unary(a->pool, a->node->op, OUTF, INF(0), out_numel(a));
+    cpu_unary(a->pool, a->node->op, a->out_t->dtype, a->out, IN(0), out_numel(a));
 }
 
 static void k_act_grad(const kern_args *a)
@@ -77,10 +69,14 @@ static cpu_gemm_args gemm_args(const kern_args *a, int k, float *c)
 static void k_matmul(const kern_args *a)
 {
     cpu_gemm_args g = gemm_args(a, 0, OUTF);
-    if (a->node->op == OP_MATMUL_BIAS) {
-        g.bias = INF(2);
-        g.relu = ATTR_I(2) != 0;
-    }
+    cpu_matmul(a->pool, &g);
+}
+
+static void k_matmul_bias(const kern_args *a)
+{
+    cpu_gemm_args g = gemm_args(a, 0, OUTF);
+    g.bias = INF(2);
+    g.relu = ATTR_I(2) != 0;
     cpu_matmul(a->pool, &g);
 }
 
@@ -91,17 +87,36 @@ static int64_t last_dim(const ir_type *t)
     return t->rank ? t->dim[t->rank - 1] : 1;
 }
 
-static void k_softmax(const kern_args *a)
+static void softmax(const kern_args *a, int log)
 {
     int64_t c = last_dim(a->out_t), n = out_numel(a);
-    cpu_softmax(a->pool, OUTF, INF(0), c ? n / c : 0, c, a->node->op == OP_LOG_SOFTMAX);
+    cpu_softmax(a->pool, OUTF, INF(0), c ? n / c : 0, c, log);
+}
+
+static void softmax_grad(const kern_args *a, int log)
+{
+    int64_t c = last_dim(a->out_t), n = out_numel(a);
+    cpu_softmax_grad(a->pool, OUTF, INF(0), INF(1), c ? n / c : 0, c, log);
+}
+
+static void k_softmax(const kern_args *a)
+{
+    softmax(a, 0);
+}
+
+static void k_log_softmax(const kern_args *a)
+{
+    softmax(a, 1);
 }
 
 static void k_softmax_grad(const kern_args *a)
 {
-    int64_t c = last_dim(a->out_t), n = out_numel(a);
-    cpu_softmax_grad(a->pool, OUTF, INF(0), INF(1), c ? n / c : 0, c,
-                     a->node->op == OP_LOG_SOFTMAX_GRAD);
+    softmax_grad(a, 0);
+}
+
+static void k_log_softmax_grad(const kern_args *a)
+{
+    softmax_grad(a, 1);
 }
 
 static void k_xent(const kern_args *a)
@@ -121,14 +136,28 @@ static void k_mse(const kern_args *a)
 
 /* ---- reductions ---- */
 
-static void k_reduce(const kern_args *a)
+static void sum(const kern_args *a, int mean)
 {
     int64_t outer, n, inner;
     cpu_reduce_dims(a->in_t[0], ATTR_I(0), &outer, &n, &inner);
-    if (a->node->op == OP_MAX)
-        cpu_max(a->pool, OUTF, INF(0), outer, n, inner);
-    else
-        cpu_sum(a->pool, OUTF, INF(0), outer, n, inner, a->node->op == OP_MEAN);
+    cpu_sum(a->pool, OUTF, INF(0), outer, n, inner, mean);
+}
+
+static void k_sum(const kern_args *a)
+{
+    sum(a, 0);
+}
+
+static void k_mean(const kern_args *a)
+{
+    sum(a, 1);
+}
+
+static void k_max(const kern_args *a)
+{
+    int64_t outer, n, inner;
+    cpu_reduce_dims(a->in_t[0], ATTR_I(0), &outer, &n, &inner);
+    cpu_max(a->pool, OUTF, INF(0), outer, n, inner);
 }
 
 static void k_argmax(const kern_args *a)
@@ -223,9 +252,10 @@ static void k_dropout(const kern_args *a)
 
 /* ---- convolution and pooling ---- */
 
-static void conv_shape(const kern_args *a, const ir_type *xt, const ir_type *wt, cpu_conv_shape *s)
+/* x, w and y: the forward input, filter and output, wherever they are. */
+static void conv_shape(const kern_args *a, const ir_type *xt, const ir_type *wt, const ir_type *yt,
+                       cpu_conv_shape *s)
 {
-    const ir_type *yt = a->node->op == OP_CONV2D ? a->out_t : a->in_t[0];
     *s = (cpu_conv_shape){.n = xt->dim[0],
                           .c = xt->dim[1],
                           .h = xt->dim[2],
@@ -249,7 +279,7 @@ static void k_conv2d(const kern_args *a)
 {
     cpu_conv_shape s;
     cpu_conv_ctx cx = conv_ctx(a);
-    conv_shape(a, a->in_t[0], a->in_t[1], &s);
+    conv_shape(a, a->in_t[0], a->in_t[1], a->out_t, &s);
     cpu_conv2d(&cx, &s, OUTF, INF(0), INF(1));
 }
 
@@ -257,7 +287,7 @@ static void k_conv2d_grad_x(const kern_args *a)
 {
     cpu_conv_shape s;
     cpu_conv_ctx cx = conv_ctx(a);
-    conv_shape(a, a->out_t, a->in_t[1], &s);
+    conv_shape(a, a->out_t, a->in_t[1], a->in_t[0], &s);
     cpu_conv2d_grad_x(&cx, &s, OUTF, INF(0), INF(1));
 }
 
@@ -265,7 +295,7 @@ static void k_conv2d_grad_w(const kern_args *a)
 {
     cpu_conv_shape s;
     cpu_conv_ctx cx = conv_ctx(a);
-    conv_shape(a, a->in_t[1], a->out_t, &s);
+    conv_shape(a, a->in_t[1], a->out_t, a->in_t[0], &s);
     cpu_conv2d_grad_w(&cx, &s, OUTF, INF(0), INF(1));
 }
 
@@ -282,14 +312,18 @@ static void pool_shape(const kern_args *a, const ir_type *xt, const ir_type *yt,
                           .stride = stride};
 }
 
-static void k_pool(const kern_args *a)
+static void k_maxpool(const kern_args *a)
 {
     cpu_pool_shape s;
     pool_shape(a, a->in_t[0], a->out_t, &s);
-    if (a->node->op == OP_MAXPOOL2D)
-        cpu_maxpool(a->pool, &s, OUTF, INF(0));
-    else
-        cpu_avgpool(a->pool, &s, OUTF, INF(0));
+    cpu_maxpool(a->pool, &s, OUTF, INF(0));
+}
+
+static void k_avgpool(const kern_args *a)
+{
+    cpu_pool_shape s;
+    pool_shape(a, a->in_t[0], a->out_t, &s);
+    cpu_avgpool(a->pool, &s, OUTF, INF(0));
 }
 
 static void k_maxpool_grad(const kern_args *a)
@@ -344,38 +378,31 @@ static void k_assign_add(const kern_args *a)
     cpu_assign_add(a->pool, IN(0), a->in_t[0]->dtype, IN(1), in_numel(a, 0), in_numel(a, 1));
 }
 
-_Static_assert(OP_COUNT == 67, "ops.h changed: update cpu_kernels[]");
+/* Sources (OPF_SOURCE) have no row: the executor provides their buffers.
+ * Every other op has one; runtime/compile.c rejects a node placed on a
+ * device whose table lacks its op, and tests/test_kernels.c walks every
+ * (op, device) pair. */
+#define ROW(op, ...) [OP_##op] = ROW_FN,
+_Static_assert(OP_COUNT == 66, "ops.h changed: give the new op its row in cpu_kernels[]");
 const kernel_fn cpu_kernels[OP_COUNT] = {
-    [OP_CONST] = k_const,
-    [OP_INPUT] = NULL,
-    [OP_DATA] = NULL,
-    [OP_VARIABLE] = NULL,
-    [OP_MATMUL] = k_matmul,
-    [OP_ADD] = k_binary,
-    [OP_SUB] = k_binary,
-    [OP_MUL] = k_binary,
-    [OP_DIV] = k_binary,
-    [OP_EQ] = k_binary,
-    [OP_NE] = k_binary,
-    [OP_LT] = k_binary,
-    [OP_GT] = k_binary,
-    [OP_LE] = k_binary,
-    [OP_GE] = k_binary,
-    [OP_NEG] = k_unary,
-    [OP_EXP] = k_unary,
-    [OP_LOG] = k_unary,
-    [OP_SQRT] = k_unary,
-    [OP_RELU] = k_unary,
-    [OP_SIGMOID] = k_unary,
-    [OP_TANH] = k_unary,
+#define ROW_FN k_binary
+    CPU_ARITH(ROW) CPU_COMPARE(ROW)
+#undef ROW_FN
+#define ROW_FN k_unary
+        CPU_UNARY(ROW)
+#undef ROW_FN
+#define ROW_FN k_act_grad
+            CPU_ACT_GRAD(ROW)
+#undef ROW_FN
+                [OP_MATMUL] = k_matmul,
     [OP_IDENTITY] = k_copy,
     [OP_SOFTMAX] = k_softmax,
-    [OP_LOG_SOFTMAX] = k_softmax,
+    [OP_LOG_SOFTMAX] = k_log_softmax,
     [OP_SOFTMAX_XENT] = k_xent,
     [OP_MSE] = k_mse,
-    [OP_SUM] = k_reduce,
-    [OP_MEAN] = k_reduce,
-    [OP_MAX] = k_reduce,
+    [OP_SUM] = k_sum,
+    [OP_MEAN] = k_mean,
+    [OP_MAX] = k_max,
     [OP_ARGMAX] = k_argmax,
     [OP_RESHAPE] = k_copy,
     [OP_TRANSPOSE] = k_transpose,
@@ -387,14 +414,11 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_BROADCAST] = k_broadcast,
     [OP_SUM_TO] = k_sum_to,
     [OP_CONV2D] = k_conv2d,
-    [OP_MAXPOOL2D] = k_pool,
-    [OP_AVGPOOL2D] = k_pool,
+    [OP_MAXPOOL2D] = k_maxpool,
+    [OP_AVGPOOL2D] = k_avgpool,
     [OP_DROPOUT] = k_dropout,
-    [OP_RELU_GRAD] = k_act_grad,
-    [OP_SIGMOID_GRAD] = k_act_grad,
-    [OP_TANH_GRAD] = k_act_grad,
     [OP_SOFTMAX_GRAD] = k_softmax_grad,
-    [OP_LOG_SOFTMAX_GRAD] = k_softmax_grad,
+    [OP_LOG_SOFTMAX_GRAD] = k_log_softmax_grad,
     [OP_XENT_GRAD] = k_xent_grad,
     [OP_MAX_GRAD] = k_max_grad,
     [OP_CONV2D_GRAD_X] = k_conv2d_grad_x,
@@ -404,13 +428,12 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_DROPOUT_GRAD] = k_dropout,
     [OP_GATHER_GRAD] = k_gather_grad,
     [OP_SLICE_GRAD] = k_slice_grad,
-    [OP_ARGMAX_GRAD_NONE] = NULL,
     [OP_APPLY_SGD] = k_apply_sgd,
     [OP_APPLY_SGD_ROWS] = k_apply_sgd_rows,
     [OP_APPLY_MOMENTUM] = k_apply_momentum,
     [OP_APPLY_ADAM] = k_apply_adam,
     [OP_ASSIGN_ADD] = k_assign_add,
     [OP_GROUP] = k_group,
-    [OP_MATMUL_BIAS] = k_matmul,
+    [OP_MATMUL_BIAS] = k_matmul_bias,
     [OP_APPLY_SGD_MATMUL] = k_apply_sgd_matmul,
 };

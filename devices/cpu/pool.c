@@ -39,13 +39,6 @@ struct cpu_pool {
     int n_tasks;      /* under mu */
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
 /* Returns the next task of generation gen, or -1 when there is none. */
 static int pool_claim(cpu_pool *p, uint32_t gen, int n_tasks)
 {
