@@ -50,7 +50,7 @@ static int check_loss(ad_ctx *c, int loss)
 static void mark_path(ad_ctx *c, int loss)
 {
     ir_graph *g = c->g;
-    char *dep = calloc((size_t)c->n0, 1);
+    char *dep = xcalloc((size_t)c->n0, 1);
     for (int n = 0; n <= loss; n++) {
         const ir_node *nd = &g->nodes[n];
         if (nd->dead) continue;
@@ -99,7 +99,7 @@ static int backprop_node(ad_ctx *c, int n)
     int n_in = g->nodes[n].n_in;
     if (op == OP_VARIABLE || n_in == 0) return 0;
     if (!ops_table[op].grad) return no_grad_error(c, n);
-    int *dx = malloc(sizeof(int) * (size_t)n_in);
+    int *dx = xmalloc(sizeof(int) * (size_t)n_in);
     for (int k = 0; k < n_in; k++) dx[k] = -1;
     int rc = ops_table[op].grad(g, n, c->grad[n], dx);
     for (int k = 0; rc == 0 && k < n_in; k++) {
@@ -123,7 +123,7 @@ static int backprop(ad_ctx *c, int loss)
 static const char *unique_var_name(ir_graph *g, const char *base)
 {
     size_t n = strlen(base) + 24;
-    char *buf = malloc(n);
+    char *buf = xmalloc(n);
     snprintf(buf, n, "%s", base);
     for (int i = 1; ir_find_var(g, buf) >= 0; i++) snprintf(buf, n, "%s_%d", base, i);
     const char *s = ir_strdup(g, buf);
@@ -153,7 +153,7 @@ static int make_slot(ad_ctx *c, int vi, const char *suffix)
 {
     const ir_var *v = &c->g->vars[vi];
     size_t n = strlen(v->name) + strlen(suffix) + 2;
-    char *name = malloc(n);
+    char *name = xmalloc(n);
     snprintf(name, n, "%s/%s", v->name, suffix);
     int node = new_state_var(c, name, &v->type, v->device, vi, v->src, v->span);
     free(name);
@@ -244,7 +244,7 @@ static int trained_here(const ad_ctx *c, int vi)
  * a variable (matmul's da = dy @ w^T) must see it before any update. */
 static int make_barrier(ad_ctx *c, int n_vars)
 {
-    int *grads = malloc(sizeof(int) * (size_t)(n_vars + 1)), n = 0;
+    int *grads = xmalloc(sizeof(int) * (size_t)(n_vars + 1)), n = 0;
     for (int vi = 0; vi < n_vars; vi++) {
         if (!trained_here(c, vi)) continue;
         int sp = sparse_grad(c, vi);
@@ -259,7 +259,7 @@ static int make_updates(ad_ctx *c)
 {
     ir_graph *g = c->g;
     int n_vars = g->n_vars; /* slots appended below are not visited */
-    c->updates = malloc(sizeof(int) * (size_t)(n_vars + 1));
+    c->updates = xmalloc(sizeof(int) * (size_t)(n_vars + 1));
     if (make_barrier(c, n_vars) < 0) return -1;
     for (int vi = 0; vi < n_vars; vi++) {
         if (trained_here(c, vi) && make_update(c, vi) < 0) return -1;
@@ -277,8 +277,8 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *
     ad_ctx c = {.g = g, .opt = opt, .src = src, .span = span, .step_node = -1, .step_inc = -1};
     if (check_loss(&c, loss) < 0) return -1;
     c.n0 = g->n_nodes;
-    c.path = calloc((size_t)c.n0, 1);
-    c.grad = malloc(sizeof(int) * (size_t)c.n0);
+    c.path = xcalloc((size_t)c.n0, 1);
+    c.grad = xmalloc(sizeof(int) * (size_t)c.n0);
     for (int n = 0; n < c.n0; n++) c.grad[n] = -1;
     mark_path(&c, loss);
     int rc = -1;

@@ -2,8 +2,6 @@
  * node construction (which runs the op's shape rule), types and the dump. */
 #include "ir.h"
 
-#include "../lang/fatal.h"
-
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +24,7 @@ void *ir_alloc(ir_graph *g, size_t n)
     if (n == 0) n = al;
     if (!b || b->size - b->used < n) {
         size_t size = n > IR_BLOCK_MIN ? n : IR_BLOCK_MIN;
-        ir_block *nb = malloc(sizeof(ir_block) + size);
-        if (!nb) return NULL;
+        ir_block *nb = xmalloc(sizeof(ir_block) + size);
         nb->next = b;
         nb->size = size;
         nb->used = 0;
@@ -50,8 +47,7 @@ const char *ir_strdup(ir_graph *g, const char *s)
 
 ir_graph *ir_new(diag_list *d)
 {
-    ir_graph *g = calloc(1, sizeof(*g));
-    if (!g) return NULL;
+    ir_graph *g = xcalloc(1, sizeof(*g));
     g->diags = d;
     g->default_target = -1;
     return g;
@@ -74,19 +70,14 @@ void ir_free(ir_graph *g)
     free(g);
 }
 
-/* Grows *v (elements of size sz) so that one more fits. Aborts on OOM: the
- * compiler cannot continue without memory and a library must not return a
- * half-built graph silently. */
+/* Grows *v (elements of size sz) so that one more fits.  Out of memory goes
+ * to the abort hook: a library must not return a half-built graph. */
 static void grow(void **v, int n, int *cap, size_t sz)
 {
     if (n < *cap) return;
+    GR_ASSERT(*cap < INT32_MAX / 2);
     int nc = *cap ? *cap * 2 : 64;
-    void *p = realloc(*v, (size_t)nc * sz);
-    if (!p) {
-        fputs("graphrun: out of memory\n", stderr);
-        abort();
-    }
-    *v = p;
+    *v = xreallocarray(*v, (size_t)nc, sz);
     *cap = nc;
 }
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../lang/diag.h"
+#include "../lang/fatal.h"
 #include "ops.h"
 
 #define IR_MAX_DIMS  6

@@ -73,7 +73,7 @@ static void pass_cse(ir_graph *g)
 {
     int cap = 1;
     while (cap < 2 * g->n_nodes) cap <<= 1;
-    int *table = malloc(sizeof(int) * (size_t)cap);
+    int *table = xmalloc(sizeof(int) * (size_t)cap);
     memset(table, -1, sizeof(int) * (size_t)cap);
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *n = &g->nodes[i];
@@ -156,7 +156,7 @@ static void pass_fold(ir_graph *g)
 
 static int *use_counts(const ir_graph *g)
 {
-    int *uses = calloc((size_t)g->n_nodes + 1, sizeof *uses);
+    int *uses = xcalloc((size_t)g->n_nodes + 1, sizeof *uses);
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         if (n->dead) continue;

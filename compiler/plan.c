@@ -39,7 +39,7 @@ static int pinned(const ir_node *n)
 static void assign_levels(plan_graph *p)
 {
     const ir_graph *g = p->g;
-    p->level = calloc((size_t)g->n_nodes + 1, sizeof(int));
+    p->level = xcalloc((size_t)g->n_nodes + 1, sizeof(int));
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         int lv = 0;
@@ -62,8 +62,8 @@ static int by_level(const void *a, const void *b, void *levels)
 /* Iterative DFS post-order over inputs and control deps. */
 static int schedule(const ir_graph *g, const int *roots, int n_roots, int *order)
 {
-    unsigned char *state = calloc((size_t)g->n_nodes, 1); /* 0 new, 1 open, 2 done */
-    int *stack = malloc(sizeof(int) * 2 * (size_t)(g->n_nodes + 1)), sp = 0, n = 0;
+    unsigned char *state = xcalloc((size_t)g->n_nodes, 1); /* 0 new, 1 open, 2 done */
+    int *stack = xmalloc(sizeof(int) * 2 * (size_t)(g->n_nodes + 1)), sp = 0, n = 0;
     for (int r = 0; r < n_roots; r++) {
         if (state[roots[r]]) continue;
         stack[sp++] = roots[r], stack[sp++] = 0;
@@ -165,10 +165,10 @@ static void assign_offsets(plan_graph *p, int k_part)
 {
     int n_ls, n_act = 0;
     size_t base = align_up(p->arena_bytes), top = base;
-    live *ls = malloc(sizeof *ls * (size_t)(p->n + p->n_xfers + 1));
-    live *act = malloc(sizeof *act * (size_t)(p->n + p->n_xfers + 1));
-    size_t *act_off = malloc(sizeof *act_off * (size_t)(p->n + p->n_xfers + 1));
-    int *pos = malloc(sizeof(int) * (size_t)(p->g->n_nodes + 1));
+    live *ls = xmalloc(sizeof *ls * (size_t)(p->n + p->n_xfers + 1));
+    live *act = xmalloc(sizeof *act * (size_t)(p->n + p->n_xfers + 1));
+    size_t *act_off = xmalloc(sizeof *act_off * (size_t)(p->n + p->n_xfers + 1));
+    int *pos = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1));
     lifetimes(p, k_part, ls, &n_ls, pos);
     qsort(ls, (size_t)n_ls, sizeof *ls, by_start);
     for (int k = 0; k < n_ls; k++) {
@@ -197,8 +197,8 @@ static int by_int(const void *a, const void *b)
 static void assign_parts(plan_graph *p)
 {
     const ir_graph *g = p->g;
-    p->part = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
-    p->part_dev = malloc(sizeof(int) * (size_t)(p->n + 1));
+    p->part = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+    p->part_dev = xmalloc(sizeof(int) * (size_t)(p->n + 1));
     for (int i = 0; i < g->n_nodes; i++) p->part[i] = -1;
     for (int i = 0; i < p->n; i++) {
         int dev = g->nodes[p->order[i]].device, seen = 0;
@@ -245,7 +245,7 @@ static void collect_xfers(plan_graph *p)
         const ir_node *nd = &g->nodes[p->order[i]];
         cap += nd->n_in + nd->n_ctrl;
     }
-    p->xfers = calloc((size_t)cap + 1, sizeof *p->xfers);
+    p->xfers = xcalloc((size_t)cap + 1, sizeof *p->xfers);
     for (int i = 0; i < p->n && p->n_parts > 1; i++) {
         int v = p->order[i];
         const ir_node *nd = &g->nodes[v];
@@ -260,7 +260,7 @@ static void collect_xfers(plan_graph *p)
 
 static void collect_data(plan_graph *p)
 {
-    p->data_used = calloc((size_t)p->g->n_data + 1, sizeof(int));
+    p->data_used = xcalloc((size_t)p->g->n_data + 1, sizeof(int));
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &p->g->nodes[p->order[i]];
         if (nd->op != OP_DATA) continue;
@@ -273,12 +273,12 @@ static void collect_data(plan_graph *p)
 
 plan_graph *plan_build(const ir_graph *g, const int *roots, int n_roots)
 {
-    plan_graph *p = calloc(1, sizeof *p);
+    plan_graph *p = xcalloc(1, sizeof *p);
     p->g = g;
-    p->order = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
-    p->offset = malloc(sizeof(size_t) * (size_t)(g->n_nodes + 1));
+    p->order = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+    p->offset = xmalloc(sizeof(size_t) * (size_t)(g->n_nodes + 1));
     for (int i = 0; i < g->n_nodes; i++) p->offset[i] = PLAN_NONE;
-    p->roots = malloc(sizeof(int) * (size_t)(n_roots + 1));
+    p->roots = xmalloc(sizeof(int) * (size_t)(n_roots + 1));
     memcpy(p->roots, roots, sizeof(int) * (size_t)n_roots);
     p->n_roots = n_roots;
     p->n = schedule(g, roots, n_roots, p->order);

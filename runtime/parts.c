@@ -25,7 +25,7 @@ static void list_add(int **list, int *n, int x)
 {
     for (int i = 0; i < *n; i++)
         if ((*list)[i] == x) return;
-    *list = realloc(*list, sizeof(int) * (size_t)(*n + 1));
+    *list = xrealloc(*list, sizeof(int) * (size_t)(*n + 1));
     (*list)[(*n)++] = x;
 }
 
@@ -49,7 +49,7 @@ static void add_waits(const rt_exec *e, int id, exec_level *L)
 void parts_link(rt_exec *e)
 {
     const plan_graph *p = e->p;
-    int *sent_at = malloc(sizeof(int) * (size_t)(p->g->n_nodes + 1)); /* level of each call */
+    int *sent_at = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1)); /* level of each call */
     for (int i = 0; i < p->g->n_nodes; i++) sent_at[i] = -1;
     for (int l = 0; l < e->n_levels; l++) {
         exec_level *L = &e->levels[l];
@@ -68,7 +68,7 @@ void parts_link(rt_exec *e)
         }
     }
     free(sent_at);
-    e->xfer_ready = calloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
+    e->xfer_ready = xcalloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
 }
 
 /* Waits a little before sleeping when every partition thread of every
@@ -164,12 +164,8 @@ gr_code parts_start(rt_exec *e, gr_status *st)
     for (int k = 0; k < e->n_parts; k++) {
         exec_part *pt = &e->parts[k];
         if (!(pt->st = gr_status_new())) return rt_fail(st, GR_ERR_NOMEM, "out of memory\n");
-        part_arg *a = malloc(sizeof *a);
-        if (k == 0 || !a) {
-            free(a);
-            if (!a && k) return rt_fail(st, GR_ERR_NOMEM, "out of memory\n");
-            continue;
-        }
+        if (k == 0) continue; /* the caller's thread */
+        part_arg *a = xmalloc(sizeof *a);
         *a = (part_arg){e, k};
         if (pthread_create(&pt->thread, NULL, part_main, a) != 0) {
             free(a);

@@ -77,8 +77,8 @@ static void bind_level_tasks(rt_exec *e, const exec_level *L)
 
 static void reorder_calls(rt_exec *e, const int *order)
 {
-    kern_args *args = malloc(sizeof *args * (size_t)(e->n_calls + 1));
-    kernel_fn *fn = malloc(sizeof *fn * (size_t)(e->n_calls + 1));
+    kern_args *args = xmalloc(sizeof *args * (size_t)(e->n_calls + 1));
+    kernel_fn *fn = xmalloc(sizeof *fn * (size_t)(e->n_calls + 1));
     for (int i = 0; i < e->n_calls; i++) args[i] = e->args[order[i]], fn[i] = e->fn[order[i]];
     free(e->args);
     free(e->fn);
@@ -94,13 +94,13 @@ static int node_id(const rt_exec *e, int call)
 void sched_build(rt_exec *e, int threads)
 {
     int n = e->n_calls;
-    int *order = malloc(sizeof(int) * (size_t)(n + 1)),
-        *task_of = calloc((size_t)n + 1, sizeof(int));
-    int *calls = malloc(sizeof(int) * (size_t)(n + 1));
-    double *cost = malloc(sizeof(double) * (size_t)(n + 1));
+    int *order = xmalloc(sizeof(int) * (size_t)(n + 1)),
+        *task_of = xcalloc((size_t)n + 1, sizeof(int));
+    int *calls = xmalloc(sizeof(int) * (size_t)(n + 1));
+    double *cost = xmalloc(sizeof(double) * (size_t)(n + 1));
     for (int i = 0; i < n; i++) cost[i] = ops_cost(e->p->g, node_id(e, i));
     if (threads > MAX_TASKS) threads = MAX_TASKS;
-    e->levels = calloc((size_t)n + 1, sizeof *e->levels);
+    e->levels = xcalloc((size_t)n + 1, sizeof *e->levels);
     for (int i = 0; i < n;) { /* calls come partition by partition, by level in each */
         int lv = e->p->level[node_id(e, i)], pt = e->p->part[node_id(e, i)], m = 0;
         exec_level *L = &e->levels[e->n_levels++];
@@ -110,7 +110,7 @@ void sched_build(rt_exec *e, int threads)
         while (i < n && e->p->level[node_id(e, i)] == lv && e->p->part[node_id(e, i)] == pt)
             calls[m++] = i++;
         L->n = m;
-        L->task_first = malloc(sizeof(int) * (size_t)(threads + 2));
+        L->task_first = xmalloc(sizeof(int) * (size_t)(threads + 2));
         plan_level(e, cost, calls, m, threads, L, order, task_of);
     }
     reorder_calls(e, order);

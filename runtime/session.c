@@ -55,8 +55,8 @@ static gr_code check_session(const gr_session *s, const char *fn, gr_status *st)
 static gr_code init_vars(gr_session *s, gr_status *st)
 {
     const ir_graph *g = s->g;
-    s->var = calloc((size_t)g->n_vars + 1, sizeof *s->var);
-    s->var_mu = calloc((size_t)g->n_vars + 1, sizeof *s->var_mu);
+    s->var = xcalloc((size_t)g->n_vars + 1, sizeof *s->var);
+    s->var_mu = xcalloc((size_t)g->n_vars + 1, sizeof *s->var_mu);
     for (int i = 0; i < g->n_vars; i++) {
         pthread_mutex_init(&s->var_mu[i], NULL);
         size_t n = ir_nbytes(&g->vars[i].type);
@@ -73,7 +73,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     *out = NULL;
     if (!p) return rt_fail(st, GR_ERR_ARG, "gr_session_new: program is NULL\n");
     static atomic_uint_fast64_t next_id = 1;
-    gr_session *s = calloc(1, sizeof *s);
+    gr_session *s = xcalloc(1, sizeof *s);
     s->id = atomic_fetch_add(&next_id, 1);
     s->prog = p;
     s->g = p->g;
@@ -88,7 +88,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     pthread_rwlock_init(&s->pause, &ra);
     pthread_rwlockattr_destroy(&ra);
-    s->readers = calloc((size_t)s->g->n_data + 1, sizeof *s->readers);
+    s->readers = xcalloc((size_t)s->g->n_data + 1, sizeof *s->readers);
     cpu_blas_init();
     gr_code c = init_vars(s, st);
     if (c != GR_OK) {
@@ -262,7 +262,7 @@ rt_exec *rt_exec_take(gr_session *s, rt_plan_entry *pe, gr_status *st)
     if (!e) return NULL;
     if (pe->n_all == pe->cap_all) {
         pe->cap_all = pe->cap_all ? 2 * pe->cap_all : 4;
-        pe->all = realloc(pe->all, sizeof *pe->all * (size_t)pe->cap_all);
+        pe->all = xreallocarray(pe->all, (size_t)pe->cap_all, sizeof *pe->all);
     }
     pe->all[pe->n_all++] = e;
     return e;
@@ -273,7 +273,8 @@ void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e)
     (void)s;
     if (pe->n_free == pe->cap_free) {
         pe->cap_free = pe->cap_free ? 2 * pe->cap_free : 4;
-        pe->free_execs = realloc(pe->free_execs, sizeof *pe->free_execs * (size_t)pe->cap_free);
+        pe->free_execs =
+            xreallocarray(pe->free_execs, (size_t)pe->cap_free, sizeof *pe->free_execs);
     }
     pe->free_execs[pe->n_free++] = e;
 }

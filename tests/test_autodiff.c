@@ -1,73 +1,26 @@
 /* test_autodiff.c - structural tests of ad_minimize: which gradient nodes it
  * builds, how it sums and reduces them, the optimizer slots and updates it
- * adds, where it places them, and its errors; then a numeric check of every
- * gradient rule against central differences, evaluated with the CPU kernels. */
+ * adds, where it places them, and its errors.  The numeric check of every
+ * gradient rule is test_gradcheck.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler.h"
-#include "devices/cpu/cpu.h"
+#include "ir_fixture.h"
 
-static diag_list diags;
-static src_file *src;
-static ir_graph *g;
 static const char *text = "w = var\nloss = sum(x * w)\ntrain = sgd(0.1).minimize(loss)\n";
 static const src_span line2 = {8, 26}, line3 = {27, 58};
 
+/* Ops, inputs and variables claim line 2, the loss's line. */
 static int setup(void **state)
 {
     (void)state;
-    diag_init(&diags);
-    src = src_from_string("t.graph", text, strlen(text));
-    g = ir_new(&diags);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ir_free(g);
-    src_free(src);
-    diag_free(&diags);
-    return 0;
-}
-
-static ir_type ty(int rank, int64_t d0, int64_t d1)
-{
-    ir_type t;
-    memset(&t, 0, sizeof(t));
-    t.rank = rank;
-    t.dim[0] = d0;
-    t.dim[1] = d1;
-    return t;
-}
-
-static int input(const char *name, ir_type t)
-{
-    return ir_add_input(g, name, &t, src, line2);
-}
-
-/* Returns the variable's node. */
-static int var(const char *name, ir_type t, int device, int trainable)
-{
-    ir_var v;
-    memset(&v, 0, sizeof(v));
-    v.name = name;
-    v.type = t;
-    v.device = device;
-    v.slot_of = -1;
-    v.trainable = trainable;
-    v.src = src;
-    v.span = line2;
-    int vi = ir_add_var(g, &v);
-    return g->vars[vi].node;
+    return irfx_open(text, line2);
 }
 
 static int op1(op_kind op, int x, int64_t a0, int64_t a1)
@@ -122,8 +75,8 @@ static int grad_of(int group, int v)
 static void test_grad_of_sum_x_times_w_is_x(void **state)
 {
     (void)state;
-    int x = input("x", ty(1, 3, 0));
-    int w = var("w", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 1);
+    int x = irfx_input("x", "f32[3]");
+    int w = irfx_var("w", "f32[3]", IR_DEV(DEV_CPU, 0), 1);
     int loss = sum_all(op2(OP_MUL, x, w));
     int train = minimize(loss, AD_SGD);
     assert_true(train >= 0);
@@ -149,8 +102,8 @@ static void test_grad_of_sum_x_times_w_is_x(void **state)
 static void test_gradients_from_two_consumers_are_added(void **state)
 {
     (void)state;
-    int x = input("x", ty(1, 4, 0));
-    int w = var("w", ty(1, 4, 0), IR_DEV(DEV_CPU, 1), 1);
+    int x = irfx_input("x", "f32[4]");
+    int w = irfx_var("w", "f32[4]", IR_DEV(DEV_CPU, 1), 1);
     int loss = sum_all(op2(OP_ADD, op2(OP_MUL, x, w), op1(OP_EXP, w, 0, 0)));
     int train = minimize(loss, AD_SGD);
     assert_true(train >= 0);
@@ -164,8 +117,8 @@ static void test_gradients_from_two_consumers_are_added(void **state)
 static void test_broadcast_bias_gradient_uses_sum_to(void **state)
 {
     (void)state;
-    int x = input("x", ty(2, 64, 10));
-    int b = var("b", ty(1, 10, 0), IR_DEV(DEV_CPU, 0), 1);
+    int x = irfx_input("x", "f32[64,10]");
+    int b = irfx_var("b", "f32[10]", IR_DEV(DEV_CPU, 0), 1);
     int train = minimize(sum_all(op2(OP_ADD, x, b)), AD_SGD);
     assert_true(train >= 0);
     const ir_node *db = &g->nodes[grad_of(train, b)];
@@ -179,8 +132,8 @@ static void test_broadcast_bias_gradient_uses_sum_to(void **state)
 static void test_same_shape_binary_has_no_sum_to(void **state)
 {
     (void)state;
-    int x = input("x", ty(1, 10, 0));
-    int b = var("b", ty(1, 10, 0), IR_DEV(DEV_CPU, 0), 1);
+    int x = irfx_input("x", "f32[10]");
+    int b = irfx_var("b", "f32[10]", IR_DEV(DEV_CPU, 0), 1);
     int train = minimize(sum_all(op2(OP_SUB, x, b)), AD_SGD);
     const ir_node *db = &g->nodes[grad_of(train, b)];
     assert_int_equal(db->op, OP_NEG);
@@ -189,9 +142,9 @@ static void test_same_shape_binary_has_no_sum_to(void **state)
 static void test_matmul_gradients_use_transpose_attrs(void **state)
 {
     (void)state;
-    int x = input("x", ty(2, 4, 5));
-    int w = var("w", ty(2, 5, 3), IR_DEV(DEV_CPU, 0), 1);
-    int w2 = var("w2", ty(2, 7, 5), IR_DEV(DEV_CPU, 0), 1);
+    int x = irfx_input("x", "f32[4,5]");
+    int w = irfx_var("w", "f32[5,3]", IR_DEV(DEV_CPU, 0), 1);
+    int w2 = irfx_var("w2", "f32[7,5]", IR_DEV(DEV_CPU, 0), 1);
     int in[2] = {x, w2};
     ir_attrs a;
     memset(&a, 0, sizeof(a));
@@ -218,8 +171,8 @@ static void test_matmul_gradients_use_transpose_attrs(void **state)
 static void test_gradient_ops_live_on_forward_device(void **state)
 {
     (void)state;
-    int x = input("x", ty(1, 3, 0));
-    int w = var("w", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 1);
+    int x = irfx_input("x", "f32[3]");
+    int w = irfx_var("w", "f32[3]", IR_DEV(DEV_CPU, 0), 1);
     int y = op2(OP_MUL, x, w);
     g->nodes[y].device = IR_DEV(DEV_GPU, 1);
     int train = minimize(sum_all(y), AD_SGD);
@@ -231,8 +184,8 @@ static void test_gradient_ops_live_on_forward_device(void **state)
 static void test_momentum_slots_named_typed_and_colocated(void **state)
 {
     (void)state;
-    int x = input("x", ty(2, 2, 3));
-    int w = var("model/fc1/w", ty(2, 2, 3), IR_DEV(DEV_CPU, 2), 1);
+    int x = irfx_input("x", "f32[2,3]");
+    int w = irfx_var("model/fc1/w", "f32[2,3]", IR_DEV(DEV_CPU, 2), 1);
     int n_vars = g->n_vars;
     int train = minimize(sum_all(op2(OP_MUL, x, w)), AD_MOMENTUM);
     assert_true(train >= 0);
@@ -255,9 +208,9 @@ static void test_momentum_slots_named_typed_and_colocated(void **state)
 static void test_adam_creates_slots_and_one_step_counter(void **state)
 {
     (void)state;
-    int x = input("x", ty(1, 3, 0));
-    int w = var("w", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 1);
-    int b = var("b", ty(0, 0, 0), IR_DEV(DEV_CPU, 0), 1);
+    int x = irfx_input("x", "f32[3]");
+    int w = irfx_var("w", "f32[3]", IR_DEV(DEV_CPU, 0), 1);
+    int b = irfx_var("b", "f32[]", IR_DEV(DEV_CPU, 0), 1);
     int loss = sum_all(op2(OP_ADD, op2(OP_MUL, x, w), b));
     int train = minimize(loss, AD_ADAM);
     assert_true(train >= 0);
@@ -292,10 +245,10 @@ static void test_adam_creates_slots_and_one_step_counter(void **state)
 static void test_unreached_variable_gets_no_update(void **state)
 {
     (void)state;
-    int x = input("x", ty(1, 3, 0));
-    int w = var("w", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 1);
-    int unused = var("unused", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 1);
-    int frozen = var("frozen", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 0);
+    int x = irfx_input("x", "f32[3]");
+    int w = irfx_var("w", "f32[3]", IR_DEV(DEV_CPU, 0), 1);
+    int unused = irfx_var("unused", "f32[3]", IR_DEV(DEV_CPU, 0), 1);
+    int frozen = irfx_var("frozen", "f32[3]", IR_DEV(DEV_CPU, 0), 0);
     int loss = sum_all(op2(OP_MUL, op2(OP_MUL, x, w), frozen));
     int train = minimize(loss, AD_MOMENTUM);
     assert_int_equal(g->nodes[train].n_in, 1);
@@ -308,8 +261,8 @@ static void test_every_differentiable_op_on_a_path(void **state)
 {
     (void)state;
     /* a chain through many ops: every rule must produce well-typed IR */
-    int w = var("w", ty(2, 4, 6), IR_DEV(DEV_CPU, 0), 1);
-    int lab = input("lab", (ir_type){DT_I32, 1, {4}});
+    int w = irfx_var("w", "f32[4,6]", IR_DEV(DEV_CPU, 0), 1);
+    int lab = irfx_input("lab", "i32[4]");
     int h = op1(OP_RELU, op1(OP_TANH, op1(OP_SIGMOID, w, 0, 0), 0, 0), 0, 0);
     h = op2(OP_DIV, op1(OP_SQRT, op1(OP_EXP, h, 0, 0), 0, 0),
             op1(OP_LOG, op1(OP_EXP, w, 0, 0), 0, 0));
@@ -345,10 +298,10 @@ static void test_every_differentiable_op_on_a_path(void **state)
 static void test_conv_pool_gather_gradients(void **state)
 {
     (void)state;
-    int x = input("x", (ir_type){DT_F32, 4, {2, 3, 8, 8}});
-    int k = var("k", (ir_type){DT_F32, 4, {4, 3, 3, 3}}, IR_DEV(DEV_CPU, 0), 1);
-    int emb = var("emb", ty(2, 10, 4), IR_DEV(DEV_CPU, 0), 1);
-    int ids = input("ids", (ir_type){DT_I32, 1, {5}});
+    int x = irfx_input("x", "f32[2,3,8,8]");
+    int k = irfx_var("k", "f32[4,3,3,3]", IR_DEV(DEV_CPU, 0), 1);
+    int emb = irfx_var("emb", "f32[10,4]", IR_DEV(DEV_CPU, 0), 1);
+    int ids = irfx_input("ids", "i32[5]");
     ir_attrs a;
     memset(&a, 0, sizeof(a));
     a.i[0] = 1;
@@ -375,7 +328,7 @@ static void test_conv_pool_gather_gradients(void **state)
 static void test_non_scalar_loss_is_an_error(void **state)
 {
     (void)state;
-    int w = var("w", ty(1, 64, 0), IR_DEV(DEV_CPU, 0), 1);
+    int w = irfx_var("w", "f32[64]", IR_DEV(DEV_CPU, 0), 1);
     assert_int_equal(minimize(op1(OP_EXP, w, 0, 0), AD_SGD), -1);
     assert_int_equal(diags.n_errors, 1);
     assert_string_equal(diags.v[0].msg, "minimize: loss must be a scalar, got f32[64]");
@@ -385,8 +338,8 @@ static void test_non_scalar_loss_is_an_error(void **state)
 static void test_loss_without_variables_is_an_error(void **state)
 {
     (void)state;
-    int x = input("x", ty(1, 3, 0));
-    var("frozen", ty(1, 3, 0), IR_DEV(DEV_CPU, 0), 0);
+    int x = irfx_input("x", "f32[3]");
+    irfx_var("frozen", "f32[3]", IR_DEV(DEV_CPU, 0), 0);
     assert_int_equal(minimize(sum_all(x), AD_ADAM), -1);
     assert_string_equal(diags.v[0].msg, "minimize: loss does not depend on any trainable variable");
     assert_int_equal(ir_find_var(g, "global_step"), -1);
@@ -395,9 +348,9 @@ static void test_loss_without_variables_is_an_error(void **state)
 static void test_op_without_gradient_is_named_with_its_line(void **state)
 {
     (void)state;
-    int x = input("x", ty(2, 2, 3));
-    int w = var("w", ty(2, 3, 4), IR_DEV(DEV_CPU, 0), 1);
-    int bias = var("bias", ty(1, 4, 0), IR_DEV(DEV_CPU, 0), 1);
+    int x = irfx_input("x", "f32[2,3]");
+    int w = irfx_var("w", "f32[3,4]", IR_DEV(DEV_CPU, 0), 1);
+    int bias = irfx_var("bias", "f32[4]", IR_DEV(DEV_CPU, 0), 1);
     int in[3] = {x, w, bias};
     int y = ir_add(g, OP_MATMUL_BIAS, in, 3, NULL, src, line2);
     assert_int_equal(minimize(sum_all(y), AD_SGD), -1);
@@ -410,7 +363,7 @@ static void test_op_without_gradient_is_named_with_its_line(void **state)
 static void test_argmax_path_stops_gradient(void **state)
 {
     (void)state;
-    int w = var("w", ty(1, 5, 0), IR_DEV(DEV_CPU, 0), 1);
+    int w = irfx_var("w", "f32[5]", IR_DEV(DEV_CPU, 0), 1);
     ir_attrs a;
     memset(&a, 0, sizeof(a));
     a.i[0] = DT_F32;
@@ -423,25 +376,31 @@ static void test_argmax_path_stops_gradient(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_grad_of_sum_x_times_w_is_x, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grad_of_sum_x_times_w_is_x, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_gradients_from_two_consumers_are_added, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_broadcast_bias_gradient_uses_sum_to, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_same_shape_binary_has_no_sum_to, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_matmul_gradients_use_transpose_attrs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gradient_ops_live_on_forward_device, setup, teardown),
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_broadcast_bias_gradient_uses_sum_to, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_same_shape_binary_has_no_sum_to, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_matmul_gradients_use_transpose_attrs, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_gradient_ops_live_on_forward_device, setup,
+                                        irfx_teardown),
         cmocka_unit_test_setup_teardown(test_momentum_slots_named_typed_and_colocated, setup,
-                                        teardown),
+                                        irfx_teardown),
         cmocka_unit_test_setup_teardown(test_adam_creates_slots_and_one_step_counter, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_unreached_variable_gets_no_update, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_every_differentiable_op_on_a_path, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_conv_pool_gather_gradients, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_non_scalar_loss_is_an_error, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_loss_without_variables_is_an_error, setup, teardown),
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_unreached_variable_gets_no_update, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_every_differentiable_op_on_a_path, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_conv_pool_gather_gradients, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_non_scalar_loss_is_an_error, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_loss_without_variables_is_an_error, setup,
+                                        irfx_teardown),
         cmocka_unit_test_setup_teardown(test_op_without_gradient_is_named_with_its_line, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_argmax_path_stops_gradient, setup, teardown),
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_argmax_path_stops_gradient, setup, irfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,41 +10,9 @@
 #include <string.h>
 
 #include "compiler/ir.h"
-
-static diag_list diags;
-static src_file *src;
-static ir_graph *g;
+#include "ir_fixture.h"
 
 static const char *text = "x = input\ny = x @ w\n";
-
-static int setup(void **state)
-{
-    (void)state;
-    diag_init(&diags);
-    src = src_from_string("t.graph", text, strlen(text));
-    g = ir_new(&diags);
-    return g && src ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ir_free(g);
-    src_free(src);
-    diag_free(&diags);
-    return 0;
-}
-
-static ir_type ty(ir_dtype dt, int rank, int64_t d0, int64_t d1)
-{
-    ir_type t;
-    memset(&t, 0, sizeof(t));
-    t.dtype = dt;
-    t.rank = rank;
-    t.dim[0] = d0;
-    t.dim[1] = d1;
-    return t;
-}
 
 static src_span sp(uint32_t b, uint32_t e)
 {
@@ -52,19 +20,11 @@ static src_span sp(uint32_t b, uint32_t e)
     return s;
 }
 
-static int add_var(const char *name, ir_type t, int device, int trainable)
+/* Variables claim the "y" of line 2; the tests give other nodes their spans. */
+static int setup(void **state)
 {
-    ir_var v;
-    memset(&v, 0, sizeof(v));
-    v.name = name;
-    v.type = t;
-    v.init = INIT_GLOROT;
-    v.device = device;
-    v.slot_of = -1;
-    v.trainable = trainable;
-    v.src = src;
-    v.span = sp(10, 11);
-    return ir_add_var(g, &v);
+    (void)state;
+    return irfx_open(text, sp(10, 11));
 }
 
 static char *dump_to_string(void)
@@ -81,21 +41,21 @@ static void test_type_str_formats_dims_and_scalars(void **state)
 {
     (void)state;
     char b[64];
-    ir_type t = ty(DT_F32, 2, 64, 784);
+    ir_type t = {DT_F32, 2, {64, 784}};
     assert_string_equal(ir_type_str(&t, b, sizeof(b)), "f32[64,784]");
-    t = ty(DT_F32, 0, 0, 0);
+    t = (ir_type){DT_F32, 0, {0}};
     assert_string_equal(ir_type_str(&t, b, sizeof(b)), "f32[]");
-    t = ty(DT_I32, 1, 3, 0);
+    t = (ir_type){DT_I32, 1, {3}};
     assert_string_equal(ir_type_str(&t, b, sizeof(b)), "i32[3]");
     /* truncation stays NUL-terminated */
-    t = ty(DT_F32, 2, 64, 784);
+    t = (ir_type){DT_F32, 2, {64, 784}};
     assert_string_equal(ir_type_str(&t, b, 6), "f32[6");
 }
 
 static void test_numel_nbytes_and_equality(void **state)
 {
     (void)state;
-    ir_type a = ty(DT_F32, 2, 64, 784), b = ty(DT_F32, 2, 64, 784), s = ty(DT_I32, 0, 0, 0);
+    ir_type a = irfx_type("f32[64,784]"), b = irfx_type("f32[64,784]"), s = irfx_type("i32[]");
     assert_int_equal(ir_numel(&a), 64 * 784);
     assert_int_equal(ir_nbytes(&a), 64 * 784 * 4);
     assert_int_equal(ir_numel(&s), 1);
@@ -111,7 +71,7 @@ static void test_numel_nbytes_and_equality(void **state)
 static void test_input_creates_node_and_entry(void **state)
 {
     (void)state;
-    ir_type t = ty(DT_F32, 2, 64, 784);
+    ir_type t = irfx_type("f32[64,784]");
     int x = ir_add_input(g, "x", &t, src, sp(0, 1));
     assert_true(x >= 0);
     assert_int_equal(g->nodes[x].op, OP_INPUT);
@@ -127,27 +87,28 @@ static void test_var_creates_variable_node(void **state)
 {
     (void)state;
     char name[] = "model/fc1/w";
-    int vi = add_var(name, ty(DT_F32, 2, 784, 10), IR_DEV(DEV_GPU, 1), 1);
+    int node = irfx_var(name, "f32[784,10]", IR_DEV(DEV_GPU, 1), 1);
     name[0] = 'X'; /* the graph keeps its own copy */
-    const ir_var *v = &g->vars[vi];
-    const ir_node *n = &g->nodes[v->node];
+    assert_int_equal(g->n_vars, 1);
+    const ir_var *v = &g->vars[0];
+    const ir_node *n = &g->nodes[node];
+    assert_int_equal(v->node, node);
     assert_int_equal(n->op, OP_VARIABLE);
-    assert_int_equal(n->var, vi);
+    assert_int_equal(n->var, 0);
     assert_int_equal(n->device, IR_DEV(DEV_GPU, 1));
     assert_string_equal(n->name, "model/fc1/w");
     assert_string_equal(v->name, "model/fc1/w");
     assert_int_equal(n->type.dim[1], 10);
-    assert_int_equal(ir_find_var(g, "model/fc1/w"), vi);
+    assert_int_equal(ir_find_var(g, "model/fc1/w"), 0);
     assert_int_equal(ir_find_var(g, "model/fc1/b"), -1);
 }
 
 static void test_add_runs_shape_rule_and_copies_inputs(void **state)
 {
     (void)state;
-    ir_type ta = ty(DT_F32, 2, 64, 784);
+    ir_type ta = irfx_type("f32[64,784]");
     int x = ir_add_input(g, "x", &ta, src, sp(0, 1));
-    int wv = add_var("w", ty(DT_F32, 2, 784, 10), IR_DEV(DEV_CPU, 0), 1);
-    int w = g->vars[wv].node;
+    int w = irfx_var("w", "f32[784,10]", IR_DEV(DEV_CPU, 0), 1);
     int in[2] = {x, w};
     int y = ir_add(g, OP_MATMUL, in, 2, NULL, src, sp(14, 19));
     in[0] = in[1] = 99; /* the node owns a copy */
@@ -165,7 +126,7 @@ static void test_add_runs_shape_rule_and_copies_inputs(void **state)
 static void test_add_rejects_bad_inputs_and_marks_dead(void **state)
 {
     (void)state;
-    ir_type t = ty(DT_F32, 1, 3, 0);
+    ir_type t = irfx_type("f32[3]");
     int x = ir_add_input(g, "x", &t, src, sp(0, 1));
     int bad[2] = {x, 1234};
     assert_int_equal(ir_add(g, OP_ADD, bad, 2, NULL, src, sp(0, 1)), -1);
@@ -185,7 +146,7 @@ static void test_add_rejects_bad_inputs_and_marks_dead(void **state)
 static void test_null_attrs_take_registry_defaults(void **state)
 {
     (void)state;
-    ir_type t = ty(DT_F32, 2, 4, 5);
+    ir_type t = irfx_type("f32[4,5]");
     int x = ir_add_input(g, "x", &t, src, sp(0, 1));
     int s = ir_add(g, OP_SUM, &x, 1, NULL, src, sp(0, 1));
     assert_int_equal(g->nodes[s].attr.i[0], OP_AXIS_ALL);
@@ -198,7 +159,7 @@ static void test_null_attrs_take_registry_defaults(void **state)
 static void test_add_like_copies_span_and_device(void **state)
 {
     (void)state;
-    ir_type t = ty(DT_F32, 1, 3, 0);
+    ir_type t = irfx_type("f32[3]");
     int x = ir_add_input(g, "x", &t, src, sp(12, 17));
     g->nodes[x].device = IR_DEV(DEV_CPU, 2);
     int n = ir_add_like(g, x, OP_NEG, &x, 1, NULL);
@@ -218,7 +179,7 @@ static void test_const_scalar_and_tensor(void **state)
     assert_int_equal(g->nodes[c].op, OP_CONST);
     assert_int_equal(g->nodes[c].type.rank, 0);
     assert_true(g->nodes[c].attr.f[0] == 3.0);
-    ir_type t = ty(DT_I32, 2, 2, 3);
+    ir_type t = irfx_type("i32[2,3]");
     int d = ir_add_const(g, 0.0, &t, src, sp(0, 1));
     assert_true(ir_type_eq(&g->nodes[d].type, &t));
 }
@@ -226,7 +187,7 @@ static void test_const_scalar_and_tensor(void **state)
 static void test_names_overwrite_and_find(void **state)
 {
     (void)state;
-    ir_type t = ty(DT_F32, 0, 0, 0);
+    ir_type t = irfx_type("f32[]");
     int a = ir_add_const(g, 1, &t, src, sp(0, 1));
     int b = ir_add_const(g, 2, &t, src, sp(0, 1));
     int i = ir_set_name(g, "loss", a, 0);
@@ -249,8 +210,8 @@ static void test_data_is_appended_with_copies(void **state)
     d.name = "train";
     d.path[0] = path;
     d.batch = 64;
-    d.x = ty(DT_F32, 2, 64, 784);
-    d.y = ty(DT_I32, 1, 64, 0);
+    d.x = irfx_type("f32[64,784]");
+    d.y = irfx_type("i32[64]");
     int di = ir_add_data(g, &d);
     path[1] = 'X';
     assert_int_equal(di, 0);
@@ -302,10 +263,9 @@ static void test_arena_survives_many_allocations(void **state)
 static void test_dump_lists_nodes_vars_and_data(void **state)
 {
     (void)state;
-    ir_type tx = ty(DT_F32, 2, 64, 784);
+    ir_type tx = irfx_type("f32[64,784]");
     int x = ir_add_input(g, "x", &tx, src, sp(0, 1));
-    int wv = add_var("model/fc1/w", ty(DT_F32, 2, 784, 512), IR_DEV(DEV_CPU, 0), 1);
-    int w = g->vars[wv].node;
+    int w = irfx_var("model/fc1/w", "f32[784,512]", IR_DEV(DEV_CPU, 0), 1);
     int in[2] = {x, w};
     int y = ir_add(g, OP_MATMUL, in, 2, NULL, src, sp(14, 19));
     g->nodes[y].device = IR_DEV(DEV_CPU, 0);
@@ -339,22 +299,24 @@ static void test_dump_lists_nodes_vars_and_data(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_type_str_formats_dims_and_scalars, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_numel_nbytes_and_equality, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_input_creates_node_and_entry, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_var_creates_variable_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_type_str_formats_dims_and_scalars, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_numel_nbytes_and_equality, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_input_creates_node_and_entry, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_var_creates_variable_node, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_add_runs_shape_rule_and_copies_inputs, setup,
-                                        teardown),
+                                        irfx_teardown),
         cmocka_unit_test_setup_teardown(test_add_rejects_bad_inputs_and_marks_dead, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_null_attrs_take_registry_defaults, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_add_like_copies_span_and_device, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_const_scalar_and_tensor, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_names_overwrite_and_find, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_data_is_appended_with_copies, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ctrl_deps_deduplicate, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_arena_survives_many_allocations, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dump_lists_nodes_vars_and_data, setup, teardown),
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_null_attrs_take_registry_defaults, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_add_like_copies_span_and_device, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_const_scalar_and_tensor, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_names_overwrite_and_find, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_data_is_appended_with_copies, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_ctrl_deps_deduplicate, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_survives_many_allocations, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_dump_lists_nodes_vars_and_data, setup, irfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,59 +11,21 @@
 #include <string.h>
 
 #include "compiler/ir.h"
+#include "ir_fixture.h"
 
-static diag_list diags;
-static src_file *src;
-static ir_graph *g;
-
+/* Operands claim bytes 0..5 of the text; build() puts the op at 8..14. */
 static int setup(void **state)
 {
     (void)state;
-    const char *text = "model = net(x)\n";
-    diag_init(&diags);
-    src = src_from_string("t.graph", text, strlen(text));
-    g = ir_new(&diags);
-    return 0;
+    src_span operands = {0, 5};
+    return irfx_open("model = net(x)\n", operands);
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    ir_free(g);
-    src_free(src);
-    diag_free(&diags);
-    return 0;
-}
-
-/* "f32[64,784]" -> type; "var:f32[3]" makes a variable instead of an input. */
-static ir_type parse_type(const char *s)
-{
-    ir_type t;
-    memset(&t, 0, sizeof(t));
-    t.dtype = strncmp(s, "i32", 3) == 0 ? DT_I32 : DT_F32;
-    const char *p = strchr(s, '[') + 1;
-    while (*p && *p != ']') {
-        t.dim[t.rank++] = strtoll(p, (char **)&p, 10);
-        if (*p == ',') p++;
-    }
-    return t;
-}
-
+/* "f32[3]" makes an input of that type, "var:f32[3]" a variable. */
 static int make_operand(const char *s)
 {
-    src_span sp = {0, 5};
-    if (strncmp(s, "var:", 4) != 0) {
-        ir_type t = parse_type(s);
-        return ir_add_input(g, "in", &t, src, sp);
-    }
-    ir_var v;
-    memset(&v, 0, sizeof(v));
-    v.name = "v";
-    v.type = parse_type(s + 4);
-    v.slot_of = -1;
-    v.trainable = 1;
-    int vi = ir_add_var(g, &v);
-    return g->vars[vi].node;
+    if (strncmp(s, "var:", 4) == 0) return irfx_var("v", s + 4, 0, 1);
+    return irfx_input("in", s);
 }
 
 typedef struct shape_case {
@@ -206,8 +168,7 @@ static void test_every_valid_case_gets_expected_type(void **state)
     char b[160];
     for (size_t k = 0; k < sizeof(valid) / sizeof(valid[0]); k++) {
         int id = build(&valid[k]);
-        if (id < 0)
-            print_error("case %zu (%s): %s\n", k, ops_name(valid[k].op), diags.v[0].msg);
+        if (id < 0) print_error("case %zu (%s): %s\n", k, ops_name(valid[k].op), diags.v[0].msg);
         assert_true(id >= 0);
         const char *got = ir_type_str(&g->nodes[id].type, b, sizeof(b));
         if (strcmp(got, valid[k].want) != 0)
@@ -472,15 +433,17 @@ static void test_scratch_sizes_for_convolution(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_every_valid_case_gets_expected_type, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_every_shaped_op_has_a_valid_case, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_attributes_are_normalised, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_errors_have_exact_text, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_registry_names_are_unique, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lookup_finds_public_ops_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_valid_case_gets_expected_type, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_every_shaped_op_has_a_valid_case, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_attributes_are_normalised, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_errors_have_exact_text, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_registry_names_are_unique, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_lookup_finds_public_ops_only, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_language_attribute_names_and_defaults, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_scratch_sizes_for_convolution, setup, teardown),
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_scratch_sizes_for_convolution, setup, irfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

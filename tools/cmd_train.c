@@ -4,7 +4,6 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "train.h"
@@ -33,13 +32,6 @@ static const char train_usage[] =
     "                     data positions; training continues from its step\n"
     "  --init-from PATH   load only the trainable weights of a checkpoint; start at step 0\n"
     "  --allow-missing    variables absent from the checkpoint keep their initial values\n";
-
-double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int parse_long(const char *s, long min, long *out)
 {
@@ -195,48 +187,8 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
     return check_ckpt_opts(o);
 }
 
-void report(const train_opts *o, progress *pg, long step, float loss, int64_t batch, int final)
-{
-    double el = now() - pg->t0, sps = el > 0 ? (double)(step - o->start) / el : 0;
-    if (pg->log && step > 0)
-        fprintf(pg->log,
-                "{\"step\":%ld,\"loss\":%.6g,\"examples_per_s\":%.1f,\"elapsed_s\":%.3f}\n", step,
-                (double)loss, sps * (double)batch, el);
-    if (o->quiet) return;
-    double eta = sps > 0 ? (double)(o->steps - step) / sps : 0;
-    if (pg->tty)
-        fprintf(stderr, "\rstep %ld/%ld  loss %.4f  %.0f steps/s  ETA %.0fs   %s", step, o->steps,
-                (double)loss, sps, eta, final ? "\n" : "");
-    else
-        fprintf(stderr, "step %ld/%ld loss %.4f %.0f steps/s\n", step, o->steps, (double)loss, sps);
-}
-
-int run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st)
-{
-    for (int i = 0; i < o->n_evals; i++)
-        if (gr_eval(s, o->evals[i], &vals[i], st) != GR_OK) {
-            cli_print_status(st);
-            return -1;
-        }
-    return 0;
-}
-
-void print_evals(const train_opts *o, const double *vals, long step)
-{
-    if (o->quiet) return;
-    for (int i = 0; i < o->n_evals; i++)
-        fprintf(stderr, "%seval %s = %.4f (step %ld)\n", "", o->evals[i], vals[i], step);
-}
-
-int save_checkpoint(const train_opts *o, gr_session *s, gr_status *st)
-{
-    if (gr_session_save(s, o->ckpt_path, st) == GR_OK) return 0;
-    cli_print_status(st);
-    return -1;
-}
-
 static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *ti, double *secs,
-                      float *last_loss, progress *pg, gr_status *st)
+                      float *last_loss, trep_progress *pg, gr_status *st)
 {
     float loss = 0;
     gr_fetch f = {ti->loss, &loss, sizeof loss, NULL};
@@ -245,29 +197,29 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
         cli_print_status(st);
         return -1;
     }
-    pg->t0 = pg->last_print = now();
+    pg->t0 = pg->last_print = trep_now();
     for (long step = o->start + 1; step <= o->steps; step++) {
         if (gr_run(s, o->target, NULL, 0, &f, ti->loss ? 1 : 0, st) != GR_OK) {
             if (pg->tty && !o->quiet) fputc('\n', stderr);
             cli_print_status(st);
             return -1;
         }
-        double t = now();
+        double t = trep_now();
         int interval = pg->tty ? t - pg->last_print > 0.2 : t - pg->last_print > 2.0;
         if (interval || step == o->steps) {
-            report(o, pg, step, loss, ti->batch, step == o->steps);
+            trep_report(o, pg, step, loss, ti->batch, step == o->steps);
             pg->last_print = t;
         }
         if (o->eval_every && step % o->eval_every == 0 && step != o->steps) {
-            if (run_evals(o, s, vals, st) < 0) return -1;
+            if (trep_run_evals(o, s, vals, st) < 0) return -1;
             if (pg->tty && !o->quiet) fputc('\n', stderr);
-            print_evals(o, vals, step);
+            trep_print_evals(o, vals, step);
         }
         if (o->ckpt_every && step % o->ckpt_every == 0 && step != o->steps &&
-            save_checkpoint(o, s, st) < 0)
+            trep_save_checkpoint(o, s, st) < 0)
             return -1;
     }
-    *secs = now() - pg->t0;
+    *secs = trep_now() - pg->t0;
     *last_loss = loss;
     return 0;
 }
@@ -348,7 +300,7 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
     gr_session *s = NULL;
     double vals[MAX_EVALS] = {0}, secs = 0;
     float loss = 0;
-    progress pg = {.tty = isatty(2)};
+    trep_progress pg = {.tty = isatty(2)};
     int bad = check_evals(o, prog, st);
     if (bad == -2) return 1;
     if (bad < 0 || target_infos(o, prog, &ti, st) < 0 ||
@@ -367,7 +319,8 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
     int rc = restore_checkpoint(o, s, st) < 0 ||
              (concurrent(o) ? train_async(o, s, &secs, &loss, &pg, st)
                             : train_loop(o, s, &ti, &secs, &loss, &pg, st)) < 0 ||
-             (o->ckpt_path && save_checkpoint(o, s, st) < 0) || run_evals(o, s, vals, st) < 0;
+             (o->ckpt_path && trep_save_checkpoint(o, s, st) < 0) ||
+             trep_run_evals(o, s, vals, st) < 0;
     if (!rc) summary(o, &ti, secs, loss, vals, pg.log);
     if (pg.log && fclose(pg.log) != 0) {
         perror(o->log_path);

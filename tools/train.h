@@ -1,5 +1,7 @@
-/* train.h - private to tools/cmd_train.c and tools/train_async.c: the
- * training options and the reporting both training loops share. */
+/* train.h - private to the training command: the options cmd_train.c
+ * parses, the reporting both training loops share (train_report.c) and the
+ * concurrent loop (train_async.c).  Calls run one way: cmd_train.c ->
+ * train_async.c -> train_report.c, and cmd_train.c -> train_report.c. */
 #ifndef GR_TRAIN_H
 #define GR_TRAIN_H
 
@@ -30,22 +32,28 @@ typedef struct train_opts {
     int quiet;
 } train_opts;
 
-typedef struct progress {
-    double t0, last_print;
-    int tty;
-    FILE *log;
-} progress;
+/* train_report.c: progress lines, the JSON log, evaluations, checkpoints. */
+typedef struct trep_progress {
+    double t0, last_print; /* trep_now() at the first step and the last report */
+    int tty;               /* stderr is a terminal: redraw one line */
+    FILE *log;             /* --log, or NULL */
+} trep_progress;
 
-double now(void);
-void report(const train_opts *o, progress *pg, long step, float loss, int64_t batch, int final);
-int run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st);
-void print_evals(const train_opts *o, const double *vals, long step);
-int save_checkpoint(const train_opts *o, gr_session *s, gr_status *st);
+/* Seconds on a monotonic clock. */
+double trep_now(void);
+/* One progress line on stderr (unless --quiet) and one JSON line in the log. */
+void trep_report(const train_opts *o, trep_progress *pg, long step, float loss, int64_t batch,
+                 int final);
+/* Each --eval into vals; on failure prints the status and returns -1. */
+int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st);
+void trep_print_evals(const train_opts *o, const double *vals, long step);
+/* Saves to --checkpoint; on failure prints the status and returns -1. */
+int trep_save_checkpoint(const train_opts *o, gr_session *s, gr_status *st);
 
 /* train_async.c: --executors K and/or several --target: K threads per
  * target call gr_run on the one session with no coordination (Hogwild!),
  * sharing the step budget; this thread reports, evaluates and saves. */
-int train_async(const train_opts *o, gr_session *s, double *secs, float *last_loss, progress *pg,
-                gr_status *st);
+int train_async(const train_opts *o, gr_session *s, double *secs, float *last_loss,
+                trep_progress *pg, gr_status *st);
 
 #endif

@@ -66,7 +66,7 @@ static long steps_done(atomic_long *next, long end, int n_workers)
 
 /* Progress, --eval-every and --checkpoint-every, until the workers finish. */
 static int watch(const train_opts *o, gr_session *s, worker *w, int n, atomic_long *next,
-                 progress *pg, gr_status *st)
+                 trep_progress *pg, gr_status *st)
 {
     long next_eval = o->eval_every ? (o->start / o->eval_every + 1) * o->eval_every : 0;
     long next_ckpt = o->ckpt_every ? (o->start / o->ckpt_every + 1) * o->ckpt_every : 0;
@@ -74,17 +74,17 @@ static int watch(const train_opts *o, gr_session *s, worker *w, int n, atomic_lo
     while (!all_done(w, n)) {
         nap(pg->tty ? 0.2 : 0.05);
         long step = steps_done(next, o->steps, n);
-        if (now() - pg->last_print > (pg->tty ? 0.2 : 2.0)) {
-            report(o, pg, step, atomic_load(&w[0].loss), o->batch, 0);
-            pg->last_print = now();
+        if (trep_now() - pg->last_print > (pg->tty ? 0.2 : 2.0)) {
+            trep_report(o, pg, step, atomic_load(&w[0].loss), o->batch, 0);
+            pg->last_print = trep_now();
         }
         if (next_eval && step >= next_eval && step < o->steps) {
-            if (run_evals(o, s, vals, st) < 0) return -1;
-            print_evals(o, vals, step);
+            if (trep_run_evals(o, s, vals, st) < 0) return -1;
+            trep_print_evals(o, vals, step);
             next_eval += o->eval_every;
         }
         if (next_ckpt && step >= next_ckpt && step < o->steps) {
-            if (save_checkpoint(o, s, st) < 0) return -1;
+            if (trep_save_checkpoint(o, s, st) < 0) return -1;
             next_ckpt += o->ckpt_every;
         }
     }
@@ -105,14 +105,14 @@ static int prepare_targets(const train_opts *o, gr_session *s, gr_status *st)
     return 0;
 }
 
-int train_async(const train_opts *o, gr_session *s, double *secs, float *last_loss, progress *pg,
-                gr_status *st)
+int train_async(const train_opts *o, gr_session *s, double *secs, float *last_loss,
+                trep_progress *pg, gr_status *st)
 {
     int n = o->executors * o->n_targets, rc = 0;
     if (prepare_targets(o, s, st) < 0) return -1;
     worker *w = calloc((size_t)n, sizeof *w);
     atomic_long next = o->start;
-    pg->t0 = pg->last_print = now();
+    pg->t0 = pg->last_print = trep_now();
     for (int i = 0; i < n; i++) {
         int t = i % o->n_targets;
         w[i] = (worker){.s = s,
@@ -133,9 +133,9 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
         }
         gr_status_free(w[i].st);
     }
-    *secs = now() - pg->t0;
+    *secs = trep_now() - pg->t0;
     *last_loss = atomic_load(&w[0].loss);
-    if (!rc) report(o, pg, o->steps, *last_loss, o->batch, 1);
+    if (!rc) trep_report(o, pg, o->steps, *last_loss, o->batch, 1);
     free(w);
     return rc;
 }
