@@ -337,14 +337,21 @@ const char *ir_type_str(const ir_type *t, char *buf, size_t n)
     return buf;
 }
 
+const char *ir_dev_str(int dev, char *buf, size_t n)
+{
+    if (dev < 0)
+        snprintf(buf, n, "?");
+    else
+        snprintf(buf, n, "%s:%d", IR_DEV_KIND(dev) == DEV_GPU ? "gpu" : "cpu", IR_DEV_INDEX(dev));
+    return buf;
+}
+
 /* ---- dump ---- */
 
 static void dump_device(int dev, FILE *out)
 {
-    if (dev < 0)
-        fputs(" @?", out);
-    else
-        fprintf(out, " @%s:%d", IR_DEV_KIND(dev) == DEV_GPU ? "gpu" : "cpu", IR_DEV_INDEX(dev));
+    char b[32];
+    fprintf(out, " @%s", ir_dev_str(dev, b, sizeof b));
 }
 
 static void dump_where(const char *name, const src_file *src, src_span sp, FILE *out)

@@ -155,6 +155,9 @@ int ir_find_name(const ir_graph *g, const char *name); /* index into names or -1
 int ir_find_var(const ir_graph *g, const char *name);  /* index into vars or -1 */
 void ir_add_ctrl(ir_graph *g, int node, int dep);
 
+/* "cpu:0", "gpu:1" into buf; returns buf. */
+const char *ir_dev_str(int dev, char *buf, size_t n);
+
 /* Types */
 int64_t ir_numel(const ir_type *t);
 size_t ir_nbytes(const ir_type *t);

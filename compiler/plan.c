@@ -317,12 +317,6 @@ static size_t vars_bytes(const ir_graph *g)
     return n;
 }
 
-static const char *dev_name(int dev, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s:%d", IR_DEV_KIND(dev) == DEV_GPU ? "gpu" : "cpu", IR_DEV_INDEX(dev));
-    return buf;
-}
-
 /* Partitions and their transfers, when there is more than one. */
 static void dump_parts(const plan_graph *p, FILE *out)
 {
@@ -330,8 +324,8 @@ static void dump_parts(const plan_graph *p, FILE *out)
     for (int x = 0; x < p->n_xfers; x++) {
         const plan_xfer *t = &p->xfers[x];
         fprintf(out, "  send %%%-5d %s -> %s", t->src,
-                dev_name(p->part_dev[p->part[t->src]], a, sizeof a),
-                dev_name(p->part_dev[t->dst_part], b, sizeof b));
+                ir_dev_str(p->part_dev[p->part[t->src]], a, sizeof a),
+                ir_dev_str(p->part_dev[t->dst_part], b, sizeof b));
         if (t->bytes)
             fprintf(out, "  recv arena[%zu..%zu)\n", t->offset, t->offset + t->bytes);
         else
@@ -348,7 +342,7 @@ void plan_dump(const plan_graph *p, FILE *out)
     if (p->n_parts > 1) {
         fprintf(out, " in %d partitions (", p->n_parts);
         for (int k = 0; k < p->n_parts; k++)
-            fprintf(out, "%s%s", k ? ", " : "", dev_name(p->part_dev[k], dn, sizeof dn));
+            fprintf(out, "%s%s", k ? ", " : "", ir_dev_str(p->part_dev[k], dn, sizeof dn));
         fprintf(out, "), %d transfers", p->n_xfers);
     }
     fputc('\n', out);
@@ -357,7 +351,7 @@ void plan_dump(const plan_graph *p, FILE *out)
         char t[96];
         fprintf(out, "  %4d  %%%-5d %-18s %-20s", i, p->order[i], ops_name(nd->op),
                 ir_type_str(&nd->type, t, sizeof t));
-        if (p->n_parts > 1) fprintf(out, " %-6s", dev_name(nd->device, dn, sizeof dn));
+        if (p->n_parts > 1) fprintf(out, " %-6s", ir_dev_str(nd->device, dn, sizeof dn));
         if (p->offset[p->order[i]] != PLAN_NONE) {
             fprintf(out, " arena[%zu..%zu)", p->offset[p->order[i]],
                     p->offset[p->order[i]] + ir_nbytes(&nd->type));

@@ -33,9 +33,18 @@ typedef struct kern_args {
     uint64_t step;             /* run counter of this executor run (dropout) */
     void *lock;                /* executor's: a variable lock held around this
                                   update (locking=true), else NULL */
+    struct kern_fault *fault;  /* where a failing kernel says why */
 } kern_args;
 
-typedef void (*kernel_fn)(const kern_args *a);
+typedef struct kern_fault {
+    char msg[192];
+} kern_fault;
+
+/* A kernel returns 0, or -1 when its inputs are bad in a way no shape rule
+ * can see (a label outside the classes, an id outside its table), after
+ * writing what was wrong into a->fault: the executor adds the op, the device
+ * and the .graph line. */
+typedef int (*kernel_fn)(const kern_args *a);
 
 typedef struct device_obj device_obj;
 typedef struct device_vtable {

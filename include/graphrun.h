@@ -58,7 +58,7 @@ typedef enum gr_code {
     GR_ERR_SYNTAX,  /* the .graph file does not parse */
     GR_ERR_COMPILE, /* names, shapes, dtypes, reuse, devices, --set */
     GR_ERR_IO,      /* a file could not be read or written */
-    GR_ERR_DATA,    /* a data file is malformed */
+    GR_ERR_DATA,    /* a data file is malformed, or a label or id (read or fed) is out of range */
     GR_ERR_ARG,     /* API misuse: bad argument, unknown target, wrong feed */
     GR_ERR_NUMERIC, /* NaN or Inf found with check_numerics */
     GR_ERR_NOMEM,

@@ -79,6 +79,7 @@ static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
                      .pool = part->pool,
                      .seed = e->s->opt.seed};
     a->lock = update_lock(e, n);
+    a->fault = &e->faults[e->n_calls];
     e->fn[e->n_calls++] = fn;
 }
 
@@ -98,6 +99,7 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
     e->fn = xcalloc((size_t)e->p->n + 1, sizeof *e->fn);
     e->in_ptrs = xcalloc((size_t)total_in + 1, sizeof *e->in_ptrs);
     e->in_types = xcalloc((size_t)total_in + 1, sizeof *e->in_types);
+    e->faults = xcalloc((size_t)e->p->n + 1, sizeof *e->faults);
     for (int i = 0; i < e->p->n * e->n_parts; i++) { /* partition by partition */
         int id = e->p->order[i % e->p->n];
         if (e->p->part[id] != i / e->p->n) continue;
@@ -235,6 +237,7 @@ void exec_free(rt_exec *e)
     free(e->fn);
     free(e->in_ptrs);
     free(e->in_types);
+    free(e->faults);
     for (int k = 0; e->data && k < e->n_data; k++) {
         free(e->data[k].patch);
         free(e->data[k].patch_y);

@@ -58,6 +58,7 @@ struct rt_exec {
     void **buf;      /* per graph node id */
     kern_args *args; /* prepared calls, schedule order */
     kernel_fn *fn;
+    kern_fault *faults; /* one per call, args[].fault points here */
     int n_calls;
     void **in_ptrs;           /* backing store for args[].in */
     const ir_type **in_types; /* backing store for args[].in_t */
@@ -72,9 +73,10 @@ struct rt_exec {
 void sched_build(rt_exec *e, int threads);
 void sched_free(rt_exec *e);
 
-/* One level's calls, in order or over the partition's pool; then, under
+/* One level's calls, in order or over the partition's pool: GR_OK, or the
+ * error of a kernel that failed (at its node's line).  Then, under
  * --check-numerics, their outputs checked for NaN/Inf. */
-void sched_run_level(const rt_exec *e, const exec_level *L);
+gr_code sched_run_level(const rt_exec *e, const exec_level *L, gr_status *st);
 gr_code sched_check_level(const rt_exec *e, const exec_level *L, gr_status *st);
 
 /* parts.c: running the partitions of a step.  Every plan has at least one;

@@ -109,9 +109,9 @@ static void xfer_receive(rt_exec *e, int x, uint64_t gen)
     pthread_mutex_unlock(&e->mu);
 }
 
-/* One partition's step.  After a NaN (check_numerics) anywhere, the levels
- * left are skipped, but every transfer is still marked, so no partition
- * waits forever. */
+/* One partition's step.  After a failing kernel or a NaN (check_numerics)
+ * anywhere, the levels left are skipped, but every transfer is still
+ * marked, so no partition waits forever. */
 static void run_part(rt_exec *e, int k, uint64_t gen)
 {
     exec_part *pt = &e->parts[k];
@@ -119,10 +119,9 @@ static void run_part(rt_exec *e, int k, uint64_t gen)
     for (int l = pt->first_level; l < pt->first_level + pt->n_levels; l++) {
         const exec_level *L = &e->levels[l];
         for (int i = 0; i < L->n_wait; i++) xfer_receive(e, L->wait[i], gen);
-        if (!atomic_load(&e->failed)) {
-            sched_run_level(e, L);
-            if (sched_check_level(e, L, pt->st) != GR_OK) atomic_store(&e->failed, k + 1);
-        }
+        if (!atomic_load(&e->failed) &&
+            (sched_run_level(e, L, pt->st) != GR_OK || sched_check_level(e, L, pt->st) != GR_OK))
+            atomic_store(&e->failed, k + 1);
         for (int i = 0; i < L->n_send; i++) xfer_send(e, L->send[i], gen);
     }
 }
@@ -221,5 +220,5 @@ gr_code parts_run(rt_exec *e, gr_status *st)
     if (e->n_parts > 1) parts_wait(e);
     int bad = atomic_load(&e->failed);
     if (!bad) return GR_OK;
-    return rt_fail(st, GR_ERR_NUMERIC, "%s", gr_status_message(e->parts[bad - 1].st));
+    return rt_status_copy(st, e->parts[bad - 1].st);
 }

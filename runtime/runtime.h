@@ -27,6 +27,12 @@ struct gr_status {
 /* Sets st (if any) and returns code. Message is printf-style. */
 gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* An error at node n's place in the .graph file: "FILE:LINE:COL: error:
+ * MSG", the source line and a caret, as compile errors print. */
+gr_code rt_fail_at(gr_status *st, gr_code code, const ir_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* dst becomes a copy of src (a partition thread's error); returns its code. */
+gr_code rt_status_copy(gr_status *dst, const gr_status *src);
 /* Copies formatted diagnostics (and the first error's location) into st. */
 gr_code rt_fail_diags(gr_status *st, gr_code code, const diag_list *d);
 void rt_ok(gr_status *st);

@@ -133,30 +133,48 @@ void sched_free(rt_exec *e)
 typedef struct level_job {
     const rt_exec *e;
     const exec_level *L;
+    atomic_int faulted; /* a call whose kernel failed, or -1 */
 } level_job;
 
-static void run_call(const rt_exec *e, int i)
+static int run_call(const rt_exec *e, int i)
 {
     pthread_mutex_t *m = e->args[i].lock;
     if (m) pthread_mutex_lock(m);
-    e->fn[i](&e->args[i]);
+    int r = e->fn[i](&e->args[i]);
     if (m) pthread_mutex_unlock(m);
+    return r;
 }
 
-/* One task of a parallel level: its group of calls, in order. */
+/* One task of a parallel level: its group of calls, in order, up to a
+ * failing one. */
 static void level_task(void *arg, int t)
 {
-    const level_job *j = arg;
-    for (int i = j->L->task_first[t]; i < j->L->task_first[t + 1]; i++) run_call(j->e, i);
+    level_job *j = arg;
+    for (int i = j->L->task_first[t]; i < j->L->task_first[t + 1]; i++)
+        if (run_call(j->e, i) != 0) {
+            int none = -1;
+            atomic_compare_exchange_strong(&j->faulted, &none, i);
+            return;
+        }
 }
 
-void sched_run_level(const rt_exec *e, const exec_level *L)
+static gr_code fault(const rt_exec *e, int i, gr_status *st)
 {
-    level_job job = {e, L};
+    const kern_args *a = &e->args[i];
+    char dev[32];
+    return rt_fail_at(st, GR_ERR_DATA, a->node, "%s on %s: %s", ops_name(a->node->op),
+                      ir_dev_str(a->node->device, dev, sizeof dev), a->fault->msg);
+}
+
+gr_code sched_run_level(const rt_exec *e, const exec_level *L, gr_status *st)
+{
+    level_job job = {e, L, -1};
     if (L->n_tasks > 1)
         pool_for(e->parts[L->part].pool, L->n_tasks, level_task, &job);
     else
-        for (int i = L->first; i < L->first + L->n; i++) run_call(e, i);
+        for (int i = L->first; i < L->first + L->n && job.faulted < 0; i++)
+            if (run_call(e, i) != 0) job.faulted = i;
+    return job.faulted < 0 ? GR_OK : fault(e, job.faulted, st);
 }
 
 static gr_code check_numerics(const kern_args *a, gr_status *st)
@@ -166,11 +184,10 @@ static gr_code check_numerics(const kern_args *a, gr_status *st)
     int64_t n = ir_numel(a->out_t);
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(x[i])) {
-            int line = 0, col = 0;
-            if (a->node->src) src_linecol(a->node->src, a->node->span.begin, &line, &col);
-            return rt_fail(st, GR_ERR_NUMERIC, "%s:%d:%d: error: %s produced %s (element %lld)\n",
-                           a->node->src ? a->node->src->name : "?", line, col,
-                           ops_name(a->node->op), isnan(x[i]) ? "NaN" : "Inf", (long long)i);
+            char dev[32];
+            return rt_fail_at(st, GR_ERR_NUMERIC, a->node, "%s on %s produced %s (element %lld)",
+                              ops_name(a->node->op), ir_dev_str(a->node->device, dev, sizeof dev),
+                              isnan(x[i]) ? "NaN" : "Inf", (long long)i);
         }
     return GR_OK;
 }

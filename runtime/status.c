@@ -68,6 +68,43 @@ gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
     return code;
 }
 
+gr_code rt_fail_at(gr_status *st, gr_code code, const ir_node *n, const char *fmt, ...)
+{
+    if (!st) return code;
+    status_clear(st);
+    st->code = code;
+    diag_entry e = {.sev = DIAG_ERROR, .src = n->src, .span = n->span};
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&e.msg, fmt, ap) < 0) e.msg = NULL;
+    va_end(ap);
+    size_t len = 0;
+    FILE *f = open_memstream(&st->msg, &len);
+    if (f && e.msg) {
+        diag_print_one(&e, f);
+        fclose(f);
+    } else if (f)
+        fclose(f);
+    free(e.msg);
+    if (n->src) {
+        st->file = strdup(n->src->name);
+        src_linecol(n->src, n->span.begin, &st->line, &st->col);
+    }
+    return code;
+}
+
+gr_code rt_status_copy(gr_status *dst, const gr_status *src)
+{
+    if (!dst) return src->code;
+    status_clear(dst);
+    dst->code = src->code;
+    dst->msg = src->msg ? strdup(src->msg) : NULL;
+    dst->file = src->file ? strdup(src->file) : NULL;
+    dst->line = src->line;
+    dst->col = src->col;
+    return dst->code;
+}
+
 gr_code rt_fail_diags(gr_status *st, gr_code code, const diag_list *d)
 {
     if (!st) return code;

@@ -90,6 +90,7 @@ typedef struct call {
     size_t task_bytes;
     int max_tasks;
     uint64_t seed, step;
+    kern_fault fault;
 } call;
 
 static void call_init(call *c, op_kind op, const ir_type *out_t, void *out)
@@ -109,7 +110,8 @@ static void call_in(call *c, void *buf, const ir_type *t)
     c->node.n_in = c->n_in;
 }
 
-static void call_run(call *c)
+/* Runs the kernel; returns its status (0, or -1 with c->fault.msg set). */
+static int call_status(call *c)
 {
     kern_args a = {.node = &c->node,
                    .out = c->out,
@@ -122,10 +124,16 @@ static void call_run(call *c)
                    .max_tasks = c->max_tasks,
                    .pool = c->pool,
                    .seed = c->seed,
-                   .step = c->step};
+                   .step = c->step,
+                   .fault = &c->fault};
     kernel_fn k = cpu_kernels[c->node.op];
     assert_non_null(k);
-    k(&a);
+    return k(&a);
+}
+
+static void call_run(call *c)
+{
+    if (call_status(c) != 0) fail_msg("%s faulted: %s", ops_name(c->node.op), c->fault.msg);
 }
 
 /* Fails with the first element that is off by more than tol relative to
@@ -979,8 +987,8 @@ static void test_gather_and_gather_grad(void **state)
     float *table = frandom(&tt, -1, 1), *out = falloc(&ot), *dy = frandom(&ot, -1, 1);
     float *gt = falloc(&tt);
     int32_t ids[15];
-    for (int i = 0; i < 15; i++) ids[i] = (int32_t)(rnd() % 15) - 1; /* -1, 13: out of range */
-    ids[0] = 2, ids[1] = 2;                                          /* a repeat */
+    for (int i = 0; i < 15; i++) ids[i] = (int32_t)(rnd() % 13); /* out of range: a fault */
+    ids[0] = 2, ids[1] = 2;                                      /* a repeat */
     call c;
     call_init(&c, OP_GATHER, &ot, out);
     call_in(&c, table, &tt);
@@ -993,20 +1001,19 @@ static void test_gather_and_gather_grad(void **state)
     double *ro = dalloc(15 * d), *rg = dalloc(v * d);
     for (int i = 0; i < 15; i++)
         for (int64_t j = 0; j < d; j++) {
-            int ok = ids[i] >= 0 && ids[i] < v;
-            ro[i * d + j] = ok ? table[ids[i] * d + j] : 0;
-            if (ok) rg[ids[i] * d + j] += dy[i * d + j];
+            ro[i * d + j] = table[ids[i] * d + j];
+            rg[ids[i] * d + j] += dy[i * d + j];
         }
     check_close(out, ro, 15 * d, "gather");
     check_close(gt, rg, v * d, "gather_grad");
     free(table), free(out), free(dy), free(gt), free(ro), free(rg);
 }
 
-static void test_one_hot_out_of_range_is_zero(void **state)
+static void test_one_hot(void **state)
 {
     (void)state;
     ir_type it = ty(DT_I32, 2, 2L, 3L), ot = ty(DT_F32, 3, 2L, 3L, 4L);
-    int32_t ids[6] = {0, 3, 4, -1, 2, 1};
+    int32_t ids[6] = {0, 3, 3, 0, 2, 1};
     float out[24];
     call c;
     call_init(&c, OP_ONE_HOT, &ot, out);
@@ -1212,6 +1219,42 @@ static void test_every_op_has_a_kernel_on_every_device(void **state)
             holes++;
         }
     assert_int_equal(holes, 0);
+}
+
+/* Ids and labels outside their range are faults naming the bad value and
+ * where it is, for every op that reads them. */
+static void test_ids_out_of_range_fault(void **state)
+{
+    (void)state;
+    float table[3 * 2] = {0}, out[4 * 3] = {0}, dy[4 * 2] = {0}, logits[2 * 3] = {0};
+    int32_t ids[4] = {0, 2, 3, 1}, labels[2] = {1, -1};
+    ir_type tt = {DT_F32, 2, {3, 2}}, it = {DT_I32, 2, {2, 2}}, ot = {DT_F32, 3, {2, 2, 2}};
+    ir_type lt = {DT_I32, 1, {2}}, xt = {DT_F32, 2, {2, 3}}, rt = {DT_F32, 1, {2}};
+    call c;
+    call_init(&c, OP_GATHER, &ot, out);
+    call_in(&c, table, &tt);
+    call_in(&c, ids, &it);
+    assert_int_equal(call_status(&c), -1);
+    assert_string_equal(c.fault.msg, "id 3 at [1,0] is outside [0, 3)");
+    call_init(&c, OP_GATHER_GRAD, &tt, table);
+    call_in(&c, dy, &ot);
+    call_in(&c, ids, &it);
+    assert_int_equal(call_status(&c), -1);
+    call_init(&c, OP_APPLY_SGD_ROWS, &(ir_type){DT_F32, 1, {0}}, NULL);
+    call_in(&c, table, &tt);
+    call_in(&c, dy, &ot);
+    call_in(&c, ids, &it);
+    assert_int_equal(call_status(&c), -1);
+    call_init(&c, OP_ONE_HOT, &(ir_type){DT_F32, 3, {2, 2, 3}}, out);
+    call_in(&c, ids, &it);
+    assert_int_equal(call_status(&c), -1);
+    call_init(&c, OP_SOFTMAX_XENT, &rt, out);
+    call_in(&c, logits, &xt);
+    call_in(&c, labels, &lt);
+    assert_int_equal(call_status(&c), -1);
+    assert_string_equal(c.fault.msg, "label -1 at [1] is outside [0, 3)");
+    labels[1] = 2; /* in range: no fault */
+    assert_int_equal(call_status(&c), 0);
 }
 
 /* i32 neg negates integers (it once flipped the float sign bit of an i32). */
@@ -1462,7 +1505,7 @@ int main(void)
         cmocka_unit_test(test_pools_and_grads),
         cmocka_unit_test(test_maxpool_grad_first_max_in_window),
         cmocka_unit_test(test_gather_and_gather_grad),
-        cmocka_unit_test(test_one_hot_out_of_range_is_zero),
+        cmocka_unit_test(test_one_hot),
         cmocka_unit_test(test_slice_and_slice_grad),
         cmocka_unit_test(test_concat_any_axis),
         cmocka_unit_test(test_transpose_permutations),
@@ -1476,6 +1519,7 @@ int main(void)
         cmocka_unit_test(test_cpu_vtable_alloc_aligned_and_copy),
         cmocka_unit_test(test_every_op_has_a_kernel_on_every_device),
         cmocka_unit_test(test_neg_i32),
+        cmocka_unit_test(test_ids_out_of_range_fault),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

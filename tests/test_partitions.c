@@ -202,7 +202,7 @@ static void test_nan_on_another_partition_is_reported(void **state)
     gr_fetch f = {"y", &y, sizeof y, NULL};
     assert_int_equal(gr_run(s, "y", &in, 1, &f, 1, st), GR_ERR_NUMERIC);
     assert_non_null(strstr(gr_status_message(st), "parts.graph:2:"));
-    assert_non_null(strstr(gr_status_message(st), "log produced NaN"));
+    assert_non_null(strstr(gr_status_message(st), "log on cpu:1 produced NaN"));
     in.data = good;
     for (int i = 0; i < 20; i++) assert_gr_ok(gr_run(s, "y", &in, 1, &f, 1, st), st);
     assert_true(y == 0.0f);

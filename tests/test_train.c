@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -320,9 +321,61 @@ static void test_check_numerics_names_the_op_and_line(void **state)
     assert_gr_ok(gr_session_new(p, &so, &s, st), st);
     assert_int_equal(gr_run(s, "y", NULL, 0, NULL, 0, st), GR_ERR_NUMERIC);
     assert_non_null(strstr(gr_status_message(st), "inline.graph:3:"));
-    assert_non_null(strstr(gr_status_message(st), "log produced NaN"));
+    assert_non_null(strstr(gr_status_message(st), "log on cpu:0 produced NaN"));
+    assert_non_null(strstr(gr_status_message(st), "y = sum(log(w))\n"));
     gr_session_free(s);
     gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* A label outside [0, classes) is an error naming the op, the device, the
+ * line, where the label sits and its value: fed, or read from a file.  The
+ * session goes on working with good labels. */
+static void test_label_out_of_range_is_an_error_at_its_line(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_str("input x: f32[2, 3]\ninput y: i32[2]\nvar w = zeros([3, 3])\n"
+                                "loss = mean(softmax_xent(x @ w, y))\n"
+                                "train = sgd(0.1).minimize(loss)\n",
+                                NULL, st);
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    float x[6] = {0};
+    int32_t y[2] = {1, 3};
+    gr_feed feeds[2] = {{"x", x, sizeof x}, {"y", y, sizeof y}};
+    assert_int_equal(gr_run(s, "train", feeds, 2, NULL, 0, st), GR_ERR_DATA);
+    const char *m = gr_status_message(st);
+    /* the forward op or its gradient, whichever runs first, at the line */
+    assert_non_null(strstr(m, "inline.graph:4:13: error: softmax_xent"));
+    assert_non_null(strstr(m, " on cpu:0: label 3 at [1] is outside [0, 3)\n"));
+    assert_non_null(strstr(m, "loss = mean(softmax_xent(x @ w, y))\n            ^"));
+    const char *file = NULL;
+    int line = 0, col = 0;
+    assert_int_equal(gr_status_location(st, &file, &line, &col), 1);
+    assert_int_equal(line, 4);
+    y[1] = 2;
+    assert_gr_ok(gr_run(s, "train", feeds, 2, NULL, 0, st), st);
+    gr_session_free(s);
+    gr_program_free(p);
+
+    char path[] = "/tmp/gr_labels_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "1,0\n2,1\n3,9\n4,1\n", 16), 16);
+    close(fd);
+    char text[512];
+    snprintf(text, sizeof text,
+             "data d = csv(\"%s\", batch=4)\nvar w = zeros([1, 2])\n"
+             "loss = mean(softmax_xent(d.x @ w, d.y))\n",
+             path);
+    p = compile_str(text, NULL, st);
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    assert_int_equal(gr_run(s, "loss", NULL, 0, NULL, 0, st), GR_ERR_DATA);
+    assert_non_null(strstr(gr_status_message(st), "label 9 at [2] is outside [0, 2)"));
+    gr_session_free(s);
+    gr_program_free(p);
+    unlink(path);
     gr_status_free(st);
 }
 
@@ -365,6 +418,7 @@ int main(void)
         cmocka_unit_test(test_session_used_after_free_gives_status),
         cmocka_unit_test(test_zero_copy_fetch_is_a_stable_view),
         cmocka_unit_test(test_check_numerics_names_the_op_and_line),
+        cmocka_unit_test(test_label_out_of_range_is_an_error_at_its_line),
         cmocka_unit_test(test_set_overrides_params_and_rejects_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

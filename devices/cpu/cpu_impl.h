@@ -178,8 +178,8 @@ void cpu_slice(void *out, const void *in, const ir_type *it, int64_t axis, int64
                int64_t len);
 void cpu_slice_grad(float *dx, const ir_type *xt, const float *dy, int64_t axis, int64_t begin,
                     int64_t len);
-void cpu_gather(float *out, const float *table, int64_t v, int64_t d, const int32_t *ids,
-                int64_t n_ids);
+/* Ids are in range (kernels.c checks them first: check_ids). */
+void cpu_gather(float *out, const float *table, int64_t d, const int32_t *ids, int64_t n_ids);
 void cpu_gather_grad(float *out, int64_t v, int64_t d, const float *dy, const int32_t *ids,
                      int64_t n_ids);
 void cpu_one_hot(float *out, const int32_t *ids, int64_t n_ids, int64_t depth);
@@ -188,9 +188,9 @@ void cpu_one_hot(float *out, const int32_t *ids, int64_t n_ids, int64_t depth);
 void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr);
 /* g->c is the variable: c -= lr * a@b, one GEMM with beta = 1. */
 void cpu_apply_sgd_matmul(cpu_pool *p, cpu_gemm_args *g, float lr);
-/* var[ids[i]] -= lr * rows[i] for the n ids in [0, V); others are skipped. */
-void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t V,
-                        int64_t D, float lr);
+/* var[ids[i]] -= lr * rows[i] for the n ids, all in range (kernels.c). */
+void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t D,
+                        float lr);
 void cpu_apply_momentum(cpu_pool *p, float *var, const float *grad, float *accum, int64_t n,
                         float lr, float m, int nesterov);
 typedef struct cpu_adam_hp {

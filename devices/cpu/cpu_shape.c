@@ -85,15 +85,9 @@ void cpu_slice_grad(float *dx, const ir_type *xt, const float *dy, int64_t axis,
         memcpy(dx + (o * n + begin) * inner, dy + o * len * inner, (size_t)(len * inner) * 4);
 }
 
-void cpu_gather(float *out, const float *table, int64_t v, int64_t d, const int32_t *ids,
-                int64_t n_ids)
+void cpu_gather(float *out, const float *table, int64_t d, const int32_t *ids, int64_t n_ids)
 {
-    for (int64_t r = 0; r < n_ids; r++) {
-        if (ids[r] >= 0 && ids[r] < v)
-            memcpy(out + r * d, table + ids[r] * d, (size_t)d * 4);
-        else
-            memset(out + r * d, 0, (size_t)d * 4);
-    }
+    for (int64_t r = 0; r < n_ids; r++) memcpy(out + r * d, table + ids[r] * d, (size_t)d * 4);
 }
 
 void cpu_gather_grad(float *out, int64_t v, int64_t d, const float *dy, const int32_t *ids,
@@ -101,7 +95,6 @@ void cpu_gather_grad(float *out, int64_t v, int64_t d, const float *dy, const in
 {
     memset(out, 0, (size_t)(v * d) * sizeof *out);
     for (int64_t r = 0; r < n_ids; r++) {
-        if (ids[r] < 0 || ids[r] >= v) continue;
         float *restrict row = out + ids[r] * d;
         const float *restrict g = dy + r * d;
         for (int64_t j = 0; j < d; j++) row[j] += g[j];
@@ -111,6 +104,5 @@ void cpu_gather_grad(float *out, int64_t v, int64_t d, const float *dy, const in
 void cpu_one_hot(float *out, const int32_t *ids, int64_t n_ids, int64_t depth)
 {
     memset(out, 0, (size_t)(n_ids * depth) * sizeof *out);
-    for (int64_t r = 0; r < n_ids; r++)
-        if (ids[r] >= 0 && ids[r] < depth) out[r * depth + ids[r]] = 1.0f;
+    for (int64_t r = 0; r < n_ids; r++) out[r * depth + ids[r]] = 1.0f;
 }

@@ -51,11 +51,10 @@ void cpu_apply_sgd_matmul(cpu_pool *p, cpu_gemm_args *g, float lr)
 
 /* Sparse SGD for gather's gradient: only the rows that were looked up move.
  * Racy like the others under Hogwild!: two executors may update one row. */
-void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t V,
-                        int64_t D, float lr)
+void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t D,
+                        float lr)
 {
     for (int64_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= V) continue;
         float *restrict row = var + (int64_t)ids[i] * D;
         const float *restrict g = rows + i * D;
         for (int64_t j = 0; j < D; j++) row[j] -= lr * g[j];

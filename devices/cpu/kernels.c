@@ -24,29 +24,68 @@ static int64_t out_numel(const kern_args *a)
     return cpu_numel(a->out_t);
 }
 
-static void k_group(const kern_args *a)
+/* ---- faults: inputs no shape rule can check ---- */
+
+/* "[2,7]": where flat index i sits in a tensor of type t. */
+static void index_str(const ir_type *t, int64_t i, char *buf, size_t n)
+{
+    int64_t at[IR_MAX_DIMS];
+    for (int d = t->rank - 1; d >= 0; d--) {
+        at[d] = t->dim[d] ? i % t->dim[d] : 0;
+        i = t->dim[d] ? i / t->dim[d] : 0;
+    }
+    size_t used = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < t->rank && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", d ? "," : "", (long long)at[d]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+}
+
+/* Every id of input k (i32) in [0, limit), else a fault naming the first
+ * that is not; `what` names them ("label", "id").  One pass over a batch's
+ * ids: cheap beside the op itself. */
+static int check_ids(const kern_args *a, int k, int64_t limit, const char *what)
+{
+    const int32_t *ids = a->in[k];
+    int64_t n = cpu_numel(a->in_t[k]);
+    for (int64_t i = 0; i < n; i++) {
+        if (ids[i] >= 0 && ids[i] < limit) continue;
+        char at[96];
+        index_str(a->in_t[k], i, at, sizeof at);
+        snprintf(a->fault->msg, sizeof a->fault->msg, "%s %d at %s is outside [0, %lld)", what,
+                 ids[i], at, (long long)limit);
+        return -1;
+    }
+    return 0;
+}
+
+static int k_group(const kern_args *a)
 {
     (void)a;
+    return 0;
 }
 
-static void k_copy(const kern_args *a)
+static int k_copy(const kern_args *a)
 {
     cpu_copy(a->pool, a->out, IN(0), out_numel(a));
+    return 0;
 }
 
-static void k_binary(const kern_args *a)
+static int k_binary(const kern_args *a)
 {
     cpu_binary(a->pool, a->node->op, a->out, a->out_t, IN(0), a->in_t[0], IN(1), a->in_t[1]);
+    return 0;
 }
 
-static void k_unary(const kern_args *a)
+static int k_unary(const kern_args *a)
 {
     cpu_unary(a->pool, a->node->op, a->out_t->dtype, a->out, IN(0), out_numel(a));
+    return 0;
 }
 
-static void k_act_grad(const kern_args *a)
+static int k_act_grad(const kern_args *a)
 {
     cpu_act_grad(a->pool, a->node->op, OUTF, INF(0), INF(1), out_numel(a));
+    return 0;
 }
 
 /* ---- linear algebra ---- */
@@ -66,18 +105,20 @@ static cpu_gemm_args gemm_args(const kern_args *a, int k, float *c)
     return g;
 }
 
-static void k_matmul(const kern_args *a)
+static int k_matmul(const kern_args *a)
 {
     cpu_gemm_args g = gemm_args(a, 0, OUTF);
     cpu_matmul(a->pool, &g);
+    return 0;
 }
 
-static void k_matmul_bias(const kern_args *a)
+static int k_matmul_bias(const kern_args *a)
 {
     cpu_gemm_args g = gemm_args(a, 0, OUTF);
     g.bias = INF(2);
     g.relu = ATTR_I(2) != 0;
     cpu_matmul(a->pool, &g);
+    return 0;
 }
 
 /* ---- along the last axis ---- */
@@ -99,39 +140,48 @@ static void softmax_grad(const kern_args *a, int log)
     cpu_softmax_grad(a->pool, OUTF, INF(0), INF(1), c ? n / c : 0, c, log);
 }
 
-static void k_softmax(const kern_args *a)
+static int k_softmax(const kern_args *a)
 {
     softmax(a, 0);
+    return 0;
 }
 
-static void k_log_softmax(const kern_args *a)
+static int k_log_softmax(const kern_args *a)
 {
     softmax(a, 1);
+    return 0;
 }
 
-static void k_softmax_grad(const kern_args *a)
+static int k_softmax_grad(const kern_args *a)
 {
     softmax_grad(a, 0);
+    return 0;
 }
 
-static void k_log_softmax_grad(const kern_args *a)
+static int k_log_softmax_grad(const kern_args *a)
 {
     softmax_grad(a, 1);
+    return 0;
 }
 
-static void k_xent(const kern_args *a)
+static int k_xent(const kern_args *a)
 {
+    if (check_ids(a, 1, a->in_t[0]->dim[1], "label")) return -1;
     cpu_xent(OUTF, INF(0), INI(1), a->in_t[0]->dim[0], a->in_t[0]->dim[1]);
+    return 0;
 }
 
-static void k_xent_grad(const kern_args *a)
+static int k_xent_grad(const kern_args *a)
 {
+    if (check_ids(a, 1, a->in_t[0]->dim[1], "label")) return -1;
     cpu_xent_grad(a->pool, OUTF, INF(0), INI(1), INF(2), a->in_t[0]->dim[0], a->in_t[0]->dim[1]);
+    return 0;
 }
 
-static void k_mse(const kern_args *a)
+static int k_mse(const kern_args *a)
 {
     OUTF[0] = cpu_mse(INF(0), INF(1), in_numel(a, 0));
+    return 0;
 }
 
 /* ---- reductions ---- */
@@ -143,92 +193,109 @@ static void sum(const kern_args *a, int mean)
     cpu_sum(a->pool, OUTF, INF(0), outer, n, inner, mean);
 }
 
-static void k_sum(const kern_args *a)
+static int k_sum(const kern_args *a)
 {
     sum(a, 0);
+    return 0;
 }
 
-static void k_mean(const kern_args *a)
+static int k_mean(const kern_args *a)
 {
     sum(a, 1);
+    return 0;
 }
 
-static void k_max(const kern_args *a)
+static int k_max(const kern_args *a)
 {
     int64_t outer, n, inner;
     cpu_reduce_dims(a->in_t[0], ATTR_I(0), &outer, &n, &inner);
     cpu_max(a->pool, OUTF, INF(0), outer, n, inner);
+    return 0;
 }
 
-static void k_argmax(const kern_args *a)
+static int k_argmax(const kern_args *a)
 {
     int64_t outer, n, inner;
     cpu_reduce_dims(a->in_t[0], ATTR_I(0), &outer, &n, &inner);
     cpu_argmax(a->out, INF(0), outer, n, inner);
+    return 0;
 }
 
-static void k_max_grad(const kern_args *a)
+static int k_max_grad(const kern_args *a)
 {
     int64_t outer, n, inner;
     cpu_reduce_dims(a->in_t[1], ATTR_I(0), &outer, &n, &inner);
     cpu_max_grad(OUTF, INF(0), INF(1), INF(2), outer, n, inner);
+    return 0;
 }
 
-static void k_sum_to(const kern_args *a)
+static int k_sum_to(const kern_args *a)
 {
     cpu_sum_to(OUTF, a->out_t, INF(0), a->in_t[0]);
+    return 0;
 }
 
-static void k_broadcast(const kern_args *a)
+static int k_broadcast(const kern_args *a)
 {
     cpu_broadcast(a->pool, a->out, a->out_t, IN(0), a->in_t[0]);
+    return 0;
 }
 
 /* ---- shapes ---- */
 
-static void k_transpose(const kern_args *a)
+static int k_transpose(const kern_args *a)
 {
     const ir_type *it = a->in_t[0];
     int64_t perm[IR_MAX_DIMS];
     for (int d = 0; d < it->rank; d++)
         perm[d] = a->node->attr.n_list == it->rank ? a->node->attr.list[d] : it->rank - 1 - d;
     cpu_transpose(a->out, IN(0), it, perm);
+    return 0;
 }
 
-static void k_concat(const kern_args *a)
+static int k_concat(const kern_args *a)
 {
     cpu_concat(a->out, a->out_t, a->n_in, (const void *const *)a->in, a->in_t, ATTR_I(0));
+    return 0;
 }
 
-static void k_slice(const kern_args *a)
+static int k_slice(const kern_args *a)
 {
     int64_t ax = ATTR_I(0);
     cpu_slice(a->out, IN(0), a->in_t[0], ax, ATTR_I(1), a->out_t->dim[ax]);
+    return 0;
 }
 
-static void k_slice_grad(const kern_args *a)
+static int k_slice_grad(const kern_args *a)
 {
     int64_t ax = ATTR_I(0);
     cpu_slice_grad(OUTF, a->out_t, INF(0), ax, ATTR_I(1), a->in_t[0]->dim[ax]);
+    return 0;
 }
 
-static void k_gather(const kern_args *a)
+static int k_gather(const kern_args *a)
 {
     const ir_type *tt = a->in_t[0];
-    cpu_gather(OUTF, INF(0), tt->dim[0], tt->dim[1], INI(1), in_numel(a, 1));
+    if (check_ids(a, 1, tt->dim[0], "id")) return -1;
+    cpu_gather(OUTF, INF(0), tt->dim[1], INI(1), in_numel(a, 1));
+    return 0;
 }
 
-static void k_gather_grad(const kern_args *a)
+static int k_gather_grad(const kern_args *a)
 {
+    if (check_ids(a, 1, a->out_t->dim[0], "id")) return -1;
     cpu_gather_grad(OUTF, a->out_t->dim[0], a->out_t->dim[1], INF(0), INI(1), in_numel(a, 1));
+    return 0;
 }
 
-static void k_one_hot(const kern_args *a)
+static int k_one_hot(const kern_args *a)
 {
+    if (check_ids(a, 0, last_dim(a->out_t), "id")) return -1;
     cpu_one_hot(OUTF, INI(0), in_numel(a, 0), last_dim(a->out_t));
+    return 0;
 }
 
-static void k_cast(const kern_args *a)
+static int k_cast(const kern_args *a)
 {
     ir_dtype from = a->in_t[0]->dtype, to = a->out_t->dtype;
     int64_t n = out_numel(a);
@@ -238,9 +305,10 @@ static void k_cast(const kern_args *a)
         cpu_cast_f32_i32(a->out, INF(0), n);
     else
         cpu_cast_i32_f32(OUTF, INI(0), n);
+    return 0;
 }
 
-static void k_dropout(const kern_args *a)
+static int k_dropout(const kern_args *a)
 {
     int64_t n = out_numel(a);
     if (!ATTR_I(1))
@@ -248,6 +316,7 @@ static void k_dropout(const kern_args *a)
     else
         cpu_dropout(a->pool, OUTF, INF(0), n, ATTR_F(0),
                     a->seed ^ ((uint64_t)ATTR_I(2) * 0x9e3779b97f4a7c15ull), a->step);
+    return 0;
 }
 
 /* ---- convolution and pooling ---- */
@@ -275,28 +344,31 @@ static cpu_conv_ctx conv_ctx(const kern_args *a)
                           a->max_tasks > 0 ? a->max_tasks : 1};
 }
 
-static void k_conv2d(const kern_args *a)
+static int k_conv2d(const kern_args *a)
 {
     cpu_conv_shape s;
     cpu_conv_ctx cx = conv_ctx(a);
     conv_shape(a, a->in_t[0], a->in_t[1], a->out_t, &s);
     cpu_conv2d(&cx, &s, OUTF, INF(0), INF(1));
+    return 0;
 }
 
-static void k_conv2d_grad_x(const kern_args *a)
+static int k_conv2d_grad_x(const kern_args *a)
 {
     cpu_conv_shape s;
     cpu_conv_ctx cx = conv_ctx(a);
     conv_shape(a, a->out_t, a->in_t[1], a->in_t[0], &s);
     cpu_conv2d_grad_x(&cx, &s, OUTF, INF(0), INF(1));
+    return 0;
 }
 
-static void k_conv2d_grad_w(const kern_args *a)
+static int k_conv2d_grad_w(const kern_args *a)
 {
     cpu_conv_shape s;
     cpu_conv_ctx cx = conv_ctx(a);
     conv_shape(a, a->in_t[1], a->out_t, a->in_t[0], &s);
     cpu_conv2d_grad_w(&cx, &s, OUTF, INF(0), INF(1));
+    return 0;
 }
 
 /* x is the forward input (xt), y the pooled output (yt). */
@@ -312,70 +384,81 @@ static void pool_shape(const kern_args *a, const ir_type *xt, const ir_type *yt,
                           .stride = stride};
 }
 
-static void k_maxpool(const kern_args *a)
+static int k_maxpool(const kern_args *a)
 {
     cpu_pool_shape s;
     pool_shape(a, a->in_t[0], a->out_t, &s);
     cpu_maxpool(a->pool, &s, OUTF, INF(0));
+    return 0;
 }
 
-static void k_avgpool(const kern_args *a)
+static int k_avgpool(const kern_args *a)
 {
     cpu_pool_shape s;
     pool_shape(a, a->in_t[0], a->out_t, &s);
     cpu_avgpool(a->pool, &s, OUTF, INF(0));
+    return 0;
 }
 
-static void k_maxpool_grad(const kern_args *a)
+static int k_maxpool_grad(const kern_args *a)
 {
     cpu_pool_shape s;
     pool_shape(a, a->out_t, a->in_t[0], &s);
     cpu_maxpool_grad(a->pool, &s, OUTF, INF(0), INF(1));
+    return 0;
 }
 
-static void k_avgpool_grad(const kern_args *a)
+static int k_avgpool_grad(const kern_args *a)
 {
     cpu_pool_shape s;
     pool_shape(a, a->out_t, a->in_t[0], &s);
     cpu_avgpool_grad(&s, OUTF, INF(0));
+    return 0;
 }
 
 /* ---- updates: in[0] is the variable, written in place ---- */
 
-static void k_apply_sgd(const kern_args *a)
+static int k_apply_sgd(const kern_args *a)
 {
     cpu_apply_sgd(a->pool, (float *)IN(0), INF(1), in_numel(a, 0), ATTR_F(0));
+    return 0;
 }
 
-static void k_apply_sgd_matmul(const kern_args *a)
+static int k_apply_sgd_matmul(const kern_args *a)
 {
     cpu_gemm_args g = gemm_args(a, 1, (float *)IN(0));
     cpu_apply_sgd_matmul(a->pool, &g, ATTR_F(0));
+    return 0;
 }
 
-static void k_apply_sgd_rows(const kern_args *a)
+static int k_apply_sgd_rows(const kern_args *a)
 {
     const ir_type *v = a->in_t[0];
-    cpu_apply_sgd_rows((float *)IN(0), INF(1), (const int32_t *)IN(2), in_numel(a, 2), v->dim[0],
-                       v->dim[1], ATTR_F(0));
+    if (check_ids(a, 2, v->dim[0], "id")) return -1;
+    cpu_apply_sgd_rows((float *)IN(0), INF(1), (const int32_t *)IN(2), in_numel(a, 2), v->dim[1],
+                       ATTR_F(0));
+    return 0;
 }
 
-static void k_apply_momentum(const kern_args *a)
+static int k_apply_momentum(const kern_args *a)
 {
     cpu_apply_momentum(a->pool, (float *)IN(0), INF(1), (float *)IN(2), in_numel(a, 0), ATTR_F(0),
                        ATTR_F(1), ATTR_I(2) != 0);
+    return 0;
 }
 
-static void k_apply_adam(const kern_args *a)
+static int k_apply_adam(const kern_args *a)
 {
     cpu_adam_hp hp = {ATTR_F(0), ATTR_F(1), ATTR_F(2), ATTR_F(3), INF(4)[0]};
     cpu_apply_adam(a->pool, (float *)IN(0), INF(1), (float *)IN(2), (float *)IN(3), in_numel(a, 0),
                    &hp);
+    return 0;
 }
 
-static void k_assign_add(const kern_args *a)
+static int k_assign_add(const kern_args *a)
 {
     cpu_assign_add(a->pool, IN(0), a->in_t[0]->dtype, IN(1), in_numel(a, 0), in_numel(a, 1));
+    return 0;
 }
 
 /* Sources (OPF_SOURCE) have no row: the executor provides their buffers.
