@@ -181,43 +181,60 @@ static void give_batches(rt_exec *e)
     for (int k = 0; k < e->n_data; k++) data_release(e->data[k].r, &e->data[k].held);
 }
 
-rt_exec *exec_new(gr_session *s, const plan_graph *p, gr_status *st)
+/* An arena or scratch that does not fit in memory: named with its size,
+ * at the line of the target that needs it. */
+static gr_code no_room(const rt_exec *e, const char *what, size_t bytes, gr_status *st)
+{
+    char h[32];
+    const ir_node *target = &e->p->g->nodes[e->p->roots[0]];
+    return rt_fail_at(st, GR_ERR_NOMEM, target, "cannot allocate the %s of '%s': %s", what,
+                      target->name ? target->name : ops_name(target->op),
+                      rt_human_bytes(bytes, h, sizeof h));
+}
+
+static gr_code alloc_parts(rt_exec *e, gr_status *st)
+{
+    const plan_graph *p = e->p;
+    /* The executor's share of the thread budget, split over its partitions
+     * (each gets at least one thread). */
+    int per = e->s->opt.threads / e->s->opt.executors / p->n_parts;
+    e->parts = xcalloc((size_t)e->n_parts, sizeof *e->parts);
+    if (!(e->arena = aligned(p->arena_bytes)))
+        return no_room(e, "activation arena", p->arena_bytes, st);
+    for (int k = 0; k < e->n_parts; k++) {
+        exec_part *pt = &e->parts[k];
+        if (!(pt->pool = pool_new(per > 0 ? per : 1)))
+            return rt_fail(st, GR_ERR_INTERNAL, "cannot start the threads of partition %d\n", k);
+        size_t bytes = p->scratch_task_bytes * (size_t)pool_size(pt->pool);
+        if (!(pt->scratch = aligned(bytes))) return no_room(e, "kernel scratch", bytes, st);
+    }
+    return GR_OK;
+}
+
+gr_code exec_new(gr_session *s, const plan_graph *p, rt_exec **out, gr_status *st)
 {
     rt_exec *e = xcalloc(1, sizeof *e);
     e->s = s;
     e->p = p;
-    /* The executor's share of the thread budget, split over its partitions
-     * (each gets at least one thread). */
-    int per = s->opt.threads / s->opt.executors / p->n_parts;
     e->n_parts = p->n_parts;
-    e->parts = xcalloc((size_t)e->n_parts, sizeof *e->parts);
-    e->arena = aligned(p->arena_bytes);
     e->buf = xcalloc((size_t)p->g->n_nodes + 1, sizeof *e->buf);
-    int ok = e->arena != NULL;
-    for (int k = 0; ok && k < e->n_parts; k++) {
-        exec_part *pt = &e->parts[k];
-        pt->pool = pool_new(per > 0 ? per : 1);
-        pt->scratch = aligned(p->scratch_task_bytes * (size_t)pool_size(pt->pool));
-        ok = pt->pool && pt->scratch;
+    gr_code c = alloc_parts(e, st);
+    if (c == GR_OK) {
+        bind_buffers(e);
+        c = prepare_calls(e, st);
     }
-    if (!ok) {
+    if (c == GR_OK) {
+        sched_build(e, pool_size(e->parts[0].pool));
+        prepare_data(e);
+        parts_link(e);
+        c = parts_start(e, st);
+    }
+    if (c != GR_OK) {
         exec_free(e);
-        rt_fail(st, GR_ERR_NOMEM, "cannot allocate the %zu-byte arena\n", p->arena_bytes);
-        return NULL;
+        e = NULL;
     }
-    bind_buffers(e);
-    if (prepare_calls(e, st) != GR_OK) {
-        exec_free(e);
-        return NULL;
-    }
-    sched_build(e, pool_size(e->parts[0].pool));
-    prepare_data(e);
-    parts_link(e);
-    if (parts_start(e, st) != GR_OK) {
-        exec_free(e);
-        return NULL;
-    }
-    return e;
+    *out = e;
+    return c;
 }
 
 void exec_free(rt_exec *e)

@@ -31,6 +31,8 @@ gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
  * MSG", the source line and a caret, as compile errors print. */
 gr_code rt_fail_at(gr_status *st, gr_code code, const ir_node *n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* "1.5 GiB" into buf; returns buf. */
+const char *rt_human_bytes(size_t n, char *buf, size_t len);
 /* dst becomes a copy of src (a partition thread's error); returns its code. */
 gr_code rt_status_copy(gr_status *dst, const gr_status *src);
 /* Copies formatted diagnostics (and the first error's location) into st. */
@@ -66,12 +68,13 @@ struct gr_session {
     const gr_program *prog;
     const ir_graph *g;
     gr_session_options opt;
-    void **var;              /* one buffer per variable */
-    pthread_mutex_t *var_mu; /* per variable: taken by locking updates */
-    data_reader **readers;   /* per data source, opened when a plan needs it */
-    pthread_mutex_t mu;      /* plans, executor lists, readers */
-    pthread_rwlock_t pause;  /* runs hold it shared; a consistent snapshot
-                                (checkpoint save) holds it exclusively */
+    void **var;                    /* one buffer per variable */
+    pthread_mutex_t *var_mu;       /* per variable: taken by locking updates */
+    data_reader *_Atomic *readers; /* per data source, opened when a plan needs it */
+    pthread_mutex_t readers_mu;    /* opening readers (which may load for seconds) */
+    pthread_mutex_t mu;            /* plans and executor lists, held only briefly */
+    pthread_rwlock_t pause;        /* runs hold it shared; a consistent snapshot
+                                      (checkpoint save) holds it exclusively */
     rt_plan_entry *plans;
     int n_plans, cap_plans;
     atomic_uint_fast64_t steps;
@@ -82,7 +85,7 @@ struct gr_session {
 void rt_init_var(const ir_var *v, float *dst, uint64_t seed);
 
 /* exec.c */
-rt_exec *exec_new(gr_session *s, const plan_graph *p, gr_status *st);
+gr_code exec_new(gr_session *s, const plan_graph *p, rt_exec **out, gr_status *st);
 void exec_free(rt_exec *e);
 /* Binds feeds, runs the plan once, copies fetches out (or sets their view
  * and *views = 1 when their data is NULL). */
@@ -92,10 +95,6 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
 const plan_graph *exec_plan(const rt_exec *e);
 
 /* session.c */
-gr_code rt_session_plan(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
-                        rt_plan_entry **out, gr_status *st);
-rt_exec *rt_exec_take(gr_session *s, rt_plan_entry *pe, gr_status *st);
-void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e);
 int rt_find_tensor(const gr_session *s, const char *name, gr_status *st);
 /* Opens data source di's reader if it is not open yet (caller holds s->mu). */
 gr_code rt_open_reader(gr_session *s, int di, gr_status *st);

@@ -6,37 +6,56 @@
 
 #include "runtime.h"
 
-#ifndef NDEBUG
-/* Debug builds remember live sessions, so a call on a freed one gets a
- * clear status instead of touching freed memory. */
-#define MAX_LIVE 256
+/* Live sessions, by pointer and id.  Debug builds look a session up on
+ * every call, so a call on a freed one gets a clear status instead of
+ * touching freed memory; every build asks whether a thread's held view
+ * (below) still has its session. */
+typedef struct live_session {
+    const gr_session *s;
+    uint64_t id;
+} live_session;
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
-static const gr_session *live[MAX_LIVE];
+static live_session *live;
+static int n_live, cap_live;
 
-static void live_set(const gr_session *s, int on)
+static void live_add(const gr_session *s)
 {
     pthread_mutex_lock(&live_mu);
-    for (int i = 0; i < MAX_LIVE; i++)
-        if (live[i] == (on ? NULL : s)) {
-            live[i] = on ? s : NULL;
+    if (n_live == cap_live) {
+        cap_live = cap_live ? 2 * cap_live : 16;
+        live = xreallocarray(live, (size_t)cap_live, sizeof *live);
+    }
+    live[n_live++] = (live_session){s, s->id};
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void live_remove(const gr_session *s)
+{
+    pthread_mutex_lock(&live_mu);
+    for (int i = 0; i < n_live; i++)
+        if (live[i].s == s) {
+            live[i] = live[--n_live];
             break;
         }
     pthread_mutex_unlock(&live_mu);
 }
 
-static int live_has(const gr_session *s)
+/* By pointer (s) or, with s NULL, by id. */
+static int live_find(const gr_session *s, uint64_t id)
 {
     int found = 0;
     pthread_mutex_lock(&live_mu);
-    for (int i = 0; i < MAX_LIVE && !found; i++) found = live[i] == s;
+    for (int i = 0; i < n_live && !found; i++) found = s ? live[i].s == s : live[i].id == id;
     pthread_mutex_unlock(&live_mu);
     return found;
 }
-#else
-static void live_set(const gr_session *s, int on)
+
+#ifndef NDEBUG
+static int live_has(const gr_session *s)
 {
-    (void)s, (void)on;
+    return live_find(s, 0);
 }
+#else
 static int live_has(const gr_session *s)
 {
     return s != NULL;
@@ -60,8 +79,13 @@ static gr_code init_vars(gr_session *s, gr_status *st)
     for (int i = 0; i < g->n_vars; i++) {
         pthread_mutex_init(&s->var_mu[i], NULL);
         size_t n = ir_nbytes(&g->vars[i].type);
-        if (posix_memalign(&s->var[i], 64, n ? n : 64))
-            return rt_fail(st, GR_ERR_NOMEM, "cannot allocate variable %s\n", g->vars[i].name);
+        if (posix_memalign(&s->var[i], 64, n ? n : 64)) {
+            char h[32];
+            s->var[i] = NULL;
+            return rt_fail_at(st, GR_ERR_NOMEM, &g->nodes[g->vars[i].node],
+                              "cannot allocate variable '%s': %s", g->vars[i].name,
+                              rt_human_bytes(n, h, sizeof h));
+        }
         rt_init_var(&g->vars[i], s->var[i], s->opt.seed);
     }
     return GR_OK;
@@ -82,6 +106,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     if (s->opt.threads <= 0) s->opt.threads = 1;
     if (s->opt.executors <= 0) s->opt.executors = 1;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->readers_mu, NULL);
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
     /* a waiting snapshot must not starve behind a stream of runs */
@@ -95,7 +120,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
         gr_session_free(s);
         return c;
     }
-    live_set(s, 1);
+    live_add(s);
     *out = s;
     rt_ok(st);
     return GR_OK;
@@ -106,7 +131,7 @@ static void forget_held(const gr_session *s);
 void gr_session_free(gr_session *s)
 {
     if (!s) return;
-    live_set(s, 0);
+    live_remove(s);
     forget_held(s);
     for (int i = 0; i < s->n_plans; i++) {
         rt_plan_entry *pe = &s->plans[i];
@@ -119,12 +144,13 @@ void gr_session_free(gr_session *s)
     }
     free(s->plans);
     for (int i = 0; i < s->g->n_data; i++) data_close(s->readers[i]);
-    free(s->readers);
+    free((void *)s->readers);
     for (int i = 0; s->var && i < s->g->n_vars; i++) free(s->var[i]);
     for (int i = 0; s->var_mu && i < s->g->n_vars; i++) pthread_mutex_destroy(&s->var_mu[i]);
     free(s->var);
     free(s->var_mu);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->readers_mu);
     pthread_rwlock_destroy(&s->pause);
     free(s);
 }
@@ -150,6 +176,8 @@ int rt_find_tensor(const gr_session *s, const char *name, gr_status *st)
     return -1;
 }
 
+/* Loading a data set can take seconds: it happens under readers_mu, never
+ * s->mu, so runs of plans that are ready go on meanwhile. */
 gr_code rt_open_reader(gr_session *s, int di, gr_status *st)
 {
     if (s->readers[di]) return GR_OK;
@@ -158,7 +186,11 @@ gr_code rt_open_reader(gr_session *s, int di, gr_status *st)
     char err[512];
     sema_data_spec(d, &spec);
     spec.seed ^= s->opt.seed;
-    if ((s->readers[di] = data_open(&spec, err, sizeof err))) return GR_OK;
+    pthread_mutex_lock(&s->readers_mu);
+    data_reader *r = s->readers[di] ? s->readers[di] : data_open(&spec, err, sizeof err);
+    if (r) s->readers[di] = r;
+    pthread_mutex_unlock(&s->readers_mu);
+    if (r) return GR_OK;
     int line = 0, col = 0;
     src_linecol(d->src, d->span.begin, &line, &col);
     return rt_fail(st, GR_ERR_DATA, "%s:%d:%d: error: data '%s': %s\n", d->src->name, line, col,
@@ -212,22 +244,29 @@ static plan_graph *new_plan(gr_session *s, const char *target, const gr_fetch *f
     return p;
 }
 
-static gr_code add_plan(gr_session *s, uint64_t h, const char *target, const gr_fetch *fetches,
-                        int n_fetches, rt_plan_entry **out, gr_status *st)
+static int find_plan(const gr_session *s, uint64_t h, const char *target, const gr_fetch *fetches,
+                     int n_fetches)
 {
-    plan_graph *p = new_plan(s, target, fetches, n_fetches, st);
-    if (!p) return GR_ERR_ARG;
-    gr_code c = open_readers(s, p, st);
-    if (c != GR_OK) {
+    for (int i = 0; i < s->n_plans; i++)
+        if (plan_matches(&s->plans[i], h, target, fetches, n_fetches)) return i;
+    return -1;
+}
+
+/* Under s->mu: p becomes plan entry *pi, unless another thread added the
+ * same request meanwhile (then p is freed and that one is used). */
+static void insert_plan(gr_session *s, uint64_t h, plan_graph *p, const char *target,
+                        const gr_fetch *fetches, int n_fetches, int *pi)
+{
+    if ((*pi = find_plan(s, h, target, fetches, n_fetches)) >= 0) {
         plan_free(p);
-        return c;
+        return;
     }
     if (s->n_plans == s->cap_plans) {
         s->cap_plans = s->cap_plans ? 2 * s->cap_plans : 4;
         s->plans = xreallocarray(s->plans, (size_t)s->cap_plans, sizeof *s->plans);
     }
     int k = ir_find_name(s->g, target);
-    rt_plan_entry *pe = &s->plans[s->n_plans++];
+    rt_plan_entry *pe = &s->plans[ *pi = s->n_plans++];
     *pe = (rt_plan_entry){.hash = h,
                           .names = xcalloc((size_t)n_fetches + 1, sizeof(char *)),
                           .n_fetches = n_fetches,
@@ -235,74 +274,83 @@ static gr_code add_plan(gr_session *s, uint64_t h, const char *target, const gr_
                           .is_train = k >= 0 && s->g->names[k].is_train};
     pe->names[0] = xstrdup(target);
     for (int i = 0; i < n_fetches; i++) pe->names[i + 1] = xstrdup(fetches[i].name);
-    *out = pe;
-    return GR_OK;
 }
 
-/* Plans are never removed, but the array may move: callers hold s->mu.
- * Finding one compares hashes, then the names of the one that matches. */
-gr_code rt_session_plan(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
-                        rt_plan_entry **out, gr_status *st)
+/* The plan for (target, fetches): found by hash under s->mu, or made
+ * outside it (planning and opening data sources take time) and added.
+ * Plans are never removed, but the array may move: *pi is an index. */
+static gr_code session_plan(gr_session *s, const char *target, const gr_fetch *fetches,
+                            int n_fetches, int *pi, gr_status *st)
 {
     for (int i = 0; i < n_fetches; i++)
         if (!fetches[i].name) return rt_fail(st, GR_ERR_ARG, "fetch %d has no name\n", i);
     uint64_t h = plan_hash(target, fetches, n_fetches);
-    for (int i = 0; i < s->n_plans; i++)
-        if (plan_matches(&s->plans[i], h, target, fetches, n_fetches)) {
-            *out = &s->plans[i];
-            return GR_OK;
-        }
-    return add_plan(s, h, target, fetches, n_fetches, out, st);
+    pthread_mutex_lock(&s->mu);
+    *pi = find_plan(s, h, target, fetches, n_fetches);
+    pthread_mutex_unlock(&s->mu);
+    if (*pi >= 0) return GR_OK;
+    plan_graph *p = new_plan(s, target, fetches, n_fetches, st);
+    if (!p) return GR_ERR_ARG;
+    gr_code c = open_readers(s, p, st);
+    if (c != GR_OK) {
+        plan_free(p);
+        return c;
+    }
+    pthread_mutex_lock(&s->mu);
+    insert_plan(s, h, p, target, fetches, n_fetches, pi);
+    pthread_mutex_unlock(&s->mu);
+    return GR_OK;
 }
 
-rt_exec *rt_exec_take(gr_session *s, rt_plan_entry *pe, gr_status *st)
+/* A free executor of plan pi, or a new one, made outside s->mu. */
+static gr_code exec_take(gr_session *s, int pi, rt_exec **out, gr_status *st)
 {
-    if (pe->n_free) return pe->free_execs[--pe->n_free];
-    rt_exec *e = exec_new(s, pe->plan, st);
-    if (!e) return NULL;
+    pthread_mutex_lock(&s->mu);
+    rt_plan_entry *pe = &s->plans[pi];
+    rt_exec *e = pe->n_free ? pe->free_execs[--pe->n_free] : NULL;
+    const plan_graph *p = pe->plan;
+    pthread_mutex_unlock(&s->mu);
+    *out = e;
+    if (e) return GR_OK;
+    gr_code c = exec_new(s, p, &e, st);
+    if (c != GR_OK) return c;
+    *out = e;
+    pthread_mutex_lock(&s->mu);
+    pe = &s->plans[pi];
     if (pe->n_all == pe->cap_all) {
         pe->cap_all = pe->cap_all ? 2 * pe->cap_all : 4;
         pe->all = xreallocarray(pe->all, (size_t)pe->cap_all, sizeof *pe->all);
     }
     pe->all[pe->n_all++] = e;
-    return e;
+    pthread_mutex_unlock(&s->mu);
+    return GR_OK;
 }
 
-void rt_exec_give(gr_session *s, rt_plan_entry *pe, rt_exec *e)
-{
-    (void)s;
-    if (pe->n_free == pe->cap_free) {
-        pe->cap_free = pe->cap_free ? 2 * pe->cap_free : 4;
-        pe->free_execs =
-            xreallocarray(pe->free_execs, (size_t)pe->cap_free, sizeof *pe->free_execs);
-    }
-    pe->free_execs[pe->n_free++] = e;
-}
-
-/* Finds the plan and takes an executor, under the session lock. */
+/* Finds (or makes) the plan and takes an executor for it. */
 static gr_code acquire(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
                        rt_exec **e, int *plan_index, int *is_train, gr_status *st)
 {
     *e = NULL;
     if (n_fetches < 0 || (n_fetches > 0 && !fetches))
         return rt_fail(st, GR_ERR_ARG, "%d fetches, but no fetch array\n", n_fetches);
+    gr_code c = session_plan(s, target, fetches, n_fetches, plan_index, st);
+    if (c != GR_OK) return c;
     pthread_mutex_lock(&s->mu);
-    rt_plan_entry *pe = NULL;
-    gr_code c = rt_session_plan(s, target, fetches, n_fetches, &pe, st);
-    if (c == GR_OK) {
-        *e = rt_exec_take(s, pe, st);
-        *plan_index = (int)(pe - s->plans);
-        *is_train = pe->is_train;
-        if (!*e) c = GR_ERR_NOMEM;
-    }
+    *is_train = s->plans[*plan_index].is_train;
     pthread_mutex_unlock(&s->mu);
-    return c;
+    return exec_take(s, *plan_index, e, st);
 }
 
 static void release(gr_session *s, int plan_index, rt_exec *e)
 {
     pthread_mutex_lock(&s->mu);
-    rt_exec_give(s, &s->plans[plan_index], e);
+    rt_plan_entry *pe = &s->plans[plan_index];
+    if (pe->n_free == pe->cap_free) {
+        pe->cap_free = pe->cap_free ? 2 * pe->cap_free : 4;
+        pe->free_execs =
+            xreallocarray(pe->free_execs, (size_t)pe->cap_free, sizeof *pe->free_execs);
+    }
+    pe->free_execs[pe->n_free++] = e;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -336,13 +384,16 @@ static void forget_held(const gr_session *s)
         if (held[i].session_id == s->id) held[i].e = NULL;
 }
 
+/* A free slot, or one whose session another thread has freed since (its
+ * executor went with the session). */
 static int keep_held(gr_session *s, int plan_index, rt_exec *e)
 {
-    for (int i = 0; i < HELD_SLOTS; i++)
-        if (!held[i].e) {
-            held[i] = (held_exec){s->id, plan_index, e};
-            return 0;
-        }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < HELD_SLOTS; i++)
+            if (!held[i].e || (pass && !live_find(NULL, held[i].session_id))) {
+                held[i] = (held_exec){s->id, plan_index, e};
+                return 0;
+            }
     return -1;
 }
 
@@ -489,7 +540,9 @@ gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t byt
     int vi = -1;
     gr_code c = var_lookup(s, name, bytes, &vi, st);
     if (c != GR_OK) return c;
+    pthread_rwlock_wrlock(&s->pause);
     memcpy(data, s->var[vi], bytes);
+    pthread_rwlock_unlock(&s->pause);
     rt_ok(st);
     return GR_OK;
 }
@@ -502,7 +555,9 @@ gr_code gr_variable_get(gr_session *s, const char *name, gr_tensor **out, gr_sta
     gr_code c = var_find(s, name, &vi, st);
     if (c == GR_OK) c = rt_tensor_like(&s->g->vars[vi].type, out, st);
     if (c != GR_OK) return c;
+    pthread_rwlock_wrlock(&s->pause);
     memcpy(gr_tensor_data(*out), s->var[vi], gr_tensor_bytes(*out));
+    pthread_rwlock_unlock(&s->pause);
     rt_ok(st);
     return GR_OK;
 }
@@ -513,7 +568,9 @@ gr_code gr_variable_write(gr_session *s, const char *name, const void *data, siz
     int vi = -1;
     gr_code c = var_lookup(s, name, bytes, &vi, st);
     if (c != GR_OK) return c;
+    pthread_rwlock_wrlock(&s->pause);
     memcpy(s->var[vi], data, bytes);
+    pthread_rwlock_unlock(&s->pause);
     rt_ok(st);
     return GR_OK;
 }

@@ -93,6 +93,19 @@ gr_code rt_fail_at(gr_status *st, gr_code code, const ir_node *n, const char *fm
     return code;
 }
 
+const char *rt_human_bytes(size_t n, char *buf, size_t len)
+{
+    static const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double x = (double)n;
+    int u = 0;
+    while (x >= 1024 && u < 6) x /= 1024, u++;
+    if (u == 0)
+        snprintf(buf, len, "%zu bytes", n);
+    else
+        snprintf(buf, len, "%.1f %s", x, units[u]);
+    return buf;
+}
+
 gr_code rt_status_copy(gr_status *dst, const gr_status *src)
 {
     if (!dst) return src->code;
