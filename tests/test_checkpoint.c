@@ -17,7 +17,8 @@
 
 #include "graphrun.h"
 #include "gr_test.h"
-#include "runtime/checkpoint.h" /* the parser, to read metadata back */
+#include "runtime/safetensors.h" /* the codec, to read metadata back */
+#include "runtime/sha256.h"
 
 #define EX      GR_SOURCE_DIR "/examples/"
 #define FASHION "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
@@ -578,9 +579,9 @@ static void *train_thread(void *arg)
     return NULL;
 }
 
-static uint64_t meta_u64(const ckpt_file *f, const char *key)
+static uint64_t meta_u64(const safet_file *f, const char *key)
 {
-    const char *v = ckpt_meta_get(f, key);
+    const char *v = safet_meta_get(f, key);
     if (!v) fail_msg("metadata '%s' missing", key);
     return strtoull(v, NULL, 10);
 }
@@ -604,14 +605,14 @@ static void test_save_during_concurrent_runs_is_consistent(void **state)
         assert_gr_ok(gr_session_restore(chk, tpath("conc.safetensors"), NULL, st), st);
         size_t len;
         uint8_t *b = slurp(tpath("conc.safetensors"), &len);
-        ckpt_file f;
+        safet_file f;
         char err[512];
-        assert_int_equal(ckpt_parse(b, len, "conc", &f, err, sizeof err), 0);
+        assert_int_equal(safet_parse(b, len, "conc", &f, err, sizeof err), 0);
         uint64_t step = meta_u64(&f, "step");
         assert_int_equal(step, gr_session_step(chk));
         assert_int_equal(meta_u64(&f, "run_counter"), step);
         assert_int_equal(meta_u64(&f, "data.d.epoch") * 12 + meta_u64(&f, "data.d.position"), step);
-        ckpt_file_free(&f);
+        safet_file_free(&f);
         free(b);
     }
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
@@ -620,6 +621,25 @@ static void test_save_during_concurrent_runs_is_consistent(void **state)
     gr_session_free(chk);
     gr_program_free(p);
     gr_status_free(st);
+}
+
+/* FIPS 180-4 test vectors, plus one tail that needs a second padding
+ * block (56 bytes) and one of several full blocks. */
+static void test_sha256_matches_known_vectors(void **state)
+{
+    (void)state;
+    static const char two_blocks[] = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    char hex[65], *million = malloc(1000000);
+    sha256_hex("", 0, hex);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    sha256_hex("abc", 3, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    sha256_hex(two_blocks, strlen(two_blocks), hex);
+    assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    memset(million, 'a', 1000000);
+    sha256_hex(million, 1000000, hex);
+    assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    free(million);
 }
 
 int main(void)
@@ -644,6 +664,7 @@ int main(void)
         cmocka_unit_test(test_missing_file_and_bad_save_path_fail_cleanly),
         cmocka_unit_test(test_save_replaces_atomically),
         cmocka_unit_test(test_save_during_concurrent_runs_is_consistent),
+        cmocka_unit_test(test_sha256_matches_known_vectors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
