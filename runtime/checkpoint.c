@@ -4,19 +4,16 @@
  *
  * Save copies every variable, the data cursors and the step counters into
  * memory while holding the session's pause lock exclusively (so no run is
- * half-way through its updates), releases it, then writes a temp file,
- * fsyncs it and renames it over the target.  Restore validates the whole
- * file against the program before it writes anything into the session. */
+ * half-way through its updates), releases it, then replaces the file
+ * atomically (ckpt_io.c).  Restore validates the whole file against the
+ * program before it writes anything into the session. */
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "ckpt_io.h"
 #include "runtime.h"
 #include "safetensors.h"
 #include "sha256.h"
@@ -132,61 +129,6 @@ static void ckpt_meta_free(safet_meta *m, int n)
     free(m);
 }
 
-static int ckpt_write_all(int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Makes the rename durable: the directory entry must reach the disk too. */
-static int ckpt_fsync_dir(const char *path)
-{
-    char *copy = xstrdup(path);
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
-    free(copy);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
-static gr_code ckpt_write_atomic(const char *path, const uint8_t *h, size_t hn, const uint8_t *d,
-                                 size_t dn, gr_status *st)
-{
-    size_t n = strlen(path) + 16;
-    char *tmp = xmalloc(n);
-    snprintf(tmp, n, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        gr_code c = rt_fail(st, GR_ERR_IO, "%s: cannot create a temporary file next to it: %s\n",
-                            path, strerror(errno));
-        free(tmp);
-        return c;
-    }
-    int ok = fchmod(fd, 0644) == 0 && ckpt_write_all(fd, h, hn) == 0 &&
-             ckpt_write_all(fd, d, dn) == 0 && fsync(fd) == 0;
-    int err = errno;
-    if (close(fd) != 0 && ok) ok = 0, err = errno;
-    if (ok && rename(tmp, path) != 0) ok = 0, err = errno;
-    if (!ok) {
-        unlink(tmp);
-        free(tmp);
-        return rt_fail(st, GR_ERR_IO, "%s: cannot write checkpoint: %s\n", path, strerror(err));
-    }
-    free(tmp);
-    if (ckpt_fsync_dir(path) != 0)
-        return rt_fail(st, GR_ERR_IO, "%s: written, but its folder could not be synced: %s\n", path,
-                       strerror(errno));
-    return GR_OK;
-}
-
 /* The safetensors header for the snapshot: every variable in program
  * order, so the tensors lie back to back exactly as sn->data holds them. */
 static uint8_t *ckpt_encode_header(const gr_session *s, const ckpt_snapshot *sn, size_t *hn)
@@ -212,7 +154,7 @@ gr_code gr_session_save(gr_session *s, const char *path, gr_status *st)
     }
     size_t hn = 0;
     uint8_t *h = ckpt_encode_header(s, &sn, &hn);
-    gr_code c = h ? ckpt_write_atomic(path, h, hn, sn.data, sn.bytes, st)
+    gr_code c = h ? ckio_replace(path, h, hn, sn.data, sn.bytes, st)
                   : rt_fail(st, GR_ERR_NOMEM, "%s: no memory for the checkpoint header\n", path);
     free(h);
     ckpt_snapshot_free(&sn);
@@ -226,32 +168,6 @@ uint64_t gr_session_step(const gr_session *s)
 }
 
 /* ---- restore ---- */
-
-static gr_code ckpt_read_file(const char *path, uint8_t **buf, size_t *len, gr_status *st)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return rt_fail(st, GR_ERR_IO, "%s: cannot open checkpoint: %s\n", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return rt_fail(st, GR_ERR_IO, "%s: not a regular file\n", path);
-    }
-    *len = (size_t)sb.st_size;
-    *buf = malloc(*len + 1);
-    if (!*buf) {
-        fclose(f);
-        return rt_fail(st, GR_ERR_NOMEM, "%s: no memory to read %zu bytes\n", path, *len);
-    }
-    size_t got = fread(*buf, 1, *len, f);
-    fclose(f);
-    if (got != *len) {
-        free(*buf);
-        *buf = NULL;
-        return rt_fail(st, GR_ERR_IO, "%s: read %zu of %zu bytes\n", path, got, *len);
-    }
-    return GR_OK;
-}
 
 /* Everything a restore will write, decided before anything is written. */
 typedef struct ckpt_plan {
@@ -465,7 +381,7 @@ gr_code gr_session_restore(gr_session *s, const char *path, const gr_restore_opt
     if (opt) o = *opt;
     uint8_t *buf = NULL;
     size_t len = 0;
-    gr_code c = ckpt_read_file(path, &buf, &len, st);
+    gr_code c = ckio_read(path, &buf, &len, st);
     if (c != GR_OK) return c;
     safet_file f;
     char err[1024];

@@ -11,6 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -562,6 +568,127 @@ static void test_save_replaces_atomically(void **state)
     fixture_free(&fx);
 }
 
+/* ---- temporaries left by killed writers ---- */
+
+/* The pid of a process that has exited and been reaped. */
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    return pid;
+}
+
+/* A process that runs until it is killed: a writer still at work.  It dies
+ * with this test even if a failed assert skips end_live, and holds none of
+ * the output pipes ctest waits on. */
+static pid_t live_pid(void)
+{
+    pid_t parent = getpid(), pid = fork();
+    assert_true(pid >= 0);
+    if (pid > 0) return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(0);
+    int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3; fd++) dup2(null, fd);
+    for (;;) pause();
+}
+
+static void end_live(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+}
+
+typedef char path_buf[320];
+
+/* out = tmpdir/dir/NAME, NAME formatted with one pid. */
+static const char *tmp_name(path_buf out, const char *dir, const char *fmt, pid_t pid)
+{
+    char name[200];
+    snprintf(name, sizeof name, fmt, (long)pid);
+    int n = snprintf(out, sizeof(path_buf), "%s/%s/%s", tmpdir, dir, name);
+    assert_true(n > 0 && (size_t)n < sizeof(path_buf));
+    return out;
+}
+
+static void touch(const char *path)
+{
+    spill(path, "partial", 7);
+}
+
+static int exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+/* Names a save must keep next to sweep/sw.safetensors although the writer
+ * in each (if any) is dead: they are not of the pattern, or belong to
+ * another checkpoint (one in the parent folder has the same base name). */
+static const char *const keep_fmt[] = {
+    "sw.safetensors.tmp.%ld.Ab3dE9.bak", "sw.safetensors.tmp.%ld",
+    "sw.safetensors.tmp.0%ld.Ab3dE9",    "sw.safetensors.tmp.%ld.Ab-dE9",
+    "sw.safetensors.tmp.%ld.Ab3dE",      "sw.safetensors.tmp.-%ld.Ab3dE9",
+    "sw.safetensors.tmp.Ab3dE9",         "sw.safetensors.notes.%ld",
+    "sw.safetensorsX.tmp.%ld.Ab3dE9",    "other.safetensors.tmp.%ld.Ab3dE9",
+    "../sw.safetensors.tmp.%ld.Ab3dE9",
+};
+#define N_KEEP (sizeof keep_fmt / sizeof *keep_fmt)
+
+static void test_save_removes_stale_temporaries_of_its_path_only(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    assert_int_equal(mkdir(tpath("sweep"), 0755), 0);
+    pid_t dead = dead_pid(), live = live_pid();
+    path_buf stale[2], keep[N_KEEP], live_tmp, own_tmp;
+    tmp_name(stale[0], "sweep", "sw.safetensors.tmp.%ld.Ab3dE9", dead);
+    tmp_name(stale[1], "sweep", "sw.safetensors.tmp.%ld.zzzzzz", dead);
+    tmp_name(live_tmp, "sweep", "sw.safetensors.tmp.%ld.Ab3dE9", live);
+    tmp_name(own_tmp, "sweep", "sw.safetensors.tmp.%ld.Ab3dE9", getpid());
+    for (size_t i = 0; i < N_KEEP; i++) touch(tmp_name(keep[i], "sweep", keep_fmt[i], dead));
+    for (int i = 0; i < 2; i++) touch(stale[i]);
+    touch(live_tmp);
+    touch(own_tmp); /* another thread of this process, saving the same path */
+    assert_gr_ok(gr_session_save(fx.s, tpath("sweep/sw.safetensors"), fx.st), fx.st);
+    for (int i = 0; i < 2; i++)
+        if (exists(stale[i])) fail_msg("stale temporary kept: %s", stale[i]);
+    for (size_t i = 0; i < N_KEEP; i++)
+        if (!exists(keep[i])) fail_msg("removed a file that is not a stale temporary: %s", keep[i]);
+    assert_true(exists(live_tmp));
+    assert_true(exists(own_tmp));
+    end_live(live); /* the writer dies: its temporary is stale now */
+    assert_gr_ok(gr_session_save(fx.s, tpath("sweep/sw.safetensors"), fx.st), fx.st);
+    assert_false(exists(live_tmp));
+    assert_true(exists(own_tmp));
+    fixture_free(&fx);
+}
+
+/* A writer in another pid namespace has a pid that looks dead from here;
+ * its lock on the temporary keeps it.  A folder of that name is kept too. */
+static void test_save_keeps_locked_or_non_file_temporaries(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    pid_t dead = dead_pid();
+    path_buf locked, folder;
+    touch(tmp_name(locked, ".", "lk.safetensors.tmp.%ld.Ab3dE9", dead));
+    assert_int_equal(mkdir(tmp_name(folder, ".", "lk.safetensors.tmp.%ld.zzzzzz", dead), 0755), 0);
+    int fd = open(locked, O_RDONLY);
+    assert_int_equal(flock(fd, LOCK_EX), 0);
+    assert_gr_ok(gr_session_save(fx.s, tpath("lk.safetensors"), fx.st), fx.st);
+    assert_true(exists(locked));
+    assert_true(exists(folder));
+    close(fd);
+    assert_gr_ok(gr_session_save(fx.s, tpath("lk.safetensors"), fx.st), fx.st);
+    assert_false(exists(locked));
+    assert_true(exists(folder));
+    fixture_free(&fx);
+}
+
 /* ---- saving while other threads train ---- */
 
 typedef struct trainer {
@@ -663,6 +790,8 @@ int main(void)
         cmocka_unit_test(test_bad_metadata_is_refused),
         cmocka_unit_test(test_missing_file_and_bad_save_path_fail_cleanly),
         cmocka_unit_test(test_save_replaces_atomically),
+        cmocka_unit_test(test_save_removes_stale_temporaries_of_its_path_only),
+        cmocka_unit_test(test_save_keeps_locked_or_non_file_temporaries),
         cmocka_unit_test(test_save_during_concurrent_runs_is_consistent),
         cmocka_unit_test(test_sha256_matches_known_vectors),
     };
