@@ -11,13 +11,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "graphrun.h"
 #include "gr_test.h"
-#include "runtime/checkpoint.h" /* the parser, to read metadata back */
+#include "runtime/safetensors.h" /* the codec, to read metadata back */
+#include "runtime/sha256.h"
 
 #define EX      GR_SOURCE_DIR "/examples/"
 #define FASHION "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
@@ -561,6 +568,127 @@ static void test_save_replaces_atomically(void **state)
     fixture_free(&fx);
 }
 
+/* ---- temporaries left by killed writers ---- */
+
+/* The pid of a process that has exited and been reaped. */
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    return pid;
+}
+
+/* A process that runs until it is killed: a writer still at work.  It dies
+ * with this test even if a failed assert skips end_live, and holds none of
+ * the output pipes ctest waits on. */
+static pid_t live_pid(void)
+{
+    pid_t parent = getpid(), pid = fork();
+    assert_true(pid >= 0);
+    if (pid > 0) return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(0);
+    int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3; fd++) dup2(null, fd);
+    for (;;) pause();
+}
+
+static void end_live(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+}
+
+typedef char path_buf[320];
+
+/* out = tmpdir/dir/NAME, NAME formatted with one pid. */
+static const char *tmp_name(path_buf out, const char *dir, const char *fmt, pid_t pid)
+{
+    char name[200];
+    snprintf(name, sizeof name, fmt, (long)pid);
+    int n = snprintf(out, sizeof(path_buf), "%s/%s/%s", tmpdir, dir, name);
+    assert_true(n > 0 && (size_t)n < sizeof(path_buf));
+    return out;
+}
+
+static void touch(const char *path)
+{
+    spill(path, "partial", 7);
+}
+
+static int exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+/* Names a save must keep next to sweep/sw.safetensors although the writer
+ * in each (if any) is dead: they are not of the pattern, or belong to
+ * another checkpoint (one in the parent folder has the same base name). */
+static const char *const keep_fmt[] = {
+    "sw.safetensors.tmp.%ld.Ab3dE9.bak", "sw.safetensors.tmp.%ld",
+    "sw.safetensors.tmp.0%ld.Ab3dE9",    "sw.safetensors.tmp.%ld.Ab-dE9",
+    "sw.safetensors.tmp.%ld.Ab3dE",      "sw.safetensors.tmp.-%ld.Ab3dE9",
+    "sw.safetensors.tmp.Ab3dE9",         "sw.safetensors.notes.%ld",
+    "sw.safetensorsX.tmp.%ld.Ab3dE9",    "other.safetensors.tmp.%ld.Ab3dE9",
+    "../sw.safetensors.tmp.%ld.Ab3dE9",
+};
+#define N_KEEP (sizeof keep_fmt / sizeof *keep_fmt)
+
+static void test_save_removes_stale_temporaries_of_its_path_only(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    assert_int_equal(mkdir(tpath("sweep"), 0755), 0);
+    pid_t dead = dead_pid(), live = live_pid();
+    path_buf stale[2], keep[N_KEEP], live_tmp, own_tmp;
+    tmp_name(stale[0], "sweep", "sw.safetensors.tmp.%ld.Ab3dE9", dead);
+    tmp_name(stale[1], "sweep", "sw.safetensors.tmp.%ld.zzzzzz", dead);
+    tmp_name(live_tmp, "sweep", "sw.safetensors.tmp.%ld.Ab3dE9", live);
+    tmp_name(own_tmp, "sweep", "sw.safetensors.tmp.%ld.Ab3dE9", getpid());
+    for (size_t i = 0; i < N_KEEP; i++) touch(tmp_name(keep[i], "sweep", keep_fmt[i], dead));
+    for (int i = 0; i < 2; i++) touch(stale[i]);
+    touch(live_tmp);
+    touch(own_tmp); /* another thread of this process, saving the same path */
+    assert_gr_ok(gr_session_save(fx.s, tpath("sweep/sw.safetensors"), fx.st), fx.st);
+    for (int i = 0; i < 2; i++)
+        if (exists(stale[i])) fail_msg("stale temporary kept: %s", stale[i]);
+    for (size_t i = 0; i < N_KEEP; i++)
+        if (!exists(keep[i])) fail_msg("removed a file that is not a stale temporary: %s", keep[i]);
+    assert_true(exists(live_tmp));
+    assert_true(exists(own_tmp));
+    end_live(live); /* the writer dies: its temporary is stale now */
+    assert_gr_ok(gr_session_save(fx.s, tpath("sweep/sw.safetensors"), fx.st), fx.st);
+    assert_false(exists(live_tmp));
+    assert_true(exists(own_tmp));
+    fixture_free(&fx);
+}
+
+/* A writer in another pid namespace has a pid that looks dead from here;
+ * its lock on the temporary keeps it.  A folder of that name is kept too. */
+static void test_save_keeps_locked_or_non_file_temporaries(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    pid_t dead = dead_pid();
+    path_buf locked, folder;
+    touch(tmp_name(locked, ".", "lk.safetensors.tmp.%ld.Ab3dE9", dead));
+    assert_int_equal(mkdir(tmp_name(folder, ".", "lk.safetensors.tmp.%ld.zzzzzz", dead), 0755), 0);
+    int fd = open(locked, O_RDONLY);
+    assert_int_equal(flock(fd, LOCK_EX), 0);
+    assert_gr_ok(gr_session_save(fx.s, tpath("lk.safetensors"), fx.st), fx.st);
+    assert_true(exists(locked));
+    assert_true(exists(folder));
+    close(fd);
+    assert_gr_ok(gr_session_save(fx.s, tpath("lk.safetensors"), fx.st), fx.st);
+    assert_false(exists(locked));
+    assert_true(exists(folder));
+    fixture_free(&fx);
+}
+
 /* ---- saving while other threads train ---- */
 
 typedef struct trainer {
@@ -578,9 +706,9 @@ static void *train_thread(void *arg)
     return NULL;
 }
 
-static uint64_t meta_u64(const ckpt_file *f, const char *key)
+static uint64_t meta_u64(const safet_file *f, const char *key)
 {
-    const char *v = ckpt_meta_get(f, key);
+    const char *v = safet_meta_get(f, key);
     if (!v) fail_msg("metadata '%s' missing", key);
     return strtoull(v, NULL, 10);
 }
@@ -604,14 +732,14 @@ static void test_save_during_concurrent_runs_is_consistent(void **state)
         assert_gr_ok(gr_session_restore(chk, tpath("conc.safetensors"), NULL, st), st);
         size_t len;
         uint8_t *b = slurp(tpath("conc.safetensors"), &len);
-        ckpt_file f;
+        safet_file f;
         char err[512];
-        assert_int_equal(ckpt_parse(b, len, "conc", &f, err, sizeof err), 0);
+        assert_int_equal(safet_parse(b, len, "conc", &f, err, sizeof err), 0);
         uint64_t step = meta_u64(&f, "step");
         assert_int_equal(step, gr_session_step(chk));
         assert_int_equal(meta_u64(&f, "run_counter"), step);
         assert_int_equal(meta_u64(&f, "data.d.epoch") * 12 + meta_u64(&f, "data.d.position"), step);
-        ckpt_file_free(&f);
+        safet_file_free(&f);
         free(b);
     }
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
@@ -620,6 +748,25 @@ static void test_save_during_concurrent_runs_is_consistent(void **state)
     gr_session_free(chk);
     gr_program_free(p);
     gr_status_free(st);
+}
+
+/* FIPS 180-4 test vectors, plus one tail that needs a second padding
+ * block (56 bytes) and one of several full blocks. */
+static void test_sha256_matches_known_vectors(void **state)
+{
+    (void)state;
+    static const char two_blocks[] = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    char hex[65], *million = malloc(1000000);
+    sha256_hex("", 0, hex);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    sha256_hex("abc", 3, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    sha256_hex(two_blocks, strlen(two_blocks), hex);
+    assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    memset(million, 'a', 1000000);
+    sha256_hex(million, 1000000, hex);
+    assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    free(million);
 }
 
 int main(void)
@@ -643,7 +790,10 @@ int main(void)
         cmocka_unit_test(test_bad_metadata_is_refused),
         cmocka_unit_test(test_missing_file_and_bad_save_path_fail_cleanly),
         cmocka_unit_test(test_save_replaces_atomically),
+        cmocka_unit_test(test_save_removes_stale_temporaries_of_its_path_only),
+        cmocka_unit_test(test_save_keeps_locked_or_non_file_temporaries),
         cmocka_unit_test(test_save_during_concurrent_runs_is_consistent),
+        cmocka_unit_test(test_sha256_matches_known_vectors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
