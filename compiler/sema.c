@@ -2,9 +2,8 @@
  * params (with --set overrides), functions (inlined), variable scopes with
  * TensorFlow's reuse rules, compile-time loops, indexed names and device
  * annotations.  Builtins (ops, initializers, data, optimizers) are in
- * sema_builtins.c. */
+ * sema_builtins.c, values and their conversions in sema_value.c. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,52 +12,7 @@
 #define SEMA_MAX_DEPTH 64
 #define SEMA_MAX_LOOP  100000
 
-/* ---- errors ---- */
-
-void sema_errs(sema *S, src_span sp, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    diag_vadd(S->g->diags, DIAG_ERROR, S->src, sp, fmt, ap);
-    va_end(ap);
-}
-
-void sema_err(sema *S, const ast_node *n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    diag_vadd(S->g->diags, DIAG_ERROR, S->src, n->span, fmt, ap);
-    va_end(ap);
-}
-
-value v_num(double x, int is_int)
-{
-    value v = {.k = V_NUM, .num = x, .is_int = is_int};
-    return v;
-}
-
-value v_tensor(int node)
-{
-    value v = {.k = node < 0 ? V_ERR : V_TENSOR, .node = node};
-    return v;
-}
-
-static value v_err(void)
-{
-    value v = {.k = V_ERR};
-    return v;
-}
-
-const char *sema_value_kind(const value *v)
-{
-    static const char *names[] = {"an erroneous value", "none",          "a number",
-                                  "a boolean",          "a string",      "a list",
-                                  "a tensor",           "a function",    "an op",
-                                  "a builtin",          "a data source", "an optimizer",
-                                  "an initializer"};
-    if (v->k == V_NUM && v->is_int) return "an integer";
-    return names[v->k];
-}
+static value sema_eval(sema *S, env *e, const ast_node *n);
 
 /* ---- environments ---- */
 
@@ -183,17 +137,6 @@ static void place_since(sema *S, int mark, int dev)
 
 /* ---- expressions ---- */
 
-int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out)
-{
-    if (v.k == V_ERR) return -1;
-    if (v.k != V_NUM || !v.is_int) {
-        sema_err(S, at, "expected an integer, got %s", sema_value_kind(&v));
-        return -1;
-    }
-    *out = (int64_t)v.num;
-    return 0;
-}
-
 static value eval_name(sema *S, env *e, const ast_node *n)
 {
     binding *b = env_find(e, n->name);
@@ -207,7 +150,7 @@ static value eval_name(sema *S, env *e, const ast_node *n)
         sema_err(S, n, "unknown name '%s'; did you mean '%s'?", n->name, hint);
     else
         sema_err(S, n, "unknown name '%s'", n->name);
-    return v_err();
+    return sema_value_err();
 }
 
 static value eval_list(sema *S, env *e, const ast_node *n)
@@ -216,7 +159,7 @@ static value eval_list(sema *S, env *e, const ast_node *n)
     v.items = ir_alloc(S->g, sizeof(value) * (size_t)(n->n_items + 1));
     for (int i = 0; i < n->n_items; i++) {
         v.items[i] = sema_eval(S, e, n->items[i]);
-        if (v.items[i].k == V_ERR) return v_err();
+        if (v.items[i].k == V_ERR) return sema_value_err();
     }
     return v;
 }
@@ -227,17 +170,17 @@ static value fold_numbers(sema *S, const ast_node *n, value x, value y)
     int ints = x.is_int && y.is_int;
     switch (n->op) {
     case AOP_ADD:
-        return v_num(a + b, ints);
+        return sema_value_num(a + b, ints);
     case AOP_SUB:
-        return v_num(a - b, ints);
+        return sema_value_num(a - b, ints);
     case AOP_MUL:
-        return v_num(a * b, ints);
+        return sema_value_num(a * b, ints);
     case AOP_DIV:
         if (b == 0) {
             sema_err(S, n, "division by zero in a compile-time expression");
-            return v_err();
+            return sema_value_err();
         }
-        return v_num(a / b, ints && fmod(a, b) == 0);
+        return sema_value_num(a / b, ints && fmod(a, b) == 0);
     case AOP_EQ:
         return (value){.k = V_BOOL, .num = a == b};
     case AOP_NE:
@@ -252,7 +195,7 @@ static value fold_numbers(sema *S, const ast_node *n, value x, value y)
         return (value){.k = V_BOOL, .num = a >= b};
     default:
         sema_err(S, n, "'%s' needs tensors, got two numbers", ast_op_text(n->op));
-        return v_err();
+        return sema_value_err();
     }
 }
 
@@ -270,39 +213,39 @@ static ir_dtype value_dtype(sema *S, value v)
 static value eval_binary(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a), y = sema_eval(S, e, n->b);
-    if (x.k == V_ERR || y.k == V_ERR) return v_err();
+    if (x.k == V_ERR || y.k == V_ERR) return sema_value_err();
     if ((x.k == V_NUM || x.k == V_BOOL) && (y.k == V_NUM || y.k == V_BOOL))
         return fold_numbers(S, n, x, y);
     ir_dtype like = x.k == V_TENSOR ? value_dtype(S, x) : value_dtype(S, y);
     int in[2] = {sema_to_tensor(S, n->a, x, like), sema_to_tensor(S, n->b, y, like)};
-    if (in[0] < 0 || in[1] < 0) return v_err();
-    return v_tensor(ir_add(S->g, binop_to_ir[n->op], in, 2, NULL, S->src, n->span));
+    if (in[0] < 0 || in[1] < 0) return sema_value_err();
+    return sema_value_tensor(ir_add(S->g, binop_to_ir[n->op], in, 2, NULL, S->src, n->span));
 }
 
 static value eval_unary(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a);
     if (x.k == V_ERR) return x;
-    if (x.k == V_NUM) return v_num(-x.num, x.is_int);
+    if (x.k == V_NUM) return sema_value_num(-x.num, x.is_int);
     int in = sema_to_tensor(S, n->a, x, DT_F32);
-    if (in < 0) return v_err();
-    return v_tensor(ir_add(S->g, OP_NEG, &in, 1, NULL, S->src, n->span));
+    if (in < 0) return sema_value_err();
+    return sema_value_tensor(ir_add(S->g, OP_NEG, &in, 1, NULL, S->src, n->span));
 }
 
 static value eval_index(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a), i = sema_eval(S, e, n->b);
     int64_t k;
-    if (x.k == V_ERR || sema_int_arg(S, n->b, i, &k) < 0) return v_err();
+    if (x.k == V_ERR || sema_int_arg(S, n->b, i, &k) < 0) return sema_value_err();
     if (x.k != V_LIST) {
         sema_err(S, n->a, "cannot index %s; use slice() or gather() on tensors",
                  sema_value_kind(&x));
-        return v_err();
+        return sema_value_err();
     }
     if (k < 0 || k >= x.n_items || x.items[k].k == V_NONE) {
         sema_err(S, n->b, "index %lld is not set (the list has %d elements)", (long long)k,
                  x.n_items);
-        return v_err();
+        return sema_value_err();
     }
     return x.items[k];
 }
@@ -313,7 +256,7 @@ static value eval_field(sema *S, env *e, const ast_node *n)
     if (x.k == V_ERR) return x;
     if (x.k == V_DATA) return sema_data_field(S, n, x.id, n->name);
     sema_err(S, n, "%s has no field '%s'", sema_value_kind(&x), n->name);
-    return v_err();
+    return sema_value_err();
 }
 
 static value eval_method(sema *S, env *e, const ast_node *n)
@@ -322,16 +265,16 @@ static value eval_method(sema *S, env *e, const ast_node *n)
     if (obj.k == V_ERR) return obj;
     if (obj.k != V_OPT || strcmp(n->name, "minimize") != 0) {
         sema_err(S, n, "%s has no method '%s'", sema_value_kind(&obj), n->name);
-        return v_err();
+        return sema_value_err();
     }
     if (n->n_items != 1 || n->items[0]->kind == AST_KWARG) {
         sema_err(S, n, "minimize() takes one argument, the loss");
-        return v_err();
+        return sema_value_err();
     }
     value loss = sema_eval(S, e, n->items[0]);
     int l = loss.k == V_ERR ? -1 : sema_to_tensor(S, n->items[0], loss, DT_F32);
-    if (l < 0) return v_err();
-    value v = v_tensor(ad_minimize(S->g, l, &obj.opt, S->src, n->span));
+    if (l < 0) return sema_value_err();
+    value v = sema_value_tensor(ad_minimize(S->g, l, &obj.opt, S->src, n->span));
     v.is_train = 1;
     v.id = l;
     return v;
@@ -390,10 +333,10 @@ static value call_fn(sema *S, const ast_node *call, const ast_node *fn, value *a
 {
     if (S->depth >= SEMA_MAX_DEPTH) {
         sema_err(S, call, "function calls nested deeper than %d (recursion?)", SEMA_MAX_DEPTH);
-        return v_err();
+        return sema_value_err();
     }
     env local = {.parent = S->global};
-    value result = v_err();
+    value result = sema_value_err();
     if (bind_params(S, &local, call, fn, args, n_args, kw, kwv, n_kw) == 0) {
         int scoped = call->as_name || declares_vars(fn->b);
         if (scoped) {
@@ -437,14 +380,14 @@ static value eval_call(sema *S, env *e, const ast_node *n)
         else
             args[na++] = v;
     }
-    value r = v_err();
+    value r = sema_value_err();
     if (bad) {
     } else if (f.k == V_FN)
         r = call_fn(S, n, f.fn, args, na, kw, kwv, nk);
     else if (f.k == V_OP)
         r = sema_call_op(S, n, f.id, args, na, kw, kwv, nk);
     else if (f.k == V_BUILTIN)
-        r = sema_call_builtin(S, e, n, f.id, args, na, kw, kwv, nk);
+        r = sema_call_builtin(S, n, f.id, args, na, kw, kwv, nk);
     else
         sema_err(S, n->a, "%s is not callable", sema_value_kind(&f));
     free(args);
@@ -456,7 +399,7 @@ static value eval_call(sema *S, env *e, const ast_node *n)
 static value eval_device_expr(sema *S, env *e, const ast_node *n)
 {
     int dev = eval_device(S, e, n->b);
-    if (dev < 0) return v_err();
+    if (dev < 0) return sema_value_err();
     int mark = S->g->n_nodes, saved = S->device;
     S->device = dev;
     value v = sema_eval(S, e, n->a);
@@ -465,11 +408,11 @@ static value eval_device_expr(sema *S, env *e, const ast_node *n)
     return v;
 }
 
-value sema_eval(sema *S, env *e, const ast_node *n)
+static value sema_eval(sema *S, env *e, const ast_node *n)
 {
     switch (n->kind) {
     case AST_NUM:
-        return v_num(n->num, n->flag);
+        return sema_value_num(n->num, n->flag);
     case AST_STR:
         return (value){.k = V_STR, .str = n->name};
     case AST_BOOL:
@@ -494,7 +437,7 @@ value sema_eval(sema *S, env *e, const ast_node *n)
         return eval_device_expr(S, e, n);
     default:
         sema_err(S, n, "expected an expression");
-        return v_err();
+        return sema_value_err();
     }
 }
 
@@ -510,7 +453,7 @@ static int parse_override(sema *S, const ast_node *st, const char *text, value d
                      def.is_int ? "an integer" : "a number");
             return -1;
         }
-        *out = v_num(x, def.is_int);
+        *out = sema_value_num(x, def.is_int);
     } else if (def.k == V_BOOL) {
         if (strcmp(text, "true") && strcmp(text, "false")) {
             sema_err(S, st, "--set %s=%s: expected true or false", st->name, text);
@@ -537,20 +480,20 @@ static void stmt_param(sema *S, env *e, const ast_node *st)
     if (v.k != V_ERR && v.k != V_NUM && v.k != V_BOOL && v.k != V_STR) {
         sema_err(S, st->a, "a param must be a number, boolean or string, got %s",
                  sema_value_kind(&v));
-        v = v_err();
+        v = sema_value_err();
     }
     for (int i = 0; i < S->opt->n_params; i++)
         if (strcmp(S->opt->params[i].name, st->name) == 0) {
             S->param_used[i] = 1;
             if (v.k != V_ERR && parse_override(S, st, S->opt->params[i].value, v, &v) < 0)
-                v = v_err();
+                v = sema_value_err();
         }
     env_set(e, st->name, v);
 }
 
 static void stmt_input(sema *S, env *e, const ast_node *st)
 {
-    env_set(e, st->name, v_err()); /* until it succeeds: no cascades */
+    env_set(e, st->name, sema_value_err()); /* until it succeeds: no cascades */
     const ast_node *ty = st->a;
     ir_type t = {.dtype = strcmp(ty->name, "i32") == 0 ? DT_I32 : DT_F32, .rank = ty->n_items};
     if (strcmp(ty->name, "f32") && strcmp(ty->name, "i32")) {
@@ -570,7 +513,7 @@ static void stmt_input(sema *S, env *e, const ast_node *st)
     }
     int node = ir_add_input(S->g, st->name, &t, S->src, st->span);
     if (S->device >= 0) S->g->nodes[node].device = S->device;
-    env_set(e, st->name, v_tensor(node));
+    env_set(e, st->name, sema_value_tensor(node));
 }
 
 static void redeclared(sema *S, const ast_node *st, const char *full, int old)
@@ -596,7 +539,7 @@ static int reuse_var(sema *S, const ast_node *st, const char *full, int old, con
 
 static void stmt_var(sema *S, env *e, const ast_node *st)
 {
-    env_set(e, st->name, v_err()); /* until it succeeds: no cascades */
+    env_set(e, st->name, sema_value_err()); /* until it succeeds: no cascades */
     value init = sema_eval(S, e, st->a);
     if (init.k == V_ERR) return;
     if (init.k != V_INIT) {
@@ -632,7 +575,7 @@ static void stmt_var(sema *S, env *e, const ast_node *st)
         int vi = ir_add_var(S->g, &v);
         node = S->g->vars[vi].node;
     }
-    if (node >= 0) env_set(e, st->name, v_tensor(node));
+    if (node >= 0) env_set(e, st->name, sema_value_tensor(node));
 }
 
 static void stmt_scope(sema *S, env *e, const ast_node *st)
@@ -670,7 +613,7 @@ static int stmt_for(sema *S, env *e, const ast_node *st)
         return 0;
     }
     for (int64_t i = lo; i < hi; i++) {
-        env_set(e, st->name, v_num((double)i, 1));
+        env_set(e, st->name, sema_value_num((double)i, 1));
         int r = stmt_block(S, e, st->c);
         if (r) return r;
     }
@@ -736,7 +679,7 @@ static void stmt_fn(sema *S, env *e, const ast_node *st)
 static void stmt_data(sema *S, env *e, const ast_node *st)
 {
     value v = sema_eval(S, e, st->a);
-    env_set(e, st->name, sema_data_stmt(S, st, v) == 0 ? v : v_err());
+    env_set(e, st->name, sema_data_stmt(S, st, v) == 0 ? v : sema_value_err());
 }
 
 /* Returns 1 after a `return`, else 0. */

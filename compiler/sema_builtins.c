@@ -119,104 +119,6 @@ static int shape_arg(sema *S, const ast_node *at, value v, ir_type *t)
     return 0;
 }
 
-/* ---- tensors from values ---- */
-
-static int list_shape(const value *v, ir_type *t, int depth)
-{
-    if (v->k != V_LIST) return v->k == V_NUM || v->k == V_BOOL ? 0 : -1;
-    if (depth >= IR_MAX_DIMS || v->n_items == 0) return -1;
-    t->dim[depth] = v->n_items;
-    if (t->rank < depth + 1) t->rank = depth + 1;
-    for (int i = 0; i < v->n_items; i++) {
-        ir_type sub = *t;
-        if (list_shape(&v->items[i], &sub, depth + 1) < 0) return -1;
-        if (i && sub.rank != t->rank) return -1;
-        *t = sub;
-    }
-    return 0;
-}
-
-static int list_fill(const value *v, float *dst, int64_t *k, const ir_type *t, int depth)
-{
-    if (v->k != V_LIST) {
-        dst[(*k)++] = (float)v->num;
-        return 0;
-    }
-    if (v->n_items != t->dim[depth]) return -1;
-    for (int i = 0; i < v->n_items; i++)
-        if (list_fill(&v->items[i], dst, k, t, depth + 1) < 0) return -1;
-    return 0;
-}
-
-static int list_const(sema *S, const ast_node *at, value v)
-{
-    ir_type t = {.dtype = DT_F32};
-    if (list_shape(&v, &t, 0) < 0) {
-        sema_err(S, at, "a tensor literal must be a non-empty rectangular list of numbers");
-        return -1;
-    }
-    float *data = ir_alloc(S->g, sizeof(float) * (size_t)ir_numel(&t));
-    int64_t k = 0;
-    if (list_fill(&v, data, &k, &t, 0) < 0 || k != ir_numel(&t)) {
-        sema_err(S, at, "a tensor literal must be a non-empty rectangular list of numbers");
-        return -1;
-    }
-    int node = ir_add_const(S->g, 0, &t, S->src, at->span);
-    if (node >= 0) S->g->nodes[node].cdata = data;
-    return node;
-}
-
-/* A list of tensors is stacked along a new leading axis. */
-static int stack_tensors(sema *S, const ast_node *at, value v)
-{
-    int *parts = calloc((size_t)v.n_items, sizeof *parts), node = -1;
-    for (int i = 0; i < v.n_items; i++) {
-        int x = sema_to_tensor(S, at, v.items[i], DT_F32);
-        if (x < 0) goto out;
-        ir_attrs a = {0};
-        const ir_type *t = &S->g->nodes[x].type;
-        a.n_list = t->rank + 1;
-        a.list[0] = 1;
-        for (int d = 0; d < t->rank; d++) a.list[d + 1] = t->dim[d];
-        if ((parts[i] = ir_add(S->g, OP_RESHAPE, &x, 1, &a, S->src, at->span)) < 0) goto out;
-    }
-    node = v.n_items == 1
-               ? parts[0]
-               : ir_add(S->g, OP_CONCAT, parts, v.n_items, &(ir_attrs){0}, S->src, at->span);
-out:
-    free(parts);
-    return node;
-}
-
-int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like)
-{
-    ir_type scalar = {.dtype = DT_F32};
-    switch (v.k) {
-    case V_ERR:
-        return -1;
-    case V_TENSOR:
-        return v.node;
-    case V_BOOL:
-    case V_NUM:
-        if (like == DT_I32 && v.is_int) scalar.dtype = DT_I32;
-        return ir_add_const(S->g, v.num, &scalar, S->src, at->span);
-    case V_LIST:
-        for (int i = 0; i < v.n_items; i++)
-            if (v.items[i].k == V_TENSOR || v.items[i].k == V_NONE) return stack_tensors(S, at, v);
-        return list_const(S, at, v);
-    case V_INIT:
-        if (v.init <= INIT_CONSTANT) {
-            double fill = v.init == INIT_ZEROS ? 0 : v.init == INIT_ONES ? 1 : v.ia;
-            return ir_add_const(S->g, fill, &v.itype, S->src, at->span);
-        }
-        sema_err(S, at, "a random initializer can only initialize a var");
-        return -1;
-    default:
-        sema_err(S, at, "expected a tensor, got %s", sema_value_kind(&v));
-        return -1;
-    }
-}
-
 /* ---- registry ops ---- */
 
 static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value v, int slot,
@@ -294,7 +196,7 @@ value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_arg
     if (arity < 0) { /* variadic: a list of tensors, e.g. concat([a, b], axis=1) */
         if (n_args < 1 || args[0].k != V_LIST || args[0].n_items > (int)(sizeof in / sizeof *in)) {
             sema_err(S, call, "%s() takes a list of tensors first", info->name);
-            return (value){.k = V_ERR};
+            return sema_value_err();
         }
         tensors = args[0].items;
         n_t = args[0].n_items;
@@ -302,17 +204,17 @@ value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_arg
     } else if (n_args < arity) {
         sema_err(S, call, "%s() takes %d tensor argument%s, got %d", info->name, arity,
                  arity == 1 ? "" : "s", n_args);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
     ir_dtype like = DT_F32;
     for (int i = 0; i < n_t; i++)
         if (tensors[i].k == V_TENSOR) like = S->g->nodes[tensors[i].node].type.dtype;
     for (int i = 0; i < n_t; i++)
-        if ((in[i] = sema_to_tensor(S, call, tensors[i], like)) < 0) return (value){.k = V_ERR};
+        if ((in[i] = sema_to_tensor(S, call, tensors[i], like)) < 0) return sema_value_err();
     ir_attrs a = {0};
     if (op_attrs(S, call, info, args + arity, n_args - arity, kw, kwv, n_kw, &a) < 0)
-        return (value){.k = V_ERR};
-    return v_tensor(ir_add(S->g, (op_kind)op, in, n_t, &a, S->src, call->span));
+        return sema_value_err();
+    return sema_value_tensor(ir_add(S->g, (op_kind)op, in, n_t, &a, S->src, call->span));
 }
 
 /* ---- initializers ---- */
@@ -331,7 +233,7 @@ static value call_init(sema *S, const ast_node *call, int b, value *args, int n_
                                          : spec;
     int ns = b == B_CONSTANT ? 2 : (b == B_NORMAL || b == B_UNIFORM) ? 3 : 1;
     if (bind_args(S, call, builtin_names[b], sp, ns, args, n_args, kw, kwv, n_kw, bound) < 0)
-        return (value){.k = V_ERR};
+        return sema_value_err();
     value v = {.k = V_INIT};
     static const ir_init kinds[] = {[B_ZEROS] = INIT_ZEROS,
                                     [B_ONES] = INIT_ONES,
@@ -342,14 +244,14 @@ static value call_init(sema *S, const ast_node *call, int b, value *args, int n_
                                     [B_HE] = INIT_HE};
     v.init = kinds[b];
     int shape_at = b == B_CONSTANT ? 1 : 0;
-    if (shape_arg(S, call, bound[shape_at], &v.itype) < 0) return (value){.k = V_ERR};
-    if (b == B_CONSTANT && num_arg(S, call, bound[0], 0, &v.ia) < 0) return (value){.k = V_ERR};
+    if (shape_arg(S, call, bound[shape_at], &v.itype) < 0) return sema_value_err();
+    if (b == B_CONSTANT && num_arg(S, call, bound[0], 0, &v.ia) < 0) return sema_value_err();
     if (b == B_NORMAL &&
         (num_arg(S, call, bound[1], 0, &v.ia) < 0 || num_arg(S, call, bound[2], 1, &v.ib) < 0))
-        return (value){.k = V_ERR};
+        return sema_value_err();
     if (b == B_UNIFORM && (num_arg(S, call, bound[1], -0.05, &v.ia) < 0 ||
                            num_arg(S, call, bound[2], 0.05, &v.ib) < 0))
-        return (value){.k = V_ERR};
+        return sema_value_err();
     return v;
 }
 
@@ -359,13 +261,13 @@ static value call_dim(sema *S, const ast_node *call, int b, value *args, int n_a
 {
     int x = n_args == 1 ? sema_to_tensor(S, call, args[0], DT_F32) : -1;
     if (n_args != 1) sema_err(S, call, "%s() takes one tensor", builtin_names[b]);
-    if (x < 0) return (value){.k = V_ERR};
+    if (x < 0) return sema_value_err();
     const ir_type *t = &S->g->nodes[x].type;
     if (t->rank < 1) {
         sema_err(S, call, "%s() needs a tensor of rank >= 1, got a scalar", builtin_names[b]);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
-    return v_num((double)(b == B_ROWS ? t->dim[0] : t->dim[t->rank - 1]), 1);
+    return sema_value_num((double)(b == B_ROWS ? t->dim[0] : t->dim[t->rank - 1]), 1);
 }
 
 /* shard(x, i, n): the i-th of n equal slices along axis 0. */
@@ -374,21 +276,21 @@ static value call_shard(sema *S, const ast_node *call, value *args, int n_args)
     int64_t i, n;
     if (n_args != 3) {
         sema_err(S, call, "shard() takes (tensor, index, count)");
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
     int x = sema_to_tensor(S, call, args[0], DT_F32);
     if (x < 0 || sema_int_arg(S, call, args[1], &i) < 0 || sema_int_arg(S, call, args[2], &n) < 0)
-        return (value){.k = V_ERR};
+        return sema_value_err();
     const ir_type *t = &S->g->nodes[x].type;
     if (t->rank < 1 || n <= 0 || t->dim[0] % n || i < 0 || i >= n) {
         char buf[96];
         sema_err(S, call, "shard(%s, %lld, %lld): axis 0 must split into %lld equal parts",
                  ir_type_str(t, buf, sizeof buf), (long long)i, (long long)n, (long long)n);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
     int64_t step = t->dim[0] / n;
     ir_attrs a = {.i = {0, i * step, (i + 1) * step}};
-    return v_tensor(ir_add(S->g, OP_SLICE, &x, 1, &a, S->src, call->span));
+    return sema_value_tensor(ir_add(S->g, OP_SLICE, &x, 1, &a, S->src, call->span));
 }
 
 /* ---- optimizers ---- */
@@ -419,10 +321,10 @@ static value call_opt(sema *S, const ast_node *call, int b, value *args, int n_a
               num_arg(S, call, x[3], 1e-8, &o->eps) < 0 || num_arg(S, call, x[4], 0, &lock) < 0;
         o->kind = AD_ADAM;
     }
-    if (bad) return (value){.k = V_ERR};
+    if (bad) return sema_value_err();
     if (!(o->lr > 0)) {
         sema_err(S, call, "learning rate must be positive, got %g", o->lr);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
     o->nesterov = nest != 0;
     o->locking = lock != 0;
@@ -540,18 +442,18 @@ static value call_data(sema *S, const ast_node *call, int b, value *args, int n_
     data_call c;
     if (bind_args(S, call, builtin_names[b], spec, 10, args, n_args, kw, kwv, n_kw, &c.paths[0]) <
         0)
-        return (value){.k = V_ERR};
+        return sema_value_err();
     ir_data d = {.src = S->src, .span = call->span};
     data_spec s;
     data_info info;
     char err[512];
-    if (data_from_call(S, call, b, &c, &d) < 0) return (value){.k = V_ERR};
+    if (data_from_call(S, call, b, &c, &d) < 0) return sema_value_err();
     sema_data_spec(&d, &s);
     if (data_probe(&s, &info, err, sizeof err) < 0) {
         sema_err(S, call, "%s", err);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
-    if (data_types(S, call, &c, &info, &d) < 0) return (value){.k = V_ERR};
+    if (data_types(S, call, &c, &info, &d) < 0) return sema_value_err();
     return (value){.k = V_DATA, .id = ir_add_data(S->g, &d)};
 }
 
@@ -574,11 +476,11 @@ value sema_data_field(sema *S, const ast_node *at, int data, const char *field)
     int which = strcmp(field, "x") == 0 ? 0 : strcmp(field, "y") == 0 ? 1 : -1;
     if (which < 0) {
         sema_err(S, at, "a data source has fields x and y, not '%s'", field);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
     if (which == 1 && S->g->data[data].y.rank < 0) {
         sema_err(S, at, "data source '%s' has no labels", S->g->data[data].name);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
     if (data >= S->n_data_cache) {
         int n = data + 8;
@@ -590,20 +492,19 @@ value sema_data_field(sema *S, const ast_node *at, int data, const char *field)
     int *slot = which ? &S->data_y[data] : &S->data_x[data];
     ir_attrs a = {.i = {which, data}};
     if (*slot < 0) *slot = ir_add(S->g, OP_DATA, NULL, 0, &a, S->src, at->span);
-    return v_tensor(*slot);
+    return sema_value_tensor(*slot);
 }
 
-value sema_call_builtin(sema *S, env *e, const ast_node *call, int b, value *args, int n_args,
+value sema_call_builtin(sema *S, const ast_node *call, int b, value *args, int n_args,
                         const ast_node **kw, value *kwv, int n_kw)
 {
-    (void)e;
     if (b <= B_HE) return call_init(S, call, b, args, n_args, kw, kwv, n_kw);
     if (b == B_COLS || b == B_ROWS) return call_dim(S, call, b, args, n_args);
     if (b == B_SHARD) return call_shard(S, call, args, n_args);
     if (b == B_NONE) {
         if (n_args == 1 && n_kw == 0) return args[0];
         sema_err(S, call, "none() takes one argument");
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
     if (b <= B_GAUSSIAN) return call_data(S, call, b, args, n_args, kw, kwv, n_kw);
     return call_opt(S, call, b, args, n_args, kw, kwv, n_kw);
