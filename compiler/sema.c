@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lang/fatal.h"
 #include "sema_int.h"
 
 #define SEMA_MAX_DEPTH 64
@@ -41,7 +42,7 @@ static void env_set(env *e, const char *name, value v)
     }
     if (e->n == e->cap) {
         e->cap = e->cap ? 2 * e->cap : 16;
-        e->v = realloc(e->v, sizeof *e->v * (size_t)e->cap);
+        e->v = xreallocarray(e->v, (size_t)e->cap, sizeof *e->v);
     }
     e->v[e->n].name = name;
     e->v[e->n++].v = v;
@@ -80,7 +81,7 @@ static const char *env_suggest(env *e, const char *name)
 
 static vscope *scope_push(sema *S, const char *name, int reuse)
 {
-    vscope *v = calloc(1, sizeof *v);
+    vscope *v = xcalloc(1, sizeof *v);
     const char *pp = S->scope->path;
     size_t n = strlen(pp) + strlen(name) + 2;
     char *path = ir_alloc(S->g, n);
@@ -107,7 +108,7 @@ static int scope_count(vscope *v, const char *fn)
         if (strcmp(v->counters[i].name, fn) == 0) return v->counters[i].n++;
     if (v->n_counters == v->cap_counters) {
         v->cap_counters = v->cap_counters ? 2 * v->cap_counters : 8;
-        v->counters = realloc(v->counters, sizeof *v->counters * (size_t)v->cap_counters);
+        v->counters = xreallocarray(v->counters, (size_t)v->cap_counters, sizeof *v->counters);
     }
     v->counters[v->n_counters].name = fn;
     v->counters[v->n_counters++].n = 1;
@@ -367,9 +368,9 @@ static value eval_call(sema *S, env *e, const ast_node *n)
     value f = sema_eval(S, e, n->a);
     if (f.k == V_ERR) return f;
     int na = 0, nk = 0;
-    value *args = calloc((size_t)n->n_items + 1, sizeof *args);
-    value *kwv = calloc((size_t)n->n_items + 1, sizeof *kwv);
-    const ast_node **kw = calloc((size_t)n->n_items + 1, sizeof *kw);
+    value *args = xcalloc((size_t)n->n_items + 1, sizeof *args);
+    value *kwv = xcalloc((size_t)n->n_items + 1, sizeof *kwv);
+    const ast_node **kw = xcalloc((size_t)n->n_items + 1, sizeof *kw);
     int bad = 0;
     for (int i = 0; i < n->n_items; i++) {
         const ast_node *it = n->items[i];
@@ -803,7 +804,7 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
               .scope = &top,
               .device = -1};
     int errs = g->diags->n_errors;
-    S.param_used = calloc((size_t)S.opt->n_params + 1, 1);
+    S.param_used = xcalloc((size_t)S.opt->n_params + 1, 1);
     if (t->root) stmt_block(&S, &global, t->root);
     check_params_used(&S);
     if (g->diags->n_errors == errs) place_all(&S);

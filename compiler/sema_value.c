@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
+#include "../lang/fatal.h"
 #include "sema_int.h"
 
 void sema_err(sema *S, const ast_node *n, const char *fmt, ...)
@@ -105,7 +106,7 @@ static int list_const(sema *S, const ast_node *at, value v)
 /* A list of tensors is stacked along a new leading axis. */
 static int stack_tensors(sema *S, const ast_node *at, value v)
 {
-    int *parts = calloc((size_t)v.n_items, sizeof *parts), node = -1;
+    int *parts = xcalloc((size_t)v.n_items, sizeof *parts), node = -1;
     for (int i = 0; i < v.n_items; i++) {
         int x = sema_to_tensor(S, at, v.items[i], DT_F32);
         if (x < 0) goto out;
