@@ -70,6 +70,10 @@ struct gr_session {
     atomic_uint_fast64_t train_steps; /* gr_run calls on train targets (checkpoint.c) */
 };
 
+/* compile.c: parses p->src, runs sema and the passes into p->ast and p->g,
+ * and keeps the warnings in p->warnings. */
+gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st);
+
 /* init.c: variable initialisers, deterministic per (seed, variable name). */
 void rt_init_var(const ir_var *v, float *dst, uint64_t seed);
 
