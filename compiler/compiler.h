@@ -16,21 +16,34 @@ typedef struct sema_param {
     const char *value; /* text from --set name=value */
 } sema_param;
 
+/* What sema needs to know of a data source to type its x and y. */
+typedef struct sema_data_shape {
+    int64_t n; /* examples */
+    int x_rank;
+    int64_t x_dims[4]; /* per example */
+    int has_y;         /* labels present */
+} sema_data_shape;
+
+/* Reads the headers of the data source that d declares (kind, resolved
+ * paths and options are set; its x and y types are not yet).  Returns 0, or
+ * -1 with a one-line message in err, which sema reports at the data call.
+ * The compiler reads no data files itself: the runtime passes its readers'
+ * probe (runtime/compile.c). */
+typedef int (*sema_data_probe)(void *ctx, const ir_data *d, sema_data_shape *out, char *err,
+                               size_t errlen);
+
 typedef struct sema_options {
     const sema_param *params;
     int n_params;
-    int soft_placement; /* move nodes on missing devices to cpu:0 */
-    int n_cpu, n_gpu;   /* devices the machine has */
+    int soft_placement;         /* move nodes on missing devices to cpu:0 */
+    int n_cpu, n_gpu;           /* devices the machine has */
+    sema_data_probe probe_data; /* NULL: every data source is an error */
+    void *probe_ctx;
 } sema_options;
 
 /* Builds the IR for a parsed program. Errors go to g->diags; returns 0 on
  * success, -1 if any error was reported. */
 int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt);
-
-struct data_spec;
-/* The reader spec of a data source (used by sema to probe, by the runtime
- * to open). Paths point into the graph. */
-void sema_data_spec(const ir_data *d, struct data_spec *s);
 
 /* ---- autodiff ---- */
 typedef enum ad_kind { AD_SGD, AD_MOMENTUM, AD_ADAM } ad_kind;

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../runtime/data.h"
 #include "../lang/fatal.h"
 #include "sema_int.h"
 
@@ -364,24 +363,6 @@ static int str_or_none(sema *S, const ast_node *at, value v, const char **out)
     return 0;
 }
 
-void sema_data_spec(const ir_data *d, data_spec *s)
-{
-    static const data_kind kinds[] = {[DATA_IDX] = DATA_KIND_IDX,
-                                      [DATA_CSV] = DATA_KIND_CSV,
-                                      [DATA_RAW] = DATA_KIND_RAW,
-                                      [DATA_GAUSSIAN] = DATA_KIND_GAUSSIAN};
-    *s = (data_spec){.kind = kinds[d->kind],
-                     .path = {d->path[0], d->path[1]},
-                     .batch = d->batch,
-                     .shuffle = d->shuffle,
-                     .seed = d->seed,
-                     .label_col = d->label_col,
-                     .n_classes = d->n_classes,
-                     .n = d->gen_n,
-                     .x_rank = d->x_rank};
-    for (int i = 0; i < d->x_rank; i++) s->x_dims[i] = d->x_dims[i];
-}
-
 static int data_from_call(sema *S, const ast_node *call, int b, const data_call *c, ir_data *d)
 {
     static const ir_data_kind kinds[] = {
@@ -412,8 +393,8 @@ static int data_from_call(sema *S, const ast_node *call, int b, const data_call 
 }
 
 /* x: f32[batch, features] by default, or f32[batch, shape...] with shape=. */
-static int data_types(sema *S, const ast_node *call, const data_call *c, const data_info *info,
-                      ir_data *d)
+static int data_types(sema *S, const ast_node *call, const data_call *c,
+                      const sema_data_shape *info, ir_data *d)
 {
     int64_t per = 1;
     for (int i = 0; i < info->x_rank; i++) per *= info->x_dims[i];
@@ -434,6 +415,18 @@ static int data_types(sema *S, const ast_node *call, const data_call *c, const d
     return 0;
 }
 
+static int probe_data(sema *S, const ast_node *call, const ir_data *d, sema_data_shape *info)
+{
+    char err[512];
+    if (!S->opt->probe_data) {
+        sema_err(S, call, "cannot read data sources here: the compiler was given no data probe");
+        return -1;
+    }
+    if (S->opt->probe_data(S->opt->probe_ctx, d, info, err, sizeof err) == 0) return 0;
+    sema_err(S, call, "%s", err);
+    return -1;
+}
+
 static value call_data(sema *S, const ast_node *call, int b, value *args, int n_args,
                        const ast_node **kw, value *kwv, int n_kw)
 {
@@ -445,16 +438,10 @@ static value call_data(sema *S, const ast_node *call, int b, value *args, int n_
         0)
         return sema_value_err();
     ir_data d = {.src = S->src, .span = call->span};
-    data_spec s;
-    data_info info;
-    char err[512];
-    if (data_from_call(S, call, b, &c, &d) < 0) return sema_value_err();
-    sema_data_spec(&d, &s);
-    if (data_probe(&s, &info, err, sizeof err) < 0) {
-        sema_err(S, call, "%s", err);
+    sema_data_shape info;
+    if (data_from_call(S, call, b, &c, &d) < 0 || probe_data(S, call, &d, &info) < 0 ||
+        data_types(S, call, &c, &info, &d) < 0)
         return sema_value_err();
-    }
-    if (data_types(S, call, &c, &info, &d) < 0) return sema_value_err();
     return (value){.k = V_DATA, .id = ir_add_data(S->g, &d)};
 }
 

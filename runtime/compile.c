@@ -1,5 +1,6 @@
 /* compile.c - the compile driver: parse -> sema -> passes for one
- * gr_program, with what the compiler needs from the machine (its GPUs). */
+ * gr_program, with what the compiler needs from the machine: its GPUs and
+ * the data readers' probe (sema types a data source by its headers). */
 #include <stdlib.h>
 
 #include "runtime.h"
@@ -16,6 +17,38 @@ static int available_gpus(void)
     return 0;
 }
 #endif
+
+void rt_data_spec(const ir_data *d, data_spec *s)
+{
+    static const data_kind kinds[] = {[DATA_IDX] = DATA_KIND_IDX,
+                                      [DATA_CSV] = DATA_KIND_CSV,
+                                      [DATA_RAW] = DATA_KIND_RAW,
+                                      [DATA_GAUSSIAN] = DATA_KIND_GAUSSIAN};
+    *s = (data_spec){.kind = kinds[d->kind],
+                     .path = {d->path[0], d->path[1]},
+                     .batch = d->batch,
+                     .shuffle = d->shuffle,
+                     .seed = d->seed,
+                     .label_col = d->label_col,
+                     .n_classes = d->n_classes,
+                     .n = d->gen_n,
+                     .x_rank = d->x_rank};
+    for (int i = 0; i < d->x_rank; i++) s->x_dims[i] = d->x_dims[i];
+}
+
+/* sema's data probe: the readers' own, on the spec the session will open. */
+static int compile_probe_data(void *ctx, const ir_data *d, sema_data_shape *out, char *err,
+                              size_t errlen)
+{
+    (void)ctx;
+    data_spec s;
+    data_info info;
+    rt_data_spec(d, &s);
+    if (data_probe(&s, &info, err, errlen) < 0) return -1;
+    *out = (sema_data_shape){.n = info.n, .x_rank = info.x_rank, .has_y = info.has_y};
+    for (int i = 0; i < info.x_rank; i++) out->x_dims[i] = info.x_dims[i];
+    return 0;
+}
 
 static void compile_warnings(gr_program *p)
 {
@@ -38,7 +71,8 @@ gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
                        .n_params = opt ? opt->n_params : 0,
                        .soft_placement = opt && opt->soft_placement,
                        .n_cpu = 16,
-                       .n_gpu = available_gpus()};
+                       .n_gpu = available_gpus(),
+                       .probe_data = compile_probe_data};
     int r = sema_compile(p->g, p->ast, &so);
     free(params);
     if (r < 0 || p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);

@@ -73,6 +73,9 @@ struct gr_session {
 /* compile.c: parses p->src, runs sema and the passes into p->ast and p->g,
  * and keeps the warnings in p->warnings. */
 gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st);
+/* The reader spec of data source d, as sema probed it and a session opens
+ * it. Paths point into the graph. */
+void rt_data_spec(const ir_data *d, data_spec *s);
 
 /* init.c: variable initialisers, deterministic per (seed, variable name). */
 void rt_init_var(const ir_var *v, float *dst, uint64_t seed);

@@ -155,7 +155,7 @@ gr_code rt_open_reader(gr_session *s, int di, gr_status *st)
     const ir_data *d = &s->g->data[di];
     data_spec spec;
     char err[512];
-    sema_data_spec(d, &spec);
+    rt_data_spec(d, &spec);
     spec.seed ^= s->opt.seed;
     if ((s->readers[di] = data_open(&spec, err, sizeof err))) return GR_OK;
     int line = 0, col = 0;
