@@ -62,7 +62,21 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *
 
 /* ---- passes (passes.c): each is IR -> IR and can be switched off ---- */
 enum { PASS_CSE = 1, PASS_FOLD = 2, PASS_FUSE = 4 };
-void pass_run_all(ir_graph *g, unsigned off);
+
+/* How constant folding computes a node at compile time; the runtime passes
+ * the CPU kernels (compiler/ links no device).  can_eval says whether eval
+ * handles an op; eval writes node `node` of g into out (ir_nbytes of its
+ * type) from in[j], the values of its inputs (at most PASS_EVAL_MAX_IN; in
+ * is NULL for a node without inputs, e.g. a filled constant). */
+#define PASS_EVAL_MAX_IN (IR_MAX_DIMS * 4)
+typedef struct pass_evaluator {
+    int (*can_eval)(void *ctx, op_kind op);
+    void (*eval)(void *ctx, const ir_graph *g, int node, void *out, void *const *in);
+    void *ctx;
+} pass_evaluator;
+
+/* Without an evaluator (ev NULL) folding only rewrites x / c as x * (1/c). */
+void pass_run_all(ir_graph *g, unsigned off, const pass_evaluator *ev);
 
 /* ---- plan (plan.c): schedule + static memory plan for some targets ---- */
 #define PLAN_NONE ((size_t)-1)

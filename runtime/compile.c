@@ -1,6 +1,7 @@
 /* compile.c - the compile driver: parse -> sema -> passes for one
- * gr_program, with what the compiler needs from the machine: its GPUs and
- * the data readers' probe (sema types a data source by its headers). */
+ * gr_program, with what the compiler needs from the machine: its GPUs, the
+ * data readers' probe (sema types a data source by its headers) and the CPU
+ * kernels (constant folding runs them at compile time). */
 #include <stdlib.h>
 
 #include "runtime.h"
@@ -50,6 +51,34 @@ static int compile_probe_data(void *ctx, const ir_data *d, sema_data_shape *out,
     return 0;
 }
 
+static int compile_can_eval(void *ctx, op_kind op)
+{
+    (void)ctx;
+    return cpu_kernels[op] != NULL;
+}
+
+/* Folding runs one node serially, without scratch (passes.c folds no op
+ * that needs scratch). */
+static void compile_eval(void *ctx, const ir_graph *g, int node, void *out, void *const *in)
+{
+    (void)ctx;
+    const ir_node *n = &g->nodes[node];
+    const ir_type *in_t[PASS_EVAL_MAX_IN];
+    GR_ASSERT(n->n_in <= PASS_EVAL_MAX_IN);
+    for (int j = 0; j < n->n_in; j++) in_t[j] = &g->nodes[n->in[j]].type;
+    kern_args a = {.g = g,
+                   .node = n,
+                   .out = out,
+                   .out_t = &n->type,
+                   .n_in = n->n_in,
+                   .in = in,
+                   .in_t = in_t,
+                   .max_tasks = 1};
+    cpu_kernels[n->op](&a);
+}
+
+static const pass_evaluator compile_folder = {.can_eval = compile_can_eval, .eval = compile_eval};
+
 static void compile_warnings(gr_program *p)
 {
     size_t len = 0;
@@ -76,7 +105,7 @@ gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
     int r = sema_compile(p->g, p->ast, &so);
     free(params);
     if (r < 0 || p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
-    pass_run_all(p->g, opt ? opt->passes_off : 0);
+    pass_run_all(p->g, opt ? opt->passes_off : 0, &compile_folder);
     compile_warnings(p);
     rt_ok(st);
     return GR_OK;
