@@ -294,33 +294,33 @@ static int declares_vars(const ast_node *n)
 
 static int stmt_block(sema *S, env *e, const ast_node *blk);
 
-static int bind_params(sema *S, env *local, const ast_node *call, const ast_node *fn, value *args,
-                       int n_args, const ast_node **kw, value *kwv, int n_kw)
+static int bind_params(sema *S, env *local, const ast_node *fn, const sema_args *args)
 {
     int np = fn->n_items, ok = 1;
-    if (n_args > np) {
-        sema_err(S, call, "%s() takes %d argument%s, got %d", fn->name, np, np == 1 ? "" : "s",
-                 n_args);
+    if (args->n_pos > np) {
+        sema_err(S, args->call, "%s() takes %d argument%s, got %d", fn->name, np,
+                 np == 1 ? "" : "s", args->n_pos);
         return -1;
     }
-    for (int i = 0; i < n_args; i++) env_set(local, fn->items[i]->name, args[i]);
-    for (int k = 0; k < n_kw; k++) {
+    for (int i = 0; i < args->n_pos; i++) env_set(local, fn->items[i]->name, args->pos[i]);
+    for (int k = 0; k < args->n_kw; k++) {
+        const ast_node *kw = args->kw_at[k];
         int i = 0;
-        while (i < np && strcmp(fn->items[i]->name, kw[k]->name) != 0) i++;
+        while (i < np && strcmp(fn->items[i]->name, kw->name) != 0) i++;
         if (i == np) {
-            sema_err(S, kw[k], "%s() has no parameter named '%s'", fn->name, kw[k]->name);
+            sema_err(S, kw, "%s() has no parameter named '%s'", fn->name, kw->name);
             ok = 0;
-        } else if (i < n_args || env_find_local(local, kw[k]->name)) {
-            sema_err(S, kw[k], "%s() got two values for parameter '%s'", fn->name, kw[k]->name);
+        } else if (i < args->n_pos || env_find_local(local, kw->name)) {
+            sema_err(S, kw, "%s() got two values for parameter '%s'", fn->name, kw->name);
             ok = 0;
         } else
-            env_set(local, kw[k]->name, kwv[k]);
+            env_set(local, kw->name, args->kw[k]);
     }
     for (int i = 0; i < np; i++) {
         const ast_node *p = fn->items[i];
         if (env_find_local(local, p->name)) continue;
         if (!p->a) {
-            sema_err(S, call, "%s() is missing argument '%s'", fn->name, p->name);
+            sema_err(S, args->call, "%s() is missing argument '%s'", fn->name, p->name);
             ok = 0;
             continue;
         }
@@ -329,16 +329,16 @@ static int bind_params(sema *S, env *local, const ast_node *call, const ast_node
     return ok ? 0 : -1;
 }
 
-static value call_fn(sema *S, const ast_node *call, const ast_node *fn, value *args, int n_args,
-                     const ast_node **kw, value *kwv, int n_kw)
+static value call_fn(sema *S, const ast_node *fn, const sema_args *args)
 {
+    const ast_node *call = args->call;
     if (S->depth >= SEMA_MAX_DEPTH) {
         sema_err(S, call, "function calls nested deeper than %d (recursion?)", SEMA_MAX_DEPTH);
         return sema_value_err();
     }
     env local = {.parent = S->global};
     value result = sema_value_err();
-    if (bind_params(S, &local, call, fn, args, n_args, kw, kwv, n_kw) == 0) {
+    if (bind_params(S, &local, fn, args) == 0) {
         int scoped = call->as_name || declares_vars(fn->b);
         if (scoped) {
             const char *nm = call->as_name;
@@ -363,37 +363,48 @@ static value call_fn(sema *S, const ast_node *call, const ast_node *fn, value *a
     return result;
 }
 
-static value eval_call(sema *S, env *e, const ast_node *n)
+/* Evaluates n's arguments into args (arrays the caller frees); returns -1
+ * when one of them is an error. */
+static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args)
 {
-    value f = sema_eval(S, e, n->a);
-    if (f.k == V_ERR) return f;
-    int na = 0, nk = 0;
-    value *args = xcalloc((size_t)n->n_items + 1, sizeof *args);
-    value *kwv = xcalloc((size_t)n->n_items + 1, sizeof *kwv);
-    const ast_node **kw = xcalloc((size_t)n->n_items + 1, sizeof *kw);
+    size_t cap = (size_t)n->n_items + 1;
     int bad = 0;
+    *args = (sema_args){.call = n,
+                        .pos = xcalloc(cap, sizeof(value)),
+                        .pos_at = xcalloc(cap, sizeof(ast_node *)),
+                        .kw = xcalloc(cap, sizeof(value)),
+                        .kw_at = xcalloc(cap, sizeof(ast_node *))};
     for (int i = 0; i < n->n_items; i++) {
         const ast_node *it = n->items[i];
         value v = sema_eval(S, e, it->kind == AST_KWARG ? it->a : it);
         bad |= v.k == V_ERR;
         if (it->kind == AST_KWARG)
-            kw[nk] = it, kwv[nk++] = v;
+            args->kw_at[args->n_kw] = it, args->kw[args->n_kw++] = v;
         else
-            args[na++] = v;
+            args->pos_at[args->n_pos] = it, args->pos[args->n_pos++] = v;
     }
+    return bad ? -1 : 0;
+}
+
+static value eval_call(sema *S, env *e, const ast_node *n)
+{
+    value f = sema_eval(S, e, n->a);
+    if (f.k == V_ERR) return f;
+    sema_args args;
     value r = sema_value_err();
-    if (bad) {
+    if (eval_args(S, e, n, &args) < 0) {
     } else if (f.k == V_FN)
-        r = call_fn(S, n, f.fn, args, na, kw, kwv, nk);
+        r = call_fn(S, f.fn, &args);
     else if (f.k == V_OP)
-        r = sema_call_op(S, n, f.id, args, na, kw, kwv, nk);
+        r = sema_call_op(S, f.id, &args);
     else if (f.k == V_BUILTIN)
-        r = sema_call_builtin(S, n, f.id, args, na, kw, kwv, nk);
+        r = sema_call_builtin(S, f.id, &args);
     else
         sema_err(S, n->a, "%s is not callable", sema_value_kind(&f));
-    free(args);
-    free(kwv);
-    free(kw);
+    free(args.pos);
+    free(args.pos_at);
+    free(args.kw);
+    free(args.kw_at);
     return r;
 }
 

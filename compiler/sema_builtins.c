@@ -52,30 +52,32 @@ typedef struct argspec {
     int required;
 } argspec;
 
-/* Binds args to spec slots in out[] (V_NONE when absent). */
-static int bind_args(sema *S, const ast_node *call, const char *fname, const argspec *spec,
-                     int n_spec, value *args, int n_args, const ast_node **kw, value *kwv, int n_kw,
-                     value *out)
+/* Binds args (the positional ones from `skip` on, then the keyword ones) to
+ * spec slots in out[] (V_NONE when absent). */
+static int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec,
+                     const sema_args *args, int skip, value *out)
 {
+    int n_pos = args->n_pos - skip;
     for (int i = 0; i < n_spec; i++) out[i] = (value){.k = V_NONE};
-    if (n_args > n_spec) {
-        sema_err(S, call, "%s() takes at most %d positional arguments, got %d", fname, n_spec,
-                 n_args);
+    if (n_pos > n_spec) {
+        sema_err(S, args->call, "%s() takes at most %d positional arguments, got %d", fname, n_spec,
+                 n_pos);
         return -1;
     }
-    for (int i = 0; i < n_args; i++) out[i] = args[i];
-    for (int k = 0; k < n_kw; k++) {
+    for (int i = 0; i < n_pos; i++) out[i] = args->pos[skip + i];
+    for (int k = 0; k < args->n_kw; k++) {
+        const ast_node *kw = args->kw_at[k];
         int i = 0;
-        while (i < n_spec && strcmp(spec[i].name, kw[k]->name) != 0) i++;
+        while (i < n_spec && strcmp(spec[i].name, kw->name) != 0) i++;
         if (i == n_spec) {
-            sema_err(S, kw[k], "%s() has no argument named '%s'", fname, kw[k]->name);
+            sema_err(S, kw, "%s() has no argument named '%s'", fname, kw->name);
             return -1;
         }
-        out[i] = kwv[k];
+        out[i] = args->kw[k];
     }
     for (int i = 0; i < n_spec; i++)
         if (spec[i].required && out[i].k == V_NONE) {
-            sema_err(S, call, "%s() is missing argument '%s'", fname, spec[i].name);
+            sema_err(S, args->call, "%s() is missing argument '%s'", fname, spec[i].name);
             return -1;
         }
     return 0;
@@ -167,43 +169,44 @@ static int op_n_attrs(const op_info *info)
     return n;
 }
 
-static int op_attrs(sema *S, const ast_node *call, const op_info *info, value *rest, int n_rest,
-                    const ast_node **kw, value *kwv, int n_kw, ir_attrs *a)
+/* The attributes: every argument after the op's `skip` tensor ones. */
+static int op_attrs(sema *S, const op_info *info, const sema_args *args, int skip, ir_attrs *a)
 {
     int na = op_n_attrs(info);
     value bound[IR_MAX_ATTRS];
     argspec spec[IR_MAX_ATTRS] = {{0}};
     for (int i = 0; i < na; i++)
         spec[i] = (argspec){info->attrs[i].name, isnan(info->attrs[i].def)};
-    if (bind_args(S, call, info->name, spec, na, rest, n_rest, kw, kwv, n_kw, bound) < 0) return -1;
+    if (bind_args(S, info->name, spec, na, args, skip, bound) < 0) return -1;
     for (int i = 0; i < na; i++) {
         if (bound[i].k == V_NONE) {
             a->i[i] = (int64_t)info->attrs[i].def;
             a->f[i] = info->attrs[i].def;
-        } else if (op_attr_value(S, call, &info->attrs[i], bound[i], i, a) < 0)
+        } else if (op_attr_value(S, args->call, &info->attrs[i], bound[i], i, a) < 0)
             return -1;
     }
     return 0;
 }
 
-value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_args,
-                   const ast_node **kw, value *kwv, int n_kw)
+value sema_call_op(sema *S, int op, const sema_args *args)
 {
     const op_info *info = &ops_table[op];
+    const ast_node *call = args->call;
     int arity = info->arity, in[IR_MAX_DIMS * 8];
-    value *tensors = args;
+    value *tensors = args->pos, *first = args->pos;
     int n_t = arity;
     if (arity < 0) { /* variadic: a list of tensors, e.g. concat([a, b], axis=1) */
-        if (n_args < 1 || args[0].k != V_LIST || args[0].n_items > (int)(sizeof in / sizeof *in)) {
+        if (args->n_pos < 1 || first->k != V_LIST ||
+            first->n_items > (int)(sizeof in / sizeof *in)) {
             sema_err(S, call, "%s() takes a list of tensors first", info->name);
             return sema_value_err();
         }
-        tensors = args[0].items;
-        n_t = args[0].n_items;
+        tensors = first->items;
+        n_t = first->n_items;
         arity = 1;
-    } else if (n_args < arity) {
+    } else if (args->n_pos < arity) {
         sema_err(S, call, "%s() takes %d tensor argument%s, got %d", info->name, arity,
-                 arity == 1 ? "" : "s", n_args);
+                 arity == 1 ? "" : "s", args->n_pos);
         return sema_value_err();
     }
     ir_dtype like = DT_F32;
@@ -212,16 +215,15 @@ value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_arg
     for (int i = 0; i < n_t; i++)
         if ((in[i] = sema_to_tensor(S, call, tensors[i], like)) < 0) return sema_value_err();
     ir_attrs a = {0};
-    if (op_attrs(S, call, info, args + arity, n_args - arity, kw, kwv, n_kw, &a) < 0)
-        return sema_value_err();
+    if (op_attrs(S, info, args, arity, &a) < 0) return sema_value_err();
     return sema_value_tensor(ir_add(S->g, (op_kind)op, in, n_t, &a, S->src, call->span));
 }
 
 /* ---- initializers ---- */
 
-static value call_init(sema *S, const ast_node *call, int b, value *args, int n_args,
-                       const ast_node **kw, value *kwv, int n_kw)
+static value call_init(sema *S, int b, const sema_args *args)
 {
+    const ast_node *call = args->call;
     static const argspec spec[] = {{"shape", 1}, {"a", 0}, {"b", 0}};
     static const argspec cspec[] = {{"value", 1}, {"shape", 1}};
     static const argspec nspec[] = {{"shape", 1}, {"mean", 0}, {"std", 0}};
@@ -232,8 +234,7 @@ static value call_init(sema *S, const ast_node *call, int b, value *args, int n_
                         : b == B_UNIFORM ? uspec
                                          : spec;
     int ns = b == B_CONSTANT ? 2 : (b == B_NORMAL || b == B_UNIFORM) ? 3 : 1;
-    if (bind_args(S, call, builtin_names[b], sp, ns, args, n_args, kw, kwv, n_kw, bound) < 0)
-        return sema_value_err();
+    if (bind_args(S, builtin_names[b], sp, ns, args, 0, bound) < 0) return sema_value_err();
     value v = {.k = V_INIT};
     static const ir_init kinds[] = {[B_ZEROS] = INIT_ZEROS,
                                     [B_ONES] = INIT_ONES,
@@ -257,10 +258,11 @@ static value call_init(sema *S, const ast_node *call, int b, value *args, int n_
 
 /* ---- shape helpers ---- */
 
-static value call_dim(sema *S, const ast_node *call, int b, value *args, int n_args)
+static value call_dim(sema *S, int b, const sema_args *args)
 {
-    int x = n_args == 1 ? sema_to_tensor(S, call, args[0], DT_F32) : -1;
-    if (n_args != 1) sema_err(S, call, "%s() takes one tensor", builtin_names[b]);
+    const ast_node *call = args->call;
+    int x = args->n_pos == 1 ? sema_to_tensor(S, call, args->pos[0], DT_F32) : -1;
+    if (args->n_pos != 1) sema_err(S, call, "%s() takes one tensor", builtin_names[b]);
     if (x < 0) return sema_value_err();
     const ir_type *t = &S->g->nodes[x].type;
     if (t->rank < 1) {
@@ -271,15 +273,17 @@ static value call_dim(sema *S, const ast_node *call, int b, value *args, int n_a
 }
 
 /* shard(x, i, n): the i-th of n equal slices along axis 0. */
-static value call_shard(sema *S, const ast_node *call, value *args, int n_args)
+static value call_shard(sema *S, const sema_args *args)
 {
+    const ast_node *call = args->call;
+    const value *v = args->pos;
     int64_t i, n;
-    if (n_args != 3) {
+    if (args->n_pos != 3) {
         sema_err(S, call, "shard() takes (tensor, index, count)");
         return sema_value_err();
     }
-    int x = sema_to_tensor(S, call, args[0], DT_F32);
-    if (x < 0 || sema_int_arg(S, call, args[1], &i) < 0 || sema_int_arg(S, call, args[2], &n) < 0)
+    int x = sema_to_tensor(S, call, v[0], DT_F32);
+    if (x < 0 || sema_int_arg(S, call, v[1], &i) < 0 || sema_int_arg(S, call, v[2], &n) < 0)
         return sema_value_err();
     const ir_type *t = &S->g->nodes[x].type;
     if (t->rank < 1 || n <= 0 || t->dim[0] % n || i < 0 || i >= n) {
@@ -295,9 +299,9 @@ static value call_shard(sema *S, const ast_node *call, value *args, int n_args)
 
 /* ---- optimizers ---- */
 
-static value call_opt(sema *S, const ast_node *call, int b, value *args, int n_args,
-                      const ast_node **kw, value *kwv, int n_kw)
+static value call_opt(sema *S, int b, const sema_args *args)
 {
+    const ast_node *call = args->call;
     static const argspec sgd[] = {{"lr", 1}, {"locking", 0}};
     static const argspec mom[] = {{"lr", 1}, {"m", 0}, {"nesterov", 0}, {"locking", 0}};
     static const argspec adam[] = {{"lr", 0}, {"b1", 0}, {"b2", 0}, {"eps", 0}, {"locking", 0}};
@@ -306,16 +310,16 @@ static value call_opt(sema *S, const ast_node *call, int b, value *args, int n_a
     ad_optimizer *o = &v.opt;
     int bad;
     if (b == B_SGD) {
-        bad = bind_args(S, call, "sgd", sgd, 2, args, n_args, kw, kwv, n_kw, x) < 0 ||
+        bad = bind_args(S, "sgd", sgd, 2, args, 0, x) < 0 ||
               num_arg(S, call, x[0], 0, &o->lr) < 0 || num_arg(S, call, x[1], 0, &lock) < 0;
         o->kind = AD_SGD;
     } else if (b == B_MOMENTUM) {
-        bad = bind_args(S, call, "momentum", mom, 4, args, n_args, kw, kwv, n_kw, x) < 0 ||
+        bad = bind_args(S, "momentum", mom, 4, args, 0, x) < 0 ||
               num_arg(S, call, x[0], 0, &o->lr) < 0 || num_arg(S, call, x[1], 0.9, &o->m) < 0 ||
               num_arg(S, call, x[2], 0, &nest) < 0 || num_arg(S, call, x[3], 0, &lock) < 0;
         o->kind = AD_MOMENTUM;
     } else {
-        bad = bind_args(S, call, "adam", adam, 5, args, n_args, kw, kwv, n_kw, x) < 0 ||
+        bad = bind_args(S, "adam", adam, 5, args, 0, x) < 0 ||
               num_arg(S, call, x[0], 1e-3, &o->lr) < 0 || num_arg(S, call, x[1], 0.9, &o->b1) < 0 ||
               num_arg(S, call, x[2], 0.999, &o->b2) < 0 ||
               num_arg(S, call, x[3], 1e-8, &o->eps) < 0 || num_arg(S, call, x[4], 0, &lock) < 0;
@@ -427,16 +431,14 @@ static int probe_data(sema *S, const ast_node *call, const ir_data *d, sema_data
     return -1;
 }
 
-static value call_data(sema *S, const ast_node *call, int b, value *args, int n_args,
-                       const ast_node **kw, value *kwv, int n_kw)
+static value call_data(sema *S, int b, const sema_args *args)
 {
+    const ast_node *call = args->call;
     static const argspec spec[] = {{"x", 0},    {"y", 0},     {"batch", 1},   {"shuffle", 0},
                                    {"seed", 0}, {"shape", 0}, {"classes", 0}, {"label", 0},
                                    {"n", 0},    {"dims", 0}};
     data_call c;
-    if (bind_args(S, call, builtin_names[b], spec, 10, args, n_args, kw, kwv, n_kw, &c.paths[0]) <
-        0)
-        return sema_value_err();
+    if (bind_args(S, builtin_names[b], spec, 10, args, 0, &c.paths[0]) < 0) return sema_value_err();
     ir_data d = {.src = S->src, .span = call->span};
     sema_data_shape info;
     if (data_from_call(S, call, b, &c, &d) < 0 || probe_data(S, call, &d, &info) < 0 ||
@@ -483,17 +485,16 @@ value sema_data_field(sema *S, const ast_node *at, int data, const char *field)
     return sema_value_tensor(*slot);
 }
 
-value sema_call_builtin(sema *S, const ast_node *call, int b, value *args, int n_args,
-                        const ast_node **kw, value *kwv, int n_kw)
+value sema_call_builtin(sema *S, int b, const sema_args *args)
 {
-    if (b <= B_HE) return call_init(S, call, b, args, n_args, kw, kwv, n_kw);
-    if (b == B_COLS || b == B_ROWS) return call_dim(S, call, b, args, n_args);
-    if (b == B_SHARD) return call_shard(S, call, args, n_args);
+    if (b <= B_HE) return call_init(S, b, args);
+    if (b == B_COLS || b == B_ROWS) return call_dim(S, b, args);
+    if (b == B_SHARD) return call_shard(S, args);
     if (b == B_NONE) {
-        if (n_args == 1 && n_kw == 0) return args[0];
-        sema_err(S, call, "none() takes one argument");
+        if (args->n_pos == 1 && args->n_kw == 0) return args->pos[0];
+        sema_err(S, args->call, "none() takes one argument");
         return sema_value_err();
     }
-    if (b <= B_GAUSSIAN) return call_data(S, call, b, args, n_args, kw, kwv, n_kw);
-    return call_opt(S, call, b, args, n_args, kw, kwv, n_kw);
+    if (b <= B_GAUSSIAN) return call_data(S, b, args);
+    return call_opt(S, b, args);
 }

@@ -45,6 +45,18 @@ struct value {
     ir_type itype;    /* V_INIT shape */
 };
 
+/* One call's arguments, evaluated: positional ones in order, then keyword
+ * ones with their AST_KWARG nodes (names and spans for messages). */
+typedef struct sema_args {
+    const ast_node *call;
+    value *pos;
+    const ast_node **pos_at; /* each positional argument's expression */
+    int n_pos;
+    value *kw;
+    const ast_node **kw_at;
+    int n_kw;
+} sema_args;
+
 typedef struct binding {
     const char *name;
     value v;
@@ -99,10 +111,8 @@ int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like);
 
 /* sema_builtins.c: data sources, initializers, optimizers, helpers */
 int sema_builtin_lookup(const char *name);
-value sema_call_builtin(sema *S, const ast_node *call, int builtin, value *args, int n_args,
-                        const ast_node **kw, value *kwv, int n_kw);
-value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_args,
-                   const ast_node **kw, value *kwv, int n_kw);
+value sema_call_builtin(sema *S, int builtin, const sema_args *args);
+value sema_call_op(sema *S, int op, const sema_args *args);
 value sema_data_field(sema *S, const ast_node *at, int data, const char *field);
 int sema_data_stmt(sema *S, const ast_node *stmt, value v);
 
