@@ -33,19 +33,40 @@ static binding *env_find(env *e, const char *name)
     return NULL;
 }
 
-static void env_set(env *e, const char *name, value v)
+static binding *env_set(env *e, const char *name, value v)
 {
     binding *b = env_find_local(e, name);
     if (b) {
         b->v = v;
-        return;
+        return b;
     }
     if (e->n == e->cap) {
         e->cap = e->cap ? 2 * e->cap : 16;
         e->v = xreallocarray(e->v, (size_t)e->cap, sizeof *e->v);
     }
-    e->v[e->n].name = name;
-    e->v[e->n++].v = v;
+    e->v[e->n] = (binding){.name = name, .v = v};
+    return &e->v[e->n++];
+}
+
+/* Whether declaration st (param, input, data, fn, var) repeats a name
+ * that another declaration in e holds, reported.  It would silently hide
+ * the first (and two inputs would take one feed, two data sources one
+ * checkpoint key).  The same statement run again (in a loop, or a fn
+ * called twice) declares the same thing.  Two vars are stmt_var's to judge:
+ * scopes and reuse decide. */
+static int env_redeclared(sema *S, env *e, const ast_node *st)
+{
+    binding *b = env_find_local(e, st->name);
+    if (!b || !b->decl || b->decl == st || (b->decl->kind == AST_VAR && st->kind == AST_VAR))
+        return 0;
+    sema_err(S, st, "'%s' is already declared", st->name);
+    sema_note(S, b->decl, "'%s' was first declared here", st->name);
+    return 1;
+}
+
+static void env_declare(env *e, const ast_node *st, value v)
+{
+    env_set(e, st->name, v)->decl = st;
 }
 
 static int edit_distance(const char *a, const char *b)
@@ -310,8 +331,9 @@ static int bind_params(sema *S, env *local, const ast_node *fn, const sema_args 
         if (i == np) {
             sema_err(S, kw, "%s() has no parameter named '%s'", fn->name, kw->name);
             ok = 0;
-        } else if (i < args->n_pos || env_find_local(local, kw->name)) {
+        } else if (i < args->n_pos) {
             sema_err(S, kw, "%s() got two values for parameter '%s'", fn->name, kw->name);
+            sema_note(S, args->pos_at[i], "'%s' was first given here, by position", kw->name);
             ok = 0;
         } else
             env_set(local, kw->name, args->kw[k]);
@@ -363,6 +385,22 @@ static value call_fn(sema *S, const ast_node *fn, const sema_args *args)
     return result;
 }
 
+/* f(a=1, a=2), whatever f is. */
+static int check_kwargs(sema *S, const sema_args *args)
+{
+    int r = 0;
+    for (int k = 1; k < args->n_kw; k++)
+        for (int j = 0; j < k; j++) {
+            const ast_node *kw = args->kw_at[k], *first = args->kw_at[j];
+            if (strcmp(kw->name, first->name) != 0) continue;
+            sema_err(S, kw, "argument '%s' is given twice", kw->name);
+            sema_note(S, first, "'%s' was first given here", kw->name);
+            r = -1;
+            break;
+        }
+    return r;
+}
+
 /* Evaluates n's arguments into args (arrays the caller frees); returns -1
  * when one of them is an error. */
 static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args)
@@ -392,7 +430,7 @@ static value eval_call(sema *S, env *e, const ast_node *n)
     if (f.k == V_ERR) return f;
     sema_args args;
     value r = sema_value_err();
-    if (eval_args(S, e, n, &args) < 0) {
+    if (eval_args(S, e, n, &args) < 0 || check_kwargs(S, &args) < 0) {
     } else if (f.k == V_FN)
         r = call_fn(S, f.fn, &args);
     else if (f.k == V_OP)
@@ -488,6 +526,7 @@ static void stmt_param(sema *S, env *e, const ast_node *st)
         sema_err(S, st, "param is only allowed at the top level");
         return;
     }
+    if (env_redeclared(S, e, st)) return;
     value v = sema_eval(S, e, st->a);
     if (v.k != V_ERR && v.k != V_NUM && v.k != V_BOOL && v.k != V_STR) {
         sema_err(S, st->a, "a param must be a number, boolean or string, got %s",
@@ -500,12 +539,13 @@ static void stmt_param(sema *S, env *e, const ast_node *st)
             if (v.k != V_ERR && parse_override(S, st, S->opt->params[i].value, v, &v) < 0)
                 v = sema_value_err();
         }
-    env_set(e, st->name, v);
+    env_declare(e, st, v);
 }
 
 static void stmt_input(sema *S, env *e, const ast_node *st)
 {
-    env_set(e, st->name, sema_value_err()); /* until it succeeds: no cascades */
+    if (env_redeclared(S, e, st)) return;
+    env_declare(e, st, sema_value_err()); /* until it succeeds: no cascades */
     const ast_node *ty = st->a;
     ir_type t = {.dtype = strcmp(ty->name, "i32") == 0 ? DT_I32 : DT_F32, .rank = ty->n_items};
     if (strcmp(ty->name, "f32") && strcmp(ty->name, "i32")) {
@@ -551,7 +591,8 @@ static int reuse_var(sema *S, const ast_node *st, const char *full, int old, con
 
 static void stmt_var(sema *S, env *e, const ast_node *st)
 {
-    env_set(e, st->name, sema_value_err()); /* until it succeeds: no cascades */
+    if (env_redeclared(S, e, st)) return;
+    env_declare(e, st, sema_value_err()); /* until it succeeds: no cascades */
     value init = sema_eval(S, e, st->a);
     if (init.k == V_ERR) return;
     if (init.k != V_INIT) {
@@ -679,19 +720,38 @@ static void stmt_assign(sema *S, env *e, const ast_node *st)
     }
 }
 
+/* fn f(x, x): no call could tell the two apart. */
+static int check_params(sema *S, const ast_node *fn)
+{
+    int r = 0;
+    for (int i = 1; i < fn->n_items; i++)
+        for (int j = 0; j < i; j++) {
+            const ast_node *p = fn->items[i], *first = fn->items[j];
+            if (strcmp(p->name, first->name) != 0) continue;
+            sema_err(S, p, "%s() has two parameters named '%s'", fn->name, p->name);
+            sema_note(S, first, "'%s' was first declared here", p->name);
+            r = -1;
+            break;
+        }
+    return r;
+}
+
 static void stmt_fn(sema *S, env *e, const ast_node *st)
 {
     if (e != S->global) {
         sema_err(S, st, "functions can only be defined at the top level");
         return;
     }
-    env_set(e, st->name, (value){.k = V_FN, .fn = st});
+    if (env_redeclared(S, e, st)) return;
+    int ok = check_params(S, st) == 0;
+    env_declare(e, st, ok ? (value){.k = V_FN, .fn = st} : sema_value_err());
 }
 
 static void stmt_data(sema *S, env *e, const ast_node *st)
 {
+    if (env_redeclared(S, e, st)) return;
     value v = sema_eval(S, e, st->a);
-    env_set(e, st->name, sema_data_stmt(S, st, v) == 0 ? v : sema_value_err());
+    env_declare(e, st, sema_data_stmt(S, st, v) == 0 ? v : sema_value_err());
 }
 
 /* Returns 1 after a `return`, else 0. */

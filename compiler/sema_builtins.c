@@ -73,6 +73,12 @@ static int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec
             sema_err(S, kw, "%s() has no argument named '%s'", fname, kw->name);
             return -1;
         }
+        if (i < n_pos) {
+            sema_err(S, kw, "%s() got two values for argument '%s'", fname, kw->name);
+            sema_note(S, args->pos_at[skip + i], "'%s' was first given here, by position",
+                      kw->name);
+            return -1;
+        }
         out[i] = args->kw[k];
     }
     for (int i = 0; i < n_spec; i++)

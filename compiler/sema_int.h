@@ -60,6 +60,7 @@ typedef struct sema_args {
 typedef struct binding {
     const char *name;
     value v;
+    const ast_node *decl; /* the param/input/data/fn/var statement, or NULL */
 } binding;
 
 typedef struct env {
@@ -99,6 +100,9 @@ typedef struct sema {
 
 /* sema_value.c: values, errors and conversions (calls nothing else in sema) */
 void sema_err(sema *S, const ast_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A note after an error, e.g. at the first of two things with one name. */
+void sema_note(sema *S, const ast_node *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 value sema_value_num(double x, int is_int);
 value sema_value_tensor(int node); /* V_ERR when node < 0 */

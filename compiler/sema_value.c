@@ -16,6 +16,14 @@ void sema_err(sema *S, const ast_node *n, const char *fmt, ...)
     va_end(ap);
 }
 
+void sema_note(sema *S, const ast_node *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vadd(S->g->diags, DIAG_NOTE, S->src, n->span, fmt, ap);
+    va_end(ap);
+}
+
 value sema_value_num(double x, int is_int)
 {
     value v = {.k = V_NUM, .num = x, .is_int = is_int};
