@@ -16,21 +16,34 @@ typedef struct sema_param {
     const char *value; /* text from --set name=value */
 } sema_param;
 
+/* What sema needs to know of a data source to type its x and y. */
+typedef struct sema_data_shape {
+    int64_t n; /* examples */
+    int x_rank;
+    int64_t x_dims[4]; /* per example */
+    int has_y;         /* labels present */
+} sema_data_shape;
+
+/* Reads the headers of the data source that d declares (kind, resolved
+ * paths and options are set; its x and y types are not yet).  Returns 0, or
+ * -1 with a one-line message in err, which sema reports at the data call.
+ * The compiler reads no data files itself: the runtime passes its readers'
+ * probe (runtime/compile.c). */
+typedef int (*sema_data_probe)(void *ctx, const ir_data *d, sema_data_shape *out, char *err,
+                               size_t errlen);
+
 typedef struct sema_options {
     const sema_param *params;
     int n_params;
-    int soft_placement; /* move nodes on missing devices to cpu:0 */
-    int n_cpu, n_gpu;   /* devices the machine has */
+    int soft_placement;         /* move nodes on missing devices to cpu:0 */
+    int n_cpu, n_gpu;           /* devices the machine has */
+    sema_data_probe probe_data; /* NULL: every data source is an error */
+    void *probe_ctx;
 } sema_options;
 
 /* Builds the IR for a parsed program. Errors go to g->diags; returns 0 on
  * success, -1 if any error was reported. */
 int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt);
-
-struct data_spec;
-/* The reader spec of a data source (used by sema to probe, by the runtime
- * to open). Paths point into the graph. */
-void sema_data_spec(const ir_data *d, struct data_spec *s);
 
 /* ---- autodiff ---- */
 typedef enum ad_kind { AD_SGD, AD_MOMENTUM, AD_ADAM } ad_kind;
@@ -49,7 +62,24 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *
 
 /* ---- passes (passes.c): each is IR -> IR and can be switched off ---- */
 enum { PASS_CSE = 1, PASS_FOLD = 2, PASS_FUSE = 4 };
-void pass_run_all(ir_graph *g, unsigned off);
+
+/* How constant folding computes a node at compile time; the runtime passes
+ * the CPU kernels (compiler/ links no device).  can_eval says whether eval
+ * handles an op; eval writes node `node` of g into out (ir_nbytes of its
+ * type) from in[j], the values of its inputs (at most PASS_EVAL_MAX_IN).
+ * Constants without a literal are filled by the compiler (ir_const_fill). */
+#define PASS_EVAL_MAX_IN (IR_MAX_DIMS * 4)
+typedef struct pass_evaluator {
+    int (*can_eval)(void *ctx, op_kind op);
+    /* 0, or -1 with why in err (an id outside its table): then folding
+     * reports it at the node as a compile error */
+    int (*eval)(void *ctx, const ir_graph *g, int node, void *out, void *const *in, char *err,
+                size_t errlen);
+    void *ctx;
+} pass_evaluator;
+
+/* Without an evaluator (ev NULL) folding only rewrites x / c as x * (1/c). */
+void pass_run_all(ir_graph *g, unsigned off, const pass_evaluator *ev);
 
 /* ---- plan (plan.c): schedule + static memory plan for some targets ---- */
 #define PLAN_NONE ((size_t)-1)

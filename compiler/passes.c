@@ -5,8 +5,9 @@
  *
  *   cse:  identical pure nodes (op, inputs, attrs, type, device) merge
  *   fold: a pure node whose inputs are all constants becomes a constant,
- *         computed at compile time by the CPU kernel; x / c by a scalar
- *         constant becomes x * (1/c)
+ *         computed at compile time by the caller's evaluator (the runtime
+ *         passes the CPU kernels); x / c by a scalar constant becomes
+ *         x * (1/c)
  *   fuse: matmul followed by a bias add becomes one matmul_bias, and a relu
  *         after it joins too (relu_grad then reads the relu's output: x > 0
  *         exactly where relu(x) > 0); apply_sgd of a matmul (a weight
@@ -16,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../devices/cpu/cpu.h"
 #include "compiler.h"
 
 #define FOLD_MAX_ELEMS 65536
@@ -89,12 +89,11 @@ static void pass_cse(ir_graph *g)
     free(table);
 }
 
-static void fold_node(ir_graph *g, int id)
+static void fold_node(ir_graph *g, int id, const pass_evaluator *ev)
 {
     ir_node *n = &g->nodes[id];
-    void *in[IR_MAX_DIMS * 4];
-    const ir_type *in_t[IR_MAX_DIMS * 4];
-    if (n->n_in > (int)(sizeof in / sizeof *in)) return;
+    void *in[PASS_EVAL_MAX_IN];
+    if (n->n_in > PASS_EVAL_MAX_IN) return;
     for (int j = 0; j < n->n_in; j++) {
         ir_node *c = &g->nodes[n->in[j]];
         if (!c->cdata) { /* materialise a filled constant */
@@ -103,18 +102,14 @@ static void fold_node(ir_graph *g, int id)
             c->cdata = d;
         }
         in[j] = (void *)c->cdata;
-        in_t[j] = &c->type;
     }
     void *out = ir_alloc(g, ir_nbytes(&n->type) + 1);
-    kern_args a = {.g = g,
-                   .node = n,
-                   .out = out,
-                   .out_t = &n->type,
-                   .n_in = n->n_in,
-                   .in = in,
-                   .in_t = in_t,
-                   .max_tasks = 1};
-    cpu_kernels[n->op](&a);
+    char err[256];
+    if (ev->eval(ev->ctx, g, id, out, in, err, sizeof err) < 0) {
+        diag_error(g->diags, n->src, n->span, "%s: %s", ops_name(n->op), err);
+        return;
+    }
+    n = &g->nodes[id];
     n->op = OP_CONST;
     n->n_in = 0;
     n->cdata = out;
@@ -139,18 +134,19 @@ static void reciprocal(ir_graph *g, int id)
     g->nodes[r].device = g->nodes[id].device;
 }
 
-static void pass_fold(ir_graph *g)
+static void pass_fold(ir_graph *g, const pass_evaluator *ev)
 {
     for (int i = 0, n0 = g->n_nodes; i < n0; i++)
         if (!g->nodes[i].dead) reciprocal(g, i);
+    if (!ev) return;
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *n = &g->nodes[i];
-        if (n->dead || n->n_in == 0 || !is_pure(n) || !cpu_kernels[n->op] ||
+        if (n->dead || n->n_in == 0 || !is_pure(n) || !ev->can_eval(ev->ctx, n->op) ||
             ops_table[n->op].scratch || ir_numel(&n->type) > FOLD_MAX_ELEMS)
             continue;
         int all_const = 1;
         for (int j = 0; j < n->n_in; j++) all_const &= g->nodes[n->in[j]].op == OP_CONST;
-        if (all_const) fold_node(g, i);
+        if (all_const) fold_node(g, i, ev);
     }
 }
 
@@ -288,9 +284,9 @@ static void pass_fuse_sgd(ir_graph *g)
     free(uses);
 }
 
-void pass_run_all(ir_graph *g, unsigned off)
+void pass_run_all(ir_graph *g, unsigned off, const pass_evaluator *ev)
 {
-    if (!(off & PASS_FOLD)) pass_fold(g);
+    if (!(off & PASS_FOLD)) pass_fold(g, ev);
     if (!(off & PASS_CSE)) pass_cse(g);
     if (!(off & PASS_FUSE)) pass_fuse(g), pass_fuse_relu(g), pass_fuse_sgd(g);
 }

@@ -2,63 +2,18 @@
  * params (with --set overrides), functions (inlined), variable scopes with
  * TensorFlow's reuse rules, compile-time loops, indexed names and device
  * annotations.  Builtins (ops, initializers, data, optimizers) are in
- * sema_builtins.c. */
+ * sema_builtins.c, values and their conversions in sema_value.c. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lang/fatal.h"
 #include "sema_int.h"
 
 #define SEMA_MAX_DEPTH 64
 #define SEMA_MAX_LOOP  100000
 
-/* ---- errors ---- */
-
-void sema_errs(sema *S, src_span sp, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    diag_vadd(S->g->diags, DIAG_ERROR, S->src, sp, fmt, ap);
-    va_end(ap);
-}
-
-void sema_err(sema *S, const ast_node *n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    diag_vadd(S->g->diags, DIAG_ERROR, S->src, n->span, fmt, ap);
-    va_end(ap);
-}
-
-value v_num(double x, int is_int)
-{
-    value v = {.k = V_NUM, .num = x, .is_int = is_int};
-    return v;
-}
-
-value v_tensor(int node)
-{
-    value v = {.k = node < 0 ? V_ERR : V_TENSOR, .node = node};
-    return v;
-}
-
-static value v_err(void)
-{
-    value v = {.k = V_ERR};
-    return v;
-}
-
-const char *sema_value_kind(const value *v)
-{
-    static const char *names[] = {"an erroneous value", "none",          "a number",
-                                  "a boolean",          "a string",      "a list",
-                                  "a tensor",           "a function",    "an op",
-                                  "a builtin",          "a data source", "an optimizer",
-                                  "an initializer"};
-    if (v->k == V_NUM && v->is_int) return "an integer";
-    return names[v->k];
-}
+static value sema_eval(sema *S, env *e, const ast_node *n);
 
 /* ---- environments ---- */
 
@@ -78,19 +33,40 @@ static binding *env_find(env *e, const char *name)
     return NULL;
 }
 
-static void env_set(env *e, const char *name, value v)
+static binding *env_set(env *e, const char *name, value v)
 {
     binding *b = env_find_local(e, name);
     if (b) {
         b->v = v;
-        return;
+        return b;
     }
     if (e->n == e->cap) {
         e->cap = e->cap ? 2 * e->cap : 16;
-        e->v = realloc(e->v, sizeof *e->v * (size_t)e->cap);
+        e->v = xreallocarray(e->v, (size_t)e->cap, sizeof *e->v);
     }
-    e->v[e->n].name = name;
-    e->v[e->n++].v = v;
+    e->v[e->n] = (binding){.name = name, .v = v};
+    return &e->v[e->n++];
+}
+
+/* Whether declaration st (param, input, data, fn, var) repeats a name
+ * that another declaration in e holds, reported.  It would silently hide
+ * the first (and two inputs would take one feed, two data sources one
+ * checkpoint key).  The same statement run again (in a loop, or a fn
+ * called twice) declares the same thing.  Two vars are stmt_var's to judge:
+ * scopes and reuse decide. */
+static int env_redeclared(sema *S, env *e, const ast_node *st)
+{
+    binding *b = env_find_local(e, st->name);
+    if (!b || !b->decl || b->decl == st || (b->decl->kind == AST_VAR && st->kind == AST_VAR))
+        return 0;
+    sema_err(S, st, "'%s' is already declared", st->name);
+    sema_note(S, b->decl, "'%s' was first declared here", st->name);
+    return 1;
+}
+
+static void env_declare(env *e, const ast_node *st, value v)
+{
+    env_set(e, st->name, v)->decl = st;
 }
 
 static int edit_distance(const char *a, const char *b)
@@ -126,7 +102,7 @@ static const char *env_suggest(env *e, const char *name)
 
 static vscope *scope_push(sema *S, const char *name, int reuse)
 {
-    vscope *v = calloc(1, sizeof *v);
+    vscope *v = xcalloc(1, sizeof *v);
     const char *pp = S->scope->path;
     size_t n = strlen(pp) + strlen(name) + 2;
     char *path = ir_alloc(S->g, n);
@@ -153,7 +129,7 @@ static int scope_count(vscope *v, const char *fn)
         if (strcmp(v->counters[i].name, fn) == 0) return v->counters[i].n++;
     if (v->n_counters == v->cap_counters) {
         v->cap_counters = v->cap_counters ? 2 * v->cap_counters : 8;
-        v->counters = realloc(v->counters, sizeof *v->counters * (size_t)v->cap_counters);
+        v->counters = xreallocarray(v->counters, (size_t)v->cap_counters, sizeof *v->counters);
     }
     v->counters[v->n_counters].name = fn;
     v->counters[v->n_counters++].n = 1;
@@ -183,17 +159,6 @@ static void place_since(sema *S, int mark, int dev)
 
 /* ---- expressions ---- */
 
-int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out)
-{
-    if (v.k == V_ERR) return -1;
-    if (v.k != V_NUM || !v.is_int) {
-        sema_err(S, at, "expected an integer, got %s", sema_value_kind(&v));
-        return -1;
-    }
-    *out = (int64_t)v.num;
-    return 0;
-}
-
 static value eval_name(sema *S, env *e, const ast_node *n)
 {
     binding *b = env_find(e, n->name);
@@ -207,7 +172,7 @@ static value eval_name(sema *S, env *e, const ast_node *n)
         sema_err(S, n, "unknown name '%s'; did you mean '%s'?", n->name, hint);
     else
         sema_err(S, n, "unknown name '%s'", n->name);
-    return v_err();
+    return sema_value_err();
 }
 
 static value eval_list(sema *S, env *e, const ast_node *n)
@@ -216,7 +181,7 @@ static value eval_list(sema *S, env *e, const ast_node *n)
     v.items = ir_alloc(S->g, sizeof(value) * (size_t)(n->n_items + 1));
     for (int i = 0; i < n->n_items; i++) {
         v.items[i] = sema_eval(S, e, n->items[i]);
-        if (v.items[i].k == V_ERR) return v_err();
+        if (v.items[i].k == V_ERR) return sema_value_err();
     }
     return v;
 }
@@ -227,17 +192,17 @@ static value fold_numbers(sema *S, const ast_node *n, value x, value y)
     int ints = x.is_int && y.is_int;
     switch (n->op) {
     case AOP_ADD:
-        return v_num(a + b, ints);
+        return sema_value_num(a + b, ints);
     case AOP_SUB:
-        return v_num(a - b, ints);
+        return sema_value_num(a - b, ints);
     case AOP_MUL:
-        return v_num(a * b, ints);
+        return sema_value_num(a * b, ints);
     case AOP_DIV:
         if (b == 0) {
             sema_err(S, n, "division by zero in a compile-time expression");
-            return v_err();
+            return sema_value_err();
         }
-        return v_num(a / b, ints && fmod(a, b) == 0);
+        return sema_value_num(a / b, ints && fmod(a, b) == 0);
     case AOP_EQ:
         return (value){.k = V_BOOL, .num = a == b};
     case AOP_NE:
@@ -252,7 +217,7 @@ static value fold_numbers(sema *S, const ast_node *n, value x, value y)
         return (value){.k = V_BOOL, .num = a >= b};
     default:
         sema_err(S, n, "'%s' needs tensors, got two numbers", ast_op_text(n->op));
-        return v_err();
+        return sema_value_err();
     }
 }
 
@@ -270,39 +235,39 @@ static ir_dtype value_dtype(sema *S, value v)
 static value eval_binary(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a), y = sema_eval(S, e, n->b);
-    if (x.k == V_ERR || y.k == V_ERR) return v_err();
+    if (x.k == V_ERR || y.k == V_ERR) return sema_value_err();
     if ((x.k == V_NUM || x.k == V_BOOL) && (y.k == V_NUM || y.k == V_BOOL))
         return fold_numbers(S, n, x, y);
     ir_dtype like = x.k == V_TENSOR ? value_dtype(S, x) : value_dtype(S, y);
     int in[2] = {sema_to_tensor(S, n->a, x, like), sema_to_tensor(S, n->b, y, like)};
-    if (in[0] < 0 || in[1] < 0) return v_err();
-    return v_tensor(ir_add(S->g, binop_to_ir[n->op], in, 2, NULL, S->src, n->span));
+    if (in[0] < 0 || in[1] < 0) return sema_value_err();
+    return sema_value_tensor(ir_add(S->g, binop_to_ir[n->op], in, 2, NULL, S->src, n->span));
 }
 
 static value eval_unary(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a);
     if (x.k == V_ERR) return x;
-    if (x.k == V_NUM) return v_num(-x.num, x.is_int);
+    if (x.k == V_NUM) return sema_value_num(-x.num, x.is_int);
     int in = sema_to_tensor(S, n->a, x, DT_F32);
-    if (in < 0) return v_err();
-    return v_tensor(ir_add(S->g, OP_NEG, &in, 1, NULL, S->src, n->span));
+    if (in < 0) return sema_value_err();
+    return sema_value_tensor(ir_add(S->g, OP_NEG, &in, 1, NULL, S->src, n->span));
 }
 
 static value eval_index(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a), i = sema_eval(S, e, n->b);
     int64_t k;
-    if (x.k == V_ERR || sema_int_arg(S, n->b, i, &k) < 0) return v_err();
+    if (x.k == V_ERR || sema_int_arg(S, n->b, i, &k) < 0) return sema_value_err();
     if (x.k != V_LIST) {
         sema_err(S, n->a, "cannot index %s; use slice() or gather() on tensors",
                  sema_value_kind(&x));
-        return v_err();
+        return sema_value_err();
     }
     if (k < 0 || k >= x.n_items || x.items[k].k == V_NONE) {
         sema_err(S, n->b, "index %lld is not set (the list has %d elements)", (long long)k,
                  x.n_items);
-        return v_err();
+        return sema_value_err();
     }
     return x.items[k];
 }
@@ -313,7 +278,7 @@ static value eval_field(sema *S, env *e, const ast_node *n)
     if (x.k == V_ERR) return x;
     if (x.k == V_DATA) return sema_data_field(S, n, x.id, n->name);
     sema_err(S, n, "%s has no field '%s'", sema_value_kind(&x), n->name);
-    return v_err();
+    return sema_value_err();
 }
 
 static value eval_method(sema *S, env *e, const ast_node *n)
@@ -322,16 +287,16 @@ static value eval_method(sema *S, env *e, const ast_node *n)
     if (obj.k == V_ERR) return obj;
     if (obj.k != V_OPT || strcmp(n->name, "minimize") != 0) {
         sema_err(S, n, "%s has no method '%s'", sema_value_kind(&obj), n->name);
-        return v_err();
+        return sema_value_err();
     }
     if (n->n_items != 1 || n->items[0]->kind == AST_KWARG) {
         sema_err(S, n, "minimize() takes one argument, the loss");
-        return v_err();
+        return sema_value_err();
     }
     value loss = sema_eval(S, e, n->items[0]);
     int l = loss.k == V_ERR ? -1 : sema_to_tensor(S, n->items[0], loss, DT_F32);
-    if (l < 0) return v_err();
-    value v = v_tensor(ad_minimize(S->g, l, &obj.opt, S->src, n->span));
+    if (l < 0) return sema_value_err();
+    value v = sema_value_tensor(ad_minimize(S->g, l, &obj.opt, S->src, n->span));
     v.is_train = 1;
     v.id = l;
     return v;
@@ -350,33 +315,34 @@ static int declares_vars(const ast_node *n)
 
 static int stmt_block(sema *S, env *e, const ast_node *blk);
 
-static int bind_params(sema *S, env *local, const ast_node *call, const ast_node *fn, value *args,
-                       int n_args, const ast_node **kw, value *kwv, int n_kw)
+static int bind_params(sema *S, env *local, const ast_node *fn, const sema_args *args)
 {
     int np = fn->n_items, ok = 1;
-    if (n_args > np) {
-        sema_err(S, call, "%s() takes %d argument%s, got %d", fn->name, np, np == 1 ? "" : "s",
-                 n_args);
+    if (args->n_pos > np) {
+        sema_err(S, args->call, "%s() takes %d argument%s, got %d", fn->name, np,
+                 np == 1 ? "" : "s", args->n_pos);
         return -1;
     }
-    for (int i = 0; i < n_args; i++) env_set(local, fn->items[i]->name, args[i]);
-    for (int k = 0; k < n_kw; k++) {
+    for (int i = 0; i < args->n_pos; i++) env_set(local, fn->items[i]->name, args->pos[i]);
+    for (int k = 0; k < args->n_kw; k++) {
+        const ast_node *kw = args->kw_at[k];
         int i = 0;
-        while (i < np && strcmp(fn->items[i]->name, kw[k]->name) != 0) i++;
+        while (i < np && strcmp(fn->items[i]->name, kw->name) != 0) i++;
         if (i == np) {
-            sema_err(S, kw[k], "%s() has no parameter named '%s'", fn->name, kw[k]->name);
+            sema_err(S, kw, "%s() has no parameter named '%s'", fn->name, kw->name);
             ok = 0;
-        } else if (i < n_args || env_find_local(local, kw[k]->name)) {
-            sema_err(S, kw[k], "%s() got two values for parameter '%s'", fn->name, kw[k]->name);
+        } else if (i < args->n_pos) {
+            sema_err(S, kw, "%s() got two values for parameter '%s'", fn->name, kw->name);
+            sema_note(S, args->pos_at[i], "'%s' was first given here, by position", kw->name);
             ok = 0;
         } else
-            env_set(local, kw[k]->name, kwv[k]);
+            env_set(local, kw->name, args->kw[k]);
     }
     for (int i = 0; i < np; i++) {
         const ast_node *p = fn->items[i];
         if (env_find_local(local, p->name)) continue;
         if (!p->a) {
-            sema_err(S, call, "%s() is missing argument '%s'", fn->name, p->name);
+            sema_err(S, args->call, "%s() is missing argument '%s'", fn->name, p->name);
             ok = 0;
             continue;
         }
@@ -385,16 +351,16 @@ static int bind_params(sema *S, env *local, const ast_node *call, const ast_node
     return ok ? 0 : -1;
 }
 
-static value call_fn(sema *S, const ast_node *call, const ast_node *fn, value *args, int n_args,
-                     const ast_node **kw, value *kwv, int n_kw)
+static value call_fn(sema *S, const ast_node *fn, const sema_args *args)
 {
+    const ast_node *call = args->call;
     if (S->depth >= SEMA_MAX_DEPTH) {
         sema_err(S, call, "function calls nested deeper than %d (recursion?)", SEMA_MAX_DEPTH);
-        return v_err();
+        return sema_value_err();
     }
     env local = {.parent = S->global};
-    value result = v_err();
-    if (bind_params(S, &local, call, fn, args, n_args, kw, kwv, n_kw) == 0) {
+    value result = sema_value_err();
+    if (bind_params(S, &local, fn, args) == 0) {
         int scoped = call->as_name || declares_vars(fn->b);
         if (scoped) {
             const char *nm = call->as_name;
@@ -419,44 +385,71 @@ static value call_fn(sema *S, const ast_node *call, const ast_node *fn, value *a
     return result;
 }
 
-static value eval_call(sema *S, env *e, const ast_node *n)
+/* f(a=1, a=2), whatever f is. */
+static int check_kwargs(sema *S, const sema_args *args)
 {
-    value f = sema_eval(S, e, n->a);
-    if (f.k == V_ERR) return f;
-    int na = 0, nk = 0;
-    value *args = calloc((size_t)n->n_items + 1, sizeof *args);
-    value *kwv = calloc((size_t)n->n_items + 1, sizeof *kwv);
-    const ast_node **kw = calloc((size_t)n->n_items + 1, sizeof *kw);
+    int r = 0;
+    for (int k = 1; k < args->n_kw; k++)
+        for (int j = 0; j < k; j++) {
+            const ast_node *kw = args->kw_at[k], *first = args->kw_at[j];
+            if (strcmp(kw->name, first->name) != 0) continue;
+            sema_err(S, kw, "argument '%s' is given twice", kw->name);
+            sema_note(S, first, "'%s' was first given here", kw->name);
+            r = -1;
+            break;
+        }
+    return r;
+}
+
+/* Evaluates n's arguments into args (arrays the caller frees); returns -1
+ * when one of them is an error. */
+static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args)
+{
+    size_t cap = (size_t)n->n_items + 1;
     int bad = 0;
+    *args = (sema_args){.call = n,
+                        .pos = xcalloc(cap, sizeof(value)),
+                        .pos_at = xcalloc(cap, sizeof(ast_node *)),
+                        .kw = xcalloc(cap, sizeof(value)),
+                        .kw_at = xcalloc(cap, sizeof(ast_node *))};
     for (int i = 0; i < n->n_items; i++) {
         const ast_node *it = n->items[i];
         value v = sema_eval(S, e, it->kind == AST_KWARG ? it->a : it);
         bad |= v.k == V_ERR;
         if (it->kind == AST_KWARG)
-            kw[nk] = it, kwv[nk++] = v;
+            args->kw_at[args->n_kw] = it, args->kw[args->n_kw++] = v;
         else
-            args[na++] = v;
+            args->pos_at[args->n_pos] = it, args->pos[args->n_pos++] = v;
     }
-    value r = v_err();
-    if (bad) {
+    return bad ? -1 : 0;
+}
+
+static value eval_call(sema *S, env *e, const ast_node *n)
+{
+    value f = sema_eval(S, e, n->a);
+    if (f.k == V_ERR) return f;
+    sema_args args;
+    value r = sema_value_err();
+    if (eval_args(S, e, n, &args) < 0 || check_kwargs(S, &args) < 0) {
     } else if (f.k == V_FN)
-        r = call_fn(S, n, f.fn, args, na, kw, kwv, nk);
+        r = call_fn(S, f.fn, &args);
     else if (f.k == V_OP)
-        r = sema_call_op(S, n, f.id, args, na, kw, kwv, nk);
+        r = sema_call_op(S, f.id, &args);
     else if (f.k == V_BUILTIN)
-        r = sema_call_builtin(S, e, n, f.id, args, na, kw, kwv, nk);
+        r = sema_call_builtin(S, f.id, &args);
     else
         sema_err(S, n->a, "%s is not callable", sema_value_kind(&f));
-    free(args);
-    free(kwv);
-    free(kw);
+    free(args.pos);
+    free(args.pos_at);
+    free(args.kw);
+    free(args.kw_at);
     return r;
 }
 
 static value eval_device_expr(sema *S, env *e, const ast_node *n)
 {
     int dev = eval_device(S, e, n->b);
-    if (dev < 0) return v_err();
+    if (dev < 0) return sema_value_err();
     int mark = S->g->n_nodes, saved = S->device;
     S->device = dev;
     value v = sema_eval(S, e, n->a);
@@ -465,11 +458,11 @@ static value eval_device_expr(sema *S, env *e, const ast_node *n)
     return v;
 }
 
-value sema_eval(sema *S, env *e, const ast_node *n)
+static value sema_eval(sema *S, env *e, const ast_node *n)
 {
     switch (n->kind) {
     case AST_NUM:
-        return v_num(n->num, n->flag);
+        return sema_value_num(n->num, n->flag);
     case AST_STR:
         return (value){.k = V_STR, .str = n->name};
     case AST_BOOL:
@@ -494,7 +487,7 @@ value sema_eval(sema *S, env *e, const ast_node *n)
         return eval_device_expr(S, e, n);
     default:
         sema_err(S, n, "expected an expression");
-        return v_err();
+        return sema_value_err();
     }
 }
 
@@ -510,7 +503,7 @@ static int parse_override(sema *S, const ast_node *st, const char *text, value d
                      def.is_int ? "an integer" : "a number");
             return -1;
         }
-        *out = v_num(x, def.is_int);
+        *out = sema_value_num(x, def.is_int);
     } else if (def.k == V_BOOL) {
         if (strcmp(text, "true") && strcmp(text, "false")) {
             sema_err(S, st, "--set %s=%s: expected true or false", st->name, text);
@@ -533,24 +526,26 @@ static void stmt_param(sema *S, env *e, const ast_node *st)
         sema_err(S, st, "param is only allowed at the top level");
         return;
     }
+    if (env_redeclared(S, e, st)) return;
     value v = sema_eval(S, e, st->a);
     if (v.k != V_ERR && v.k != V_NUM && v.k != V_BOOL && v.k != V_STR) {
         sema_err(S, st->a, "a param must be a number, boolean or string, got %s",
                  sema_value_kind(&v));
-        v = v_err();
+        v = sema_value_err();
     }
     for (int i = 0; i < S->opt->n_params; i++)
         if (strcmp(S->opt->params[i].name, st->name) == 0) {
             S->param_used[i] = 1;
             if (v.k != V_ERR && parse_override(S, st, S->opt->params[i].value, v, &v) < 0)
-                v = v_err();
+                v = sema_value_err();
         }
-    env_set(e, st->name, v);
+    env_declare(e, st, v);
 }
 
 static void stmt_input(sema *S, env *e, const ast_node *st)
 {
-    env_set(e, st->name, v_err()); /* until it succeeds: no cascades */
+    if (env_redeclared(S, e, st)) return;
+    env_declare(e, st, sema_value_err()); /* until it succeeds: no cascades */
     const ast_node *ty = st->a;
     ir_type t = {.dtype = strcmp(ty->name, "i32") == 0 ? DT_I32 : DT_F32, .rank = ty->n_items};
     if (strcmp(ty->name, "f32") && strcmp(ty->name, "i32")) {
@@ -570,7 +565,7 @@ static void stmt_input(sema *S, env *e, const ast_node *st)
     }
     int node = ir_add_input(S->g, st->name, &t, S->src, st->span);
     if (S->device >= 0) S->g->nodes[node].device = S->device;
-    env_set(e, st->name, v_tensor(node));
+    env_set(e, st->name, sema_value_tensor(node));
 }
 
 static void redeclared(sema *S, const ast_node *st, const char *full, int old)
@@ -596,7 +591,8 @@ static int reuse_var(sema *S, const ast_node *st, const char *full, int old, con
 
 static void stmt_var(sema *S, env *e, const ast_node *st)
 {
-    env_set(e, st->name, v_err()); /* until it succeeds: no cascades */
+    if (env_redeclared(S, e, st)) return;
+    env_declare(e, st, sema_value_err()); /* until it succeeds: no cascades */
     value init = sema_eval(S, e, st->a);
     if (init.k == V_ERR) return;
     if (init.k != V_INIT) {
@@ -632,7 +628,7 @@ static void stmt_var(sema *S, env *e, const ast_node *st)
         int vi = ir_add_var(S->g, &v);
         node = S->g->vars[vi].node;
     }
-    if (node >= 0) env_set(e, st->name, v_tensor(node));
+    if (node >= 0) env_set(e, st->name, sema_value_tensor(node));
 }
 
 static void stmt_scope(sema *S, env *e, const ast_node *st)
@@ -670,7 +666,7 @@ static int stmt_for(sema *S, env *e, const ast_node *st)
         return 0;
     }
     for (int64_t i = lo; i < hi; i++) {
-        env_set(e, st->name, v_num((double)i, 1));
+        env_set(e, st->name, sema_value_num((double)i, 1));
         int r = stmt_block(S, e, st->c);
         if (r) return r;
     }
@@ -724,19 +720,38 @@ static void stmt_assign(sema *S, env *e, const ast_node *st)
     }
 }
 
+/* fn f(x, x): no call could tell the two apart. */
+static int check_params(sema *S, const ast_node *fn)
+{
+    int r = 0;
+    for (int i = 1; i < fn->n_items; i++)
+        for (int j = 0; j < i; j++) {
+            const ast_node *p = fn->items[i], *first = fn->items[j];
+            if (strcmp(p->name, first->name) != 0) continue;
+            sema_err(S, p, "%s() has two parameters named '%s'", fn->name, p->name);
+            sema_note(S, first, "'%s' was first declared here", p->name);
+            r = -1;
+            break;
+        }
+    return r;
+}
+
 static void stmt_fn(sema *S, env *e, const ast_node *st)
 {
     if (e != S->global) {
         sema_err(S, st, "functions can only be defined at the top level");
         return;
     }
-    env_set(e, st->name, (value){.k = V_FN, .fn = st});
+    if (env_redeclared(S, e, st)) return;
+    int ok = check_params(S, st) == 0;
+    env_declare(e, st, ok ? (value){.k = V_FN, .fn = st} : sema_value_err());
 }
 
 static void stmt_data(sema *S, env *e, const ast_node *st)
 {
+    if (env_redeclared(S, e, st)) return;
     value v = sema_eval(S, e, st->a);
-    env_set(e, st->name, sema_data_stmt(S, st, v) == 0 ? v : v_err());
+    env_declare(e, st, sema_data_stmt(S, st, v) == 0 ? v : sema_value_err());
 }
 
 /* Returns 1 after a `return`, else 0. */
@@ -860,7 +875,7 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
               .scope = &top,
               .device = -1};
     int errs = g->diags->n_errors;
-    S.param_used = calloc((size_t)S.opt->n_params + 1, 1);
+    S.param_used = xcalloc((size_t)S.opt->n_params + 1, 1);
     if (t->root) stmt_block(&S, &global, t->root);
     check_params_used(&S);
     if (g->diags->n_errors == errs) place_all(&S);

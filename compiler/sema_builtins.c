@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../runtime/data.h"
+#include "../lang/fatal.h"
 #include "sema_int.h"
 
 #define GR_DATASETS_DIR "/usr/share/datasets"
@@ -52,30 +52,38 @@ typedef struct argspec {
     int required;
 } argspec;
 
-/* Binds args to spec slots in out[] (V_NONE when absent). */
-static int bind_args(sema *S, const ast_node *call, const char *fname, const argspec *spec,
-                     int n_spec, value *args, int n_args, const ast_node **kw, value *kwv, int n_kw,
-                     value *out)
+/* Binds args (the positional ones from `skip` on, then the keyword ones) to
+ * spec slots in out[] (V_NONE when absent). */
+static int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec,
+                     const sema_args *args, int skip, value *out)
 {
+    int n_pos = args->n_pos - skip;
     for (int i = 0; i < n_spec; i++) out[i] = (value){.k = V_NONE};
-    if (n_args > n_spec) {
-        sema_err(S, call, "%s() takes at most %d positional arguments, got %d", fname, n_spec,
-                 n_args);
+    if (n_pos > n_spec) {
+        sema_err(S, args->call, "%s() takes at most %d positional arguments, got %d", fname, n_spec,
+                 n_pos);
         return -1;
     }
-    for (int i = 0; i < n_args; i++) out[i] = args[i];
-    for (int k = 0; k < n_kw; k++) {
+    for (int i = 0; i < n_pos; i++) out[i] = args->pos[skip + i];
+    for (int k = 0; k < args->n_kw; k++) {
+        const ast_node *kw = args->kw_at[k];
         int i = 0;
-        while (i < n_spec && strcmp(spec[i].name, kw[k]->name) != 0) i++;
+        while (i < n_spec && strcmp(spec[i].name, kw->name) != 0) i++;
         if (i == n_spec) {
-            sema_err(S, kw[k], "%s() has no argument named '%s'", fname, kw[k]->name);
+            sema_err(S, kw, "%s() has no argument named '%s'", fname, kw->name);
             return -1;
         }
-        out[i] = kwv[k];
+        if (i < n_pos) {
+            sema_err(S, kw, "%s() got two values for argument '%s'", fname, kw->name);
+            sema_note(S, args->pos_at[skip + i], "'%s' was first given here, by position",
+                      kw->name);
+            return -1;
+        }
+        out[i] = args->kw[k];
     }
     for (int i = 0; i < n_spec; i++)
         if (spec[i].required && out[i].k == V_NONE) {
-            sema_err(S, call, "%s() is missing argument '%s'", fname, spec[i].name);
+            sema_err(S, args->call, "%s() is missing argument '%s'", fname, spec[i].name);
             return -1;
         }
     return 0;
@@ -117,104 +125,6 @@ static int shape_arg(sema *S, const ast_node *at, value v, ir_type *t)
         }
     }
     return 0;
-}
-
-/* ---- tensors from values ---- */
-
-static int list_shape(const value *v, ir_type *t, int depth)
-{
-    if (v->k != V_LIST) return v->k == V_NUM || v->k == V_BOOL ? 0 : -1;
-    if (depth >= IR_MAX_DIMS || v->n_items == 0) return -1;
-    t->dim[depth] = v->n_items;
-    if (t->rank < depth + 1) t->rank = depth + 1;
-    for (int i = 0; i < v->n_items; i++) {
-        ir_type sub = *t;
-        if (list_shape(&v->items[i], &sub, depth + 1) < 0) return -1;
-        if (i && sub.rank != t->rank) return -1;
-        *t = sub;
-    }
-    return 0;
-}
-
-static int list_fill(const value *v, float *dst, int64_t *k, const ir_type *t, int depth)
-{
-    if (v->k != V_LIST) {
-        dst[(*k)++] = (float)v->num;
-        return 0;
-    }
-    if (v->n_items != t->dim[depth]) return -1;
-    for (int i = 0; i < v->n_items; i++)
-        if (list_fill(&v->items[i], dst, k, t, depth + 1) < 0) return -1;
-    return 0;
-}
-
-static int list_const(sema *S, const ast_node *at, value v)
-{
-    ir_type t = {.dtype = DT_F32};
-    if (list_shape(&v, &t, 0) < 0) {
-        sema_err(S, at, "a tensor literal must be a non-empty rectangular list of numbers");
-        return -1;
-    }
-    float *data = ir_alloc(S->g, sizeof(float) * (size_t)ir_numel(&t));
-    int64_t k = 0;
-    if (list_fill(&v, data, &k, &t, 0) < 0 || k != ir_numel(&t)) {
-        sema_err(S, at, "a tensor literal must be a non-empty rectangular list of numbers");
-        return -1;
-    }
-    int node = ir_add_const(S->g, 0, &t, S->src, at->span);
-    if (node >= 0) S->g->nodes[node].cdata = data;
-    return node;
-}
-
-/* A list of tensors is stacked along a new leading axis. */
-static int stack_tensors(sema *S, const ast_node *at, value v)
-{
-    int *parts = calloc((size_t)v.n_items, sizeof *parts), node = -1;
-    for (int i = 0; i < v.n_items; i++) {
-        int x = sema_to_tensor(S, at, v.items[i], DT_F32);
-        if (x < 0) goto out;
-        ir_attrs a = {0};
-        const ir_type *t = &S->g->nodes[x].type;
-        a.n_list = t->rank + 1;
-        a.list[0] = 1;
-        for (int d = 0; d < t->rank; d++) a.list[d + 1] = t->dim[d];
-        if ((parts[i] = ir_add(S->g, OP_RESHAPE, &x, 1, &a, S->src, at->span)) < 0) goto out;
-    }
-    node = v.n_items == 1
-               ? parts[0]
-               : ir_add(S->g, OP_CONCAT, parts, v.n_items, &(ir_attrs){0}, S->src, at->span);
-out:
-    free(parts);
-    return node;
-}
-
-int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like)
-{
-    ir_type scalar = {.dtype = DT_F32};
-    switch (v.k) {
-    case V_ERR:
-        return -1;
-    case V_TENSOR:
-        return v.node;
-    case V_BOOL:
-    case V_NUM:
-        if (like == DT_I32 && v.is_int) scalar.dtype = DT_I32;
-        return ir_add_const(S->g, v.num, &scalar, S->src, at->span);
-    case V_LIST:
-        for (int i = 0; i < v.n_items; i++)
-            if (v.items[i].k == V_TENSOR || v.items[i].k == V_NONE) return stack_tensors(S, at, v);
-        return list_const(S, at, v);
-    case V_INIT:
-        if (v.init <= INIT_CONSTANT) {
-            double fill = v.init == INIT_ZEROS ? 0 : v.init == INIT_ONES ? 1 : v.ia;
-            return ir_add_const(S->g, fill, &v.itype, S->src, at->span);
-        }
-        sema_err(S, at, "a random initializer can only initialize a var");
-        return -1;
-    default:
-        sema_err(S, at, "expected a tensor, got %s", sema_value_kind(&v));
-        return -1;
-    }
 }
 
 /* ---- registry ops ---- */
@@ -265,63 +175,62 @@ static int op_n_attrs(const op_info *info)
     return n;
 }
 
-static int op_attrs(sema *S, const ast_node *call, const op_info *info, value *rest, int n_rest,
-                    const ast_node **kw, value *kwv, int n_kw, ir_attrs *a)
+/* The attributes: every argument after the op's `skip` tensor ones. */
+static int op_attrs(sema *S, op_kind op, const sema_args *args, int skip, ir_attrs *a)
 {
+    const op_info *info = &ops_table[op];
     int na = op_n_attrs(info);
     value bound[IR_MAX_ATTRS];
     argspec spec[IR_MAX_ATTRS] = {{0}};
     for (int i = 0; i < na; i++)
         spec[i] = (argspec){info->attrs[i].name, isnan(info->attrs[i].def)};
-    if (bind_args(S, call, ops_name((op_kind)(info - ops_table)), spec, na, rest, n_rest, kw, kwv,
-                  n_kw, bound) < 0)
-        return -1;
+    if (bind_args(S, ops_name(op), spec, na, args, skip, bound) < 0) return -1;
     for (int i = 0; i < na; i++) {
         if (bound[i].k == V_NONE) {
             a->i[i] = (int64_t)info->attrs[i].def;
             a->f[i] = info->attrs[i].def;
-        } else if (op_attr_value(S, call, &info->attrs[i], bound[i], i, a) < 0)
+        } else if (op_attr_value(S, args->call, &info->attrs[i], bound[i], i, a) < 0)
             return -1;
     }
     return 0;
 }
 
-value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_args,
-                   const ast_node **kw, value *kwv, int n_kw)
+value sema_call_op(sema *S, int op, const sema_args *args)
 {
     const op_info *info = &ops_table[op];
+    const ast_node *call = args->call;
     int arity = info->arity, in[IR_MAX_DIMS * 8];
-    value *tensors = args;
+    value *tensors = args->pos, *first = args->pos;
     int n_t = arity;
     if (arity < 0) { /* variadic: a list of tensors, e.g. concat([a, b], axis=1) */
-        if (n_args < 1 || args[0].k != V_LIST || args[0].n_items > (int)(sizeof in / sizeof *in)) {
+        if (args->n_pos < 1 || first->k != V_LIST ||
+            first->n_items > (int)(sizeof in / sizeof *in)) {
             sema_err(S, call, "%s() takes a list of tensors first", ops_name(op));
-            return (value){.k = V_ERR};
+            return sema_value_err();
         }
-        tensors = args[0].items;
-        n_t = args[0].n_items;
+        tensors = first->items;
+        n_t = first->n_items;
         arity = 1;
-    } else if (n_args < arity) {
+    } else if (args->n_pos < arity) {
         sema_err(S, call, "%s() takes %d tensor argument%s, got %d", ops_name(op), arity,
-                 arity == 1 ? "" : "s", n_args);
-        return (value){.k = V_ERR};
+                 arity == 1 ? "" : "s", args->n_pos);
+        return sema_value_err();
     }
     ir_dtype like = DT_F32;
     for (int i = 0; i < n_t; i++)
         if (tensors[i].k == V_TENSOR) like = S->g->nodes[tensors[i].node].type.dtype;
     for (int i = 0; i < n_t; i++)
-        if ((in[i] = sema_to_tensor(S, call, tensors[i], like)) < 0) return (value){.k = V_ERR};
+        if ((in[i] = sema_to_tensor(S, call, tensors[i], like)) < 0) return sema_value_err();
     ir_attrs a = {0};
-    if (op_attrs(S, call, info, args + arity, n_args - arity, kw, kwv, n_kw, &a) < 0)
-        return (value){.k = V_ERR};
-    return v_tensor(ir_add(S->g, (op_kind)op, in, n_t, &a, S->src, call->span));
+    if (op_attrs(S, op, args, arity, &a) < 0) return sema_value_err();
+    return sema_value_tensor(ir_add(S->g, (op_kind)op, in, n_t, &a, S->src, call->span));
 }
 
 /* ---- initializers ---- */
 
-static value call_init(sema *S, const ast_node *call, int b, value *args, int n_args,
-                       const ast_node **kw, value *kwv, int n_kw)
+static value call_init(sema *S, int b, const sema_args *args)
 {
+    const ast_node *call = args->call;
     static const argspec spec[] = {{"shape", 1}, {"a", 0}, {"b", 0}};
     static const argspec cspec[] = {{"value", 1}, {"shape", 1}};
     static const argspec nspec[] = {{"shape", 1}, {"mean", 0}, {"std", 0}};
@@ -332,8 +241,7 @@ static value call_init(sema *S, const ast_node *call, int b, value *args, int n_
                         : b == B_UNIFORM ? uspec
                                          : spec;
     int ns = b == B_CONSTANT ? 2 : (b == B_NORMAL || b == B_UNIFORM) ? 3 : 1;
-    if (bind_args(S, call, builtin_names[b], sp, ns, args, n_args, kw, kwv, n_kw, bound) < 0)
-        return (value){.k = V_ERR};
+    if (bind_args(S, builtin_names[b], sp, ns, args, 0, bound) < 0) return sema_value_err();
     value v = {.k = V_INIT};
     static const ir_init kinds[] = {[B_ZEROS] = INIT_ZEROS,
                                     [B_ONES] = INIT_ONES,
@@ -344,60 +252,63 @@ static value call_init(sema *S, const ast_node *call, int b, value *args, int n_
                                     [B_HE] = INIT_HE};
     v.init = kinds[b];
     int shape_at = b == B_CONSTANT ? 1 : 0;
-    if (shape_arg(S, call, bound[shape_at], &v.itype) < 0) return (value){.k = V_ERR};
-    if (b == B_CONSTANT && num_arg(S, call, bound[0], 0, &v.ia) < 0) return (value){.k = V_ERR};
+    if (shape_arg(S, call, bound[shape_at], &v.itype) < 0) return sema_value_err();
+    if (b == B_CONSTANT && num_arg(S, call, bound[0], 0, &v.ia) < 0) return sema_value_err();
     if (b == B_NORMAL &&
         (num_arg(S, call, bound[1], 0, &v.ia) < 0 || num_arg(S, call, bound[2], 1, &v.ib) < 0))
-        return (value){.k = V_ERR};
+        return sema_value_err();
     if (b == B_UNIFORM && (num_arg(S, call, bound[1], -0.05, &v.ia) < 0 ||
                            num_arg(S, call, bound[2], 0.05, &v.ib) < 0))
-        return (value){.k = V_ERR};
+        return sema_value_err();
     return v;
 }
 
 /* ---- shape helpers ---- */
 
-static value call_dim(sema *S, const ast_node *call, int b, value *args, int n_args)
+static value call_dim(sema *S, int b, const sema_args *args)
 {
-    int x = n_args == 1 ? sema_to_tensor(S, call, args[0], DT_F32) : -1;
-    if (n_args != 1) sema_err(S, call, "%s() takes one tensor", builtin_names[b]);
-    if (x < 0) return (value){.k = V_ERR};
+    const ast_node *call = args->call;
+    int x = args->n_pos == 1 ? sema_to_tensor(S, call, args->pos[0], DT_F32) : -1;
+    if (args->n_pos != 1) sema_err(S, call, "%s() takes one tensor", builtin_names[b]);
+    if (x < 0) return sema_value_err();
     const ir_type *t = &S->g->nodes[x].type;
     if (t->rank < 1) {
         sema_err(S, call, "%s() needs a tensor of rank >= 1, got a scalar", builtin_names[b]);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
-    return v_num((double)(b == B_ROWS ? t->dim[0] : t->dim[t->rank - 1]), 1);
+    return sema_value_num((double)(b == B_ROWS ? t->dim[0] : t->dim[t->rank - 1]), 1);
 }
 
 /* shard(x, i, n): the i-th of n equal slices along axis 0. */
-static value call_shard(sema *S, const ast_node *call, value *args, int n_args)
+static value call_shard(sema *S, const sema_args *args)
 {
+    const ast_node *call = args->call;
+    const value *v = args->pos;
     int64_t i, n;
-    if (n_args != 3) {
+    if (args->n_pos != 3) {
         sema_err(S, call, "shard() takes (tensor, index, count)");
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
-    int x = sema_to_tensor(S, call, args[0], DT_F32);
-    if (x < 0 || sema_int_arg(S, call, args[1], &i) < 0 || sema_int_arg(S, call, args[2], &n) < 0)
-        return (value){.k = V_ERR};
+    int x = sema_to_tensor(S, call, v[0], DT_F32);
+    if (x < 0 || sema_int_arg(S, call, v[1], &i) < 0 || sema_int_arg(S, call, v[2], &n) < 0)
+        return sema_value_err();
     const ir_type *t = &S->g->nodes[x].type;
     if (t->rank < 1 || n <= 0 || t->dim[0] % n || i < 0 || i >= n) {
         char buf[96];
         sema_err(S, call, "shard(%s, %lld, %lld): axis 0 must split into %lld equal parts",
                  ir_type_str(t, buf, sizeof buf), (long long)i, (long long)n, (long long)n);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
     int64_t step = t->dim[0] / n;
     ir_attrs a = {.i = {0, i * step, (i + 1) * step}};
-    return v_tensor(ir_add(S->g, OP_SLICE, &x, 1, &a, S->src, call->span));
+    return sema_value_tensor(ir_add(S->g, OP_SLICE, &x, 1, &a, S->src, call->span));
 }
 
 /* ---- optimizers ---- */
 
-static value call_opt(sema *S, const ast_node *call, int b, value *args, int n_args,
-                      const ast_node **kw, value *kwv, int n_kw)
+static value call_opt(sema *S, int b, const sema_args *args)
 {
+    const ast_node *call = args->call;
     static const argspec sgd[] = {{"lr", 1}, {"locking", 0}};
     static const argspec mom[] = {{"lr", 1}, {"m", 0}, {"nesterov", 0}, {"locking", 0}};
     static const argspec adam[] = {{"lr", 0}, {"b1", 0}, {"b2", 0}, {"eps", 0}, {"locking", 0}};
@@ -406,25 +317,25 @@ static value call_opt(sema *S, const ast_node *call, int b, value *args, int n_a
     ad_optimizer *o = &v.opt;
     int bad;
     if (b == B_SGD) {
-        bad = bind_args(S, call, "sgd", sgd, 2, args, n_args, kw, kwv, n_kw, x) < 0 ||
+        bad = bind_args(S, "sgd", sgd, 2, args, 0, x) < 0 ||
               num_arg(S, call, x[0], 0, &o->lr) < 0 || num_arg(S, call, x[1], 0, &lock) < 0;
         o->kind = AD_SGD;
     } else if (b == B_MOMENTUM) {
-        bad = bind_args(S, call, "momentum", mom, 4, args, n_args, kw, kwv, n_kw, x) < 0 ||
+        bad = bind_args(S, "momentum", mom, 4, args, 0, x) < 0 ||
               num_arg(S, call, x[0], 0, &o->lr) < 0 || num_arg(S, call, x[1], 0.9, &o->m) < 0 ||
               num_arg(S, call, x[2], 0, &nest) < 0 || num_arg(S, call, x[3], 0, &lock) < 0;
         o->kind = AD_MOMENTUM;
     } else {
-        bad = bind_args(S, call, "adam", adam, 5, args, n_args, kw, kwv, n_kw, x) < 0 ||
+        bad = bind_args(S, "adam", adam, 5, args, 0, x) < 0 ||
               num_arg(S, call, x[0], 1e-3, &o->lr) < 0 || num_arg(S, call, x[1], 0.9, &o->b1) < 0 ||
               num_arg(S, call, x[2], 0.999, &o->b2) < 0 ||
               num_arg(S, call, x[3], 1e-8, &o->eps) < 0 || num_arg(S, call, x[4], 0, &lock) < 0;
         o->kind = AD_ADAM;
     }
-    if (bad) return (value){.k = V_ERR};
+    if (bad) return sema_value_err();
     if (!(o->lr > 0)) {
         sema_err(S, call, "learning rate must be positive, got %g", o->lr);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
     o->nesterov = nest != 0;
     o->locking = lock != 0;
@@ -463,24 +374,6 @@ static int str_or_none(sema *S, const ast_node *at, value v, const char **out)
     return 0;
 }
 
-void sema_data_spec(const ir_data *d, data_spec *s)
-{
-    static const data_kind kinds[] = {[DATA_IDX] = DATA_KIND_IDX,
-                                      [DATA_CSV] = DATA_KIND_CSV,
-                                      [DATA_RAW] = DATA_KIND_RAW,
-                                      [DATA_GAUSSIAN] = DATA_KIND_GAUSSIAN};
-    *s = (data_spec){.kind = kinds[d->kind],
-                     .path = {d->path[0], d->path[1]},
-                     .batch = d->batch,
-                     .shuffle = d->shuffle,
-                     .seed = d->seed,
-                     .label_col = d->label_col,
-                     .n_classes = d->n_classes,
-                     .n = d->gen_n,
-                     .x_rank = d->x_rank};
-    for (int i = 0; i < d->x_rank; i++) s->x_dims[i] = d->x_dims[i];
-}
-
 static int data_from_call(sema *S, const ast_node *call, int b, const data_call *c, ir_data *d)
 {
     static const ir_data_kind kinds[] = {
@@ -511,8 +404,8 @@ static int data_from_call(sema *S, const ast_node *call, int b, const data_call 
 }
 
 /* x: f32[batch, features] by default, or f32[batch, shape...] with shape=. */
-static int data_types(sema *S, const ast_node *call, const data_call *c, const data_info *info,
-                      ir_data *d)
+static int data_types(sema *S, const ast_node *call, const data_call *c,
+                      const sema_data_shape *info, ir_data *d)
 {
     int64_t per = 1;
     for (int i = 0; i < info->x_rank; i++) per *= info->x_dims[i];
@@ -533,27 +426,31 @@ static int data_types(sema *S, const ast_node *call, const data_call *c, const d
     return 0;
 }
 
-static value call_data(sema *S, const ast_node *call, int b, value *args, int n_args,
-                       const ast_node **kw, value *kwv, int n_kw)
+static int probe_data(sema *S, const ast_node *call, const ir_data *d, sema_data_shape *info)
 {
+    char err[512];
+    if (!S->opt->probe_data) {
+        sema_err(S, call, "cannot read data sources here: the compiler was given no data probe");
+        return -1;
+    }
+    if (S->opt->probe_data(S->opt->probe_ctx, d, info, err, sizeof err) == 0) return 0;
+    sema_err(S, call, "%s", err);
+    return -1;
+}
+
+static value call_data(sema *S, int b, const sema_args *args)
+{
+    const ast_node *call = args->call;
     static const argspec spec[] = {{"x", 0},    {"y", 0},     {"batch", 1},   {"shuffle", 0},
                                    {"seed", 0}, {"shape", 0}, {"classes", 0}, {"label", 0},
                                    {"n", 0},    {"dims", 0}};
     data_call c;
-    if (bind_args(S, call, builtin_names[b], spec, 10, args, n_args, kw, kwv, n_kw, &c.paths[0]) <
-        0)
-        return (value){.k = V_ERR};
+    if (bind_args(S, builtin_names[b], spec, 10, args, 0, &c.paths[0]) < 0) return sema_value_err();
     ir_data d = {.src = S->src, .span = call->span};
-    data_spec s;
-    data_info info;
-    char err[512];
-    if (data_from_call(S, call, b, &c, &d) < 0) return (value){.k = V_ERR};
-    sema_data_spec(&d, &s);
-    if (data_probe(&s, &info, err, sizeof err) < 0) {
-        sema_err(S, call, "%s", err);
-        return (value){.k = V_ERR};
-    }
-    if (data_types(S, call, &c, &info, &d) < 0) return (value){.k = V_ERR};
+    sema_data_shape info;
+    if (data_from_call(S, call, b, &c, &d) < 0 || probe_data(S, call, &d, &info) < 0 ||
+        data_types(S, call, &c, &info, &d) < 0)
+        return sema_value_err();
     return (value){.k = V_DATA, .id = ir_add_data(S->g, &d)};
 }
 
@@ -576,37 +473,35 @@ value sema_data_field(sema *S, const ast_node *at, int data, const char *field)
     int which = strcmp(field, "x") == 0 ? 0 : strcmp(field, "y") == 0 ? 1 : -1;
     if (which < 0) {
         sema_err(S, at, "a data source has fields x and y, not '%s'", field);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
     if (which == 1 && S->g->data[data].y.rank < 0) {
         sema_err(S, at, "data source '%s' has no labels", S->g->data[data].name);
-        return (value){.k = V_ERR};
+        return sema_value_err();
     }
     if (data >= S->n_data_cache) {
         int n = data + 8;
-        S->data_x = realloc(S->data_x, sizeof(int) * (size_t)n);
-        S->data_y = realloc(S->data_y, sizeof(int) * (size_t)n);
+        S->data_x = xreallocarray(S->data_x, (size_t)n, sizeof(int));
+        S->data_y = xreallocarray(S->data_y, (size_t)n, sizeof(int));
         for (int i = S->n_data_cache; i < n; i++) S->data_x[i] = S->data_y[i] = -1;
         S->n_data_cache = n;
     }
     int *slot = which ? &S->data_y[data] : &S->data_x[data];
     ir_attrs a = {.i = {which, data}};
     if (*slot < 0) *slot = ir_add(S->g, OP_DATA, NULL, 0, &a, S->src, at->span);
-    return v_tensor(*slot);
+    return sema_value_tensor(*slot);
 }
 
-value sema_call_builtin(sema *S, env *e, const ast_node *call, int b, value *args, int n_args,
-                        const ast_node **kw, value *kwv, int n_kw)
+value sema_call_builtin(sema *S, int b, const sema_args *args)
 {
-    (void)e;
-    if (b <= B_HE) return call_init(S, call, b, args, n_args, kw, kwv, n_kw);
-    if (b == B_COLS || b == B_ROWS) return call_dim(S, call, b, args, n_args);
-    if (b == B_SHARD) return call_shard(S, call, args, n_args);
+    if (b <= B_HE) return call_init(S, b, args);
+    if (b == B_COLS || b == B_ROWS) return call_dim(S, b, args);
+    if (b == B_SHARD) return call_shard(S, args);
     if (b == B_NONE) {
-        if (n_args == 1 && n_kw == 0) return args[0];
-        sema_err(S, call, "none() takes one argument");
-        return (value){.k = V_ERR};
+        if (args->n_pos == 1 && args->n_kw == 0) return args->pos[0];
+        sema_err(S, args->call, "none() takes one argument");
+        return sema_value_err();
     }
-    if (b <= B_GAUSSIAN) return call_data(S, call, b, args, n_args, kw, kwv, n_kw);
-    return call_opt(S, call, b, args, n_args, kw, kwv, n_kw);
+    if (b <= B_GAUSSIAN) return call_data(S, b, args);
+    return call_opt(S, b, args);
 }

@@ -1,7 +1,11 @@
 /* sema_int.h - private to compiler/sema*.c: compile-time values and the
  * evaluation context.  The .graph program is evaluated once at compile time;
  * tensor-valued expressions add IR nodes, everything else (numbers, lists,
- * functions, optimizers) is folded away. */
+ * functions, optimizers) is folded away.
+ *
+ * Calls run one way: sema.c (statements, expressions, user fns) ->
+ * sema_builtins.c (ops, initializers, data, optimizers) -> sema_value.c
+ * (values, errors, conversions). */
 #ifndef GR_SEMA_INT_H
 #define GR_SEMA_INT_H
 
@@ -41,9 +45,22 @@ struct value {
     ir_type itype;    /* V_INIT shape */
 };
 
+/* One call's arguments, evaluated: positional ones in order, then keyword
+ * ones with their AST_KWARG nodes (names and spans for messages). */
+typedef struct sema_args {
+    const ast_node *call;
+    value *pos;
+    const ast_node **pos_at; /* each positional argument's expression */
+    int n_pos;
+    value *kw;
+    const ast_node **kw_at;
+    int n_kw;
+} sema_args;
+
 typedef struct binding {
     const char *name;
     value v;
+    const ast_node *decl; /* the param/input/data/fn/var statement, or NULL */
 } binding;
 
 typedef struct env {
@@ -81,23 +98,25 @@ typedef struct sema {
     unsigned char *param_used;
 } sema;
 
-/* sema.c */
-value sema_eval(sema *S, env *e, const ast_node *n);
+/* sema_value.c: values, errors and conversions (calls nothing else in sema) */
 void sema_err(sema *S, const ast_node *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void sema_errs(sema *S, src_span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like);
+/* A note after an error, e.g. at the first of two things with one name. */
+void sema_note(sema *S, const ast_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+value sema_value_num(double x, int is_int);
+value sema_value_tensor(int node); /* V_ERR when node < 0 */
+value sema_value_err(void);
+const char *sema_value_kind(const value *v); /* "an integer", "a list", ... */
 int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out);
-const char *sema_value_kind(const value *v);
-value v_num(double x, int is_int);
-value v_tensor(int node);
+/* The tensor node for v: numbers and lists become constants, a list of
+ * tensors is stacked; -1 after reporting at `at`. */
+int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like);
 
 /* sema_builtins.c: data sources, initializers, optimizers, helpers */
 int sema_builtin_lookup(const char *name);
-value sema_call_builtin(sema *S, env *e, const ast_node *call, int builtin, value *args, int n_args,
-                        const ast_node **kw, value *kwv, int n_kw);
-value sema_call_op(sema *S, const ast_node *call, int op, value *args, int n_args,
-                   const ast_node **kw, value *kwv, int n_kw);
+value sema_call_builtin(sema *S, int builtin, const sema_args *args);
+value sema_call_op(sema *S, int op, const sema_args *args);
 value sema_data_field(sema *S, const ast_node *at, int data, const char *field);
 int sema_data_stmt(sema *S, const ast_node *stmt, value v);
 

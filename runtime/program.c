@@ -1,41 +1,9 @@
-/* program.c - compiling a .graph file into a gr_program, and its dumps. */
+/* program.c - the gr_program API: compiling a .graph file or string (the
+ * driver is compile.c), its dumps and what it says about its targets. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime.h"
-
-static int available_gpus(void);
-
-static void program_warnings(gr_program *p)
-{
-    size_t len = 0;
-    FILE *f = open_memstream(&p->warnings, &len);
-    if (!f) return;
-    diag_print(&p->diags, f);
-    fclose(f);
-}
-
-static gr_code program_build(gr_program *p, const gr_compile_options *opt, gr_status *st)
-{
-    p->ast = ps_parse(p->src, &p->diags);
-    if (p->diags.n_errors) return rt_fail_diags(st, GR_ERR_SYNTAX, &p->diags);
-    p->g = ir_new(&p->diags);
-    sema_param *params = calloc((size_t)(opt ? opt->n_params : 0) + 1, sizeof *params);
-    for (int i = 0; opt && i < opt->n_params; i++)
-        params[i] = (sema_param){opt->params[i].name, opt->params[i].value};
-    sema_options so = {.params = params,
-                       .n_params = opt ? opt->n_params : 0,
-                       .soft_placement = opt && opt->soft_placement,
-                       .n_cpu = 16,
-                       .n_gpu = available_gpus()};
-    int r = sema_compile(p->g, p->ast, &so);
-    free(params);
-    if (r < 0 || p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
-    pass_run_all(p->g, opt ? opt->passes_off : 0);
-    program_warnings(p);
-    rt_ok(st);
-    return GR_OK;
-}
 
 static gr_code program_from(src_file *src, const gr_compile_options *opt, gr_program **out,
                             gr_status *st)
@@ -43,7 +11,7 @@ static gr_code program_from(src_file *src, const gr_compile_options *opt, gr_pro
     gr_program *p = calloc(1, sizeof *p);
     p->src = src;
     diag_init(&p->diags);
-    gr_code c = program_build(p, opt, st);
+    gr_code c = rt_compile(p, opt, st);
     if (c != GR_OK) {
         gr_program_free(p);
         p = NULL;
@@ -139,19 +107,6 @@ gr_code gr_program_emit(const gr_program *p, const char *what, const char *targe
         return rt_fail(st, GR_ERR_ARG, "unknown dump '%s' (ast, ir, plan or dot)\n", what);
     return GR_OK;
 }
-
-#ifdef GR_HAVE_CUDA
-#include "../devices/cuda/cuda.h"
-static int available_gpus(void)
-{
-    return cuda_device_count();
-}
-#else
-static int available_gpus(void)
-{
-    return 0;
-}
-#endif
 
 const char *gr_version(void)
 {

@@ -81,6 +81,17 @@ struct gr_session {
     atomic_uint_fast64_t train_steps; /* gr_run calls on train targets (checkpoint.c) */
 };
 
+/* compile.c: parses p->src, runs sema and the passes into p->ast and p->g,
+ * and keeps the warnings in p->warnings. */
+gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st);
+/* The reader spec of data source d, as sema probed it and a session opens
+ * it. Paths point into the graph. */
+void rt_data_spec(const ir_data *d, data_spec *s);
+/* Every live node's op has a kernel on its device (kernels_of(dev): that
+ * device's table, NULL for none), else an error at the node naming the op
+ * and the device; returns -1 then. */
+int rt_check_kernels(ir_graph *g, const kernel_fn *(*kernels_of)(int dev));
+
 /* init.c: variable initialisers, deterministic per (seed, variable name). */
 void rt_init_var(const ir_var *v, float *dst, uint64_t seed);
 

@@ -184,7 +184,7 @@ gr_code rt_open_reader(gr_session *s, int di, gr_status *st)
     const ir_data *d = &s->g->data[di];
     data_spec spec;
     char err[512];
-    sema_data_spec(d, &spec);
+    rt_data_spec(d, &spec);
     spec.seed ^= s->opt.seed;
     pthread_mutex_lock(&s->readers_mu);
     data_reader *r = s->readers[di] ? s->readers[di] : data_open(&spec, err, sizeof err);

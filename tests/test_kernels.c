@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <cmocka.h>
 
 #include "devices/cpu/cpu.h"
+#include "runtime/runtime.h"
 
 #define TOL 1e-5
 
@@ -1257,6 +1259,39 @@ static void test_ids_out_of_range_fault(void **state)
     assert_int_equal(call_status(&c), 0);
 }
 
+/* A device whose table lacks an op: placing that op there is a compile
+ * error naming the op, the device and the line. */
+static kernel_fn holed[OP_COUNT];
+
+static const kernel_fn *holed_kernels(int dev)
+{
+    (void)dev;
+    return holed;
+}
+
+static void test_missing_kernel_is_a_compile_error(void **state)
+{
+    (void)state;
+    const char *text = "input x: f32[2, 3]\nvar w = zeros([3, 4])\ny = sum(x @ w)\n";
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    assert_int_equal(gr_compile_string("hole.graph", text, strlen(text), NULL, &p, st), GR_OK);
+    memcpy(holed, cpu_kernels, sizeof holed);
+    assert_int_equal(rt_check_kernels(p->g, holed_kernels), 0);
+    holed[OP_MATMUL] = NULL;
+    assert_int_equal(rt_check_kernels(p->g, holed_kernels), -1);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    diag_print(&p->diags, f);
+    fclose(f);
+    assert_non_null(strstr(out, "hole.graph:3:9: error: 'matmul' has no kernel on cpu:0\n"
+                                "y = sum(x @ w)\n"));
+    free(out);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 /* i32 neg negates integers (it once flipped the float sign bit of an i32). */
 static void test_neg_i32(void **state)
 {
@@ -1519,6 +1554,7 @@ int main(void)
         cmocka_unit_test(test_cpu_vtable_alloc_aligned_and_copy),
         cmocka_unit_test(test_every_op_has_a_kernel_on_every_device),
         cmocka_unit_test(test_neg_i32),
+        cmocka_unit_test(test_missing_kernel_is_a_compile_error),
         cmocka_unit_test(test_ids_out_of_range_fault),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

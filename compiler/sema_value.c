@@ -1,0 +1,163 @@
+/* sema_value.c - compile-time values: constructors, their names in
+ * messages, error reporting, and the conversions every part of sema needs
+ * (an integer argument, a value as a tensor node).  It calls nothing else
+ * in sema, so sema.c and sema_builtins.c both build on it. */
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "../lang/fatal.h"
+#include "sema_int.h"
+
+void sema_err(sema *S, const ast_node *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vadd(S->g->diags, DIAG_ERROR, S->src, n->span, fmt, ap);
+    va_end(ap);
+}
+
+void sema_note(sema *S, const ast_node *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vadd(S->g->diags, DIAG_NOTE, S->src, n->span, fmt, ap);
+    va_end(ap);
+}
+
+value sema_value_num(double x, int is_int)
+{
+    value v = {.k = V_NUM, .num = x, .is_int = is_int};
+    return v;
+}
+
+value sema_value_tensor(int node)
+{
+    value v = {.k = node < 0 ? V_ERR : V_TENSOR, .node = node};
+    return v;
+}
+
+value sema_value_err(void)
+{
+    value v = {.k = V_ERR};
+    return v;
+}
+
+const char *sema_value_kind(const value *v)
+{
+    static const char *names[] = {"an erroneous value", "none",          "a number",
+                                  "a boolean",          "a string",      "a list",
+                                  "a tensor",           "a function",    "an op",
+                                  "a builtin",          "a data source", "an optimizer",
+                                  "an initializer"};
+    if (v->k == V_NUM && v->is_int) return "an integer";
+    return names[v->k];
+}
+
+int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out)
+{
+    if (v.k == V_ERR) return -1;
+    if (v.k != V_NUM || !v.is_int) {
+        sema_err(S, at, "expected an integer, got %s", sema_value_kind(&v));
+        return -1;
+    }
+    *out = (int64_t)v.num;
+    return 0;
+}
+
+/* ---- tensors from values ---- */
+
+static int list_shape(const value *v, ir_type *t, int depth)
+{
+    if (v->k != V_LIST) return v->k == V_NUM || v->k == V_BOOL ? 0 : -1;
+    if (depth >= IR_MAX_DIMS || v->n_items == 0) return -1;
+    t->dim[depth] = v->n_items;
+    if (t->rank < depth + 1) t->rank = depth + 1;
+    for (int i = 0; i < v->n_items; i++) {
+        ir_type sub = *t;
+        if (list_shape(&v->items[i], &sub, depth + 1) < 0) return -1;
+        if (i && sub.rank != t->rank) return -1;
+        *t = sub;
+    }
+    return 0;
+}
+
+static int list_fill(const value *v, float *dst, int64_t *k, const ir_type *t, int depth)
+{
+    if (v->k != V_LIST) {
+        dst[(*k)++] = (float)v->num;
+        return 0;
+    }
+    if (v->n_items != t->dim[depth]) return -1;
+    for (int i = 0; i < v->n_items; i++)
+        if (list_fill(&v->items[i], dst, k, t, depth + 1) < 0) return -1;
+    return 0;
+}
+
+static int list_const(sema *S, const ast_node *at, value v)
+{
+    ir_type t = {.dtype = DT_F32};
+    if (list_shape(&v, &t, 0) < 0) {
+        sema_err(S, at, "a tensor literal must be a non-empty rectangular list of numbers");
+        return -1;
+    }
+    float *data = ir_alloc(S->g, sizeof(float) * (size_t)ir_numel(&t));
+    int64_t k = 0;
+    if (list_fill(&v, data, &k, &t, 0) < 0 || k != ir_numel(&t)) {
+        sema_err(S, at, "a tensor literal must be a non-empty rectangular list of numbers");
+        return -1;
+    }
+    int node = ir_add_const(S->g, 0, &t, S->src, at->span);
+    if (node >= 0) S->g->nodes[node].cdata = data;
+    return node;
+}
+
+/* A list of tensors is stacked along a new leading axis. */
+static int stack_tensors(sema *S, const ast_node *at, value v)
+{
+    int *parts = xcalloc((size_t)v.n_items, sizeof *parts), node = -1;
+    for (int i = 0; i < v.n_items; i++) {
+        int x = sema_to_tensor(S, at, v.items[i], DT_F32);
+        if (x < 0) goto out;
+        ir_attrs a = {0};
+        const ir_type *t = &S->g->nodes[x].type;
+        a.n_list = t->rank + 1;
+        a.list[0] = 1;
+        for (int d = 0; d < t->rank; d++) a.list[d + 1] = t->dim[d];
+        if ((parts[i] = ir_add(S->g, OP_RESHAPE, &x, 1, &a, S->src, at->span)) < 0) goto out;
+    }
+    node = v.n_items == 1
+               ? parts[0]
+               : ir_add(S->g, OP_CONCAT, parts, v.n_items, &(ir_attrs){0}, S->src, at->span);
+out:
+    free(parts);
+    return node;
+}
+
+int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like)
+{
+    ir_type scalar = {.dtype = DT_F32};
+    switch (v.k) {
+    case V_ERR:
+        return -1;
+    case V_TENSOR:
+        return v.node;
+    case V_BOOL:
+    case V_NUM:
+        if (like == DT_I32 && v.is_int) scalar.dtype = DT_I32;
+        return ir_add_const(S->g, v.num, &scalar, S->src, at->span);
+    case V_LIST:
+        for (int i = 0; i < v.n_items; i++)
+            if (v.items[i].k == V_TENSOR || v.items[i].k == V_NONE) return stack_tensors(S, at, v);
+        return list_const(S, at, v);
+    case V_INIT:
+        if (v.init <= INIT_CONSTANT) {
+            double fill = v.init == INIT_ZEROS ? 0 : v.init == INIT_ONES ? 1 : v.ia;
+            return ir_add_const(S->g, fill, &v.itype, S->src, at->span);
+        }
+        sema_err(S, at, "a random initializer can only initialize a var");
+        return -1;
+    default:
+        sema_err(S, at, "expected a tensor, got %s", sema_value_kind(&v));
+        return -1;
+    }
+}
