@@ -34,7 +34,9 @@
  *    complete diagnostics: "FILE:LINE:COL: error: ...", the source line and
  *    a caret.
  *  - Threads: gr_run and gr_eval may be called on one session from any
- *    number of threads at once.  Everything else on a given object must not
+ *    number of threads at once; gr_session_save and the gr_variable_*
+ *    calls may run beside them (they wait for the steps in flight and copy
+ *    between whole steps).  Everything else on a given object must not
  *    race with other calls on that object.
  *  - The library never calls exit() and never prints; internal bugs call
  *    the abort hook (gr_set_abort_hook), which by default prints the message

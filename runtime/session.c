@@ -493,19 +493,17 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     const plan_graph *plan = exec_plan(e); /* s->plans may move: not read unlocked */
     int64_t nb = eval_batches(s, plan);
     uint64_t(*saved)[2] = xcalloc((size_t)plan->n_data_used + 1, sizeof *saved);
-    /* no run holds a batch while the cursors move: seeks under the pause lock */
+    /* The whole pass holds the pause lock: no run takes a batch from a
+     * cursor the pass has moved (training beside it once re-read the epoch's
+     * first batches), and the pass sees one set of weights. */
     pthread_rwlock_wrlock(&s->pause);
     eval_cursors(s, plan, saved, 0);
-    pthread_rwlock_unlock(&s->pause);
     double sum = 0;
-    pthread_rwlock_rdlock(&s->pause);
     for (int64_t b = 0; b < nb && c == GR_OK; b++) {
         int views = 0;
         c = exec_run(e, NULL, 0, &f, 1, &views, st);
         sum += x;
     }
-    pthread_rwlock_unlock(&s->pause);
-    pthread_rwlock_wrlock(&s->pause);
     eval_cursors(s, plan, saved, 1);
     pthread_rwlock_unlock(&s->pause);
     free(saved);

@@ -811,25 +811,19 @@ static void test_two_targets_train_through_saves_and_evals(void **state)
     gr_status_free(st);
 }
 
-/* ---- KNOWN BUG, reproduced: gr_eval beside gr_run on one data source ----
+/* ---- gr_eval beside gr_run on one data source ----
  *
- * gr_eval (runtime/session.c) moves the shared reader of every source it
- * reads to the start (pause lock held exclusively), runs its pass holding
- * the lock shared, then moves the reader back to the saved cursor.  gr_run
- * calls on the same source hold the lock shared too, so during the pass
- * they take batches from the evaluation's cursor: they train on the first
- * batches of the epoch, which the seek back then hands out again, while the
- * evaluation misses the batches they took and wraps around instead.  Both
- * contracts break: "it does not move the training cursors" (docs/api.md)
- * and "one full pass of its data sources" (graphrun.h).  The CLI runs
- * --eval-every from its watch thread beside the training executors, so
- * `--eval loss --eval-every K` on a training source hits it too.
+ * gr_eval moves the reader of every source it reads to the start, runs one
+ * pass and moves it back.  Runs on the same source must neither take
+ * batches from the evaluation's cursor (they once did: training re-read the
+ * epoch's first batches, which the seek back handed out again, and the
+ * evaluation missed the batches they took) nor see the cursor move.
  *
  * Row i of the CSV holds i, so the batches a run fetches tell which
  * examples it took: over exactly EPOCHS epochs each example must be taken
- * EPOCHS times (as test_concurrency checks with no evaluation running), and
- * every evaluation must average each row once.  The race needs a pass to
- * overlap a training run, so the test tries up to ROUNDS fresh sessions. */
+ * EPOCHS times, and every evaluation must average each row once.  A pass
+ * must overlap training runs to matter, so the test tries ROUNDS fresh
+ * sessions. */
 enum { RN = 240, RB = 8, RK = 2, REPOCHS = 3, RPER = RN / RB * REPOCHS / RK, ROUNDS = 50 };
 
 typedef struct repro {
@@ -906,7 +900,7 @@ static int repro_round(const gr_program *p, repro *r, char *msg, size_t n)
     return -1;
 }
 
-static void test_known_bug_eval_beside_training_moves_its_cursor(void **state)
+static void test_eval_beside_training_keeps_its_cursor(void **state)
 {
     (void)state;
     static repro r;
@@ -928,19 +922,14 @@ static void test_known_bug_eval_beside_training_moves_its_cursor(void **state)
     gr_status_free(st);
     unlink(path);
     rmdir(dir);
-    if (bad) fail_msg("KNOWN BUG (runtime/session.c gr_eval), round %d: %s", round, msg);
+    if (bad) fail_msg("round %d: %s", round, msg);
 }
 
-/* tests/soak.cmake runs the known bug's reproduction as a CTest entry of
- * its own: SOAK_ONLY and SOAK_SKIP are cmocka name patterns. */
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_targets_train_through_saves_and_evals),
-        cmocka_unit_test(test_known_bug_eval_beside_training_moves_its_cursor),
+        cmocka_unit_test(test_eval_beside_training_keeps_its_cursor),
     };
-    const char *only = getenv("SOAK_ONLY"), *skip = getenv("SOAK_SKIP");
-    if (only && *only) cmocka_set_test_filter(only);
-    if (skip && *skip) cmocka_set_skip_filter(skip);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
