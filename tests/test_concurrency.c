@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +161,97 @@ static void test_concurrent_executors_never_share_a_batch(void **state)
     rmdir(dir);
 }
 
+/* gr_variable_read/write beside gr_run see and set whole steps: with
+ * locked updates every element of c moves together, so a copy that
+ * caught an update halfway would hold two values. */
+enum { SNAP_N = 1 << 16 };
+
+typedef struct snapper {
+    gr_session *s;
+    atomic_int stop;
+    int torn, reads;
+} snapper;
+
+static int all_equal(const float *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        if (v[i] != v[0]) return 0;
+    return 1;
+}
+
+static void *snap(void *arg)
+{
+    snapper *sn = arg;
+    float *v = malloc(sizeof(float) * SNAP_N);
+    gr_status *st = gr_status_new();
+    for (int k = 0; !atomic_load(&sn->stop); k++) {
+        if (gr_variable_read(sn->s, "c", v, sizeof(float) * SNAP_N, st) != GR_OK) break;
+        sn->torn += !all_equal(v, SNAP_N);
+        sn->reads++;
+        if (k % 8 == 0) { /* and writes land whole too */
+            for (int i = 0; i < SNAP_N; i++) v[i] = (float)(1000 * k);
+            if (gr_variable_write(sn->s, "c", v, sizeof(float) * SNAP_N, st) != GR_OK) break;
+        }
+    }
+    gr_status_free(st);
+    free(v);
+    return NULL;
+}
+
+static void test_variable_access_beside_runs_sees_whole_steps(void **state)
+{
+    (void)state;
+    char text[256];
+    snprintf(text, sizeof text,
+             "var c = zeros([%d])\nloss = sum(c) * -1.0\ntrain = sgd(1.0, "
+             "locking=true).minimize(loss)\n",
+             SNAP_N);
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = session_for(text, &p, st, 0);
+    snapper sn = {.s = s};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, snap, &sn), 0);
+    assert_int_equal(run_threads(s, "train", 2, 1500, NULL, 0, NULL), 0);
+    atomic_store(&sn.stop, 1);
+    pthread_join(t, NULL);
+    assert_true(sn.reads > 0);
+    assert_int_equal(sn.torn, 0);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* A thread holding a zero-copy view of a session another thread frees:
+ * the view ends with the session, and its slot is free again (it once
+ * stayed taken, and the ninth such session refused views). */
+static void *free_session(void *arg)
+{
+    gr_session_free(arg);
+    return NULL;
+}
+
+static void test_views_end_when_another_thread_frees_the_session(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = session_for("var c = ones([4])\ny = c * 2.0\n", &p, st, 0);
+    gr_session_free(s);
+    for (int i = 0; i < 20; i++) {
+        gr_session_options so = {.threads = 1};
+        assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+        gr_fetch f = {"y", NULL, 0, NULL}; /* zero-copy: the view stays with this thread */
+        assert_gr_ok(gr_run(s, "y", NULL, 0, &f, 1, st), st);
+        assert_true(((const float *)f.view)[3] == 2.0f);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, free_session, s), 0);
+        pthread_join(t, NULL);
+    }
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -167,6 +259,8 @@ int main(void)
         cmocka_unit_test(test_unlocked_updates_may_be_lost),
         cmocka_unit_test(test_many_threads_train_and_converge),
         cmocka_unit_test(test_concurrent_executors_never_share_a_batch),
+        cmocka_unit_test(test_variable_access_beside_runs_sees_whole_steps),
+        cmocka_unit_test(test_views_end_when_another_thread_frees_the_session),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
