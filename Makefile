@@ -5,7 +5,7 @@ BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 JOBS ?= 2
 
-.PHONY: all setup build demo test clean format
+.PHONY: all setup build demo test test-asan test-tsan clean format
 
 all: build
 
@@ -21,6 +21,15 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, and
+# under ThreadSanitizer (with the documented Hogwild! suppressions), each in
+# its own build folder.
+test-asan:
+	$(MAKE) test BUILD=build-asan BUILD_TYPE=Asan
+
+test-tsan:
+	$(MAKE) test BUILD=build-tsan BUILD_TYPE=Tsan
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
