@@ -8,12 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CSV_FIELD_MAX 128
+#define CSV_SHOW_MAX 64 /* characters of a bad field quoted in a message */
 
 typedef struct csv_text {
-    char *buf;
+    char *buf; /* len bytes, then a NUL that stops strtod at the end of the file */
     size_t len;
 } csv_text;
+
+/* One field of a line, blanks around it trimmed. */
+typedef struct csv_field {
+    const char *s, *e;
+} csv_field;
 
 typedef struct csv_cursor {
     const char *p, *end;
@@ -53,6 +58,7 @@ static int csv_read_file(const char *path, csv_text *t, char *err, size_t errlen
         data_err(err, errlen, "%s: %s", path, bad ? "read error" : "out of memory");
         return -1;
     }
+    buf[len] = '\0'; /* the loop leaves len < cap */
     t->buf = buf;
     t->len = len;
     return 0;
@@ -90,34 +96,39 @@ static int csv_count_fields(const char *s, const char *e)
     return n;
 }
 
-/* Copies field [s, e) trimmed into out (NUL-terminated, truncated to fit). */
-static void csv_field_text(const char *s, const char *e, char *out)
+static csv_field csv_trim(const char *s, const char *e)
 {
     while (s < e && (*s == ' ' || *s == '\t')) s++;
     while (e > s && (e[-1] == ' ' || e[-1] == '\t')) e--;
-    size_t n = (size_t)(e - s) < CSV_FIELD_MAX - 1 ? (size_t)(e - s) : CSV_FIELD_MAX - 1;
-    memcpy(out, s, n);
-    out[n] = '\0';
+    return (csv_field){s, e};
 }
 
-static int csv_parse_num(const char *text, double *v)
+/* How much of a field a message quotes. */
+static int csv_show(csv_field f)
+{
+    return f.e - f.s < CSV_SHOW_MAX ? (int)(f.e - f.s) : CSV_SHOW_MAX;
+}
+
+/* strtod reads the file buffer in place, so a field of any length is judged
+ * whole (the terminating NUL keeps it inside the buffer), and it must use up
+ * exactly the field.  ERANGE fails only on overflow: an underflow still
+ * gives a number, 0 or a subnormal. */
+static int csv_parse_num(csv_field f, double *v)
 {
     char *end;
-    if (!*text) return 0;
+    if (f.s == f.e) return 0;
     errno = 0;
-    *v = strtod(text, &end);
-    return *end == '\0' && errno != ERANGE;
+    *v = strtod(f.s, &end);
+    return end == f.e && !(errno == ERANGE && isinf(*v));
 }
 
 static int csv_line_numeric(const char *s, const char *e)
 {
-    char f[CSV_FIELD_MAX];
     double v;
     for (const char *fs = s; fs <= e;) {
         const char *fe = memchr(fs, ',', (size_t)(e - fs));
         if (!fe) fe = e;
-        csv_field_text(fs, fe, f);
-        if (!csv_parse_num(f, &v)) return 0;
+        if (!csv_parse_num(csv_trim(fs, fe), &v)) return 0;
         fs = fe + 1;
     }
     return 1;
@@ -182,12 +193,12 @@ int data_csv_probe(const data_spec *s, data_info *info, char *err, size_t errlen
     return rc;
 }
 
-static int csv_store_label(const char *path, int64_t line, int col, const char *f, double v,
+static int csv_store_label(const char *path, int64_t line, int col, csv_field f, double v,
                            int32_t *y, char *err, size_t errlen)
 {
     if (v < 0 || v > INT32_MAX || v != floor(v)) {
-        data_err(err, errlen, "%s:%lld: label '%s' in column %d is not a non-negative integer",
-                 path, (long long)line, f, col + 1);
+        data_err(err, errlen, "%s:%lld: label '%.*s' in column %d is not a non-negative integer",
+                 path, (long long)line, csv_show(f), f.s, col + 1);
         return -1;
     }
     *y = (int32_t)v;
@@ -204,16 +215,15 @@ static int csv_parse_row(const char *path, const csv_shape *sh, int64_t line, co
                  sh->ncols, nf);
         return -1;
     }
-    char f[CSV_FIELD_MAX];
     double v;
     int col = 0;
     for (const char *fs = s; fs <= e; col++) {
         const char *fe = memchr(fs, ',', (size_t)(e - fs));
         if (!fe) fe = e;
-        csv_field_text(fs, fe, f);
+        csv_field f = csv_trim(fs, fe);
         if (!csv_parse_num(f, &v)) {
-            data_err(err, errlen, "%s:%lld: column %d: '%s' is not a number", path, (long long)line,
-                     col + 1, f);
+            data_err(err, errlen, "%s:%lld: column %d: '%.*s' is not a number", path,
+                     (long long)line, col + 1, csv_show(f), f.s);
             return -1;
         }
         if (col == sh->label) {

@@ -13,6 +13,7 @@
 #define IDX_MAGIC_LABELS 0x00000801u
 #define IDX_MAX_DIMS     5 /* n plus at most 4 per-example dims */
 #define IDX_MAX_BYTES    (INT64_C(1) << 40)
+#define IDX_FIRST_CHUNK  (INT64_C(1) << 20) /* a body is read in growing chunks from here */
 
 typedef struct idx_header {
     uint32_t magic;
@@ -108,6 +109,12 @@ static int idx_sizes(const char *path, idx_header *h, char *err, size_t errlen)
 {
     int64_t ex = 1, total;
     for (int d = 1; d < h->ndims; d++) {
+        /* Empty examples would let a header of a few bytes declare
+         * billions of them, each costing a shuffle slot but no data. */
+        if (h->dims[d] == 0) {
+            data_err(err, errlen, "%s: IDX dimension %d is 0; examples must not be empty", path, d);
+            return -1;
+        }
         if (!data_mul_ok(ex, h->dims[d], IDX_MAX_BYTES, &ex)) goto too_big;
     }
     if (!data_mul_ok(ex, h->dims[0], IDX_MAX_BYTES, &total) ||
@@ -223,29 +230,72 @@ static int idx_host_is_little(void)
     return *(const unsigned char *)&one == 1;
 }
 
+/* The next buffer size while reading a body of want bytes: doubling from
+ * IDX_FIRST_CHUNK, never past want. */
+static int64_t idx_grow(int64_t cap, int64_t want)
+{
+    int64_t next = cap < IDX_FIRST_CHUNK ? IDX_FIRST_CHUNK : cap * 2;
+    return next < want ? next : want;
+}
+
+enum { IDX_READ_OK, IDX_READ_ERROR, IDX_READ_NOMEM };
+
+/* Reads up to want bytes into a new buffer (*out), growing it as the bytes
+ * arrive: the header's promise is not trusted with memory, so a short file
+ * that claims terabytes costs no more than its real contents.  *got is the
+ * count read.  On failure nothing is left allocated. */
+static int idx_read_grow(gzFile gz, int64_t want, unsigned char **out, int64_t *got)
+{
+    unsigned char *buf = NULL;
+    int64_t cap = 0;
+    int rc = IDX_READ_NOMEM;
+    *got = 0;
+    for (;;) {
+        int64_t next = idx_grow(cap, want);
+        unsigned char *nb = realloc(buf, next ? (size_t)next : 1);
+        if (!nb) break;
+        buf = nb;
+        int64_t r = idx_read(gz, buf + cap, next - cap);
+        if (r < 0) {
+            rc = IDX_READ_ERROR;
+            break;
+        }
+        *got += r;
+        if (*got < next || next == want) {
+            *out = buf;
+            return IDX_READ_OK;
+        }
+        cap = next;
+    }
+    free(buf);
+    return rc;
+}
+
 /* Reads the data after the header into a new buffer (*out). */
 static int idx_read_body(gzFile gz, const char *path, const idx_header *h, void **out, char *err,
                          size_t errlen)
 {
-    void *buf = malloc(h->bytes ? (size_t)h->bytes : 1);
-    if (!buf) {
+    unsigned char *buf;
+    int64_t got;
+    int rc = idx_read_grow(gz, h->bytes, &buf, &got);
+    if (rc == IDX_READ_NOMEM) {
         data_err(err, errlen, "%s: out of memory for %lld bytes", path, (long long)h->bytes);
         return -1;
     }
-    int64_t got = idx_read(gz, buf, h->bytes);
-    if (got < 0) {
+    if (rc == IDX_READ_ERROR) {
         data_err(err, errlen, "%s: read error: %s", path, idx_gzmsg(gz));
-    } else if (got < h->bytes) {
+        return -1;
+    }
+    if (got < h->bytes) {
         data_err(err, errlen, "%s: truncated: header promises %lld bytes of data, file has %lld",
                  path, (long long)h->bytes, (long long)got);
-    } else {
-        size_t es = data_elem_size(h->elem);
-        if (es > 1 && idx_host_is_little()) idx_to_host(buf, h->bytes / (int64_t)es, es);
-        *out = buf;
-        return 0;
+        free(buf);
+        return -1;
     }
-    free(buf);
-    return -1;
+    size_t es = data_elem_size(h->elem);
+    if (es > 1 && idx_host_is_little()) idx_to_host(buf, h->bytes / (int64_t)es, es);
+    *out = buf;
+    return 0;
 }
 
 static int idx_load_file(const char *path, int labels, idx_header *h, void **out, char *err,

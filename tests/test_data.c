@@ -900,6 +900,98 @@ static void test_error_csv_empty_and_bad_labels(void **state)
     expect_error(&s, want);
 }
 
+/* ---- hardening: inputs from fuzzing (tests/fuzz/fuzz_data_*.c) and review ---- */
+
+/* A header that promises about 1 TB in a 23-byte file is truncated, and
+ * says so: the body buffer grows with the bytes read, where it used to be
+ * allocated whole from the header first and fail as out of memory. */
+static void test_idx_header_promising_a_terabyte_is_truncated(void **state)
+{
+    (void)state;
+    const char *p = tmp_path("huge-header");
+    uint32_t dims[3] = {0xFFFFFFFFu, 16, 16};
+    write_idx(p, 0, 0x00000803, dims, 3, "abc", 3);
+    data_spec s = idx_spec(p, NULL, 1);
+    char want[512];
+    snprintf(want, sizeof want,
+             "%s: truncated: header promises 1099511627520 bytes of data, file has 3", p);
+    expect_error(&s, want);
+    write_idx(p, 1, 0x00000803, dims, 3, "abc", 3);
+    expect_error(&s, want);
+}
+
+/* Bodies bigger than the first read chunk (1 MiB) come out whole. */
+static void test_idx_body_larger_than_one_read_chunk(void **state)
+{
+    (void)state;
+    enum { N = 400000, BATCH = 8 }; /* 2.4 MB of pixels: the buffer grows twice */
+    for (int gz = 0; gz < 2; gz++) {
+        const char *img = tmp_path(gz ? "big-img.gz" : "big-img"),
+                   *lab = tmp_path(gz ? "big-lab.gz" : "big-lab");
+        make_idx_pair(img, lab, gz, N);
+        data_spec s = idx_spec(img, lab, BATCH);
+        data_reader *r = open_ok(&s);
+        float x[BATCH * IMG_PX];
+        int32_t y[BATCH];
+        assert_int_equal(data_seek(r, 0, N / BATCH - 1), 0);
+        assert_int_equal(data_next(r, x, y), 0);
+        for (int i = 0; i < BATCH; i++) {
+            int ex = N - BATCH + i;
+            for (int k = 0; k < IMG_PX; k++)
+                assert_float_equal(x[i * IMG_PX + k], (float)((ex + k) % 256), 0);
+            assert_int_equal(y[i], ex % 10);
+        }
+        data_close(r);
+    }
+}
+
+/* An empty example (a zero dimension after n) holds no data, so a 16-byte
+ * file could declare two billion of them: shuffling those took 32 GB and
+ * minutes.  Such files are refused at probe. */
+static void test_idx_empty_examples_are_refused(void **state)
+{
+    (void)state;
+    const char *p = tmp_path("empty-examples");
+    uint32_t dims[3] = {2000000000u, 3, 0};
+    write_idx(p, 0, 0x00000803, dims, 3, NULL, 0);
+    data_spec s = idx_spec(p, NULL, 1);
+    s.shuffle = 1;
+    char want[512];
+    snprintf(want, sizeof want, "%s: IDX dimension 2 is 0; examples must not be empty", p);
+    expect_probe_error(&s, want); /* first: the old code passed probe, then hung in open */
+    expect_error(&s, want);
+}
+
+/* A field is parsed whole: one longer than 127 characters used to be cut
+ * to its first 127 before strtod, and one with a NUL byte cut at the NUL,
+ * so either could pass as a number. Messages quote at most 64 characters. */
+static void test_csv_long_or_nul_field_is_not_a_number(void **state)
+{
+    (void)state;
+    const char *p = tmp_path("long.csv");
+    data_spec s = {.kind = DATA_KIND_CSV, .path = {p, NULL}, .batch = 1, .label_col = -1};
+    char text[256], want[512], ones[65];
+    memset(ones, '1', 64);
+    ones[64] = '\0';
+    snprintf(text, sizeof text, "1,2\n%s%s%sxyz,1\n", ones, ones, "1111111111");
+    write_text(p, text);
+    snprintf(want, sizeof want, "%s:2: column 1: '%s' is not a number", p, ones);
+    expect_error(&s, want);
+    write_bytes(p, 0, "1,2\n3\0junk,1\n", 13, NULL, 0);
+    snprintf(want, sizeof want, "%s:2: column 1: '3' is not a number", p);
+    expect_error(&s, want);
+}
+
+/* strtod reports ERANGE for underflow too; 1e-320 is a number (it becomes
+ * 0 as f32), so a first row holding one is data, not a header. */
+static void test_csv_underflow_is_a_number_not_a_header(void **state)
+{
+    (void)state;
+    const float wx[] = {0, 2};
+    const int32_t wy[] = {1, 0};
+    check_csv("1e-320,1\n2,0\n", -1, 1, wx, wy, 2);
+}
+
 /* ---- the real data set ---- */
 
 #define FM_DIR "/usr/share/datasets/fashion-mnist/"
@@ -971,6 +1063,11 @@ int main(void)
         cmocka_unit_test(test_error_raw_size_not_multiple),
         cmocka_unit_test(test_error_empty_corrupt_and_cut_files),
         cmocka_unit_test(test_error_csv_empty_and_bad_labels),
+        cmocka_unit_test(test_idx_header_promising_a_terabyte_is_truncated),
+        cmocka_unit_test(test_idx_body_larger_than_one_read_chunk),
+        cmocka_unit_test(test_idx_empty_examples_are_refused),
+        cmocka_unit_test(test_csv_long_or_nul_field_is_not_a_number),
+        cmocka_unit_test(test_csv_underflow_is_a_number_not_a_header),
         cmocka_unit_test(test_fashion_mnist_t10k),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
