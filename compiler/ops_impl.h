@@ -17,8 +17,6 @@ ops_tstr ops_list_str(const int64_t *v, int n);
 /* Reports an error at node id's span; returns -1. */
 int ops_error(ir_graph *g, int id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const ir_type *ops_in_type(const ir_graph *g, int id, int k);
-/* numpy broadcast of a and b into o (dtype of a); -1 if incompatible. */
-int ops_broadcast(const ir_type *a, const ir_type *b, ir_type *o);
 
 /* ---- shape rules (ops_shape.c) ---- */
 int ops_shape_data(ir_graph *g, int id);

@@ -49,7 +49,8 @@ static int norm_axis(ir_graph *g, int id, int64_t *axis, const ir_type *t)
     return 0;
 }
 
-int ops_broadcast(const ir_type *a, const ir_type *b, ir_type *o)
+/* numpy broadcast of a and b into o (dtype of a); -1 if incompatible. */
+static int ops_broadcast(const ir_type *a, const ir_type *b, ir_type *o)
 {
     int r = a->rank > b->rank ? a->rank : b->rank;
     ir_type t = make_type(a->dtype, r, NULL);

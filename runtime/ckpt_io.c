@@ -114,7 +114,9 @@ static int ckio_unlink_unlocked(int dfd, const char *name)
     return ok;
 }
 
-int ckio_sweep_stale(const char *path)
+/* Removes path's stale temporaries (ckio_replace does this first); returns
+ * how many.  Best effort: errors only mean a file is kept. */
+static int ckio_sweep_stale(const char *path)
 {
     const char *base;
     char *dir = ckio_split(path, &base);

@@ -29,8 +29,4 @@ gr_code ckio_read(const char *path, uint8_t **buf, size_t *len, gr_status *st);
 gr_code ckio_replace(const char *path, const uint8_t *head, size_t head_n, const uint8_t *body,
                      size_t body_n, gr_status *st);
 
-/* Removes path's stale temporaries (ckio_replace does this first); returns
- * how many.  Best effort: errors only mean a file is kept. */
-int ckio_sweep_stale(const char *path);
-
 #endif

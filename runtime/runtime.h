@@ -106,7 +106,6 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
 const plan_graph *exec_plan(const rt_exec *e);
 
 /* session.c */
-int rt_find_tensor(const gr_session *s, const char *name, gr_status *st);
 /* Opens data source di's reader if it is not open yet (caller holds s->mu). */
 gr_code rt_open_reader(gr_session *s, int di, gr_status *st);
 

@@ -163,7 +163,7 @@ static void list_names(const ir_graph *g, char *buf, size_t n)
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", g->names[i].name);
 }
 
-int rt_find_tensor(const gr_session *s, const char *name, gr_status *st)
+static int rt_find_tensor(const gr_session *s, const char *name, gr_status *st)
 {
     int k = name ? ir_find_name(s->g, name) : -1;
     if (k >= 0) return s->g->names[k].node;

@@ -30,8 +30,6 @@ typedef void (*cpu_range_fn)(void *ctx, int64_t lo, int64_t hi);
 /* Splits [0, n) into chunks of at least `grain` over the pool and calls fn on
  * each; serial when the pool is NULL or n <= grain. */
 void cpu_par_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
-/* Tasks worth using for `work` units when one task should get >= min_work. */
-int cpu_ntasks(const cpu_pool *p, int64_t work, int64_t min_work);
 
 /* ---- broadcasting iterator (cpu_elementwise.c) ----
  * Output is contiguous; a and b are read with per-axis strides that are 0

@@ -189,7 +189,8 @@ static void par_range_task(void *arg, int t)
     if (lo < hi) r->fn(r->ctx, lo, hi);
 }
 
-int cpu_ntasks(const cpu_pool *p, int64_t work, int64_t min_work)
+/* Tasks worth using for `work` units when one task should get >= min_work. */
+static int cpu_ntasks(const cpu_pool *p, int64_t work, int64_t min_work)
 {
     int64_t t = min_work > 0 ? work / min_work : work;
     if (t > pool_size(p)) t = pool_size(p);
