@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -252,6 +254,61 @@ static void test_views_end_when_another_thread_frees_the_session(void **state)
     gr_status_free(st);
 }
 
+/* Opening a data source (which may load a data set for seconds) happens
+ * outside the session's lock: runs of a plan that is ready go on meanwhile.
+ * The source here is a FIFO that nobody writes yet, so opening it blocks
+ * until the test says so. */
+typedef struct opener {
+    gr_session *s;
+    gr_code code;
+} opener;
+
+static void *open_slow_source(void *arg)
+{
+    opener *o = arg;
+    o->code = gr_prepare(o->s, "slow", NULL, 0, NULL);
+    return NULL;
+}
+
+static void test_opening_a_source_does_not_stall_other_runs(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gr_fifo_XXXXXX", path[64], text[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/rows.csv", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("1,0\n2,1\n", f); /* compiling probes the real file */
+    fclose(f);
+    snprintf(text, sizeof text,
+             "data d = csv(\"%s\", batch=2)\nslow = sum(d.x)\nvar c = ones([2])\nfast = sum(c)\n",
+             path);
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = session_for(text, &p, st, 0);
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0600), 0); /* the session's open now blocks */
+    opener o = {s, GR_ERR_INTERNAL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, open_slow_source, &o), 0);
+    usleep(100 * 1000); /* let it reach the open */
+    float v = 0;
+    gr_fetch fe = {"fast", &v, sizeof v, NULL};
+    for (int i = 0; i < 100; i++) assert_gr_ok(gr_run(s, "fast", NULL, 0, &fe, 1, st), st);
+    assert_true(v == 2.0f);
+    int w = open(path, O_WRONLY); /* release the opener */
+    assert_true(w >= 0);
+    assert_int_equal(write(w, "1,0\n2,1\n", 8), 8);
+    close(w);
+    pthread_join(t, NULL);
+    assert_int_equal(o.code, GR_OK);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_executors_never_share_a_batch),
         cmocka_unit_test(test_variable_access_beside_runs_sees_whole_steps),
         cmocka_unit_test(test_views_end_when_another_thread_frees_the_session),
+        cmocka_unit_test(test_opening_a_source_does_not_stall_other_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

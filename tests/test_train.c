@@ -328,6 +328,17 @@ static void test_check_numerics_names_the_op_and_line(void **state)
     gr_status_free(st);
 }
 
+/* A new temporary file holding the n bytes at data; free the name. */
+static char *temp_file(const void *data, size_t n)
+{
+    char *path = strdup("/tmp/gr_labels_XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, n), (ssize_t)n);
+    close(fd);
+    return path;
+}
+
 /* A label outside [0, classes) is an error naming the op, the device, the
  * line, where the label sits and its value: fed, or read from a file.  The
  * session goes on working with good labels. */
@@ -359,23 +370,33 @@ static void test_label_out_of_range_is_an_error_at_its_line(void **state)
     gr_session_free(s);
     gr_program_free(p);
 
-    char path[] = "/tmp/gr_labels_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "1,0\n2,1\n3,9\n4,1\n", 16), 16);
-    close(fd);
-    char text[512];
-    snprintf(text, sizeof text,
-             "data d = csv(\"%s\", batch=4)\nvar w = zeros([1, 2])\n"
-             "loss = mean(softmax_xent(d.x @ w, d.y))\n",
-             path);
-    p = compile_str(text, NULL, st);
-    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
-    assert_int_equal(gr_run(s, "loss", NULL, 0, NULL, 0, st), GR_ERR_DATA);
-    assert_non_null(strstr(gr_status_message(st), "label 9 at [2] is outside [0, 2)"));
-    gr_session_free(s);
-    gr_program_free(p);
-    unlink(path);
+    /* the same from every kind of data source: csv, raw, idx */
+    static const unsigned char idx_x[] = {0, 0, 8, 2, 0, 0, 0, 4, 0, 0, 0, 1, 1, 2, 3, 4};
+    static const unsigned char idx_y[] = {0, 0, 8, 1, 0, 0, 0, 4, 1, 0, 9, 1};
+    const float raw_x[4] = {1, 2, 3, 4};
+    const int32_t raw_y[4] = {1, 0, 9, 1};
+    char *csv = temp_file("1,1\n2,0\n3,9\n4,1\n", 16), *rx = temp_file(raw_x, sizeof raw_x);
+    char *ry = temp_file(raw_y, sizeof raw_y), *ix = temp_file(idx_x, sizeof idx_x);
+    char *iy = temp_file(idx_y, sizeof idx_y);
+    char src[3][512];
+    snprintf(src[0], sizeof src[0], "csv(\"%s\", batch=4)", csv);
+    snprintf(src[1], sizeof src[1], "raw(\"%s\", \"%s\", batch=4, dims=[1])", rx, ry);
+    snprintf(src[2], sizeof src[2], "idx(\"%s\", \"%s\", batch=4)", ix, iy);
+    for (int k = 0; k < 3; k++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "data d = %s\nvar w = zeros([1, 2])\nloss = mean(softmax_xent(d.x @ w, d.y))\n",
+                 src[k]);
+        p = compile_str(text, NULL, st);
+        assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+        assert_int_equal(gr_run(s, "loss", NULL, 0, NULL, 0, st), GR_ERR_DATA);
+        if (!strstr(gr_status_message(st), "label 9 at [2] is outside [0, 2)"))
+            fail_msg("source %d: %s", k, gr_status_message(st));
+        gr_session_free(s);
+        gr_program_free(p);
+    }
+    char *files[] = {csv, rx, ry, ix, iy};
+    for (int k = 0; k < 5; k++) unlink(files[k]), free(files[k]);
     gr_status_free(st);
 }
 
