@@ -275,8 +275,8 @@ static int idx_read_grow(gzFile gz, int64_t want, unsigned char **out, int64_t *
 static int idx_read_body(gzFile gz, const char *path, const idx_header *h, void **out, char *err,
                          size_t errlen)
 {
-    unsigned char *buf;
-    int64_t got;
+    unsigned char *buf = NULL;
+    int64_t got = 0;
     int rc = idx_read_grow(gz, h->bytes, &buf, &got);
     if (rc == IDX_READ_NOMEM) {
         data_err(err, errlen, "%s: out of memory for %lld bytes", path, (long long)h->bytes);
