@@ -1,10 +1,25 @@
 /* device.h - what a device offers the runtime: memory, copies, queues,
  * events and a kernel table indexed by op_kind.
  *
- * The CPU device (devices/cpu) runs kernels synchronously on the calling
- * executor thread, splitting big ones over a thread pool; its queue and event
- * calls are trivial.  The CUDA device (devices/cuda) maps queues to streams
- * and events to cudaEvent_t. */
+ * Nothing outside a device dereferences its memory.  The runtime holds
+ * device pointers only to hand them back to the device: to kernels (through
+ * kern_args, run by the device), to copies and to free.  Host data crosses
+ * with to_device / to_host (synchronous) or copy_async (on a queue).
+ *
+ * Two kinds of device:
+ *  - synchronous (async == 0): the CPU.  Its memory is host memory, its
+ *    kernels run on the calling thread when launched (the executor may also
+ *    call them directly, over its thread pool), and its queues, events and
+ *    syncs are trivial.
+ *  - asynchronous (async == 1): the simulated GPU (devices/sim) and the
+ *    CUDA device.  Work enqueued on a queue (launch, copy_async,
+ *    event_record, event_wait) runs later, in the order it was enqueued;
+ *    the host learns it has run only through queue_sync or event_sync.
+ *    A synchronous copy (to_device, to_host) is ordered with nothing: the
+ *    caller syncs the queues that touch the memory first.
+ *
+ * A queue is used by one thread at a time (an executor's partition); events
+ * and the memory calls may be used from any thread. */
 #ifndef GR_DEVICE_H
 #define GR_DEVICE_H
 
@@ -13,10 +28,15 @@
 
 #include "../compiler/ir.h"
 
-typedef struct cpu_pool cpu_pool; /* devices/cpu/pool.h */
+typedef struct cpu_pool cpu_pool; /* devices/cpu/pool.c */
 
-/* Everything a kernel gets.  Types come from the graph, buffers from the
- * executor's arena (or the variable store for VARIABLE nodes). */
+typedef struct kern_fault {
+    char msg[192];
+} kern_fault;
+
+/* Everything a kernel gets.  Types come from the graph, buffers (out, in,
+ * scratch) from the executor's arena or the variable store: device memory
+ * of the device that runs it.  Everything else is host memory. */
 typedef struct kern_args {
     const ir_graph *g;
     const ir_node *node;
@@ -31,14 +51,10 @@ typedef struct kern_args {
     cpu_pool *pool;            /* intra-op threads; NULL = run serially */
     uint64_t seed;             /* session seed (dropout mixes in its mask key, attr i2) */
     uint64_t step;             /* run counter of this executor run (dropout) */
-    void *lock;                /* executor's: a variable lock held around this
-                                  update (locking=true), else NULL */
-    struct kern_fault *fault;  /* where a failing kernel says why */
+    void *lock;                /* a pthread_mutex_t held around this update
+                                  (locking=true), else NULL: kern_run takes it */
+    kern_fault *fault;         /* where a failing kernel says why */
 } kern_args;
-
-typedef struct kern_fault {
-    char msg[192];
-} kern_fault;
 
 /* A kernel returns 0, or -1 when its inputs are bad in a way no shape rule
  * can see (a label outside the classes, an id outside its table), after
@@ -46,18 +62,53 @@ typedef struct kern_fault {
  * and the .graph line. */
 typedef int (*kernel_fn)(const kern_args *a);
 
+/* Runs one kernel call, holding its variable lock if it has one: what every
+ * device does to run a call, on whatever thread it runs it. */
+int kern_run(kernel_fn fn, const kern_args *a);
+
 typedef struct device_obj device_obj;
+typedef struct dev_queue dev_queue; /* each device's own */
+typedef struct dev_event dev_event; /* each device's own */
+
+typedef enum dev_copy_kind {
+    DEV_H2D, /* host memory -> this device */
+    DEV_D2H, /* this device -> host memory */
+    DEV_D2D  /* within this device */
+} dev_copy_kind;
+
 typedef struct device_vtable {
-    const char *name; /* "cpu", "cuda" */
+    const char *name; /* "cpu", "sim" */
+    int async;        /* see the top of this file */
+    /* Memory of this device; NULL when it does not fit. */
     void *(*alloc)(device_obj *d, size_t bytes);
     void (*free)(device_obj *d, void *p);
+    /* Host memory the device copies to and from fastest (pinned). */
+    void *(*host_alloc)(device_obj *d, size_t bytes);
+    void (*host_free)(device_obj *d, void *p);
+    /* Synchronous copies between host memory and this device's. */
     void (*to_device)(device_obj *d, void *dst, const void *src, size_t n);
     void (*to_host)(device_obj *d, void *dst, const void *src, size_t n);
-    void (*copy)(device_obj *d, void *dst, const void *src, size_t n);
-    void *(*queue_new)(device_obj *d); /* one per executor */
-    void (*queue_free)(device_obj *d, void *q);
-    void (*queue_sync)(device_obj *d, void *q); /* wait until the queue is idle */
-    const kernel_fn *kernels;                   /* [OP_COUNT], NULL = unsupported */
+    /* Queues.  launch keeps a (and what it points to) until the queue is
+     * synced; copy_async keeps its host buffer as long. */
+    dev_queue *(*queue_new)(device_obj *d);
+    void (*queue_free)(device_obj *d, dev_queue *q);
+    void (*launch)(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a);
+    void (*copy_async)(device_obj *d, dev_queue *q, void *dst, const void *src, size_t n,
+                       dev_copy_kind kind);
+    /* Waits until everything enqueued on q has run.  Returns the first call
+     * whose kernel failed since the last sync (its kern_args; later calls on
+     * q were skipped), or NULL. */
+    const kern_args *(*queue_sync)(device_obj *d, dev_queue *q);
+    /* Events: record marks a point in q; wait makes q's later work wait for
+     * it (an event of this device); sync makes the host wait for it. */
+    dev_event *(*event_new)(device_obj *d);
+    void (*event_free)(device_obj *d, dev_event *e);
+    void (*event_record)(device_obj *d, dev_event *e, dev_queue *q);
+    void (*event_wait)(device_obj *d, dev_queue *q, dev_event *e);
+    void (*event_sync)(device_obj *d, dev_event *e);
+    /* The device object's end (a device may hold threads or a mapping). */
+    void (*close)(device_obj *d);
+    const kernel_fn *kernels; /* [OP_COUNT]; NULL: the op is not implemented here */
 } device_vtable;
 
 struct device_obj {
@@ -65,5 +116,11 @@ struct device_obj {
     int id; /* IR_DEV(kind, index) */
     void *impl;
 };
+
+/* Whether d runs op: sources need no kernel. */
+static inline int device_implements(const device_vtable *vt, op_kind op)
+{
+    return ops_has(op, OPF_SOURCE) || vt->kernels[op] != NULL;
+}
 
 #endif

@@ -7,6 +7,8 @@
 #include "../device.h"
 
 extern const device_vtable cpu_vtable;
+/* A CPU device object for device id (IR_DEV(DEV_CPU, n)); vt->close frees it. */
+device_obj *cpu_device_new(int id);
 extern const kernel_fn cpu_kernels[OP_COUNT];
 
 /* Intra-op thread pool.  pool_new(n) starts n-1 workers (the caller is the

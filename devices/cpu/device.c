@@ -1,4 +1,5 @@
-/* device.c - the CPU device vtable: host memory, memcpy, no queues. */
+/* device.c - the CPU device: host memory, memcpy, and queues that run what
+ * they are given at once, on the calling thread. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,12 +10,17 @@
  * always possible at the start of a buffer. */
 #define CPU_ALIGN 64
 
+/* A queue remembers the first call that failed since its last sync. */
+struct dev_queue {
+    const kern_args *failed;
+};
+
 static void *cpu_alloc(device_obj *d, size_t bytes)
 {
     (void)d;
     size_t n = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
     void *p = NULL;
-    if (posix_memalign(&p, CPU_ALIGN, n ? n : CPU_ALIGN) != 0) return NULL;
+    if (n < bytes || posix_memalign(&p, CPU_ALIGN, n ? n : CPU_ALIGN) != 0) return NULL;
     return p;
 }
 
@@ -30,18 +36,101 @@ static void cpu_memcpy(device_obj *d, void *dst, const void *src, size_t n)
     if (n && dst != src) memcpy(dst, src, n);
 }
 
+static dev_queue *cpu_queue_new(device_obj *d)
+{
+    (void)d;
+    return xcalloc(1, sizeof(dev_queue));
+}
+
+static void cpu_queue_free(device_obj *d, dev_queue *q)
+{
+    (void)d;
+    free(q);
+}
+
+static void cpu_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a)
+{
+    (void)d;
+    if (!q->failed && kern_run(fn, a) != 0) q->failed = a;
+}
+
+static void cpu_copy_async(device_obj *d, dev_queue *q, void *dst, const void *src, size_t n,
+                           dev_copy_kind kind)
+{
+    (void)q, (void)kind;
+    cpu_memcpy(d, dst, src, n);
+}
+
+static const kern_args *cpu_queue_sync(device_obj *d, dev_queue *q)
+{
+    (void)d;
+    const kern_args *failed = q->failed;
+    q->failed = NULL;
+    return failed;
+}
+
+/* Work is done when it is enqueued, so an event has always fired. */
+static dev_event *cpu_event_new(device_obj *d)
+{
+    (void)d;
+    return xcalloc(1, 1);
+}
+
+static void cpu_event_free(device_obj *d, dev_event *e)
+{
+    (void)d;
+    free(e);
+}
+
+static void cpu_event_record(device_obj *d, dev_event *e, dev_queue *q)
+{
+    (void)d, (void)e, (void)q;
+}
+
+static void cpu_event_wait(device_obj *d, dev_queue *q, dev_event *e)
+{
+    (void)d, (void)e, (void)q;
+}
+
+static void cpu_event_sync(device_obj *d, dev_event *e)
+{
+    (void)d, (void)e;
+}
+
+static void cpu_close(device_obj *d)
+{
+    free(d);
+}
+
 const device_vtable cpu_vtable = {
     .name = "cpu",
+    .async = 0,
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
     .to_device = cpu_memcpy,
     .to_host = cpu_memcpy,
-    .copy = cpu_memcpy,
-    .queue_new = NULL,
-    .queue_free = NULL,
-    .queue_sync = NULL,
+    .queue_new = cpu_queue_new,
+    .queue_free = cpu_queue_free,
+    .launch = cpu_launch,
+    .copy_async = cpu_copy_async,
+    .queue_sync = cpu_queue_sync,
+    .event_new = cpu_event_new,
+    .event_free = cpu_event_free,
+    .event_record = cpu_event_record,
+    .event_wait = cpu_event_wait,
+    .event_sync = cpu_event_sync,
+    .close = cpu_close,
     .kernels = cpu_kernels,
 };
+
+device_obj *cpu_device_new(int id)
+{
+    device_obj *d = xcalloc(1, sizeof *d);
+    *d = (device_obj){.vt = &cpu_vtable, .id = id};
+    return d;
+}
 
 void cpu_blas_init(void)
 {
