@@ -76,6 +76,10 @@ typedef struct pass_evaluator {
     int (*eval)(void *ctx, const ir_graph *g, int node, void *out, void *const *in, char *err,
                 size_t errlen);
     void *ctx;
+    /* Whether device dev runs op: fusion makes only ops the device of the
+     * fused node implements (NULL: every device runs every op). */
+    int (*implements)(void *ctx, op_kind op, int dev);
+    void *implements_ctx;
 } pass_evaluator;
 
 /* Without an evaluator (ev NULL) folding only rewrites x / c as x * (1/c). */
@@ -109,9 +113,11 @@ typedef struct plan_graph {
     /* One partition per device the plan uses, each with its own region of
      * the arena; crossing edges become transfers (see plan.c). */
     int n_parts;
-    int *part_dev;    /* [n_parts]: the device of each partition */
-    int *part;        /* per node id: its partition, -1 outside the plan */
-    plan_xfer *xfers; /* sorted by src */
+    int *part_dev;                  /* [n_parts]: the device of each partition */
+    size_t *part_base, *part_bytes; /* [n_parts]: each partition's region of the
+                                       arena (its device allocates it apart) */
+    int *part;                      /* per node id: its partition, -1 outside the plan */
+    plan_xfer *xfers;               /* sorted by src */
     int n_xfers;
 } plan_graph;
 /* The transfer carrying src to partition dst_part, or -1. */

@@ -179,12 +179,20 @@ static int fusable_bias(const ir_graph *g, const ir_node *n, const int *uses, in
     return 0;
 }
 
-static void pass_fuse(ir_graph *g)
+/* Whether node `like`'s device runs op, the fused op that would replace it. */
+static int can_make(const ir_graph *g, const pass_evaluator *ev, op_kind op, int like)
+{
+    return !ev || !ev->implements || ev->implements(ev->implements_ctx, op, g->nodes[like].device);
+}
+
+static void pass_fuse(ir_graph *g, const pass_evaluator *ev)
 {
     int *uses = use_counts(g), n0 = g->n_nodes;
     for (int i = 0; i < n0; i++) {
         int mm, bias;
-        if (g->nodes[i].dead || !fusable_bias(g, &g->nodes[i], uses, &mm, &bias)) continue;
+        if (g->nodes[i].dead || !fusable_bias(g, &g->nodes[i], uses, &mm, &bias) ||
+            !can_make(g, ev, OP_MATMUL_BIAS, i))
+            continue;
         ir_attrs a = g->nodes[mm].attr;
         a.i[2] = 0;
         int in[3] = {g->nodes[mm].in[0], g->nodes[mm].in[1], bias};
@@ -264,11 +272,13 @@ static void regroup(ir_graph *g, int m)
     }
 }
 
-static void pass_fuse_sgd(ir_graph *g)
+static void pass_fuse_sgd(ir_graph *g, const pass_evaluator *ev)
 {
     int *uses = use_counts(g), n0 = g->n_nodes;
     for (int u = 0; u < n0; u++) {
-        if (g->nodes[u].dead || !fusable_sgd(g, &g->nodes[u], uses)) continue;
+        if (g->nodes[u].dead || !fusable_sgd(g, &g->nodes[u], uses) ||
+            !can_make(g, ev, OP_APPLY_SGD_MATMUL, u))
+            continue;
         int m = g->nodes[u].in[1];
         ir_attrs a = g->nodes[u].attr;
         a.i[1] = g->nodes[m].attr.i[0];
@@ -288,5 +298,5 @@ void pass_run_all(ir_graph *g, unsigned off, const pass_evaluator *ev)
 {
     if (!(off & PASS_FOLD)) pass_fold(g, ev);
     if (!(off & PASS_CSE)) pass_cse(g);
-    if (!(off & PASS_FUSE)) pass_fuse(g), pass_fuse_relu(g), pass_fuse_sgd(g);
+    if (!(off & PASS_FUSE)) pass_fuse(g, ev), pass_fuse_relu(g), pass_fuse_sgd(g, ev);
 }

@@ -179,6 +179,8 @@ static void assign_offsets(plan_graph *p, int k_part)
             p->xfers[-ls[k].node - 1].offset = off;
         if (off + ls[k].bytes > top) top = off + ls[k].bytes;
     }
+    p->part_base[k_part] = base;
+    p->part_bytes[k_part] = top - base;
     p->arena_bytes = top;
     free(ls);
     free(act);
@@ -286,6 +288,8 @@ plan_graph *plan_build(const ir_graph *g, const int *roots, int n_roots)
     qsort_r(p->order, (size_t)p->n, sizeof(int), by_level, p->level);
     assign_parts(p);
     collect_xfers(p);
+    p->part_base = xcalloc((size_t)p->n_parts + 1, sizeof *p->part_base);
+    p->part_bytes = xcalloc((size_t)p->n_parts + 1, sizeof *p->part_bytes);
     for (int k = 0; k < p->n_parts; k++) assign_offsets(p, k);
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
@@ -306,6 +310,8 @@ void plan_free(plan_graph *p)
     free(p->data_used);
     free(p->part);
     free(p->part_dev);
+    free(p->part_base);
+    free(p->part_bytes);
     free(p->xfers);
     free(p);
 }

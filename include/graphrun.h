@@ -111,8 +111,11 @@ typedef struct gr_param {
 typedef struct gr_compile_options {
     const gr_param *params;
     int n_params;
-    int soft_placement;  /* nodes on missing devices move to cpu:0, with a warning */
+    int soft_placement;  /* nodes on missing devices, or whose op the device lacks,
+                            move to cpu:0, with a warning */
     unsigned passes_off; /* GR_PASS_* bits to switch passes off (tests, debugging) */
+    const char *devices; /* the devices to compile for, e.g. "cpu:0-1,gpu:0" ("sim:N":
+                            simulated GPUs for gpu:N); NULL: this machine's */
 } gr_compile_options;
 
 enum { GR_PASS_CSE = 1, GR_PASS_FOLD = 2, GR_PASS_FUSE = 4 };

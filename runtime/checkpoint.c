@@ -40,7 +40,8 @@ static void ckpt_snapshot_copy(gr_session *s, ckpt_snapshot *sn)
     size_t off = 0;
     for (int i = 0; i < g->n_vars; i++) {
         size_t n = ir_nbytes(&g->vars[i].type);
-        memcpy(sn->data + off, s->var[i], n);
+        device_obj *d = rt_device(s, g->vars[i].device);
+        d->vt->to_host(d, sn->data + off, s->var[i], n);
         off += n;
     }
     pthread_mutex_lock(&s->mu);
@@ -339,8 +340,10 @@ static gr_code ckpt_open_readers(gr_session *s, const ckpt_plan *rp, gr_status *
 static void ckpt_apply(gr_session *s, const ckpt_plan *rp, const gr_restore_options *o)
 {
     pthread_rwlock_wrlock(&s->pause);
-    for (int vi = 0; vi < s->g->n_vars; vi++)
-        if (rp->src[vi]) memcpy(s->var[vi], rp->src[vi]->data, rp->src[vi]->bytes);
+    for (int vi = 0; vi < s->g->n_vars; vi++) {
+        device_obj *d = rt_device(s, s->g->vars[vi].device);
+        if (rp->src[vi]) d->vt->to_device(d, s->var[vi], rp->src[vi]->data, rp->src[vi]->bytes);
+    }
     if (!o->weights_only) {
         pthread_mutex_lock(&s->mu);
         for (int d = 0; d < s->g->n_data; d++)

@@ -7,19 +7,6 @@
 
 #include "runtime.h"
 
-#ifdef GR_HAVE_CUDA
-#include "../devices/cuda/cuda.h"
-static int available_gpus(void)
-{
-    return cuda_device_count();
-}
-#else
-static int available_gpus(void)
-{
-    return 0;
-}
-#endif
-
 void rt_data_spec(const ir_data *d, data_spec *s)
 {
     static const data_kind kinds[] = {[DATA_IDX] = DATA_KIND_IDX,
@@ -83,28 +70,49 @@ static int compile_eval(void *ctx, const ir_graph *g, int node, void *out, void 
     return -1;
 }
 
-static const pass_evaluator compile_folder = {.can_eval = compile_can_eval, .eval = compile_eval};
-
-/* The kernel table of a device kind; NULL when this build has none. */
-static const kernel_fn *device_kernels(int dev)
+static int has_kernel(const rt_machine *m, op_kind op, int dev)
 {
-    return IR_DEV_KIND(dev) == DEV_CPU ? cpu_kernels : NULL;
+    const kernel_fn *k = machine_kernels(m, dev);
+    return ops_has(op, OPF_SOURCE) || (k && k[op]);
 }
 
-int rt_check_kernels(ir_graph *g, const kernel_fn *(*kernels_of)(int dev))
+/* With --soft-placement a node whose op its device lacks moves to cpu:0,
+ * with one warning per (op, device); an update stays with its variable. */
+static int kernel_missing(ir_graph *g, ir_node *n, int soft)
+{
+    char dev[32];
+    ir_dev_str(n->device, dev, sizeof dev);
+    if (!soft || ops_has(n->op, OPF_UPDATE)) {
+        diag_error(g->diags, n->src, n->span, "'%s' has no kernel on %s", ops_name(n->op), dev);
+        return 1;
+    }
+    diag_add(g->diags, DIAG_WARNING, n->src, n->span,
+             "'%s' has no kernel on %s; it runs on cpu:0 (--soft-placement)", ops_name(n->op), dev);
+    n->device = IR_DEV(DEV_CPU, 0);
+    return 0;
+}
+
+int rt_check_kernels(ir_graph *g, const rt_machine *m, int soft)
 {
     int missing = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (n->dead || ops_has(n->op, OPF_SOURCE)) continue;
-        const kernel_fn *k = kernels_of(n->device);
-        if (k && k[n->op]) continue;
-        char dev[32];
-        diag_error(g->diags, n->src, n->span, "'%s' has no kernel on %s", ops_name(n->op),
-                   ir_dev_str(n->device, dev, sizeof dev));
-        missing++;
+        ir_node *n = &g->nodes[i];
+        if (!n->dead && !has_kernel(m, n->op, n->device)) missing += kernel_missing(g, n, soft);
     }
     return missing ? -1 : 0;
+}
+
+/* Data sources live on the host: their batches cross to other devices as
+ * transfers. */
+static void data_on_host(ir_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == OP_DATA) g->nodes[i].device = IR_DEV(DEV_CPU, 0);
+}
+
+static int compile_implements(void *ctx, op_kind op, int dev)
+{
+    return has_kernel(ctx, op, dev);
 }
 
 static void compile_warnings(gr_program *p)
@@ -116,8 +124,21 @@ static void compile_warnings(gr_program *p)
     fclose(f);
 }
 
+static gr_code compile_machine(gr_program *p, const gr_compile_options *opt, gr_status *st)
+{
+    char err[256];
+    if (!opt || !opt->devices) {
+        p->machine = *machine_probe();
+        return GR_OK;
+    }
+    if (machine_parse(opt->devices, &p->machine, err, sizeof err) == 0) return GR_OK;
+    return rt_fail(st, GR_ERR_ARG, "%s\n", err);
+}
+
 gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
 {
+    gr_code c = compile_machine(p, opt, st);
+    if (c != GR_OK) return c;
     p->ast = ps_parse(p->src, &p->diags);
     if (p->diags.n_errors) return rt_fail_diags(st, GR_ERR_SYNTAX, &p->diags);
     p->g = ir_new(&p->diags);
@@ -127,15 +148,22 @@ gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
     sema_options so = {.params = params,
                        .n_params = opt ? opt->n_params : 0,
                        .soft_placement = opt && opt->soft_placement,
-                       .n_cpu = 16,
-                       .n_gpu = available_gpus(),
+                       .n_cpu = p->machine.n_cpu,
+                       .n_gpu = p->machine.n_gpu,
                        .probe_data = compile_probe_data};
     int r = sema_compile(p->g, p->ast, &so);
     free(params);
     if (r < 0 || p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
-    pass_run_all(p->g, opt ? opt->passes_off : 0, &compile_folder);
-    if (p->diags.n_errors || rt_check_kernels(p->g, device_kernels) < 0)
+    data_on_host(p->g);
+    int soft = opt && opt->soft_placement;
+    if (rt_check_kernels(p->g, &p->machine, soft) < 0)
         return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
+    pass_evaluator ev = {.can_eval = compile_can_eval,
+                         .eval = compile_eval,
+                         .implements = compile_implements,
+                         .implements_ctx = &p->machine};
+    pass_run_all(p->g, opt ? opt->passes_off : 0, &ev);
+    if (p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
     compile_warnings(p);
     rt_ok(st);
     return GR_OK;

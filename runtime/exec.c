@@ -11,13 +11,6 @@
 
 #include "exec_int.h"
 
-static void *aligned(size_t n)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
-    return p;
-}
-
 static void bind_buffers(rt_exec *e)
 {
     const ir_graph *g = e->p->g;
@@ -27,7 +20,7 @@ static void bind_buffers(rt_exec *e)
         if (n->op == OP_VARIABLE)
             e->buf[id] = e->s->var[n->var];
         else if (e->p->offset[id] != PLAN_NONE)
-            e->buf[id] = e->arena + e->p->offset[id];
+            e->buf[id] = exec_addr(e, e->p->part[id], e->p->offset[id]);
     }
 }
 
@@ -49,7 +42,7 @@ static void *input_buffer(const rt_exec *e, int id, int j)
     int u = n->in[j];
     if (p->part[u] == p->part[id] || (j == 0 && ops_has(n->op, OPF_UPDATE))) return e->buf[u];
     const plan_xfer *t = &p->xfers[plan_xfer_find(p, u, p->part[id])];
-    return t->bytes ? e->arena + t->offset : NULL; /* a 0-byte token carries nothing */
+    return t->bytes ? exec_addr(e, p->part[id], t->offset) : NULL; /* a 0-byte token: nothing */
 }
 
 static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
@@ -75,7 +68,7 @@ static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
                      .in_t = int_,
                      .scratch = sb ? part->scratch : NULL,
                      .scratch_task_bytes = sb,
-                     .max_tasks = pool_size(part->pool),
+                     .max_tasks = part->pool ? pool_size(part->pool) : 1,
                      .pool = part->pool,
                      .seed = e->s->opt.seed};
     a->lock = update_lock(e, n);
@@ -83,11 +76,22 @@ static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
     e->fn[e->n_calls++] = fn;
 }
 
-/* The device a node runs on.  Only the CPU has a runtime so far: sema
- * rejects nodes on other devices (or moves them, with --soft-placement). */
-static const device_vtable *node_device(const ir_node *n)
+/* A constant's value, filled once on the host and copied to its device. */
+static gr_code fill_const(rt_exec *e, int id, gr_status *st)
 {
-    return IR_DEV_KIND(n->device) == DEV_CPU ? &cpu_vtable : NULL;
+    const ir_node *n = &e->p->g->nodes[id];
+    device_obj *d = e->parts[e->p->part[id]].dev;
+    if (!d->vt->async) {
+        ir_const_fill(n, e->buf[id]);
+        return GR_OK;
+    }
+    size_t bytes = ir_nbytes(&n->type);
+    void *host = malloc(bytes ? bytes : 1);
+    if (!host) return rt_fail_at(st, GR_ERR_NOMEM, n, "cannot stage a constant on the host");
+    ir_const_fill(n, host);
+    d->vt->to_device(d, e->buf[id], host, bytes);
+    free(host);
+    return GR_OK;
 }
 
 static gr_code prepare_calls(rt_exec *e, gr_status *st)
@@ -100,19 +104,18 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
     e->in_ptrs = xcalloc((size_t)total_in + 1, sizeof *e->in_ptrs);
     e->in_types = xcalloc((size_t)total_in + 1, sizeof *e->in_types);
     e->faults = xcalloc((size_t)e->p->n + 1, sizeof *e->faults);
-    for (int i = 0; i < e->p->n * e->n_parts; i++) { /* partition by partition */
+    gr_code c = GR_OK;
+    for (int i = 0; i < e->p->n * e->n_parts && c == GR_OK; i++) { /* partition by partition */
         int id = e->p->order[i % e->p->n];
         if (e->p->part[id] != i / e->p->n) continue;
         const ir_node *n = &g->nodes[id];
-        if (n->op == OP_CONST) ir_const_fill(n, e->buf[id]); /* once, for every run */
+        if (n->op == OP_CONST) c = fill_const(e, id, st); /* once, for every run */
         if (ops_has(n->op, OPF_SOURCE)) continue;
-        const device_vtable *dev = node_device(n);
-        if (!dev || !dev->kernels[n->op]) /* compile.c rejects these; a bug if reached */
-            return rt_fail(st, GR_ERR_INTERNAL, "op '%s' has no kernel on its device\n",
-                           ops_name(n->op));
-        prepare_call(e, id, dev->kernels[n->op], &used_in);
+        const kernel_fn *k = e->parts[e->p->part[id]].dev->vt->kernels;
+        GR_ASSERT(k[n->op]); /* compile.c rejects a node whose device lacks its kernel */
+        prepare_call(e, id, k[n->op], &used_in);
     }
-    return GR_OK;
+    return c;
 }
 
 /* Every kernel input that reads data source k's x or y, so a step can point
@@ -192,21 +195,63 @@ static gr_code no_room(const rt_exec *e, const char *what, size_t bytes, gr_stat
                       rt_human_bytes(bytes, h, sizeof h));
 }
 
-static gr_code alloc_parts(rt_exec *e, gr_status *st)
+/* The largest output of partition k's calls: the host copy --check-numerics
+ * reads an async device's outputs into. */
+static size_t largest_output(const rt_exec *e, int k)
+{
+    size_t most = 0;
+    for (int i = 0; i < e->p->n; i++) {
+        int id = e->p->order[i];
+        size_t b = ir_nbytes(&e->p->g->nodes[id].type);
+        if (e->p->part[id] == k && b > most) most = b;
+    }
+    return most;
+}
+
+/* Partition k's region of the arena, scratch and pool (synchronous
+ * devices) or queue (asynchronous ones), from its device. */
+static gr_code alloc_part(rt_exec *e, int k, int threads, gr_status *st)
 {
     const plan_graph *p = e->p;
-    /* The executor's share of the thread budget, split over its partitions
-     * (each gets at least one thread). */
-    int per = e->s->opt.threads / e->s->opt.executors / p->n_parts;
+    exec_part *pt = &e->parts[k];
+    device_obj *d = pt->dev = rt_device(e->s, p->part_dev[k]);
+    pt->base = p->part_base[k];
+    if (!(pt->arena = d->vt->alloc(d, p->part_bytes[k])))
+        return no_room(e, "activation arena", p->part_bytes[k], st);
+    if (d->vt->async) {
+        pt->q = d->vt->queue_new(d);
+        if (e->s->opt.check_numerics && !(pt->host_out = malloc(largest_output(e, k) + 4)))
+            return no_room(e, "host copy for --check-numerics", largest_output(e, k), st);
+    } else if (!(pt->pool = pool_new(threads > 0 ? threads : 1))) {
+        return rt_fail(st, GR_ERR_INTERNAL, "cannot start the threads of partition %d\n", k);
+    }
+    size_t bytes = p->scratch_task_bytes * (size_t)(pt->pool ? pool_size(pt->pool) : 1);
+    if (!(pt->scratch = d->vt->alloc(d, bytes))) return no_room(e, "kernel scratch", bytes, st);
+    return GR_OK;
+}
+
+/* The executor's share of the thread budget is split over its partitions
+ * (each gets at least one thread). */
+static gr_code alloc_parts(rt_exec *e, gr_status *st)
+{
+    int per = e->s->opt.threads / e->s->opt.executors / e->p->n_parts;
     e->parts = xcalloc((size_t)e->n_parts, sizeof *e->parts);
-    if (!(e->arena = aligned(p->arena_bytes)))
-        return no_room(e, "activation arena", p->arena_bytes, st);
-    for (int k = 0; k < e->n_parts; k++) {
-        exec_part *pt = &e->parts[k];
-        if (!(pt->pool = pool_new(per > 0 ? per : 1)))
-            return rt_fail(st, GR_ERR_INTERNAL, "cannot start the threads of partition %d\n", k);
-        size_t bytes = p->scratch_task_bytes * (size_t)pool_size(pt->pool);
-        if (!(pt->scratch = aligned(bytes))) return no_room(e, "kernel scratch", bytes, st);
+    gr_code c = GR_OK;
+    for (int k = 0; k < e->n_parts && c == GR_OK; k++) c = alloc_part(e, k, per, st);
+    return c;
+}
+
+/* A view of a tensor on an async device is a host copy the executor keeps
+ * (valid as long as a view of host memory is). */
+static gr_code alloc_views(rt_exec *e, gr_status *st)
+{
+    e->views = xcalloc((size_t)e->p->n_roots + 1, sizeof *e->views);
+    for (int r = 1; r < e->p->n_roots; r++) {
+        int id = e->p->roots[r];
+        size_t bytes = ir_nbytes(&e->p->g->nodes[id].type);
+        if (!e->parts[e->p->part[id]].dev->vt->async) continue;
+        if (!(e->views[r] = malloc(bytes ? bytes : 1)))
+            return no_room(e, "host copy of a fetch", bytes, st);
     }
     return GR_OK;
 }
@@ -219,16 +264,17 @@ gr_code exec_new(gr_session *s, const plan_graph *p, rt_exec **out, gr_status *s
     e->n_parts = p->n_parts;
     e->buf = xcalloc((size_t)p->g->n_nodes + 1, sizeof *e->buf);
     gr_code c = alloc_parts(e, st);
+    if (c == GR_OK) c = alloc_views(e, st);
     if (c == GR_OK) {
         bind_buffers(e);
         c = prepare_calls(e, st);
     }
     if (c == GR_OK) {
-        sched_build(e, pool_size(e->parts[0].pool));
+        sched_build(e);
         prepare_data(e);
-        parts_link(e);
-        c = parts_start(e, st);
+        c = parts_link(e, st);
     }
+    if (c == GR_OK) c = parts_start(e, st);
     if (c != GR_OK) {
         exec_free(e);
         e = NULL;
@@ -237,18 +283,27 @@ gr_code exec_new(gr_session *s, const plan_graph *p, rt_exec **out, gr_status *s
     return c;
 }
 
+static void free_part(exec_part *pt)
+{
+    device_obj *d = pt->dev;
+    if (!d) return;
+    if (pt->q) d->vt->queue_free(d, pt->q);
+    pool_free(pt->pool);
+    if (pt->scratch) d->vt->free(d, pt->scratch);
+    if (pt->arena) d->vt->free(d, pt->arena);
+    free(pt->host_out);
+    free(pt->send0);
+}
+
 void exec_free(rt_exec *e)
 {
     if (!e) return;
     parts_stop(e);
     sched_free(e);
-    for (int k = 0; e->parts && k < e->n_parts; k++) {
-        pool_free(e->parts[k].pool);
-        free(e->parts[k].scratch);
-        free(e->parts[k].send0);
-    }
+    for (int k = 0; e->parts && k < e->n_parts; k++) free_part(&e->parts[k]);
+    for (int r = 0; e->views && r < e->p->n_roots; r++) free(e->views[r]);
+    free(e->views);
     free(e->parts);
-    free(e->arena);
     free(e->buf);
     free(e->args);
     free(e->fn);
@@ -285,7 +340,8 @@ static gr_code bind_feeds(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_stat
                            feeds[k].name, feeds[k].bytes,
                            ir_type_str(&g->inputs[i].type, t, sizeof t), want);
         }
-        memcpy(e->buf[node], feeds[k].data, want);
+        device_obj *d = e->parts[e->p->part[node]].dev; /* queues are idle between steps */
+        d->vt->to_device(d, e->buf[node], feeds[k].data, want);
     }
     for (int k = 0; k < n_feeds; k++) {
         int found = 0;
@@ -310,8 +366,10 @@ static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, int *v
                            "fetch '%s': a data batch goes back to its reader "
                            "after the run; give a buffer to copy it into\n",
                            fetches[k].name);
-        if (!fetches[k].data && e->buf[id]) { /* zero-copy: the caller reads it in place */
-            fetches[k].view = e->buf[id];
+        device_obj *d = e->parts[e->p->part[id]].dev; /* every queue is synced */
+        if (!fetches[k].data && e->buf[id]) {         /* a view: the arena, or a host copy */
+            if (d->vt->async) d->vt->to_host(d, e->views[k + 1], e->buf[id], ir_nbytes(t));
+            fetches[k].view = d->vt->async ? e->views[k + 1] : e->buf[id];
             *views = 1;
             continue;
         }
@@ -321,7 +379,7 @@ static gr_code copy_fetches(rt_exec *e, gr_fetch *fetches, int n_fetches, int *v
                            fetches[k].name, fetches[k].bytes, ir_type_str(t, b, sizeof b),
                            ir_nbytes(t));
         }
-        memcpy(fetches[k].data, e->buf[id], fetches[k].bytes);
+        d->vt->to_host(d, fetches[k].data, e->buf[id], fetches[k].bytes);
     }
     return GR_OK;
 }

@@ -18,16 +18,34 @@ typedef struct exec_level {
 } exec_level;
 
 /* A partition: the calls of one device, run by its own thread (the caller's
- * for partition 0) with its own intra-op pool and scratch. */
+ * for partition 0) with its own region of the arena, scratch and, on a
+ * synchronous device (the CPU), intra-op pool; on an asynchronous one, a
+ * queue the thread enqueues the calls on. */
 typedef struct exec_part {
-    cpu_pool *pool;
-    char *scratch;
+    device_obj *dev;
+    dev_queue *q;    /* async devices only */
+    char *arena;     /* the plan's region [base, base + part_bytes) of this partition */
+    size_t base;     /* the plan offset of arena[0] */
+    cpu_pool *pool;  /* sync devices only */
+    char *scratch;   /* device memory */
+    float *host_out; /* async, --check-numerics: a host copy of one output */
     int first_level, n_levels;
     int *send0, n_send0; /* transfers of sources (variables, data...), sent first */
     pthread_t thread;
     int started;
     gr_status *st; /* a NaN found by check_numerics on this partition's thread */
 } exec_part;
+
+/* How a transfer moves its bytes, by the kinds of its two devices: host
+ * memory (the CPU) or not (async).  See parts.c. */
+typedef enum xfer_mode { XFER_HOST_HOST, XFER_HOST_DEV, XFER_DEV_HOST, XFER_DEV_DEV } xfer_mode;
+
+typedef struct exec_xfer {
+    xfer_mode mode;
+    void *staging;   /* pinned host memory between the two devices, or NULL */
+    device_obj *sd;  /* the device that allocated it */
+    dev_event *done; /* recorded on the producer's queue after its copy */
+} exec_xfer;
 
 /* A data source the plan reads: each step takes a batch in place from the
  * reader's ring and points the consumers' input slots at it. */
@@ -43,10 +61,10 @@ typedef struct exec_data {
 struct rt_exec {
     gr_session *s;
     const plan_graph *p;
-    char *arena;
     exec_part *parts;
     int n_parts;
     /* Several partitions (parts.c): the rendezvous and the step hand-off. */
+    exec_xfer *xfers;             /* per transfer of the plan */
     _Atomic uint64_t *xfer_ready; /* per transfer: the generation that last filled it */
     _Atomic uint64_t go;          /* the generation the partition threads should run */
     uint64_t gen;                 /* steps this executor ran; never rewinds */
@@ -66,23 +84,34 @@ struct rt_exec {
     int n_data;
     exec_level *levels;
     int n_levels;
+    void **views; /* per fetch on an async device: the host copy a view shows */
 };
 
-/* schedule.c: levels over e->args (reorders them, within each partition);
- * threads = each partition's pool size. */
-void sched_build(rt_exec *e, int threads);
+/* exec.c: where plan offset off of partition k lives. */
+static inline char *exec_addr(const rt_exec *e, int k, size_t off)
+{
+    return e->parts[k].arena + (off - e->parts[k].base);
+}
+
+/* schedule.c: levels over e->args (reorders them, within each partition),
+ * spread over each partition's pool (an async device's calls go in order). */
+void sched_build(rt_exec *e);
 void sched_free(rt_exec *e);
 
-/* One level's calls, in order or over the partition's pool: GR_OK, or the
- * error of a kernel that failed (at its node's line).  Then, under
- * --check-numerics, their outputs checked for NaN/Inf. */
+/* One level's calls, in order or over the partition's pool, or enqueued on
+ * its queue: GR_OK, or the error of a kernel that failed (at its node's
+ * line).  Then, under --check-numerics, their outputs checked for NaN/Inf
+ * (an async partition syncs its queue first). */
 gr_code sched_run_level(const rt_exec *e, const exec_level *L, gr_status *st);
 gr_code sched_check_level(const rt_exec *e, const exec_level *L, gr_status *st);
+/* An async partition's end of step: waits for its queue; the error of a
+ * kernel that failed on it, or GR_OK. */
+gr_code sched_sync(const rt_exec *e, int k, gr_status *st);
 
 /* parts.c: running the partitions of a step.  Every plan has at least one;
  * partition 0 runs on the caller's thread, the others on threads the
  * executor keeps. */
-void parts_link(rt_exec *e);                    /* per level: transfers to wait for and to send */
+gr_code parts_link(rt_exec *e, gr_status *st);  /* per level: transfers to receive and send */
 gr_code parts_start(rt_exec *e, gr_status *st); /* threads for partitions 1.. */
 void parts_stop(rt_exec *e);
 gr_code parts_run(rt_exec *e, gr_status *st);

@@ -12,9 +12,27 @@
  * by (generation, transfer): a flag holds the generation (the executor's own
  * count of its steps, which never rewinds, unlike the session's step that a
  * restore sets back) that last filled it, and a step ends only when every
- * partition is done, so one buffer per transfer suffices.  Between CPU
- * devices the copy is a memcpy.  A plan on one device is one partition: it
- * runs on the caller's thread and nothing waits. */
+ * partition is done, so one buffer per transfer suffices.  A plan on one
+ * device is one partition: it runs on the caller's thread and nothing
+ * waits.
+ *
+ * How a transfer moves its bytes depends on whether each side's device is
+ * the host's memory (the CPU: synchronous) or not (async: its work runs
+ * later on its queue).  The flag above only says that the producer has
+ * done or enqueued its part; events and queue order do the rest:
+ *   host -> host: the producer copies into the receive buffer.
+ *   host -> dev:  the producer copies into pinned staging; the consumer
+ *                 enqueues staging -> receive buffer on its queue, before
+ *                 the calls that read it.
+ *   dev -> host:  the producer enqueues its copy into the receive buffer
+ *                 (host memory) and records an event; the consumer's thread
+ *                 waits for the event.
+ *   dev -> dev:   the producer enqueues its copy into staging and records an
+ *                 event; the consumer's queue waits for the event (its
+ *                 thread, when the two devices are of different kinds) and
+ *                 then copies staging -> receive buffer.
+ * Each async partition syncs its queue at the end of the step, so staging
+ * is free again when the next step writes it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,7 +64,46 @@ static void add_waits(const rt_exec *e, int id, exec_level *L)
     }
 }
 
-void parts_link(rt_exec *e)
+static xfer_mode mode_of(const exec_part *from, const exec_part *to)
+{
+    int a = from->dev->vt->async, b = to->dev->vt->async;
+    return a ? (b ? XFER_DEV_DEV : XFER_DEV_HOST) : (b ? XFER_HOST_DEV : XFER_HOST_HOST);
+}
+
+/* Each transfer's mode, staging (pinned, from an async side) and event
+ * (the producer's, when its copy is async). */
+static gr_code link_xfers(rt_exec *e, gr_status *st)
+{
+    const plan_graph *p = e->p;
+    e->xfers = xcalloc((size_t)p->n_xfers + 1, sizeof *e->xfers);
+    for (int x = 0; x < p->n_xfers; x++) {
+        const plan_xfer *t = &p->xfers[x];
+        exec_part *from = &e->parts[p->part[t->src]], *to = &e->parts[t->dst_part];
+        exec_xfer *xs = &e->xfers[x];
+        xs->mode = mode_of(from, to);
+        if (from->dev->vt->async) xs->done = from->dev->vt->event_new(from->dev);
+        if ((xs->mode == XFER_HOST_DEV || xs->mode == XFER_DEV_DEV) && t->bytes) {
+            xs->sd = xs->mode == XFER_HOST_DEV ? to->dev : from->dev;
+            if (!(xs->staging = xs->sd->vt->host_alloc(xs->sd, t->bytes)))
+                return rt_fail(st, GR_ERR_NOMEM, "cannot allocate %zu bytes of staging\n",
+                               t->bytes);
+        }
+    }
+    return GR_OK;
+}
+
+static void unlink_xfers(rt_exec *e)
+{
+    for (int x = 0; e->xfers && x < e->p->n_xfers; x++) {
+        exec_xfer *xs = &e->xfers[x];
+        device_obj *from = e->parts[e->p->part[e->p->xfers[x].src]].dev;
+        if (xs->done) from->vt->event_free(from, xs->done);
+        if (xs->staging) xs->sd->vt->host_free(xs->sd, xs->staging);
+    }
+    free(e->xfers);
+}
+
+gr_code parts_link(rt_exec *e, gr_status *st)
 {
     const plan_graph *p = e->p;
     int *sent_at = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1)); /* level of each call */
@@ -68,7 +125,10 @@ void parts_link(rt_exec *e)
         }
     }
     free(sent_at);
-    e->xfer_ready = xcalloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
+    gr_code c = link_xfers(e, st);
+    if (c == GR_OK) /* parts_stop's sign that parts_start ran */
+        e->xfer_ready = xcalloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
+    return c;
 }
 
 /* Waits a little before sleeping when every partition thread of every
@@ -91,22 +151,51 @@ static int spin_for(const rt_exec *e, _Atomic uint64_t *flag, uint64_t want, int
     return 0;
 }
 
+/* The producer's part (see the top of this file), then the flag. */
 static void xfer_send(rt_exec *e, int x, uint64_t gen)
 {
     const plan_xfer *t = &e->p->xfers[x];
-    if (t->bytes) memcpy(e->arena + t->offset, e->buf[t->src], t->bytes);
+    const exec_xfer *xs = &e->xfers[x];
+    const exec_part *from = &e->parts[e->p->part[t->src]];
+    device_obj *d = from->dev;
+    char *recv = t->bytes ? exec_addr(e, t->dst_part, t->offset) : NULL;
+    if (xs->mode == XFER_HOST_HOST && t->bytes) memcpy(recv, e->buf[t->src], t->bytes);
+    if (xs->mode == XFER_HOST_DEV && t->bytes) memcpy(xs->staging, e->buf[t->src], t->bytes);
+    if (xs->mode == XFER_DEV_HOST || xs->mode == XFER_DEV_DEV) {
+        void *dst = xs->mode == XFER_DEV_HOST ? (void *)recv : xs->staging;
+        if (t->bytes) d->vt->copy_async(d, from->q, dst, e->buf[t->src], t->bytes, DEV_D2H);
+        d->vt->event_record(d, xs->done, from->q);
+    }
     pthread_mutex_lock(&e->mu);
     atomic_store_explicit(&e->xfer_ready[x], gen, memory_order_release);
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
 
-static void xfer_receive(rt_exec *e, int x, uint64_t gen)
+static void xfer_wait_flag(rt_exec *e, int x, uint64_t gen)
 {
     if (spin_for(e, &e->xfer_ready[x], gen, 1)) return;
     pthread_mutex_lock(&e->mu);
     while (atomic_load(&e->xfer_ready[x]) != gen) pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
+}
+
+/* The consumer's part (see the top of this file), after the flag. */
+static void xfer_receive(rt_exec *e, int x, uint64_t gen)
+{
+    const plan_xfer *t = &e->p->xfers[x];
+    const exec_xfer *xs = &e->xfers[x];
+    device_obj *from = e->parts[e->p->part[t->src]].dev;
+    const exec_part *to = &e->parts[t->dst_part];
+    xfer_wait_flag(e, x, gen);
+    if (xs->mode == XFER_DEV_HOST) from->vt->event_sync(from, xs->done);
+    if (xs->mode == XFER_DEV_DEV && from->vt == to->dev->vt)
+        to->dev->vt->event_wait(to->dev, to->q, xs->done);
+    else if (xs->mode == XFER_DEV_DEV)
+        from->vt->event_sync(from, xs->done);
+    if ((xs->mode == XFER_HOST_DEV || xs->mode == XFER_DEV_DEV) && t->bytes)
+        to->dev->vt->copy_async(to->dev, to->q, exec_addr(e, t->dst_part, t->offset), xs->staging,
+                                t->bytes, DEV_H2D);
 }
 
 /* One partition's step.  After a failing kernel or a NaN (check_numerics)
@@ -124,6 +213,7 @@ static void run_part(rt_exec *e, int k, uint64_t gen)
             atomic_store(&e->failed, k + 1);
         for (int i = 0; i < L->n_send; i++) xfer_send(e, L->send[i], gen);
     }
+    if (sched_sync(e, k, pt->st) != GR_OK) atomic_store(&e->failed, k + 1);
 }
 
 typedef struct part_arg {
@@ -177,6 +267,7 @@ gr_code parts_start(rt_exec *e, gr_status *st)
 
 void parts_stop(rt_exec *e)
 {
+    unlink_xfers(e);
     if (!e->xfer_ready) return; /* parts_link never ran */
     pthread_mutex_lock(&e->mu);
     e->stop = 1;

@@ -41,7 +41,24 @@ void rt_ok(gr_status *st);
 /* tensor.c: a new zeroed gr_tensor of type ty (GR_ERR_NOMEM on failure). */
 gr_code rt_tensor_like(const ir_type *ty, gr_tensor **out, gr_status *st);
 
+/* machine.c: which devices exist (see there). */
+typedef enum machine_gpu { MACHINE_GPU_NONE, MACHINE_GPU_CUDA, MACHINE_GPU_SIM } machine_gpu;
+typedef struct rt_machine {
+    int n_cpu, n_gpu;
+    machine_gpu gpu;
+} rt_machine;
+/* The machine this process runs on, probed once. */
+const rt_machine *machine_probe(void);
+/* A spec such as "cpu:0-1,sim:0" into m; -1 with a message. */
+int machine_parse(const char *spec, rt_machine *m, char *err, size_t errlen);
+/* The kernel table of device dev on m, NULL when it has none. */
+const kernel_fn *machine_kernels(const rt_machine *m, int dev);
+/* A new device object for dev on m (vt->close ends it), NULL when m has
+ * no implementation of that kind. */
+device_obj *machine_device_new(const rt_machine *m, int dev);
+
 struct gr_program {
+    rt_machine machine; /* what it was compiled for: sessions make these devices */
     src_file *src;
     ast_tree *ast;
     ir_graph *g;
@@ -68,7 +85,9 @@ struct gr_session {
     const gr_program *prog;
     const ir_graph *g;
     gr_session_options opt;
-    void **var;                    /* one buffer per variable */
+    device_obj **devs; /* the devices the program uses, made by the session */
+    int n_devs;
+    void **var;                    /* one buffer per variable, in its device's memory */
     pthread_mutex_t *var_mu;       /* per variable: taken by locking updates */
     data_reader *_Atomic *readers; /* per data source, opened when a plan needs it */
     pthread_mutex_t readers_mu;    /* opening readers (which may load for seconds) */
@@ -87,10 +106,13 @@ gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st);
 /* The reader spec of data source d, as sema probed it and a session opens
  * it. Paths point into the graph. */
 void rt_data_spec(const ir_data *d, data_spec *s);
-/* Every live node's op has a kernel on its device (kernels_of(dev): that
- * device's table, NULL for none), else an error at the node naming the op
- * and the device; returns -1 then. */
-int rt_check_kernels(ir_graph *g, const kernel_fn *(*kernels_of)(int dev));
+/* Every live node's op has a kernel on its device of machine m, else an
+ * error at the node naming the op and the device (returns -1), or with
+ * soft (--soft-placement) a warning, and the node moves to cpu:0. */
+int rt_check_kernels(ir_graph *g, const rt_machine *m, int soft);
+
+/* session.c: the session's object for device id dev (one the program uses). */
+device_obj *rt_device(const gr_session *s, int dev);
 
 /* init.c: variable initialisers, deterministic per (seed, variable name). */
 void rt_init_var(const ir_var *v, float *dst, uint64_t seed);

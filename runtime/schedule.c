@@ -91,7 +91,16 @@ static int node_id(const rt_exec *e, int call)
     return (int)(e->args[call].node - e->p->g->nodes);
 }
 
-void sched_build(rt_exec *e, int threads)
+/* How many tasks a level of partition k may spread over: an async device
+ * runs its queue's calls in order. */
+static int part_threads(const rt_exec *e, int k)
+{
+    const exec_part *pt = &e->parts[k];
+    int t = pt->pool ? pool_size(pt->pool) : 1;
+    return t > MAX_TASKS ? MAX_TASKS : t;
+}
+
+void sched_build(rt_exec *e)
 {
     int n = e->n_calls;
     int *order = xmalloc(sizeof(int) * (size_t)(n + 1)),
@@ -99,7 +108,6 @@ void sched_build(rt_exec *e, int threads)
     int *calls = xmalloc(sizeof(int) * (size_t)(n + 1));
     double *cost = xmalloc(sizeof(double) * (size_t)(n + 1));
     for (int i = 0; i < n; i++) cost[i] = ops_cost(e->p->g, node_id(e, i));
-    if (threads > MAX_TASKS) threads = MAX_TASKS;
     e->levels = xcalloc((size_t)n + 1, sizeof *e->levels);
     for (int i = 0; i < n;) { /* calls come partition by partition, by level in each */
         int lv = e->p->level[node_id(e, i)], pt = e->p->part[node_id(e, i)], m = 0;
@@ -110,6 +118,7 @@ void sched_build(rt_exec *e, int threads)
         while (i < n && e->p->level[node_id(e, i)] == lv && e->p->part[node_id(e, i)] == pt)
             calls[m++] = i++;
         L->n = m;
+        int threads = part_threads(e, pt);
         L->task_first = xmalloc(sizeof(int) * (size_t)(threads + 2));
         plan_level(e, cost, calls, m, threads, L, order, task_of);
     }
@@ -168,6 +177,12 @@ static gr_code fault(const rt_exec *e, int i, gr_status *st)
 
 gr_code sched_run_level(const rt_exec *e, const exec_level *L, gr_status *st)
 {
+    const exec_part *pt = &e->parts[L->part];
+    if (pt->q) { /* an async device: enqueued, run later, faults found at a sync */
+        for (int i = L->first; i < L->first + L->n; i++)
+            pt->dev->vt->launch(pt->dev, pt->q, e->fn[i], &e->args[i]);
+        return GR_OK;
+    }
     level_job job = {e, L, -1};
     if (L->n_tasks > 1)
         pool_for(e->parts[L->part].pool, L->n_tasks, level_task, &job);
@@ -177,10 +192,17 @@ gr_code sched_run_level(const rt_exec *e, const exec_level *L, gr_status *st)
     return job.faulted < 0 ? GR_OK : fault(e, job.faulted, st);
 }
 
-static gr_code check_numerics(const kern_args *a, gr_status *st)
+gr_code sched_sync(const rt_exec *e, int k, gr_status *st)
 {
-    if (a->out_t->dtype != DT_F32 || !a->out) return GR_OK;
-    const float *x = a->out;
+    const exec_part *pt = &e->parts[k];
+    if (!pt->q) return GR_OK;
+    const kern_args *bad = pt->dev->vt->queue_sync(pt->dev, pt->q);
+    return bad ? fault(e, (int)(bad - e->args), st) : GR_OK;
+}
+
+/* x: the output, in host memory (an async device's was copied to pt->host_out). */
+static gr_code check_numerics(const kern_args *a, const float *x, gr_status *st)
+{
     int64_t n = ir_numel(a->out_t);
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(x[i])) {
@@ -194,7 +216,18 @@ static gr_code check_numerics(const kern_args *a, gr_status *st)
 
 gr_code sched_check_level(const rt_exec *e, const exec_level *L, gr_status *st)
 {
-    for (int i = L->first; e->s->opt.check_numerics && i < L->first + L->n; i++)
-        if (check_numerics(&e->args[i], st) != GR_OK) return GR_ERR_NUMERIC;
-    return GR_OK;
+    if (!e->s->opt.check_numerics) return GR_OK;
+    const exec_part *pt = &e->parts[L->part];
+    gr_code c = sched_sync(e, L->part, st);
+    for (int i = L->first; c == GR_OK && i < L->first + L->n; i++) {
+        const kern_args *a = &e->args[i];
+        if (a->out_t->dtype != DT_F32 || !a->out) continue;
+        const float *x = a->out;
+        if (pt->q) {
+            pt->dev->vt->to_host(pt->dev, pt->host_out, a->out, ir_nbytes(a->out_t));
+            x = pt->host_out;
+        }
+        c = check_numerics(a, x, st);
+    }
+    return c;
 }

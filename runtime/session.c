@@ -71,24 +71,69 @@ static gr_code check_session(const gr_session *s, const char *fn, gr_status *st)
     return GR_OK;
 }
 
+device_obj *rt_device(const gr_session *s, int dev)
+{
+    for (int i = 0; i < s->n_devs; i++)
+        if (s->devs[i]->id == dev) return s->devs[i];
+    fatal("no device object for device %d", dev); /* compile.c placed nothing else */
+}
+
+static void add_device(gr_session *s, int dev)
+{
+    for (int i = 0; i < s->n_devs; i++)
+        if (s->devs[i]->id == dev) return;
+    device_obj *d = machine_device_new(&s->prog->machine, dev);
+    if (!d) fatal("device %d has no implementation", dev); /* compile.c checked kernels */
+    s->devs[s->n_devs++] = d;
+}
+
+/* One object per device a variable or a live node sits on. */
+static void open_devices(gr_session *s)
+{
+    const ir_graph *g = s->g;
+    s->devs = xcalloc((size_t)(g->n_vars + g->n_nodes) + 1, sizeof *s->devs);
+    add_device(s, IR_DEV(DEV_CPU, 0)); /* the host: data sources, staging */
+    for (int i = 0; i < g->n_vars; i++) add_device(s, g->vars[i].device);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead) add_device(s, g->nodes[i].device);
+}
+
+/* Initialised on the host, then copied to the variable's device, so values
+ * are the same bit for bit on every device. */
+static gr_code init_var(gr_session *s, int i, gr_status *st)
+{
+    const ir_var *v = &s->g->vars[i];
+    device_obj *d = rt_device(s, v->device);
+    size_t n = ir_nbytes(&v->type);
+    char h[32];
+    if (!(s->var[i] = d->vt->alloc(d, n)))
+        return rt_fail_at(st, GR_ERR_NOMEM, &s->g->nodes[v->node],
+                          "cannot allocate variable '%s' on %s: %s", v->name, d->vt->name,
+                          rt_human_bytes(n, h, sizeof h));
+    if (!d->vt->async) {
+        rt_init_var(v, s->var[i], s->opt.seed);
+        return GR_OK;
+    }
+    float *host = malloc(n ? n : 1);
+    if (!host)
+        return rt_fail_at(st, GR_ERR_NOMEM, &s->g->nodes[v->node],
+                          "cannot allocate the host copy of variable '%s': %s", v->name,
+                          rt_human_bytes(n, h, sizeof h));
+    rt_init_var(v, host, s->opt.seed);
+    d->vt->to_device(d, s->var[i], host, n);
+    free(host);
+    return GR_OK;
+}
+
 static gr_code init_vars(gr_session *s, gr_status *st)
 {
     const ir_graph *g = s->g;
     s->var = xcalloc((size_t)g->n_vars + 1, sizeof *s->var);
     s->var_mu = xcalloc((size_t)g->n_vars + 1, sizeof *s->var_mu);
-    for (int i = 0; i < g->n_vars; i++) {
-        pthread_mutex_init(&s->var_mu[i], NULL);
-        size_t n = ir_nbytes(&g->vars[i].type);
-        if (posix_memalign(&s->var[i], 64, n ? n : 64)) {
-            char h[32];
-            s->var[i] = NULL;
-            return rt_fail_at(st, GR_ERR_NOMEM, &g->nodes[g->vars[i].node],
-                              "cannot allocate variable '%s': %s", g->vars[i].name,
-                              rt_human_bytes(n, h, sizeof h));
-        }
-        rt_init_var(&g->vars[i], s->var[i], s->opt.seed);
-    }
-    return GR_OK;
+    for (int i = 0; i < g->n_vars; i++) pthread_mutex_init(&s->var_mu[i], NULL);
+    gr_code c = GR_OK;
+    for (int i = 0; i < g->n_vars && c == GR_OK; i++) c = init_var(s, i, st);
+    return c;
 }
 
 gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,
@@ -115,6 +160,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     pthread_rwlockattr_destroy(&ra);
     s->readers = xcalloc((size_t)s->g->n_data + 1, sizeof *s->readers);
     cpu_blas_init();
+    open_devices(s);
     gr_code c = init_vars(s, st);
     if (c != GR_OK) {
         gr_session_free(s);
@@ -145,10 +191,15 @@ void gr_session_free(gr_session *s)
     free(s->plans);
     for (int i = 0; i < s->g->n_data; i++) data_close(s->readers[i]);
     free((void *)s->readers);
-    for (int i = 0; s->var && i < s->g->n_vars; i++) free(s->var[i]);
-    for (int i = 0; s->var_mu && i < s->g->n_vars; i++) pthread_mutex_destroy(&s->var_mu[i]);
+    for (int i = 0; s->var && i < s->g->n_vars; i++) {
+        device_obj *d = rt_device(s, s->g->vars[i].device);
+        if (s->var[i]) d->vt->free(d, s->var[i]);
+        pthread_mutex_destroy(&s->var_mu[i]);
+    }
     free(s->var);
     free(s->var_mu);
+    for (int i = 0; i < s->n_devs; i++) s->devs[i]->vt->close(s->devs[i]);
+    free(s->devs);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->readers_mu);
     pthread_rwlock_destroy(&s->pause);
@@ -538,8 +589,9 @@ gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t byt
     int vi = -1;
     gr_code c = var_lookup(s, name, bytes, &vi, st);
     if (c != GR_OK) return c;
+    device_obj *d = rt_device(s, s->g->vars[vi].device);
     pthread_rwlock_wrlock(&s->pause);
-    memcpy(data, s->var[vi], bytes);
+    d->vt->to_host(d, data, s->var[vi], bytes);
     pthread_rwlock_unlock(&s->pause);
     rt_ok(st);
     return GR_OK;
@@ -553,8 +605,9 @@ gr_code gr_variable_get(gr_session *s, const char *name, gr_tensor **out, gr_sta
     gr_code c = var_find(s, name, &vi, st);
     if (c == GR_OK) c = rt_tensor_like(&s->g->vars[vi].type, out, st);
     if (c != GR_OK) return c;
+    device_obj *d = rt_device(s, s->g->vars[vi].device);
     pthread_rwlock_wrlock(&s->pause);
-    memcpy(gr_tensor_data(*out), s->var[vi], gr_tensor_bytes(*out));
+    d->vt->to_host(d, gr_tensor_data(*out), s->var[vi], gr_tensor_bytes(*out));
     pthread_rwlock_unlock(&s->pause);
     rt_ok(st);
     return GR_OK;
@@ -566,8 +619,9 @@ gr_code gr_variable_write(gr_session *s, const char *name, const void *data, siz
     int vi = -1;
     gr_code c = var_lookup(s, name, bytes, &vi, st);
     if (c != GR_OK) return c;
+    device_obj *d = rt_device(s, s->g->vars[vi].device);
     pthread_rwlock_wrlock(&s->pause);
-    memcpy(s->var[vi], data, bytes);
+    d->vt->to_device(d, s->var[vi], data, bytes);
     pthread_rwlock_unlock(&s->pause);
     rt_ok(st);
     return GR_OK;

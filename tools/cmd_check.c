@@ -19,7 +19,9 @@ static const char check_help[] =
     "  --emit WHAT        also print a stage: ast, ir, plan or dot\n"
     "  --target NAME      the target --emit plan lays out (default: the last .minimize())\n"
     "  --set NAME=VALUE   override a param (repeatable)\n"
-    "  --soft-placement   accept nodes on missing devices (they run on cpu:0)\n";
+    "  --devices SPEC     the devices to compile for, e.g. cpu:0-1,gpu:0 (sim:N: simulated\n"
+    "                     GPUs); default: this machine's\n"
+    "  --soft-placement   accept nodes on missing devices or without a kernel there (cpu:0)\n";
 
 static int valid_emit(const char *e)
 {
@@ -29,10 +31,14 @@ static int valid_emit(const char *e)
 /* Returns CLI_OK, CLI_USAGE, or -1 after --help. */
 static int parse_check_opts(int argc, char **argv, check_opts *o)
 {
-    enum { O_EMIT = 256, O_TARGET, O_SET, O_SOFT };
-    static const struct option longs[] = {{"emit", 1, 0, O_EMIT}, {"target", 1, 0, O_TARGET},
-                                          {"set", 1, 0, O_SET},   {"soft-placement", 0, 0, O_SOFT},
-                                          {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+    enum { O_EMIT = 256, O_TARGET, O_SET, O_SOFT, O_DEVICES };
+    static const struct option longs[] = {{"emit", 1, 0, O_EMIT},
+                                          {"target", 1, 0, O_TARGET},
+                                          {"set", 1, 0, O_SET},
+                                          {"soft-placement", 0, 0, O_SOFT},
+                                          {"devices", 1, 0, O_DEVICES},
+                                          {"help", 0, 0, 'h'},
+                                          {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
@@ -43,6 +49,8 @@ static int parse_check_opts(int argc, char **argv, check_opts *o)
             o->target = optarg;
         else if (c == O_SOFT)
             o->comp.soft_placement = 1;
+        else if (c == O_DEVICES)
+            o->comp.devices = optarg;
         else if (c != O_SET || cli_add_param(&o->params, optarg) < 0)
             return CLI_USAGE;
     }

@@ -24,7 +24,10 @@ static const char train_usage[] =
     "  --threads T        total threads, split evenly between executors (default: all cores)\n"
     "  --log PATH         write JSON lines: progress, then a final summary\n"
     "  --check-numerics   stop at the first NaN/Inf, naming the op and its line\n"
-    "  --soft-placement   run nodes placed on missing devices on cpu:0\n"
+    "  --devices SPEC     the devices, e.g. cpu:0-1,gpu:0 (sim:N: simulated GPUs);\n"
+    "                     default: this machine's\n"
+    "  --soft-placement   run nodes placed on missing devices, or without a kernel there, on "
+    "cpu:0\n"
     "  --quiet            print only errors and the final summary\n"
     "  --checkpoint PATH  save a checkpoint (safetensors) to PATH at the end\n"
     "  --checkpoint-every K  also save it every K steps (needs --checkpoint)\n"
@@ -79,6 +82,7 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         O_ALLOW_MISSING,
         O_EXECUTORS,
         O_LOCKING,
+        O_DEVICES,
         O_HELP
     };
     static const struct option longs[] = {{"steps", 1, 0, O_STEPS},
@@ -92,6 +96,7 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
                                           {"quiet", 0, 0, O_QUIET},
                                           {"check-numerics", 0, 0, O_NUMERICS},
                                           {"soft-placement", 0, 0, O_SOFT},
+                                          {"devices", 1, 0, O_DEVICES},
                                           {"checkpoint", 1, 0, O_CKPT},
                                           {"checkpoint-every", 1, 0, O_CKPT_EVERY},
                                           {"restore", 1, 0, O_RESTORE},
@@ -152,6 +157,9 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
             break;
         case O_SOFT:
             o->comp.soft_placement = 1;
+            break;
+        case O_DEVICES:
+            o->comp.devices = optarg;
             break;
         case O_CKPT:
             o->ckpt_path = optarg;

@@ -1,0 +1,123 @@
+/* machine.c - which devices exist, and device objects for them.
+ *
+ * A machine is a number of CPU devices (cpu:0..cpu:N-1, logical: each is
+ * its own partition with its own threads) and of GPUs, of one kind: CUDA,
+ * or the simulated GPU (devices/sim), which stands in for gpu:N on machines
+ * without one.  The machine a process runs on is probed once: GR_SIM_GPU=N
+ * in the environment gives N simulated GPUs (tests use it); otherwise the
+ * CUDA device count.  A spec (gr_compile_options.devices, `--devices`)
+ * replaces the probe, so that goldens and tests say the same on any host:
+ *
+ *     cpu:0-1,gpu:0        two CPU devices and one real GPU
+ *     cpu:0,sim:0-1        one CPU device and two simulated GPUs */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../devices/sim/sim.h"
+#include "runtime.h"
+
+#ifdef GR_HAVE_CUDA
+#include "../devices/cuda/cuda.h"
+static int cuda_gpus(void)
+{
+    return cuda_device_count();
+}
+#else
+static int cuda_gpus(void)
+{
+    return 0;
+}
+#endif
+
+enum { MACHINE_CPUS = 16 }; /* cpu:0..cpu:15, as the language accepts */
+
+static rt_machine probed;
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+
+static void probe(void)
+{
+    const char *sim = getenv("GR_SIM_GPU");
+    probed.n_cpu = MACHINE_CPUS;
+    if (sim && *sim) {
+        probed.n_gpu = atoi(sim);
+        probed.gpu = probed.n_gpu > 0 ? MACHINE_GPU_SIM : MACHINE_GPU_NONE;
+        return;
+    }
+    probed.n_gpu = cuda_gpus();
+    probed.gpu = probed.n_gpu > 0 ? MACHINE_GPU_CUDA : MACHINE_GPU_NONE;
+}
+
+const rt_machine *machine_probe(void)
+{
+    pthread_once(&probe_once, probe);
+    return &probed;
+}
+
+/* "KIND:N" or "KIND:A-B" at *s; advances *s past it. */
+static int parse_item(const char **s, char *kind, size_t nk, int *lo, int *hi)
+{
+    const char *c = *s, *colon = strchr(c, ':');
+    if (!colon || (size_t)(colon - c) >= nk) return -1;
+    memcpy(kind, c, (size_t)(colon - c));
+    kind[colon - c] = 0;
+    char *end;
+    long a = strtol(colon + 1, &end, 10), b = a;
+    if (end == colon + 1 || a < 0) return -1;
+    if (*end == '-') {
+        const char *start = end + 1;
+        b = strtol(start, &end, 10);
+        if (end == start || b < a) return -1;
+    }
+    if (b > 0xfff || (*end && *end != ',')) return -1;
+    *lo = (int)a, *hi = (int)b;
+    *s = *end ? end + 1 : end;
+    return 0;
+}
+
+/* Devices are numbered from 0 without holes: a range must start at 0. */
+static int add_item(rt_machine *m, const char *kind, int lo, int hi)
+{
+    if (lo != 0) return -1;
+    if (strcmp(kind, "cpu") == 0) {
+        m->n_cpu = hi + 1;
+        return 0;
+    }
+    machine_gpu g = strcmp(kind, "gpu") == 0   ? MACHINE_GPU_CUDA
+                    : strcmp(kind, "sim") == 0 ? MACHINE_GPU_SIM
+                                               : MACHINE_GPU_NONE;
+    if (g == MACHINE_GPU_NONE || (m->gpu != MACHINE_GPU_NONE && m->gpu != g)) return -1;
+    m->gpu = g;
+    m->n_gpu = hi + 1;
+    return 0;
+}
+
+int machine_parse(const char *spec, rt_machine *m, char *err, size_t errlen)
+{
+    *m = (rt_machine){.n_cpu = 1};
+    const char *s = spec;
+    while (*s) {
+        char kind[8];
+        int lo, hi;
+        if (parse_item(&s, kind, sizeof kind, &lo, &hi) < 0 || add_item(m, kind, lo, hi) < 0) {
+            snprintf(err, errlen,
+                     "--devices '%s': expected a list such as cpu:0-1,gpu:0 (kinds cpu, gpu "
+                     "or sim; numbers from 0; one kind of GPU)",
+                     spec);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const kernel_fn *machine_kernels(const rt_machine *m, int dev)
+{
+    if (IR_DEV_KIND(dev) == DEV_CPU) return cpu_kernels;
+    return m->gpu == MACHINE_GPU_SIM ? sim_vtable.kernels : NULL;
+}
+
+device_obj *machine_device_new(const rt_machine *m, int dev)
+{
+    if (IR_DEV_KIND(dev) == DEV_CPU) return cpu_device_new(dev);
+    return m->gpu == MACHINE_GPU_SIM ? sim_device_new(dev) : NULL;
+}
