@@ -4,6 +4,7 @@
  * and the CPU kernels (constant folding runs them at compile time).  The
  * plan of each target is made later, by the session that runs it. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime.h"
 
@@ -102,6 +103,24 @@ int rt_check_kernels(ir_graph *g, const rt_machine *m, int soft)
     return missing ? -1 : 0;
 }
 
+/* GR_TEST_ON_GPU=1 (with GPUs, e.g. GR_SIM_GPU=2) moves every cpu:N node
+ * and variable to gpu:N: how CI runs the CPU suite on the simulated GPU. */
+static void test_on_gpu(ir_graph *g, const rt_machine *m)
+{
+    const char *on = getenv("GR_TEST_ON_GPU");
+    if (!on || strcmp(on, "1") || m->n_gpu == 0) return;
+    for (int i = 0; i < g->n_nodes; i++) {
+        int d = g->nodes[i].device;
+        if (IR_DEV_KIND(d) == DEV_CPU)
+            g->nodes[i].device = IR_DEV(DEV_GPU, IR_DEV_INDEX(d) % m->n_gpu);
+    }
+    for (int i = 0; i < g->n_vars; i++) {
+        int d = g->vars[i].device;
+        if (IR_DEV_KIND(d) == DEV_CPU)
+            g->vars[i].device = IR_DEV(DEV_GPU, IR_DEV_INDEX(d) % m->n_gpu);
+    }
+}
+
 /* Data sources live on the host: their batches cross to other devices as
  * transfers. */
 static void data_on_host(ir_graph *g)
@@ -154,6 +173,7 @@ gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
     int r = sema_compile(p->g, p->ast, &so);
     free(params);
     if (r < 0 || p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
+    test_on_gpu(p->g, &p->machine);
     data_on_host(p->g);
     int soft = opt && opt->soft_placement;
     if (rt_check_kernels(p->g, &p->machine, soft) < 0)

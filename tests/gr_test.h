@@ -3,11 +3,35 @@
 #ifndef GR_TEST_H
 #define GR_TEST_H
 
+#include <stdio.h>
+#include <stdlib.h>
+
 /* Fails the test with the call, the code and the status message. */
 #define assert_gr_ok(call, st)                                                                     \
     do {                                                                                           \
         gr_code c_ = (call);                                                                       \
         if (c_ != GR_OK) fail_msg("%s -> %s: %s", #call, gr_code_name(c_), gr_status_message(st)); \
     } while (0)
+
+/* The device a test's cpu:N runs on: gpu:N when tests/sim.cmake runs the
+ * suite on the simulated GPU (GR_TEST_ON_GPU=1). */
+static inline int gr_test_on_gpu(void)
+{
+    const char *on = getenv("GR_TEST_ON_GPU");
+    return on && on[0] == '1';
+}
+
+static inline const char *gr_test_dev(int n)
+{
+    static const char *cpu[] = {"cpu:0", "cpu:1"}, *gpu[] = {"gpu:0", "gpu:1"};
+    return (gr_test_on_gpu() ? gpu : cpu)[n & 1];
+}
+
+/* "OP on DEV" into buf, as runtime errors name a node's op and device. */
+static inline const char *gr_test_on(char *buf, size_t n, const char *op, int dev)
+{
+    snprintf(buf, n, "%s on %s", op, gr_test_dev(dev));
+    return buf;
+}
 
 #endif
