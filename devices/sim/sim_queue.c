@@ -2,7 +2,7 @@
  *
  * A queue is a worker thread and a FIFO of entries (a launch, a copy, an
  * event record, an event wait), run in order.  The FIFO is a linked list
- * with a stub: the worker owns head (the entry it ran last), enqueuers own
+ * with a sentinel: the worker owns head (the entry it ran last), enqueuers own
  * tail; the worker frees an entry once it has taken the one after it, so a
  * freed entry is never the tail.
  *
@@ -23,7 +23,6 @@
  * only when the worker happened to be slow.  Fields that both sides read
  * and write are atomics (relaxed: the real ordering comes from the locks),
  * and the worker reads nothing the host writes except the entries. */
-#include <assert.h>
 #include <errno.h>
 #include <semaphore.h>
 #include <stdint.h>
@@ -93,7 +92,7 @@ struct dev_queue {
     uint64_t gen;    /* 1 + the number of queue_syncs */
     sem_t work;      /* one post per entry */
     /* The worker's side. */
-    sim_entry *head;         /* the stub: the entry run last */
+    sim_entry *head;         /* the sentinel: the entry run last */
     pthread_mutex_t done_mu; /* with done_cv: queue_sync sleeps on done */
     pthread_cond_t done_cv;
     _Atomic uint64_t done;      /* seq of the last entry run */
@@ -113,8 +112,6 @@ struct dev_event {
     pthread_cond_t cv;
     _Atomic uint64_t fired;
 };
-
-static_assert(DT_COUNT == 2, "sim_nbytes assumes every dtype is 4 bytes");
 
 /* ---- locks that TSan does not see (see the top) ---- */
 
@@ -259,7 +256,7 @@ dev_queue *sim_queue_new(device_obj *d)
 {
     dev_queue *q = xcalloc(1, sizeof *q);
     q->d = d;
-    q->head = q->tail = sim_entry_new(SIM_STOP, 0); /* the first stub */
+    q->head = q->tail = sim_entry_new(SIM_STOP, 0); /* the first sentinel */
     q->gen = 1;
     pthread_mutex_init(&q->push_mu, NULL);
     pthread_mutex_init(&q->done_mu, NULL);
@@ -333,13 +330,6 @@ const kern_args *sim_queue_sync(device_obj *d, dev_queue *q)
 
 /* ---- launches and copies ---- */
 
-static size_t sim_nbytes(const ir_type *t)
-{
-    size_t n = 4;
-    for (int i = 0; t && i < t->rank; i++) n *= (size_t)t->dim[i];
-    return t ? n : 0;
-}
-
 /* The alias address of one of a call's buffers, checked against its type:
  * a kernel must not run past the allocation it was given. */
 static void *sim_kernel_buf(device_obj *d, const kern_args *a, const char *role, int j,
@@ -360,9 +350,9 @@ void sim_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a)
     e->fn = fn;
     e->orig = a;
     e->a = *a;
-    e->a.out = sim_kernel_buf(d, a, "output", 0, a->out, sim_nbytes(a->out_t));
+    e->a.out = sim_kernel_buf(d, a, "output", 0, a->out, a->out_t ? ir_nbytes(a->out_t) : 0);
     for (int j = 0; j < a->n_in; j++)
-        e->in[j] = sim_kernel_buf(d, a, "input", j, a->in[j], sim_nbytes(a->in_t[j]));
+        e->in[j] = sim_kernel_buf(d, a, "input", j, a->in[j], ir_nbytes(a->in_t[j]));
     e->a.in = e->in;
     e->a.scratch = sim_kernel_buf(d, a, "scratch", 0, a->scratch,
                                   a->scratch_task_bytes * (size_t)a->max_tasks);
