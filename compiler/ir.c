@@ -399,6 +399,12 @@ void ir_add_ctrl(ir_graph *g, int node, int dep)
     ir_node *n = &g->nodes[node];
     for (int k = 0; k < n->n_ctrl; k++)
         if (n->ctrl[k] == dep) return;
+    ir_append_ctrl(g, node, dep);
+}
+
+void ir_append_ctrl(ir_graph *g, int node, int dep)
+{
+    ir_node *n = &g->nodes[node];
     int cnt = n->n_ctrl;
     if ((cnt & (cnt - 1)) == 0) { /* 0, 1, 2, 4, ...: full, so double */
         int *c = ir_alloc(g, (size_t)(cnt ? 2 * cnt : 1) * sizeof(int));

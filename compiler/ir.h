@@ -172,6 +172,9 @@ int ir_set_name(ir_graph *g, const char *name, int node, int is_train);
 int ir_find_name(const ir_graph *g, const char *name); /* index into names or -1 */
 int ir_find_var(const ir_graph *g, const char *name);  /* index into vars or -1 */
 void ir_add_ctrl(ir_graph *g, int node, int dep);
+/* ir_add_ctrl for a caller that knows dep is not there yet (it keeps its
+ * own set): no scan of the node's control deps. */
+void ir_append_ctrl(ir_graph *g, int node, int dep);
 
 /* "cpu:0", "gpu:1" into buf; returns buf. */
 const char *ir_dev_str(int dev, char *buf, size_t n);

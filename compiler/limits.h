@@ -45,13 +45,13 @@
 #define LIM_LOOP 100000
 /* Iterations of all loops together, nested loops counting every inner
  * iteration. */
-#define LIM_LOOP_TOTAL 10000000
+#define LIM_LOOP_TOTAL 1000000
 /* Function calls in progress at once (recursion). */
 #define LIM_CALL_DEPTH 64
 /* Evaluation steps (one per expression evaluated): bounds the time of
  * programs whose loops and calls multiply, such as a function that calls
  * itself twice. */
-#define LIM_EVAL_STEPS 10000000
+#define LIM_EVAL_STEPS 2000000
 /* Highest index of `l[i] = ...`. */
 #define LIM_LIST_INDEX 4096
 

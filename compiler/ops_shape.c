@@ -451,8 +451,9 @@ static int conv_check(ir_graph *g, int id, const ir_type *x, const ir_type *w)
 static int conv_gemm_check(ir_graph *g, int id, const ir_type *x, const ir_type *w,
                            const int64_t *dims)
 {
+    /* the filter's type and the output's are valid (at most 2^38 elements
+     * each), so neither product can overflow */
     int64_t ckk = w->dim[1] * w->dim[2] * w->dim[3], ohw = dims[2] * dims[3], cols;
-    /* ckk and ohw: products of checked types' dims, so at most 2^38 each */
     ir_type col = make_type(DT_F32, 2, (int64_t[]){ckk, ohw});
     if (ckk <= LIM_DIM && ohw <= LIM_DIM && ir_checked_mul(ckk, ohw, &cols) == 0 &&
         cols <= LIM_TENSOR_BYTES / 4)
@@ -478,8 +479,10 @@ int ops_shape_conv2d(ir_graph *g, int id)
         return ops_error(g, id, "conv2d: filter %s is larger than the padded input %lldx%lld",
                          ops_ts(w).s, (long long)h, (long long)wd);
     int64_t dims[4] = {x->dim[0], w->dim[0], (h - w->dim[2]) / s + 1, (wd - w->dim[3]) / s + 1};
+    ir_type y = make_type(DT_F32, 4, dims);
+    if (ir_type_problem(&y, NULL, 0)) return set_type(g, id, y); /* ir_add reports it */
     if (conv_gemm_check(g, id, x, w, dims) < 0) return -1;
-    return set_type(g, id, make_type(DT_F32, 4, dims));
+    return set_type(g, id, y);
 }
 
 int ops_shape_pool(ir_graph *g, int id)

@@ -438,7 +438,7 @@ static void regroup(ir_graph *g, int m, group_edges *e, ctrl_set *c)
         int gi = e->group[edges[i]], slot = e->slot[edges[i]];
         g->nodes[gi].in[slot] = a;
         edge_add(e, a, gi, slot);
-        if (ctrl_set_add(c, gi, b)) ir_add_ctrl(g, gi, b);
+        if (ctrl_set_add(c, gi, b)) ir_append_ctrl(g, gi, b);
     }
     free(edges);
 }

@@ -38,8 +38,11 @@ static binding *env_set(env *e, const char *name, value v)
         return b;
     }
     if (e->n == e->cap) {
-        e->cap = e->cap ? 2 * e->cap : 16;
-        e->v = xreallocarray(e->v, (size_t)e->cap, sizeof *e->v);
+        int cap = e->cap ? 2 * e->cap : 16;
+        binding *grown = xreallocarray(e->v == e->small ? NULL : e->v, (size_t)cap, sizeof *grown);
+        if (e->v == e->small) memcpy(grown, e->small, sizeof e->small);
+        e->v = grown;
+        e->cap = cap;
     }
     e->v[e->n] = (binding){.name = name, .v = v};
     return &e->v[e->n++];
@@ -417,6 +420,8 @@ static value call_fn(sema *S, const ast_node *fn, int fn_vars, const sema_args *
         return sema_value_err();
     }
     env local = {.parent = S->global};
+    local.v = local.small;
+    local.cap = ENV_INLINE;
     value result = sema_value_err();
     int scoped = -1;
     if (bind_params(S, &local, fn, args) == 0 && (scoped = call_scope(S, fn, fn_vars, call)) >= 0) {
@@ -430,7 +435,7 @@ static value call_fn(sema *S, const ast_node *fn, int fn_vars, const sema_args *
         S->depth--;
         if (scoped) scope_pop(S);
     }
-    free(local.v);
+    if (local.v != local.small) free(local.v);
     return result;
 }
 
@@ -450,17 +455,25 @@ static int check_kwargs(sema *S, const sema_args *args)
     return r;
 }
 
-/* Evaluates n's arguments into args (arrays the caller frees); returns -1
- * when one of them is an error. */
-static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args)
+/* Room for the arguments of most calls, on the stack: a call then costs no
+ * allocation, which matters when loops run a function a million times. */
+enum { ARGS_INLINE = 8 };
+typedef struct args_buf {
+    value pos[ARGS_INLINE], kw[ARGS_INLINE];
+    const ast_node *pos_at[ARGS_INLINE], *kw_at[ARGS_INLINE];
+} args_buf;
+
+/* Evaluates n's arguments into args (in buf when they fit, else arrays
+ * that args_free frees); returns -1 when one of them is an error. */
+static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args, args_buf *buf)
 {
     size_t cap = (size_t)n->n_items + 1;
-    int bad = 0;
+    int bad = 0, small = n->n_items <= ARGS_INLINE;
     *args = (sema_args){.call = n,
-                        .pos = xcalloc(cap, sizeof(value)),
-                        .pos_at = xcalloc(cap, sizeof(ast_node *)),
-                        .kw = xcalloc(cap, sizeof(value)),
-                        .kw_at = xcalloc(cap, sizeof(ast_node *))};
+                        .pos = small ? buf->pos : xcalloc(cap, sizeof(value)),
+                        .pos_at = small ? buf->pos_at : xcalloc(cap, sizeof(ast_node *)),
+                        .kw = small ? buf->kw : xcalloc(cap, sizeof(value)),
+                        .kw_at = small ? buf->kw_at : xcalloc(cap, sizeof(ast_node *))};
     for (int i = 0; i < n->n_items; i++) {
         const ast_node *it = n->items[i];
         value v = sema_eval(S, e, it->kind == AST_KWARG ? it->a : it);
@@ -473,13 +486,23 @@ static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args)
     return bad ? -1 : 0;
 }
 
+static void args_free(sema_args *args, args_buf *buf)
+{
+    if (args->pos == buf->pos) return;
+    free(args->pos);
+    free(args->pos_at);
+    free(args->kw);
+    free(args->kw_at);
+}
+
 static value eval_call(sema *S, env *e, const ast_node *n)
 {
     value f = sema_eval(S, e, n->a);
     if (f.k == V_ERR) return f;
     sema_args args;
+    args_buf buf;
     value r = sema_value_err();
-    if (eval_args(S, e, n, &args) < 0 || check_kwargs(S, &args) < 0) {
+    if (eval_args(S, e, n, &args, &buf) < 0 || check_kwargs(S, &args) < 0) {
     } else if (f.k == V_FN)
         r = call_fn(S, f.fn, f.id, &args);
     else if (f.k == V_OP)
@@ -488,10 +511,7 @@ static value eval_call(sema *S, env *e, const ast_node *n)
         r = sema_call_builtin(S, f.id, &args);
     else
         sema_err(S, n->a, "%s is not callable", sema_value_kind(&f));
-    free(args.pos);
-    free(args.pos_at);
-    free(args.kw);
-    free(args.kw_at);
+    args_free(&args, &buf);
     return r;
 }
 

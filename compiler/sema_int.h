@@ -65,10 +65,12 @@ typedef struct binding {
     const ast_node *decl; /* the param/input/data/fn/var statement, or NULL */
 } binding;
 
+enum { ENV_INLINE = 8 };
 typedef struct env {
-    binding *v;
+    binding *v; /* small, or heap once more names are bound */
     int n, cap;
     struct env *parent;
+    binding small[ENV_INLINE]; /* a function's locals, without an allocation */
 } env;
 
 typedef struct counter {

@@ -118,6 +118,12 @@ static void compile_warnings(gr_program *p)
 
 gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
 {
+    return rt_compile_probe(p, opt, compile_probe_data, NULL, st);
+}
+
+gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data_probe probe,
+                         void *probe_ctx, gr_status *st)
+{
     p->ast = ps_parse(p->src, &p->diags);
     if (p->diags.n_errors) return rt_fail_diags(st, GR_ERR_SYNTAX, &p->diags);
     p->g = ir_new(&p->diags);
@@ -129,7 +135,8 @@ gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
                        .soft_placement = opt && opt->soft_placement,
                        .n_cpu = 16,
                        .n_gpu = available_gpus(),
-                       .probe_data = compile_probe_data};
+                       .probe_data = probe,
+                       .probe_ctx = probe_ctx};
     int r = sema_compile(p->g, p->ast, &so);
     free(params);
     if (r < 0 || p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);

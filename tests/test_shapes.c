@@ -362,6 +362,11 @@ static const shape_case errors[] = {
      .want = "conv2d: f32[1,2048,2048,1024] with filter f32[1,2048,2048,1024] needs an im2col "
              "buffer f32[4294967296,1], too large: dimension 0 is 4294967296, above the limit of "
              "2147483647"},
+    {OP_CONV2D, /* found by fuzz_compile: OH * OW overflowed before the output was checked */
+     {"f32[1,1,4,4]", "f32[1,1,2,2]"},
+     {1, 2147483647},
+     .want = "conv2d: f32[1,1,4,4] and f32[1,1,2,2] give f32[1,1,4294967297,4294967297], too "
+             "large: dimension 2 is 4294967297, above the limit of 2147483647"},
     {OP_CONV2D,
      {"f32[1,1,4,4]", "f32[1,1,2,2]"},
      {1, INT64_MAX},
