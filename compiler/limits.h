@@ -48,9 +48,13 @@
 #define LIM_LOOP_TOTAL 1000000
 /* Function calls in progress at once (recursion). */
 #define LIM_CALL_DEPTH 64
-/* Evaluation steps (one per expression evaluated): bounds the time of
- * programs whose loops and calls multiply, such as a function that calls
- * itself twice. */
+/* Expressions being evaluated at once, through every call in progress:
+ * evaluation recurses natively, so this bounds its stack (about 2 MB in
+ * the largest frames GCC -O3 makes), where recursion of 64 calls through
+ * expressions 1000 deep (the parser's limit) would overflow it. */
+#define LIM_EVAL_DEPTH 1200
+/* Evaluation steps, one per statement and expression evaluated: bounds
+ * the time of programs whose loops and calls multiply. */
 #define LIM_EVAL_STEPS 2000000
 /* Highest index of `l[i] = ...`. */
 #define LIM_LIST_INDEX 4096

@@ -12,12 +12,62 @@
 
 static value sema_eval(sema *S, env *e, const ast_node *n);
 
+/* Each kind of expression is evaluated in a frame of its own: inlined
+ * into sema_eval, every level of a deep expression would take the stack
+ * of the largest (a call binding its locals), and LIM_EVAL_DEPTH levels
+ * must fit in a thread's stack. */
+#define EVAL_FRAME __attribute__((noinline))
+
 /* ---- environments ---- */
+
+static uint64_t env_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+/* Past ENV_INLINE names an environment is indexed by hash: a program with
+ * hundreds of top-level names looks each one up in O(1), not by a scan
+ * per evaluation step. */
+static void env_index_put(env *e, int i)
+{
+    size_t mask = (size_t)e->index_cap - 1, k = env_hash(e->v[i].name) & mask;
+    while (e->index[k] >= 0) k = (k + 1) & mask;
+    e->index[k] = i;
+}
+
+static void env_index_add(env *e, int i)
+{
+    if (e->n <= ENV_INLINE) return;
+    if (2 * e->n > e->index_cap) {
+        free(e->index);
+        e->index_cap = 64;
+        while (e->index_cap < 4 * e->n) e->index_cap *= 2;
+        e->index = xmalloc(sizeof(int) * (size_t)e->index_cap);
+        memset(e->index, -1, sizeof(int) * (size_t)e->index_cap);
+        for (int j = 0; j < e->n; j++) env_index_put(e, j);
+        return;
+    }
+    env_index_put(e, i);
+}
+
+static void env_free(env *e)
+{
+    if (e->v != e->small) free(e->v);
+    free(e->index);
+}
 
 static binding *env_find_local(env *e, const char *name)
 {
+    if (e->index) {
+        size_t mask = (size_t)e->index_cap - 1;
+        for (size_t k = env_hash(name) & mask; e->index[k] >= 0; k = (k + 1) & mask)
+            if (strcmp(e->v[e->index[k]].name, name) == 0) return &e->v[e->index[k]];
+        return NULL;
+    }
     for (int i = e->n - 1; i >= 0; i--)
-        if (strcmp(e->v[i].name, name) == 0) return &e->v[i];
+        if (e->v[i].name[0] == name[0] && strcmp(e->v[i].name, name) == 0) return &e->v[i];
     return NULL;
 }
 
@@ -45,7 +95,9 @@ static binding *env_set(env *e, const char *name, value v)
         e->cap = cap;
     }
     e->v[e->n] = (binding){.name = name, .v = v};
-    return &e->v[e->n++];
+    e->n++;
+    env_index_add(e, e->n - 1);
+    return &e->v[e->n - 1];
 }
 
 /* Whether declaration st (param, input, data, fn, var) repeats a name
@@ -100,9 +152,10 @@ static const char *env_suggest(env *e, const char *name)
 
 /* ---- variable scopes ---- */
 
-/* Enters variable scope `name` (under the current one); -1 after reporting
+/* Enters variable scope `name` (under the current one), kept in v (the
+ * caller's, on its stack: scopes cost no allocation); -1 after reporting
  * at `at` when its full path would be longer than LIM_NAME. */
-static int scope_push(sema *S, const ast_node *at, const char *name, int reuse)
+static int scope_push(sema *S, vscope *v, const ast_node *at, const char *name, int reuse)
 {
     const char *pp = S->scope->path;
     size_t n = strlen(pp) + strlen(name) + 2;
@@ -110,9 +163,12 @@ static int scope_push(sema *S, const ast_node *at, const char *name, int reuse)
         sema_err(S, at, "scope name '%.40s...' is longer than %d bytes, the limit", pp, LIM_NAME);
         return -1;
     }
-    vscope *v = xcalloc(1, sizeof *v);
     char *path = ir_alloc(S->g, n);
-    snprintf(path, n, "%s%s%s", pp, *pp ? "/" : "", name);
+    *v = (vscope){0};
+    size_t lp = strlen(pp); /* not snprintf: a loop may enter a scope a million times */
+    memcpy(path, pp, lp);
+    if (lp) path[lp++] = '/';
+    memcpy(path + lp, name, strlen(name) + 1);
     v->path = path;
     v->reuse = reuse;
     v->parent = S->scope;
@@ -125,7 +181,6 @@ static void scope_pop(sema *S)
     vscope *v = S->scope;
     S->scope = v->parent;
     free(v->counters);
-    free(v);
 }
 
 /* Next number for an unnamed call of `fn` in the current scope entry. */
@@ -165,7 +220,7 @@ static void place_since(sema *S, int mark, int dev)
 
 /* ---- expressions ---- */
 
-static value eval_name(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_name(sema *S, env *e, const ast_node *n)
 {
     binding *b = env_find(e, n->name);
     if (b) return b->v;
@@ -182,7 +237,7 @@ static value eval_name(sema *S, env *e, const ast_node *n)
     return sema_value_err();
 }
 
-static value eval_list(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_list(sema *S, env *e, const ast_node *n)
 {
     value v = {.k = V_LIST, .n_items = n->n_items, .cap_items = n->n_items};
     v.items = ir_alloc(S->g, sizeof(value) * (size_t)(n->n_items + 1));
@@ -274,7 +329,7 @@ static ir_dtype value_dtype(sema *S, value v)
     return v.k == V_TENSOR ? S->g->nodes[v.node].type.dtype : DT_F32;
 }
 
-static value eval_binary(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_binary(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a), y = sema_eval(S, e, n->b);
     if (x.k == V_ERR || y.k == V_ERR) return sema_value_err();
@@ -286,7 +341,7 @@ static value eval_binary(sema *S, env *e, const ast_node *n)
     return sema_value_tensor(ir_add(S->g, binop_to_ir[n->op], in, 2, NULL, S->src, n->span));
 }
 
-static value eval_unary(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_unary(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a);
     if (x.k == V_ERR) return x;
@@ -296,7 +351,7 @@ static value eval_unary(sema *S, env *e, const ast_node *n)
     return sema_value_tensor(ir_add(S->g, OP_NEG, &in, 1, NULL, S->src, n->span));
 }
 
-static value eval_index(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_index(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a), i = sema_eval(S, e, n->b);
     int64_t k;
@@ -314,7 +369,7 @@ static value eval_index(sema *S, env *e, const ast_node *n)
     return x.items[k];
 }
 
-static value eval_field(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_field(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a);
     if (x.k == V_ERR) return x;
@@ -323,7 +378,7 @@ static value eval_field(sema *S, env *e, const ast_node *n)
     return sema_value_err();
 }
 
-static value eval_method(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
 {
     value obj = sema_eval(S, e, n->a);
     if (obj.k == V_ERR) return obj;
@@ -400,7 +455,7 @@ static int bind_params(sema *S, env *local, const ast_node *fn, const sema_args 
 /* Opens the scope of a call to fn (see docs/architecture.md, "Call
  * scopes"): returns 1 when one was opened, 0 when the call needs none, -1
  * after an error. */
-static int call_scope(sema *S, const ast_node *fn, int fn_vars, const ast_node *call)
+static int call_scope(sema *S, vscope *v, const ast_node *fn, int fn_vars, const ast_node *call)
 {
     if (!call->as_name && !fn_vars) return 0;
     const char *nm = call->as_name;
@@ -409,10 +464,10 @@ static int call_scope(sema *S, const ast_node *fn, int fn_vars, const ast_node *
         snprintf(buf, sizeof buf, "%s_%d", fn->name, scope_count(S->scope, fn->name));
         nm = ir_strdup(S->g, buf);
     }
-    return scope_push(S, call, nm, S->scope->reuse) < 0 ? -1 : 1;
+    return scope_push(S, v, call, nm, S->scope->reuse) < 0 ? -1 : 1;
 }
 
-static value call_fn(sema *S, const ast_node *fn, int fn_vars, const sema_args *args)
+static EVAL_FRAME value call_fn(sema *S, const ast_node *fn, int fn_vars, const sema_args *args)
 {
     const ast_node *call = args->call;
     if (S->depth >= LIM_CALL_DEPTH) {
@@ -424,7 +479,9 @@ static value call_fn(sema *S, const ast_node *fn, int fn_vars, const sema_args *
     local.cap = ENV_INLINE;
     value result = sema_value_err();
     int scoped = -1;
-    if (bind_params(S, &local, fn, args) == 0 && (scoped = call_scope(S, fn, fn_vars, call)) >= 0) {
+    vscope scope;
+    if (bind_params(S, &local, fn, args) == 0 &&
+        (scoped = call_scope(S, &scope, fn, fn_vars, call)) >= 0) {
         S->depth++;
         int saved_in_fn = S->in_fn;
         S->in_fn = 1;
@@ -435,7 +492,7 @@ static value call_fn(sema *S, const ast_node *fn, int fn_vars, const sema_args *
         S->depth--;
         if (scoped) scope_pop(S);
     }
-    if (local.v != local.small) free(local.v);
+    env_free(&local);
     return result;
 }
 
@@ -455,13 +512,14 @@ static int check_kwargs(sema *S, const sema_args *args)
     return r;
 }
 
-/* Room for the arguments of most calls, on the stack: a call then costs no
- * allocation, which matters when loops run a function a million times. */
+/* Room for the arguments of most calls, reused (call_buf): a call then
+ * costs no allocation, which matters when loops run a function a million
+ * times. */
 enum { ARGS_INLINE = 8 };
-typedef struct args_buf {
+struct args_buf {
     value pos[ARGS_INLINE], kw[ARGS_INLINE];
     const ast_node *pos_at[ARGS_INLINE], *kw_at[ARGS_INLINE];
-} args_buf;
+};
 
 /* Evaluates n's arguments into args (in buf when they fit, else arrays
  * that args_free frees); returns -1 when one of them is an error. */
@@ -495,14 +553,28 @@ static void args_free(sema_args *args, args_buf *buf)
     free(args->kw_at);
 }
 
-static value eval_call(sema *S, env *e, const ast_node *n)
+/* The argument buffer of the call nested `depth` calls deep: kept for the
+ * next call at that depth, so calls neither allocate nor put kilobytes on
+ * the native stack, which nested calls would multiply. */
+static args_buf *call_buf(sema *S, int depth)
+{
+    if (depth == S->cap_argbufs) {
+        S->cap_argbufs = S->cap_argbufs ? 2 * S->cap_argbufs : 16;
+        S->argbufs = xreallocarray(S->argbufs, (size_t)S->cap_argbufs, sizeof *S->argbufs);
+        memset(S->argbufs + depth, 0, sizeof *S->argbufs * (size_t)(S->cap_argbufs - depth));
+    }
+    if (!S->argbufs[depth]) S->argbufs[depth] = xmalloc(sizeof(args_buf));
+    return S->argbufs[depth];
+}
+
+static EVAL_FRAME value eval_call(sema *S, env *e, const ast_node *n)
 {
     value f = sema_eval(S, e, n->a);
     if (f.k == V_ERR) return f;
     sema_args args;
-    args_buf buf;
+    args_buf *buf = call_buf(S, S->n_calls++);
     value r = sema_value_err();
-    if (eval_args(S, e, n, &args, &buf) < 0 || check_kwargs(S, &args) < 0) {
+    if (eval_args(S, e, n, &args, buf) < 0 || check_kwargs(S, &args) < 0) {
     } else if (f.k == V_FN)
         r = call_fn(S, f.fn, f.id, &args);
     else if (f.k == V_OP)
@@ -511,11 +583,12 @@ static value eval_call(sema *S, env *e, const ast_node *n)
         r = sema_call_builtin(S, f.id, &args);
     else
         sema_err(S, n->a, "%s is not callable", sema_value_kind(&f));
-    args_free(&args, &buf);
+    args_free(&args, buf);
+    S->n_calls--;
     return r;
 }
 
-static value eval_device_expr(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_device_expr(sema *S, env *e, const ast_node *n)
 {
     int dev = eval_device(S, e, n->b);
     if (dev < 0) return sema_value_err();
@@ -533,6 +606,13 @@ static value eval_device_expr(sema *S, env *e, const ast_node *n)
 static int eval_step(sema *S, const ast_node *n)
 {
     if (S->stop || sema_budget(S, n, 0) < 0) return -1;
+    /* Like a C compiler, stop once the errors shown are full: in a loop,
+     * one mistake would otherwise be evaluated (and counted) a million
+     * times. */
+    if (diag_full(S->g->diags)) {
+        S->stop = 1;
+        return -1;
+    }
     if (++S->steps <= LIM_EVAL_STEPS) return 0;
     sema_stop(S, n,
               "compile-time evaluation takes more than %d steps, the limit (loops or recursion "
@@ -541,9 +621,8 @@ static int eval_step(sema *S, const ast_node *n)
     return -1;
 }
 
-static value sema_eval(sema *S, env *e, const ast_node *n)
+static value eval_kind(sema *S, env *e, const ast_node *n)
 {
-    if (eval_step(S, n) < 0) return sema_value_err();
     switch (n->kind) {
     case AST_NUM:
         return sema_value_num(n->num, n->flag);
@@ -573,6 +652,22 @@ static value sema_eval(sema *S, env *e, const ast_node *n)
         sema_err(S, n, "expected an expression");
         return sema_value_err();
     }
+}
+
+/* Evaluation recurses natively, once per level of expression and again
+ * through each call: LIM_EVAL_DEPTH bounds the stack it takes, however
+ * recursion and deep expressions combine. */
+static value sema_eval(sema *S, env *e, const ast_node *n)
+{
+    if (eval_step(S, n) < 0) return sema_value_err();
+    if (S->eval_depth >= LIM_EVAL_DEPTH) {
+        sema_stop(S, n, "expressions and calls nested deeper than %d (recursion?)", LIM_EVAL_DEPTH);
+        return sema_value_err();
+    }
+    S->eval_depth++;
+    value v = eval_kind(S, e, n);
+    S->eval_depth--;
+    return v;
 }
 
 /* ---- statements ---- */
@@ -744,7 +839,8 @@ static void stmt_scope(sema *S, env *e, const ast_node *st)
     }
     int dev = S->device, saved = S->device, mark = S->g->n_nodes;
     if (st->b && (dev = eval_device(S, e, st->b)) < 0) return;
-    if (scope_push(S, st, st->name, reuse) < 0) return;
+    vscope v;
+    if (scope_push(S, &v, st, st->name, reuse) < 0) return;
     S->device = dev;
     stmt_block(S, e, st->c);
     scope_pop(S);
@@ -866,6 +962,7 @@ static void stmt_data(sema *S, env *e, const ast_node *st)
 /* Returns 1 after a `return`, else 0. */
 static int stmt_stmt(sema *S, env *e, const ast_node *st)
 {
+    if (eval_step(S, st) < 0) return 0; /* `scope s {}` evaluates no expression */
     switch (st->kind) {
     case AST_PARAM:
         stmt_param(S, e, st);
@@ -989,9 +1086,11 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
     check_params_used(&S);
     if (g->diags->n_errors == errs) place_all(&S);
     free(S.param_used);
+    for (int i = 0; i < S.cap_argbufs; i++) free(S.argbufs[i]);
+    free(S.argbufs);
     free(S.data_x);
     free(S.data_y);
     free(top.counters);
-    free(global.v);
+    env_free(&global);
     return g->diags->n_errors == errs ? 0 : -1;
 }

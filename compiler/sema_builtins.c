@@ -41,7 +41,7 @@ static const char *const builtin_names[B_COUNT] = {
 int sema_builtin_lookup(const char *name)
 {
     for (int i = 0; i < B_COUNT; i++)
-        if (strcmp(builtin_names[i], name) == 0) return i;
+        if (builtin_names[i][0] == name[0] && strcmp(builtin_names[i], name) == 0) return i;
     return -1;
 }
 

@@ -70,6 +70,8 @@ typedef struct env {
     binding *v; /* small, or heap once more names are bound */
     int n, cap;
     struct env *parent;
+    int *index; /* past ENV_INLINE names: hash slots into v, -1 empty */
+    int index_cap;
     binding small[ENV_INLINE]; /* a function's locals, without an allocation */
 } env;
 
@@ -86,6 +88,8 @@ typedef struct vscope {
     int n_counters, cap_counters;
     struct vscope *parent;
 } vscope;
+
+typedef struct args_buf args_buf;
 
 typedef struct sema {
     ir_graph *g;
@@ -105,7 +109,10 @@ typedef struct sema {
      * error at the limit is the last one. */
     long long steps, loop_total;
     int n_minimize;
+    int eval_depth; /* sema_eval calls in progress */
     int stop;
+    args_buf **argbufs; /* per call nesting depth, reused (sema.c) */
+    int n_calls, cap_argbufs;
 } sema;
 
 /* sema_value.c: values, errors and conversions (calls nothing else in sema) */

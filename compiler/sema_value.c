@@ -187,12 +187,22 @@ static int list_const(sema *S, const ast_node *at, value v)
     return node;
 }
 
-/* A list of tensors is stacked along a new leading axis. */
-static int stack_tensors(sema *S, const ast_node *at, value v)
+static int to_tensor(sema *S, const ast_node *at, value v, ir_dtype like, int depth);
+
+/* A list of tensors is stacked along a new leading axis; each level of a
+ * nested list adds one, so more than IR_MAX_DIMS levels cannot make a
+ * tensor (and a list nested in itself a million times must not recurse a
+ * million times). */
+static int stack_tensors(sema *S, const ast_node *at, value v, int depth)
 {
+    if (depth >= IR_MAX_DIMS) {
+        sema_err(S, at, "a list of tensors is nested more than %d deep (each level stacks an axis)",
+                 IR_MAX_DIMS);
+        return -1;
+    }
     int *parts = xcalloc((size_t)v.n_items, sizeof *parts), node = -1;
     for (int i = 0; i < v.n_items; i++) {
-        int x = sema_to_tensor(S, at, v.items[i], DT_F32);
+        int x = to_tensor(S, at, v.items[i], DT_F32, depth + 1);
         if (x < 0) goto out;
         ir_attrs a = {0};
         const ir_type *t = &S->g->nodes[x].type;
@@ -211,6 +221,11 @@ out:
 
 int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like)
 {
+    return to_tensor(S, at, v, like, 0);
+}
+
+static int to_tensor(sema *S, const ast_node *at, value v, ir_dtype like, int depth)
+{
     ir_type scalar = {.dtype = DT_F32};
     switch (v.k) {
     case V_ERR:
@@ -223,7 +238,8 @@ int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like)
         return ir_add_const(S->g, v.num, &scalar, S->src, at->span);
     case V_LIST:
         for (int i = 0; i < v.n_items; i++)
-            if (v.items[i].k == V_TENSOR || v.items[i].k == V_NONE) return stack_tensors(S, at, v);
+            if (v.items[i].k == V_TENSOR || v.items[i].k == V_NONE)
+                return stack_tensors(S, at, v, depth);
         return list_const(S, at, v);
     case V_INIT:
         if (v.init <= INIT_CONSTANT) {

@@ -2,7 +2,8 @@
  *
  * Each input is compiled as gr_compile_string would (parse, sema with its
  * autodiff, the passes with the CPU kernels folding constants, the kernel
- * check), then every named target and all of them together get a memory
+ * check; passes switched off and soft placement as the input's length
+ * says), then every named target and all of them together get a memory
  * plan, and every dump is written to /dev/null.  Nothing is trained.
  *
  * Data sources read no files: a fuzzer must not open whatever path an
@@ -101,7 +102,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     p->src = src_from_string("fuzz.graph", (const char *)data, size);
     diag_init(&p->diags);
     gr_status *st = gr_status_new();
-    if (rt_compile_probe(p, NULL, fake_probe, NULL, st) == GR_OK) check_program(p, sink);
+    /* The options come from the input's length, so every input replays
+     * alike and mutations try each combination: any pass switched off,
+     * and soft placement (a node on a GPU, none here, moves to cpu:0). */
+    gr_compile_options opt = {.passes_off = size & 7, .soft_placement = (size >> 3) & 1};
+    if (rt_compile_probe(p, &opt, fake_probe, NULL, st) == GR_OK) check_program(p, sink);
     fputs(gr_status_message(st), sink);
     gr_status_free(st);
     gr_program_free(p);
