@@ -103,15 +103,15 @@ if(GR_FUZZ AND GR_CLANG)
   file(WRITE ${GR_FZ_DICT} "${GR_FZ_DICT_TEXT}")
 
   # Seeds: every .graph the repository has, and the inputs that once broke
-  # the compiler (tests/fuzz/corpus_compile), copied into the build tree
-  # where the fuzzer may add to them.
+  # the compiler (tests/fuzz/corpus_compile), copied afresh into the build
+  # tree, where the fuzzer may add to them (so each CTest run starts alike).
   file(GLOB GR_FZ_SEEDS CONFIGURE_DEPENDS
        ${GR_FUZZ_SRC}/examples/*.graph ${GR_FUZZ_SRC}/tests/models/*.graph
        ${GR_FUZZ_SRC}/tests/compile/*.graph ${GR_FUZZ_SRC}/tests/diag/*.graph
        ${GR_FUZZ_SRC}/tests/fuzz/corpus_compile/*)
   set(GR_FZ_CORPUS ${CMAKE_CURRENT_BINARY_DIR}/fuzz_corpus_compile)
   add_test(NAME fuzz_compile_setup
-           COMMAND sh -c "mkdir -p \"$0\" && cp \"$@\" \"$0\"" ${GR_FZ_CORPUS} ${GR_FZ_SEEDS})
+           COMMAND sh -c "rm -rf \"$0\" && mkdir -p \"$0\" && cp \"$@\" \"$0\"" ${GR_FZ_CORPUS} ${GR_FZ_SEEDS})
   set_tests_properties(fuzz_compile_setup PROPERTIES FIXTURES_SETUP fuzz_compile_corpus)
   add_test(NAME fuzz_compile
            COMMAND ${GR_FZ_BIN} -runs=3000 -max_len=4096 -timeout=10 -rss_limit_mb=2048
