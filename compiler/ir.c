@@ -24,7 +24,9 @@ void *ir_alloc(ir_graph *g, size_t n)
     if (n == 0) n = al;
     if (!b || b->size - b->used < n) {
         size_t size = n > IR_BLOCK_MIN ? n : IR_BLOCK_MIN;
+        GR_ASSERT(size < SIZE_MAX - sizeof(ir_block));
         ir_block *nb = xmalloc(sizeof(ir_block) + size);
+        g->mem_bytes += (long long)size;
         nb->next = b;
         nb->size = size;
         nb->used = 0;
@@ -67,25 +69,98 @@ void ir_free(ir_graph *g)
     free(g->data);
     free(g->inputs);
     free(g->names);
+    free(g->var_index.slot);
+    free(g->name_index.slot);
     free(g);
+}
+
+int ir_budget(ir_graph *g, long long more, const src_file *src, src_span span)
+{
+    if (g->over_budget) return -1;
+    if (g->n_nodes < LIM_NODES && g->mem_bytes + more <= LIM_COMPILE_BYTES) return 0;
+    g->over_budget = 1;
+    if (g->n_nodes >= LIM_NODES)
+        diag_error(g->diags, src, span, "the graph has more than %d nodes, the limit", LIM_NODES);
+    else
+        diag_error(g->diags, src, span,
+                   "the compile needs more than %lld MiB of memory, the limit (large tensor "
+                   "literals, lists or loops?)",
+                   LIM_COMPILE_BYTES >> 20);
+    return -1;
 }
 
 /* Grows *v (elements of size sz) so that one more fits.  Out of memory goes
  * to the abort hook: a library must not return a half-built graph. */
-static void grow(void **v, int n, int *cap, size_t sz)
+static void grow(ir_graph *g, void **v, int n, int *cap, size_t sz)
 {
     if (n < *cap) return;
     GR_ASSERT(*cap < INT32_MAX / 2);
     int nc = *cap ? *cap * 2 : 64;
     *v = xreallocarray(*v, (size_t)nc, sz);
+    g->mem_bytes += (long long)((size_t)(nc - *cap) * sz);
     *cap = nc;
+}
+
+/* ---- name indices: vars and names by name in O(1) ---- */
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+typedef const char *(*name_of_fn)(const ir_graph *g, int i);
+
+static const char *var_name_of(const ir_graph *g, int i)
+{
+    return g->vars[i].name;
+}
+
+static const char *name_name_of(const ir_graph *g, int i)
+{
+    return g->names[i].name;
+}
+
+static int index_find(const ir_graph *g, const ir_index *x, name_of_fn name_of, const char *name)
+{
+    if (!x->cap) return -1;
+    size_t mask = (size_t)x->cap - 1;
+    for (size_t k = name_hash(name) & mask; x->slot[k] >= 0; k = (k + 1) & mask)
+        if (strcmp(name_of(g, x->slot[k]), name) == 0) return x->slot[k];
+    return -1;
+}
+
+static void index_put(ir_index *x, const char *name, int i)
+{
+    size_t mask = (size_t)x->cap - 1, k = name_hash(name) & mask;
+    while (x->slot[k] >= 0) k = (k + 1) & mask;
+    x->slot[k] = i;
+}
+
+/* Adds entry i (of n, all of them indexed but i) to x, rebuilt at twice
+ * the entries so that it stays at most half full. */
+static void index_add(ir_graph *g, ir_index *x, name_of_fn name_of, int i, int n)
+{
+    if (2 * n > x->cap) {
+        int cap = 64;
+        while (cap < 4 * n) cap *= 2;
+        free(x->slot);
+        x->slot = xmalloc(sizeof(int) * (size_t)cap);
+        g->mem_bytes += (long long)(sizeof(int) * (size_t)(cap - x->cap));
+        x->cap = cap;
+        memset(x->slot, -1, sizeof(int) * (size_t)cap);
+        for (int j = 0; j < n; j++)
+            if (j != i) index_put(x, name_of(g, j), j);
+    }
+    index_put(x, name_of(g, i), i);
 }
 
 /* ---- nodes ---- */
 
 static int new_node(ir_graph *g, op_kind op, const src_file *src, src_span span)
 {
-    grow((void **)&g->nodes, g->n_nodes, &g->cap_nodes, sizeof(ir_node));
+    grow(g, (void **)&g->nodes, g->n_nodes, &g->cap_nodes, sizeof(ir_node));
     int id = g->n_nodes++;
     ir_node *n = &g->nodes[id];
     memset(n, 0, sizeof(*n));
@@ -135,6 +210,40 @@ static int check_inputs(ir_graph *g, op_kind op, const int *in, int n_in, const 
     return 0;
 }
 
+/* "f32[2,3]", "f32[2,3] and f32[3]", "f32[1], f32[2], f32[3] and 5 more". */
+static void inputs_str(const ir_graph *g, const ir_node *n, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int k = 0; k < n->n_in && k < 3 && at < len; k++) {
+        char tb[160];
+        const char *sep = k == 0 ? "" : k + 1 == n->n_in ? " and " : ", ";
+        ir_type_str(&g->nodes[n->in[k]].type, tb, sizeof tb);
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", sep, tb);
+    }
+    if (n->n_in > 3 && at < len) snprintf(buf + at, len - at, " and %d more", n->n_in - 3);
+}
+
+/* The one size check after every shape rule: a result too big to hold
+ * (or whose size would overflow) is the user's error, reported with the
+ * op and its operands. */
+static int check_size(ir_graph *g, int id)
+{
+    const ir_node *n = &g->nodes[id];
+    char why[160], ins[600], out[160];
+    if (!ir_type_problem(&n->type, why, sizeof why)) return 0;
+    ir_type_str(&n->type, out, sizeof out);
+    if (n->n_in == 0) {
+        diag_error(g->diags, n->src, n->span, "%s: result %s is too large: %s", ops_name(n->op),
+                   out, why);
+        return -1;
+    }
+    inputs_str(g, n, ins, sizeof ins);
+    diag_error(g->diags, n->src, n->span, "%s: %s give%s %s, too large: %s", ops_name(n->op), ins,
+               n->n_in == 1 ? "s" : "", out, why);
+    return -1;
+}
+
 int ir_add(ir_graph *g, op_kind op, const int *in, int n_in, const ir_attrs *attr,
            const src_file *src, src_span span)
 {
@@ -143,6 +252,7 @@ int ir_add(ir_graph *g, op_kind op, const int *in, int n_in, const ir_attrs *att
         return -1;
     }
     if (check_inputs(g, op, in, n_in, src, span)) return -1;
+    if (ir_budget(g, 0, src, span) < 0) return -1;
     int *copy = NULL;
     if (n_in > 0) {
         copy = ir_alloc(g, (size_t)n_in * sizeof(int));
@@ -157,7 +267,7 @@ int ir_add(ir_graph *g, op_kind op, const int *in, int n_in, const ir_attrs *att
         n->attr = *attr;
     else
         default_attrs(op, &n->attr);
-    if (ops_table[op].shape && ops_table[op].shape(g, id) < 0) {
+    if ((ops_table[op].shape && ops_table[op].shape(g, id) < 0) || check_size(g, id) < 0) {
         g->nodes[id].dead = 1;
         return -1;
     }
@@ -178,8 +288,12 @@ int ir_add_const(ir_graph *g, double value, const ir_type *t, const src_file *sr
     ir_attrs a;
     memset(&a, 0, sizeof(a));
     a.f[0] = value;
+    /* t may point into g->nodes (a gradient seed shaped like its loss),
+     * which adding the node can move: copy it first */
+    ir_type type = t ? *t : (ir_type){0};
+    GR_ASSERT(!ir_type_problem(&type, NULL, 0)); /* its maker checked it */
     int id = ir_add(g, OP_CONST, NULL, 0, &a, src, sp);
-    if (id >= 0 && t) g->nodes[id].type = *t;
+    if (id >= 0) g->nodes[id].type = type;
     return id;
 }
 
@@ -209,11 +323,13 @@ void ir_const_fill(const ir_node *n, void *dst)
 
 int ir_add_var(ir_graph *g, const ir_var *v)
 {
-    grow((void **)&g->vars, g->n_vars, &g->cap_vars, sizeof(ir_var));
+    GR_ASSERT(!ir_type_problem(&v->type, NULL, 0)); /* its maker checked it */
+    grow(g, (void **)&g->vars, g->n_vars, &g->cap_vars, sizeof(ir_var));
     int vi = g->n_vars++;
     ir_var *nv = &g->vars[vi];
     *nv = *v;
     nv->name = ir_strdup(g, v->name);
+    index_add(g, &g->var_index, var_name_of, vi, g->n_vars);
     int id = new_node(g, OP_VARIABLE, v->src, v->span);
     ir_node *n = &g->nodes[id];
     n->type = v->type;
@@ -226,7 +342,7 @@ int ir_add_var(ir_graph *g, const ir_var *v)
 
 int ir_add_data(ir_graph *g, const ir_data *d)
 {
-    grow((void **)&g->data, g->n_data, &g->cap_data, sizeof(ir_data));
+    grow(g, (void **)&g->data, g->n_data, &g->cap_data, sizeof(ir_data));
     int di = g->n_data++;
     ir_data *nd = &g->data[di];
     *nd = *d;
@@ -237,7 +353,8 @@ int ir_add_data(ir_graph *g, const ir_data *d)
 
 int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const src_file *src, src_span sp)
 {
-    grow((void **)&g->inputs, g->n_inputs, &g->cap_inputs, sizeof(ir_input));
+    GR_ASSERT(!ir_type_problem(t, NULL, 0)); /* its maker checked it */
+    grow(g, (void **)&g->inputs, g->n_inputs, &g->cap_inputs, sizeof(ir_input));
     int ii = g->n_inputs++;
     ir_input *in = &g->inputs[ii];
     in->name = ir_strdup(g, name);
@@ -254,9 +371,10 @@ int ir_set_name(ir_graph *g, const char *name, int node, int is_train)
 {
     int i = ir_find_name(g, name);
     if (i < 0) {
-        grow((void **)&g->names, g->n_names, &g->cap_names, sizeof(ir_name));
+        grow(g, (void **)&g->names, g->n_names, &g->cap_names, sizeof(ir_name));
         i = g->n_names++;
         g->names[i].name = ir_strdup(g, name);
+        index_add(g, &g->name_index, name_name_of, i, g->n_names);
     }
     g->names[i].node = node;
     g->names[i].is_train = is_train;
@@ -268,16 +386,12 @@ int ir_set_name(ir_graph *g, const char *name, int node, int is_train)
 
 int ir_find_name(const ir_graph *g, const char *name)
 {
-    for (int i = 0; i < g->n_names; i++)
-        if (strcmp(g->names[i].name, name) == 0) return i;
-    return -1;
+    return index_find(g, &g->name_index, name_name_of, name);
 }
 
 int ir_find_var(const ir_graph *g, const char *name)
 {
-    for (int i = 0; i < g->n_vars; i++)
-        if (strcmp(g->vars[i].name, name) == 0) return i;
-    return -1;
+    return index_find(g, &g->var_index, var_name_of, name);
 }
 
 void ir_add_ctrl(ir_graph *g, int node, int dep)
@@ -285,20 +399,79 @@ void ir_add_ctrl(ir_graph *g, int node, int dep)
     ir_node *n = &g->nodes[node];
     for (int k = 0; k < n->n_ctrl; k++)
         if (n->ctrl[k] == dep) return;
-    int *c = ir_alloc(g, (size_t)(n->n_ctrl + 1) * sizeof(int));
-    if (!c) return;
-    if (n->n_ctrl) memcpy(c, n->ctrl, (size_t)n->n_ctrl * sizeof(int));
-    c[n->n_ctrl] = dep;
-    n->ctrl = c;
-    n->n_ctrl++;
+    ir_append_ctrl(g, node, dep);
+}
+
+void ir_append_ctrl(ir_graph *g, int node, int dep)
+{
+    ir_node *n = &g->nodes[node];
+    int cnt = n->n_ctrl;
+    if ((cnt & (cnt - 1)) == 0) { /* 0, 1, 2, 4, ...: full, so double */
+        int *c = ir_alloc(g, (size_t)(cnt ? 2 * cnt : 1) * sizeof(int));
+        if (cnt) memcpy(c, n->ctrl, (size_t)cnt * sizeof(int));
+        n->ctrl = c;
+    }
+    n->ctrl[n->n_ctrl++] = dep;
 }
 
 /* ---- types ---- */
 
-int64_t ir_numel(const ir_type *t)
+int ir_checked_mul(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+
+int ir_checked_add(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_add_overflow(a, b, out) ? -1 : 0;
+}
+
+int64_t ir_dims_numel(const int64_t *dims, int rank)
 {
     int64_t n = 1;
-    for (int i = 0; i < t->rank; i++) n *= t->dim[i];
+    if (rank < 0 || rank > IR_MAX_DIMS) return -1;
+    for (int i = 0; i < rank; i++)
+        if (dims[i] < 0 || dims[i] > LIM_DIM || ir_checked_mul(n, dims[i], &n) < 0 ||
+            n > LIM_TENSOR_BYTES / 4)
+            return -1;
+    return n;
+}
+
+const char *ir_type_problem(const ir_type *t, char *buf, size_t n)
+{
+    if (t->rank >= 0 && ir_dims_numel(t->dim, t->rank) >= 0) return NULL;
+    if (!buf) return "invalid type";
+    if (t->rank < 0 || t->rank > IR_MAX_DIMS) {
+        snprintf(buf, n, "rank %d is above the limit of %d", t->rank, IR_MAX_DIMS);
+        return buf;
+    }
+    for (int i = 0; i < t->rank; i++)
+        if (t->dim[i] < 0 || t->dim[i] > LIM_DIM) {
+            if (t->dim[i] < 0)
+                snprintf(buf, n, "dimension %d is %" PRId64 ", below 0", i, t->dim[i]);
+            else
+                snprintf(buf, n, "dimension %d is %" PRId64 ", above the limit of %lld", i,
+                         t->dim[i], LIM_DIM);
+            return buf;
+        }
+    int64_t elems = 1;
+    int exact = 1;
+    for (int i = 0; i < t->rank && exact; i++)
+        exact = ir_checked_mul(elems, t->dim[i], &elems) == 0;
+    exact = exact && elems <= INT64_MAX / 4;
+    if (exact)
+        snprintf(buf, n, "%" PRId64 " bytes, above the limit of %lld bytes (1 TiB) per tensor",
+                 elems * 4, LIM_TENSOR_BYTES);
+    else
+        snprintf(buf, n, "more than 2^63 bytes, above the limit of %lld bytes (1 TiB) per tensor",
+                 LIM_TENSOR_BYTES);
+    return buf;
+}
+
+int64_t ir_numel(const ir_type *t)
+{
+    int64_t n = ir_dims_numel(t->dim, t->rank);
+    GR_ASSERT(n >= 0); /* types are checked where they are made */
     return n;
 }
 

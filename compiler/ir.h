@@ -10,6 +10,7 @@
 
 #include "../lang/diag.h"
 #include "../lang/fatal.h"
+#include "limits.h"
 #include "ops.h"
 
 #define IR_MAX_DIMS  6
@@ -112,6 +113,12 @@ typedef struct ir_name {
     int is_train; /* produced by .minimize() */
 } ir_name;
 
+/* Names to indices (vars, names): open addressing, -1 = empty. */
+typedef struct ir_index {
+    int *slot;
+    int cap; /* a power of two, or 0 */
+} ir_index;
+
 typedef struct ir_graph {
     ir_node *nodes;
     int n_nodes, cap_nodes;
@@ -126,16 +133,27 @@ typedef struct ir_graph {
     int default_target; /* index into names of the last minimize, or -1 */
     diag_list *diags;   /* where errors go */
     void *arena;        /* private: node input arrays, strings, cdata */
+    ir_index var_index, name_index;
+    long long mem_bytes; /* arena plus arrays: checked against LIM_COMPILE_BYTES */
+    int over_budget;     /* a budget error was reported: later ones stay quiet */
 } ir_graph;
 
 ir_graph *ir_new(diag_list *d);
 void ir_free(ir_graph *g);
-/* Arena helpers: memory lives until ir_free. */
+/* Arena helpers: memory lives until ir_free.  ir_alloc always succeeds
+ * (the abort hook on exhausted memory); what it hands out counts towards
+ * LIM_COMPILE_BYTES, which ir_budget enforces. */
 void *ir_alloc(ir_graph *g, size_t n);
 const char *ir_strdup(ir_graph *g, const char *s);
 
-/* Adds a node, runs the op's shape rule (ops.c). On a shape/dtype error the
- * rule reports at (src, span) and this returns -1.  Inputs must be >= 0. */
+/* Whether the graph is still within LIM_NODES and LIM_COMPILE_BYTES (with
+ * `more` bytes about to be added); if not, reports once at (src, span),
+ * naming the limit, and returns -1 from then on. */
+int ir_budget(ir_graph *g, long long more, const src_file *src, src_span span);
+
+/* Adds a node, runs the op's shape rule (ops.c), then checks the result's
+ * size (ir_type_problem).  On a shape/dtype/size error, or past the budget,
+ * it reports at (src, span) and returns -1.  Inputs must be >= 0. */
 int ir_add(ir_graph *g, op_kind op, const int *in, int n_in, const ir_attrs *attr,
            const src_file *src, src_span span);
 /* Convenience for nodes built by the compiler itself (autodiff, passes): the
@@ -154,13 +172,30 @@ int ir_set_name(ir_graph *g, const char *name, int node, int is_train);
 int ir_find_name(const ir_graph *g, const char *name); /* index into names or -1 */
 int ir_find_var(const ir_graph *g, const char *name);  /* index into vars or -1 */
 void ir_add_ctrl(ir_graph *g, int node, int dep);
+/* ir_add_ctrl for a caller that knows dep is not there yet (it keeps its
+ * own set): no scan of the node's control deps. */
+void ir_append_ctrl(ir_graph *g, int node, int dep);
 
 /* "cpu:0", "gpu:1" into buf; returns buf. */
 const char *ir_dev_str(int dev, char *buf, size_t n);
 
-/* Types */
+/* Types.  Every type in a graph is valid: each dimension is in
+ * [0, LIM_DIM] and the bytes are at most LIM_TENSOR_BYTES, checked when the
+ * type is made (ir_add, and sema for types it builds); so ir_numel and
+ * ir_nbytes cannot overflow, and assert that. */
 int64_t ir_numel(const ir_type *t);
 size_t ir_nbytes(const ir_type *t);
+/* Elements of dims[0..rank), or -1 when a dimension is negative or above
+ * LIM_DIM or the elements are more than LIM_TENSOR_BYTES / 4: the one
+ * checked size computation every rule uses. */
+int64_t ir_dims_numel(const int64_t *dims, int rank);
+/* NULL when t is valid, else why not, written into buf: "dimension 1 is
+ * 4294967296, above the limit of 2147483647" or "4398046511104 bytes, above
+ * the limit of ...". */
+const char *ir_type_problem(const ir_type *t, char *buf, size_t n);
+/* a * b and a + b into *out, or -1 when they overflow int64. */
+int ir_checked_mul(int64_t a, int64_t b, int64_t *out);
+int ir_checked_add(int64_t a, int64_t b, int64_t *out);
 int ir_type_eq(const ir_type *a, const ir_type *b);
 /* "f32[64,784]" into buf; returns buf. */
 const char *ir_type_str(const ir_type *t, char *buf, size_t n);

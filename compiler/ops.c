@@ -152,7 +152,9 @@ int ops_lookup(const char *name)
 {
     if (!name) return -1;
     for (int op = 0; op < OP_COUNT; op++)
-        if (ops_has(op, OPF_PUBLIC) && strcmp(op_names[op], name) == 0) return op;
+        if (op_names[op][0] == name[0] && ops_has(op, OPF_PUBLIC) &&
+            strcmp(op_names[op], name) == 0)
+            return op;
     return -1;
 }
 

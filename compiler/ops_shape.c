@@ -41,11 +41,10 @@ static int need_f32(ir_graph *g, int id, const ir_type *t, const char *what)
 /* Normalises *axis in place to [0, rank); reports against type t. */
 static int norm_axis(ir_graph *g, int id, int64_t *axis, const ir_type *t)
 {
-    int64_t a = *axis < 0 ? *axis + t->rank : *axis;
-    if (a < 0 || a >= t->rank)
+    if (*axis < -t->rank || *axis >= t->rank) /* compared before adding: no overflow */
         return ops_error(g, id, "%s: axis %lld out of range for %s", OPNAME(id), (long long)*axis,
                          ops_ts(t).s);
-    *axis = a;
+    if (*axis < 0) *axis += t->rank;
     return 0;
 }
 
@@ -237,23 +236,37 @@ static int check_list(ir_graph *g, int id)
     return 0;
 }
 
+/* The product of the shape's known dimensions, with the hole (-1) at *hole
+ * or -1; reports a bad or oversized shape. */
+static int reshape_known(ir_graph *g, int id, int *hole, int64_t *known)
+{
+    const ir_attrs *a = &NODE(id)->attr;
+    ir_type want = make_type(ops_in_type(g, id, 0)->dtype, a->n_list, a->list);
+    char why[160];
+    *hole = -1;
+    for (int i = 0; i < a->n_list; i++) {
+        if (a->list[i] == -1 && *hole < 0)
+            want.dim[ *hole = i] = 1;
+        else if (a->list[i] <= 0)
+            return ops_error(g, id, "reshape: bad dimension %lld in %s (one -1 allowed)",
+                             (long long)a->list[i], ops_list_str(a->list, a->n_list).s);
+    }
+    if (ir_type_problem(&want, why, sizeof why))
+        return ops_error(g, id, "reshape: cannot reshape %s to %s, too large: %s",
+                         ops_ts(ops_in_type(g, id, 0)).s, ops_list_str(a->list, a->n_list).s, why);
+    *known = ir_numel(&want);
+    return 0;
+}
+
 int ops_shape_reshape(ir_graph *g, int id)
 {
     ir_attrs *a = &NODE(id)->attr;
     const ir_type *x = ops_in_type(g, id, 0);
     if (check_list(g, id) < 0) return -1;
     int64_t known = 1;
-    int hole = -1;
+    int hole;
     ops_tstr want = ops_list_str(a->list, a->n_list);
-    for (int i = 0; i < a->n_list; i++) {
-        if (a->list[i] == -1 && hole < 0)
-            hole = i;
-        else if (a->list[i] <= 0)
-            return ops_error(g, id, "reshape: bad dimension %lld in %s (one -1 allowed)",
-                             (long long)a->list[i], want.s);
-        else
-            known *= a->list[i];
-    }
+    if (reshape_known(g, id, &hole, &known) < 0) return -1;
     int64_t total = ir_numel(x);
     if (hole >= 0 && known > 0 && total % known == 0) a->list[hole] = total / known;
     ir_type o = make_type(x->dtype, a->n_list, a->list);
@@ -275,8 +288,10 @@ int ops_shape_transpose(ir_graph *g, int id)
     ir_type o = *x;
     int ok = a->n_list == x->rank;
     for (int i = 0; ok && i < a->n_list; i++) {
-        int64_t p = a->list[i] < 0 ? a->list[i] + x->rank : a->list[i];
-        ok = p >= 0 && p < x->rank && !seen[p];
+        int64_t p = a->list[i];
+        ok = p >= -x->rank && p < x->rank; /* compared before adding: no overflow */
+        if (p < 0) p += x->rank;
+        ok = ok && !seen[p];
         if (ok) seen[p] = 1, a->list[i] = p, o.dim[i] = x->dim[p];
     }
     if (!ok)
@@ -306,6 +321,7 @@ int ops_shape_concat(ir_graph *g, int id)
         if (!concat_compatible(a, b, ax))
             return ops_error(g, id, "concat: input %d %s does not match %s along axis %d", k,
                              ops_ts(b).s, ops_ts(a).s, ax);
+        /* no overflow: each is at most LIM_DIM; ir_add checks the sum */
         o.dim[ax] += b->dim[ax];
     }
     return set_type(g, id, o);
@@ -317,9 +333,11 @@ int ops_shape_slice(ir_graph *g, int id)
     const ir_type *x = ops_in_type(g, id, 0);
     if (norm_axis(g, id, &a->i[0], x) < 0) return -1;
     int64_t d = x->dim[a->i[0]];
-    int64_t b = a->i[1] < 0 ? a->i[1] + d : a->i[1];
-    int64_t e = a->i[2] < 0 ? a->i[2] + d : a->i[2];
-    if (b < 0 || e > d || b >= e)
+    /* begin and end come from the source: bound them before adding */
+    int in_range = a->i[1] >= -d && a->i[1] <= d && a->i[2] >= -d && a->i[2] <= d;
+    int64_t b = a->i[1] < 0 && in_range ? a->i[1] + d : a->i[1];
+    int64_t e = a->i[2] < 0 && in_range ? a->i[2] + d : a->i[2];
+    if (!in_range || b < 0 || e > d || b >= e)
         return ops_error(g, id,
                          "slice: range [%lld, %lld) is empty or out of bounds for axis %lld of %s",
                          (long long)a->i[1], (long long)a->i[2], (long long)a->i[0], ops_ts(x).s);
@@ -428,20 +446,44 @@ static int conv_check(ir_graph *g, int id, const ir_type *x, const ir_type *w)
     return 0;
 }
 
+/* The kernel lowers a convolution to GEMMs of [C*KH*KW, OH*OW] im2col
+ * buffers: BLAS takes both sizes as ints, and the buffer is scratch memory
+ * of one tensor's size at most. */
+static int conv_gemm_check(ir_graph *g, int id, const ir_type *x, const ir_type *w,
+                           const int64_t *dims)
+{
+    /* the filter's type and the output's are valid (at most 2^38 elements
+     * each), so neither product can overflow */
+    int64_t ckk = w->dim[1] * w->dim[2] * w->dim[3], ohw = dims[2] * dims[3], cols;
+    ir_type col = make_type(DT_F32, 2, (int64_t[]){ckk, ohw});
+    if (ckk <= LIM_DIM && ohw <= LIM_DIM && ir_checked_mul(ckk, ohw, &cols) == 0 &&
+        cols <= LIM_TENSOR_BYTES / 4)
+        return 0;
+    char why[160];
+    if (!ir_type_problem(&col, why, sizeof why)) snprintf(why, sizeof why, "?");
+    return ops_error(g, id, "conv2d: %s with filter %s needs an im2col buffer %s, too large: %s",
+                     ops_ts(x).s, ops_ts(w).s, ops_ts(&col).s, why);
+}
+
 int ops_shape_conv2d(ir_graph *g, int id)
 {
     const ir_type *x = ops_in_type(g, id, 0), *w = ops_in_type(g, id, 1);
     int64_t s = NODE(id)->attr.i[0], p = NODE(id)->attr.i[1];
     if (conv_check(g, id, x, w) < 0) return -1;
-    if (s < 1 || p < 0)
-        return ops_error(g, id, "conv2d: need stride >= 1 and padding >= 0, got %lld and %lld",
-                         (long long)s, (long long)p);
-    int64_t h = x->dim[2] + 2 * p, wd = x->dim[3] + 2 * p;
+    if (s < 1 || p < 0 || s > LIM_DIM || p > LIM_DIM)
+        return ops_error(g, id,
+                         "conv2d: need stride in [1, %lld] and padding in [0, %lld], got %lld "
+                         "and %lld",
+                         LIM_DIM, LIM_DIM, (long long)s, (long long)p);
+    int64_t h = x->dim[2] + 2 * p, wd = x->dim[3] + 2 * p; /* at most 3 * LIM_DIM */
     if (h < w->dim[2] || wd < w->dim[3])
         return ops_error(g, id, "conv2d: filter %s is larger than the padded input %lldx%lld",
                          ops_ts(w).s, (long long)h, (long long)wd);
     int64_t dims[4] = {x->dim[0], w->dim[0], (h - w->dim[2]) / s + 1, (wd - w->dim[3]) / s + 1};
-    return set_type(g, id, make_type(DT_F32, 4, dims));
+    ir_type y = make_type(DT_F32, 4, dims);
+    if (ir_type_problem(&y, NULL, 0)) return set_type(g, id, y); /* ir_add reports it */
+    if (conv_gemm_check(g, id, x, w, dims) < 0) return -1;
+    return set_type(g, id, y);
 }
 
 int ops_shape_pool(ir_graph *g, int id)
@@ -549,8 +591,9 @@ int ops_shape_update_rows(ir_graph *g, int id)
     if (need_var(g, id) < 0) return -1;
     const ir_type *v = ops_in_type(g, id, 0), *dy = ops_in_type(g, id, 1),
                   *ids = ops_in_type(g, id, 2);
+    int64_t rows;
     if (v->rank != 2 || ids->dtype != DT_I32 || dy->dtype != DT_F32 ||
-        ir_numel(dy) != ir_numel(ids) * v->dim[1])
+        ir_checked_mul(ir_numel(ids), v->dim[1], &rows) < 0 || ir_numel(dy) != rows)
         return ops_error(g, id, "apply_sgd_rows: rows %s and ids %s do not fit variable %s",
                          ops_ts(dy).s, ops_ts(ids).s, ops_ts(v).s);
     return set_type(g, id, token_type());

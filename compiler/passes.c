@@ -19,7 +19,6 @@
 
 #include "compiler.h"
 
-#define FOLD_MAX_ELEMS 65536
 /* Smaller weights keep a separate sgd pass: OpenBLAS's beta = 0 small-matrix
  * kernel beats its beta = 1 one there (784x10 += 784x32 @ 32x10: 10.9 us
  * fused vs 8.5 us separate), while from ~10K elements the fused GEMM wins
@@ -33,19 +32,45 @@ static int is_pure(const ir_node *n)
     return !ops_has(n->op, OPF_STATEFUL) && n->n_ctrl == 0;
 }
 
-/* Points every use of `from` (inputs, control deps, names, vars) at `to`. */
-static void replace_uses(ir_graph *g, int from, int to)
+/* Replacements a pass decides: to[from] = to.  They are applied to every
+ * use (inputs, control deps, names) in one sweep when the pass ends, so
+ * a pass stays linear in the graph however many nodes it replaces.  Until
+ * then a replaced node is dead but still read by its old consumers: a pass
+ * building a node resolves its inputs first (repl_find). */
+typedef struct repl {
+    int *to;
+    int n;
+} repl;
+
+static repl repl_new(const ir_graph *g)
+{
+    repl r = {xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1)), g->n_nodes};
+    for (int i = 0; i < r.n; i++) r.to[i] = i;
+    return r;
+}
+
+static int repl_find(const repl *r, int x)
+{
+    while (x < r->n && r->to[x] != x) x = r->to[x];
+    return x;
+}
+
+static void repl_set(ir_graph *g, repl *r, int from, int to)
+{
+    GR_ASSERT(from < r->n && repl_find(r, to) == to);
+    r->to[from] = to;
+    g->nodes[from].dead = 1;
+}
+
+static void repl_apply(ir_graph *g, repl *r)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *n = &g->nodes[i];
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] == from) n->in[j] = to;
-        for (int j = 0; j < n->n_ctrl; j++)
-            if (n->ctrl[j] == from) n->ctrl[j] = to;
+        for (int j = 0; j < n->n_in; j++) n->in[j] = repl_find(r, n->in[j]);
+        for (int j = 0; j < n->n_ctrl; j++) n->ctrl[j] = repl_find(r, n->ctrl[j]);
     }
-    for (int i = 0; i < g->n_names; i++)
-        if (g->names[i].node == from) g->names[i].node = to;
-    g->nodes[from].dead = 1;
+    for (int i = 0; i < g->n_names; i++) g->names[i].node = repl_find(r, g->names[i].node);
+    free(r->to);
 }
 
 static int same_node(const ir_node *a, const ir_node *b)
@@ -59,34 +84,80 @@ static int same_node(const ir_node *a, const ir_node *b)
     return 1;
 }
 
+/* Everything same_node compares but the bulk of cdata (its first bytes):
+ * constants that differ only in value must not share a bucket, or CSE over
+ * many of them turns quadratic. */
 static uint64_t node_hash(const ir_node *n)
 {
     uint64_t h = (uint64_t)n->op * 1000003u ^ (uint64_t)n->device;
     for (int j = 0; j < n->n_in; j++) h = h * 31 + (uint64_t)n->in[j];
     for (int j = 0; j < n->type.rank; j++) h = h * 17 + (uint64_t)n->type.dim[j];
+    for (int j = 0; j < IR_MAX_ATTRS; j++) {
+        uint64_t f;
+        memcpy(&f, &n->attr.f[j], sizeof f);
+        h = (h * 31 + (uint64_t)n->attr.i[j]) * 31 + f;
+    }
+    if (n->cdata) {
+        const unsigned char *c = n->cdata;
+        for (size_t k = 0, len = ir_nbytes(&n->type); k < len && k < 64; k++) h = h * 31 + c[k];
+    }
+    /* the table uses the low bits, where small floats have only zeros: mix
+     * the high ones down (murmur3's finaliser) */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdu;
+    h ^= h >> 33;
     return h;
 }
 
-/* Nodes are in topological id order until fusion, so one forward sweep
- * merges whole duplicated subgraphs. */
+/* Merges node i into an identical one seen before, or records it. */
+static void cse_node(ir_graph *g, int i, int *table, int cap, repl *r)
+{
+    ir_node *n = &g->nodes[i];
+    for (int j = 0; j < n->n_in; j++) n->in[j] = repl_find(r, n->in[j]);
+    for (int j = 0; j < n->n_ctrl; j++) n->ctrl[j] = repl_find(r, n->ctrl[j]);
+    if (!is_pure(n)) return;
+    size_t k = node_hash(n) & (size_t)(cap - 1);
+    for (; table[k] >= 0; k = (k + 1) & (size_t)(cap - 1))
+        if (same_node(&g->nodes[table[k]], n)) break;
+    if (table[k] >= 0)
+        repl_set(g, r, i, table[k]);
+    else
+        table[k] = i;
+}
+
+/* One sweep in topological order merges whole duplicated subgraphs: a
+ * node's inputs are resolved before it is hashed.  Ids are that order,
+ * except for the constants folding appends (x / c -> x * (1/c)); sources
+ * go first, so those are merged before what reads them. */
 static void pass_cse(ir_graph *g)
 {
     int cap = 1;
     while (cap < 2 * g->n_nodes) cap <<= 1;
     int *table = xmalloc(sizeof(int) * (size_t)cap);
     memset(table, -1, sizeof(int) * (size_t)cap);
-    for (int i = 0; i < g->n_nodes; i++) {
-        ir_node *n = &g->nodes[i];
-        if (n->dead || !is_pure(n)) continue;
-        size_t k = node_hash(n) & (size_t)(cap - 1);
-        for (; table[k] >= 0; k = (k + 1) & (size_t)(cap - 1))
-            if (same_node(&g->nodes[table[k]], n)) break;
-        if (table[k] >= 0)
-            replace_uses(g, i, table[k]);
-        else
-            table[k] = i;
-    }
+    repl r = repl_new(g);
+    for (int sources = 1; sources >= 0; sources--)
+        for (int i = 0; i < g->n_nodes; i++)
+            if (!g->nodes[i].dead && (g->nodes[i].n_in == 0) == sources)
+                cse_node(g, i, table, cap, &r);
+    repl_apply(g, &r);
     free(table);
+}
+
+/* Bytes folding would allocate for node n: its output, and its inputs that
+ * are filled constants not yet materialised; -1 when n or an input is
+ * above LIM_FOLD_ELEMS (folding computes every element at compile time,
+ * however few the output has: sum(zeros([100000000])) stays unfolded). */
+static long long fold_cost(const ir_graph *g, const ir_node *n)
+{
+    if (ir_numel(&n->type) > LIM_FOLD_ELEMS) return -1;
+    long long bytes = (long long)ir_nbytes(&n->type) + 1;
+    for (int j = 0; j < n->n_in; j++) {
+        const ir_node *c = &g->nodes[n->in[j]];
+        if (c->op != OP_CONST || ir_numel(&c->type) > LIM_FOLD_ELEMS) return -1;
+        if (!c->cdata) bytes += (long long)ir_nbytes(&c->type) + 1;
+    }
+    return bytes;
 }
 
 static void fold_node(ir_graph *g, int id, const pass_evaluator *ev)
@@ -134,19 +205,22 @@ static void reciprocal(ir_graph *g, int id)
     g->nodes[r].device = g->nodes[id].device;
 }
 
+/* Folding is an optimisation: past LIM_FOLD_BYTES of folded values in one
+ * compile, nodes are left to run instead. */
 static void pass_fold(ir_graph *g, const pass_evaluator *ev)
 {
+    long long spent = 0, cost;
     for (int i = 0, n0 = g->n_nodes; i < n0; i++)
         if (!g->nodes[i].dead) reciprocal(g, i);
     if (!ev) return;
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *n = &g->nodes[i];
         if (n->dead || n->n_in == 0 || !is_pure(n) || !ev->can_eval(ev->ctx, n->op) ||
-            ops_table[n->op].scratch || ir_numel(&n->type) > FOLD_MAX_ELEMS)
+            ops_table[n->op].scratch || (cost = fold_cost(g, n)) < 0 ||
+            spent + cost > LIM_FOLD_BYTES)
             continue;
-        int all_const = 1;
-        for (int j = 0; j < n->n_in; j++) all_const &= g->nodes[n->in[j]].op == OP_CONST;
-        if (all_const) fold_node(g, i, ev);
+        spent += cost;
+        fold_node(g, i, ev);
     }
 }
 
@@ -188,6 +262,7 @@ static int can_make(const ir_graph *g, const pass_evaluator *ev, op_kind op, int
 static void pass_fuse(ir_graph *g, const pass_evaluator *ev)
 {
     int *uses = use_counts(g), n0 = g->n_nodes;
+    repl r = repl_new(g);
     for (int i = 0; i < n0; i++) {
         int mm, bias;
         if (g->nodes[i].dead || !fusable_bias(g, &g->nodes[i], uses, &mm, &bias) ||
@@ -195,88 +270,195 @@ static void pass_fuse(ir_graph *g, const pass_evaluator *ev)
             continue;
         ir_attrs a = g->nodes[mm].attr;
         a.i[2] = 0;
-        int in[3] = {g->nodes[mm].in[0], g->nodes[mm].in[1], bias};
+        int in[3] = {repl_find(&r, g->nodes[mm].in[0]), repl_find(&r, g->nodes[mm].in[1]),
+                     repl_find(&r, bias)};
         int f = ir_add_like(g, i, OP_MATMUL_BIAS, in, 3, &a);
         if (f < 0) continue;
-        replace_uses(g, i, f);
+        repl_set(g, &r, i, f);
         g->nodes[mm].dead = 1;
     }
+    repl_apply(g, &r);
     free(uses);
 }
 
-/* The relu consuming matmul_bias f, when f's only other consumers are
- * relu_grad nodes reading f as their x; else -1. */
-static int fusable_relu(const ir_graph *g, int f)
+/* Per matmul_bias f: the relu consuming it when f's only other consumers
+ * are relu_grad nodes reading f as their x, else -1 (one sweep for all). */
+static int *fusable_relus(const ir_graph *g)
 {
-    int relu = -1;
+    int *relu = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1)); /* -2: not fusable */
+    for (int i = 0; i < g->n_nodes; i++) relu[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         if (n->dead) continue;
         for (int j = 0; j < n->n_in; j++) {
-            if (n->in[j] != f) continue;
-            if (n->op == OP_RELU && relu < 0)
-                relu = i;
+            int f = n->in[j];
+            if (g->nodes[f].op != OP_MATMUL_BIAS) continue;
+            if (n->op == OP_RELU && relu[f] == -1)
+                relu[f] = i;
             else if (!(n->op == OP_RELU_GRAD && j == 1 && n->in[0] != f))
-                return -1;
+                relu[f] = -2;
         }
     }
-    for (int i = 0; i < g->n_names; i++)
-        if (g->names[i].node == f) return -1;
+    for (int i = 0; i < g->n_names; i++) relu[g->names[i].node] = -2;
     return relu;
 }
 
 static void pass_fuse_relu(ir_graph *g)
 {
+    int *relu = fusable_relus(g);
+    repl r = repl_new(g);
     for (int f = 0; f < g->n_nodes; f++) {
-        if (g->nodes[f].dead || g->nodes[f].op != OP_MATMUL_BIAS || g->nodes[f].attr.i[2]) continue;
-        int relu = fusable_relu(g, f);
-        if (relu < 0) continue;
+        if (g->nodes[f].dead || g->nodes[f].op != OP_MATMUL_BIAS || g->nodes[f].attr.i[2] ||
+            relu[f] < 0)
+            continue;
         g->nodes[f].attr.i[2] = 1;
-        replace_uses(g, relu, f);
+        repl_set(g, &r, relu[f], f);
     }
+    repl_apply(g, &r);
+    free(relu);
+}
+
+/* Group nodes' input edges by the node they read, kept current as regroup
+ * moves them: fusing sgd asks, per update, which groups wait on its
+ * matmul. */
+typedef struct group_edges {
+    int *head;                /* per node: first edge reading it, -1 none */
+    int *next, *group, *slot; /* per edge */
+    int *count;               /* per node: edges reading it */
+    int n, cap;
+} group_edges;
+
+static void edge_add(group_edges *e, int node, int group, int slot)
+{
+    if (e->n == e->cap) {
+        e->cap = e->cap ? 2 * e->cap : 64;
+        e->next = xreallocarray(e->next, (size_t)e->cap, sizeof(int));
+        e->group = xreallocarray(e->group, (size_t)e->cap, sizeof(int));
+        e->slot = xreallocarray(e->slot, (size_t)e->cap, sizeof(int));
+    }
+    e->next[e->n] = e->head[node];
+    e->group[e->n] = group;
+    e->slot[e->n] = slot;
+    e->head[node] = e->n++;
+    e->count[node]++;
+}
+
+static group_edges group_edges_build(const ir_graph *g)
+{
+    group_edges e = {0};
+    e.head = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+    e.count = xcalloc((size_t)g->n_nodes + 1, sizeof(int));
+    for (int i = 0; i < g->n_nodes; i++) e.head[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->dead || n->op != OP_GROUP) continue;
+        for (int j = 0; j < n->n_in; j++) edge_add(&e, n->in[j], i, j);
+    }
+    return e;
+}
+
+static void group_edges_free(group_edges *e)
+{
+    free(e->head);
+    free(e->next);
+    free(e->group);
+    free(e->slot);
+    free(e->count);
 }
 
 /* apply_sgd(var, m) where m is a matmul that nothing else reads but groups
  * (the autodiff barrier waits on every gradient).  Its operands must not be
  * variables: the fused GEMM runs among the updates, after the barrier, and
  * would read a variable another update may already have moved. */
-static int fusable_sgd(const ir_graph *g, const ir_node *u, const int *uses)
+static int fusable_sgd(const ir_graph *g, const ir_node *u, const int *uses, const group_edges *e)
 {
     if (u->op != OP_APPLY_SGD) return 0;
-    int m = u->in[1], groups = 0;
+    int m = u->in[1];
     const ir_node *mm = &g->nodes[m];
     if (mm->op != OP_MATMUL || mm->device != u->device || mm->n_ctrl ||
         ir_numel(&mm->type) < FUSE_SGD_MIN_ELEMS || g->nodes[mm->in[0]].op == OP_VARIABLE ||
         g->nodes[mm->in[1]].op == OP_VARIABLE)
         return 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (n->dead || n->op != OP_GROUP) continue;
-        for (int j = 0; j < n->n_in; j++) groups += n->in[j] == m;
-    }
-    return uses[m] == 1 + groups;
+    return uses[m] == 1 + e->count[m];
 }
 
-/* A group waiting on matmul m now waits on its operands instead. */
-static void regroup(ir_graph *g, int m)
+/* The control edges of groups, as a set: regroup adds one in O(1) even to
+ * a barrier that gathers thousands (ir_add_ctrl's own check is a scan). */
+typedef struct ctrl_set {
+    uint64_t *key; /* (group << 32 | dep) + 1; 0 = empty */
+    int cap, n;
+} ctrl_set;
+
+static int ctrl_set_put(ctrl_set *c, uint64_t key)
 {
-    const ir_node *mm = &g->nodes[m];
-    for (int i = 0; i < g->n_nodes; i++) {
-        ir_node *n = &g->nodes[i];
-        if (n->dead || n->op != OP_GROUP) continue;
-        for (int j = 0; j < n->n_in; j++) {
-            if (n->in[j] != m) continue;
-            n->in[j] = mm->in[0];
-            ir_add_ctrl(g, i, mm->in[1]);
-        }
+    size_t mask = (size_t)c->cap - 1, h = (size_t)(key * 0x9E3779B97F4A7C15u) & mask;
+    while (c->key[h] && c->key[h] != key) h = (h + 1) & mask;
+    if (c->key[h]) return 0;
+    c->key[h] = key;
+    c->n++;
+    return 1;
+}
+
+/* 1 when (group, dep) was not in the set and now is; the set doubles
+ * before it is half full. */
+static int ctrl_set_add(ctrl_set *c, int group, int dep)
+{
+    if (2 * (c->n + 1) > c->cap) {
+        ctrl_set big = {xcalloc((size_t)c->cap * 2, sizeof *c->key), c->cap * 2, 0};
+        for (int i = 0; i < c->cap; i++)
+            if (c->key[i]) ctrl_set_put(&big, c->key[i]);
+        free(c->key);
+        *c = big;
     }
+    return ctrl_set_put(c, ((uint64_t)(uint32_t)group << 32 | (uint32_t)dep) + 1);
+}
+
+static ctrl_set ctrl_set_build(const ir_graph *g)
+{
+    ctrl_set c = {xcalloc(64, sizeof(uint64_t)), 64, 0};
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; !g->nodes[i].dead && g->nodes[i].op == OP_GROUP && k < g->nodes[i].n_ctrl;
+             k++)
+            ctrl_set_add(&c, i, g->nodes[i].ctrl[k]);
+    return c;
+}
+
+static int by_edge(const void *a, const void *b, void *ctx)
+{
+    const group_edges *e = ctx;
+    int x = *(const int *)a, y = *(const int *)b;
+    if (e->group[x] != e->group[y]) return e->group[x] - e->group[y];
+    return e->slot[x] - e->slot[y];
+}
+
+/* A group waiting on matmul m now waits on its operands instead: a reads
+ * in m's slot, b as a control edge.  Groups in id order, as they were
+ * made. */
+static void regroup(ir_graph *g, int m, group_edges *e, ctrl_set *c)
+{
+    int a = g->nodes[m].in[0], b = g->nodes[m].in[1], n = 0;
+    int *edges = xmalloc(sizeof(int) * (size_t)(e->count[m] + 1));
+    for (int k = e->head[m]; k >= 0; k = e->next[k]) edges[n++] = k;
+    qsort_r(edges, (size_t)n, sizeof(int), by_edge, e);
+    e->head[m] = -1;
+    e->count[m] = 0;
+    for (int i = 0; i < n; i++) {
+        int gi = e->group[edges[i]], slot = e->slot[edges[i]];
+        g->nodes[gi].in[slot] = a;
+        edge_add(e, a, gi, slot);
+        if (ctrl_set_add(c, gi, b)) ir_append_ctrl(g, gi, b);
+    }
+    free(edges);
 }
 
 static void pass_fuse_sgd(ir_graph *g, const pass_evaluator *ev)
 {
     int *uses = use_counts(g), n0 = g->n_nodes;
+    group_edges e = group_edges_build(g);
+    ctrl_set c = ctrl_set_build(g);
+    repl r = repl_new(g);
     for (int u = 0; u < n0; u++) {
-        if (g->nodes[u].dead || !fusable_sgd(g, &g->nodes[u], uses) ||
+        if (g->nodes[u].dead || !fusable_sgd(g, &g->nodes[u], uses, &e) ||
             !can_make(g, ev, OP_APPLY_SGD_MATMUL, u))
             continue;
         int m = g->nodes[u].in[1];
@@ -287,10 +469,13 @@ static void pass_fuse_sgd(ir_graph *g, const pass_evaluator *ev)
         int f = ir_add_like(g, u, OP_APPLY_SGD_MATMUL, in, 3, &a);
         if (f < 0) continue;
         for (int k = 0; k < g->nodes[u].n_ctrl; k++) ir_add_ctrl(g, f, g->nodes[u].ctrl[k]);
-        regroup(g, m);
-        replace_uses(g, u, f);
+        regroup(g, m, &e, &c);
+        repl_set(g, &r, u, f);
         g->nodes[m].dead = 1;
     }
+    repl_apply(g, &r);
+    free(c.key);
+    group_edges_free(&e);
     free(uses);
 }
 

@@ -99,27 +99,137 @@ static int by_start(const void *a, const void *b)
     return x->node - y->node;
 }
 
-/* First-fit: the lowest offset whose gap, between buffers still live at
- * `l->start`, holds l->bytes. `act` is kept sorted by offset. */
-static size_t place(live *act, size_t *act_off, int *n_act, const live *l)
+/* ---- first-fit over the live buffers, O(log n) per buffer ----
+ *
+ * The live buffers of a partition never overlap, so sorted by offset each
+ * has a gap before it: from the previous buffer's end, or from the end of
+ * the pinned buffers (live for the whole run, packed from 0 first, where
+ * first-fit would put them too).  First-fit takes the gap of the lowest
+ * buffer that holds the new one, else the space after the last.  A treap
+ * keyed by offset keeps each subtree's largest gap, so the search, and the
+ * insertions and removals that change one neighbour's gap, cost O(log n)
+ * rather than a scan of every live buffer: the plan of an unrolled loop
+ * with thousands of live tensors stays fast. */
+typedef struct fit_node {
+    size_t off, end, gap, max_gap;
+    uint32_t prio;
+    int l, r;
+} fit_node;
+
+typedef struct plan_alloc {
+    fit_node *t; /* by the buffer's index in the sorted lifetimes */
+    int root;
+    size_t pinned_top;
+    uint32_t seed;
+} plan_alloc;
+
+static void fit_update(fit_node *t, int x)
 {
-    int w = 0;
-    for (int i = 0; i < *n_act; i++)
-        if (act[i].end >= l->start) act[w] = act[i], act_off[w++] = act_off[i];
-    *n_act = w;
-    size_t off = 0;
-    int at = 0;
-    for (; at < w; at++) {
-        if (act_off[at] >= off + l->bytes) break;
-        size_t e = act_off[at] + act[at].bytes;
-        if (e > off) off = e;
+    size_t m = t[x].gap;
+    if (t[x].l >= 0 && t[t[x].l].max_gap > m) m = t[t[x].l].max_gap;
+    if (t[x].r >= 0 && t[t[x].r].max_gap > m) m = t[t[x].r].max_gap;
+    t[x].max_gap = m;
+}
+
+/* Splits x into the buffers below `off` (*a) and the rest (*b). */
+static void fit_split(fit_node *t, int x, size_t off, int *a, int *b)
+{
+    if (x < 0) {
+        *a = *b = -1;
+    } else if (t[x].off < off) {
+        fit_split(t, t[x].r, off, &t[x].r, b);
+        *a = x;
+        fit_update(t, x);
+    } else {
+        fit_split(t, t[x].l, off, a, &t[x].l);
+        *b = x;
+        fit_update(t, x);
     }
-    memmove(act + at + 1, act + at, sizeof *act * (size_t)(w - at));
-    memmove(act_off + at + 1, act_off + at, sizeof *act_off * (size_t)(w - at));
-    act[at] = *l;
-    act_off[at] = off;
-    (*n_act)++;
+}
+
+/* Every buffer of a lies below every buffer of b. */
+static int fit_merge(fit_node *t, int a, int b)
+{
+    if (a < 0) return b;
+    if (b < 0) return a;
+    if (t[a].prio > t[b].prio) {
+        t[a].r = fit_merge(t, t[a].r, b);
+        fit_update(t, a);
+        return a;
+    }
+    t[b].l = fit_merge(t, a, t[b].l);
+    fit_update(t, b);
+    return b;
+}
+
+/* The end of the highest buffer in x, or `none` when x is empty. */
+static size_t fit_last_end(const fit_node *t, int x, size_t none)
+{
+    if (x < 0) return none;
+    while (t[x].r >= 0) x = t[x].r;
+    return t[x].end;
+}
+
+/* The lowest buffer of x now follows a buffer ending at `from`. */
+static void fit_first_gap(fit_node *t, int x, size_t from)
+{
+    if (x < 0) return;
+    if (t[x].l >= 0)
+        fit_first_gap(t, t[x].l, from);
+    else
+        t[x].gap = t[x].off - from;
+    fit_update(t, x);
+}
+
+/* The lowest buffer of x with a gap of at least `bytes` before it, or -1. */
+static int fit_find(const fit_node *t, int x, size_t bytes)
+{
+    while (x >= 0 && t[x].max_gap >= bytes) {
+        if (t[x].l >= 0 && t[t[x].l].max_gap >= bytes)
+            x = t[x].l;
+        else if (t[x].gap >= bytes)
+            return x;
+        else
+            x = t[x].r;
+    }
+    return -1;
+}
+
+/* Places buffer i (bytes long) first-fit; returns its offset. */
+static size_t fit_insert(plan_alloc *a, int i, size_t bytes)
+{
+    fit_node *t = a->t;
+    int at = fit_find(t, a->root, bytes), lo, hi;
+    size_t off = at >= 0 ? t[at].off - t[at].gap : fit_last_end(t, a->root, a->pinned_top);
+    fit_split(t, a->root, off, &lo, &hi);
+    a->seed = a->seed * 1664525u + 1013904223u; /* priorities: any fixed sequence */
+    size_t prev = fit_last_end(t, lo, a->pinned_top);
+    t[i] = (fit_node){.off = off, .end = off + bytes, .gap = off - prev, .prio = a->seed};
+    t[i].l = t[i].r = -1;
+    fit_update(t, i);
+    fit_first_gap(t, hi, off + bytes);
+    a->root = fit_merge(t, fit_merge(t, lo, i), hi);
     return off;
+}
+
+/* Buffer i's last consumer is done: its space may be reused. */
+static void fit_remove(plan_alloc *a, int i)
+{
+    fit_node *t = a->t;
+    int lo, mid, hi;
+    fit_split(t, a->root, t[i].off, &lo, &mid);
+    fit_split(t, mid, t[i].off + 1, &mid, &hi);
+    GR_ASSERT(mid == i);
+    fit_first_gap(t, hi, fit_last_end(t, lo, a->pinned_top));
+    a->root = fit_merge(t, lo, hi);
+}
+
+static int by_end(const void *a, const void *b, void *ls)
+{
+    const live *l = ls;
+    int x = *(const int *)a, y = *(const int *)b;
+    if (l[x].end != l[y].end) return l[x].end - l[y].end;
+    return x - y;
 }
 
 /* Lifetimes of partition k's tensors, in its own levels' terms: a buffer is
@@ -161,30 +271,52 @@ static void lifetimes(plan_graph *p, int k_part, live *ls, int *n_ls, int *pos)
 }
 
 /* Partition k's region starts at the arena's current end. */
+/* Offsets for ls[0..n) (sorted by start) relative to the region's start:
+ * a buffer dies once the level of its last consumer is over, that is
+ * before the first buffer that starts after it. */
+static void place_all(live *ls, int n, size_t *off)
+{
+    plan_alloc a = {.t = xmalloc(sizeof(fit_node) * (size_t)(n + 1)), .root = -1};
+    int *dying = xmalloc(sizeof(int) * (size_t)(n + 1)), n_dying = 0, d = 0;
+    for (int k = 0; k < n; k++)
+        if (ls[k].start >= 0) dying[n_dying++] = k;
+    qsort_r(dying, (size_t)n_dying, sizeof(int), by_end, ls);
+    for (int k = 0; k < n; k++) {
+        if (ls[k].start < 0) { /* pinned: sorted first */
+            off[k] = a.pinned_top;
+            a.pinned_top += ls[k].bytes;
+            continue;
+        }
+        for (; d < n_dying && ls[dying[d]].end < ls[k].start; d++) fit_remove(&a, dying[d]);
+        off[k] = fit_insert(&a, k, ls[k].bytes);
+    }
+    free(dying);
+    free(a.t);
+}
+
+/* Partition k's region starts at the arena's current end. */
 static void assign_offsets(plan_graph *p, int k_part)
 {
-    int n_ls, n_act = 0;
+    int n_ls;
     size_t base = align_up(p->arena_bytes), top = base;
     live *ls = xmalloc(sizeof *ls * (size_t)(p->n + p->n_xfers + 1));
-    live *act = xmalloc(sizeof *act * (size_t)(p->n + p->n_xfers + 1));
-    size_t *act_off = xmalloc(sizeof *act_off * (size_t)(p->n + p->n_xfers + 1));
+    size_t *off = xmalloc(sizeof *off * (size_t)(p->n + p->n_xfers + 1));
     int *pos = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1));
     lifetimes(p, k_part, ls, &n_ls, pos);
     qsort(ls, (size_t)n_ls, sizeof *ls, by_start);
+    place_all(ls, n_ls, off);
     for (int k = 0; k < n_ls; k++) {
-        size_t off = base + place(act, act_off, &n_act, &ls[k]);
         if (ls[k].node >= 0)
-            p->offset[ls[k].node] = off;
+            p->offset[ls[k].node] = base + off[k];
         else
-            p->xfers[-ls[k].node - 1].offset = off;
-        if (off + ls[k].bytes > top) top = off + ls[k].bytes;
+            p->xfers[-ls[k].node - 1].offset = base + off[k];
+        if (base + off[k] + ls[k].bytes > top) top = base + off[k] + ls[k].bytes;
     }
     p->part_base[k_part] = base;
     p->part_bytes[k_part] = top - base;
     p->arena_bytes = top;
     free(ls);
-    free(act);
-    free(act_off);
+    free(off);
     free(pos);
 }
 

@@ -10,17 +10,64 @@
 #include "../lang/fatal.h"
 #include "sema_int.h"
 
-#define SEMA_MAX_DEPTH 64
-#define SEMA_MAX_LOOP  100000
-
 static value sema_eval(sema *S, env *e, const ast_node *n);
+
+/* Each kind of expression is evaluated in a frame of its own: inlined
+ * into sema_eval, every level of a deep expression would take the stack
+ * of the largest (a call binding its locals), and LIM_EVAL_DEPTH levels
+ * must fit in a thread's stack. */
+#define EVAL_FRAME __attribute__((noinline))
 
 /* ---- environments ---- */
 
+static uint64_t env_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+/* Past ENV_INLINE names an environment is indexed by hash: a program with
+ * hundreds of top-level names looks each one up in O(1), not by a scan
+ * per evaluation step. */
+static void env_index_put(env *e, int i)
+{
+    size_t mask = (size_t)e->index_cap - 1, k = env_hash(e->v[i].name) & mask;
+    while (e->index[k] >= 0) k = (k + 1) & mask;
+    e->index[k] = i;
+}
+
+static void env_index_add(env *e, int i)
+{
+    if (e->n <= ENV_INLINE) return;
+    if (2 * e->n > e->index_cap) {
+        free(e->index);
+        e->index_cap = 64;
+        while (e->index_cap < 4 * e->n) e->index_cap *= 2;
+        e->index = xmalloc(sizeof(int) * (size_t)e->index_cap);
+        memset(e->index, -1, sizeof(int) * (size_t)e->index_cap);
+        for (int j = 0; j < e->n; j++) env_index_put(e, j);
+        return;
+    }
+    env_index_put(e, i);
+}
+
+static void env_free(env *e)
+{
+    if (e->v != e->small) free(e->v);
+    free(e->index);
+}
+
 static binding *env_find_local(env *e, const char *name)
 {
+    if (e->index) {
+        size_t mask = (size_t)e->index_cap - 1;
+        for (size_t k = env_hash(name) & mask; e->index[k] >= 0; k = (k + 1) & mask)
+            if (strcmp(e->v[e->index[k]].name, name) == 0) return &e->v[e->index[k]];
+        return NULL;
+    }
     for (int i = e->n - 1; i >= 0; i--)
-        if (strcmp(e->v[i].name, name) == 0) return &e->v[i];
+        if (e->v[i].name[0] == name[0] && strcmp(e->v[i].name, name) == 0) return &e->v[i];
     return NULL;
 }
 
@@ -41,11 +88,16 @@ static binding *env_set(env *e, const char *name, value v)
         return b;
     }
     if (e->n == e->cap) {
-        e->cap = e->cap ? 2 * e->cap : 16;
-        e->v = xreallocarray(e->v, (size_t)e->cap, sizeof *e->v);
+        int cap = e->cap ? 2 * e->cap : 16;
+        binding *grown = xreallocarray(e->v == e->small ? NULL : e->v, (size_t)cap, sizeof *grown);
+        if (e->v == e->small) memcpy(grown, e->small, sizeof e->small);
+        e->v = grown;
+        e->cap = cap;
     }
     e->v[e->n] = (binding){.name = name, .v = v};
-    return &e->v[e->n++];
+    e->n++;
+    env_index_add(e, e->n - 1);
+    return &e->v[e->n - 1];
 }
 
 /* Whether declaration st (param, input, data, fn, var) repeats a name
@@ -100,18 +152,28 @@ static const char *env_suggest(env *e, const char *name)
 
 /* ---- variable scopes ---- */
 
-static vscope *scope_push(sema *S, const char *name, int reuse)
+/* Enters variable scope `name` (under the current one), kept in v (the
+ * caller's, on its stack: scopes cost no allocation); -1 after reporting
+ * at `at` when its full path would be longer than LIM_NAME. */
+static int scope_push(sema *S, vscope *v, const ast_node *at, const char *name, int reuse)
 {
-    vscope *v = xcalloc(1, sizeof *v);
     const char *pp = S->scope->path;
     size_t n = strlen(pp) + strlen(name) + 2;
+    if (n - 1 > LIM_NAME) {
+        sema_err(S, at, "scope name '%.40s...' is longer than %d bytes, the limit", pp, LIM_NAME);
+        return -1;
+    }
     char *path = ir_alloc(S->g, n);
-    snprintf(path, n, "%s%s%s", pp, *pp ? "/" : "", name);
+    *v = (vscope){0};
+    size_t lp = strlen(pp); /* not snprintf: a loop may enter a scope a million times */
+    memcpy(path, pp, lp);
+    if (lp) path[lp++] = '/';
+    memcpy(path + lp, name, strlen(name) + 1);
     v->path = path;
     v->reuse = reuse;
     v->parent = S->scope;
     S->scope = v;
-    return v;
+    return 0;
 }
 
 static void scope_pop(sema *S)
@@ -119,7 +181,6 @@ static void scope_pop(sema *S)
     vscope *v = S->scope;
     S->scope = v->parent;
     free(v->counters);
-    free(v);
 }
 
 /* Next number for an unnamed call of `fn` in the current scope entry. */
@@ -159,7 +220,7 @@ static void place_since(sema *S, int mark, int dev)
 
 /* ---- expressions ---- */
 
-static value eval_name(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_name(sema *S, env *e, const ast_node *n)
 {
     binding *b = env_find(e, n->name);
     if (b) return b->v;
@@ -167,7 +228,8 @@ static value eval_name(sema *S, env *e, const ast_node *n)
     if (op >= 0) return (value){.k = V_OP, .id = op};
     int bi = sema_builtin_lookup(n->name);
     if (bi >= 0) return (value){.k = V_BUILTIN, .id = bi};
-    const char *hint = env_suggest(e, n->name);
+    /* the hint costs a scan of every name: only for errors that are shown */
+    const char *hint = diag_full(S->g->diags) ? NULL : env_suggest(e, n->name);
     if (hint)
         sema_err(S, n, "unknown name '%s'; did you mean '%s'?", n->name, hint);
     else
@@ -175,9 +237,9 @@ static value eval_name(sema *S, env *e, const ast_node *n)
     return sema_value_err();
 }
 
-static value eval_list(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_list(sema *S, env *e, const ast_node *n)
 {
-    value v = {.k = V_LIST, .n_items = n->n_items};
+    value v = {.k = V_LIST, .n_items = n->n_items, .cap_items = n->n_items};
     v.items = ir_alloc(S->g, sizeof(value) * (size_t)(n->n_items + 1));
     for (int i = 0; i < n->n_items; i++) {
         v.items[i] = sema_eval(S, e, n->items[i]);
@@ -186,23 +248,58 @@ static value eval_list(sema *S, env *e, const ast_node *n)
     return v;
 }
 
+/* Integer + - * /: computed in int64 from the exact operands (at most
+ * LIM_INT each), so the range check sees the true result, not a rounded
+ * double; *exact is 0 when a division leaves a remainder. */
+static int int_arith(ast_op op, double a, double b, int64_t *r, int *exact)
+{
+    int64_t x = (int64_t)a, y = (int64_t)b;
+    *exact = 1;
+    switch (op) {
+    case AOP_ADD:
+        return ir_checked_add(x, y, r);
+    case AOP_SUB:
+        return ir_checked_add(x, -y, r);
+    case AOP_MUL:
+        return ir_checked_mul(x, y, r);
+    default: /* AOP_DIV, y != 0 */
+        *exact = x % y == 0;
+        *r = x / y;
+        return 0;
+    }
+}
+
+static value fold_ints(sema *S, const ast_node *n, double a, double b)
+{
+    int64_t r;
+    int exact;
+    if (int_arith(n->op, a, b, &r, &exact) == 0 && (!exact || (r <= LIM_INT && r >= -LIM_INT)))
+        return exact ? sema_value_num((double)r, 1) : sema_value_num(a / b, 0);
+    sema_err(S, n,
+             "integer result of '%.17g %s %.17g' is out of range (at most 2^53 = %lld in "
+             "magnitude)",
+             a, ast_op_text(n->op), b, LIM_INT);
+    return sema_value_err();
+}
+
 static value fold_numbers(sema *S, const ast_node *n, value x, value y)
 {
     double a = x.num, b = y.num;
-    int ints = x.is_int && y.is_int;
+    int arith = n->op == AOP_ADD || n->op == AOP_SUB || n->op == AOP_MUL || n->op == AOP_DIV;
+    if (n->op == AOP_DIV && b == 0) {
+        sema_err(S, n, "division by zero in a compile-time expression");
+        return sema_value_err();
+    }
+    if (arith && x.is_int && y.is_int) return fold_ints(S, n, a, b);
     switch (n->op) {
     case AOP_ADD:
-        return sema_value_num(a + b, ints);
+        return sema_value_num(a + b, 0);
     case AOP_SUB:
-        return sema_value_num(a - b, ints);
+        return sema_value_num(a - b, 0);
     case AOP_MUL:
-        return sema_value_num(a * b, ints);
+        return sema_value_num(a * b, 0);
     case AOP_DIV:
-        if (b == 0) {
-            sema_err(S, n, "division by zero in a compile-time expression");
-            return sema_value_err();
-        }
-        return sema_value_num(a / b, ints && fmod(a, b) == 0);
+        return sema_value_num(a / b, 0);
     case AOP_EQ:
         return (value){.k = V_BOOL, .num = a == b};
     case AOP_NE:
@@ -232,7 +329,7 @@ static ir_dtype value_dtype(sema *S, value v)
     return v.k == V_TENSOR ? S->g->nodes[v.node].type.dtype : DT_F32;
 }
 
-static value eval_binary(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_binary(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a), y = sema_eval(S, e, n->b);
     if (x.k == V_ERR || y.k == V_ERR) return sema_value_err();
@@ -244,7 +341,7 @@ static value eval_binary(sema *S, env *e, const ast_node *n)
     return sema_value_tensor(ir_add(S->g, binop_to_ir[n->op], in, 2, NULL, S->src, n->span));
 }
 
-static value eval_unary(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_unary(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a);
     if (x.k == V_ERR) return x;
@@ -254,7 +351,7 @@ static value eval_unary(sema *S, env *e, const ast_node *n)
     return sema_value_tensor(ir_add(S->g, OP_NEG, &in, 1, NULL, S->src, n->span));
 }
 
-static value eval_index(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_index(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a), i = sema_eval(S, e, n->b);
     int64_t k;
@@ -272,7 +369,7 @@ static value eval_index(sema *S, env *e, const ast_node *n)
     return x.items[k];
 }
 
-static value eval_field(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_field(sema *S, env *e, const ast_node *n)
 {
     value x = sema_eval(S, e, n->a);
     if (x.k == V_ERR) return x;
@@ -281,7 +378,7 @@ static value eval_field(sema *S, env *e, const ast_node *n)
     return sema_value_err();
 }
 
-static value eval_method(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
 {
     value obj = sema_eval(S, e, n->a);
     if (obj.k == V_ERR) return obj;
@@ -296,6 +393,10 @@ static value eval_method(sema *S, env *e, const ast_node *n)
     value loss = sema_eval(S, e, n->items[0]);
     int l = loss.k == V_ERR ? -1 : sema_to_tensor(S, n->items[0], loss, DT_F32);
     if (l < 0) return sema_value_err();
+    if (++S->n_minimize > LIM_MINIMIZE) {
+        sema_stop(S, n, "more than %d calls of minimize(), the limit", LIM_MINIMIZE);
+        return sema_value_err();
+    }
     value v = sema_value_tensor(ad_minimize(S->g, l, &obj.opt, S->src, n->span));
     v.is_train = 1;
     v.id = l;
@@ -351,37 +452,47 @@ static int bind_params(sema *S, env *local, const ast_node *fn, const sema_args 
     return ok ? 0 : -1;
 }
 
-static value call_fn(sema *S, const ast_node *fn, const sema_args *args)
+/* Opens the scope of a call to fn (see docs/architecture.md, "Call
+ * scopes"): returns 1 when one was opened, 0 when the call needs none, -1
+ * after an error. */
+static int call_scope(sema *S, vscope *v, const ast_node *fn, int fn_vars, const ast_node *call)
+{
+    if (!call->as_name && !fn_vars) return 0;
+    const char *nm = call->as_name;
+    if (!nm) {
+        char buf[LIM_NAME + 32]; /* a longer name fails in scope_push anyway */
+        snprintf(buf, sizeof buf, "%s_%d", fn->name, scope_count(S->scope, fn->name));
+        nm = ir_strdup(S->g, buf);
+    }
+    return scope_push(S, v, call, nm, S->scope->reuse) < 0 ? -1 : 1;
+}
+
+static EVAL_FRAME value call_fn(sema *S, const ast_node *fn, int fn_vars, const sema_args *args)
 {
     const ast_node *call = args->call;
-    if (S->depth >= SEMA_MAX_DEPTH) {
-        sema_err(S, call, "function calls nested deeper than %d (recursion?)", SEMA_MAX_DEPTH);
+    if (S->depth >= LIM_CALL_DEPTH) {
+        sema_stop(S, call, "function calls nested deeper than %d (recursion?)", LIM_CALL_DEPTH);
         return sema_value_err();
     }
     env local = {.parent = S->global};
+    local.v = local.small;
+    local.cap = ENV_INLINE;
     value result = sema_value_err();
-    if (bind_params(S, &local, fn, args) == 0) {
-        int scoped = call->as_name || declares_vars(fn->b);
-        if (scoped) {
-            const char *nm = call->as_name;
-            if (!nm) {
-                char buf[256];
-                snprintf(buf, sizeof buf, "%s_%d", fn->name, scope_count(S->scope, fn->name));
-                nm = ir_strdup(S->g, buf);
-            }
-            scope_push(S, nm, S->scope->reuse);
-        }
+    int scoped = -1;
+    vscope scope;
+    if (bind_params(S, &local, fn, args) == 0 &&
+        (scoped = call_scope(S, &scope, fn, fn_vars, call)) >= 0) {
         S->depth++;
         int saved_in_fn = S->in_fn;
         S->in_fn = 1;
         S->ret = (value){.k = V_NONE};
         int r = stmt_block(S, &local, fn->b);
-        result = r == 1 ? S->ret : (value){.k = V_NONE};
+        result = S->stop ? sema_value_err() : r == 1 ? S->ret : (value){.k = V_NONE};
         S->in_fn = saved_in_fn;
         S->depth--;
         if (scoped) scope_pop(S);
     }
-    free(local.v);
+    env_free(&local);
     return result;
 }
 
@@ -401,17 +512,26 @@ static int check_kwargs(sema *S, const sema_args *args)
     return r;
 }
 
-/* Evaluates n's arguments into args (arrays the caller frees); returns -1
- * when one of them is an error. */
-static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args)
+/* Room for the arguments of most calls, reused (call_buf): a call then
+ * costs no allocation, which matters when loops run a function a million
+ * times. */
+enum { ARGS_INLINE = 8 };
+struct args_buf {
+    value pos[ARGS_INLINE], kw[ARGS_INLINE];
+    const ast_node *pos_at[ARGS_INLINE], *kw_at[ARGS_INLINE];
+};
+
+/* Evaluates n's arguments into args (in buf when they fit, else arrays
+ * that args_free frees); returns -1 when one of them is an error. */
+static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args, args_buf *buf)
 {
     size_t cap = (size_t)n->n_items + 1;
-    int bad = 0;
+    int bad = 0, small = n->n_items <= ARGS_INLINE;
     *args = (sema_args){.call = n,
-                        .pos = xcalloc(cap, sizeof(value)),
-                        .pos_at = xcalloc(cap, sizeof(ast_node *)),
-                        .kw = xcalloc(cap, sizeof(value)),
-                        .kw_at = xcalloc(cap, sizeof(ast_node *))};
+                        .pos = small ? buf->pos : xcalloc(cap, sizeof(value)),
+                        .pos_at = small ? buf->pos_at : xcalloc(cap, sizeof(ast_node *)),
+                        .kw = small ? buf->kw : xcalloc(cap, sizeof(value)),
+                        .kw_at = small ? buf->kw_at : xcalloc(cap, sizeof(ast_node *))};
     for (int i = 0; i < n->n_items; i++) {
         const ast_node *it = n->items[i];
         value v = sema_eval(S, e, it->kind == AST_KWARG ? it->a : it);
@@ -424,29 +544,51 @@ static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args)
     return bad ? -1 : 0;
 }
 
-static value eval_call(sema *S, env *e, const ast_node *n)
+static void args_free(sema_args *args, args_buf *buf)
+{
+    if (args->pos == buf->pos) return;
+    free(args->pos);
+    free(args->pos_at);
+    free(args->kw);
+    free(args->kw_at);
+}
+
+/* The argument buffer of the call nested `depth` calls deep: kept for the
+ * next call at that depth, so calls neither allocate nor put kilobytes on
+ * the native stack, which nested calls would multiply. */
+static args_buf *call_buf(sema *S, int depth)
+{
+    if (depth == S->cap_argbufs) {
+        S->cap_argbufs = S->cap_argbufs ? 2 * S->cap_argbufs : 16;
+        S->argbufs = xreallocarray(S->argbufs, (size_t)S->cap_argbufs, sizeof *S->argbufs);
+        memset(S->argbufs + depth, 0, sizeof *S->argbufs * (size_t)(S->cap_argbufs - depth));
+    }
+    if (!S->argbufs[depth]) S->argbufs[depth] = xmalloc(sizeof(args_buf));
+    return S->argbufs[depth];
+}
+
+static EVAL_FRAME value eval_call(sema *S, env *e, const ast_node *n)
 {
     value f = sema_eval(S, e, n->a);
     if (f.k == V_ERR) return f;
     sema_args args;
+    args_buf *buf = call_buf(S, S->n_calls++);
     value r = sema_value_err();
-    if (eval_args(S, e, n, &args) < 0 || check_kwargs(S, &args) < 0) {
+    if (eval_args(S, e, n, &args, buf) < 0 || check_kwargs(S, &args) < 0) {
     } else if (f.k == V_FN)
-        r = call_fn(S, f.fn, &args);
+        r = call_fn(S, f.fn, f.id, &args);
     else if (f.k == V_OP)
         r = sema_call_op(S, f.id, &args);
     else if (f.k == V_BUILTIN)
         r = sema_call_builtin(S, f.id, &args);
     else
         sema_err(S, n->a, "%s is not callable", sema_value_kind(&f));
-    free(args.pos);
-    free(args.pos_at);
-    free(args.kw);
-    free(args.kw_at);
+    args_free(&args, buf);
+    S->n_calls--;
     return r;
 }
 
-static value eval_device_expr(sema *S, env *e, const ast_node *n)
+static EVAL_FRAME value eval_device_expr(sema *S, env *e, const ast_node *n)
 {
     int dev = eval_device(S, e, n->b);
     if (dev < 0) return sema_value_err();
@@ -458,7 +600,28 @@ static value eval_device_expr(sema *S, env *e, const ast_node *n)
     return v;
 }
 
-static value sema_eval(sema *S, env *e, const ast_node *n)
+/* One evaluation step: counted against LIM_EVAL_STEPS, and the graph's
+ * budget is checked, so that whatever the program does, the first
+ * expression evaluated past a limit reports it. */
+static int eval_step(sema *S, const ast_node *n)
+{
+    if (S->stop || sema_budget(S, n, 0) < 0) return -1;
+    /* Like a C compiler, stop once the errors shown are full: in a loop,
+     * one mistake would otherwise be evaluated (and counted) a million
+     * times. */
+    if (diag_full(S->g->diags)) {
+        S->stop = 1;
+        return -1;
+    }
+    if (++S->steps <= LIM_EVAL_STEPS) return 0;
+    sema_stop(S, n,
+              "compile-time evaluation takes more than %d steps, the limit (loops or recursion "
+              "that multiply?)",
+              LIM_EVAL_STEPS);
+    return -1;
+}
+
+static value eval_kind(sema *S, env *e, const ast_node *n)
 {
     switch (n->kind) {
     case AST_NUM:
@@ -491,6 +654,22 @@ static value sema_eval(sema *S, env *e, const ast_node *n)
     }
 }
 
+/* Evaluation recurses natively, once per level of expression and again
+ * through each call: LIM_EVAL_DEPTH bounds the stack it takes, however
+ * recursion and deep expressions combine. */
+static value sema_eval(sema *S, env *e, const ast_node *n)
+{
+    if (eval_step(S, n) < 0) return sema_value_err();
+    if (S->eval_depth >= LIM_EVAL_DEPTH) {
+        sema_stop(S, n, "expressions and calls nested deeper than %d (recursion?)", LIM_EVAL_DEPTH);
+        return sema_value_err();
+    }
+    S->eval_depth++;
+    value v = eval_kind(S, e, n);
+    S->eval_depth--;
+    return v;
+}
+
 /* ---- statements ---- */
 
 static int parse_override(sema *S, const ast_node *st, const char *text, value def, value *out)
@@ -501,6 +680,11 @@ static int parse_override(sema *S, const ast_node *st, const char *text, value d
         if (!*text || *end) {
             sema_err(S, st, "--set %s=%s: expected %s like the default", st->name, text,
                      def.is_int ? "an integer" : "a number");
+            return -1;
+        }
+        if (!isfinite(x) || (def.is_int && fabs(x) > (double)LIM_INT)) {
+            sema_err(S, st, "--set %s=%s: out of range (%s)", st->name, text,
+                     def.is_int ? "integers are at most 2^53 in magnitude" : "not finite");
             return -1;
         }
         *out = sema_value_num(x, def.is_int);
@@ -563,6 +747,9 @@ static void stmt_input(sema *S, env *e, const ast_node *st)
             return;
         }
     }
+    char what[LIM_NAME + 16];
+    snprintf(what, sizeof what, "input '%s'", st->name);
+    if (sema_check_type(S, ty, what, &t) < 0 || sema_budget(S, st, 0) < 0) return;
     int node = ir_add_input(S->g, st->name, &t, S->src, st->span);
     if (S->device >= 0) S->g->nodes[node].device = S->device;
     env_set(e, st->name, sema_value_tensor(node));
@@ -602,7 +789,13 @@ static void stmt_var(sema *S, env *e, const ast_node *st)
         return;
     }
     const char *pp = S->scope->path;
-    char full[512];
+    char full[LIM_NAME + 1];
+    if (strlen(pp) + strlen(st->name) + 1 > LIM_NAME) {
+        sema_err(S, st, "variable name '%.40s...' is longer than %d bytes, the limit", pp,
+                 LIM_NAME);
+        return;
+    }
+    if (sema_budget(S, st, 0) < 0) return;
     snprintf(full, sizeof full, "%s%s%s", pp, *pp ? "/" : "", st->name);
     int old = ir_find_var(S->g, full), node;
     if (S->scope->reuse) {
@@ -646,8 +839,9 @@ static void stmt_scope(sema *S, env *e, const ast_node *st)
     }
     int dev = S->device, saved = S->device, mark = S->g->n_nodes;
     if (st->b && (dev = eval_device(S, e, st->b)) < 0) return;
+    vscope v;
+    if (scope_push(S, &v, st, st->name, reuse) < 0) return;
     S->device = dev;
-    scope_push(S, st->name, reuse);
     stmt_block(S, e, st->c);
     scope_pop(S);
     S->device = saved;
@@ -660,12 +854,16 @@ static int stmt_for(sema *S, env *e, const ast_node *st)
     if (sema_int_arg(S, st->a, sema_eval(S, e, st->a), &lo) < 0 ||
         sema_int_arg(S, st->b, sema_eval(S, e, st->b), &hi) < 0)
         return 0;
-    if (hi - lo > SEMA_MAX_LOOP) {
-        sema_err(S, st, "loop runs %lld times; the limit is %d", (long long)(hi - lo),
-                 SEMA_MAX_LOOP);
+    if (hi - lo > LIM_LOOP) {
+        sema_err(S, st, "loop runs %lld times; the limit is %d", (long long)(hi - lo), LIM_LOOP);
         return 0;
     }
-    for (int64_t i = lo; i < hi; i++) {
+    if (hi > lo && (S->loop_total += hi - lo) > LIM_LOOP_TOTAL) {
+        sema_stop(S, st, "loops run more than %d iterations in all, the limit (nested loops?)",
+                  LIM_LOOP_TOTAL);
+        return 0;
+    }
+    for (int64_t i = lo; i < hi && !S->stop; i++) {
         env_set(e, st->name, sema_value_num((double)i, 1));
         int r = stmt_block(S, e, st->c);
         if (r) return r;
@@ -682,8 +880,8 @@ static void assign_index(sema *S, env *e, const ast_node *st, value v)
         return;
     }
     if (sema_int_arg(S, t->b, sema_eval(S, e, t->b), &k) < 0) return;
-    if (k < 0 || k > 4096) {
-        sema_err(S, t->b, "index %lld is out of range [0, 4096]", (long long)k);
+    if (k < 0 || k > LIM_LIST_INDEX) {
+        sema_err(S, t->b, "index %lld is out of range [0, %d]", (long long)k, LIM_LIST_INDEX);
         return;
     }
     binding *b = env_find_local(e, t->a->name);
@@ -692,13 +890,16 @@ static void assign_index(sema *S, env *e, const ast_node *st, value v)
         sema_err(S, t->a, "'%s' is %s, not a list", t->a->name, sema_value_kind(&list));
         return;
     }
-    if (k >= list.n_items) {
-        value *items = ir_alloc(S->g, sizeof(value) * (size_t)(k + 1));
+    if (k >= list.cap_items) { /* doubling: a loop filling l[i] stays linear */
+        int cap = list.cap_items * 2 > k + 1 ? list.cap_items * 2 : (int)k + 1;
+        if (cap > LIM_LIST_INDEX + 1) cap = LIM_LIST_INDEX + 1;
+        value *items = ir_alloc(S->g, sizeof(value) * (size_t)cap);
         if (list.n_items) memcpy(items, list.items, sizeof(value) * (size_t)list.n_items);
-        for (int64_t i = list.n_items; i <= k; i++) items[i] = (value){.k = V_NONE};
         list.items = items;
-        list.n_items = (int)k + 1;
+        list.cap_items = cap;
     }
+    for (int64_t i = list.n_items; i <= k; i++) list.items[i] = (value){.k = V_NONE};
+    if (k >= list.n_items) list.n_items = (int)k + 1;
     list.items[k] = v;
     env_set(e, t->a->name, list);
 }
@@ -714,9 +915,10 @@ static void stmt_assign(sema *S, env *e, const ast_node *st)
     if (e != S->global || v.k != V_TENSOR) return;
     ir_set_name(S->g, st->a->name, v.node, v.is_train);
     if (v.is_train) { /* the loss is fetchable as <target>/loss */
-        char buf[300];
-        snprintf(buf, sizeof buf, "%s/loss", st->a->name);
-        ir_set_name(S->g, ir_strdup(S->g, buf), v.id, 0);
+        size_t n = strlen(st->a->name) + sizeof "/loss";
+        char *buf = ir_alloc(S->g, n);
+        snprintf(buf, n, "%s/loss", st->a->name);
+        ir_set_name(S->g, buf, v.id, 0);
     }
 }
 
@@ -744,7 +946,10 @@ static void stmt_fn(sema *S, env *e, const ast_node *st)
     }
     if (env_redeclared(S, e, st)) return;
     int ok = check_params(S, st) == 0;
-    env_declare(e, st, ok ? (value){.k = V_FN, .fn = st} : sema_value_err());
+    /* whether calls open a scope, decided once: a call costs O(1), not a
+     * walk of the body */
+    value f = {.k = V_FN, .fn = st, .id = declares_vars(st->b)};
+    env_declare(e, st, ok ? f : sema_value_err());
 }
 
 static void stmt_data(sema *S, env *e, const ast_node *st)
@@ -757,6 +962,7 @@ static void stmt_data(sema *S, env *e, const ast_node *st)
 /* Returns 1 after a `return`, else 0. */
 static int stmt_stmt(sema *S, env *e, const ast_node *st)
 {
+    if (eval_step(S, st) < 0) return 0; /* `scope s {}` evaluates no expression */
     switch (st->kind) {
     case AST_PARAM:
         stmt_param(S, e, st);
@@ -800,7 +1006,7 @@ static int stmt_stmt(sema *S, env *e, const ast_node *st)
 
 static int stmt_block(sema *S, env *e, const ast_node *blk)
 {
-    for (int i = 0; blk && i < blk->n_items; i++)
+    for (int i = 0; blk && i < blk->n_items && !S->stop; i++)
         if (stmt_stmt(S, e, blk->items[i])) return 1;
     return 0;
 }
@@ -880,9 +1086,11 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
     check_params_used(&S);
     if (g->diags->n_errors == errs) place_all(&S);
     free(S.param_used);
+    for (int i = 0; i < S.cap_argbufs; i++) free(S.argbufs[i]);
+    free(S.argbufs);
     free(S.data_x);
     free(S.data_y);
     free(top.counters);
-    free(global.v);
+    env_free(&global);
     return g->diags->n_errors == errs ? 0 : -1;
 }

@@ -41,7 +41,7 @@ static const char *const builtin_names[B_COUNT] = {
 int sema_builtin_lookup(const char *name)
 {
     for (int i = 0; i < B_COUNT; i++)
-        if (strcmp(builtin_names[i], name) == 0) return i;
+        if (builtin_names[i][0] == name[0] && strcmp(builtin_names[i], name) == 0) return i;
     return -1;
 }
 
@@ -103,7 +103,9 @@ static int num_arg(sema *S, const ast_node *at, value v, double def, double *out
     return 0;
 }
 
-static int shape_arg(sema *S, const ast_node *at, value v, ir_type *t)
+/* A shape such as [784, 10] (or one number) as an f32 type, checked:
+ * positive dimensions, within the limits of a tensor (for `what`). */
+static int shape_arg(sema *S, const ast_node *at, const char *what, value v, ir_type *t)
 {
     if (v.k == V_NUM) v = (value){.k = V_LIST, .items = &v, .n_items = 1};
     if (v.k != V_LIST) {
@@ -124,7 +126,7 @@ static int shape_arg(sema *S, const ast_node *at, value v, ir_type *t)
             return -1;
         }
     }
-    return 0;
+    return sema_check_type(S, at, what, t);
 }
 
 /* ---- registry ops ---- */
@@ -252,7 +254,8 @@ static value call_init(sema *S, int b, const sema_args *args)
                                     [B_HE] = INIT_HE};
     v.init = kinds[b];
     int shape_at = b == B_CONSTANT ? 1 : 0;
-    if (shape_arg(S, call, bound[shape_at], &v.itype) < 0) return sema_value_err();
+    if (shape_arg(S, call, builtin_names[b], bound[shape_at], &v.itype) < 0)
+        return sema_value_err();
     if (b == B_CONSTANT && num_arg(S, call, bound[0], 0, &v.ia) < 0) return sema_value_err();
     if (b == B_NORMAL &&
         (num_arg(S, call, bound[1], 0, &v.ia) < 0 || num_arg(S, call, bound[2], 1, &v.ib) < 0))
@@ -378,16 +381,20 @@ static int data_from_call(sema *S, const ast_node *call, int b, const data_call 
 {
     static const ir_data_kind kinds[] = {
         [B_IDX] = DATA_IDX, [B_CSV] = DATA_CSV, [B_RAW] = DATA_RAW, [B_GAUSSIAN] = DATA_GAUSSIAN};
-    double shuffle = 0, seed = 0, classes = 0, label = -1, n = 0;
+    double shuffle = 0;
+    int64_t seed, classes, label, n;
     ir_type dims = {0};
+    /* the readers take these as ints and counts: bounded here, never cast */
     if (str_or_none(S, call, c->paths[0], &d->path[0]) < 0 ||
         str_or_none(S, call, c->paths[1], &d->path[1]) < 0 ||
-        sema_int_arg(S, call, c->batch, &d->batch) < 0 ||
-        num_arg(S, call, c->shuffle, 0, &shuffle) < 0 || num_arg(S, call, c->seed, 0, &seed) < 0 ||
-        num_arg(S, call, c->classes, 0, &classes) < 0 ||
-        num_arg(S, call, c->label, -1, &label) < 0 || num_arg(S, call, c->n, 0, &n) < 0)
+        sema_int_in(S, call, "batch", c->batch, 0, 1, LIM_DIM, &d->batch) < 0 ||
+        num_arg(S, call, c->shuffle, 0, &shuffle) < 0 ||
+        sema_int_in(S, call, "seed", c->seed, 0, 0, LIM_INT, &seed) < 0 ||
+        sema_int_in(S, call, "classes", c->classes, 0, 0, LIM_DIM, &classes) < 0 ||
+        sema_int_in(S, call, "label", c->label, -1, -2, LIM_DIM, &label) < 0 ||
+        sema_int_in(S, call, "n", c->n, 0, 0, LIM_INT, &n) < 0)
         return -1;
-    if (c->dims.k != V_NONE && shape_arg(S, call, c->dims, &dims) < 0) return -1;
+    if (c->dims.k != V_NONE && shape_arg(S, call, builtin_names[b], c->dims, &dims) < 0) return -1;
     if (dims.rank > 4) {
         sema_err(S, call, "per-example shape has rank %d; the limit is 4", dims.rank);
         return -1;
@@ -395,24 +402,44 @@ static int data_from_call(sema *S, const ast_node *call, int b, const data_call 
     d->kind = kinds[b];
     d->shuffle = shuffle != 0;
     d->seed = (uint64_t)seed;
-    d->n_classes = (int64_t)classes;
+    d->n_classes = classes;
     d->label_col = (int)label;
-    d->gen_n = (int64_t)n;
+    d->gen_n = n;
     d->x_rank = dims.rank;
     for (int i = 0; i < dims.rank; i++) d->x_dims[i] = dims.dim[i];
     return 0;
 }
 
 /* x: f32[batch, features] by default, or f32[batch, shape...] with shape=. */
-static int data_types(sema *S, const ast_node *call, const data_call *c,
+/* Values per example, from the data's header: checked, as any shape. */
+static int data_per_example(sema *S, const ast_node *call, int b, const sema_data_shape *info,
+                            int64_t *per)
+{
+    char why[160];
+    ir_type ex = {.dtype = DT_F32, .rank = info->x_rank};
+    for (int i = 0; i < info->x_rank && i < 4; i++) ex.dim[i] = info->x_dims[i];
+    if (info->x_rank < 0 || info->x_rank > 4 || ir_type_problem(&ex, why, sizeof why)) {
+        sema_err(S, call, "%s: the data's examples are too large: %s", builtin_names[b],
+                 info->x_rank < 0 || info->x_rank > 4 ? "bad rank" : why);
+        return -1;
+    }
+    if ((*per = ir_numel(&ex)) == 0) {
+        sema_err(S, call, "%s: the data's examples have no values", builtin_names[b]);
+        return -1;
+    }
+    return 0;
+}
+
+/* x: f32[batch, features] by default, or f32[batch, shape...] with shape=. */
+static int data_types(sema *S, const ast_node *call, int b, const data_call *c,
                       const sema_data_shape *info, ir_data *d)
 {
-    int64_t per = 1;
-    for (int i = 0; i < info->x_rank; i++) per *= info->x_dims[i];
+    int64_t per;
+    if (data_per_example(S, call, b, info, &per) < 0) return -1;
     d->x = (ir_type){.dtype = DT_F32, .rank = 2, .dim = {d->batch, per}};
     if (c->shape.k != V_NONE) {
         ir_type sh;
-        if (shape_arg(S, call, c->shape, &sh) < 0) return -1;
+        if (shape_arg(S, call, builtin_names[b], c->shape, &sh) < 0) return -1;
         if (ir_numel(&sh) != per || sh.rank + 1 > IR_MAX_DIMS) {
             sema_err(S, call, "shape= has %lld elements per example, but the data has %lld",
                      (long long)ir_numel(&sh), (long long)per);
@@ -421,6 +448,7 @@ static int data_types(sema *S, const ast_node *call, const data_call *c,
         d->x.rank = sh.rank + 1;
         for (int i = 0; i < sh.rank; i++) d->x.dim[i + 1] = sh.dim[i];
     }
+    if (sema_check_type(S, call, builtin_names[b], &d->x) < 0) return -1;
     d->y = (ir_type){.dtype = DT_I32, .rank = info->has_y ? 1 : -1, .dim = {d->batch}};
     d->n = info->n;
     return 0;
@@ -446,10 +474,14 @@ static value call_data(sema *S, int b, const sema_args *args)
                                    {"n", 0},    {"dims", 0}};
     data_call c;
     if (bind_args(S, builtin_names[b], spec, 10, args, 0, &c.paths[0]) < 0) return sema_value_err();
+    if (S->g->n_data >= LIM_DATA) {
+        sema_stop(S, call, "more than %d data sources, the limit", LIM_DATA);
+        return sema_value_err();
+    }
     ir_data d = {.src = S->src, .span = call->span};
     sema_data_shape info;
     if (data_from_call(S, call, b, &c, &d) < 0 || probe_data(S, call, &d, &info) < 0 ||
-        data_types(S, call, &c, &info, &d) < 0)
+        data_types(S, call, b, &c, &info, &d) < 0)
         return sema_value_err();
     return (value){.k = V_DATA, .id = ir_add_data(S->g, &d)};
 }

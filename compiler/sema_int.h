@@ -35,10 +35,12 @@ struct value {
     const char *str;    /* V_STR */
     int node;           /* V_TENSOR */
     int is_train;       /* V_TENSOR made by minimize */
-    int id;             /* V_OP: op; V_BUILTIN: builtin; V_DATA: data index */
+    int id;             /* V_OP: op; V_BUILTIN: builtin; V_DATA: data index; V_FN: 1 when
+                           its body declares a var (each call then opens a scope) */
     const ast_node *fn; /* V_FN */
     value *items;       /* V_LIST */
     int n_items;
+    int cap_items;    /* V_LIST: items allocated; `l[i] = x` doubles it */
     ad_optimizer opt; /* V_OPT */
     ir_init init;     /* V_INIT */
     double ia, ib;    /* V_INIT parameters */
@@ -63,10 +65,14 @@ typedef struct binding {
     const ast_node *decl; /* the param/input/data/fn/var statement, or NULL */
 } binding;
 
+enum { ENV_INLINE = 8 };
 typedef struct env {
-    binding *v;
+    binding *v; /* small, or heap once more names are bound */
     int n, cap;
     struct env *parent;
+    int *index; /* past ENV_INLINE names: hash slots into v, -1 empty */
+    int index_cap;
+    binding small[ENV_INLINE]; /* a function's locals, without an allocation */
 } env;
 
 typedef struct counter {
@@ -83,6 +89,8 @@ typedef struct vscope {
     struct vscope *parent;
 } vscope;
 
+typedef struct args_buf args_buf;
+
 typedef struct sema {
     ir_graph *g;
     const src_file *src;
@@ -96,6 +104,15 @@ typedef struct sema {
     int *data_x, *data_y; /* node per data source, -1 until used */
     int n_data_cache;
     unsigned char *param_used;
+    /* Budgets (compiler/limits.h).  Past one, `stop` is set: every
+     * evaluation then returns an error value and every block ends, so the
+     * error at the limit is the last one. */
+    long long steps, loop_total;
+    int n_minimize;
+    int eval_depth; /* sema_eval calls in progress */
+    int stop;
+    args_buf **argbufs; /* per call nesting depth, reused (sema.c) */
+    int n_calls, cap_argbufs;
 } sema;
 
 /* sema_value.c: values, errors and conversions (calls nothing else in sema) */
@@ -108,7 +125,20 @@ value sema_value_num(double x, int is_int);
 value sema_value_tensor(int node); /* V_ERR when node < 0 */
 value sema_value_err(void);
 const char *sema_value_kind(const value *v); /* "an integer", "a list", ... */
+/* An integer (at most LIM_INT in magnitude), else reports at `at`. */
 int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out);
+/* An integer in [lo, hi] for argument `what`, or def when v is V_NONE. */
+int sema_int_in(sema *S, const ast_node *at, const char *what, value v, int64_t def, int64_t lo,
+                int64_t hi, int64_t *out);
+/* Reports at `at` that budget `what` is spent and stops evaluation. */
+void sema_stop(sema *S, const ast_node *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* 0 while the graph is within its budget (ir_budget), with `more` bytes
+ * about to be added; else stops evaluation and returns -1. */
+int sema_budget(sema *S, const ast_node *at, long long more);
+/* t's size checked (ir_type_problem): else reports "WHAT: TYPE is too
+ * large: WHY" at `at`. */
+int sema_check_type(sema *S, const ast_node *at, const char *what, const ir_type *t);
 /* The tensor node for v: numbers and lists become constants, a list of
  * tensors is stacked; -1 after reporting at `at`. */
 int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like);

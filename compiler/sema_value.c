@@ -2,6 +2,7 @@
  * messages, error reporting, and the conversions every part of sema needs
  * (an integer argument, a value as a tensor node).  It calls nothing else
  * in sema, so sema.c and sema_builtins.c both build on it. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -53,11 +54,70 @@ const char *sema_value_kind(const value *v)
     return names[v->k];
 }
 
+void sema_stop(sema *S, const ast_node *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (!S->stop) diag_vadd(S->g->diags, DIAG_ERROR, S->src, at->span, fmt, ap);
+    va_end(ap);
+    S->stop = 1;
+}
+
+int sema_budget(sema *S, const ast_node *at, long long more)
+{
+    if (S->stop) return -1;
+    if (ir_budget(S->g, more, S->src, at->span) == 0) return 0;
+    S->stop = 1;
+    return -1;
+}
+
+int sema_check_type(sema *S, const ast_node *at, const char *what, const ir_type *t)
+{
+    char why[160], tb[160];
+    if (!ir_type_problem(t, why, sizeof why)) return 0;
+    sema_err(S, at, "%s: %s is too large: %s", what, ir_type_str(t, tb, sizeof tb), why);
+    return -1;
+}
+
+/* Integers are doubles that stay exact (at most 2^53); anything else that
+ * claims to be one (a --set value past the range) is refused, never cast. */
+static int int_ok(double x)
+{
+    return fabs(x) <= (double)LIM_INT && x == floor(x);
+}
+
 int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out)
 {
     if (v.k == V_ERR) return -1;
     if (v.k != V_NUM || !v.is_int) {
         sema_err(S, at, "expected an integer, got %s", sema_value_kind(&v));
+        return -1;
+    }
+    if (!int_ok(v.num)) {
+        sema_err(S, at, "integer %.17g is out of range (at most 2^53 = %lld in magnitude)", v.num,
+                 LIM_INT);
+        return -1;
+    }
+    *out = (int64_t)v.num;
+    return 0;
+}
+
+int sema_int_in(sema *S, const ast_node *at, const char *what, value v, int64_t def, int64_t lo,
+                int64_t hi, int64_t *out)
+{
+    if (v.k == V_NONE) {
+        *out = def;
+        return 0;
+    }
+    if (v.k == V_BOOL) v = sema_value_num(v.num, 1);
+    if (v.k == V_ERR) return -1;
+    if (v.k != V_NUM) {
+        sema_err(S, at, "'%s' must be an integer, got %s", what, sema_value_kind(&v));
+        return -1;
+    }
+    if (!int_ok(v.num) || v.num < (double)lo || v.num > (double)hi) {
+        sema_err(S, at, "'%s' must be an integer in [%lld, %lld], got %.17g", what, (long long)lo,
+                 (long long)hi, v.num);
         return -1;
     }
     *out = (int64_t)v.num;
@@ -66,15 +126,23 @@ int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out)
 
 /* ---- tensors from values ---- */
 
-static int list_shape(const value *v, ir_type *t, int depth)
+/* The shape of a nested list of numbers; -1 if it is not rectangular, and
+ * -2 once more than LIM_LITERAL_ELEMS leaves were seen (*seen counts them:
+ * a list bound to a name can be nested many times over, so the walk is
+ * bounded, not the source). */
+static int list_shape(const value *v, ir_type *t, int depth, int64_t *seen)
 {
-    if (v->k != V_LIST) return v->k == V_NUM || v->k == V_BOOL ? 0 : -1;
+    if (v->k != V_LIST) {
+        if (++*seen > LIM_LITERAL_ELEMS) return -2;
+        return v->k == V_NUM || v->k == V_BOOL ? 0 : -1;
+    }
     if (depth >= IR_MAX_DIMS || v->n_items == 0) return -1;
     t->dim[depth] = v->n_items;
     if (t->rank < depth + 1) t->rank = depth + 1;
     for (int i = 0; i < v->n_items; i++) {
         ir_type sub = *t;
-        if (list_shape(&v->items[i], &sub, depth + 1) < 0) return -1;
+        int r = list_shape(&v->items[i], &sub, depth + 1, seen);
+        if (r < 0) return r;
         if (i && sub.rank != t->rank) return -1;
         *t = sub;
     }
@@ -96,13 +164,21 @@ static int list_fill(const value *v, float *dst, int64_t *k, const ir_type *t, i
 static int list_const(sema *S, const ast_node *at, value v)
 {
     ir_type t = {.dtype = DT_F32};
-    if (list_shape(&v, &t, 0) < 0) {
+    int64_t seen = 0;
+    int r = list_shape(&v, &t, 0, &seen);
+    if (r == -2) {
+        sema_err(S, at, "a tensor literal has more than %d elements, the limit", LIM_LITERAL_ELEMS);
+        return -1;
+    }
+    if (r < 0) {
         sema_err(S, at, "a tensor literal must be a non-empty rectangular list of numbers");
         return -1;
     }
-    float *data = ir_alloc(S->g, sizeof(float) * (size_t)ir_numel(&t));
+    size_t bytes = sizeof(float) * (size_t)seen; /* ir_numel(&t) if rectangular */
+    if (sema_budget(S, at, (long long)bytes) < 0) return -1;
+    float *data = ir_alloc(S->g, bytes);
     int64_t k = 0;
-    if (list_fill(&v, data, &k, &t, 0) < 0 || k != ir_numel(&t)) {
+    if (seen != ir_dims_numel(t.dim, t.rank) || list_fill(&v, data, &k, &t, 0) < 0 || k != seen) {
         sema_err(S, at, "a tensor literal must be a non-empty rectangular list of numbers");
         return -1;
     }
@@ -111,12 +187,22 @@ static int list_const(sema *S, const ast_node *at, value v)
     return node;
 }
 
-/* A list of tensors is stacked along a new leading axis. */
-static int stack_tensors(sema *S, const ast_node *at, value v)
+static int to_tensor(sema *S, const ast_node *at, value v, ir_dtype like, int depth);
+
+/* A list of tensors is stacked along a new leading axis; each level of a
+ * nested list adds one, so more than IR_MAX_DIMS levels cannot make a
+ * tensor (and a list nested in itself a million times must not recurse a
+ * million times). */
+static int stack_tensors(sema *S, const ast_node *at, value v, int depth)
 {
+    if (depth >= IR_MAX_DIMS) {
+        sema_err(S, at, "a list of tensors is nested more than %d deep (each level stacks an axis)",
+                 IR_MAX_DIMS);
+        return -1;
+    }
     int *parts = xcalloc((size_t)v.n_items, sizeof *parts), node = -1;
     for (int i = 0; i < v.n_items; i++) {
-        int x = sema_to_tensor(S, at, v.items[i], DT_F32);
+        int x = to_tensor(S, at, v.items[i], DT_F32, depth + 1);
         if (x < 0) goto out;
         ir_attrs a = {0};
         const ir_type *t = &S->g->nodes[x].type;
@@ -135,6 +221,11 @@ out:
 
 int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like)
 {
+    return to_tensor(S, at, v, like, 0);
+}
+
+static int to_tensor(sema *S, const ast_node *at, value v, ir_dtype like, int depth)
+{
     ir_type scalar = {.dtype = DT_F32};
     switch (v.k) {
     case V_ERR:
@@ -147,7 +238,8 @@ int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like)
         return ir_add_const(S->g, v.num, &scalar, S->src, at->span);
     case V_LIST:
         for (int i = 0; i < v.n_items; i++)
-            if (v.items[i].k == V_TENSOR || v.items[i].k == V_NONE) return stack_tensors(S, at, v);
+            if (v.items[i].k == V_TENSOR || v.items[i].k == V_NONE)
+                return stack_tensors(S, at, v, depth);
         return list_const(S, at, v);
     case V_INIT:
         if (v.init <= INIT_CONSTANT) {

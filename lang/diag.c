@@ -153,6 +153,11 @@ static char *vformat(const char *fmt, va_list ap)
     return s;
 }
 
+int diag_full(const diag_list *d)
+{
+    return d->n_errors >= diag_cap(d);
+}
+
 void diag_vadd(diag_list *d, diag_severity sev, const src_file *src, src_span sp, const char *fmt,
                va_list ap)
 {

@@ -53,6 +53,9 @@ void diag_add(diag_list *d, diag_severity sev, const src_file *src, src_span sp,
               ...) __attribute__((format(printf, 5, 6)));
 void diag_vadd(diag_list *d, diag_severity sev, const src_file *src, src_span sp, const char *fmt,
                va_list ap);
+/* 1 when a further error would only be counted, not shown: callers can
+ * skip work (such as "did you mean" hints) that only the message needs. */
+int diag_full(const diag_list *d);
 #define diag_error(d, src, sp, ...) diag_add((d), DIAG_ERROR, (src), (sp), __VA_ARGS__)
 #define diag_note(d, src, sp, ...)  diag_add((d), DIAG_NOTE, (src), (sp), __VA_ARGS__)
 /* Writes "FILE:LINE:COL: error: MSG\n<source line>\n<caret line>\n" for each

@@ -156,6 +156,12 @@ static gr_code compile_machine(gr_program *p, const gr_compile_options *opt, gr_
 
 gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
 {
+    return rt_compile_probe(p, opt, compile_probe_data, NULL, st);
+}
+
+gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data_probe probe,
+                         void *probe_ctx, gr_status *st)
+{
     gr_code c = compile_machine(p, opt, st);
     if (c != GR_OK) return c;
     p->ast = ps_parse(p->src, &p->diags);
@@ -169,7 +175,8 @@ gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
                        .soft_placement = opt && opt->soft_placement,
                        .n_cpu = p->machine.n_cpu,
                        .n_gpu = p->machine.n_gpu,
-                       .probe_data = compile_probe_data};
+                       .probe_data = probe,
+                       .probe_ctx = probe_ctx};
     int r = sema_compile(p->g, p->ast, &so);
     free(params);
     if (r < 0 || p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);

@@ -103,6 +103,10 @@ struct gr_session {
 /* compile.c: parses p->src, runs sema and the passes into p->ast and p->g,
  * and keeps the warnings in p->warnings. */
 gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st);
+/* rt_compile with another data probe than the readers': the compile
+ * fuzzer's, which types data sources without reading any file. */
+gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data_probe probe,
+                         void *probe_ctx, gr_status *st);
 /* The reader spec of data source d, as sema probed it and a session opens
  * it. Paths point into the graph. */
 void rt_data_spec(const ir_data *d, data_spec *s);

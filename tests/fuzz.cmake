@@ -1,6 +1,7 @@
-# tests/fuzz.cmake - libFuzzer target for the parser, built with clang and
-# run briefly under CTest.  Needs clang (for -fsanitize=fuzzer); without it
-# there is no fuzz test.
+# tests/fuzz.cmake - libFuzzer targets for the parser (fuzz_parser) and for
+# the whole compiler (fuzz_compile), built with clang and run briefly under
+# CTest.  Needs clang (for -fsanitize=fuzzer); without it there is no fuzz
+# test.  Long runs: see tests/fuzz/README.md.
 find_program(GR_CLANG clang)
 if(NOT GR_FUZZ)
   message(STATUS "graphrun: parser fuzzer disabled (GR_FUZZ=OFF)")
@@ -37,4 +38,83 @@ else()
            COMMAND ${GR_FUZZ_BIN} -runs=20000 -max_len=4096 -timeout=10 ${GR_FUZZ_CORPUS})
   set_tests_properties(fuzz_parser_setup PROPERTIES FIXTURES_SETUP fuzz_corpus)
   set_tests_properties(fuzz_parser PROPERTIES FIXTURES_REQUIRED fuzz_corpus TIMEOUT 600)
+endif()
+
+# ---- fuzz_compile: parse, sema, autodiff, passes (folding runs the CPU
+# kernels), kernel check and the memory plans, from any bytes ----
+# Every source is compiled here with clang, one object per file (so a
+# change rebuilds one object), with the sanitizers; then linked with the
+# libraries graphrun_obj links.
+if(GR_FUZZ AND GR_CLANG)
+  set(GR_FZ ${CMAKE_CURRENT_BINARY_DIR}/fuzz_compile_obj)
+  file(MAKE_DIRECTORY ${GR_FZ})
+  file(GLOB GR_FZ_SRCS CONFIGURE_DEPENDS
+       ${GR_FUZZ_SRC}/lang/*.c ${GR_FUZZ_SRC}/compiler/*.c ${GR_FUZZ_SRC}/runtime/*.c
+       ${GR_FUZZ_SRC}/devices/*.c ${GR_FUZZ_SRC}/devices/cpu/*.c ${GR_FUZZ_SRC}/devices/sim/*.c)
+  list(APPEND GR_FZ_SRCS ${GR_FUZZ_GEN} ${GR_FUZZ_SRC}/tests/fuzz/fuzz_compile.c)
+  set(GR_FZ_CFLAGS -std=c11 -g -O1 -D_GNU_SOURCE "-DGR_VERSION=\"${PROJECT_VERSION}\""
+      -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+      -I${GR_FUZZ_SRC} -I${GR_FUZZ_SRC}/include -I${GR_FUZZ_SRC}/lang -I${CMAKE_BINARY_DIR}/lang
+      ${OPENBLAS_CFLAGS} ${CJSON_CFLAGS})
+  set(GR_FZ_OBJS)
+  foreach(src ${GR_FZ_SRCS})
+    file(RELATIVE_PATH rel ${CMAKE_BINARY_DIR} ${src})
+    if(rel MATCHES "^\\.\\.")
+      file(RELATIVE_PATH rel ${GR_FUZZ_SRC} ${src})
+    endif()
+    string(REPLACE "/" "_" obj ${rel})
+    set(obj ${GR_FZ}/${obj}.o)
+    add_custom_command(OUTPUT ${obj}
+      COMMAND ${GR_CLANG} ${GR_FZ_CFLAGS} -MD -MF ${obj}.d -c ${src} -o ${obj}
+      DEPENDS ${src} DEPFILE ${obj}.d
+      COMMENT "fuzz_compile: ${rel}" VERBATIM)
+    list(APPEND GR_FZ_OBJS ${obj})
+  endforeach()
+  set(GR_FZ_BIN ${CMAKE_CURRENT_BINARY_DIR}/fuzz_compile)
+  add_custom_command(OUTPUT ${GR_FZ_BIN}
+    COMMAND ${GR_CLANG} -fsanitize=fuzzer,address,undefined ${GR_FZ_OBJS}
+            ${OPENBLAS_LDFLAGS} ${CJSON_LDFLAGS} ${ZLIB_LIBRARIES} -lpthread -lm -o ${GR_FZ_BIN}
+    DEPENDS ${GR_FZ_OBJS}
+    COMMENT "Linking libFuzzer target fuzz_compile" VERBATIM)
+  add_custom_target(fuzz_compile ALL DEPENDS ${GR_FZ_BIN})
+  add_dependencies(fuzz_compile graphrun_obj) # the generated parser and lexer
+
+  # The dictionary: tests/fuzz/compile.dict, then every op and builtin name
+  # read from their tables, so that new ones are in it without an edit.
+  set(GR_FZ_DICT ${CMAKE_CURRENT_BINARY_DIR}/fuzz_compile.dict)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+    ${GR_FUZZ_SRC}/tests/fuzz/compile.dict ${GR_FUZZ_SRC}/compiler/ops.h
+    ${GR_FUZZ_SRC}/compiler/sema_builtins.c)
+  file(READ ${GR_FUZZ_SRC}/tests/fuzz/compile.dict GR_FZ_DICT_TEXT)
+  file(READ ${GR_FUZZ_SRC}/compiler/ops.h GR_FZ_OPS)
+  string(REGEX MATCHALL "X\\([A-Z_0-9]+, \"[a-z_0-9]+\"\\)" GR_FZ_OPS "${GR_FZ_OPS}")
+  file(READ ${GR_FUZZ_SRC}/compiler/sema_builtins.c GR_FZ_BUILTINS)
+  string(REGEX MATCH "builtin_names\\[B_COUNT\\] = {[^}]*}" GR_FZ_BUILTINS "${GR_FZ_BUILTINS}")
+  string(REGEX MATCHALL "\"[a-z_0-9]+\"" GR_FZ_BUILTINS "${GR_FZ_BUILTINS}")
+  string(APPEND GR_FZ_DICT_TEXT "\n# ops (compiler/ops.h)\n")
+  foreach(x ${GR_FZ_OPS})
+    string(REGEX REPLACE ".*(\"[a-z_0-9]+\").*" "\\1" x "${x}")
+    string(APPEND GR_FZ_DICT_TEXT "${x}\n")
+  endforeach()
+  string(APPEND GR_FZ_DICT_TEXT "\n# builtins (compiler/sema_builtins.c)\n")
+  foreach(x ${GR_FZ_BUILTINS})
+    string(APPEND GR_FZ_DICT_TEXT "${x}\n")
+  endforeach()
+  file(WRITE ${GR_FZ_DICT} "${GR_FZ_DICT_TEXT}")
+
+  # Seeds: every .graph the repository has, and the inputs that once broke
+  # the compiler (tests/fuzz/corpus_compile), copied afresh into the build
+  # tree, where the fuzzer may add to them (so each CTest run starts alike).
+  file(GLOB GR_FZ_SEEDS CONFIGURE_DEPENDS
+       ${GR_FUZZ_SRC}/examples/*.graph ${GR_FUZZ_SRC}/tests/models/*.graph
+       ${GR_FUZZ_SRC}/tests/compile/*.graph ${GR_FUZZ_SRC}/tests/diag/*.graph
+       ${GR_FUZZ_SRC}/tests/fuzz/corpus_compile/*)
+  set(GR_FZ_CORPUS ${CMAKE_CURRENT_BINARY_DIR}/fuzz_corpus_compile)
+  add_test(NAME fuzz_compile_setup
+           COMMAND sh -c "rm -rf \"$0\" && mkdir -p \"$0\" && cp \"$@\" \"$0\"" ${GR_FZ_CORPUS} ${GR_FZ_SEEDS})
+  set_tests_properties(fuzz_compile_setup PROPERTIES FIXTURES_SETUP fuzz_compile_corpus)
+  add_test(NAME fuzz_compile
+           COMMAND ${GR_FZ_BIN} -runs=3000 -max_len=4096 -timeout=10 -rss_limit_mb=2048
+                   -dict=${GR_FZ_DICT} ${GR_FZ_CORPUS})
+  set_tests_properties(fuzz_compile PROPERTIES FIXTURES_REQUIRED fuzz_compile_corpus TIMEOUT 600)
 endif()

@@ -1,5 +1,8 @@
 /* test_ir.c - IR construction: nodes, names, variables, inputs, data,
- * control deps, type helpers and the text dump. */
+ * control deps, type helpers and the text dump; the checked size helpers
+ * and the compile budget; and what the passes and the memory plan must
+ * keep doing on graphs far larger than the examples (folding limits, CSE
+ * and first-fit placement at scale). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/ir.h"
+#include "compiler/compiler.h"
 #include "ir_fixture.h"
 
 static const char *text = "x = input\ny = x @ w\n";
@@ -296,6 +299,333 @@ static void test_dump_lists_nodes_vars_and_data(void **state)
     free(s);
 }
 
+/* ---- sizes: one checked computation ---- */
+
+static void test_dims_numel_checks_every_dimension_and_product(void **state)
+{
+    (void)state;
+    int64_t ok1[] = {LIM_DIM}, ok2[] = {1 << 19, 1 << 19}, zero[] = {0, LIM_DIM};
+    int64_t big[] = {LIM_DIM + 1}, neg[] = {4, -1}, over[] = {1 << 19, 1 << 19, 2};
+    int64_t wrap[] = {LIM_DIM, LIM_DIM, LIM_DIM, LIM_DIM, LIM_DIM, LIM_DIM};
+    assert_int_equal(ir_dims_numel(ok1, 1), LIM_DIM);
+    assert_int_equal(ir_dims_numel(ok2, 2), LIM_TENSOR_BYTES / 4); /* exactly the limit */
+    assert_int_equal(ir_dims_numel(zero, 2), 0);
+    assert_int_equal(ir_dims_numel(ok1, 0), 1);
+    assert_int_equal(ir_dims_numel(big, 1), -1);
+    assert_int_equal(ir_dims_numel(neg, 2), -1);
+    assert_int_equal(ir_dims_numel(over, 3), -1);
+    assert_int_equal(ir_dims_numel(wrap, 6), -1); /* 2^186: would wrap int64 */
+    assert_int_equal(ir_dims_numel(wrap, 7), -1); /* rank above IR_MAX_DIMS */
+    int64_t r;
+    assert_int_equal(ir_checked_mul(INT64_MAX, 2, &r), -1);
+    assert_int_equal(ir_checked_add(INT64_MAX, 1, &r), -1);
+    assert_int_equal(ir_checked_mul(1 << 20, 1 << 20, &r), 0);
+    assert_int_equal(r, 1LL << 40);
+}
+
+static void test_type_problem_says_which_limit(void **state)
+{
+    (void)state;
+    char b[160];
+    ir_type t = irfx_type("f32[64,784]");
+    assert_null(ir_type_problem(&t, b, sizeof b));
+    t = irfx_type("f32[3,2147483648]");
+    assert_string_equal(ir_type_problem(&t, b, sizeof b),
+                        "dimension 1 is 2147483648, above the limit of 2147483647");
+    t = irfx_type("f32[4,-2]");
+    assert_string_equal(ir_type_problem(&t, b, sizeof b), "dimension 1 is -2, below 0");
+    t = irfx_type("f32[1048576,1048576]");
+    assert_string_equal(ir_type_problem(&t, b, sizeof b),
+                        "4398046511104 bytes, above the limit of 1099511627776 bytes (1 TiB) "
+                        "per tensor");
+    t = irfx_type("f32[2147483647,2147483647,2147483647]");
+    assert_string_equal(ir_type_problem(&t, b, sizeof b),
+                        "more than 2^63 bytes, above the limit of 1099511627776 bytes (1 TiB) "
+                        "per tensor");
+    assert_non_null(ir_type_problem(&t, NULL, 0));
+}
+
+/* A gradient seed is shaped like its loss: the type pointer may point into
+ * g->nodes, which adding the constant grows (a use after free before). */
+static void test_const_type_may_point_into_the_node_array(void **state)
+{
+    (void)state;
+    ir_type t = irfx_type("f32[3,5]");
+    int x = ir_add_const(g, 1, &t, src, sp(0, 1));
+    while (g->n_nodes < g->cap_nodes || g->cap_nodes < 4096)
+        ir_add_const(g, 2, NULL, src, sp(0, 1));
+    int c = ir_add_const_like(g, x, 1.0, &g->nodes[x].type);
+    assert_true(c >= 0);
+    assert_true(ir_type_eq(&g->nodes[c].type, &t));
+}
+
+/* ---- the compile budget ---- */
+
+static void test_node_budget_is_reported_once_at_the_node(void **state)
+{
+    (void)state;
+    int last = 0, failed = 0;
+    for (int i = 0; i < LIM_NODES + 10; i++) {
+        int id = ir_add_const(g, i, NULL, src, sp(2, 7));
+        if (id < 0)
+            failed++;
+        else
+            last = id;
+    }
+    assert_int_equal(last, LIM_NODES - 1);
+    assert_int_equal(failed, 10);
+    assert_int_equal(diags.n_errors, 1);
+    assert_string_equal(diags.v[0].msg, "the graph has more than 200000 nodes, the limit");
+    assert_int_equal(ir_budget(g, 0, src, sp(0, 1)), -1);
+    assert_int_equal(diags.n_errors, 1);
+}
+
+static void test_memory_budget_counts_the_arena(void **state)
+{
+    (void)state;
+    long long before = g->mem_bytes;
+    ir_alloc(g, 1 << 20);
+    assert_true(g->mem_bytes >= before + (1 << 20));
+    assert_int_equal(ir_budget(g, 0, src, sp(0, 1)), 0);
+    assert_int_equal(ir_budget(g, LIM_COMPILE_BYTES, src, sp(2, 7)), -1);
+    assert_int_equal(diags.n_errors, 1);
+    assert_non_null(strstr(diags.v[0].msg, "more than 256 MiB of memory"));
+}
+
+static void test_names_and_vars_are_found_among_thousands(void **state)
+{
+    (void)state;
+    char name[32];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(name, sizeof name, "scope/v%d", i);
+        irfx_var(name, "f32[2]", 0, 1);
+        snprintf(name, sizeof name, "n%d", i);
+        ir_set_name(g, name, 0, 0);
+    }
+    for (int i = 0; i < 5000; i += 7) {
+        snprintf(name, sizeof name, "scope/v%d", i);
+        assert_int_equal(ir_find_var(g, name), i);
+        snprintf(name, sizeof name, "n%d", i);
+        assert_int_equal(ir_find_name(g, name), i);
+    }
+    assert_int_equal(ir_find_var(g, "scope/v5000"), -1);
+    assert_int_equal(ir_find_name(g, "n-1"), -1);
+    assert_int_equal(ir_set_name(g, "n42", 0, 0), 42); /* an existing name is overwritten */
+    assert_int_equal(g->n_names, 5000);
+}
+
+static void test_ctrl_deps_grow_in_order(void **state)
+{
+    (void)state;
+    int c = ir_add_const(g, 0, NULL, src, sp(0, 1));
+    for (int i = 0; i < 1000; i++) ir_add_const(g, i, NULL, src, sp(0, 1));
+    for (int i = 1; i <= 1000; i++) ir_add_ctrl(g, c, i);
+    for (int i = 1; i <= 1000; i += 3) ir_add_ctrl(g, c, i);
+    assert_int_equal(g->nodes[c].n_ctrl, 1000);
+    for (int i = 0; i < 1000; i++) assert_int_equal(g->nodes[c].ctrl[i], i + 1);
+}
+
+/* ---- folding: what it may compute at compile time ---- */
+
+static int evals;
+
+static int stub_can_eval(void *ctx, op_kind op)
+{
+    (void)ctx;
+    return op == OP_SUM || op == OP_ADD;
+}
+
+static int stub_eval(void *ctx, const ir_graph *gr, int node, void *out, void *const *in, char *err,
+                     size_t errlen)
+{
+    (void)ctx, (void)in, (void)err, (void)errlen;
+    evals++;
+    memset(out, 0, ir_nbytes(&gr->nodes[node].type));
+    return 0;
+}
+
+static const pass_evaluator stub = {.can_eval = stub_can_eval, .eval = stub_eval};
+
+static int sum_all(int x)
+{
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.i[0] = OP_AXIS_ALL;
+    return ir_add(g, OP_SUM, &x, 1, &a, src, sp(0, 1));
+}
+
+/* sum(zeros([100000000])) has a scalar output, but folding it would fill
+ * 400 MB at compile time. */
+static void test_fold_skips_large_inputs_not_just_large_outputs(void **state)
+{
+    (void)state;
+    ir_type big = irfx_type("f32[100000000]"), small = irfx_type("f32[4]");
+    int s_big = sum_all(ir_add_const(g, 0, &big, src, sp(0, 1)));
+    int s_small = sum_all(ir_add_const(g, 1, &small, src, sp(0, 1)));
+    long long before = g->mem_bytes;
+    evals = 0;
+    pass_run_all(g, PASS_CSE | PASS_FUSE, &stub);
+    assert_int_equal(evals, 1);
+    assert_int_equal(g->nodes[s_big].op, OP_SUM);
+    assert_int_equal(g->nodes[s_small].op, OP_CONST);
+    assert_true(g->mem_bytes - before < (1 << 20));
+}
+
+/* Every fold allocates its output: past LIM_FOLD_BYTES the rest runs. */
+static void test_fold_stops_at_its_byte_budget(void **state)
+{
+    (void)state;
+    ir_type t = irfx_type("f32[65536]");
+    int n = (int)(LIM_FOLD_BYTES / (2 * 65536 * 4)) + 50, in[2];
+    for (int i = 0; i < n; i++) {
+        in[0] = in[1] = ir_add_const(g, i, &t, src, sp(0, 1));
+        ir_add(g, OP_ADD, in, 2, NULL, src, sp(0, 1));
+    }
+    long long before = g->mem_bytes;
+    evals = 0;
+    pass_run_all(g, PASS_CSE | PASS_FUSE, &stub);
+    assert_true(evals > 0 && evals < n);
+    assert_true(g->mem_bytes - before <= LIM_FOLD_BYTES + (1 << 20));
+}
+
+/* ---- CSE ---- */
+
+static void test_cse_merges_equal_constants_only(void **state)
+{
+    (void)state;
+    ir_type t = irfx_type("f32[3]");
+    int x = ir_add_input(g, "x", &t, src, sp(0, 1)), y[2000];
+    for (int i = 0; i < 2000; i++) { /* x + 0, x + 1, ..., twice each */
+        int in[2] = {x, ir_add_const(g, i % 1000, NULL, src, sp(0, 1))};
+        y[i] = ir_add(g, OP_ADD, in, 2, NULL, src, sp(0, 1));
+        char name[16];
+        snprintf(name, sizeof name, "y%d", i);
+        ir_set_name(g, name, y[i], 0);
+    }
+    pass_run_all(g, PASS_FOLD | PASS_FUSE, NULL);
+    int live = 0;
+    for (int i = 0; i < g->n_nodes; i++) live += !g->nodes[i].dead;
+    assert_int_equal(live, 1 + 2 * 1000);
+    for (int i = 0; i < 2000; i++) {
+        int k = g->names[i].node;
+        assert_false(g->nodes[k].dead);
+        assert_false(g->nodes[g->nodes[k].in[1]].dead);
+        assert_true(g->nodes[g->nodes[k].in[1]].attr.f[0] == i % 1000);
+        assert_int_equal(k, g->names[i % 1000].node);
+    }
+}
+
+/* x / 2 becomes x * 0.5 with 0.5 a constant added after every node: CSE
+ * must still merge the two reciprocals and what reads them. */
+static void test_cse_resolves_constants_added_by_folding(void **state)
+{
+    (void)state;
+    ir_type t = irfx_type("f32[3]");
+    int x = ir_add_input(g, "x", &t, src, sp(0, 1)), d[2];
+    for (int k = 0; k < 2; k++) {
+        int in[2] = {x, ir_add_const(g, 2, NULL, src, sp(0, 1))};
+        d[k] = ir_add(g, OP_DIV, in, 2, NULL, src, sp(0, 1));
+    }
+    int in[2] = {d[0], d[1]};
+    int s = ir_add(g, OP_ADD, in, 2, NULL, src, sp(0, 1));
+    ir_set_name(g, "s", s, 0);
+    pass_run_all(g, PASS_FUSE, NULL);
+    const ir_node *n = &g->nodes[g->names[0].node];
+    assert_int_equal(n->op, OP_ADD);
+    assert_int_equal(n->in[0], n->in[1]);
+    const ir_node *m = &g->nodes[n->in[0]];
+    assert_int_equal(m->op, OP_MUL);
+    assert_false(m->dead);
+    assert_false(g->nodes[m->in[1]].dead);
+    assert_true(g->nodes[m->in[1]].attr.f[0] == 0.5);
+}
+
+/* ---- the memory plan at scale ---- */
+
+/* The plan's rule written out plainly, O(n^2), to check the plan's
+ * O(n log n) one: lifetimes in levels (sources and roots live throughout),
+ * then in (start, id) order each buffer takes the lowest offset that
+ * overlaps no buffer placed before it and still live at its start. */
+static void reference_offsets(const plan_graph *p, size_t *want)
+{
+    int n = p->n, *start = calloc((size_t)n, sizeof(int)), *end = calloc((size_t)n, sizeof(int));
+    int *at = malloc(sizeof(int) * (size_t)g->n_nodes);
+    size_t *bytes = calloc((size_t)n, sizeof(size_t));
+    for (int i = 0; i < n; i++) {
+        const ir_node *nd = &g->nodes[p->order[i]];
+        int pinned = ops_has(nd->op, OPF_SOURCE);
+        at[p->order[i]] = i;
+        want[i] = PLAN_NONE;
+        start[i] = pinned ? -1 : p->level[p->order[i]];
+        end[i] = pinned ? p->n_levels : p->level[p->order[i]];
+        if (!ops_has(nd->op, OPF_EXTERNAL)) bytes[i] = (ir_nbytes(&nd->type) + 63) / 64 * 64;
+        for (int r = 0; r < p->n_roots; r++)
+            if (p->roots[r] == p->order[i]) end[i] = p->n_levels;
+    }
+    for (int i = 0; i < n; i++) {
+        const ir_node *nd = &g->nodes[p->order[i]];
+        for (int j = 0; j < nd->n_in; j++) {
+            int k = at[nd->in[j]];
+            if (end[k] < p->level[p->order[i]]) end[k] = p->level[p->order[i]];
+        }
+    }
+    for (int pass = 0; pass < 2; pass++) /* pinned first, then by (level, id) = order */
+        for (int i = 0; i < n; i++) {
+            if (!bytes[i] || (start[i] < 0) != (pass == 0)) continue;
+            size_t off = 0;
+            for (int moved = 1; moved;) {
+                moved = 0;
+                for (int k = 0; k < n; k++)
+                    if (want[k] != PLAN_NONE && end[k] >= start[i] && want[k] < off + bytes[i] &&
+                        off < want[k] + bytes[k])
+                        off = want[k] + bytes[k], moved = 1;
+            }
+            want[i] = off;
+        }
+    free(start);
+    free(end);
+    free(at);
+    free(bytes);
+}
+
+/* A random DAG of adds, broadcasts and sums over many sizes, with many
+ * buffers live at once: the plan's offsets are exactly first-fit's. */
+static void test_plan_places_first_fit_at_scale(void **state)
+{
+    (void)state;
+    unsigned rnd = 12345;
+    ir_type one = irfx_type("f32[1]");
+    int n0 = ir_add_input(g, "x", &one, src, sp(0, 1)), roots[8];
+    for (int i = 0; i < 3000; i++) {
+        rnd = rnd * 1103515245u + 12345u;
+        int a = n0 + (int)((rnd >> 8) % (unsigned)(g->n_nodes - n0));
+        ir_attrs at;
+        memset(&at, 0, sizeof at);
+        if ((rnd >> 4) % 3 == 0 && g->nodes[a].type.rank == 1 && g->nodes[a].type.dim[0] == 1) {
+            at.n_list = 1;
+            at.list[0] = 1 + (int64_t)((rnd >> 12) % 300);
+            ir_add(g, OP_BROADCAST, &a, 1, &at, src, sp(0, 1));
+        } else if ((rnd >> 4) % 3 == 1) {
+            at.n_list = 1;
+            at.list[0] = 1;
+            ir_add(g, OP_SUM_TO, &a, 1, &at, src, sp(0, 1));
+        } else {
+            int in[2] = {a, a};
+            ir_add(g, OP_ADD, in, 2, NULL, src, sp(0, 1));
+        }
+    }
+    for (int r = 0; r < 8; r++) roots[r] = g->n_nodes - 1 - 97 * r;
+    plan_graph *p = plan_build(g, roots, 8);
+    size_t *want = malloc(sizeof(size_t) * (size_t)p->n);
+    reference_offsets(p, want);
+    for (int i = 0; i < p->n; i++)
+        if (p->offset[p->order[i]] != want[i])
+            fail_msg("node %d: offset %zu, first-fit says %zu", p->order[i], p->offset[p->order[i]],
+                     want[i]);
+    free(want);
+    plan_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +647,24 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ctrl_deps_deduplicate, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_arena_survives_many_allocations, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_dump_lists_nodes_vars_and_data, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_dims_numel_checks_every_dimension_and_product, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_type_problem_says_which_limit, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_const_type_may_point_into_the_node_array, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_node_budget_is_reported_once_at_the_node, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_memory_budget_counts_the_arena, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_names_and_vars_are_found_among_thousands, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_ctrl_deps_grow_in_order, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_fold_skips_large_inputs_not_just_large_outputs, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_fold_stops_at_its_byte_budget, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_cse_merges_equal_constants_only, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_cse_resolves_constants_added_by_folding, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_plan_places_first_fit_at_scale, setup, irfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -307,6 +307,95 @@ static const shape_case errors[] = {
      {0, 1, 0},
      .want = "apply_sgd_matmul: product f32[784,10] does not match variable f32[10,784]"},
     {OP_NEG, {"f32[3]", "f32[3]"}, .want = "neg: expects 1 input, got 2"},
+    /* sizes: every result is checked after its rule, and no rule's own
+     * arithmetic on dims or attributes from the source may overflow */
+    {OP_ADD,
+     {"f32[1048576,1]", "f32[1,1048576]"},
+     .want = "add: f32[1048576,1] and f32[1,1048576] give f32[1048576,1048576], too large: "
+             "4398046511104 bytes, above the limit of 1099511627776 bytes (1 TiB) per tensor"},
+    {OP_MATMUL,
+     {"f32[2147483647,2]", "f32[2,2147483647]"},
+     .want = "matmul: f32[2147483647,2] and f32[2,2147483647] give f32[2147483647,2147483647], "
+             "too large: more than 2^63 bytes, above the limit of 1099511627776 bytes (1 TiB) per "
+             "tensor"},
+    {OP_CONCAT,
+     {"f32[2000000000]", "f32[2000000000]"},
+     {0},
+     .want = "concat: f32[2000000000] and f32[2000000000] give f32[4000000000], too large: "
+             "dimension 0 is 4000000000, above the limit of 2147483647"},
+    {OP_RESHAPE,
+     {"f32[4]"},
+     .n_list = 2,
+     .list = {INT64_MAX, 4},
+     .want = "reshape: cannot reshape f32[4] to [9223372036854775807,4], too large: dimension 0 "
+             "is 9223372036854775807, above the limit of 2147483647"},
+    {OP_RESHAPE,
+     {"f32[4]"},
+     .n_list = 3,
+     .list = {2147483647, 2147483647, 2147483647},
+     .want = "reshape: cannot reshape f32[4] to [2147483647,2147483647,2147483647], too large: "
+             "more than 2^63 bytes, above the limit of 1099511627776 bytes (1 TiB) per tensor"},
+    {OP_RESHAPE,
+     {"f32[2147483647,4]"},
+     .n_list = 1,
+     .list = {-1},
+     .want = "reshape: f32[2147483647,4] gives f32[8589934588], too large: dimension 0 is "
+             "8589934588, above the limit of 2147483647"},
+    {OP_ONE_HOT,
+     {"i32[1000]"},
+     {INT64_MAX},
+     .want = "one_hot: i32[1000] gives f32[1000,9223372036854775807], too large: dimension 1 is "
+             "9223372036854775807, above the limit of 2147483647"},
+    {OP_GATHER,
+     {"f32[10,1048576]", "i32[1048576]"},
+     .want = "gather: f32[10,1048576] and i32[1048576] give f32[1048576,1048576], too large: "
+             "4398046511104 bytes, above the limit of 1099511627776 bytes (1 TiB) per tensor"},
+    {OP_CONV2D,
+     {"f32[1,4096,4096,4096]", "f32[1,4096,4096,1]"},
+     {1, 2048},
+     .want = "conv2d: f32[1,4096,4096,4096] with filter f32[1,4096,4096,1] needs an im2col "
+             "buffer f32[16777216,33562624], too large: 2252349569499136 bytes, above the limit "
+             "of 1099511627776 bytes (1 TiB) per tensor"},
+    {OP_CONV2D, /* the kernel hands C*KH*KW to BLAS as an int */
+     {"f32[1,2048,2048,1024]", "f32[1,2048,2048,1024]"},
+     {1, 0},
+     .want = "conv2d: f32[1,2048,2048,1024] with filter f32[1,2048,2048,1024] needs an im2col "
+             "buffer f32[4294967296,1], too large: dimension 0 is 4294967296, above the limit of "
+             "2147483647"},
+    {OP_CONV2D, /* found by fuzz_compile: OH * OW overflowed before the output was checked */
+     {"f32[1,1,4,4]", "f32[1,1,2,2]"},
+     {1, 2147483647},
+     .want = "conv2d: f32[1,1,4,4] and f32[1,1,2,2] give f32[1,1,4294967297,4294967297], too "
+             "large: dimension 2 is 4294967297, above the limit of 2147483647"},
+    {OP_CONV2D,
+     {"f32[1,1,4,4]", "f32[1,1,2,2]"},
+     {1, INT64_MAX},
+     .want = "conv2d: need stride in [1, 2147483647] and padding in [0, 2147483647], got 1 and "
+             "9223372036854775807"},
+    {OP_SUM,
+     {"f32[4,4]"},
+     {INT64_MIN, 0},
+     .want = "sum: axis -9223372036854775808 out of range for f32[4,4]"},
+    {OP_SLICE,
+     {"f32[4,10]"},
+     {1, INT64_MIN, 2},
+     .want = "slice: range [-9223372036854775808, 2) is empty or out of bounds for axis 1 of "
+             "f32[4,10]"},
+    {OP_SLICE,
+     {"f32[4,10]"},
+     {1, 0, INT64_MIN},
+     .want = "slice: range [0, -9223372036854775808) is empty or out of bounds for axis 1 of "
+             "f32[4,10]"},
+    {OP_TRANSPOSE,
+     {"f32[2,3]"},
+     .n_list = 2,
+     .list = {INT64_MIN, 0},
+     .want = "transpose: perm [-9223372036854775808,0] is not a permutation of the axes of "
+             "f32[2,3]"},
+    {OP_APPLY_SGD_ROWS,
+     {"var:f32[6,2147483647]", "f32[3,4]", "i32[2147483647,128]"},
+     .want = "apply_sgd_rows: rows f32[3,4] and ids i32[2147483647,128] do not fit variable "
+             "f32[6,2147483647]"},
 };
 
 static char *printed(void)
