@@ -1039,6 +1039,11 @@ static int place_node(sema *S, ir_node *n, int *reported, int *n_reported)
                    "'%s' is placed on %s:%d, but this machine has no %s (use --soft-placement "
                    "to run it on the CPU)",
                    ops_name(n->op), kn, idx, kind == DEV_GPU ? "GPU" : "CPU");
+    else if (have == 1)
+        diag_error(S->g->diags, n->src, n->span,
+                   "'%s' is placed on %s:%d, but this machine has only %s:0 (use "
+                   "--soft-placement to run it on cpu:0)",
+                   ops_name(n->op), kn, idx, kn);
     else
         diag_error(S->g->diags, n->src, n->span,
                    "'%s' is placed on %s:%d, but this machine has only %s:0 to %s:%d (use "
