@@ -28,7 +28,8 @@
 
 #include "../compiler/ir.h"
 
-typedef struct cpu_pool cpu_pool; /* devices/cpu/pool.c */
+typedef struct cpu_pool cpu_pool;   /* devices/cpu/pool.c */
+typedef struct dev_queue dev_queue; /* each device's own */
 
 typedef struct kern_fault {
     char msg[192];
@@ -54,6 +55,8 @@ typedef struct kern_args {
     void *lock;                /* a pthread_mutex_t held around this update
                                   (locking=true), else NULL: kern_run takes it */
     kern_fault *fault;         /* where a failing kernel says why */
+    dev_queue *queue;          /* async devices: the queue the call is launched on (its
+                                  stream, handles); NULL on the CPU */
 } kern_args;
 
 /* A kernel returns 0, or -1 when its inputs are bad in a way no shape rule
@@ -67,7 +70,6 @@ typedef int (*kernel_fn)(const kern_args *a);
 int kern_run(kernel_fn fn, const kern_args *a);
 
 typedef struct device_obj device_obj;
-typedef struct dev_queue dev_queue; /* each device's own */
 typedef struct dev_event dev_event; /* each device's own */
 
 typedef enum dev_copy_kind {

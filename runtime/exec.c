@@ -70,7 +70,8 @@ static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
                      .scratch_task_bytes = sb,
                      .max_tasks = part->pool ? pool_size(part->pool) : 1,
                      .pool = part->pool,
-                     .seed = e->s->opt.seed};
+                     .seed = e->s->opt.seed,
+                     .queue = part->q};
     a->lock = update_lock(e, n);
     a->fault = &e->faults[e->n_calls];
     e->fn[e->n_calls++] = fn;

@@ -23,10 +23,27 @@ static int cuda_gpus(void)
 {
     return cuda_device_count();
 }
+static const kernel_fn *cuda_table(void)
+{
+    return cuda_kernels;
+}
+static device_obj *cuda_new(int dev)
+{
+    return cuda_device_new(dev);
+}
 #else
 static int cuda_gpus(void)
 {
     return 0;
+}
+static const kernel_fn *cuda_table(void)
+{
+    return NULL;
+}
+static device_obj *cuda_new(int dev)
+{
+    (void)dev;
+    return NULL;
 }
 #endif
 
@@ -113,11 +130,11 @@ int machine_parse(const char *spec, rt_machine *m, char *err, size_t errlen)
 const kernel_fn *machine_kernels(const rt_machine *m, int dev)
 {
     if (IR_DEV_KIND(dev) == DEV_CPU) return cpu_kernels;
-    return m->gpu == MACHINE_GPU_SIM ? sim_vtable.kernels : NULL;
+    return m->gpu == MACHINE_GPU_SIM ? sim_vtable.kernels : cuda_table();
 }
 
 device_obj *machine_device_new(const rt_machine *m, int dev)
 {
     if (IR_DEV_KIND(dev) == DEV_CPU) return cpu_device_new(dev);
-    return m->gpu == MACHINE_GPU_SIM ? sim_device_new(dev) : NULL;
+    return m->gpu == MACHINE_GPU_SIM ? sim_device_new(dev) : cuda_new(dev);
 }

@@ -26,6 +26,7 @@ if(GR_VALGRIND AND NOT CMAKE_BUILD_TYPE MATCHES "^(Asan|Tsan)$")
   # OpenBLAS picks AVX-512 kernels at run time, which valgrind cannot decode.
   add_test(NAME valgrind_train_tiny_cnn
     COMMAND ${GR_VALGRIND} --error-exitcode=3 --leak-check=full
+            --suppressions=${CMAKE_CURRENT_SOURCE_DIR}/valgrind.supp
             --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
             $<TARGET_FILE:graphrun> ${PROJECT_SOURCE_DIR}/tests/models/tiny_cnn.graph
             --steps 20 --eval accuracy --quiet)

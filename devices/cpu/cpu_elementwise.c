@@ -9,6 +9,7 @@
 #endif
 #include <string.h>
 
+#include "../dropout.h"
 #include "cpu_impl.h"
 
 /* ---- the broadcasting iterator ---- */
@@ -284,25 +285,6 @@ void cpu_cast_i32_f32(float *restrict out, const int32_t *restrict in, int64_t n
 
 /* ---- dropout ---- */
 
-static inline uint64_t splitmix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Counter-based: element i's uniform in [0,1) from (seed, step, i) alone. */
-static inline float dropout_u(uint64_t key, int64_t i)
-{
-    return (float)(splitmix64(key ^ (uint64_t)i) >> 40) * (1.0f / 16777216.0f);
-}
-
-static inline uint64_t dropout_key(uint64_t seed, uint64_t step)
-{
-    return splitmix64(seed ^ (step * 0xd1b54a32d192ed03ull));
-}
-
 typedef struct drop_ctx {
     float *out;
     const float *x;
@@ -323,6 +305,6 @@ void cpu_dropout(cpu_pool *p, float *out, const float *x, int64_t n, float rate,
                  uint64_t step)
 {
     /* rate >= 1 drops everything; the 1/(1-rate) scale would be infinite. */
-    drop_ctx c = {out, x, dropout_key(seed, step), rate, rate < 1.0f ? 1.0f / (1.0f - rate) : 0.0f};
+    drop_ctx c = {out, x, dropout_key(seed, step), rate, dropout_scale(rate)};
     cpu_par_range(p, n, CPU_PAR_MIN / 4, dropout_range, &c);
 }

@@ -1,14 +1,26 @@
-/* cuda.h - the CUDA device.  For now only a probe that proves the toolchain
- * builds and links; kernels (cuBLAS + one .cu per op family) come later. */
+/* cuda.h - the CUDA device: an asynchronous device (devices/device.h) on
+ * one NVIDIA GPU, with cuBLAS for GEMMs and our own kernels (one .cu file
+ * per op family) for the rest.  Built when nvcc is found (GR_CUDA=AUTO);
+ * compiled, not run, on machines without a GPU.  C API. */
 #ifndef GR_CUDA_H
 #define GR_CUDA_H
+
+#include "../device.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Number of usable CUDA devices; 0 when there is no GPU or no driver. */
+extern const device_vtable cuda_vtable;
+/* The kernel table, filled from the op families when the library loads;
+ * NULL rows: ops the CUDA device does not implement. */
+extern kernel_fn cuda_kernels[OP_COUNT];
+
+/* Usable CUDA devices: 0 when there is no GPU or no driver. */
 int cuda_device_count(void);
+/* A device object for gpu:N (id = IR_DEV(DEV_GPU, N)), NULL when the GPU
+ * cannot be used; vt->close frees it. */
+device_obj *cuda_device_new(int id);
 
 #ifdef __cplusplus
 }

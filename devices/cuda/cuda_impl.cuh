@@ -1,0 +1,105 @@
+/* cuda_impl.cuh - private to devices/cuda: what every kernel family needs.
+ *
+ * A kernel_fn of the CUDA device (k_*.cu) runs on the host thread that
+ * launches it: it reads shapes and attributes from kern_args (host memory),
+ * and enqueues its work on the queue's stream, a->queue->stream (cuBLAS
+ * calls through a->queue->blas, already bound to that stream).  It never
+ * reads device memory on the host and never synchronises: queue_sync does.
+ * Buffers (out, in, scratch) are device pointers.
+ *
+ * Bad input that only the data shows (a label outside the classes, an id
+ * outside its table) is found on the GPU: the kernel reports it with
+ * cuda_fault_report, naming the launch by a->queue->seq; queue_sync copies
+ * the first report back, writes the message into that call's kern_fault
+ * and returns its kern_args.  Unlike the CPU and the simulated GPU, calls
+ * launched after the failing one still run (on bad data): the step fails
+ * all the same. */
+#ifndef GR_CUDA_IMPL_CUH
+#define GR_CUDA_IMPL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "cuda.h"
+}
+
+/* The first bad id a queue's kernels met since its last sync. */
+typedef struct cuda_fault {
+    int seq;            /* the launch (dev_queue.seq when it ran), 0: none */
+    int what;           /* CUDA_FAULT_* */
+    int value;          /* the bad id */
+    int pad;
+    long long index;    /* where it sits, flat */
+    long long limit;    /* ids must be in [0, limit) */
+} cuda_fault;
+
+enum { CUDA_FAULT_LABEL = 1, CUDA_FAULT_ID = 2 };
+
+struct dev_queue {
+    int device;                 /* cudaSetDevice index */
+    cudaStream_t stream;
+    cublasHandle_t blas;        /* bound to stream */
+    cuda_fault *fault;          /* device memory: the first report */
+    cuda_fault *fault_host;     /* pinned: where queue_sync reads it */
+    int seq;                    /* the launch being enqueued: 1, 2, ... since the sync */
+    const kern_args **launched; /* [seq]: which call each launch was */
+    int cap_launched;
+};
+
+/* Checks a CUDA or cuBLAS call: a failure is fatal (the abort hook), naming
+ * the call, file:line and, when a is given, the op and its .graph line. */
+#define CUDA_CHECK(call, a) cuda_check_rt((call), #call, __FILE__, __LINE__, (a))
+#define CUBLAS_CHECK(call, a) cuda_check_blas((call), #call, __FILE__, __LINE__, (a))
+void cuda_check_rt(cudaError_t e, const char *call, const char *file, int line,
+                   const kern_args *a);
+void cuda_check_blas(cublasStatus_t e, const char *call, const char *file, int line,
+                     const kern_args *a);
+
+/* Launch geometry for a grid-stride loop over n elements. */
+enum { CUDA_BLOCK = 256 };
+static inline unsigned cuda_blocks(int64_t n)
+{
+    int64_t b = (n + CUDA_BLOCK - 1) / CUDA_BLOCK;
+    return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+static inline cudaStream_t cuda_stream(const kern_args *a)
+{
+    return a->queue->stream;
+}
+/* Checks the launch just made (a kernel with <<<...>>>). */
+#define CUDA_LAUNCHED(a) CUDA_CHECK(cudaGetLastError(), (a))
+
+static inline int64_t cuda_numel(const ir_type *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++) n *= t->dim[d];
+    return n;
+}
+
+/* On the GPU: the first report of a queue's kernels wins. */
+__device__ static inline void cuda_fault_report(cuda_fault *f, int seq, int what, int value,
+                                                long long index, long long limit)
+{
+    if (atomicCAS(&f->seq, 0, seq) != 0) return;
+    f->what = what;
+    f->value = value;
+    f->index = index;
+    f->limit = limit;
+}
+
+/* One family's rows of the kernel table (k_<family>.cu): {op, kernel}
+ * pairs ended by {OP_COUNT, NULL}; kernels.cu merges them. */
+typedef struct cuda_row {
+    op_kind op;
+    kernel_fn fn;
+} cuda_row;
+extern "C" const cuda_row cuda_rows_elementwise[], cuda_rows_reduce[], cuda_rows_softmax[],
+    cuda_rows_gemm[], cuda_rows_shape[], cuda_rows_update[];
+
+/* Every id of ids (n of them) in [0, limit), else a report: the check the
+ * kernels of gather, one_hot, softmax_xent and their gradients run first. */
+void cuda_check_ids(const kern_args *a, const int32_t *ids, int64_t n, int64_t limit, int what);
+
+#endif
