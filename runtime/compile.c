@@ -71,9 +71,15 @@ static int compile_eval(void *ctx, const ir_graph *g, int node, void *out, void 
     return -1;
 }
 
-static int has_kernel(const rt_machine *m, op_kind op, int dev)
+static const kernel_fn *machine_table(void *m, int dev)
 {
-    const kernel_fn *k = machine_kernels(m, dev);
+    return machine_kernels(m, dev);
+}
+
+static int has_kernel(const kernel_fn *(*kernels_of)(void *ctx, int dev), void *ctx, op_kind op,
+                      int dev)
+{
+    const kernel_fn *k = kernels_of(ctx, dev);
     return ops_has(op, OPF_SOURCE) || (k && k[op]);
 }
 
@@ -93,12 +99,14 @@ static int kernel_missing(ir_graph *g, ir_node *n, int soft)
     return 0;
 }
 
-int rt_check_kernels(ir_graph *g, const rt_machine *m, int soft)
+int rt_check_kernels(ir_graph *g, const kernel_fn *(*kernels_of)(void *ctx, int dev), void *ctx,
+                     int soft)
 {
     int missing = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *n = &g->nodes[i];
-        if (!n->dead && !has_kernel(m, n->op, n->device)) missing += kernel_missing(g, n, soft);
+        if (!n->dead && !has_kernel(kernels_of, ctx, n->op, n->device))
+            missing += kernel_missing(g, n, soft);
     }
     return missing ? -1 : 0;
 }
@@ -131,7 +139,7 @@ static void data_on_host(ir_graph *g)
 
 static int compile_implements(void *ctx, op_kind op, int dev)
 {
-    return has_kernel(ctx, op, dev);
+    return has_kernel(machine_table, ctx, op, dev);
 }
 
 static void compile_warnings(gr_program *p)
@@ -183,7 +191,7 @@ gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data
     test_on_gpu(p->g, &p->machine);
     data_on_host(p->g);
     int soft = opt && opt->soft_placement;
-    if (rt_check_kernels(p->g, &p->machine, soft) < 0)
+    if (rt_check_kernels(p->g, machine_table, &p->machine, soft) < 0)
         return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
     pass_evaluator ev = {.can_eval = compile_can_eval,
                          .eval = compile_eval,

@@ -1261,24 +1261,46 @@ static void test_ids_out_of_range_fault(void **state)
 
 /* A device whose table lacks an op: placing that op there is a compile
  * error naming the op, the device and the line; --soft-placement moves the
- * node to cpu:0 with a warning.  A real GPU declared by --devices has no
- * kernels in this build, which is such a device. */
+ * node to cpu:0 with a warning. */
+static kernel_fn holed[OP_COUNT];
+
+static const kernel_fn *holed_kernels(void *ctx, int dev)
+{
+    (void)ctx;
+    return IR_DEV_KIND(dev) == DEV_CPU ? cpu_kernels : holed;
+}
+
+static char *diags_text(const gr_program *p)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    diag_print(&p->diags, f);
+    fclose(f);
+    return out;
+}
+
 static void test_missing_kernel_is_a_compile_error(void **state)
 {
     (void)state;
     const char *text = "input x: f32[2, 3]\nvar w = zeros([3, 4])\ny = sum(x @ w @gpu:0)\n";
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
-    gr_compile_options o = {.devices = "cpu:0,gpu:0"};
-    assert_int_equal(gr_compile_string("hole.graph", text, strlen(text), &o, &p, st),
-                     GR_ERR_COMPILE);
-    assert_non_null(strstr(gr_status_message(st),
-                           "hole.graph:3:9: error: 'matmul' has no kernel on gpu:0\n"
-                           "y = sum(x @ w @gpu:0)\n"));
-    o.soft_placement = 1;
+    gr_compile_options o = {.devices = "cpu:0,sim:0"};
     assert_int_equal(gr_compile_string("hole.graph", text, strlen(text), &o, &p, st), GR_OK);
-    assert_non_null(strstr(gr_program_warnings(p), "'matmul' has no kernel on gpu:0; it runs on "
-                                                   "cpu:0 (--soft-placement)"));
+    memcpy(holed, cpu_kernels, sizeof holed);
+    assert_int_equal(rt_check_kernels(p->g, holed_kernels, NULL, 0), 0);
+    holed[OP_MATMUL] = NULL;
+    assert_int_equal(rt_check_kernels(p->g, holed_kernels, NULL, 0), -1);
+    char *out = diags_text(p);
+    assert_non_null(strstr(out, "hole.graph:3:9: error: 'matmul' has no kernel on gpu:0\n"
+                                "y = sum(x @ w @gpu:0)\n"));
+    free(out);
+    assert_int_equal(rt_check_kernels(p->g, holed_kernels, NULL, 1), 0); /* soft: moved */
+    out = diags_text(p);
+    assert_non_null(strstr(out, "'matmul' has no kernel on gpu:0; it runs on cpu:0"));
+    free(out);
+    assert_int_equal(rt_check_kernels(p->g, holed_kernels, NULL, 0), 0); /* now on cpu:0 */
     gr_program_free(p);
     o = (gr_compile_options){.devices = "cpu:0,gpu:0-x"};
     assert_int_equal(gr_compile_string("hole.graph", text, strlen(text), &o, &p, st), GR_ERR_ARG);
