@@ -1,4 +1,341 @@
-// k_gemm.cu - CUDA kernels of the gemm family (rows for kernels.cu).
+// k_gemm.cu - MATMUL, MATMUL_BIAS, APPLY_SGD_MATMUL and CONV2D with its
+// two gradients, on cuBLAS, computing what devices/cpu/cpu_gemm.c and
+// cpu_conv.c compute.
+//
+// Our tensors are row-major and cuBLAS is column-major: a row-major [M,N]
+// matrix is, read column-major, its [N,M] transpose.  So C = op(A) @ op(B)
+// is computed as C^T = op(B)^T @ op(A)^T: the operands swap places, and
+// each keeps its own transpose flag and leading dimension (the row length
+// it has in memory).  cuBLAS runs in its default math mode: full f32, no
+// TF32.
+//
+// Convolutions are NCHW images and [OC, C, KH, KW] filters, lowered as on
+// the CPU: per image, an im2col buffer [C*KH*KW, OH*OW] in the node's
+// scratch (the executor gives CUDA one slice: max_tasks is 1) and one GEMM;
+// 1x1, stride 1, unpadded convolutions use the images themselves, the whole
+// batch in one strided-batched GEMM.
 #include "cuda_impl.cuh"
 
-extern "C" const cuda_row cuda_rows_gemm[] = {{OP_COUNT, NULL}};
+#define IN_F(k)   ((const float *)a->in[k])
+#define OUT_F     ((float *)a->out)
+#define ATTR_I(k) (a->node->attr.i[k])
+
+// Row-major C = alpha * op(A) @ op(B) + beta * C, `batch` times, the i-th
+// at a + i * stride_a (and b, c likewise).  A is [M,K] ([K,M] when ta), B
+// is [K,N] ([N,K] when tb), C is [M,N].
+typedef struct gemm_rm {
+    int64_t m, n, k;
+    int ta, tb;
+    const float *a, *b;
+    float *c;
+    float alpha, beta;
+    int64_t batch, stride_a, stride_b, stride_c;
+} gemm_rm;
+
+// No products: C = beta * C, which is C (beta = 1) or 0 (beta = 0; BLAS
+// does not read C then, so NaN in it does not survive).
+static void gemm_empty(const kern_args *a, const gemm_rm *g)
+{
+    if (g->beta != 0.0f) return;
+    size_t row = (size_t)(g->m * g->n) * sizeof(float);
+    size_t pitch = g->batch > 1 ? (size_t)g->stride_c * sizeof(float) : row;
+    CUDA_CHECK(cudaMemset2DAsync(g->c, pitch, 0, row, (size_t)g->batch, cuda_stream(a)), a);
+}
+
+static void gemm_run(const kern_args *a, const gemm_rm *g)
+{
+    if (g->m == 0 || g->n == 0 || g->batch == 0) return;
+    if (g->k == 0) {
+        gemm_empty(a, g);
+        return;
+    }
+    cublasOperation_t opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int m = (int)g->m, n = (int)g->n, k = (int)g->k;
+    int lda = g->ta ? m : k, ldb = g->tb ? k : n;
+    if (g->batch == 1) {
+        CUBLAS_CHECK(cublasSgemm(a->queue->blas, opb, opa, n, m, k, &g->alpha, g->b, ldb, g->a, lda,
+                                 &g->beta, g->c, n),
+                     a);
+        return;
+    }
+    CUBLAS_CHECK(cublasSgemmStridedBatched(a->queue->blas, opb, opa, n, m, k, &g->alpha, g->b, ldb,
+                                           g->stride_b, g->a, lda, g->stride_a, &g->beta, g->c, n,
+                                           g->stride_c, (int)g->batch),
+                 a);
+}
+
+// in[k] @ in[k+1] into c, transposed as attrs k and k+1 say (matmul's
+// operands and attrs are slots 0 and 1, apply_sgd_matmul's 1 and 2): the
+// CPU's gemm_args.
+static gemm_rm gemm_args(const kern_args *a, int k, float *c)
+{
+    const ir_type *at = a->in_t[k], *bt = a->in_t[k + 1];
+    gemm_rm g = {};
+    g.ta = ATTR_I(k) != 0;
+    g.tb = ATTR_I(k + 1) != 0;
+    g.m = g.ta ? at->dim[1] : at->dim[0];
+    g.k = g.ta ? at->dim[0] : at->dim[1];
+    g.n = g.tb ? bt->dim[0] : bt->dim[1];
+    g.a = IN_F(k);
+    g.b = IN_F(k + 1);
+    g.c = c;
+    g.alpha = 1.0f;
+    g.beta = 0.0f;
+    g.batch = 1;
+    return g;
+}
+
+static int k_matmul(const kern_args *a)
+{
+    gemm_rm g = gemm_args(a, 0, OUT_F);
+    gemm_run(a, &g);
+    return 0;
+}
+
+// c[i, j] += bias[j], then max(c, 0) when relu (NaN -> 0, as the CPU's
+// `c > 0 ? c : 0`).  The CPU adds the bias as BLAS's beta * C; the sum is
+// the same up to rounding.
+__global__ static void bias_relu_kernel(float *c, const float *bias, int64_t m, int64_t n, int relu)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < m * n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float v = c[i] + bias[i % n];
+        c[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+    }
+}
+
+// in: a, b, bias[N]; attr i2: relu.
+static int k_matmul_bias(const kern_args *a)
+{
+    gemm_rm g = gemm_args(a, 0, OUT_F);
+    gemm_run(a, &g);
+    if (g.m * g.n == 0) return 0;
+    bias_relu_kernel<<<cuda_blocks(g.m * g.n), CUDA_BLOCK, 0, cuda_stream(a)>>>(
+        g.c, IN_F(2), g.m, g.n, ATTR_I(2) != 0);
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
+// in[0] (the variable) -= lr * in[1] @ in[2]: one GEMM with beta = 1.
+static int k_apply_sgd_matmul(const kern_args *a)
+{
+    gemm_rm g = gemm_args(a, 1, (float *)a->in[0]);
+    g.alpha = -(float)a->node->attr.f[0];
+    g.beta = 1.0f;
+    gemm_run(a, &g);
+    return 0;
+}
+
+// ---- convolution ----
+
+typedef struct conv_shape {
+    int64_t n, c, h, w; // the forward input x
+    int64_t oc, kh, kw; // the filter (its C is c)
+    int64_t oh, ow;     // the forward output y
+    int64_t stride, pad;
+} conv_shape;
+
+// x, w and y: the forward input, filter and output, wherever they are.
+static conv_shape conv_shape_of(const kern_args *a, const ir_type *xt, const ir_type *wt,
+                                const ir_type *yt)
+{
+    conv_shape s;
+    s.n = xt->dim[0];
+    s.c = xt->dim[1];
+    s.h = xt->dim[2];
+    s.w = xt->dim[3];
+    s.oc = wt->dim[0];
+    s.kh = wt->dim[2];
+    s.kw = wt->dim[3];
+    s.oh = yt->dim[2];
+    s.ow = yt->dim[3];
+    s.stride = ATTR_I(0) > 0 ? ATTR_I(0) : 1;
+    s.pad = ATTR_I(1);
+    return s;
+}
+
+static int64_t conv_ckk(const conv_shape *s)
+{
+    return s->c * s->kh * s->kw;
+}
+static int64_t conv_ohw(const conv_shape *s)
+{
+    return s->oh * s->ow;
+}
+static int64_t conv_img(const conv_shape *s)
+{
+    return s->c * s->h * s->w;
+}
+// A 1x1, stride 1, unpadded convolution's im2col is the image itself.
+static int conv_is_pointwise(const conv_shape *s)
+{
+    return s->kh == 1 && s->kw == 1 && s->stride == 1 && s->pad == 0;
+}
+
+// The im2col buffer of one image: the node's scratch, which the registry
+// sizes for it (ops_scratch_conv2d, ops_scratch_conv2d_grad_w); none when
+// the buffer is empty (no channels), which nothing then reads or writes.
+static float *conv_col(const kern_args *a, const conv_shape *s)
+{
+    size_t need = (size_t)(conv_ckk(s) * conv_ohw(s)) * sizeof(float);
+    if (need == 0) return NULL;
+    GR_ASSERT(a->scratch && a->scratch_task_bytes >= need);
+    return (float *)a->scratch;
+}
+
+// col[(c*KH+kh)*KW+kw, oh*OW+ow] = x[c, oh*S-P+kh, ow*S-P+kw], 0 outside.
+__global__ static void im2col_kernel(float *col, const float *x, conv_shape s)
+{
+    int64_t ohw = s.oh * s.ow, total = s.c * s.kh * s.kw * ohw;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / ohw, p = i % ohw;
+        int64_t c = r / (s.kh * s.kw), kh = r / s.kw % s.kh, kw = r % s.kw;
+        int64_t ih = p / s.ow * s.stride - s.pad + kh, iw = p % s.ow * s.stride - s.pad + kw;
+        col[i] = ih >= 0 && ih < s.h && iw >= 0 && iw < s.w ? x[(c * s.h + ih) * s.w + iw] : 0.0f;
+    }
+}
+
+// The adjoint of im2col as a gather: each dx element sums the column
+// entries that read it, in the CPU's order (kh, then kw, from 0), so with
+// the same col the result is the CPU's bit for bit, without atomics.
+__global__ static void col2im_kernel(float *dx, const float *col, conv_shape s)
+{
+    int64_t ohw = s.oh * s.ow, hw = s.h * s.w, total = s.c * hw;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = i / hw, ih = i % hw / s.w, iw = i % s.w;
+        float acc = 0.0f;
+        for (int64_t kh = 0; kh < s.kh; kh++) {
+            int64_t th = ih + s.pad - kh; // = oh * stride
+            if (th < 0 || th % s.stride || th / s.stride >= s.oh) continue;
+            for (int64_t kw = 0; kw < s.kw; kw++) {
+                int64_t tw = iw + s.pad - kw;
+                if (tw < 0 || tw % s.stride || tw / s.stride >= s.ow) continue;
+                acc +=
+                    col[((c * s.kh + kh) * s.kw + kw) * ohw + th / s.stride * s.ow + tw / s.stride];
+            }
+        }
+        dx[i] = acc;
+    }
+}
+
+static void im2col(const kern_args *a, const conv_shape *s, float *col, const float *x)
+{
+    int64_t total = conv_ckk(s) * conv_ohw(s);
+    if (total == 0) return;
+    im2col_kernel<<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(col, x, *s);
+    CUDA_LAUNCHED(a);
+}
+
+static void col2im(const kern_args *a, const conv_shape *s, float *dx, const float *col)
+{
+    if (conv_img(s) == 0) return;
+    col2im_kernel<<<cuda_blocks(conv_img(s)), CUDA_BLOCK, 0, cuda_stream(a)>>>(dx, col, *s);
+    CUDA_LAUNCHED(a);
+}
+
+// A GEMM over the whole batch: image i's operands at i * stride_a/b/c.
+static gemm_rm conv_gemm(int64_t m, int64_t n, int64_t k, int ta, int tb, const float *pa,
+                         const float *pb, float *pc)
+{
+    gemm_rm g = {};
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.ta = ta;
+    g.tb = tb;
+    g.a = pa;
+    g.b = pb;
+    g.c = pc;
+    g.alpha = 1.0f;
+    g.beta = 0.0f;
+    g.batch = 1;
+    return g;
+}
+
+// y[n] = W[OC, CKK] @ col(x[n])[CKK, OHW].
+static int k_conv2d(const kern_args *a)
+{
+    conv_shape s = conv_shape_of(a, a->in_t[0], a->in_t[1], a->out_t);
+    int64_t ckk = conv_ckk(&s), ohw = conv_ohw(&s), y_img = s.oc * ohw;
+    const float *x = IN_F(0), *w = IN_F(1);
+    gemm_rm g = conv_gemm(s.oc, ohw, ckk, 0, 0, w, x, OUT_F);
+    if (conv_is_pointwise(&s)) { // W shared by every image: stride 0
+        g.batch = s.n;
+        g.stride_b = conv_img(&s);
+        g.stride_c = y_img;
+        gemm_run(a, &g);
+        return 0;
+    }
+    float *col = s.n ? conv_col(a, &s) : NULL;
+    g.b = col;
+    for (int64_t n = 0; n < s.n; n++, g.c += y_img) {
+        im2col(a, &s, col, x + n * conv_img(&s));
+        gemm_run(a, &g);
+    }
+    return 0;
+}
+
+// in: dy [N,OC,OH,OW], w.  dx[n] = col2im(W^T[CKK, OC] @ dy[n][OC, OHW]).
+static int k_conv2d_grad_x(const kern_args *a)
+{
+    conv_shape s = conv_shape_of(a, a->out_t, a->in_t[1], a->in_t[0]);
+    int64_t ckk = conv_ckk(&s), ohw = conv_ohw(&s), y_img = s.oc * ohw;
+    const float *dy = IN_F(0), *w = IN_F(1);
+    float *dx = OUT_F;
+    gemm_rm g = conv_gemm(ckk, ohw, s.oc, 1, 0, w, dy, dx);
+    if (conv_is_pointwise(&s)) {
+        g.batch = s.n;
+        g.stride_b = y_img;
+        g.stride_c = conv_img(&s);
+        gemm_run(a, &g);
+        return 0;
+    }
+    float *col = s.n ? conv_col(a, &s) : NULL;
+    g.c = col;
+    for (int64_t n = 0; n < s.n; n++, g.b += y_img) {
+        gemm_run(a, &g);
+        col2im(a, &s, dx + n * conv_img(&s), col);
+    }
+    return 0;
+}
+
+// in: dy [N,OC,OH,OW], x.  dW[OC, CKK] = sum over n of dy[n] @ col(x[n])^T,
+// accumulated image by image in order (beta = 1 after the first), as one
+// CPU task does; no batch: dW = 0.
+static int k_conv2d_grad_w(const kern_args *a)
+{
+    conv_shape s = conv_shape_of(a, a->in_t[1], a->out_t, a->in_t[0]);
+    int64_t ckk = conv_ckk(&s), ohw = conv_ohw(&s), y_img = s.oc * ohw;
+    const float *dy = IN_F(0), *x = IN_F(1);
+    if (s.n == 0 || ohw == 0) {
+        size_t bytes = (size_t)(s.oc * ckk) * sizeof(float);
+        if (bytes) CUDA_CHECK(cudaMemsetAsync(a->out, 0, bytes, cuda_stream(a)), a);
+        return 0;
+    }
+    int pointwise = conv_is_pointwise(&s);
+    float *col = pointwise ? NULL : conv_col(a, &s);
+    gemm_rm g = conv_gemm(s.oc, ckk, ohw, 0, 1, dy, col, OUT_F);
+    for (int64_t n = 0; n < s.n; n++, g.a += y_img) {
+        const float *xn = x + n * conv_img(&s);
+        if (pointwise)
+            g.b = xn;
+        else
+            im2col(a, &s, col, xn);
+        g.beta = n ? 1.0f : 0.0f;
+        gemm_run(a, &g);
+    }
+    return 0;
+}
+
+extern "C" const cuda_row cuda_rows_gemm[] = {
+    {OP_MATMUL, k_matmul},
+    {OP_MATMUL_BIAS, k_matmul_bias},
+    {OP_APPLY_SGD_MATMUL, k_apply_sgd_matmul},
+    {OP_CONV2D, k_conv2d},
+    {OP_CONV2D_GRAD_X, k_conv2d_grad_x},
+    {OP_CONV2D_GRAD_W, k_conv2d_grad_w},
+    {OP_COUNT, NULL},
+};
