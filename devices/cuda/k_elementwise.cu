@@ -1,4 +1,373 @@
-// k_elementwise.cu - CUDA kernels of the elementwise family (rows for kernels.cu).
-#include "cuda_impl.cuh"
+// k_elementwise.cu - CUDA kernels of the elementwise family (rows for
+// kernels.cu): broadcasting binaries and comparisons, unaries, activation
+// gradients, copies, casts and dropout, each computing what its CPU twin in
+// devices/cpu/cpu_elementwise.c computes.  +, -, *, /, sqrt and the casts
+// are IEEE-exact on both, so those results are bit-identical; expf, logf
+// and tanhf are CUDA's (within 2 ulp of glibc's, not equal to them).
+#include "../dropout.h"
+#include "cu_a_args.cuh"
 
-extern "C" const cuda_row cuda_rows_elementwise[] = {{OP_COUNT, NULL}};
+// ---- numpy broadcasting, as cpu_bcast_init (devices/cpu/cpu_elementwise.c) ----
+// out is contiguous; a and b are read with per-axis strides that are 0 on
+// broadcast axes.  Axes every operand walks as one are merged, so the usual
+// cases (same shape, scalar, bias row) are one axis and cost no division.
+// I: the index type, 32 bits when the output allows (64-bit division is slow).
+
+template <typename I> struct bcast {
+    int nd;
+    I dim[IR_MAX_DIMS], sa[IR_MAX_DIMS], sb[IR_MAX_DIMS];
+};
+
+// t's strides along out's axes (numpy aligns the trailing axes).
+static void bc_strides(const ir_type *out, const ir_type *t, int64_t *s)
+{
+    int r = out->rank, off = r - t->rank;
+    int64_t st = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        int td = d - off;
+        int64_t dim = td >= 0 ? t->dim[td] : 1;
+        s[d] = dim == 1 ? 0 : st;
+        st *= dim;
+    }
+}
+
+// Whether axis d folds into the kept axis k: every operand walks them as one.
+template <typename I>
+static bool bc_mergeable(const bcast<I> *bc, int k, const int64_t *sa, const int64_t *sb, int d,
+                         int64_t dim)
+{
+    bool ok_a = (int64_t)bc->sa[k] == sa[d] * dim || (bc->sa[k] == 0 && sa[d] == 0);
+    bool ok_b = (int64_t)bc->sb[k] == sb[d] * dim || (bc->sb[k] == 0 && sb[d] == 0);
+    return ok_a && ok_b;
+}
+
+template <typename I>
+static void bc_init(bcast<I> *bc, const ir_type *out, const ir_type *a, const ir_type *b)
+{
+    int64_t sa[IR_MAX_DIMS], sb[IR_MAX_DIMS];
+    bc_strides(out, a, sa);
+    bc_strides(out, b, sb);
+    bc->nd = 0;
+    for (int d = 0; d < out->rank; d++) {
+        int64_t dim = out->dim[d];
+        if (dim == 1) continue;
+        int k = bc->nd - 1;
+        if (k >= 0 && bc_mergeable(bc, k, sa, sb, d, dim)) {
+            bc->dim[k] = (I)((int64_t)bc->dim[k] * dim);
+        } else {
+            k = bc->nd++;
+            bc->dim[k] = (I)dim;
+        }
+        bc->sa[k] = (I)sa[d];
+        bc->sb[k] = (I)sb[d];
+    }
+    if (bc->nd == 0) {
+        bc->nd = 1;
+        bc->dim[0] = 1;
+        bc->sa[0] = bc->sb[0] = 0;
+    }
+}
+
+// Where output element i reads a (*ia) and b (*ib).  The outermost axis needs
+// no modulo: i < numel.
+template <typename I> __device__ static inline void bc_at(const bcast<I> &bc, I i, I *ia, I *ib)
+{
+    I oa = 0, ob = 0;
+#pragma unroll
+    for (int d = IR_MAX_DIMS - 1; d > 0; d--) {
+        if (d >= bc.nd) continue;
+        I c = i % bc.dim[d];
+        i /= bc.dim[d];
+        oa += c * bc.sa[d];
+        ob += c * bc.sb[d];
+    }
+    *ia = oa + i * bc.sa[0];
+    *ib = ob + i * bc.sb[0];
+}
+
+// ---- binary ops: f32 and i32 (wrapping; i32 division by 0 is 0) ----
+
+__device__ static inline int32_t wrap(uint32_t x)
+{
+    return (int32_t)x;
+}
+
+struct op_add {
+    __device__ float operator()(float x, float y) const { return x + y; }
+    __device__ int32_t operator()(int32_t x, int32_t y) const
+    {
+        return wrap((uint32_t)x + (uint32_t)y);
+    }
+};
+struct op_sub {
+    __device__ float operator()(float x, float y) const { return x - y; }
+    __device__ int32_t operator()(int32_t x, int32_t y) const
+    {
+        return wrap((uint32_t)x - (uint32_t)y);
+    }
+};
+struct op_mul {
+    __device__ float operator()(float x, float y) const { return x * y; }
+    __device__ int32_t operator()(int32_t x, int32_t y) const
+    {
+        return wrap((uint32_t)x * (uint32_t)y);
+    }
+};
+// cpu_div_i32: x/0 is 0, INT_MIN/-1 wraps to INT_MIN.
+struct op_div {
+    __device__ float operator()(float x, float y) const { return x / y; }
+    __device__ int32_t operator()(int32_t x, int32_t y) const
+    {
+        if (y == 0) return 0;
+        if (y == -1) return wrap(0u - (uint32_t)x);
+        return x / y;
+    }
+};
+
+// Comparisons: f32 1/0 out for f32 and i32 operands.
+#define COMPARE_OP(name, e)                                                                        \
+    struct name {                                                                                  \
+        template <typename T> __device__ float operator()(T x, T y) const                          \
+        {                                                                                          \
+            return (e) ? 1.0f : 0.0f;                                                              \
+        }                                                                                          \
+    };
+COMPARE_OP(op_eq, x == y)
+COMPARE_OP(op_ne, x != y)
+COMPARE_OP(op_lt, x < y)
+COMPARE_OP(op_gt, x > y)
+COMPARE_OP(op_le, x <= y)
+COMPARE_OP(op_ge, x >= y)
+
+template <class Op, typename TI, typename TO, typename I>
+__global__ static void binary_kernel(TO *out, const TI *x, const TI *y, bcast<I> bc, I n)
+{
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I ia, ib;
+        bc_at(bc, i, &ia, &ib);
+        out[i] = Op()(x[ia], y[ib]);
+    }
+}
+
+template <class Op, typename TI, typename TO, typename I>
+static void binary_as(const kern_args *a, int64_t n)
+{
+    bcast<I> bc;
+    bc_init(&bc, a->out_t, a->in_t[0], a->in_t[1]);
+    cua_launch(a, n, binary_kernel<Op, TI, TO, I>, (TO *)a->out, (const TI *)a->in[0],
+               (const TI *)a->in[1], bc, (I)n);
+}
+
+// 32-bit indices when every offset fits: operands are no bigger than out.
+template <class Op, typename TI, typename TO> static void binary(const kern_args *a)
+{
+    int64_t n = cuda_numel(a->out_t);
+    if (n <= INT32_MAX)
+        binary_as<Op, TI, TO, uint32_t>(a, n);
+    else
+        binary_as<Op, TI, TO, int64_t>(a, n);
+}
+
+// a and b share a dtype (ops_shape_binary); i32 arithmetic writes i32.
+template <class Op> static int k_arith(const kern_args *a)
+{
+    if (a->in_t[0]->dtype == DT_I32)
+        binary<Op, int32_t, int32_t>(a);
+    else
+        binary<Op, float, float>(a);
+    return 0;
+}
+
+template <class Op> static int k_compare(const kern_args *a)
+{
+    if (a->in_t[0]->dtype == DT_I32)
+        binary<Op, int32_t, float>(a);
+    else
+        binary<Op, float, float>(a);
+    return 0;
+}
+
+// ---- unary ops (f32; neg also i32) ----
+
+struct op_neg {
+    __device__ float operator()(float x) const { return -x; }
+    __device__ int32_t operator()(int32_t x) const { return wrap(0u - (uint32_t)x); }
+};
+struct op_exp {
+    __device__ float operator()(float x) const { return expf(x); }
+};
+struct op_log {
+    __device__ float operator()(float x) const { return logf(x); }
+};
+struct op_sqrt {
+    __device__ float operator()(float x) const { return sqrtf(x); }
+};
+// NaN and -0 give +0, as the CPU's x > 0 ? x : 0.
+struct op_relu {
+    __device__ float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
+};
+struct op_sigmoid {
+    __device__ float operator()(float x) const { return 1.0f / (1.0f + expf(-x)); }
+};
+struct op_tanh {
+    __device__ float operator()(float x) const { return tanhf(x); }
+};
+
+template <class Op, typename T> __global__ static void unary_kernel(T *out, const T *x, int64_t n)
+{
+    CUA_FOR(i, n) out[i] = Op()(x[i]);
+}
+
+template <class Op, typename T> static void unary(const kern_args *a)
+{
+    int64_t n = cuda_numel(a->out_t);
+    cua_launch(a, n, unary_kernel<Op, T>, (T *)a->out, (const T *)a->in[0], n);
+}
+
+template <class Op> static int k_unary(const kern_args *a)
+{
+    unary<Op, float>(a);
+    return 0;
+}
+
+static int k_neg(const kern_args *a)
+{
+    if (a->out_t->dtype == DT_I32)
+        unary<op_neg, int32_t>(a);
+    else
+        unary<op_neg, float>(a);
+    return 0;
+}
+
+// ---- activation gradients: out = f(dy, v); relu: v = x, sigmoid and tanh: v = y ----
+
+struct op_relu_grad {
+    __device__ float operator()(float dy, float v) const { return v > 0.0f ? dy : 0.0f; }
+};
+struct op_sigmoid_grad {
+    __device__ float operator()(float dy, float v) const
+    {
+        return cua_mul(cua_mul(dy, v), 1.0f - v);
+    }
+};
+struct op_tanh_grad {
+    __device__ float operator()(float dy, float v) const
+    {
+        return cua_mul(dy, cua_sub(1.0f, cua_mul(v, v)));
+    }
+};
+
+template <class Op>
+__global__ static void act_grad_kernel(float *out, const float *dy, const float *v, int64_t n)
+{
+    CUA_FOR(i, n) out[i] = Op()(dy[i], v[i]);
+}
+
+template <class Op> static int k_act_grad(const kern_args *a)
+{
+    int64_t n = cuda_numel(a->out_t);
+    cua_launch(a, n, act_grad_kernel<Op>, (float *)a->out, (const float *)a->in[0],
+               (const float *)a->in[1], n);
+    return 0;
+}
+
+// ---- copies and casts (every element is 4 bytes) ----
+
+static void copy(const kern_args *a, void *out, const void *in, int64_t n)
+{
+    if (out == in || n <= 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(out, in, (size_t)n * 4, cudaMemcpyDeviceToDevice, cuda_stream(a)),
+               a);
+}
+
+// identity and reshape: the same words (a reshape only renames the shape).
+static int k_copy(const kern_args *a)
+{
+    copy(a, a->out, a->in[0], cuda_numel(a->out_t));
+    return 0;
+}
+
+// cpu_cast_f32_i32: truncates toward zero, saturates (2147483520 is the
+// largest float below 2^31) and maps NaN to 0.
+__global__ static void cast_f32_i32_kernel(int32_t *out, const float *in, int64_t n)
+{
+    CUA_FOR(i, n)
+    {
+        float x = in[i];
+        x = x >= 2147483520.0f ? 2147483520.0f : x;
+        x = x <= -2147483648.0f ? -2147483648.0f : x;
+        out[i] = x == x ? (int32_t)x : 0;
+    }
+}
+
+// Rounds to nearest even, as the CPU's conversion does.
+__global__ static void cast_i32_f32_kernel(float *out, const int32_t *in, int64_t n)
+{
+    CUA_FOR(i, n) out[i] = (float)in[i];
+}
+
+static int k_cast(const kern_args *a)
+{
+    ir_dtype from = a->in_t[0]->dtype, to = a->out_t->dtype;
+    int64_t n = cuda_numel(a->out_t);
+    if (from == to)
+        copy(a, a->out, a->in[0], n);
+    else if (to == DT_I32)
+        cua_launch(a, n, cast_f32_i32_kernel, (int32_t *)a->out, (const float *)a->in[0], n);
+    else
+        cua_launch(a, n, cast_i32_f32_kernel, (float *)a->out, (const int32_t *)a->in[0], n);
+    return 0;
+}
+
+// ---- dropout and its gradient (same mask: devices/dropout.h) ----
+
+__global__ static void dropout_kernel(float *out, const float *x, int64_t n, uint64_t key,
+                                      float rate, float scale)
+{
+    CUA_FOR(i, n) out[i] = dropout_u(key, i) >= rate ? x[i] * scale : 0.0f;
+}
+
+// dropout: in[0] = x; dropout_grad: in[0] = dy, with the forward's attrs
+// (rate f0, training i1, mask key i2), so both drop the same elements.
+static int k_dropout(const kern_args *a)
+{
+    int64_t n = cuda_numel(a->out_t);
+    if (!cua_attr_i(a, 1)) {
+        copy(a, a->out, a->in[0], n);
+        return 0;
+    }
+    float rate = cua_attr_f(a, 0);
+    uint64_t seed = a->seed ^ ((uint64_t)cua_attr_i(a, 2) * 0x9e3779b97f4a7c15ull);
+    cua_launch(a, n, dropout_kernel, (float *)a->out, (const float *)a->in[0], n,
+               dropout_key(seed, a->step), rate, dropout_scale(rate));
+    return 0;
+}
+
+extern "C" const cuda_row cuda_rows_elementwise[] = {
+    {OP_ADD, k_arith<op_add>},
+    {OP_SUB, k_arith<op_sub>},
+    {OP_MUL, k_arith<op_mul>},
+    {OP_DIV, k_arith<op_div>},
+    {OP_EQ, k_compare<op_eq>},
+    {OP_NE, k_compare<op_ne>},
+    {OP_LT, k_compare<op_lt>},
+    {OP_GT, k_compare<op_gt>},
+    {OP_LE, k_compare<op_le>},
+    {OP_GE, k_compare<op_ge>},
+    {OP_NEG, k_neg},
+    {OP_EXP, k_unary<op_exp>},
+    {OP_LOG, k_unary<op_log>},
+    {OP_SQRT, k_unary<op_sqrt>},
+    {OP_RELU, k_unary<op_relu>},
+    {OP_SIGMOID, k_unary<op_sigmoid>},
+    {OP_TANH, k_unary<op_tanh>},
+    {OP_IDENTITY, k_copy},
+    {OP_RESHAPE, k_copy},
+    {OP_RELU_GRAD, k_act_grad<op_relu_grad>},
+    {OP_SIGMOID_GRAD, k_act_grad<op_sigmoid_grad>},
+    {OP_TANH_GRAD, k_act_grad<op_tanh_grad>},
+    {OP_CAST, k_cast},
+    {OP_DROPOUT, k_dropout},
+    {OP_DROPOUT_GRAD, k_dropout},
+    {OP_COUNT, NULL},
+};

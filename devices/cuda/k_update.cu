@@ -1,4 +1,185 @@
-// k_update.cu - CUDA kernels of the update family (rows for kernels.cu).
-#include "cuda_impl.cuh"
+// k_update.cu - CUDA kernels of the update family (rows for kernels.cu):
+// optimizer steps written IN PLACE into the variable, in[0], as
+// devices/cpu/cpu_update.c does.  Every product and sum is rounded on its
+// own (cua_mul, cua_add, cua_sub), as the CPU rounds them, so sgd, momentum
+// and assign_add are bit-identical to the CPU's, and adam is too unless
+// CUDA's double pow rounds its bias correction to another float than glibc's.
+//
+// Hogwild!: executors racing on one variable (DESIGN.md) race on the GPU
+// too, through plain loads and stores, like the CPU's loops.  Within one
+// call every element has one thread, except apply_sgd_rows on a repeated
+// id, whose rows are added atomically.
+#include "cu_a_args.cuh"
 
-extern "C" const cuda_row cuda_rows_update[] = {{OP_COUNT, NULL}};
+// ---- sgd ----
+
+__global__ static void sgd_kernel(float *var, const float *g, int64_t n, float lr)
+{
+    CUA_FOR(i, n) var[i] = cua_sub(var[i], cua_mul(lr, g[i]));
+}
+
+static int k_apply_sgd(const kern_args *a)
+{
+    int64_t n = cua_in_numel(a, 0);
+    cua_launch(a, n, sgd_kernel, (float *)a->in[0], (const float *)a->in[1], n, cua_attr_f(a, 0));
+    return 0;
+}
+
+// One block per row of the batch (rows[r] goes to var[ids[r]]), its threads
+// across the row.  A repeated id adds its rows atomically: the sum is right
+// but its rounding depends on the order the adds land in (the CPU adds them
+// in batch order).  atom.add.f32 also flushes subnormals to zero, which the
+// CPU does not.  When this call's id check failed (the first fault of the
+// queue is this launch's), nothing is written, as on the CPU; otherwise a bad
+// id is skipped, never written out of bounds.
+__global__ static void sgd_rows_kernel(float *var, const float *rows, const int32_t *ids, int64_t n,
+                                       int64_t d, int64_t limit, float lr, const cuda_fault *f,
+                                       int seq)
+{
+    if (f->seq == seq) return;
+    for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+        int32_t id = ids[r];
+        if (id < 0 || id >= limit) continue;
+        float *row = var + (int64_t)id * d;
+        const float *g = rows + r * d;
+        for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+            atomicAdd(&row[j], -cua_mul(lr, g[j]));
+    }
+}
+
+static int k_apply_sgd_rows(const kern_args *a)
+{
+    const ir_type *v = a->in_t[0];
+    const int32_t *ids = (const int32_t *)a->in[2];
+    int64_t n = cua_in_numel(a, 2), d = v->dim[1];
+    cuda_check_ids(a, ids, n, v->dim[0], CUDA_FAULT_ID);
+    if (n <= 0 || d <= 0) return 0;
+    unsigned threads = d >= CUDA_BLOCK ? (unsigned)CUDA_BLOCK : (unsigned)((d + 31) / 32 * 32);
+    unsigned blocks = n > 65535 * 8 ? 65535 * 8 : (unsigned)n;
+    sgd_rows_kernel<<<blocks, threads, 0, cuda_stream(a)>>>(
+        (float *)a->in[0], (const float *)a->in[1], ids, n, d, v->dim[0], cua_attr_f(a, 0),
+        a->queue->fault, a->queue->seq);
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
+// ---- momentum ----
+
+__global__ static void momentum_kernel(float *var, const float *g, float *acc, int64_t n, float lr,
+                                       float m, int nesterov)
+{
+    CUA_FOR(i, n)
+    {
+        float ai = cua_add(cua_mul(m, acc[i]), g[i]);
+        acc[i] = ai;
+        float step = nesterov ? cua_add(g[i], cua_mul(m, ai)) : ai;
+        var[i] = cua_sub(var[i], cua_mul(lr, step));
+    }
+}
+
+static int k_apply_momentum(const kern_args *a)
+{
+    int64_t n = cua_in_numel(a, 0);
+    cua_launch(a, n, momentum_kernel, (float *)a->in[0], (const float *)a->in[1], (float *)a->in[2],
+               n, cua_attr_f(a, 0), cua_attr_f(a, 1), cua_attr_i(a, 2) != 0);
+    return 0;
+}
+
+// ---- adam ----
+
+typedef struct adam_hp {
+    float lr, b1, b2, eps;
+} adam_hp;
+
+// The bias corrections 1-b1^t, 1-b2^t of step t (clamped to >= 1), in
+// double as the CPU computes them: b^t for t in the millions underflows
+// gracefully.
+__device__ static void adam_corrections(const adam_hp *hp, float step, float *c)
+{
+    double t = step < 1.0f ? 1.0 : (double)step;
+    c[0] = (float)(1.0 - pow((double)hp->b1, t));
+    c[1] = (float)(1.0 - pow((double)hp->b2, t));
+}
+
+// The step counter (a device scalar, in[4]) is read here, on the GPU, after
+// the assign_add that advanced it; one thread a block works out the
+// corrections.
+__global__ static void adam_kernel(float *var, const float *g, float *m, float *v, int64_t n,
+                                   const float *step, adam_hp hp)
+{
+    __shared__ float c[2];
+    if (threadIdx.x == 0) adam_corrections(&hp, *step, c);
+    __syncthreads();
+    if (c[0] <= 0.0f || c[1] <= 0.0f) return; // b1 or b2 >= 1: no defined step (as the CPU)
+    float lr1 = hp.lr / c[0], inv2 = 1.0f / c[1], k1 = 1.0f - hp.b1, k2 = 1.0f - hp.b2;
+    CUA_FOR(i, n)
+    {
+        float gi = g[i];
+        float mi = cua_add(cua_mul(hp.b1, m[i]), cua_mul(k1, gi));
+        float vi = cua_add(cua_mul(hp.b2, v[i]), cua_mul(cua_mul(k2, gi), gi));
+        m[i] = mi;
+        v[i] = vi;
+        var[i] = cua_sub(var[i], cua_mul(lr1, mi) / (sqrtf(cua_mul(vi, inv2)) + hp.eps));
+    }
+}
+
+static int k_apply_adam(const kern_args *a)
+{
+    adam_hp hp = {cua_attr_f(a, 0), cua_attr_f(a, 1), cua_attr_f(a, 2), cua_attr_f(a, 3)};
+    int64_t n = cua_in_numel(a, 0);
+    cua_launch(a, n, adam_kernel, (float *)a->in[0], (const float *)a->in[1], (float *)a->in[2],
+               (float *)a->in[3], n, (const float *)a->in[4], hp);
+    return 0;
+}
+
+// ---- assign_add ----
+
+__device__ static inline float add_wrap(float x, float y)
+{
+    return x + y;
+}
+__device__ static inline int32_t add_wrap(int32_t x, int32_t y)
+{
+    return (int32_t)((uint32_t)x + (uint32_t)y);
+}
+
+// x_vec == 0: x is a scalar, added to every element.
+template <typename T>
+__global__ static void assign_add_kernel(T *var, const T *x, int64_t n, int x_vec)
+{
+    CUA_FOR(i, n) var[i] = add_wrap(var[i], x[x_vec ? i : 0]);
+}
+
+template <typename T> static void assign_add(const kern_args *a, int64_t n, int x_vec)
+{
+    cua_launch(a, n, assign_add_kernel<T>, (T *)a->in[0], (const T *)a->in[1], n, x_vec);
+}
+
+static int k_assign_add(const kern_args *a)
+{
+    int64_t n = cua_in_numel(a, 0);
+    int x_vec = cua_in_numel(a, 1) != 1;
+    if (a->in_t[0]->dtype == DT_I32)
+        assign_add<int32_t>(a, n, x_vec);
+    else
+        assign_add<float>(a, n, x_vec);
+    return 0;
+}
+
+// ---- group: a barrier, no work ----
+
+static int k_group(const kern_args *a)
+{
+    (void)a;
+    return 0;
+}
+
+extern "C" const cuda_row cuda_rows_update[] = {
+    {OP_APPLY_SGD, k_apply_sgd},
+    {OP_APPLY_SGD_ROWS, k_apply_sgd_rows},
+    {OP_APPLY_MOMENTUM, k_apply_momentum},
+    {OP_APPLY_ADAM, k_apply_adam},
+    {OP_ASSIGN_ADD, k_assign_add},
+    {OP_GROUP, k_group},
+    {OP_COUNT, NULL},
+};
