@@ -89,7 +89,7 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_MAXPOOL2D, 1, PUB, ops_shape_pool, ops_grad_maxpool), .attrs = {A_INT("size", REQ), A_INT("stride", 0)}},
     E(OP_AVGPOOL2D, 1, PUB, ops_shape_pool, ops_grad_avgpool), .attrs = {A_INT("size", REQ), A_INT("stride", 0)}},
     /* stateful: the mask depends on the run's step */
-    E(OP_DROPOUT, 1, PUB | OPF_STATEFUL, ops_shape_dropout, ops_grad_dropout),
+    E(OP_DROPOUT, 1, PUB | OPF_STATEFUL | OPF_PER_RUN, ops_shape_dropout, ops_grad_dropout),
         .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1)}},
     HELPER(OP_RELU_GRAD, 2, ops_shape_grad_pair),
     HELPER(OP_SIGMOID_GRAD, 2, ops_shape_grad_pair),
@@ -104,7 +104,7 @@ const op_info ops_table[OP_COUNT] = {
         .scratch = ops_scratch_conv2d_grad_w, .cost = ops_cost_conv},
     E(OP_MAXPOOL_GRAD, 2, 0, ops_shape_like_in1, NULL), .attrs = ATTRS_POOL},
     E(OP_AVGPOOL_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_POOL},
-    E(OP_DROPOUT_GRAD, 1, OPF_STATEFUL, ops_shape_like_in0, NULL),
+    E(OP_DROPOUT_GRAD, 1, OPF_STATEFUL | OPF_PER_RUN, ops_shape_like_in0, NULL),
         .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1), A_INT("forward", REQ)}},
     E(OP_GATHER_GRAD, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SHAPE},
     E(OP_SLICE_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SLICE},

@@ -159,6 +159,9 @@ enum op_flag {
                                  folded or merged */
     OPF_UPDATE = 1 << 4,      /* writes in[0], a variable, in place (attr i5 = locking) */
     OPF_ELEMENTWISE = 1 << 5, /* fusable unary/binary elementwise */
+    OPF_PER_RUN = 1 << 6,     /* its kernel reads kern_args.step (dropout's mask): a step
+                                 graph, which replays the arguments it recorded, cannot
+                                 hold it */
 };
 
 typedef struct op_info {

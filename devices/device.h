@@ -71,6 +71,7 @@ int kern_run(kernel_fn fn, const kern_args *a);
 
 typedef struct device_obj device_obj;
 typedef struct dev_event dev_event; /* each device's own */
+typedef struct dev_graph dev_graph; /* each device's own */
 
 typedef enum dev_copy_kind {
     DEV_H2D, /* host memory -> this device */
@@ -108,6 +109,21 @@ typedef struct device_vtable {
     void (*event_record)(device_obj *d, dev_event *e, dev_queue *q);
     void (*event_wait)(device_obj *d, dev_queue *q, dev_event *e);
     void (*event_sync)(device_obj *d, dev_event *e);
+    /* Step graphs (optional: NULL on a device without them).  Between
+     * capture_begin and capture_end, what is enqueued on q (launches,
+     * copies, event records and waits) is recorded, not run; capture_end
+     * returns the recording (NULL: the device could not make one, and q is
+     * as before) and graph_launch enqueues it on q again, in one call, as
+     * if each recorded call were made anew with the arguments it had when
+     * recorded: kern_args are not read again, events are recorded and
+     * waited for anew.  Between two queue_syncs, a queue's recordings are
+     * launched in the order in which they were recorded after a sync (so
+     * queue_sync can name a failing call of one as if it had been
+     * enqueued alone). */
+    void (*capture_begin)(device_obj *d, dev_queue *q);
+    dev_graph *(*capture_end)(device_obj *d, dev_queue *q);
+    void (*graph_launch)(device_obj *d, dev_queue *q, dev_graph *g);
+    void (*graph_free)(device_obj *d, dev_graph *g);
     /* The device object's end (a device may hold threads or a mapping). */
     void (*close)(device_obj *d);
     const kernel_fn *kernels; /* [OP_COUNT]; NULL: the op is not implemented here */

@@ -163,6 +163,8 @@ typedef struct gr_session_options {
                            each optimizer said locking=true (default: Hogwild!) */
     int executors;      /* executors expected to run at once: each gets
                            threads / executors intra-op threads (default 1) */
+    int no_step_graphs; /* on a GPU, enqueue each step's calls one by one instead of
+                           replaying them as a recorded step graph (CUDA graphs) */
 } gr_session_options;
 
 gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,

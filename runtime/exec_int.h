@@ -17,6 +17,18 @@ typedef struct exec_level {
     int *send, n_send; /* transfers sent after it */
 } exec_level;
 
+/* A stretch of a partition's step that waits for all its transfers before
+ * it and signals all its sends after it (parts.c): what it enqueues is the
+ * same every step, so an async device may record it once as a step graph
+ * and replay it. */
+typedef struct exec_seg {
+    int send0;        /* the partition's send0 transfers, and no level */
+    int first, n;     /* levels [first, first + n) */
+    int record;       /* may be recorded (the partition and its copies allow it) */
+    int runs;         /* steps run before it is recorded */
+    dev_graph *graph; /* the recording, or NULL */
+} exec_seg;
+
 /* A partition: the calls of one device, run by its own thread (the caller's
  * for partition 0) with its own region of the arena, scratch and, on a
  * synchronous device (the CPU), intra-op pool; on an asynchronous one, a
@@ -31,6 +43,8 @@ typedef struct exec_part {
     float *host_out; /* async, --check-numerics: a host copy of one output */
     int first_level, n_levels;
     int *send0, n_send0; /* transfers of sources (variables, data...), sent first */
+    exec_seg *segs;      /* the step in stretches, in order */
+    int n_segs;
     pthread_t thread;
     int started;
     gr_status *st; /* a NaN found by check_numerics on this partition's thread */

@@ -103,6 +103,203 @@ static void unlink_xfers(rt_exec *e)
     free(e->xfers);
 }
 
+/* Waits a little before sleeping when every partition thread of every
+ * executor has a core of the budget (e->spin): a transfer or the next step
+ * usually comes within microseconds, and waking a sleeping thread costs
+ * more.  Measured on examples/two_towers.graph, 2 threads: sync towers
+ * (1 executor x 2 partitions) 2,100 -> 2,390 steps/s with spinning; async
+ * towers (2 executors, one of them with 2 partitions) fall from 4,990 to
+ * 3,990 if they spin too, since spinning threads then take cores from
+ * working ones. */
+#define SPIN 4000
+
+/* Spins until *flag == want (or, with !eq, until it differs from want). */
+static int spin_for(const rt_exec *e, _Atomic uint64_t *flag, uint64_t want, int eq)
+{
+    for (int i = 0; e->spin && i < SPIN; i++) {
+        if ((atomic_load_explicit(flag, memory_order_acquire) == want) == eq) return 1;
+        cpu_relax();
+    }
+    return 0;
+}
+
+/* The producer's copy (see the top of this file); xfer_flag follows. */
+static void xfer_copy_out(rt_exec *e, int x)
+{
+    const plan_xfer *t = &e->p->xfers[x];
+    const exec_xfer *xs = &e->xfers[x];
+    device_obj *d = e->parts[e->p->part[t->src]].dev;
+    dev_queue *q = e->parts[e->p->part[t->src]].q;
+    char *recv = t->bytes ? exec_addr(e, t->dst_part, t->offset) : NULL;
+    if (xs->mode == XFER_HOST_HOST && t->bytes) memcpy(recv, e->buf[t->src], t->bytes);
+    if (xs->mode == XFER_HOST_DEV && t->bytes) memcpy(xs->staging, e->buf[t->src], t->bytes);
+    if (xs->mode == XFER_DEV_HOST || xs->mode == XFER_DEV_DEV) {
+        void *dst = xs->mode == XFER_DEV_HOST ? (void *)recv : xs->staging;
+        if (t->bytes) d->vt->copy_async(d, q, dst, e->buf[t->src], t->bytes, DEV_D2H);
+        d->vt->event_record(d, xs->done, q);
+    }
+}
+
+/* The producer says the transfer is filled (or enqueued) for step gen. */
+static void xfer_flag(rt_exec *e, int x, uint64_t gen)
+{
+    pthread_mutex_lock(&e->mu);
+    atomic_store_explicit(&e->xfer_ready[x], gen, memory_order_release);
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* The consumer's thread waits for the flag, and for the producer's device
+ * where its own queue cannot wait for it. */
+static void xfer_wait(rt_exec *e, int x, uint64_t gen)
+{
+    const exec_xfer *xs = &e->xfers[x];
+    device_obj *from = e->parts[e->p->part[e->p->xfers[x].src]].dev;
+    device_obj *to = e->parts[e->p->xfers[x].dst_part].dev;
+    if (!spin_for(e, &e->xfer_ready[x], gen, 1)) {
+        pthread_mutex_lock(&e->mu);
+        while (atomic_load(&e->xfer_ready[x]) != gen) pthread_cond_wait(&e->cv, &e->mu);
+        pthread_mutex_unlock(&e->mu);
+    }
+    if (xs->mode == XFER_DEV_HOST || (xs->mode == XFER_DEV_DEV && from->vt != to->vt))
+        from->vt->event_sync(from, xs->done);
+}
+
+/* The consumer's queue: waits for the producer's event where it can, then
+ * copies staging -> receive buffer. */
+static void xfer_copy_in(rt_exec *e, int x)
+{
+    const plan_xfer *t = &e->p->xfers[x];
+    const exec_xfer *xs = &e->xfers[x];
+    device_obj *from = e->parts[e->p->part[t->src]].dev;
+    const exec_part *to = &e->parts[t->dst_part];
+    if (xs->mode == XFER_DEV_DEV && from->vt == to->dev->vt)
+        to->dev->vt->event_wait(to->dev, to->q, xs->done);
+    if ((xs->mode == XFER_HOST_DEV || xs->mode == XFER_DEV_DEV) && t->bytes)
+        to->dev->vt->copy_async(to->dev, to->q, exec_addr(e, t->dst_part, t->offset), xs->staging,
+                                t->bytes, DEV_H2D);
+}
+
+/* ---- a partition's step, stretch by stretch ---- */
+
+/* The transfers a stretch receives before it and sends after it. */
+static const exec_level *seg_first(const rt_exec *e, const exec_seg *sg)
+{
+    return sg->n ? &e->levels[sg->first] : NULL;
+}
+
+static void seg_sends(const rt_exec *e, const exec_part *pt, const exec_seg *sg, const int **x,
+                      int *n)
+{
+    const exec_level *last = sg->n ? &e->levels[sg->first + sg->n - 1] : NULL;
+    *x = sg->send0 ? pt->send0 : last ? last->send : NULL;
+    *n = sg->send0 ? pt->n_send0 : last ? last->n_send : 0;
+}
+
+/* A new stretch starts at a level that receives; one ends at a level that
+ * sends.  Sources' sends are a stretch of their own, first: a partition
+ * must not wait before it sends them (the no-deadlock argument at the top
+ * of this file needs every send as early as before). */
+static void build_segs(rt_exec *e, exec_part *pt)
+{
+    pt->segs = xcalloc((size_t)pt->n_levels + 2, sizeof *pt->segs);
+    if (pt->n_send0) pt->segs[pt->n_segs++] = (exec_seg){.send0 = 1, .first = pt->first_level};
+    exec_seg *cur = NULL;
+    for (int l = pt->first_level; l < pt->first_level + pt->n_levels; l++) {
+        const exec_level *L = &e->levels[l];
+        if (!cur || L->n_wait || e->levels[l - 1].n_send) {
+            cur = &pt->segs[pt->n_segs++];
+            *cur = (exec_seg){.first = l};
+        }
+        cur->n++;
+    }
+}
+
+/* Whether the stretches of partition pt may be recorded: an async device
+ * with step graphs, no --check-numerics (it syncs inside the step), no call
+ * that reads the run counter, and, per stretch, no copy into host memory
+ * that is not pinned (a dev -> host send writes the CPU's arena). */
+static void mark_recordable(rt_exec *e, exec_part *pt)
+{
+    if (!pt->q || !pt->dev->vt->capture_begin || e->s->opt.check_numerics ||
+        e->s->opt.no_step_graphs)
+        return;
+    for (int l = pt->first_level; l < pt->first_level + pt->n_levels; l++)
+        for (int i = e->levels[l].first; i < e->levels[l].first + e->levels[l].n; i++)
+            if (ops_has(e->args[i].node->op, OPF_PER_RUN)) return;
+    for (int s = 0; s < pt->n_segs; s++) {
+        const int *x;
+        int n, ok = 1;
+        seg_sends(e, pt, &pt->segs[s], &x, &n);
+        for (int i = 0; i < n; i++) ok &= e->xfers[x[i]].mode != XFER_DEV_HOST;
+        pt->segs[s].record = ok;
+    }
+}
+
+static void free_segs(exec_part *pt)
+{
+    for (int s = 0; s < pt->n_segs; s++)
+        if (pt->segs[s].graph) pt->dev->vt->graph_free(pt->dev, pt->segs[s].graph);
+    free(pt->segs);
+    pt->segs = NULL;
+    pt->n_segs = 0;
+}
+
+/* What a stretch enqueues (or, on the CPU, runs).  After a failing kernel
+ * or a NaN anywhere the levels left are skipped, unless it is being
+ * recorded: a recording must hold every call (a failed step's results are
+ * dropped anyway). */
+static void seg_enqueue(rt_exec *e, int k, const exec_seg *sg, int recording)
+{
+    exec_part *pt = &e->parts[k];
+    for (int i = 0; sg->send0 && i < pt->n_send0; i++) xfer_copy_out(e, pt->send0[i]);
+    for (int l = sg->first; l < sg->first + sg->n; l++) {
+        const exec_level *L = &e->levels[l];
+        for (int i = 0; i < L->n_wait; i++) xfer_copy_in(e, L->wait[i]);
+        if ((recording || !atomic_load(&e->failed)) &&
+            (sched_run_level(e, L, pt->st) != GR_OK || sched_check_level(e, L, pt->st) != GR_OK))
+            atomic_store(&e->failed, k + 1);
+        for (int i = 0; i < L->n_send; i++) xfer_copy_out(e, L->send[i]);
+    }
+}
+
+/* The first step of a recordable stretch runs call by call (first calls
+ * may set things up: cuBLAS does), the second records it; from then on
+ * each step replays the recording. */
+static void seg_run(rt_exec *e, int k, exec_seg *sg)
+{
+    exec_part *pt = &e->parts[k];
+    const device_vtable *vt = pt->dev->vt;
+    if (sg->record && !sg->graph && sg->runs++ == 1) {
+        vt->capture_begin(pt->dev, pt->q);
+        seg_enqueue(e, k, sg, 1);
+        sg->graph = vt->capture_end(pt->dev, pt->q);
+        sg->record = sg->graph != NULL;
+    }
+    if (sg->graph)
+        vt->graph_launch(pt->dev, pt->q, sg->graph);
+    else
+        seg_enqueue(e, k, sg, 0);
+}
+
+/* One partition's step.  Every transfer is marked even after a failure, so
+ * no partition waits forever. */
+static void run_part(rt_exec *e, int k, uint64_t gen)
+{
+    exec_part *pt = &e->parts[k];
+    for (int s = 0; s < pt->n_segs; s++) {
+        exec_seg *sg = &pt->segs[s];
+        const exec_level *L = seg_first(e, sg);
+        for (int i = 0; !sg->send0 && L && i < L->n_wait; i++) xfer_wait(e, L->wait[i], gen);
+        seg_run(e, k, sg);
+        const int *x;
+        int n;
+        seg_sends(e, pt, sg, &x, &n);
+        for (int i = 0; i < n; i++) xfer_flag(e, x[i], gen);
+    }
+    if (sched_sync(e, k, pt->st) != GR_OK) atomic_store(&e->failed, k + 1);
+}
+
 gr_code parts_link(rt_exec *e, gr_status *st)
 {
     const plan_graph *p = e->p;
@@ -126,94 +323,13 @@ gr_code parts_link(rt_exec *e, gr_status *st)
     }
     free(sent_at);
     gr_code c = link_xfers(e, st);
+    for (int k = 0; c == GR_OK && k < e->n_parts; k++) {
+        build_segs(e, &e->parts[k]);
+        mark_recordable(e, &e->parts[k]);
+    }
     if (c == GR_OK) /* parts_stop's sign that parts_start ran */
         e->xfer_ready = xcalloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
     return c;
-}
-
-/* Waits a little before sleeping when every partition thread of every
- * executor has a core of the budget (e->spin): a transfer or the next step
- * usually comes within microseconds, and waking a sleeping thread costs
- * more.  Measured on examples/two_towers.graph, 2 threads: sync towers
- * (1 executor x 2 partitions) 2,100 -> 2,390 steps/s with spinning; async
- * towers (2 executors, one of them with 2 partitions) fall from 4,990 to
- * 3,990 if they spin too, since spinning threads then take cores from
- * working ones. */
-#define SPIN 4000
-
-/* Spins until *flag == want (or, with !eq, until it differs from want). */
-static int spin_for(const rt_exec *e, _Atomic uint64_t *flag, uint64_t want, int eq)
-{
-    for (int i = 0; e->spin && i < SPIN; i++) {
-        if ((atomic_load_explicit(flag, memory_order_acquire) == want) == eq) return 1;
-        cpu_relax();
-    }
-    return 0;
-}
-
-/* The producer's part (see the top of this file), then the flag. */
-static void xfer_send(rt_exec *e, int x, uint64_t gen)
-{
-    const plan_xfer *t = &e->p->xfers[x];
-    const exec_xfer *xs = &e->xfers[x];
-    const exec_part *from = &e->parts[e->p->part[t->src]];
-    device_obj *d = from->dev;
-    char *recv = t->bytes ? exec_addr(e, t->dst_part, t->offset) : NULL;
-    if (xs->mode == XFER_HOST_HOST && t->bytes) memcpy(recv, e->buf[t->src], t->bytes);
-    if (xs->mode == XFER_HOST_DEV && t->bytes) memcpy(xs->staging, e->buf[t->src], t->bytes);
-    if (xs->mode == XFER_DEV_HOST || xs->mode == XFER_DEV_DEV) {
-        void *dst = xs->mode == XFER_DEV_HOST ? (void *)recv : xs->staging;
-        if (t->bytes) d->vt->copy_async(d, from->q, dst, e->buf[t->src], t->bytes, DEV_D2H);
-        d->vt->event_record(d, xs->done, from->q);
-    }
-    pthread_mutex_lock(&e->mu);
-    atomic_store_explicit(&e->xfer_ready[x], gen, memory_order_release);
-    pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->mu);
-}
-
-static void xfer_wait_flag(rt_exec *e, int x, uint64_t gen)
-{
-    if (spin_for(e, &e->xfer_ready[x], gen, 1)) return;
-    pthread_mutex_lock(&e->mu);
-    while (atomic_load(&e->xfer_ready[x]) != gen) pthread_cond_wait(&e->cv, &e->mu);
-    pthread_mutex_unlock(&e->mu);
-}
-
-/* The consumer's part (see the top of this file), after the flag. */
-static void xfer_receive(rt_exec *e, int x, uint64_t gen)
-{
-    const plan_xfer *t = &e->p->xfers[x];
-    const exec_xfer *xs = &e->xfers[x];
-    device_obj *from = e->parts[e->p->part[t->src]].dev;
-    const exec_part *to = &e->parts[t->dst_part];
-    xfer_wait_flag(e, x, gen);
-    if (xs->mode == XFER_DEV_HOST) from->vt->event_sync(from, xs->done);
-    if (xs->mode == XFER_DEV_DEV && from->vt == to->dev->vt)
-        to->dev->vt->event_wait(to->dev, to->q, xs->done);
-    else if (xs->mode == XFER_DEV_DEV)
-        from->vt->event_sync(from, xs->done);
-    if ((xs->mode == XFER_HOST_DEV || xs->mode == XFER_DEV_DEV) && t->bytes)
-        to->dev->vt->copy_async(to->dev, to->q, exec_addr(e, t->dst_part, t->offset), xs->staging,
-                                t->bytes, DEV_H2D);
-}
-
-/* One partition's step.  After a failing kernel or a NaN (check_numerics)
- * anywhere, the levels left are skipped, but every transfer is still
- * marked, so no partition waits forever. */
-static void run_part(rt_exec *e, int k, uint64_t gen)
-{
-    exec_part *pt = &e->parts[k];
-    for (int i = 0; i < pt->n_send0; i++) xfer_send(e, pt->send0[i], gen);
-    for (int l = pt->first_level; l < pt->first_level + pt->n_levels; l++) {
-        const exec_level *L = &e->levels[l];
-        for (int i = 0; i < L->n_wait; i++) xfer_receive(e, L->wait[i], gen);
-        if (!atomic_load(&e->failed) &&
-            (sched_run_level(e, L, pt->st) != GR_OK || sched_check_level(e, L, pt->st) != GR_OK))
-            atomic_store(&e->failed, k + 1);
-        for (int i = 0; i < L->n_send; i++) xfer_send(e, L->send[i], gen);
-    }
-    if (sched_sync(e, k, pt->st) != GR_OK) atomic_store(&e->failed, k + 1);
 }
 
 typedef struct part_arg {
@@ -267,6 +383,7 @@ gr_code parts_start(rt_exec *e, gr_status *st)
 
 void parts_stop(rt_exec *e)
 {
+    for (int k = 0; e->parts && k < e->n_parts; k++) free_segs(&e->parts[k]);
     unlink_xfers(e);
     if (!e->xfer_ready) return; /* parts_link never ran */
     pthread_mutex_lock(&e->mu);

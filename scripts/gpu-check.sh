@@ -383,11 +383,25 @@ bench_row() {
     echo "| $what | ${g:-n/a} | ${t:-FAIL} | $r | ${c:--} | ${ga:--} / ${ta:--} |"
 }
 
+# graph_row WHAT LOG_GRAPHS LOG_CALLS: µs per step both ways.
+graph_row() {
+    local g c
+    g=$(done_field "$2" steps_per_s)
+    c=$(done_field "$3" steps_per_s)
+    awk -v w="$1" -v g="${g:-0}" -v c="${c:-0}" 'BEGIN {
+        if (g > 0 && c > 0) printf "| %s | %.1f | %.1f | %.1f%% |\n", w, 1e6 / g, 1e6 / c, 100 * (1 - c / g);
+        else printf "| %s | %s | %s | - |\n", w, g, c }'
+}
+
 st_bench() {
     local py=python3 ts tm tc
     cd "$ROOT" || return 1
     train sm_gpu examples/fashion_softmax.graph 5000 GR_TEST_ON_GPU=1
     train sm_cpu examples/fashion_softmax.graph 5000
+    GR_TEST_ON_GPU=1 "$BUILD/graphrun" "$ROOT/examples/fashion_softmax.graph" --steps 5000 --seed 1 \
+        --quiet --no-step-graphs --log "$WORK/sm_gpu_calls.jsonl"
+    GR_TEST_ON_GPU=1 "$BUILD/graphrun" "$ROOT/examples/fashion_mlp.graph" --steps 2000 --seed 1 \
+        --quiet --no-step-graphs --log "$WORK/mlp_gpu_calls.jsonl"
     ts=$(timeout 90 $py bench/gpu/torch_cuda.py softmax 5000 2>&1 | tail -1)
     tm=$(timeout 90 $py bench/gpu/torch_cuda.py mlp 2000 2>&1 | tail -1)
     tc=$(timeout 90 $py bench/gpu/torch_cuda.py cnn 300 2>&1 | tail -1)
@@ -406,6 +420,13 @@ st_bench() {
         bench_row "LeNet CNN, batch 64, 300 steps" "$WORK/cnn_gpu.jsonl" "$tc" "$WORK/cnn_cpu.jsonl"
         echo "| MLP Hogwild!, 2 executors on gpu:0, 2000 steps | $(done_field "$WORK/hogwild.jsonl" steps_per_s) | - | - | - | $(done_field "$WORK/hogwild.jsonl" accuracy) / - |"
         echo
+        echo "### step graphs (CUDA graphs) against the same steps launched call by call (--no-step-graphs)"
+        echo
+        echo "| workload | µs/step, step graphs | µs/step, call by call | saved |"
+        echo "|---|---|---|---|"
+        graph_row "softmax regression, batch 32" "$WORK/sm_gpu.jsonl" "$WORK/sm_gpu_calls.jsonl"
+        graph_row "MLP, batch 64" "$WORK/mlp_gpu.jsonl" "$WORK/mlp_gpu_calls.jsonl"
+        echo
         echo "### matmul: graphrun's CUDA kernel (through the device vtable) against cuBLAS alone"
         echo
         timeout 60 "$BUILD/gpu_matmul" 2>&1 || echo "(gpu_matmul failed: exit $?)"
@@ -417,7 +438,7 @@ st_bench() {
     return 0
 }
 
-export -f note done_field unpack_deb train compare_acc bench_row
+export -f note done_field unpack_deb train compare_acc bench_row graph_row
 export -f st_unpack st_tools st_configure st_build st_gpu st_sim st_ctest_gpu st_sanitizer
 export -f st_train_mlp st_train_cnn st_hogwild st_towers st_bench
 export PACK BENCH_OUT=$BENCH

@@ -696,6 +696,60 @@ static void test_event_sync_waits_for_the_recorded_work(void **state)
     d->vt->close(d);
 }
 
+/* ---- step graphs ---- */
+
+/* A recording runs nothing; each launch of it runs the recorded calls
+ * (a kernel and a copy) again, in order, with the recorded arguments. */
+static void test_a_recording_runs_only_when_launched(void **state)
+{
+    (void)state;
+    device_obj *d = sim_open(0);
+    float x[4] = {1, 2, 3, 4}, zero[4] = {0}, out[4];
+    float *dx = dev_floats(d, x, 4), *dout = dev_floats(d, zero, 4);
+    dev_queue *q = d->vt->queue_new(d);
+    kcall c;
+    d->vt->capture_begin(d, q);
+    launch_add(d, q, &c, dout, dx, dx, 4);                       /* out = 2x */
+    d->vt->copy_async(d, q, dx, dout, sizeof x, DEV_D2D);        /* x = out */
+    dev_graph *g = d->vt->capture_end(d, q);
+    assert_non_null(g);
+    sync_ok(d, q);
+    d->vt->to_host(d, out, dout, sizeof out);
+    assert_true(all_equal(out, 4, 0.0f)); /* recorded, not run */
+    for (int k = 0; k < 3; k++) d->vt->graph_launch(d, q, g);
+    sync_ok(d, q);
+    d->vt->to_host(d, out, dout, sizeof out);
+    for (int i = 0; i < 4; i++) assert_true(out[i] == 8 * x[i]);
+    assert_int_equal(sim_graph_launches(d), 3);
+    d->vt->graph_free(d, g);
+    d->vt->queue_free(d, q);
+    d->vt->close(d);
+}
+
+/* The planted bug: the caller moves a recorded call's output and expects
+ * the replay to follow.  A GPU would write the old buffer; the sim stops. */
+static void replay_changed_args(void *arg)
+{
+    device_obj *d = arg;
+    float *a = d->vt->alloc(d, 16), *b = d->vt->alloc(d, 16);
+    dev_queue *q = d->vt->queue_new(d);
+    kcall c;
+    d->vt->capture_begin(d, q);
+    launch_add(d, q, &c, a, a, a, 4);
+    dev_graph *g = d->vt->capture_end(d, q);
+    c.a.out = b;
+    d->vt->graph_launch(d, q, g);
+    d->vt->queue_sync(d, q);
+}
+
+static void test_replay_with_changed_arguments_is_fatal(void **state)
+{
+    (void)state;
+    device_obj *d = sim_open(0);
+    assert_died_of(in_child(replay_changed_args, d), SIGABRT);
+    d->vt->close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -716,6 +770,8 @@ int main(void)
         cmocka_unit_test(test_missing_event_wait_reads_a_stale_value),
         cmocka_unit_test(test_event_orders_queues_of_two_devices),
         cmocka_unit_test(test_event_sync_waits_for_the_recorded_work),
+        cmocka_unit_test(test_a_recording_runs_only_when_launched),
+        cmocka_unit_test(test_replay_with_changed_arguments_is_fatal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

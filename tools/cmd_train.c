@@ -26,6 +26,7 @@ static const char train_usage[] =
     "  --check-numerics   stop at the first NaN/Inf, naming the op and its line\n"
     "  --devices SPEC     the devices, e.g. cpu:0-1,gpu:0 (sim:N: simulated GPUs);\n"
     "                     default: this machine's\n"
+    "  --no-step-graphs   on a GPU, launch each step's calls one by one (no CUDA graphs)\n"
     "  --soft-placement   run nodes placed on missing devices, or without a kernel there, on "
     "cpu:0\n"
     "  --quiet            print only errors and the final summary\n"
@@ -83,6 +84,7 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         O_EXECUTORS,
         O_LOCKING,
         O_DEVICES,
+        O_NO_GRAPHS,
         O_HELP
     };
     static const struct option longs[] = {{"steps", 1, 0, O_STEPS},
@@ -97,6 +99,7 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
                                           {"check-numerics", 0, 0, O_NUMERICS},
                                           {"soft-placement", 0, 0, O_SOFT},
                                           {"devices", 1, 0, O_DEVICES},
+                                          {"no-step-graphs", 0, 0, O_NO_GRAPHS},
                                           {"checkpoint", 1, 0, O_CKPT},
                                           {"checkpoint-every", 1, 0, O_CKPT_EVERY},
                                           {"restore", 1, 0, O_RESTORE},
@@ -160,6 +163,9 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
             break;
         case O_DEVICES:
             o->comp.devices = optarg;
+            break;
+        case O_NO_GRAPHS:
+            o->sess.no_step_graphs = 1;
             break;
         case O_CKPT:
             o->ckpt_path = optarg;

@@ -46,7 +46,12 @@ struct dev_queue {
     int seq;                    /* the launch being enqueued: 1, 2, ... since the sync */
     const kern_args **launched; /* [seq]: which call each launch was */
     int cap_launched;
+    int capture_seq;            /* seq when the step graph being captured began */
+    void *blas_ws;              /* cuBLAS's workspace, CUDA_BLAS_WORKSPACE bytes */
 };
+
+/* 32 MiB: what NVIDIA's cuBLAS notes advise for Hopper. */
+#define CUDA_BLAS_WORKSPACE ((size_t)32 << 20)
 
 /* Checks a CUDA or cuBLAS call: a failure is fatal (the abort hook), naming
  * the call, file:line and, when a is given, the op and its .graph line. */

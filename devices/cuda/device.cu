@@ -104,6 +104,10 @@ static dev_queue *cu_queue_new(device_obj *d)
     CUDA_CHECK(cudaStreamCreateWithFlags(&q->stream, cudaStreamNonBlocking), NULL);
     CUBLAS_CHECK(cublasCreate(&q->blas), NULL);
     CUBLAS_CHECK(cublasSetStream(q->blas, q->stream), NULL);
+    // cuBLAS's workspace given once, so no GEMM allocates (nor may, inside a
+    // step graph's capture).
+    CUDA_CHECK(cudaMalloc(&q->blas_ws, CUDA_BLAS_WORKSPACE), NULL);
+    CUBLAS_CHECK(cublasSetWorkspace(q->blas, q->blas_ws, CUDA_BLAS_WORKSPACE), NULL);
     CUDA_CHECK(cudaMalloc(&q->fault, sizeof *q->fault), NULL);
     CUDA_CHECK(cudaMemset(q->fault, 0, sizeof *q->fault), NULL);
     CUDA_CHECK(cudaMallocHost(&q->fault_host, sizeof *q->fault_host), NULL);
@@ -117,6 +121,7 @@ static void cu_queue_free(device_obj *d, dev_queue *q)
     CUDA_CHECK(cudaStreamSynchronize(q->stream), NULL);
     CUBLAS_CHECK(cublasDestroy(q->blas), NULL);
     CUDA_CHECK(cudaFree(q->fault), NULL);
+    CUDA_CHECK(cudaFree(q->blas_ws), NULL);
     CUDA_CHECK(cudaFreeHost(q->fault_host), NULL);
     CUDA_CHECK(cudaStreamDestroy(q->stream), NULL);
     free(q->launched);
@@ -192,18 +197,21 @@ static void cu_event_free(device_obj *d, dev_event *e)
     free(e);
 }
 
+// External: inside a step graph's capture, a record or wait becomes a node
+// that records or waits for the event each time the graph runs (the other
+// side is outside the graph); outside a capture the flags change nothing.
 static void cu_event_record(device_obj *d, dev_event *e, dev_queue *q)
 {
     (void)d;
     CUDA_CHECK(cudaSetDevice(q->device), NULL);
-    CUDA_CHECK(cudaEventRecord(e->ev, q->stream), NULL);
+    CUDA_CHECK(cudaEventRecordWithFlags(e->ev, q->stream, cudaEventRecordExternal), NULL);
 }
 
 static void cu_event_wait(device_obj *d, dev_queue *q, dev_event *e)
 {
     (void)d;
     CUDA_CHECK(cudaSetDevice(q->device), NULL);
-    CUDA_CHECK(cudaStreamWaitEvent(q->stream, e->ev, 0), NULL);
+    CUDA_CHECK(cudaStreamWaitEvent(q->stream, e->ev, cudaEventWaitExternal), NULL);
 }
 
 static void cu_event_sync(device_obj *d, dev_event *e)
@@ -211,6 +219,77 @@ static void cu_event_sync(device_obj *d, dev_event *e)
     (void)d;
     CUDA_CHECK(cudaSetDevice(e->device), NULL);
     CUDA_CHECK(cudaEventSynchronize(e->ev), NULL);
+}
+
+// ---- step graphs: stream capture ----
+
+// A captured stretch of a queue: the launches it holds were numbers
+// seq_begin + 1 .. seq_end after a sync, and their kernels report faults
+// under those numbers, so a launch puts the same calls back there.
+struct dev_graph {
+    dev_queue *q;
+    cudaGraphExec_t exec;
+    int seq_begin, seq_end;
+    const kern_args **launched; // [seq_end - seq_begin]
+};
+
+static void cu_capture_begin(device_obj *d, dev_queue *q)
+{
+    (void)d;
+    CUDA_CHECK(cudaSetDevice(q->device), NULL);
+    q->capture_seq = q->seq;
+    CUDA_CHECK(cudaStreamBeginCapture(q->stream, cudaStreamCaptureModeThreadLocal), NULL);
+}
+
+// Nothing captured has run: q's launch count goes back to where the
+// capture began.  A capture the driver refused leaves no graph (the caller
+// then enqueues the same calls one by one).
+static dev_graph *cu_capture_end(device_obj *d, dev_queue *q)
+{
+    (void)d;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    int begin = q->capture_seq, end = q->seq;
+    q->seq = begin;
+    if (cudaStreamEndCapture(q->stream, &graph) != cudaSuccess || !graph ||
+        cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+        cudaGetLastError(); // the refusal is not an error of a later call
+        if (graph) cudaGraphDestroy(graph);
+        return NULL;
+    }
+    CUDA_CHECK(cudaGraphDestroy(graph), NULL);
+    dev_graph *g = (dev_graph *)xcalloc(1, sizeof *g);
+    *g = dev_graph{q, exec, begin, end, NULL};
+    g->launched = (const kern_args **)xreallocarray(NULL, (size_t)(end - begin) + 1,
+                                                    sizeof *g->launched);
+    memcpy(g->launched, q->launched + begin + 1, sizeof *g->launched * (size_t)(end - begin));
+    return g;
+}
+
+static void cu_graph_launch(device_obj *d, dev_queue *q, dev_graph *g)
+{
+    (void)d;
+    GR_ASSERT(g->q == q && q->seq == g->seq_begin);
+    while (g->seq_end >= q->cap_launched) {
+        q->cap_launched = q->cap_launched ? 2 * q->cap_launched : 256;
+        q->launched = (const kern_args **)xreallocarray(q->launched, (size_t)q->cap_launched,
+                                                        sizeof *q->launched);
+    }
+    memcpy(q->launched + g->seq_begin + 1, g->launched,
+           sizeof *g->launched * (size_t)(g->seq_end - g->seq_begin));
+    q->seq = g->seq_end;
+    CUDA_CHECK(cudaSetDevice(q->device), NULL);
+    CUDA_CHECK(cudaGraphLaunch(g->exec, q->stream), NULL);
+}
+
+static void cu_graph_free(device_obj *d, dev_graph *g)
+{
+    (void)d;
+    if (!g) return;
+    CUDA_CHECK(cudaSetDevice(g->q->device), NULL);
+    CUDA_CHECK(cudaGraphExecDestroy(g->exec), NULL);
+    free(g->launched);
+    free(g);
 }
 
 static void cu_close(device_obj *d)
@@ -222,7 +301,8 @@ extern "C" const device_vtable cuda_vtable = {
     "cuda",        1,           cu_alloc,       cu_free,         cu_host_alloc,
     cu_host_free,  cu_to_device, cu_to_host,    cu_queue_new,    cu_queue_free,
     cu_launch,     cu_copy_async, cu_queue_sync, cu_event_new,    cu_event_free,
-    cu_event_record, cu_event_wait, cu_event_sync, cu_close,      cuda_kernels,
+    cu_event_record, cu_event_wait, cu_event_sync, cu_capture_begin, cu_capture_end,
+    cu_graph_launch, cu_graph_free, cu_close,      cuda_kernels,
 };
 
 // ---- ids checked on the GPU ----

@@ -36,7 +36,12 @@
  * A hostile delay.  sim_set_delay_us (or GR_SIM_DELAY_US) makes the worker
  * sleep before every entry, so that work the host did not wait for has
  * certainly not run yet when it looks: a missing sync or event is a wrong
- * value in a plain build, deterministically, not only a TSan report. */
+ * value in a plain build, deterministically, not only a TSan report.
+ *
+ * Step graphs that replay what was recorded.  As CUDA graphs do, a
+ * recording runs nothing and a replay uses the arguments of the recording;
+ * the sim also stops the program when the caller changed them since
+ * (sim_graph.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +109,10 @@ const device_vtable sim_vtable = {
     .event_record = sim_event_record,
     .event_wait = sim_event_wait,
     .event_sync = sim_event_sync,
+    .capture_begin = sim_capture_begin,
+    .capture_end = sim_capture_end,
+    .graph_launch = sim_graph_launch,
+    .graph_free = sim_graph_free,
     .close = sim_close,
     .kernels = cpu_kernels,
 };

@@ -43,6 +43,10 @@ device_obj *sim_device_new_sized(int id, size_t region_bytes);
  * delay they started with. */
 void sim_set_delay_us(device_obj *d, unsigned us);
 
+/* How many step graphs d has launched (tests: proof that a run replayed
+ * recordings). */
+uint64_t sim_graph_launches(device_obj *d);
+
 /* Bytes a fresh allocation is filled with, so that a read of memory nobody
  * wrote gives NaN (f32) or -1 (i32) instead of a plausible zero. */
 #define SIM_POISON 0xff

@@ -58,6 +58,7 @@ void *sim_region_at(sim_region *r, const void *p, size_t n, const char *what);
 typedef struct sim_dev {
     sim_region mem;
     atomic_uint delay_us;
+    _Atomic uint64_t graph_launches; /* sim_graph_launches */
     pthread_mutex_t queues_mu; /* guards queues */
     dev_queue *queues;         /* open queues, closed with the device */
 } sim_dev;
@@ -82,5 +83,36 @@ void sim_event_wait(device_obj *d, dev_queue *q, dev_event *e);
 void sim_event_sync(device_obj *d, dev_event *e);
 /* Drains, stops and frees every queue of d still open (device close). */
 void sim_queues_close(device_obj *d);
+/* sim_launch with the kern_args to run (a) apart from the ones queue_sync
+ * names when it fails (orig). */
+void sim_launch_as(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a,
+                   const kern_args *orig);
+/* Where q keeps the step graph it is recording (NULL: none). */
+dev_graph **sim_queue_rec(dev_queue *q);
+
+/* ---- step graphs (sim_graph.c) ---- */
+
+/* One recorded call: what was asked (a launch's kern_args are copied when
+ * recorded, see sim_graph_add). */
+typedef enum sim_call_op { SIM_CALL_LAUNCH, SIM_CALL_COPY, SIM_CALL_RECORD, SIM_CALL_WAIT } sim_call_op;
+
+typedef struct sim_call {
+    sim_call_op op;
+    kernel_fn fn;
+    const kern_args *orig; /* the caller's kern_args */
+    kern_args a;           /* *orig when recorded; a.in points at in */
+    void **in;
+    void *dst;
+    const void *src;
+    size_t n;
+    dev_copy_kind kind;
+    dev_event *ev;
+} sim_call;
+
+void sim_graph_add(dev_graph *g, const sim_call *c);
+void sim_capture_begin(device_obj *d, dev_queue *q);
+dev_graph *sim_capture_end(device_obj *d, dev_queue *q);
+void sim_graph_launch(device_obj *d, dev_queue *q, dev_graph *g);
+void sim_graph_free(device_obj *d, dev_graph *g);
 
 #endif

@@ -1,0 +1,117 @@
+/* sim_graph.c - the simulated GPU's step graphs (device.h: capture_begin,
+ * capture_end, graph_launch), as hostile as CUDA graphs are:
+ *  - while a queue records, nothing it is given runs: a caller that records
+ *    a step and forgets to launch the recording computes nothing;
+ *  - a launch replays the kern_args as they were when recorded, never as
+ *    they are now: a caller that changes an argument between steps and
+ *    expects the replay to see it (a step counter, a pointer it patches) is
+ *    wrong on a GPU.  The sim says so at the launch, by comparing what it
+ *    recorded with what the caller's kern_args hold now: any difference but
+ *    the run counter (step: kernels that read it are not recorded, see
+ *    OPF_PER_RUN) is a fatal() naming the op and the field;
+ *  - every pointer of a replayed call is checked again against the live
+ *    allocations, as on its first enqueue. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_impl.h"
+
+struct dev_graph {
+    dev_queue *q; /* recorded on, and launched on */
+    sim_call *calls;
+    int n, cap;
+};
+
+void sim_graph_add(dev_graph *g, const sim_call *c)
+{
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 64;
+        g->calls = xreallocarray(g->calls, (size_t)g->cap, sizeof *g->calls);
+    }
+    sim_call *r = &g->calls[g->n++];
+    *r = *c;
+    if (c->op != SIM_CALL_LAUNCH) return;
+    r->a = *c->orig;
+    r->in = xmalloc(sizeof *r->in * (size_t)(r->a.n_in + 1));
+    for (int j = 0; j < r->a.n_in; j++) r->in[j] = c->orig->in[j];
+    r->a.in = r->in;
+}
+
+void sim_capture_begin(device_obj *d, dev_queue *q)
+{
+    (void)d;
+    dev_graph **rec = sim_queue_rec(q);
+    GR_ASSERT(*rec == NULL);
+    *rec = xcalloc(1, sizeof **rec);
+    (*rec)->q = q;
+}
+
+dev_graph *sim_capture_end(device_obj *d, dev_queue *q)
+{
+    (void)d;
+    dev_graph **rec = sim_queue_rec(q), *g = *rec;
+    GR_ASSERT(g != NULL);
+    *rec = NULL;
+    return g;
+}
+
+/* The first field in which the caller's kern_args differ from the
+ * recording, or NULL. */
+static const char *changed_field(const sim_call *c)
+{
+    const kern_args *now = c->orig, *was = &c->a;
+    if (now->out != was->out) return "out";
+    if (now->n_in != was->n_in) return "n_in";
+    for (int j = 0; j < was->n_in; j++)
+        if (now->in[j] != was->in[j]) return "in[]";
+    if (now->scratch != was->scratch || now->max_tasks != was->max_tasks) return "scratch";
+    if (now->seed != was->seed) return "seed";
+    if (now->lock != was->lock) return "lock";
+    if (now->queue != was->queue) return "queue";
+    if (now->node != was->node || now->out_t != was->out_t || now->in_t != was->in_t)
+        return "node";
+    return NULL;
+}
+
+uint64_t sim_graph_launches(device_obj *d)
+{
+    return atomic_load(&sim_of(d)->graph_launches);
+}
+
+void sim_graph_launch(device_obj *d, dev_queue *q, dev_graph *g)
+{
+    GR_ASSERT(g->q == q && *sim_queue_rec(q) == NULL);
+    atomic_fetch_add(&sim_of(d)->graph_launches, 1);
+    for (int i = 0; i < g->n; i++) {
+        const sim_call *c = &g->calls[i];
+        const char *field;
+        switch (c->op) {
+        case SIM_CALL_LAUNCH:
+            if ((field = changed_field(c)))
+                fatal("sim: a step graph replays %s with the arguments it was recorded with, "
+                      "but the caller has changed its %s since: on a GPU the replay would use "
+                      "the old value",
+                      c->a.node ? ops_name(c->a.node->op) : "a kernel", field);
+            sim_launch_as(d, q, c->fn, &c->a, c->orig);
+            break;
+        case SIM_CALL_COPY:
+            sim_copy_async(d, q, c->dst, c->src, c->n, c->kind);
+            break;
+        case SIM_CALL_RECORD:
+            sim_event_record(d, c->ev, q);
+            break;
+        case SIM_CALL_WAIT:
+            sim_event_wait(d, q, c->ev);
+            break;
+        }
+    }
+}
+
+void sim_graph_free(device_obj *d, dev_graph *g)
+{
+    (void)d;
+    if (!g) return;
+    for (int i = 0; i < g->n; i++) free(g->calls[i].in);
+    free(g->calls);
+    free(g);
+}
