@@ -475,6 +475,26 @@ int64_t ir_numel(const ir_type *t)
     return n;
 }
 
+void ir_row_strides(const ir_type *t, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= t->dim[d];
+    }
+}
+
+void ir_bcast_strides(const ir_type *out, const ir_type *t, int64_t *s)
+{
+    int off = out->rank - t->rank;
+    int64_t st = 1;
+    for (int d = out->rank - 1; d >= 0; d--) {
+        int64_t dim = d - off >= 0 ? t->dim[d - off] : 1;
+        s[d] = dim == 1 ? 0 : st;
+        st *= dim;
+    }
+}
+
 size_t ir_nbytes(const ir_type *t)
 {
     return (size_t)ir_numel(t) * 4; /* f32 and i32 are both 4 bytes */

@@ -185,6 +185,12 @@ const char *ir_dev_str(int dev, char *buf, size_t n);
  * ir_nbytes cannot overflow, and assert that. */
 int64_t ir_numel(const ir_type *t);
 size_t ir_nbytes(const ir_type *t);
+/* Row-major strides of t, in elements: st[d] = the product of t's dims
+ * after d. */
+void ir_row_strides(const ir_type *t, int64_t *st);
+/* t's strides along out's axes when t is broadcast to out (numpy aligns
+ * the trailing axes): 0 on an axis t has as 1 or lacks. */
+void ir_bcast_strides(const ir_type *out, const ir_type *t, int64_t *s);
 /* Elements of dims[0..rank), or -1 when a dimension is negative or above
  * LIM_DIM or the elements are more than LIM_TENSOR_BYTES / 4: the one
  * checked size computation every rule uses. */

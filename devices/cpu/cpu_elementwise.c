@@ -14,18 +14,6 @@
 
 /* ---- the broadcasting iterator ---- */
 
-static void bc_strides(const ir_type *out, const ir_type *t, int64_t *s)
-{
-    int r = out->rank, off = r - t->rank;
-    int64_t st = 1;
-    for (int d = r - 1; d >= 0; d--) {
-        int td = d - off;
-        int64_t dim = td >= 0 ? t->dim[td] : 1;
-        s[d] = (dim == 1) ? 0 : st;
-        st *= dim;
-    }
-}
-
 /* Merges axis d into the kept axis k when every operand walks them as one. */
 static int bc_mergeable(const cpu_bcast *bc, int k, const int64_t *sa, const int64_t *sb, int d,
                         int64_t dim)
@@ -38,8 +26,8 @@ static int bc_mergeable(const cpu_bcast *bc, int k, const int64_t *sa, const int
 void cpu_bcast_init(cpu_bcast *bc, const ir_type *out, const ir_type *a, const ir_type *b)
 {
     int64_t sa[IR_MAX_DIMS], sb[IR_MAX_DIMS] = {0};
-    bc_strides(out, a, sa);
-    if (b) bc_strides(out, b, sb);
+    ir_bcast_strides(out, a, sa);
+    if (b) ir_bcast_strides(out, b, sb);
     bc->nd = 0;
     for (int d = 0; d < out->rank; d++) {
         int64_t dim = out->dim[d];

@@ -19,13 +19,8 @@ static inline int64_t cua_attr_i(const kern_args *a, int k)
 
 static inline int64_t cua_in_numel(const kern_args *a, int k)
 {
-    return cuda_numel(a->in_t[k]);
+    return ir_numel(a->in_t[k]);
 }
-
-// i over [0, n) in a grid-stride loop.
-#define CUA_FOR(i, n)                                                                              \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                      \
-         i += (int64_t)gridDim.x * blockDim.x)
 
 // Launches kernel over n elements on a's stream and checks the launch;
 // nothing to do when n == 0.

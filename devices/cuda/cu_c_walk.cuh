@@ -34,23 +34,6 @@ static inline void cuda_walk_push(cuda_walk *w, int64_t dim, int64_t stride)
     w->nd++;
 }
 
-static inline int64_t cuda_walk_count(const cuda_walk *w)
-{
-    int64_t n = 1;
-    for (int d = 0; d < w->nd; d++) n *= w->dim[d];
-    return n;
-}
-
-// Row-major strides of t: st[d] = product of t's dims after d.
-static inline void cuda_row_strides(const ir_type *t, int64_t *st)
-{
-    int64_t s = 1;
-    for (int d = t->rank - 1; d >= 0; d--) {
-        st[d] = s;
-        s *= t->dim[d];
-    }
-}
-
 // The offset of flat index i (i < the walk's count); the outermost axis
 // needs no modulo.
 __device__ static inline int64_t cuda_walk_offset(const cuda_walk &w, int64_t i)
@@ -64,15 +47,11 @@ __device__ static inline int64_t cuda_walk_offset(const cuda_walk &w, int64_t i)
     return w.nd ? off + i * w.stride[0] : 0;
 }
 
-// Grid-stride loop bounds for one thread.
-#define CUDA_THREAD_INDEX ((int64_t)blockIdx.x * blockDim.x + threadIdx.x)
-#define CUDA_THREAD_COUNT ((int64_t)gridDim.x * blockDim.x)
-
 // out[i] = in[offset of i]: transpose and broadcast, 4-byte words.
 __global__ static void cuda_walk_words(uint32_t *out, const uint32_t *in,
                                        const __grid_constant__ cuda_walk w, int64_t total)
 {
-    for (int64_t i = CUDA_THREAD_INDEX; i < total; i += CUDA_THREAD_COUNT)
+    CUDA_FOR(i, total)
         out[i] = in[cuda_walk_offset(w, i)];
 }
 

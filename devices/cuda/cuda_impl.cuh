@@ -73,15 +73,13 @@ static inline cudaStream_t cuda_stream(const kern_args *a)
 {
     return a->queue->stream;
 }
+/* i over [0, n) in a grid-stride loop (in a kernel). */
+#define CUDA_FOR(i, n)                                                                             \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                      \
+         i += (int64_t)gridDim.x * blockDim.x)
+
 /* Checks the launch just made (a kernel with <<<...>>>). */
 #define CUDA_LAUNCHED(a) CUDA_CHECK(cudaGetLastError(), (a))
-
-static inline int64_t cuda_numel(const ir_type *t)
-{
-    int64_t n = 1;
-    for (int d = 0; d < t->rank; d++) n *= t->dim[d];
-    return n;
-}
 
 /* On the GPU: the first report of a queue's kernels wins. */
 __device__ static inline void cuda_fault_report(cuda_fault *f, int seq, int what, int value,

@@ -310,8 +310,7 @@ extern "C" const device_vtable cuda_vtable = {
 __global__ static void check_ids_kernel(const int32_t *ids, int64_t n, int64_t limit,
                                         cuda_fault *f, int seq, int what)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    CUDA_FOR(i, n)
         if (ids[i] < 0 || ids[i] >= limit) cuda_fault_report(f, seq, what, ids[i], i, limit);
 }
 

@@ -18,18 +18,6 @@ template <typename I> struct bcast {
     I dim[IR_MAX_DIMS], sa[IR_MAX_DIMS], sb[IR_MAX_DIMS];
 };
 
-// t's strides along out's axes (numpy aligns the trailing axes).
-static void bc_strides(const ir_type *out, const ir_type *t, int64_t *s)
-{
-    int r = out->rank, off = r - t->rank;
-    int64_t st = 1;
-    for (int d = r - 1; d >= 0; d--) {
-        int td = d - off;
-        int64_t dim = td >= 0 ? t->dim[td] : 1;
-        s[d] = dim == 1 ? 0 : st;
-        st *= dim;
-    }
-}
 
 // Whether axis d folds into the kept axis k: every operand walks them as one.
 template <typename I>
@@ -45,8 +33,8 @@ template <typename I>
 static void bc_init(bcast<I> *bc, const ir_type *out, const ir_type *a, const ir_type *b)
 {
     int64_t sa[IR_MAX_DIMS], sb[IR_MAX_DIMS];
-    bc_strides(out, a, sa);
-    bc_strides(out, b, sb);
+    ir_bcast_strides(out, a, sa);
+    ir_bcast_strides(out, b, sb);
     bc->nd = 0;
     for (int d = 0; d < out->rank; d++) {
         int64_t dim = out->dim[d];
@@ -161,7 +149,7 @@ static void binary_as(const kern_args *a, int64_t n)
 // 32-bit indices when every offset fits: operands are no bigger than out.
 template <class Op, typename TI, typename TO> static void binary(const kern_args *a)
 {
-    int64_t n = cuda_numel(a->out_t);
+    int64_t n = ir_numel(a->out_t);
     if (n <= INT32_MAX)
         binary_as<Op, TI, TO, uint32_t>(a, n);
     else
@@ -215,12 +203,12 @@ struct op_tanh {
 
 template <class Op, typename T> __global__ static void unary_kernel(T *out, const T *x, int64_t n)
 {
-    CUA_FOR(i, n) out[i] = Op()(x[i]);
+    CUDA_FOR(i, n) out[i] = Op()(x[i]);
 }
 
 template <class Op, typename T> static void unary(const kern_args *a)
 {
-    int64_t n = cuda_numel(a->out_t);
+    int64_t n = ir_numel(a->out_t);
     cua_launch(a, n, unary_kernel<Op, T>, (T *)a->out, (const T *)a->in[0], n);
 }
 
@@ -260,12 +248,12 @@ struct op_tanh_grad {
 template <class Op>
 __global__ static void act_grad_kernel(float *out, const float *dy, const float *v, int64_t n)
 {
-    CUA_FOR(i, n) out[i] = Op()(dy[i], v[i]);
+    CUDA_FOR(i, n) out[i] = Op()(dy[i], v[i]);
 }
 
 template <class Op> static int k_act_grad(const kern_args *a)
 {
-    int64_t n = cuda_numel(a->out_t);
+    int64_t n = ir_numel(a->out_t);
     cua_launch(a, n, act_grad_kernel<Op>, (float *)a->out, (const float *)a->in[0],
                (const float *)a->in[1], n);
     return 0;
@@ -283,7 +271,7 @@ static void copy(const kern_args *a, void *out, const void *in, int64_t n)
 // identity and reshape: the same words (a reshape only renames the shape).
 static int k_copy(const kern_args *a)
 {
-    copy(a, a->out, a->in[0], cuda_numel(a->out_t));
+    copy(a, a->out, a->in[0], ir_numel(a->out_t));
     return 0;
 }
 
@@ -291,7 +279,7 @@ static int k_copy(const kern_args *a)
 // largest float below 2^31) and maps NaN to 0.
 __global__ static void cast_f32_i32_kernel(int32_t *out, const float *in, int64_t n)
 {
-    CUA_FOR(i, n)
+    CUDA_FOR(i, n)
     {
         float x = in[i];
         x = x >= 2147483520.0f ? 2147483520.0f : x;
@@ -303,13 +291,13 @@ __global__ static void cast_f32_i32_kernel(int32_t *out, const float *in, int64_
 // Rounds to nearest even, as the CPU's conversion does.
 __global__ static void cast_i32_f32_kernel(float *out, const int32_t *in, int64_t n)
 {
-    CUA_FOR(i, n) out[i] = (float)in[i];
+    CUDA_FOR(i, n) out[i] = (float)in[i];
 }
 
 static int k_cast(const kern_args *a)
 {
     ir_dtype from = a->in_t[0]->dtype, to = a->out_t->dtype;
-    int64_t n = cuda_numel(a->out_t);
+    int64_t n = ir_numel(a->out_t);
     if (from == to)
         copy(a, a->out, a->in[0], n);
     else if (to == DT_I32)
@@ -324,14 +312,14 @@ static int k_cast(const kern_args *a)
 __global__ static void dropout_kernel(float *out, const float *x, int64_t n, uint64_t key,
                                       float rate, float scale)
 {
-    CUA_FOR(i, n) out[i] = dropout_u(key, i) >= rate ? x[i] * scale : 0.0f;
+    CUDA_FOR(i, n) out[i] = dropout_u(key, i) >= rate ? x[i] * scale : 0.0f;
 }
 
 // dropout: in[0] = x; dropout_grad: in[0] = dy, with the forward's attrs
 // (rate f0, training i1, mask key i2), so both drop the same elements.
 static int k_dropout(const kern_args *a)
 {
-    int64_t n = cuda_numel(a->out_t);
+    int64_t n = ir_numel(a->out_t);
     if (!cua_attr_i(a, 1)) {
         copy(a, a->out, a->in[0], n);
         return 0;

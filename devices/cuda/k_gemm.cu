@@ -98,8 +98,7 @@ static int k_matmul(const kern_args *a)
 // the same up to rounding.
 __global__ static void bias_relu_kernel(float *c, const float *bias, int64_t m, int64_t n, int relu)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < m * n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    CUDA_FOR(i, m * n) {
         float v = c[i] + bias[i % n];
         c[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
     }
@@ -188,8 +187,7 @@ static float *conv_col(const kern_args *a, const conv_shape *s)
 __global__ static void im2col_kernel(float *col, const float *x, conv_shape s)
 {
     int64_t ohw = s.oh * s.ow, total = s.c * s.kh * s.kw * ohw;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    CUDA_FOR(i, total) {
         int64_t r = i / ohw, p = i % ohw;
         int64_t c = r / (s.kh * s.kw), kh = r / s.kw % s.kh, kw = r % s.kw;
         int64_t ih = p / s.ow * s.stride - s.pad + kh, iw = p % s.ow * s.stride - s.pad + kw;
@@ -203,8 +201,7 @@ __global__ static void im2col_kernel(float *col, const float *x, conv_shape s)
 __global__ static void col2im_kernel(float *dx, const float *col, conv_shape s)
 {
     int64_t ohw = s.oh * s.ow, hw = s.h * s.w, total = s.c * hw;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    CUDA_FOR(i, total) {
         int64_t c = i / hw, ih = i % hw / s.w, iw = i % s.w;
         float acc = 0.0f;
         for (int64_t kh = 0; kh < s.kh; kh++) {

@@ -116,7 +116,7 @@ template <class Op>
 __global__ static void reduce_serial(typename Op::out_t *out, const float *x,
                                      const __grid_constant__ red_plan p, float scale)
 {
-    for (int64_t r = CUDA_THREAD_INDEX; r < p.outputs; r += CUDA_THREAD_COUNT) {
+    CUDA_FOR(r, p.outputs) {
         const float *base = x + cuda_walk_offset(p.kept, r);
         typename Op::acc a = Op::seed(base[0]);
         for (int64_t k = 0; k < p.n; k++) a = Op::take(a, base[cuda_walk_offset(p.red, k)], k);
@@ -184,7 +184,7 @@ static red_plan axis_plan(const ir_type *t, int64_t axis)
     red_plan p = {};
     int64_t outer = 1, n = 1, inner = 1;
     if (axis == OP_AXIS_ALL) {
-        n = cuda_numel(t);
+        n = ir_numel(t);
     } else {
         for (int d = 0; d < t->rank; d++) {
             if (d < axis)
@@ -241,9 +241,9 @@ static red_plan sum_to_plan(const ir_type *ot, const ir_type *xt)
     red_plan p = {};
     int64_t st[IR_MAX_DIMS];
     int off = xt->rank - ot->rank;
-    cuda_row_strides(xt, st);
-    p.outputs = cuda_numel(ot);
-    p.n = p.outputs ? cuda_numel(xt) / p.outputs : 0;
+    ir_row_strides(xt, st);
+    p.outputs = ir_numel(ot);
+    p.n = p.outputs ? ir_numel(xt) / p.outputs : 0;
     if (p.outputs <= 0 || p.n <= 0) return p;
     for (int d = 0; d < xt->rank; d++) {
         int64_t od = d - off >= 0 ? ot->dim[d - off] : 1;
@@ -269,7 +269,7 @@ static int k_sum_to(const kern_args *a)
 __global__ static void max_grad_kernel(float *out, const float *dy, const float *x, const float *y,
                                        int64_t total, int64_t n, int64_t inner)
 {
-    for (int64_t i = CUDA_THREAD_INDEX; i < total; i += CUDA_THREAD_COUNT) {
+    CUDA_FOR(i, total) {
         int64_t r = i / (n * inner) * inner + i % inner;
         out[i] = x[i] == y[r] ? dy[r] : 0.0f;
     }
@@ -278,12 +278,12 @@ __global__ static void max_grad_kernel(float *out, const float *dy, const float 
 static int k_max_grad(const kern_args *a)
 {
     const ir_type *xt = a->in_t[1];
-    int64_t axis = a->node->attr.i[0], n = cuda_numel(xt), inner = 1;
+    int64_t axis = a->node->attr.i[0], n = ir_numel(xt), inner = 1;
     if (axis != OP_AXIS_ALL) {
         n = xt->dim[axis];
         for (int d = (int)axis + 1; d < xt->rank; d++) inner *= xt->dim[d];
     }
-    int64_t total = cuda_numel(xt);
+    int64_t total = ir_numel(xt);
     if (total <= 0) return 0;
     max_grad_kernel<<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(
         (float *)a->out, (const float *)a->in[0], (const float *)a->in[1], (const float *)a->in[2],
@@ -298,9 +298,9 @@ static int k_max_grad(const kern_args *a)
 static int k_broadcast(const kern_args *a)
 {
     const ir_type *ot = a->out_t, *xt = a->in_t[0];
-    int64_t total = cuda_numel(ot), st[IR_MAX_DIMS];
+    int64_t total = ir_numel(ot), st[IR_MAX_DIMS];
     if (total <= 0) return 0;
-    if (cuda_numel(xt) == total) { // nothing broadcast: the same words in the same order
+    if (ir_numel(xt) == total) { // nothing broadcast: the same words in the same order
         CUDA_CHECK(cudaMemcpyAsync(a->out, a->in[0], (size_t)total * 4, cudaMemcpyDeviceToDevice,
                                    cuda_stream(a)),
                    a);
@@ -308,7 +308,7 @@ static int k_broadcast(const kern_args *a)
     }
     cuda_walk w = {};
     int off = ot->rank - xt->rank;
-    cuda_row_strides(xt, st);
+    ir_row_strides(xt, st);
     for (int d = 0; d < ot->rank; d++) {
         int64_t xd = d - off >= 0 ? xt->dim[d - off] : 1;
         cuda_walk_push(&w, ot->dim[d], xd == 1 ? 0 : st[d - off]);
@@ -337,7 +337,7 @@ __global__ static void mse_kernel(float *out, const float *pred, const float *ta
 
 static int k_mse(const kern_args *a)
 {
-    int64_t n = cuda_numel(a->in_t[0]);
+    int64_t n = ir_numel(a->in_t[0]);
     cudaStream_t st = cuda_stream(a);
     if (n <= 0) {
         CUDA_CHECK(cudaMemsetAsync(a->out, 0, sizeof(float), st), a);

@@ -76,9 +76,9 @@ static void transpose_launch(const kern_args *a, const cuda_walk &w, int64_t tot
 static int k_transpose(const kern_args *a)
 {
     const ir_type *it = a->in_t[0];
-    int64_t total = cuda_numel(it), st[IR_MAX_DIMS];
+    int64_t total = ir_numel(it), st[IR_MAX_DIMS];
     if (total <= 0) return 0;
-    cuda_row_strides(it, st);
+    ir_row_strides(it, st);
     cuda_walk w = {};
     for (int d = 0; d < it->rank; d++) {
         int64_t p = a->node->attr.n_list == it->rank ? a->node->attr.list[d] : it->rank - 1 - d;
@@ -101,7 +101,7 @@ __global__ static void copy_rows(uint32_t *dst, int64_t dpitch, const uint32_t *
                                  int64_t rows, int64_t width)
 {
     int64_t total = rows * width;
-    for (int64_t i = CUDA_THREAD_INDEX; i < total; i += CUDA_THREAD_COUNT) {
+    CUDA_FOR(i, total) {
         int64_t r = i / width, c = i - r * width;
         dst[r * dpitch + c] = src[r * spitch + c];
     }
@@ -161,7 +161,7 @@ static int k_slice_grad(const kern_args *a)
 {
     const ir_type *xt = a->out_t;
     int64_t axis = a->node->attr.i[0], begin = a->node->attr.i[1], outer, inner;
-    int64_t len = a->in_t[0]->dim[axis], n = xt->dim[axis], total = cuda_numel(xt);
+    int64_t len = a->in_t[0]->dim[axis], n = xt->dim[axis], total = ir_numel(xt);
     outer_inner(xt, axis, &outer, &inner);
     if (total <= 0) return 0;
     CUDA_CHECK(cudaMemsetAsync(a->out, 0, (size_t)total * 4, cuda_stream(a)), a);
@@ -177,7 +177,7 @@ __global__ static void gather_rows(uint32_t *out, const uint32_t *table, int64_t
                                    const int32_t *ids, int64_t n_ids)
 {
     int64_t total = n_ids * d;
-    for (int64_t i = CUDA_THREAD_INDEX; i < total; i += CUDA_THREAD_COUNT) {
+    CUDA_FOR(i, total) {
         int64_t r = i / d, c = i - r * d;
         int64_t id = ids[r];
         out[i] = id >= 0 && id < v ? table[id * d + c] : 0u;
@@ -189,7 +189,7 @@ static int k_gather(const kern_args *a)
 {
     const ir_type *tt = a->in_t[0];
     const int32_t *ids = (const int32_t *)a->in[1];
-    int64_t n_ids = cuda_numel(a->in_t[1]), v = tt->dim[0], d = tt->dim[1];
+    int64_t n_ids = ir_numel(a->in_t[1]), v = tt->dim[0], d = tt->dim[1];
     cuda_check_ids(a, ids, n_ids, v, CUDA_FAULT_ID);
     if (n_ids * d <= 0) return 0;
     gather_rows<<<cuda_blocks(n_ids * d), CUDA_BLOCK, 0, cuda_stream(a)>>>(
@@ -203,7 +203,7 @@ __global__ static void scatter_add_rows(float *out, int64_t v, int64_t d, const 
                                         const int32_t *ids, int64_t n_ids)
 {
     int64_t total = n_ids * d;
-    for (int64_t i = CUDA_THREAD_INDEX; i < total; i += CUDA_THREAD_COUNT) {
+    CUDA_FOR(i, total) {
         int64_t r = i / d, c = i - r * d;
         int64_t id = ids[r];
         if (id >= 0 && id < v) atomicAdd(&out[id * d + c], dy[i]);
@@ -214,7 +214,7 @@ __global__ static void scatter_add_rows(float *out, int64_t v, int64_t d, const 
 static int k_gather_grad(const kern_args *a)
 {
     const int32_t *ids = (const int32_t *)a->in[1];
-    int64_t n_ids = cuda_numel(a->in_t[1]), v = a->out_t->dim[0], d = a->out_t->dim[1];
+    int64_t n_ids = ir_numel(a->in_t[1]), v = a->out_t->dim[0], d = a->out_t->dim[1];
     cudaStream_t st = cuda_stream(a);
     cuda_check_ids(a, ids, n_ids, v, CUDA_FAULT_ID);
     if (v * d <= 0) return 0;
@@ -231,7 +231,7 @@ static int k_gather_grad(const kern_args *a)
 __global__ static void one_hot_rows(float *out, const int32_t *ids, int64_t n_ids, int64_t depth)
 {
     int64_t total = n_ids * depth;
-    for (int64_t i = CUDA_THREAD_INDEX; i < total; i += CUDA_THREAD_COUNT) {
+    CUDA_FOR(i, total) {
         int64_t r = i / depth;
         out[i] = ids[r] == i - r * depth ? 1.0f : 0.0f;
     }
@@ -242,7 +242,7 @@ static int k_one_hot(const kern_args *a)
 {
     const int32_t *ids = (const int32_t *)a->in[0];
     const ir_type *ot = a->out_t;
-    int64_t n_ids = cuda_numel(a->in_t[0]), depth = ot->rank ? ot->dim[ot->rank - 1] : 1;
+    int64_t n_ids = ir_numel(a->in_t[0]), depth = ot->rank ? ot->dim[ot->rank - 1] : 1;
     cuda_check_ids(a, ids, n_ids, depth, CUDA_FAULT_ID);
     if (n_ids * depth <= 0) return 0;
     one_hot_rows<<<cuda_blocks(n_ids * depth), CUDA_BLOCK, 0, cuda_stream(a)>>>((float *)a->out,
@@ -276,7 +276,7 @@ __global__ static void pool_fwd(float *out, const float *x, const __grid_constan
                                 float inv)
 {
     int64_t total = s.planes * s.oh * s.ow;
-    for (int64_t i = CUDA_THREAD_INDEX; i < total; i += CUDA_THREAD_COUNT) {
+    CUDA_FOR(i, total) {
         int64_t ow = i % s.ow, oh = i / s.ow % s.oh, pl = i / (s.ow * s.oh);
         const float *win = x + (pl * s.h + oh * s.stride) * s.w + ow * s.stride;
         float acc = AVG ? 0.0f : win[0];
@@ -339,7 +339,7 @@ __global__ static void pool_grad(float *dx, const float *dy, const float *x,
                                  const __grid_constant__ pool_shape s, float inv)
 {
     int64_t total = s.planes * s.h * s.w;
-    for (int64_t i = CUDA_THREAD_INDEX; i < total; i += CUDA_THREAD_COUNT) {
+    CUDA_FOR(i, total) {
         int64_t iw = i % s.w, ih = i / s.w % s.h, pl = i / (s.w * s.h), e = ih * s.w + iw;
         int64_t h_lo, h_hi, w_lo, w_hi;
         windows_of(ih, s.size, s.stride, s.oh, &h_lo, &h_hi);

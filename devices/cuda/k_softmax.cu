@@ -177,7 +177,7 @@ static int64_t last_dim(const ir_type *t)
 
 static void softmax(const kern_args *a, int is_log)
 {
-    int64_t c = last_dim(a->out_t), n = cuda_numel(a->out_t);
+    int64_t c = last_dim(a->out_t), n = ir_numel(a->out_t);
     if (c <= 0 || n == 0) return;
     SM_LAUNCH(a, n / c, c, softmax_kernel, OUT_F, IN_F(0), n / c, c, is_log);
 }
@@ -185,7 +185,7 @@ static void softmax(const kern_args *a, int is_log)
 // in: dy, y (the forward's output).
 static void softmax_grad(const kern_args *a, int is_log)
 {
-    int64_t c = last_dim(a->out_t), n = cuda_numel(a->out_t);
+    int64_t c = last_dim(a->out_t), n = ir_numel(a->out_t);
     if (c <= 0 || n == 0) return;
     SM_LAUNCH(a, n / c, c, softmax_grad_kernel, OUT_F, IN_F(0), IN_F(1), n / c, c, is_log);
 }

@@ -15,7 +15,7 @@
 
 __global__ static void sgd_kernel(float *var, const float *g, int64_t n, float lr)
 {
-    CUA_FOR(i, n) var[i] = cua_sub(var[i], cua_mul(lr, g[i]));
+    CUDA_FOR(i, n) var[i] = cua_sub(var[i], cua_mul(lr, g[i]));
 }
 
 static int k_apply_sgd(const kern_args *a)
@@ -68,7 +68,7 @@ static int k_apply_sgd_rows(const kern_args *a)
 __global__ static void momentum_kernel(float *var, const float *g, float *acc, int64_t n, float lr,
                                        float m, int nesterov)
 {
-    CUA_FOR(i, n)
+    CUDA_FOR(i, n)
     {
         float ai = cua_add(cua_mul(m, acc[i]), g[i]);
         acc[i] = ai;
@@ -112,7 +112,7 @@ __global__ static void adam_kernel(float *var, const float *g, float *m, float *
     __syncthreads();
     if (c[0] <= 0.0f || c[1] <= 0.0f) return; // b1 or b2 >= 1: no defined step (as the CPU)
     float lr1 = hp.lr / c[0], inv2 = 1.0f / c[1], k1 = 1.0f - hp.b1, k2 = 1.0f - hp.b2;
-    CUA_FOR(i, n)
+    CUDA_FOR(i, n)
     {
         float gi = g[i];
         float mi = cua_add(cua_mul(hp.b1, m[i]), cua_mul(k1, gi));
@@ -147,7 +147,7 @@ __device__ static inline int32_t add_wrap(int32_t x, int32_t y)
 template <typename T>
 __global__ static void assign_add_kernel(T *var, const T *x, int64_t n, int x_vec)
 {
-    CUA_FOR(i, n) var[i] = add_wrap(var[i], x[x_vec ? i : 0]);
+    CUDA_FOR(i, n) var[i] = add_wrap(var[i], x[x_vec ? i : 0]);
 }
 
 template <typename T> static void assign_add(const kern_args *a, int64_t n, int x_vec)
