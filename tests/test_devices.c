@@ -578,7 +578,7 @@ static void opr_build(op_run *r, const dev_case *c)
     int in[MAX_IN];
     for (; r->n_in < MAX_IN && c->in[r->n_in]; r->n_in++) {
         int j = r->n_in, is_var;
-        char name[16];
+        char name[24];
         snprintf(name, sizeof name, "x%d", j);
         ir_type t = read_type(c->in[j], &is_var);
         if (!is_var) {
@@ -1184,7 +1184,7 @@ static int gc_n_vars(const grad_case *c)
 {
     int n = 0;
     while (n < 3) {
-        char name[8];
+        char name[24];
         snprintf(name, sizeof name, "var x%d", n);
         if (!strstr(c->vars, name)) break;
         n++;
@@ -1216,7 +1216,7 @@ static void gc_fill(float *x, int n, int spaced)
 static void gc_gradient(gc_side *side, int n_vars, float x[][GC_MAX], const size_t *bytes,
                         float g[][GC_MAX])
 {
-    char name[16];
+    char name[24];
     for (int v = 0; v < n_vars; v++) {
         snprintf(name, sizeof name, "dev/x%d", v);
         gc_ok(gr_variable_write(side->s, name, x[v], bytes[v], side->st), side);
@@ -1269,7 +1269,7 @@ static int gc_case(const grad_case *c)
     gc_open(&d, c, "gpu:0", the->devices);
     gc_open(&h, c, "cpu:0", "cpu:0");
     for (int v = 0; v < n_vars; v++) {
-        char name[16];
+        char name[24];
         snprintf(name, sizeof name, "dev/x%d", v);
         bytes[v] = gc_var_bytes(&d, name);
         gc_fill(x[v], (int)(bytes[v] / 4), c->spaced[v]);
