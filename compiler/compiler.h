@@ -84,6 +84,9 @@ typedef struct pass_evaluator {
 
 /* Without an evaluator (ev NULL) folding only rewrites x / c as x * (1/c). */
 void pass_run_all(ir_graph *g, unsigned off, const pass_evaluator *ev);
+/* pass_data.c: a data source's x that is only ever multiplied by one
+ * scalar constant is scaled by its reader instead (part of PASS_FUSE). */
+void pass_data_scale(ir_graph *g);
 
 /* ---- plan (plan.c): schedule + static memory plan for some targets ---- */
 #define PLAN_NONE ((size_t)-1)

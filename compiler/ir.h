@@ -97,6 +97,7 @@ typedef struct ir_data {
     int64_t x_dims[4];
     int64_t gen_n;     /* gaussian: examples to generate */
     int64_t n_classes; /* label range check, 0 = none */
+    float x_scale;     /* the reader multiplies x by it (pass_data_scale); 0 = none */
     const src_file *src;
     src_span span;
 } ir_data;

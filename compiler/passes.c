@@ -483,5 +483,6 @@ void pass_run_all(ir_graph *g, unsigned off, const pass_evaluator *ev)
 {
     if (!(off & PASS_FOLD)) pass_fold(g, ev);
     if (!(off & PASS_CSE)) pass_cse(g);
-    if (!(off & PASS_FUSE)) pass_fuse(g, ev), pass_fuse_relu(g), pass_fuse_sgd(g, ev);
+    if (!(off & PASS_FUSE))
+        pass_data_scale(g), pass_fuse(g, ev), pass_fuse_relu(g), pass_fuse_sgd(g, ev);
 }

@@ -22,7 +22,8 @@ void rt_data_spec(const ir_data *d, data_spec *s)
                      .label_col = d->label_col,
                      .n_classes = d->n_classes,
                      .n = d->gen_n,
-                     .x_rank = d->x_rank};
+                     .x_rank = d->x_rank,
+                     .x_scale = d->x_scale};
     for (int i = 0; i < d->x_rank; i++) s->x_dims[i] = d->x_dims[i];
 }
 

@@ -326,6 +326,7 @@ data_reader *data_open(const data_spec *s, char *err, size_t errlen)
     if (data_load_kind(s, &r->ds, err, errlen) || data_check_labels(s, &r->ds, err, errlen) ||
         data_check_batch(s, r->ds.info.n, err, errlen) || reader_alloc(r, err, errlen))
         goto fail;
+    r->ds.scale = s->x_scale == 1.0f ? 0.0f : s->x_scale;
     r->per_epoch = (uint64_t)(r->ds.info.n / r->batch);
     if (pthread_create(&r->thread, NULL, reader_main, r) != 0) {
         data_err(err, errlen, "%s: cannot start the read-ahead thread", r->ds.x_path);

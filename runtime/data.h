@@ -45,6 +45,8 @@ typedef struct data_spec {
     int64_t n_classes;
     /* gaussian: n examples of shape x_dims, standard normal, generated from seed; no labels */
     int64_t n;
+    /* every x value is multiplied by it after conversion to f32 (0 or 1: not scaled) */
+    float x_scale;
 } data_spec;
 
 typedef struct data_info {

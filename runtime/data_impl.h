@@ -25,6 +25,7 @@ typedef struct data_set {
     void *x;            /* n * ex_elems elements of type elem; NULL for GAUSS */
     int32_t *y;         /* n labels, or NULL */
     uint64_t seed;      /* GAUSS only */
+    float scale;        /* x values are multiplied by it (data_spec.x_scale); 0: not */
     const char *x_path; /* for messages (borrowed from the spec) */
     const char *y_path;
 } data_set;

@@ -62,11 +62,16 @@ int data_spec_dims(const data_spec *s, const char *what, int64_t *prod, char *er
     return 0;
 }
 
-/* One loop per stored type keeps the per-element switch out of the hot path. */
+/* One loop per stored type keeps the per-element switch out of the hot path;
+ * a scale is applied as the mul it replaces would (f32 times f32). */
 #define DATA_CONVERT(T)                                                                            \
     do {                                                                                           \
         const T *src = (const T *)ds->x + off;                                                     \
-        for (int64_t k = 0; k < m; k++) out[k] = (float)src[k];                                    \
+        float c = ds->scale;                                                                       \
+        if (c)                                                                                     \
+            for (int64_t k = 0; k < m; k++) out[k] = (float)src[k] * c;                            \
+        else                                                                                       \
+            for (int64_t k = 0; k < m; k++) out[k] = (float)src[k];                                \
     } while (0)
 
 void data_set_prefetch(const data_set *ds, int64_t i)
@@ -94,7 +99,10 @@ void data_set_example(const data_set *ds, int64_t i, float *out)
         DATA_CONVERT(int32_t);
         break;
     case DATA_ELEM_F32:
-        memcpy(out, (const float *)ds->x + off, (size_t)m * sizeof(float));
+        if (ds->scale)
+            DATA_CONVERT(float);
+        else
+            memcpy(out, (const float *)ds->x + off, (size_t)m * sizeof(float));
         break;
     case DATA_ELEM_F64:
         DATA_CONVERT(double);
@@ -103,6 +111,7 @@ void data_set_example(const data_set *ds, int64_t i, float *out)
         data_rng g;
         data_rng_seed(&g, data_mix(ds->seed, (uint64_t)i));
         data_rng_normal(&g, out, m);
+        for (int64_t k = 0; ds->scale && k < m; k++) out[k] *= ds->scale;
         break;
     }
     }

@@ -235,6 +235,32 @@ static void test_idx_without_labels_gives_zero_y(void **state)
     data_close(r);
 }
 
+/* x_scale multiplies each converted value as an f32 mul by the scale
+ * would: the same bits as reading unscaled and multiplying after. */
+static void test_x_scale_is_the_mul_it_replaces(void **state)
+{
+    (void)state;
+    const char *img = tmp_path("scale-img"), *lab = tmp_path("scale-lab");
+    make_idx_pair(img, lab, 0, 5);
+    data_spec s = idx_spec(img, lab, 5);
+    float plain[5 * IMG_PX], scaled[5 * IMG_PX], c = 1.0f / 255.0f;
+    int32_t y[5];
+    data_reader *r = open_ok(&s);
+    assert_int_equal(data_next(r, plain, y), 0);
+    data_close(r);
+    s.x_scale = c;
+    r = open_ok(&s);
+    assert_int_equal(data_next(r, scaled, y), 0);
+    data_close(r);
+    int differ = 0;
+    for (int i = 0; i < 5 * IMG_PX; i++) {
+        float want = plain[i] * c;
+        assert_memory_equal(&scaled[i], &want, sizeof want);
+        differ |= scaled[i] != plain[i];
+    }
+    assert_true(differ);
+}
+
 /* Big-endian f32 images with 4 dims: per-example shape [2, 1, 2]. */
 static void test_idx_f32_elements_and_rank3_examples(void **state)
 {
@@ -1038,6 +1064,7 @@ int main(void)
         cmocka_unit_test(test_idx_plain_reads_file_order),
         cmocka_unit_test(test_idx_gzip_reads_file_order),
         cmocka_unit_test(test_idx_without_labels_gives_zero_y),
+        cmocka_unit_test(test_x_scale_is_the_mul_it_replaces),
         cmocka_unit_test(test_idx_f32_elements_and_rank3_examples),
         cmocka_unit_test(test_csv_with_header_label_last),
         cmocka_unit_test(test_csv_without_header_label_first),

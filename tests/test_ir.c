@@ -488,6 +488,67 @@ static void test_fold_stops_at_its_byte_budget(void **state)
     assert_true(g->mem_bytes - before <= LIM_FOLD_BYTES + (1 << 20));
 }
 
+/* ---- the data scale ---- */
+
+/* A data source's x node (as sema makes it) and mul(x, c). */
+static int data_x(void)
+{
+    ir_data d;
+    memset(&d, 0, sizeof d);
+    d.name = "train";
+    d.batch = 4;
+    d.x = irfx_type("f32[4,3]");
+    d.y = irfx_type("i32[4]");
+    ir_attrs a;
+    memset(&a, 0, sizeof a);
+    a.i[1] = ir_add_data(g, &d);
+    return ir_add(g, OP_DATA, NULL, 0, &a, src, sp(0, 1));
+}
+
+static int mul_by(int x, double c)
+{
+    int in[2] = {x, ir_add_const(g, c, NULL, src, sp(0, 1))};
+    return ir_add(g, OP_MUL, in, 2, NULL, src, sp(0, 1));
+}
+
+/* x / 4 read by two ops (once CSE has merged the two muls): the reader
+ * scales, the muls go, both readers read the data node. */
+static void test_data_scale_moves_a_common_scale_into_the_reader(void **state)
+{
+    (void)state;
+    int x = data_x(), m[2] = {mul_by(x, 0.25), mul_by(x, 0.25)};
+    int in[2] = {m[0], m[1]};
+    int s = ir_add(g, OP_ADD, in, 2, NULL, src, sp(0, 1));
+    ir_set_name(g, "s", s, 0);
+    pass_data_scale(g);
+    assert_true(g->data[0].x_scale == 0.25f);
+    assert_true(g->nodes[m[0]].dead && g->nodes[m[1]].dead);
+    assert_int_equal(g->nodes[s].in[0], x);
+    assert_int_equal(g->nodes[s].in[1], x);
+}
+
+/* What would tell: another scale, another use, or a name on x itself. */
+static void test_data_scale_leaves_x_that_is_seen_unscaled(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 3; k++) {
+        int x = data_x(), m = mul_by(x, 0.25);
+        ir_set_name(g, "m", m, 0);
+        if (k == 0) ir_set_name(g, "other", mul_by(x, 0.5), 0);
+        if (k == 1) {
+            int in[2] = {x, x};
+            ir_set_name(g, "sum", ir_add(g, OP_ADD, in, 2, NULL, src, sp(0, 1)), 0);
+        }
+        if (k == 2) ir_set_name(g, "raw", x, 0);
+        pass_data_scale(g);
+        assert_true(g->data[g->nodes[x].data].x_scale == 0.0f);
+        assert_false(g->nodes[m].dead);
+        assert_int_equal(g->names[0].node, m);
+        ir_free(g);
+        g = ir_new(&diags);
+    }
+}
+
 /* ---- CSE ---- */
 
 static void test_cse_merges_equal_constants_only(void **state)
@@ -661,6 +722,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fold_skips_large_inputs_not_just_large_outputs, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_fold_stops_at_its_byte_budget, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_data_scale_moves_a_common_scale_into_the_reader, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_data_scale_leaves_x_that_is_seen_unscaled, setup,
+                                        irfx_teardown),
         cmocka_unit_test_setup_teardown(test_cse_merges_equal_constants_only, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_cse_resolves_constants_added_by_folding, setup,
                                         irfx_teardown),
