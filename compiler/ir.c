@@ -71,6 +71,8 @@ void ir_free(ir_graph *g)
     free(g->names);
     free(g->var_index.slot);
     free(g->name_index.slot);
+    free(g->walk_stamp);
+    free(g->walk_val);
     free(g);
 }
 
@@ -154,6 +156,35 @@ static void index_add(ir_graph *g, ir_index *x, name_of_fn name_of, int i, int n
             if (j != i) index_put(x, name_of(g, j), j);
     }
     index_put(x, name_of(g, i), i);
+}
+
+/* ---- walks ---- */
+
+void ir_walk_begin(ir_graph *g)
+{
+    if (g->walk_cap < g->cap_nodes) { /* grown with the nodes: O(1) amortised */
+        int cap = g->cap_nodes;
+        g->walk_stamp = xreallocarray(g->walk_stamp, (size_t)cap, sizeof(int));
+        g->walk_val = xreallocarray(g->walk_val, (size_t)cap, sizeof(int));
+        memset(g->walk_stamp + g->walk_cap, 0, sizeof(int) * (size_t)(cap - g->walk_cap));
+        g->mem_bytes += (long long)(2 * sizeof(int) * (size_t)(cap - g->walk_cap));
+        g->walk_cap = cap;
+    }
+    GR_ASSERT(g->walk_now < INT32_MAX);
+    g->walk_now++;
+}
+
+int ir_walk_get(const ir_graph *g, int node)
+{
+    GR_ASSERT(node >= 0 && node < g->walk_cap);
+    return g->walk_stamp[node] == g->walk_now ? g->walk_val[node] : -1;
+}
+
+void ir_walk_set(ir_graph *g, int node, int v)
+{
+    GR_ASSERT(node >= 0 && node < g->walk_cap);
+    g->walk_stamp[node] = g->walk_now;
+    g->walk_val[node] = v;
 }
 
 /* ---- nodes ---- */

@@ -259,10 +259,11 @@ static void lifetimes(plan_graph *p, int k_part, live *ls, int *n_ls, int *pos)
             if (li >= 0 && ls[li].end < lv) ls[li].end = lv;
         }
     }
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n; k++)
         if (pinned(&g->nodes[ls[k].node])) ls[k].end = p->n_levels;
-        for (int r = 0; r < p->n_roots; r++)
-            if (p->roots[r] == ls[k].node) ls[k].end = p->n_levels;
+    for (int r = 0; r < p->n_roots; r++) {
+        int li = -pos[p->roots[r]] - 2;
+        if (li >= 0) ls[li].end = p->n_levels;
     }
     for (int x = 0; x < p->n_xfers; x++) /* node -(x + 1) names transfer x */
         if (p->xfers[x].dst_part == k_part && p->xfers[x].bytes)
@@ -345,27 +346,43 @@ static void assign_parts(plan_graph *p)
             if (p->part_dev[k] == g->nodes[p->order[i]].device) p->part[p->order[i]] = k;
 }
 
+/* Binary search: the transfers are sorted by (src, dst_part). */
 int plan_xfer_find(const plan_graph *p, int src, int dst_part)
 {
-    for (int x = 0; x < p->n_xfers; x++)
-        if (p->xfers[x].src == src && p->xfers[x].dst_part == dst_part) return x;
-    return -1;
-}
-
-static void add_xfer(plan_graph *p, int src, int dst_part, size_t bytes)
-{
-    int x = plan_xfer_find(p, src, dst_part);
-    if (x >= 0) {
-        if (bytes > p->xfers[x].bytes) p->xfers[x].bytes = bytes;
-        return;
+    int lo = 0, hi = p->n_xfers;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        const plan_xfer *t = &p->xfers[mid];
+        if (t->src < src || (t->src == src && t->dst_part < dst_part))
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    p->xfers[p->n_xfers++] = (plan_xfer){src, dst_part, PLAN_NONE, bytes};
+    const plan_xfer *t = &p->xfers[lo];
+    return lo < p->n_xfers && t->src == src && t->dst_part == dst_part ? lo : -1;
 }
 
 static int by_src(const void *a, const void *b)
 {
     const plan_xfer *x = a, *y = b;
     return x->src != y->src ? x->src - y->src : x->dst_part - y->dst_part;
+}
+
+/* Sorted, one transfer per (src, dst_part) carries the most bytes any of
+ * its edges needs (a data edge beats a control-only one). */
+static void merge_xfers(plan_graph *p)
+{
+    qsort(p->xfers, (size_t)p->n_xfers, sizeof *p->xfers, by_src);
+    int n = 0;
+    for (int x = 0; x < p->n_xfers; x++) {
+        plan_xfer *last = n ? &p->xfers[n - 1] : NULL;
+        if (last && by_src(last, &p->xfers[x]) == 0) {
+            if (p->xfers[x].bytes > last->bytes) last->bytes = p->xfers[x].bytes;
+            continue;
+        }
+        p->xfers[n++] = p->xfers[x];
+    }
+    p->n_xfers = n;
 }
 
 /* Every edge between partitions, data or control.  An update's variable
@@ -386,10 +403,11 @@ static void collect_xfers(plan_graph *p)
         for (int j = 0; j < nd->n_in + nd->n_ctrl; j++) {
             int u = j < nd->n_in ? nd->in[j] : nd->ctrl[j - nd->n_in];
             if (p->part[u] == p->part[v] || (j == 0 && ops_has(nd->op, OPF_UPDATE))) continue;
-            add_xfer(p, u, p->part[v], j < nd->n_in ? ir_nbytes(&g->nodes[u].type) : 0);
+            size_t bytes = j < nd->n_in ? ir_nbytes(&g->nodes[u].type) : 0;
+            p->xfers[p->n_xfers++] = (plan_xfer){u, p->part[v], PLAN_NONE, bytes};
         }
     }
-    qsort(p->xfers, (size_t)p->n_xfers, sizeof *p->xfers, by_src);
+    merge_xfers(p);
 }
 
 static void collect_data(plan_graph *p)

@@ -176,24 +176,28 @@ static int scope_push(sema *S, vscope *v, const ast_node *at, const char *name, 
     return 0;
 }
 
+static void scope_counters_free(vscope *v)
+{
+    if (v->counters) env_free(v->counters);
+    free(v->counters);
+}
+
 static void scope_pop(sema *S)
 {
     vscope *v = S->scope;
     S->scope = v->parent;
-    free(v->counters);
+    scope_counters_free(v);
 }
 
-/* Next number for an unnamed call of `fn` in the current scope entry. */
+/* Next number for an unnamed call of `fn` in the current scope entry; the
+ * counters are an environment, so a scope calling thousands of different
+ * functions finds each by hash. */
 static int scope_count(vscope *v, const char *fn)
 {
-    for (int i = 0; i < v->n_counters; i++)
-        if (strcmp(v->counters[i].name, fn) == 0) return v->counters[i].n++;
-    if (v->n_counters == v->cap_counters) {
-        v->cap_counters = v->cap_counters ? 2 * v->cap_counters : 8;
-        v->counters = xreallocarray(v->counters, (size_t)v->cap_counters, sizeof *v->counters);
-    }
-    v->counters[v->n_counters].name = fn;
-    v->counters[v->n_counters++].n = 1;
+    if (!v->counters) v->counters = xcalloc(1, sizeof *v->counters);
+    binding *b = env_find_local(v->counters, fn);
+    if (b) return (int)b->v.num++;
+    env_set(v->counters, fn, (value){.k = V_NUM, .is_int = 1, .num = 1});
     return 0;
 }
 
@@ -1095,7 +1099,7 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
     free(S.argbufs);
     free(S.data_x);
     free(S.data_y);
-    free(top.counters);
+    scope_counters_free(&top);
     env_free(&global);
     return g->diags->n_errors == errs ? 0 : -1;
 }
