@@ -72,6 +72,7 @@ static void collect_ancestors(ad_ctx *c, int loss)
     anc[n++] = loss;
     for (int i = 0; i < n; i++) { /* anc is its own worklist */
         const ir_node *nd = &g->nodes[anc[i]];
+        IR_WORK(1 + nd->n_in);
         for (int k = 0; k < nd->n_in; k++) {
             if (ir_walk_get(g, nd->in[k]) >= 0) continue;
             ir_walk_set(g, nd->in[k], 0);
@@ -91,6 +92,7 @@ static void mark_path(ad_ctx *c)
 {
     ir_graph *g = c->g;
     char *dep = xcalloc((size_t)c->n_anc, 1);
+    IR_WORK(2 * c->n_anc);
     for (int i = 0; i < c->n_anc; i++) {
         const ir_node *nd = &g->nodes[c->anc[i]];
         if (nd->dead) continue;
@@ -155,6 +157,7 @@ static int backprop(ad_ctx *c, int loss)
 {
     int *gl = &c->grad[at(c, loss)];
     if ((*gl = ir_add_const_like(c->g, loss, 1.0, &c->g->nodes[loss].type)) < 0) return -1;
+    IR_WORK(c->n_anc);
     for (int i = c->n_anc - 1; i >= 0; i--)
         if (c->path[i] && c->grad[i] >= 0 && backprop_node(c, c->anc[i]) < 0) return -1;
     return 0;
@@ -166,7 +169,7 @@ static const char *unique_var_name(ir_graph *g, const char *base)
     size_t n = strlen(base) + 24;
     char *buf = xmalloc(n);
     snprintf(buf, n, "%s", base);
-    for (int i = 1; ir_find_var(g, buf) >= 0; i++) snprintf(buf, n, "%s_%d", base, i);
+    for (int i = 1; IR_WORK(1), ir_find_var(g, buf) >= 0; i++) snprintf(buf, n, "%s_%d", base, i);
     const char *s = ir_strdup(g, buf);
     free(buf);
     return s;
@@ -295,6 +298,7 @@ static int trained_here(const ad_ctx *c, int i)
 static int make_barrier(ad_ctx *c)
 {
     int *grads = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), n = 0;
+    IR_WORK(c->n_anc);
     for (int i = 0, vi; i < c->n_anc; i++) {
         if ((vi = trained_here(c, i)) < 0) continue;
         int sp = sparse_grad(c, vi);
@@ -310,6 +314,7 @@ static int make_updates(ad_ctx *c)
     ir_graph *g = c->g;
     c->updates = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1));
     if (make_barrier(c) < 0) return -1;
+    IR_WORK(c->n_anc);
     for (int i = 0, vi; i < c->n_anc; i++) /* slots appended here are not ancestors */
         if ((vi = trained_here(c, i)) >= 0 && make_update(c, vi) < 0) return -1;
     if (c->n_updates == 0) {

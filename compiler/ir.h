@@ -178,6 +178,17 @@ void ir_add_ctrl(ir_graph *g, int node, int dep);
  * own set): no scan of the node's control deps. */
 void ir_append_ctrl(ir_graph *g, int node, int dep);
 
+/* Work done on this thread by the compiler, plans and executor set-up:
+ * one per node a sweep visits and per probe of a lookup (IR_WORK where
+ * each loop over the graph starts and in each search loop).
+ * tests/test_compile_linear.c checks that it grows as nodes + edges do,
+ * without a clock: a sweep per node, or a lookup by a scan, makes it grow
+ * with their product.  Counting is one add per loop or probe. */
+#ifndef __cplusplus /* C11's thread-local: the CUDA device (C++) counts nothing */
+extern _Thread_local unsigned long long ir_work;
+#define IR_WORK(n) (ir_work += (unsigned long long)(n))
+#endif
+
 /* A walk over part of the graph keeps one int per node it reaches (a
  * visit mark, an index of its own): ir_walk_get is -1 for a node this walk
  * has not set.  Beginning a walk costs O(1) (the slots of earlier walks

@@ -33,7 +33,7 @@ static uint64_t env_hash(const char *s)
 static void env_index_put(env *e, int i)
 {
     size_t mask = (size_t)e->index_cap - 1, k = env_hash(e->v[i].name) & mask;
-    while (e->index[k] >= 0) k = (k + 1) & mask;
+    while (IR_WORK(1), e->index[k] >= 0) k = (k + 1) & mask;
     e->index[k] = i;
 }
 
@@ -62,10 +62,11 @@ static binding *env_find_local(env *e, const char *name)
 {
     if (e->index) {
         size_t mask = (size_t)e->index_cap - 1;
-        for (size_t k = env_hash(name) & mask; e->index[k] >= 0; k = (k + 1) & mask)
+        for (size_t k = env_hash(name) & mask; IR_WORK(1), e->index[k] >= 0; k = (k + 1) & mask)
             if (strcmp(e->v[e->index[k]].name, name) == 0) return &e->v[e->index[k]];
         return NULL;
     }
+    IR_WORK(e->n);
     for (int i = e->n - 1; i >= 0; i--)
         if (e->v[i].name[0] == name[0] && strcmp(e->v[i].name, name) == 0) return &e->v[i];
     return NULL;
@@ -218,6 +219,7 @@ static int eval_device(sema *S, env *e, const ast_node *spec)
  * innermost annotation runs first, so it wins. */
 static void place_since(sema *S, int mark, int dev)
 {
+    IR_WORK(S->g->n_nodes - mark);
     for (int i = mark; i < S->g->n_nodes; i++)
         if (S->g->nodes[i].device < 0) S->g->nodes[i].device = dev;
 }
@@ -617,6 +619,7 @@ static int eval_step(sema *S, const ast_node *n)
         S->stop = 1;
         return -1;
     }
+    IR_WORK(1);
     if (++S->steps <= LIM_EVAL_STEPS) return 0;
     sema_stop(S, n,
               "compile-time evaluation takes more than %d steps, the limit (loops or recursion "
@@ -1061,6 +1064,7 @@ static void place_all(sema *S)
     int reported[8], n_reported = 0;
     for (int i = 0; i < S->g->n_vars; i++)
         if (S->g->vars[i].device < 0) S->g->vars[i].device = IR_DEV(DEV_CPU, 0);
+    IR_WORK(S->g->n_vars + 2 * S->g->n_nodes);
     /* constants last, so an error names the op the user wrote */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < S->g->n_nodes; i++) {

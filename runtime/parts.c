@@ -111,6 +111,7 @@ gr_code parts_link(rt_exec *e, gr_status *st)
     const plan_graph *p = e->p;
     int *sent_at = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1)); /* level of each call */
     int *waited = xcalloc((size_t)p->n_xfers + 1, sizeof(int));
+    IR_WORK(p->g->n_nodes + e->n_calls + p->n_xfers);
     for (int i = 0; i < p->g->n_nodes; i++) sent_at[i] = -1;
     for (int l = 0; l < e->n_levels; l++) {
         const exec_level *L = &e->levels[l];
