@@ -92,21 +92,20 @@ def deep_report(w, meta, runs):
           f"{fmt(net(rm, base_rm))} |")
     L = meta.get("deep_step_layers")
     n = least(runs, f"deep{L}_nodes")
-    g, _ = best(runs, "deep_gr_sps")
-    p, _ = best(runs, "deep_pt_sps")
     w("")
-    w(f"Training it, {L} layers ({fmt(n, 0)} nodes), batch 16, 1 thread, {meta.get('deep_steps')} "
-      "steps (PyTorch: bench/torch_deep.py, the same layers, nn.Linear + ReLU, SGD):")
+    w(f"Training it, {L} layers ({fmt(n, 0)} nodes), 1 thread; graphrun {meta.get('deep_steps')} steps, "
+      f"PyTorch {meta.get('deep_peer_steps')} (bench/torch_deep.py: the same layers, nn.Linear + ReLU, "
+      "SGD). At width 1 and batch 1 the kernels do almost nothing: the step is per-node overhead.")
     w("")
-    w("| | µs/step | µs per node per step | µs per layer per step |")
-    w("|---|---|---|---|")
-    for name, sps in (("graphrun", g), ("PyTorch", p)):
-        us = 1e6 / sps if sps else None
-        per_n = us / n if us and n else None
-        per_l = us / float(L) if us else None
-        w(f"| {name} | {fmt(us)} | {fmt(per_n, 3)} | {fmt(per_l, 2)} |")
-    if g and p:
-        w(f"| PyTorch / graphrun | **{g / p:.1f}×** | | |")
+    w("| net | graphrun µs/step | PyTorch µs/step | graphrun µs/node | PyTorch µs/node | PyTorch / graphrun |")
+    w("|---|---|---|---|---|---|")
+    for key, label in (("deep", "width 16, batch 16"), ("deepw1", "width 1, batch 1")):
+        g, _ = best(runs, f"{key}_gr_sps")
+        p, _ = best(runs, f"{key}_pt_sps")
+        gus, pus = (1e6 / g if g else None), (1e6 / p if p else None)
+        ratio = f"**{pus / gus:.1f}×**" if gus and pus else "n/a"
+        w(f"| {label} | {fmt(gus)} | {fmt(pus)} | {fmt(gus / n if gus and n else None, 3)} | "
+          f"{fmt(pus / n if pus and n else None, 3)} | {ratio} |")
 
 
 def main():
@@ -212,7 +211,9 @@ def main():
              ("mlp1_gr_sps", "MLP 1t graphrun", False), ("mlp1_pt_sps", "MLP 1t PyTorch", False),
              ("hog_gr_sps", "Hogwild! graphrun 2x1", False), ("hog_pt_sps", "Hogwild! PyTorch 2x1", False),
              ("cnn2_gr_sps", "CNN 2t graphrun", False), ("cnn2_pt_sps", "CNN 2t PyTorch", False),
-             ("deep_gr_sps", "deep net graphrun", False), ("deep_pt_sps", "deep net PyTorch", False)]
+             ("deep_gr_sps", "deep net graphrun", False), ("deep_pt_sps", "deep net PyTorch", False),
+             ("deepw1_gr_sps", "deep net width 1 graphrun", False),
+             ("deepw1_pt_sps", "deep net width 1 PyTorch", False)]
     for key, label, as_us in names:
         vals = [runs.get(key, {}).get(r) for r in sorted(runs.get(key, {}))]
         shown = ["FAIL" if v is None else (f"{1e6 / v:.1f}" if as_us else f"{v:.1f}") for v in vals]

@@ -22,8 +22,10 @@
 #   DEEP_LAYERS  sizes of the deep, narrow net (bench/gen_deep.py) whose compile
 #             time and memory are measured (default "111 1111 11111": about
 #             1k, 10k and 100k nodes)
-#   DEEP_STEP_LAYERS, DEEP_STEPS  the deep net trained against PyTorch
-#             (bench/torch_deep.py): layers (default 1111) and steps (default 100)
+#   DEEP_STEP_LAYERS, DEEP_STEPS, DEEP_PEER_STEPS  the deep net trained against
+#             PyTorch (bench/torch_deep.py), at width 16 and at width 1 (batch 1:
+#             all overhead): layers (default 1111), graphrun's steps (default
+#             500) and PyTorch's (default 30; each side times only its loop)
 set -eu
 set -o pipefail
 
@@ -45,7 +47,8 @@ SM_STEPS=${SM_STEPS:-20000}; SM_BATCH=32
 MLP_STEPS=${MLP_STEPS:-2000}; MLP_BATCH=64
 CNN_STEPS=${CNN_STEPS:-200};  CNN_BATCH=64
 DEEP_LAYERS=${DEEP_LAYERS:-111 1111 11111}
-DEEP_STEP_LAYERS=${DEEP_STEP_LAYERS:-1111}; DEEP_STEPS=${DEEP_STEPS:-100}
+DEEP_STEP_LAYERS=${DEEP_STEP_LAYERS:-1111}; DEEP_STEPS=${DEEP_STEPS:-500}
+DEEP_PEER_STEPS=${DEEP_PEER_STEPS:-30}
 
 die() { echo "bench/run.sh: error: $*" >&2; exit 2; }
 say() { echo "bench: $*" >&2; }
@@ -65,6 +68,7 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-
 done
 command -v gcc >/dev/null || die "gcc not found; apt-get install gcc"
 command -v timeout >/dev/null || die "timeout (coreutils) not found"
+[ -x /usr/bin/time ] || die "/usr/bin/time not found (bench/measure.py reads peak memory from it): apt-get install time"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/graphrun-bench.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -210,18 +214,23 @@ for L in 1 $DEEP_LAYERS $DEEP_STEP_LAYERS; do
     || die "graphrun check $TMP/deep$L.graph failed"
   put "deep${L}_nodes" 1 "$n"
 done
+"$PY" "$HERE/gen_deep.py" "$DEEP_STEP_LAYERS" --width 1 --batch 1 >"$TMP/deep_w1.graph" \
+  || die "bench/gen_deep.py --width 1 failed"
 
 # deep REP: compile (`graphrun check`) and compile + prepare + 1 step at each
-# size; then DEEP_STEPS steps of the DEEP_STEP_LAYERS net, graphrun and PyTorch
+# size; then steps of the DEEP_STEP_LAYERS net, at width 16 and at width 1,
+# graphrun and PyTorch
 deep() {
   local L
-  say " deep, narrow net: compile at $DEEP_LAYERS layers, $DEEP_STEPS steps at $DEEP_STEP_LAYERS"
+  say " deep, narrow net: compile at $DEEP_LAYERS layers, steps at $DEEP_STEP_LAYERS"
   for L in 1 $DEEP_LAYERS; do
     cost "deepc$L" "$1" check "$TMP/deep$L.graph"
     cost "deepr$L" "$1" "$TMP/deep$L.graph" --steps 1 --threads 1 --quiet
   done
   gr deep_gr "$1" "$TMP/deep$DEEP_STEP_LAYERS.graph" "$DEEP_STEPS" 1 ""
-  peer deep_pt "$1" 1 "$HERE/torch_deep.py" "$DEEP_STEP_LAYERS" "$DEEP_STEPS"
+  peer deep_pt "$1" 1 "$HERE/torch_deep.py" "$DEEP_STEP_LAYERS" "$DEEP_PEER_STEPS"
+  gr deepw1_gr "$1" "$TMP/deep_w1.graph" "$DEEP_STEPS" 1 ""
+  peer deepw1_pt "$1" 1 "$HERE/torch_deep.py" "$DEEP_STEP_LAYERS" "$DEEP_PEER_STEPS" 1 1
 }
 
 # ---------------------------------------------------------------- run
@@ -283,7 +292,7 @@ META=$TMP/meta.txt
   echo "reps=$REPS"
   echo "elapsed=$ELAPSED"
   echo "sm_steps=$SM_STEPS"; echo "mlp_steps=$MLP_STEPS"; echo "cnn_steps=$CNN_STEPS"
-  echo "deep_layers=$DEEP_LAYERS"; echo "deep_step_layers=$DEEP_STEP_LAYERS"; echo "deep_steps=$DEEP_STEPS"
+  echo "deep_layers=$DEEP_LAYERS"; echo "deep_step_layers=$DEEP_STEP_LAYERS"; echo "deep_steps=$DEEP_STEPS"; echo "deep_peer_steps=$DEEP_PEER_STEPS"
 } >"$META"
 
 REPORT=$TMP/report.md
