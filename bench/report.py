@@ -43,6 +43,12 @@ def best(runs, key):
     return ok[rep], rep
 
 
+def least(runs, key):
+    """The smallest value of key's runs (times, memory), or None."""
+    ok = [v for v in runs.get(key, {}).values() if v is not None]
+    return min(ok) if ok else None
+
+
 def at(runs, key, rep):
     return runs.get(key, {}).get(rep) if rep is not None else None
 
@@ -53,6 +59,53 @@ def fmt(v, nd=1):
 
 def acc_note(a):
     return "" if a is None else f" (acc {a:.4f})"
+
+
+def deep_report(w, meta, runs):
+    """The deep, narrow net (bench/gen_deep.py): compile cost by size, then
+    the per-node cost of a training step against PyTorch."""
+    layers = meta.get("deep_layers", "").split()
+    if not layers:
+        return
+    base_c, base_r = least(runs, "deepc1_ms"), least(runs, "deepr1_ms")
+    base_cm, base_rm = least(runs, "deepc1_mb"), least(runs, "deepr1_mb")
+    w("")
+    w("Deep, narrow net (bench/gen_deep.py: dense layers of width 16, mse, sgd; nodes are IR nodes "
+      "after the passes). `check` is `graphrun check FILE`; `+ run` is `graphrun FILE --steps 1 "
+      "--threads 1` (compile, session, plan, executor, one step). Best wall time of "
+      f"{meta.get('reps')}×3 runs and that run's peak RSS; \"net\" subtracts a 1-layer net's "
+      f"({fmt(base_c, 1)} ms, {fmt(base_cm, 1)} MB for check; {fmt(base_r, 1)} ms, "
+      f"{fmt(base_rm, 1)} MB with the run): the process, its libraries and data.")
+    w("")
+    w("| layers | nodes | check ms | check MB | net ms | net MB | + run ms | + run MB | net ms | net MB |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+
+    def net(v, b):
+        return None if v is None or b is None else v - b
+
+    for L in layers:
+        n = least(runs, f"deep{L}_nodes")
+        c, cm = least(runs, f"deepc{L}_ms"), least(runs, f"deepc{L}_mb")
+        r, rm = least(runs, f"deepr{L}_ms"), least(runs, f"deepr{L}_mb")
+        w(f"| {L} | {fmt(n, 0)} | {fmt(c)} | {fmt(cm)} | {fmt(net(c, base_c))} | "
+          f"{fmt(net(cm, base_cm))} | {fmt(r)} | {fmt(rm)} | {fmt(net(r, base_r))} | "
+          f"{fmt(net(rm, base_rm))} |")
+    L = meta.get("deep_step_layers")
+    n = least(runs, f"deep{L}_nodes")
+    w("")
+    w(f"Training it, {L} layers ({fmt(n, 0)} nodes), 1 thread; graphrun {meta.get('deep_steps')} steps, "
+      f"PyTorch {meta.get('deep_peer_steps')} (bench/torch_deep.py: the same layers, nn.Linear + ReLU, "
+      "SGD). At width 1 and batch 1 the kernels do almost nothing: the step is per-node overhead.")
+    w("")
+    w("| net | graphrun µs/step | PyTorch µs/step | graphrun µs/node | PyTorch µs/node | PyTorch / graphrun |")
+    w("|---|---|---|---|---|---|")
+    for key, label in (("deep", "width 16, batch 16"), ("deepw1", "width 1, batch 1")):
+        g, _ = best(runs, f"{key}_gr_sps")
+        p, _ = best(runs, f"{key}_pt_sps")
+        gus, pus = (1e6 / g if g else None), (1e6 / p if p else None)
+        ratio = f"**{pus / gus:.1f}×**" if gus and pus else "n/a"
+        w(f"| {label} | {fmt(gus)} | {fmt(pus)} | {fmt(gus / n if gus and n else None, 3)} | "
+          f"{fmt(pus / n if pus and n else None, 3)} | {ratio} |")
 
 
 def main():
@@ -141,6 +194,7 @@ def main():
           f"{float(ga):.4f} vs {float(oa):.4f} | — | — | {100 * d:.2f} points | goal ≤ 1 point: "
           f"{'met' if d <= 0.01 else '**not met**'} |")
 
+    deep_report(w, meta, runs)
     w("")
     s1, _ = best(runs, "sgemm1_gflops")
     s2, _ = best(runs, "sgemm2_gflops")
@@ -156,7 +210,10 @@ def main():
              ("mlp2_gr_sps", "MLP 2t graphrun", False), ("mlp2_pt_sps", "MLP 2t PyTorch", False),
              ("mlp1_gr_sps", "MLP 1t graphrun", False), ("mlp1_pt_sps", "MLP 1t PyTorch", False),
              ("hog_gr_sps", "Hogwild! graphrun 2x1", False), ("hog_pt_sps", "Hogwild! PyTorch 2x1", False),
-             ("cnn2_gr_sps", "CNN 2t graphrun", False), ("cnn2_pt_sps", "CNN 2t PyTorch", False)]
+             ("cnn2_gr_sps", "CNN 2t graphrun", False), ("cnn2_pt_sps", "CNN 2t PyTorch", False),
+             ("deep_gr_sps", "deep net graphrun", False), ("deep_pt_sps", "deep net PyTorch", False),
+             ("deepw1_gr_sps", "deep net width 1 graphrun", False),
+             ("deepw1_pt_sps", "deep net width 1 PyTorch", False)]
     for key, label, as_us in names:
         vals = [runs.get(key, {}).get(r) for r in sorted(runs.get(key, {}))]
         shown = ["FAIL" if v is None else (f"{1e6 / v:.1f}" if as_us else f"{v:.1f}") for v in vals]

@@ -19,6 +19,13 @@
 #             MAX_LOAD before starting (default 0: do not wait)
 #   PEER_OMP_WAIT  OMP_WAIT_POLICY for the PyTorch runs (default PASSIVE, see peer())
 #   SM_STEPS, MLP_STEPS, CNN_STEPS  steps per run (defaults 20000, 2000, 200)
+#   DEEP_LAYERS  sizes of the deep, narrow net (bench/gen_deep.py) whose compile
+#             time and memory are measured (default "111 1111 11111": about
+#             1k, 10k and 100k nodes)
+#   DEEP_STEP_LAYERS, DEEP_STEPS, DEEP_PEER_STEPS  the deep net trained against
+#             PyTorch (bench/torch_deep.py), at width 16 and at width 1 (batch 1:
+#             all overhead): layers (default 1111), graphrun's steps (default
+#             500) and PyTorch's (default 30; each side times only its loop)
 set -eu
 set -o pipefail
 
@@ -39,6 +46,9 @@ DATA=/usr/share/datasets/fashion-mnist
 SM_STEPS=${SM_STEPS:-20000}; SM_BATCH=32
 MLP_STEPS=${MLP_STEPS:-2000}; MLP_BATCH=64
 CNN_STEPS=${CNN_STEPS:-200};  CNN_BATCH=64
+DEEP_LAYERS=${DEEP_LAYERS:-111 1111 11111}
+DEEP_STEP_LAYERS=${DEEP_STEP_LAYERS:-1111}; DEEP_STEPS=${DEEP_STEPS:-500}
+DEEP_PEER_STEPS=${DEEP_PEER_STEPS:-30}
 
 die() { echo "bench/run.sh: error: $*" >&2; exit 2; }
 say() { echo "bench: $*" >&2; }
@@ -58,6 +68,7 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-
 done
 command -v gcc >/dev/null || die "gcc not found; apt-get install gcc"
 command -v timeout >/dev/null || die "timeout (coreutils) not found"
+[ -x /usr/bin/time ] || die "/usr/bin/time not found (bench/measure.py reads peak memory from it): apt-get install time"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/graphrun-bench.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -104,10 +115,12 @@ cpu_busy() { awk '/^cpu / { printf "%.2f\n", ($2 + $3 + $4 + $7 + $8 + $9) / 100
 child_secs() { awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } printf "%.2f\n", t }' "$1"; }
 
 # gr KEY REP GRAPH STEPS THREADS EVAL [EXECUTORS] -> KEY_sps, KEY_acc
+# (GRAPH: a file in examples/, or an absolute path)
 gr() {
   local key=$1 rep=$2 graph=$3 steps=$4 threads=$5 ev=$6 execs=${7:-1} log=$TMP/$1.$2.jsonl out vals
   out=$TMP/$1.$2.out
-  if timeout "$TIMEOUT" "$GRAPHRUN" "$ROOT/examples/$graph" --steps "$steps" --threads "$threads" \
+  case $graph in /*) ;; *) graph=$ROOT/examples/$graph;; esac
+  if timeout "$TIMEOUT" "$GRAPHRUN" "$graph" --steps "$steps" --threads "$threads" \
        --executors "$execs" ${ev:+--eval "$ev"} --quiet --log "$log" >"$out" 2>&1 \
      && vals=$("$PY" - "$log" "$ev" 2>>"$out" <<'EOF'
 import json, sys
@@ -125,7 +138,7 @@ print(done["steps_per_s"], "NA" if acc is None else acc)
 EOF
   ); then
     put "${key}_sps" "$rep" "${vals% *}"; put "${key}_acc" "$rep" "${vals#* }"
-    say "  graphrun $graph threads=$threads: ${vals% *} steps/s, $ev ${vals#* }"
+    say "  graphrun ${graph#"$ROOT"/} threads=$threads: ${vals% *} steps/s${ev:+, $ev ${vals#* }}"
   else
     fail "${key}_sps" "$rep" "graphrun $graph --steps $steps --threads $threads" "$out"
   fi
@@ -135,6 +148,7 @@ EOF
 field() { tr -s ' \t' '\n\n' <"$2" | grep "^$1=" | tail -n 1 | cut -d= -f2 || true; }
 
 # peer KEY REP THREADS SCRIPT ARGS... -> KEY_sps (and KEY_acc when the script prints test_acc)
+# (SCRIPT: a file in $SHARED/bench, or a path)
 # Debian's torch calls the pthreads OpenBLAS, which starts one thread per core
 # whatever torch.set_num_threads says: without OPENBLAS_NUM_THREADS, the
 # "1 thread" peer would run its GEMMs on 2 cores, and the 2-thread peer would
@@ -145,14 +159,15 @@ field() { tr -s ' \t' '\n\n' <"$2" | grep "^$1=" | tail -n 1 | cut -d= -f2 || tr
 # configuration; PEER_OMP_WAIT=ACTIVE shows the out-of-the-box behaviour.
 peer() {
   local key=$1 rep=$2 threads=$3 script=$4 out=$TMP/$1.$2.out sps acc; shift 4
+  case $script in */*) ;; *) script=$SHARED/bench/$script;; esac
   if OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads OMP_WAIT_POLICY=$PEER_OMP_WAIT \
-     timeout "$TIMEOUT" "$PY" "$SHARED/bench/$script" "$@" >"$out" 2>&1 \
+     timeout "$TIMEOUT" "$PY" "$script" "$@" >"$out" 2>&1 \
      && sps=$(field 'steps/s' "$out") && [ -n "$sps" ]; then
     put "${key}_sps" "$rep" "$sps"
     acc=$(field test_acc "$out"); [ -n "$acc" ] && put "${key}_acc" "$rep" "$acc"
-    say "  pytorch $script $*: $sps steps/s${acc:+, test_acc $acc}"
+    say "  pytorch ${script##*/} $*: $sps steps/s${acc:+, test_acc $acc}"
   else
-    fail "${key}_sps" "$rep" "python3 $script $*" "$out"
+    fail "${key}_sps" "$rep" "python3 ${script##*/} $*" "$out"
   fi
 }
 
@@ -176,6 +191,46 @@ sgemm() {
   else
     fail "$1_gflops" "$2" "blas_concurrency $3" "$out"
   fi
+}
+
+# cost KEY REP ARGS... -> KEY_ms, KEY_mb: the best wall time of 3 runs of
+# `graphrun ARGS` and its peak memory (bench/measure.py)
+cost() {
+  local key=$1 rep=$2 out=$TMP/$1.$2.out v; shift 2
+  if v=$(timeout "$TIMEOUT" "$PY" "$HERE/measure.py" 3 "$GRAPHRUN" "$@" 2>"$out"); then
+    v=${v#ms=}; put "${key}_ms" "$rep" "${v% mb=*}"; put "${key}_mb" "$rep" "${v#* mb=}"
+  else
+    fail "${key}_ms" "$rep" "graphrun $*" "$out"
+  fi
+}
+
+# The deep, narrow nets (1 layer: what any compile costs, the process and its
+# libraries) and their IR node counts after the passes -> deepL_nodes.
+say "generating the deep, narrow nets (bench/gen_deep.py: $DEEP_LAYERS layers)"
+for L in 1 $DEEP_LAYERS $DEEP_STEP_LAYERS; do
+  [ -f "$TMP/deep$L.graph" ] && continue
+  "$PY" "$HERE/gen_deep.py" "$L" >"$TMP/deep$L.graph" || die "bench/gen_deep.py $L failed"
+  n=$("$GRAPHRUN" check --emit ir "$TMP/deep$L.graph" | grep -c '^%') \
+    || die "graphrun check $TMP/deep$L.graph failed"
+  put "deep${L}_nodes" 1 "$n"
+done
+"$PY" "$HERE/gen_deep.py" "$DEEP_STEP_LAYERS" --width 1 --batch 1 >"$TMP/deep_w1.graph" \
+  || die "bench/gen_deep.py --width 1 failed"
+
+# deep REP: compile (`graphrun check`) and compile + prepare + 1 step at each
+# size; then steps of the DEEP_STEP_LAYERS net, at width 16 and at width 1,
+# graphrun and PyTorch
+deep() {
+  local L
+  say " deep, narrow net: compile at $DEEP_LAYERS layers, steps at $DEEP_STEP_LAYERS"
+  for L in 1 $DEEP_LAYERS; do
+    cost "deepc$L" "$1" check "$TMP/deep$L.graph"
+    cost "deepr$L" "$1" "$TMP/deep$L.graph" --steps 1 --threads 1 --quiet
+  done
+  gr deep_gr "$1" "$TMP/deep$DEEP_STEP_LAYERS.graph" "$DEEP_STEPS" 1 ""
+  peer deep_pt "$1" 1 "$HERE/torch_deep.py" "$DEEP_STEP_LAYERS" "$DEEP_PEER_STEPS"
+  gr deepw1_gr "$1" "$TMP/deep_w1.graph" "$DEEP_STEPS" 1 ""
+  peer deepw1_pt "$1" 1 "$HERE/torch_deep.py" "$DEEP_STEP_LAYERS" "$DEEP_PEER_STEPS" 1 1
 }
 
 # ---------------------------------------------------------------- run
@@ -211,6 +266,7 @@ for rep in $(seq 1 "$REPS"); do
   say " CNN, 2 threads, $CNN_STEPS steps"
   gr cnn2_gr "$rep" fashion_cnn.graph "$CNN_STEPS" 2 accuracy
   peer cnn2_pt "$rep" 2 torch_cnn.py "$CNN_STEPS" "$CNN_BATCH" 2
+  deep "$rep"
 done
 ELAPSED=$(( $(date +%s) - T0 ))
 LOAD_END=$(load1); times >"$TMP/times1"
@@ -236,6 +292,7 @@ META=$TMP/meta.txt
   echo "reps=$REPS"
   echo "elapsed=$ELAPSED"
   echo "sm_steps=$SM_STEPS"; echo "mlp_steps=$MLP_STEPS"; echo "cnn_steps=$CNN_STEPS"
+  echo "deep_layers=$DEEP_LAYERS"; echo "deep_step_layers=$DEEP_STEP_LAYERS"; echo "deep_steps=$DEEP_STEPS"; echo "deep_peer_steps=$DEEP_PEER_STEPS"
 } >"$META"
 
 REPORT=$TMP/report.md

@@ -2,8 +2,11 @@
  * over the IR, then optimizer slots and update ops per trainable variable.
  *
  * Node ids are a topological order (ir_add only accepts existing inputs), so
- * one descending walk over the ids present before minimize visits every
- * consumer of a node before the node itself. */
+ * one descending walk over the loss's ancestors visits every consumer of a
+ * node before the node itself.  Only the ancestors are walked, with arrays
+ * of their size (ir_walk maps a node to its place among them): a program
+ * with a thousand small minimize() calls costs what each one reaches, not
+ * a thousand times the graph. */
 #include "compiler.h"
 
 #include <stdlib.h>
@@ -14,9 +17,10 @@ typedef struct ad_ctx {
     const ad_optimizer *opt;
     const src_file *src;
     src_span span;
-    int n0;       /* nodes that existed before this minimize */
-    char *path;   /* [n0] depends on a trainable variable and feeds the loss */
-    int *grad;    /* [n0] gradient node of each node's output, or -1 */
+    int *anc; /* the loss and its ancestors, by id */
+    int n_anc;
+    char *path;   /* [n_anc] depends on a trainable variable and feeds the loss */
+    int *grad;    /* [n_anc] gradient node of each node's output, or -1 */
     int *updates; /* update nodes, one per updated variable */
     int n_updates;
     int step_node; /* adam: the step counter's VARIABLE node, or -1 */
@@ -46,22 +50,60 @@ static int check_loss(ad_ctx *c, int loss)
     return 0;
 }
 
-/* path[n] = n depends on a trainable variable and the loss depends on n. */
-static void mark_path(ad_ctx *c, int loss)
+/* Node id's index in c->anc (id is the loss or one of its ancestors). */
+static int at(const ad_ctx *c, int id)
+{
+    return ir_walk_get(c->g, id);
+}
+
+static int by_id(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+/* c->anc: the loss and every node it reads, directly or not, by id. */
+static void collect_ancestors(ad_ctx *c, int loss)
 {
     ir_graph *g = c->g;
-    char *dep = xcalloc((size_t)c->n0, 1);
-    for (int n = 0; n <= loss; n++) {
-        const ir_node *nd = &g->nodes[n];
-        if (nd->dead) continue;
-        if (nd->op == OP_VARIABLE && nd->var >= 0) dep[n] = (char)is_trained(g, nd->var);
-        for (int k = 0; k < nd->n_in; k++) dep[n] |= dep[nd->in[k]];
+    int cap = 64, n = 0;
+    int *anc = xmalloc(sizeof(int) * (size_t)cap);
+    ir_walk_begin(g);
+    ir_walk_set(g, loss, 0);
+    anc[n++] = loss;
+    for (int i = 0; i < n; i++) { /* anc is its own worklist */
+        const ir_node *nd = &g->nodes[anc[i]];
+        IR_WORK(1 + nd->n_in);
+        for (int k = 0; k < nd->n_in; k++) {
+            if (ir_walk_get(g, nd->in[k]) >= 0) continue;
+            ir_walk_set(g, nd->in[k], 0);
+            if (n == cap) anc = xreallocarray(anc, (size_t)(cap *= 2), sizeof(int));
+            anc[n++] = nd->in[k];
+        }
     }
-    c->path[loss] = dep[loss];
-    for (int n = loss; n >= 0; n--) {
-        if (!c->path[n]) continue;
-        const ir_node *nd = &g->nodes[n];
-        for (int k = 0; k < nd->n_in; k++) c->path[nd->in[k]] = dep[nd->in[k]];
+    qsort(anc, (size_t)n, sizeof(int), by_id);
+    for (int i = 0; i < n; i++) ir_walk_set(g, anc[i], i);
+    c->anc = anc;
+    c->n_anc = n;
+}
+
+/* path[i] = anc[i] depends on a trainable variable and the loss depends on
+ * it. */
+static void mark_path(ad_ctx *c)
+{
+    ir_graph *g = c->g;
+    char *dep = xcalloc((size_t)c->n_anc, 1);
+    IR_WORK(2 * c->n_anc);
+    for (int i = 0; i < c->n_anc; i++) {
+        const ir_node *nd = &g->nodes[c->anc[i]];
+        if (nd->dead) continue;
+        if (nd->op == OP_VARIABLE && nd->var >= 0) dep[i] = (char)is_trained(g, nd->var);
+        for (int k = 0; k < nd->n_in; k++) dep[i] |= dep[at(c, nd->in[k])];
+    }
+    c->path[c->n_anc - 1] = dep[c->n_anc - 1];
+    for (int i = c->n_anc - 1; i >= 0; i--) {
+        if (!c->path[i]) continue;
+        const ir_node *nd = &g->nodes[c->anc[i]];
+        for (int k = 0; k < nd->n_in; k++) c->path[at(c, nd->in[k])] = dep[at(c, nd->in[k])];
     }
     free(dep);
 }
@@ -70,15 +112,16 @@ static void mark_path(ad_ctx *c, int loss)
  * x's device (a variable's gradients meet where the variable lives). */
 static int accumulate(ad_ctx *c, int x, int gx)
 {
-    if (c->grad[x] < 0) {
-        c->grad[x] = gx;
+    int *gr = &c->grad[at(c, x)];
+    if (*gr < 0) {
+        *gr = gx;
         return 0;
     }
-    int in[2] = {c->grad[x], gx};
+    int in[2] = {*gr, gx};
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    c->grad[x] = ir_add_like(c->g, x, OP_ADD, in, 2, &a);
-    return c->grad[x] < 0 ? -1 : 0;
+    *gr = ir_add_like(c->g, x, OP_ADD, in, 2, &a);
+    return *gr < 0 ? -1 : 0;
 }
 
 static int no_grad_error(ad_ctx *c, int n)
@@ -101,10 +144,10 @@ static int backprop_node(ad_ctx *c, int n)
     if (!ops_table[op].grad) return no_grad_error(c, n);
     int *dx = xmalloc(sizeof(int) * (size_t)n_in);
     for (int k = 0; k < n_in; k++) dx[k] = -1;
-    int rc = ops_table[op].grad(g, n, c->grad[n], dx);
+    int rc = ops_table[op].grad(g, n, c->grad[at(c, n)], dx);
     for (int k = 0; rc == 0 && k < n_in; k++) {
         int x = g->nodes[n].in[k];
-        if (dx[k] >= 0 && c->path[x]) rc = accumulate(c, x, dx[k]);
+        if (dx[k] >= 0 && c->path[at(c, x)]) rc = accumulate(c, x, dx[k]);
     }
     free(dx);
     return rc;
@@ -112,10 +155,11 @@ static int backprop_node(ad_ctx *c, int n)
 
 static int backprop(ad_ctx *c, int loss)
 {
-    c->grad[loss] = ir_add_const_like(c->g, loss, 1.0, &c->g->nodes[loss].type);
-    if (c->grad[loss] < 0) return -1;
-    for (int n = loss; n >= 0; n--)
-        if (c->path[n] && c->grad[n] >= 0 && backprop_node(c, n) < 0) return -1;
+    int *gl = &c->grad[at(c, loss)];
+    if ((*gl = ir_add_const_like(c->g, loss, 1.0, &c->g->nodes[loss].type)) < 0) return -1;
+    IR_WORK(c->n_anc);
+    for (int i = c->n_anc - 1; i >= 0; i--)
+        if (c->path[i] && c->grad[i] >= 0 && backprop_node(c, c->anc[i]) < 0) return -1;
     return 0;
 }
 
@@ -125,7 +169,7 @@ static const char *unique_var_name(ir_graph *g, const char *base)
     size_t n = strlen(base) + 24;
     char *buf = xmalloc(n);
     snprintf(buf, n, "%s", base);
-    for (int i = 1; ir_find_var(g, buf) >= 0; i++) snprintf(buf, n, "%s_%d", base, i);
+    for (int i = 1; IR_WORK(1), ir_find_var(g, buf) >= 0; i++) snprintf(buf, n, "%s_%d", base, i);
     const char *s = ir_strdup(g, buf);
     free(buf);
     return s;
@@ -198,16 +242,21 @@ static ir_attrs update_attrs(const ad_optimizer *o)
 /* A variable reached only through gather gets its gradient as rows (the
  * gather_grad's dy and ids, never a dense table) when the optimizer is sgd:
  * returns that gather_grad node, else -1. */
+static int var_grad(const ad_ctx *c, int vi)
+{
+    return c->grad[at(c, c->g->vars[vi].node)];
+}
+
 static int sparse_grad(const ad_ctx *c, int vi)
 {
-    int gn = c->grad[c->g->vars[vi].node];
+    int gn = var_grad(c, vi);
     return c->opt->kind == AD_SGD && c->g->nodes[gn].op == OP_GATHER_GRAD ? gn : -1;
 }
 
 static int make_update(ad_ctx *c, int vi)
 {
     int device = c->g->vars[vi].device;
-    int in[5] = {c->g->vars[vi].node, c->grad[c->g->vars[vi].node], -1, -1, -1}, n_in = 2;
+    int in[5] = {c->g->vars[vi].node, var_grad(c, vi), -1, -1, -1}, n_in = 2;
     op_kind op = OP_APPLY_SGD;
     int sp = sparse_grad(c, vi);
     if (sp >= 0) { /* rows: dy and ids of the gather_grad, which then goes unused */
@@ -234,21 +283,26 @@ static int make_update(ad_ctx *c, int vi)
     return 0;
 }
 
-static int trained_here(const ad_ctx *c, int vi)
+/* The variable of anc[i] when minimize updates it (trainable, not a slot,
+ * with a gradient), else -1.  Variables' nodes are made with them, so
+ * ancestors by id are these variables by index. */
+static int trained_here(const ad_ctx *c, int i)
 {
-    int node = c->g->vars[vi].node;
-    return is_trained(c->g, vi) && node < c->n0 && c->grad[node] >= 0;
+    const ir_node *nd = &c->g->nodes[c->anc[i]];
+    if (nd->op != OP_VARIABLE || nd->var < 0 || !is_trained(c->g, nd->var)) return -1;
+    return c->grad[i] >= 0 ? nd->var : -1;
 }
 
 /* Every update waits until every gradient is computed: a gradient that reads
  * a variable (matmul's da = dy @ w^T) must see it before any update. */
-static int make_barrier(ad_ctx *c, int n_vars)
+static int make_barrier(ad_ctx *c)
 {
-    int *grads = xmalloc(sizeof(int) * (size_t)(n_vars + 1)), n = 0;
-    for (int vi = 0; vi < n_vars; vi++) {
-        if (!trained_here(c, vi)) continue;
+    int *grads = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), n = 0;
+    IR_WORK(c->n_anc);
+    for (int i = 0, vi; i < c->n_anc; i++) {
+        if ((vi = trained_here(c, i)) < 0) continue;
         int sp = sparse_grad(c, vi);
-        grads[n++] = sp >= 0 ? c->g->nodes[sp].in[0] : c->grad[c->g->vars[vi].node];
+        grads[n++] = sp >= 0 ? c->g->nodes[sp].in[0] : var_grad(c, vi);
     }
     c->barrier = n ? ir_add(c->g, OP_GROUP, grads, n, NULL, c->src, c->span) : 0;
     free(grads);
@@ -258,12 +312,11 @@ static int make_barrier(ad_ctx *c, int n_vars)
 static int make_updates(ad_ctx *c)
 {
     ir_graph *g = c->g;
-    int n_vars = g->n_vars; /* slots appended below are not visited */
-    c->updates = xmalloc(sizeof(int) * (size_t)(n_vars + 1));
-    if (make_barrier(c, n_vars) < 0) return -1;
-    for (int vi = 0; vi < n_vars; vi++) {
-        if (trained_here(c, vi) && make_update(c, vi) < 0) return -1;
-    }
+    c->updates = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1));
+    if (make_barrier(c) < 0) return -1;
+    IR_WORK(c->n_anc);
+    for (int i = 0, vi; i < c->n_anc; i++) /* slots appended here are not ancestors */
+        if ((vi = trained_here(c, i)) >= 0 && make_update(c, vi) < 0) return -1;
     if (c->n_updates == 0) {
         diag_error(g->diags, c->src, c->span,
                    "minimize: loss does not depend on any trainable variable");
@@ -276,16 +329,17 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *
 {
     ad_ctx c = {.g = g, .opt = opt, .src = src, .span = span, .step_node = -1, .step_inc = -1};
     if (check_loss(&c, loss) < 0) return -1;
-    c.n0 = g->n_nodes;
-    c.path = xcalloc((size_t)c.n0, 1);
-    c.grad = xmalloc(sizeof(int) * (size_t)c.n0);
-    for (int n = 0; n < c.n0; n++) c.grad[n] = -1;
-    mark_path(&c, loss);
+    collect_ancestors(&c, loss);
+    c.path = xcalloc((size_t)c.n_anc, 1);
+    c.grad = xmalloc(sizeof(int) * (size_t)c.n_anc);
+    for (int i = 0; i < c.n_anc; i++) c.grad[i] = -1;
+    mark_path(&c);
     int rc = -1;
-    if (!c.path[loss])
+    if (!c.path[c.n_anc - 1])
         diag_error(g->diags, src, span, "minimize: loss does not depend on any trainable variable");
     else if (backprop(&c, loss) == 0)
         rc = make_updates(&c);
+    free(c.anc);
     free(c.path);
     free(c.grad);
     free(c.updates);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Thread_local unsigned long long ir_work;
+
 /* ---- arena ---- */
 
 typedef struct ir_block {
@@ -71,6 +73,8 @@ void ir_free(ir_graph *g)
     free(g->names);
     free(g->var_index.slot);
     free(g->name_index.slot);
+    free(g->walk_stamp);
+    free(g->walk_val);
     free(g);
 }
 
@@ -126,7 +130,7 @@ static int index_find(const ir_graph *g, const ir_index *x, name_of_fn name_of, 
 {
     if (!x->cap) return -1;
     size_t mask = (size_t)x->cap - 1;
-    for (size_t k = name_hash(name) & mask; x->slot[k] >= 0; k = (k + 1) & mask)
+    for (size_t k = name_hash(name) & mask; IR_WORK(1), x->slot[k] >= 0; k = (k + 1) & mask)
         if (strcmp(name_of(g, x->slot[k]), name) == 0) return x->slot[k];
     return -1;
 }
@@ -134,7 +138,7 @@ static int index_find(const ir_graph *g, const ir_index *x, name_of_fn name_of, 
 static void index_put(ir_index *x, const char *name, int i)
 {
     size_t mask = (size_t)x->cap - 1, k = name_hash(name) & mask;
-    while (x->slot[k] >= 0) k = (k + 1) & mask;
+    while (IR_WORK(1), x->slot[k] >= 0) k = (k + 1) & mask;
     x->slot[k] = i;
 }
 
@@ -154,6 +158,35 @@ static void index_add(ir_graph *g, ir_index *x, name_of_fn name_of, int i, int n
             if (j != i) index_put(x, name_of(g, j), j);
     }
     index_put(x, name_of(g, i), i);
+}
+
+/* ---- walks ---- */
+
+void ir_walk_begin(ir_graph *g)
+{
+    if (g->walk_cap < g->cap_nodes) { /* grown with the nodes: O(1) amortised */
+        int cap = g->cap_nodes;
+        g->walk_stamp = xreallocarray(g->walk_stamp, (size_t)cap, sizeof(int));
+        g->walk_val = xreallocarray(g->walk_val, (size_t)cap, sizeof(int));
+        memset(g->walk_stamp + g->walk_cap, 0, sizeof(int) * (size_t)(cap - g->walk_cap));
+        g->mem_bytes += (long long)(2 * sizeof(int) * (size_t)(cap - g->walk_cap));
+        g->walk_cap = cap;
+    }
+    GR_ASSERT(g->walk_now < INT32_MAX);
+    g->walk_now++;
+}
+
+int ir_walk_get(const ir_graph *g, int node)
+{
+    GR_ASSERT(node >= 0 && node < g->walk_cap);
+    return g->walk_stamp[node] == g->walk_now ? g->walk_val[node] : -1;
+}
+
+void ir_walk_set(ir_graph *g, int node, int v)
+{
+    GR_ASSERT(node >= 0 && node < g->walk_cap);
+    g->walk_stamp[node] = g->walk_now;
+    g->walk_val[node] = v;
 }
 
 /* ---- nodes ---- */
@@ -251,6 +284,7 @@ int ir_add(ir_graph *g, op_kind op, const int *in, int n_in, const ir_attrs *att
         diag_error(g->diags, src, span, "internal error: bad op %d", (int)op);
         return -1;
     }
+    IR_WORK(1 + n_in);
     if (check_inputs(g, op, in, n_in, src, span)) return -1;
     if (ir_budget(g, 0, src, span) < 0) return -1;
     int *copy = NULL;
@@ -397,6 +431,7 @@ int ir_find_var(const ir_graph *g, const char *name)
 void ir_add_ctrl(ir_graph *g, int node, int dep)
 {
     ir_node *n = &g->nodes[node];
+    IR_WORK(n->n_ctrl);
     for (int k = 0; k < n->n_ctrl; k++)
         if (n->ctrl[k] == dep) return;
     ir_append_ctrl(g, node, dep);

@@ -135,6 +135,8 @@ typedef struct ir_graph {
     diag_list *diags;   /* where errors go */
     void *arena;        /* private: node input arrays, strings, cdata */
     ir_index var_index, name_index;
+    int *walk_stamp, *walk_val; /* see ir_walk_begin */
+    int walk_cap, walk_now;
     long long mem_bytes; /* arena plus arrays: checked against LIM_COMPILE_BYTES */
     int over_budget;     /* a budget error was reported: later ones stay quiet */
 } ir_graph;
@@ -176,6 +178,27 @@ void ir_add_ctrl(ir_graph *g, int node, int dep);
 /* ir_add_ctrl for a caller that knows dep is not there yet (it keeps its
  * own set): no scan of the node's control deps. */
 void ir_append_ctrl(ir_graph *g, int node, int dep);
+
+/* Work done on this thread by the compiler, plans and executor set-up:
+ * one per node a sweep visits and per probe of a lookup (IR_WORK where
+ * each loop over the graph starts and in each search loop).
+ * tests/test_compile_linear.c checks that it grows as nodes + edges do,
+ * without a clock: a sweep per node, or a lookup by a scan, makes it grow
+ * with their product.  Counting is one add per loop or probe. */
+#ifndef __cplusplus /* C11's thread-local: the CUDA device (C++) counts nothing */
+extern _Thread_local unsigned long long ir_work;
+#define IR_WORK(n) (ir_work += (unsigned long long)(n))
+#endif
+
+/* A walk over part of the graph keeps one int per node it reaches (a
+ * visit mark, an index of its own): ir_walk_get is -1 for a node this walk
+ * has not set.  Beginning a walk costs O(1) (the slots of earlier walks
+ * are told apart by a stamp), so a walk costs what it visits, not the
+ * graph's size: autodiff walks the ancestors of each loss.  One walk at a
+ * time; it covers the nodes that exist when it begins. */
+void ir_walk_begin(ir_graph *g);
+int ir_walk_get(const ir_graph *g, int node);
+void ir_walk_set(ir_graph *g, int node, int v);
 
 /* "cpu:0", "gpu:1" into buf; returns buf. */
 const char *ir_dev_str(int dev, char *buf, size_t n);

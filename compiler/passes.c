@@ -45,13 +45,14 @@ typedef struct repl {
 static repl repl_new(const ir_graph *g)
 {
     repl r = {xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1)), g->n_nodes};
+    IR_WORK(r.n);
     for (int i = 0; i < r.n; i++) r.to[i] = i;
     return r;
 }
 
 static int repl_find(const repl *r, int x)
 {
-    while (x < r->n && r->to[x] != x) x = r->to[x];
+    while (IR_WORK(1), x < r->n && r->to[x] != x) x = r->to[x];
     return x;
 }
 
@@ -64,6 +65,7 @@ static void repl_set(ir_graph *g, repl *r, int from, int to)
 
 static void repl_apply(ir_graph *g, repl *r)
 {
+    IR_WORK(g->n_nodes + g->n_names);
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *n = &g->nodes[i];
         for (int j = 0; j < n->n_in; j++) n->in[j] = repl_find(r, n->in[j]);
@@ -117,7 +119,7 @@ static void cse_node(ir_graph *g, int i, int *table, int cap, repl *r)
     for (int j = 0; j < n->n_ctrl; j++) n->ctrl[j] = repl_find(r, n->ctrl[j]);
     if (!is_pure(n)) return;
     size_t k = node_hash(n) & (size_t)(cap - 1);
-    for (; table[k] >= 0; k = (k + 1) & (size_t)(cap - 1))
+    for (; IR_WORK(1), table[k] >= 0; k = (k + 1) & (size_t)(cap - 1))
         if (same_node(&g->nodes[table[k]], n)) break;
     if (table[k] >= 0)
         repl_set(g, r, i, table[k]);
@@ -136,6 +138,7 @@ static void pass_cse(ir_graph *g)
     int *table = xmalloc(sizeof(int) * (size_t)cap);
     memset(table, -1, sizeof(int) * (size_t)cap);
     repl r = repl_new(g);
+    IR_WORK(cap + 2 * g->n_nodes);
     for (int sources = 1; sources >= 0; sources--)
         for (int i = 0; i < g->n_nodes; i++)
             if (!g->nodes[i].dead && (g->nodes[i].n_in == 0) == sources)
@@ -210,6 +213,7 @@ static void reciprocal(ir_graph *g, int id)
 static void pass_fold(ir_graph *g, const pass_evaluator *ev)
 {
     long long spent = 0, cost;
+    IR_WORK(2 * g->n_nodes);
     for (int i = 0, n0 = g->n_nodes; i < n0; i++)
         if (!g->nodes[i].dead) reciprocal(g, i);
     if (!ev) return;
@@ -227,6 +231,7 @@ static void pass_fold(ir_graph *g, const pass_evaluator *ev)
 static int *use_counts(const ir_graph *g)
 {
     int *uses = xcalloc((size_t)g->n_nodes + 1, sizeof *uses);
+    IR_WORK(g->n_nodes + g->n_names);
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         if (n->dead) continue;
@@ -263,6 +268,7 @@ static void pass_fuse(ir_graph *g, const pass_evaluator *ev)
 {
     int *uses = use_counts(g), n0 = g->n_nodes;
     repl r = repl_new(g);
+    IR_WORK(n0);
     for (int i = 0; i < n0; i++) {
         int mm, bias;
         if (g->nodes[i].dead || !fusable_bias(g, &g->nodes[i], uses, &mm, &bias) ||
@@ -286,6 +292,7 @@ static void pass_fuse(ir_graph *g, const pass_evaluator *ev)
 static int *fusable_relus(const ir_graph *g)
 {
     int *relu = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1)); /* -2: not fusable */
+    IR_WORK(2 * g->n_nodes + g->n_names);
     for (int i = 0; i < g->n_nodes; i++) relu[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
@@ -307,6 +314,7 @@ static void pass_fuse_relu(ir_graph *g)
 {
     int *relu = fusable_relus(g);
     repl r = repl_new(g);
+    IR_WORK(g->n_nodes);
     for (int f = 0; f < g->n_nodes; f++) {
         if (g->nodes[f].dead || g->nodes[f].op != OP_MATMUL_BIAS || g->nodes[f].attr.i[2] ||
             relu[f] < 0)
@@ -348,6 +356,7 @@ static group_edges group_edges_build(const ir_graph *g)
     group_edges e = {0};
     e.head = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
     e.count = xcalloc((size_t)g->n_nodes + 1, sizeof(int));
+    IR_WORK(2 * g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++) e.head[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
@@ -392,7 +401,7 @@ typedef struct ctrl_set {
 static int ctrl_set_put(ctrl_set *c, uint64_t key)
 {
     size_t mask = (size_t)c->cap - 1, h = (size_t)(key * 0x9E3779B97F4A7C15u) & mask;
-    while (c->key[h] && c->key[h] != key) h = (h + 1) & mask;
+    while (IR_WORK(1), c->key[h] && c->key[h] != key) h = (h + 1) & mask;
     if (c->key[h]) return 0;
     c->key[h] = key;
     c->n++;
@@ -405,6 +414,7 @@ static int ctrl_set_add(ctrl_set *c, int group, int dep)
 {
     if (2 * (c->n + 1) > c->cap) {
         ctrl_set big = {xcalloc((size_t)c->cap * 2, sizeof *c->key), c->cap * 2, 0};
+        IR_WORK(c->cap);
         for (int i = 0; i < c->cap; i++)
             if (c->key[i]) ctrl_set_put(&big, c->key[i]);
         free(c->key);
@@ -416,6 +426,7 @@ static int ctrl_set_add(ctrl_set *c, int group, int dep)
 static ctrl_set ctrl_set_build(const ir_graph *g)
 {
     ctrl_set c = {xcalloc(64, sizeof(uint64_t)), 64, 0};
+    IR_WORK(g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; !g->nodes[i].dead && g->nodes[i].op == OP_GROUP && k < g->nodes[i].n_ctrl;
              k++)
@@ -438,6 +449,7 @@ static void regroup(ir_graph *g, int m, group_edges *e, ctrl_set *c)
 {
     int a = g->nodes[m].in[0], b = g->nodes[m].in[1], n = 0;
     int *edges = xmalloc(sizeof(int) * (size_t)(e->count[m] + 1));
+    IR_WORK(e->count[m]);
     for (int k = e->head[m]; k >= 0; k = e->next[k]) edges[n++] = k;
     qsort_r(edges, (size_t)n, sizeof(int), by_edge, e);
     e->head[m] = -1;
@@ -457,6 +469,7 @@ static void pass_fuse_sgd(ir_graph *g, const pass_evaluator *ev)
     group_edges e = group_edges_build(g);
     ctrl_set c = ctrl_set_build(g);
     repl r = repl_new(g);
+    IR_WORK(n0);
     for (int u = 0; u < n0; u++) {
         if (g->nodes[u].dead || !fusable_sgd(g, &g->nodes[u], uses, &e) ||
             !can_make(g, ev, OP_APPLY_SGD_MATMUL, u))

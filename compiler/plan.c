@@ -40,6 +40,7 @@ static void assign_levels(plan_graph *p)
 {
     const ir_graph *g = p->g;
     p->level = xcalloc((size_t)g->n_nodes + 1, sizeof(int));
+    IR_WORK(p->n);
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         int lv = 0;
@@ -64,12 +65,14 @@ static int schedule(const ir_graph *g, const int *roots, int n_roots, int *order
 {
     unsigned char *state = xcalloc((size_t)g->n_nodes, 1); /* 0 new, 1 open, 2 done */
     int *stack = xmalloc(sizeof(int) * 2 * (size_t)(g->n_nodes + 1)), sp = 0, n = 0;
+    IR_WORK(g->n_nodes + n_roots);
     for (int r = 0; r < n_roots; r++) {
         if (state[roots[r]]) continue;
         stack[sp++] = roots[r], stack[sp++] = 0;
         state[roots[r]] = 1;
         while (sp) {
             int id = stack[sp - 2], k = stack[sp - 1];
+            IR_WORK(1);
             const ir_node *nd = &g->nodes[id];
             if (k < nd->n_in + nd->n_ctrl) {
                 stack[sp - 1]++;
@@ -238,6 +241,7 @@ static int by_end(const void *a, const void *b, void *ls)
 static void lifetimes(plan_graph *p, int k_part, live *ls, int *n_ls, int *pos)
 {
     const ir_graph *g = p->g;
+    IR_WORK(3 * p->n + p->n_roots + p->n_xfers);
     for (int i = 0; i < p->n; i++) pos[p->order[i]] = i;
     int n = 0;
     for (int i = 0; i < p->n; i++) {
@@ -259,10 +263,11 @@ static void lifetimes(plan_graph *p, int k_part, live *ls, int *n_ls, int *pos)
             if (li >= 0 && ls[li].end < lv) ls[li].end = lv;
         }
     }
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n; k++)
         if (pinned(&g->nodes[ls[k].node])) ls[k].end = p->n_levels;
-        for (int r = 0; r < p->n_roots; r++)
-            if (p->roots[r] == ls[k].node) ls[k].end = p->n_levels;
+    for (int r = 0; r < p->n_roots; r++) {
+        int li = -pos[p->roots[r]] - 2;
+        if (li >= 0) ls[li].end = p->n_levels;
     }
     for (int x = 0; x < p->n_xfers; x++) /* node -(x + 1) names transfer x */
         if (p->xfers[x].dst_part == k_part && p->xfers[x].bytes)
@@ -278,6 +283,7 @@ static void place_all(live *ls, int n, size_t *off)
 {
     plan_alloc a = {.t = xmalloc(sizeof(fit_node) * (size_t)(n + 1)), .root = -1};
     int *dying = xmalloc(sizeof(int) * (size_t)(n + 1)), n_dying = 0, d = 0;
+    IR_WORK(2 * n);
     for (int k = 0; k < n; k++)
         if (ls[k].start >= 0) dying[n_dying++] = k;
     qsort_r(dying, (size_t)n_dying, sizeof(int), by_end, ls);
@@ -302,6 +308,7 @@ static void assign_offsets(plan_graph *p, int k_part)
     live *ls = xmalloc(sizeof *ls * (size_t)(p->n + p->n_xfers + 1));
     size_t *off = xmalloc(sizeof *off * (size_t)(p->n + p->n_xfers + 1));
     int *pos = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1));
+    IR_WORK(p->n + p->n_xfers);
     lifetimes(p, k_part, ls, &n_ls, pos);
     qsort(ls, (size_t)n_ls, sizeof *ls, by_start);
     place_all(ls, n_ls, off);
@@ -333,6 +340,7 @@ static void assign_parts(plan_graph *p)
     const ir_graph *g = p->g;
     p->part = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
     p->part_dev = xmalloc(sizeof(int) * (size_t)(p->n + 1));
+    IR_WORK(g->n_nodes + 2 * p->n);
     for (int i = 0; i < g->n_nodes; i++) p->part[i] = -1;
     for (int i = 0; i < p->n; i++) {
         int dev = g->nodes[p->order[i]].device, seen = 0;
@@ -345,27 +353,44 @@ static void assign_parts(plan_graph *p)
             if (p->part_dev[k] == g->nodes[p->order[i]].device) p->part[p->order[i]] = k;
 }
 
+/* Binary search: the transfers are sorted by (src, dst_part). */
 int plan_xfer_find(const plan_graph *p, int src, int dst_part)
 {
-    for (int x = 0; x < p->n_xfers; x++)
-        if (p->xfers[x].src == src && p->xfers[x].dst_part == dst_part) return x;
-    return -1;
-}
-
-static void add_xfer(plan_graph *p, int src, int dst_part, size_t bytes)
-{
-    int x = plan_xfer_find(p, src, dst_part);
-    if (x >= 0) {
-        if (bytes > p->xfers[x].bytes) p->xfers[x].bytes = bytes;
-        return;
+    int lo = 0, hi = p->n_xfers;
+    while (IR_WORK(1), lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        const plan_xfer *t = &p->xfers[mid];
+        if (t->src < src || (t->src == src && t->dst_part < dst_part))
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    p->xfers[p->n_xfers++] = (plan_xfer){src, dst_part, PLAN_NONE, bytes};
+    const plan_xfer *t = &p->xfers[lo];
+    return lo < p->n_xfers && t->src == src && t->dst_part == dst_part ? lo : -1;
 }
 
 static int by_src(const void *a, const void *b)
 {
     const plan_xfer *x = a, *y = b;
     return x->src != y->src ? x->src - y->src : x->dst_part - y->dst_part;
+}
+
+/* Sorted, one transfer per (src, dst_part) carries the most bytes any of
+ * its edges needs (a data edge beats a control-only one). */
+static void merge_xfers(plan_graph *p)
+{
+    qsort(p->xfers, (size_t)p->n_xfers, sizeof *p->xfers, by_src);
+    IR_WORK(p->n_xfers);
+    int n = 0;
+    for (int x = 0; x < p->n_xfers; x++) {
+        plan_xfer *last = n ? &p->xfers[n - 1] : NULL;
+        if (last && by_src(last, &p->xfers[x]) == 0) {
+            if (p->xfers[x].bytes > last->bytes) last->bytes = p->xfers[x].bytes;
+            continue;
+        }
+        p->xfers[n++] = p->xfers[x];
+    }
+    p->n_xfers = n;
 }
 
 /* Every edge between partitions, data or control.  An update's variable
@@ -375,6 +400,7 @@ static void collect_xfers(plan_graph *p)
 {
     const ir_graph *g = p->g;
     int cap = 0;
+    IR_WORK(2 * p->n);
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         cap += nd->n_in + nd->n_ctrl;
@@ -386,15 +412,17 @@ static void collect_xfers(plan_graph *p)
         for (int j = 0; j < nd->n_in + nd->n_ctrl; j++) {
             int u = j < nd->n_in ? nd->in[j] : nd->ctrl[j - nd->n_in];
             if (p->part[u] == p->part[v] || (j == 0 && ops_has(nd->op, OPF_UPDATE))) continue;
-            add_xfer(p, u, p->part[v], j < nd->n_in ? ir_nbytes(&g->nodes[u].type) : 0);
+            size_t bytes = j < nd->n_in ? ir_nbytes(&g->nodes[u].type) : 0;
+            p->xfers[p->n_xfers++] = (plan_xfer){u, p->part[v], PLAN_NONE, bytes};
         }
     }
-    qsort(p->xfers, (size_t)p->n_xfers, sizeof *p->xfers, by_src);
+    merge_xfers(p);
 }
 
 static void collect_data(plan_graph *p)
 {
     p->data_used = xcalloc((size_t)p->g->n_data + 1, sizeof(int));
+    IR_WORK(p->n);
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &p->g->nodes[p->order[i]];
         if (nd->op != OP_DATA) continue;
@@ -411,6 +439,7 @@ plan_graph *plan_build(const ir_graph *g, const int *roots, int n_roots)
     p->g = g;
     p->order = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
     p->offset = xmalloc(sizeof(size_t) * (size_t)(g->n_nodes + 1));
+    IR_WORK(g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++) p->offset[i] = PLAN_NONE;
     p->roots = xmalloc(sizeof(int) * (size_t)(n_roots + 1));
     memcpy(p->roots, roots, sizeof(int) * (size_t)n_roots);
@@ -423,6 +452,7 @@ plan_graph *plan_build(const ir_graph *g, const int *roots, int n_roots)
     p->part_base = xcalloc((size_t)p->n_parts + 1, sizeof *p->part_base);
     p->part_bytes = xcalloc((size_t)p->n_parts + 1, sizeof *p->part_bytes);
     for (int k = 0; k < p->n_parts; k++) assign_offsets(p, k);
+    IR_WORK(p->n);
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         size_t s = ops_table[nd->op].scratch ? ops_table[nd->op].scratch(g, p->order[i]) : 0;

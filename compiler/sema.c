@@ -33,7 +33,7 @@ static uint64_t env_hash(const char *s)
 static void env_index_put(env *e, int i)
 {
     size_t mask = (size_t)e->index_cap - 1, k = env_hash(e->v[i].name) & mask;
-    while (e->index[k] >= 0) k = (k + 1) & mask;
+    while (IR_WORK(1), e->index[k] >= 0) k = (k + 1) & mask;
     e->index[k] = i;
 }
 
@@ -62,10 +62,11 @@ static binding *env_find_local(env *e, const char *name)
 {
     if (e->index) {
         size_t mask = (size_t)e->index_cap - 1;
-        for (size_t k = env_hash(name) & mask; e->index[k] >= 0; k = (k + 1) & mask)
+        for (size_t k = env_hash(name) & mask; IR_WORK(1), e->index[k] >= 0; k = (k + 1) & mask)
             if (strcmp(e->v[e->index[k]].name, name) == 0) return &e->v[e->index[k]];
         return NULL;
     }
+    IR_WORK(e->n);
     for (int i = e->n - 1; i >= 0; i--)
         if (e->v[i].name[0] == name[0] && strcmp(e->v[i].name, name) == 0) return &e->v[i];
     return NULL;
@@ -176,24 +177,28 @@ static int scope_push(sema *S, vscope *v, const ast_node *at, const char *name, 
     return 0;
 }
 
+static void scope_counters_free(vscope *v)
+{
+    if (v->counters) env_free(v->counters);
+    free(v->counters);
+}
+
 static void scope_pop(sema *S)
 {
     vscope *v = S->scope;
     S->scope = v->parent;
-    free(v->counters);
+    scope_counters_free(v);
 }
 
-/* Next number for an unnamed call of `fn` in the current scope entry. */
+/* Next number for an unnamed call of `fn` in the current scope entry; the
+ * counters are an environment, so a scope calling thousands of different
+ * functions finds each by hash. */
 static int scope_count(vscope *v, const char *fn)
 {
-    for (int i = 0; i < v->n_counters; i++)
-        if (strcmp(v->counters[i].name, fn) == 0) return v->counters[i].n++;
-    if (v->n_counters == v->cap_counters) {
-        v->cap_counters = v->cap_counters ? 2 * v->cap_counters : 8;
-        v->counters = xreallocarray(v->counters, (size_t)v->cap_counters, sizeof *v->counters);
-    }
-    v->counters[v->n_counters].name = fn;
-    v->counters[v->n_counters++].n = 1;
+    if (!v->counters) v->counters = xcalloc(1, sizeof *v->counters);
+    binding *b = env_find_local(v->counters, fn);
+    if (b) return (int)b->v.num++;
+    env_set(v->counters, fn, (value){.k = V_NUM, .is_int = 1, .num = 1});
     return 0;
 }
 
@@ -214,6 +219,7 @@ static int eval_device(sema *S, env *e, const ast_node *spec)
  * innermost annotation runs first, so it wins. */
 static void place_since(sema *S, int mark, int dev)
 {
+    IR_WORK(S->g->n_nodes - mark);
     for (int i = mark; i < S->g->n_nodes; i++)
         if (S->g->nodes[i].device < 0) S->g->nodes[i].device = dev;
 }
@@ -613,6 +619,7 @@ static int eval_step(sema *S, const ast_node *n)
         S->stop = 1;
         return -1;
     }
+    IR_WORK(1);
     if (++S->steps <= LIM_EVAL_STEPS) return 0;
     sema_stop(S, n,
               "compile-time evaluation takes more than %d steps, the limit (loops or recursion "
@@ -1057,6 +1064,7 @@ static void place_all(sema *S)
     int reported[8], n_reported = 0;
     for (int i = 0; i < S->g->n_vars; i++)
         if (S->g->vars[i].device < 0) S->g->vars[i].device = IR_DEV(DEV_CPU, 0);
+    IR_WORK(S->g->n_vars + 2 * S->g->n_nodes);
     /* constants last, so an error names the op the user wrote */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < S->g->n_nodes; i++) {
@@ -1095,7 +1103,7 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
     free(S.argbufs);
     free(S.data_x);
     free(S.data_y);
-    free(top.counters);
+    scope_counters_free(&top);
     env_free(&global);
     return g->diags->n_errors == errs ? 0 : -1;
 }

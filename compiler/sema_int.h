@@ -75,17 +75,12 @@ typedef struct env {
     binding small[ENV_INLINE]; /* a function's locals, without an allocation */
 } env;
 
-typedef struct counter {
-    const char *name;
-    int n;
-} counter;
-
 /* A variable scope: TensorFlow's tf.variable_scope. */
 typedef struct vscope {
     const char *path; /* "" at the top, else "model/fc1" */
     int reuse;
-    counter *counters; /* numbering of unnamed calls: dense_0, dense_1 */
-    int n_counters, cap_counters;
+    env *counters; /* numbering of unnamed calls by function name (dense_0,
+                      dense_1): NULL until the first */
     struct vscope *parent;
 } vscope;
 

@@ -14,6 +14,7 @@
 static void bind_buffers(rt_exec *e)
 {
     const ir_graph *g = e->p->g;
+    IR_WORK(e->p->n);
     for (int i = 0; i < e->p->n; i++) {
         int id = e->p->order[i];
         const ir_node *n = &g->nodes[id];
@@ -99,6 +100,7 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
 {
     const ir_graph *g = e->p->g;
     int total_in = 0, used_in = 0;
+    IR_WORK(e->p->n * (1 + e->n_parts));
     for (int i = 0; i < e->p->n; i++) total_in += g->nodes[e->p->order[i]].n_in;
     e->args = xcalloc((size_t)e->p->n + 1, sizeof *e->args);
     e->fn = xcalloc((size_t)e->p->n + 1, sizeof *e->fn);
@@ -127,6 +129,7 @@ static void find_patches(rt_exec *e, exec_data *d)
     int cap = 4;
     d->patch = xreallocarray(NULL, (size_t)cap, sizeof *d->patch);
     d->patch_y = xreallocarray(NULL, (size_t)cap, sizeof *d->patch_y);
+    IR_WORK(e->n_calls);
     for (int i = 0; i < e->n_calls; i++)
         for (int j = 0; j < e->args[i].n_in; j++) {
             int src = e->args[i].node->in[j], which = src == d->node[0]   ? 0
@@ -154,6 +157,7 @@ static void prepare_data(rt_exec *e)
         int di = e->p->data_used[k];
         d->r = e->s->readers[di];
         d->node[0] = d->node[1] = -1;
+        IR_WORK(e->p->n);
         for (int i = 0; i < e->p->n; i++) {
             const ir_node *n = &g->nodes[e->p->order[i]];
             if (n->op == OP_DATA && n->data == di) d->node[n->attr.i[0] ? 1 : 0] = e->p->order[i];

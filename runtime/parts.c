@@ -38,12 +38,10 @@
 
 #include "exec_int.h"
 
-/* Appends x to a small int list unless it is there. */
-static void list_add(int **list, int *n, int x)
+/* Appends x to a list whose capacity is the next power of two of *n. */
+static void list_push(int **list, int *n, int x)
 {
-    for (int i = 0; i < *n; i++)
-        if ((*list)[i] == x) return;
-    *list = xrealloc(*list, sizeof(int) * (size_t)(*n + 1));
+    if ((*n & (*n - 1)) == 0) *list = xreallocarray(*list, *n ? 2 * (size_t)*n : 1, sizeof(int));
     (*list)[(*n)++] = x;
 }
 
@@ -52,15 +50,20 @@ static int call_node(const rt_exec *e, int call)
     return (int)(e->args[call].node - e->p->g->nodes);
 }
 
-/* The transfers node id (on partition k) reads: data and control edges. */
-static void add_waits(const rt_exec *e, int id, exec_level *L)
+/* The transfers node id (on partition k) reads: data and control edges,
+ * each once per level (waited[x] holds the last level l + 1 that added x). */
+static void add_waits(const rt_exec *e, int id, int l, int *waited)
 {
     const plan_graph *p = e->p;
     const ir_node *n = &p->g->nodes[id];
+    exec_level *L = &e->levels[l];
     for (int j = 0; j < n->n_in + n->n_ctrl; j++) {
         int u = j < n->n_in ? n->in[j] : n->ctrl[j - n->n_in];
         if (p->part[u] == L->part || (j == 0 && ops_has(n->op, OPF_UPDATE))) continue;
-        list_add(&L->wait, &L->n_wait, plan_xfer_find(p, u, L->part));
+        int x = plan_xfer_find(p, u, L->part);
+        if (waited[x] == l + 1) continue;
+        waited[x] = l + 1;
+        list_push(&L->wait, &L->n_wait, x);
     }
 }
 
@@ -304,23 +307,26 @@ gr_code parts_link(rt_exec *e, gr_status *st)
 {
     const plan_graph *p = e->p;
     int *sent_at = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1)); /* level of each call */
+    int *waited = xcalloc((size_t)p->n_xfers + 1, sizeof(int));
+    IR_WORK(p->g->n_nodes + e->n_calls + p->n_xfers);
     for (int i = 0; i < p->g->n_nodes; i++) sent_at[i] = -1;
     for (int l = 0; l < e->n_levels; l++) {
-        exec_level *L = &e->levels[l];
+        const exec_level *L = &e->levels[l];
         for (int i = L->first; i < L->first + L->n; i++) {
-            add_waits(e, call_node(e, i), L);
+            add_waits(e, call_node(e, i), l, waited);
             sent_at[call_node(e, i)] = l;
         }
     }
     for (int x = 0; x < p->n_xfers; x++) {
         int src = p->xfers[x].src, l = sent_at[src];
         if (l >= 0)
-            list_add(&e->levels[l].send, &e->levels[l].n_send, x);
+            list_push(&e->levels[l].send, &e->levels[l].n_send, x);
         else { /* a source (variable, data, constant, input): sent as the step starts */
             exec_part *pt = &e->parts[p->part[src]];
-            list_add(&pt->send0, &pt->n_send0, x);
+            list_push(&pt->send0, &pt->n_send0, x);
         }
     }
+    free(waited);
     free(sent_at);
     gr_code c = link_xfers(e, st);
     for (int k = 0; c == GR_OK && k < e->n_parts; k++) {

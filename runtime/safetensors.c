@@ -4,6 +4,7 @@
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,11 +199,40 @@ static int safet_check_layout(const safet_ctx *c, const safet_file *f, safet_ran
     return 0;
 }
 
+typedef struct safet_name {
+    const char *name;
+    int at; /* the tensor's place in the header */
+} safet_name;
+
+static int safet_name_cmp(const void *a, const void *b)
+{
+    const safet_name *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* The place of the first tensor entry whose name an earlier one has, or
+ * INT_MAX: one sort, where a search of the tensors so far per entry would
+ * make a header of many tensors quadratic. */
+static int safet_first_repeat(const cJSON *root, int n)
+{
+    safet_name *v = xcalloc((size_t)n + 1, sizeof *v);
+    int m = 0, first = INT_MAX;
+    for (const cJSON *e = root->child; e; e = e->next)
+        if (strcmp(e->string, "__metadata__") != 0) {
+            v[m] = (safet_name){e->string, m};
+            m++;
+        }
+    qsort(v, (size_t)m, sizeof *v, safet_name_cmp);
+    for (int i = 1; i < m; i++)
+        if (strcmp(v[i - 1].name, v[i].name) == 0 && v[i].at < first) first = v[i].at;
+    free(v);
+    return first;
+}
+
 /* Parses one tensor entry and appends it to f and its range to r. */
 static int safet_add_tensor(const safet_ctx *c, const cJSON *e, safet_file *f, safet_range *r)
 {
-    if (safet_find(f, e->string))
-        return safet_err(c, "tensor '%s' appears twice in the header", e->string);
     safet_tensor *t = &f->t[f->n_t];
     uint64_t off[2] = {0, 0};
     if (safet_parse_entry(c, e, t, off) < 0) return -1;
@@ -214,11 +244,13 @@ static int safet_add_tensor(const safet_ctx *c, const cJSON *e, safet_file *f, s
 
 static int safet_parse_entries(const safet_ctx *c, const cJSON *root, safet_file *f)
 {
-    int n = cJSON_GetArraySize(root), rc = 0;
+    int n = cJSON_GetArraySize(root), rc = 0, repeat = safet_first_repeat(root, n);
     safet_range *r = xcalloc((size_t)n + 1, sizeof *r);
     f->t = xcalloc((size_t)n + 1, sizeof *f->t);
     for (const cJSON *e = root->child; e && rc == 0; e = e->next) {
-        if (strcmp(e->string, "__metadata__") != 0)
+        if (strcmp(e->string, "__metadata__") != 0 && f->n_t == repeat)
+            rc = safet_err(c, "tensor '%s' appears twice in the header", e->string);
+        else if (strcmp(e->string, "__metadata__") != 0)
             rc = safet_add_tensor(c, e, f, r);
         else if (f->meta)
             rc = safet_err(c, "\"__metadata__\" appears twice");

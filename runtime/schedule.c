@@ -36,6 +36,7 @@ static void plan_level(const rt_exec *e, const double *cost, int *calls, int n, 
                        exec_level *L, int *out, int *task_of)
 {
     double total = 0, max = 0;
+    IR_WORK(n);
     for (int i = 0; i < n; i++) {
         total += cost[calls[i]];
         if (cost[calls[i]] > max) max = cost[calls[i]];
@@ -52,6 +53,7 @@ static void plan_level(const rt_exec *e, const double *cost, int *calls, int n, 
         task_of[calls[i]] = best;
     }
     int k = L->first;
+    IR_WORK(n * L->n_tasks);
     for (int t = 0; t < L->n_tasks; t++) {
         L->task_first[t] = k;
         for (int i = 0; i < n; i++)
@@ -107,6 +109,7 @@ void sched_build(rt_exec *e)
         *task_of = xcalloc((size_t)n + 1, sizeof(int));
     int *calls = xmalloc(sizeof(int) * (size_t)(n + 1));
     double *cost = xmalloc(sizeof(double) * (size_t)(n + 1));
+    IR_WORK(2 * n);
     for (int i = 0; i < n; i++) cost[i] = ops_cost(e->p->g, node_id(e, i));
     e->levels = xcalloc((size_t)n + 1, sizeof *e->levels);
     for (int i = 0; i < n;) { /* calls come partition by partition, by level in each */

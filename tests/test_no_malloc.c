@@ -1,8 +1,7 @@
 /* test_no_malloc.c - a training step in steady state allocates nothing.
  *
- * This program replaces malloc and friends (glibc lets an executable
- * interpose them for every library) with counting wrappers, warms a session
- * up, then counts allocations, in every thread, during many gr_run calls. */
+ * This program counts allocations (alloc_count.h), in every thread, during
+ * many gr_run calls of a session warmed up. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -14,57 +13,8 @@
 
 #include <cmocka.h>
 
+#include "alloc_count.h"
 #include "graphrun.h"
-
-static atomic_long allocations;
-static atomic_int counting;
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define GR_SANITIZED 1 /* the sanitizer owns malloc: no interposing */
-#else
-#define GR_SANITIZED 0
-void *__libc_malloc(size_t n);
-void *__libc_calloc(size_t n, size_t m);
-void *__libc_realloc(void *p, size_t n);
-void *__libc_memalign(size_t align, size_t n);
-
-static void count(void)
-{
-    if (atomic_load_explicit(&counting, memory_order_relaxed))
-        atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
-}
-
-void *malloc(size_t n)
-{
-    count();
-    return __libc_malloc(n);
-}
-
-void *calloc(size_t n, size_t m)
-{
-    count();
-    return __libc_calloc(n, m);
-}
-
-void *realloc(void *p, size_t n)
-{
-    count();
-    return __libc_realloc(p, n);
-}
-
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    count();
-    *out = __libc_memalign(align, n);
-    return *out ? 0 : 12; /* ENOMEM */
-}
-
-void *aligned_alloc(size_t align, size_t n)
-{
-    count();
-    return __libc_memalign(align, n);
-}
-#endif
 
 static long steady_state_allocations(const char *path, int threads)
 {
@@ -79,14 +29,13 @@ static long steady_state_allocations(const char *path, int threads)
         fail_msg("%s", gr_status_message(st));
     for (int i = 0; i < 20; i++) /* warm-up: plans, executors, readers */
         if (gr_run(s, "train", NULL, 0, &f, 1, st) != GR_OK) fail_msg("%s", gr_status_message(st));
-    atomic_store(&allocations, 0);
-    atomic_store(&counting, 1);
+    alloc_count_start();
     for (int i = 0; i < 300; i++) gr_run(s, "train", NULL, 0, &f, 1, st);
-    atomic_store(&counting, 0);
+    alloc_count_stop();
     gr_session_free(s);
     gr_program_free(p);
     gr_status_free(st);
-    return atomic_load(&allocations);
+    return atomic_load(&alloc_calls);
 }
 
 static void test_linear_regression_steps_do_not_allocate(void **state)
@@ -119,12 +68,11 @@ static void test_the_counter_sees_allocations(void **state)
 {
     (void)state;
     if (GR_SANITIZED) skip();
-    atomic_store(&allocations, 0);
-    atomic_store(&counting, 1);
+    alloc_count_start();
     free(malloc(16));
     gr_status_free(gr_status_new());
-    atomic_store(&counting, 0);
-    assert_int_equal(atomic_load(&allocations), 2);
+    alloc_count_stop();
+    assert_int_equal(atomic_load(&alloc_calls), 2);
 }
 
 int main(void)
