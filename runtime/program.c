@@ -48,7 +48,7 @@ gr_code gr_format_file(const char *path, FILE *out, gr_status *st)
     ast_tree *t = ps_parse(src, &d);
     gr_code c = d.n_errors ? rt_fail_diags(st, GR_ERR_SYNTAX, &d) : GR_OK;
     if (c == GR_OK) {
-        ast_print(t->root, out);
+        ast_format(t, out);
         rt_ok(st);
     }
     ast_free(t);
