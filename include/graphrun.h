@@ -125,9 +125,17 @@ gr_code gr_compile_file(const char *path, const gr_compile_options *opt, gr_prog
 gr_code gr_compile_string(const char *name, const char *text, size_t len,
                           const gr_compile_options *opt, gr_program **out, gr_status *st);
 void gr_program_free(gr_program *p);
-/* Writes the canonical form of a .graph file (what `graphrun fmt` prints).
- * Only syntax is checked; nothing is written when the file has errors. */
+/* Writes the canonical form of a .graph file (what `graphrun fmt` prints,
+ * comments included; docs/language.md, "Canonical form").  Only syntax is
+ * checked; nothing is written when the file has errors. */
 gr_code gr_format_file(const char *path, FILE *out, gr_status *st);
+/* The same for text in memory; name is the file name errors show. */
+gr_code gr_format_string(const char *name, const char *text, size_t len, FILE *out, gr_status *st);
+/* Rewrites path in canonical form, atomically (a temporary file in the
+ * same folder, renamed over it), keeping its permission bits.  The file is
+ * untouched when it is canonical already, when it has errors, and when it
+ * is read-only (an error).  changed (may be NULL): 1 when it was rewritten. */
+gr_code gr_format_in_place(const char *path, int *changed, gr_status *st);
 /* Warnings from compilation (soft placement...), as diagnostics text. */
 const char *gr_program_warnings(const gr_program *p);
 /* The target made by the last `.minimize()`, or NULL. */

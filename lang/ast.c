@@ -96,3 +96,23 @@ int ast_equal(const ast_node *x, const ast_node *y)
         if (!ast_equal(x->items[i], y->items[i])) return 0;
     return 1;
 }
+
+const char *ast_comment_text(const ast_tree *t, int i, size_t *len)
+{
+    const char *s = t->src->text + t->comments[i].begin;
+    size_t n = t->comments[i].end - t->comments[i].begin;
+    while (n > 1 && strchr(" \t\f\v\r", s[n - 1])) n--;
+    *len = n;
+    return s;
+}
+
+int ast_comments_equal(const ast_tree *x, const ast_tree *y)
+{
+    if (x->n_comments != y->n_comments) return 0;
+    for (int i = 0; i < x->n_comments; i++) {
+        size_t nx, ny;
+        const char *a = ast_comment_text(x, i, &nx), *b = ast_comment_text(y, i, &ny);
+        if (nx != ny || memcmp(a, b, nx) != 0) return 0;
+    }
+    return 1;
+}

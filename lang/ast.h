@@ -76,6 +76,10 @@ struct ast_node {
 typedef struct ast_tree {
     ast_node *root; /* AST_PROGRAM, or NULL when parsing failed badly */
     const src_file *src;
+    /* Comments are not in the tree: their spans ('#' to the end of the
+     * line, without the line terminator), in source order, for fmt. */
+    const src_span *comments;
+    int n_comments;
     void *arena; /* private */
 } ast_tree;
 
@@ -84,12 +88,18 @@ typedef struct ast_tree {
 ast_tree *ps_parse(const src_file *src, diag_list *d);
 void ast_free(ast_tree *t);
 
-/* Canonical source text (what `graphrun fmt` prints). */
-void ast_print(const ast_node *n, FILE *out);
+/* Canonical source text of a tree without errors, comments included (what
+ * `graphrun fmt` prints; docs/language.md, "Canonical form"). */
+#define AST_LINE_WIDTH 100
+void ast_format(const ast_tree *t, FILE *out);
 /* Structural dump (what `graphrun check --emit ast` prints), spans as line:col. */
 void ast_dump(const ast_tree *t, FILE *out);
 /* Structural equality, ignoring spans. Used by the round-trip tests. */
 int ast_equal(const ast_node *x, const ast_node *y);
+/* Comment i's text without trailing blanks (fmt drops those); *len bytes. */
+const char *ast_comment_text(const ast_tree *t, int i, size_t *len);
+/* Whether both trees have the same comment texts in the same order. */
+int ast_comments_equal(const ast_tree *x, const ast_tree *y);
 
 const char *ast_kind_name(ast_kind k);
 const char *ast_op_text(ast_op op);

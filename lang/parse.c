@@ -36,20 +36,36 @@ ast_node *ps_node(ps_ctx *c, ast_kind k, uint32_t begin, uint32_t end)
     return &w->n;
 }
 
+/* Room for one more element in an arena array of cnt elements that
+ * doubles when cnt is 0, 1, 2, 4, ...; NULL (after an error) when out of
+ * memory. */
+static void *grow(ps_ctx *c, void *v, int cnt, size_t size)
+{
+    if (cnt & (cnt - 1)) return v;
+    size_t cap = cnt ? (size_t)cnt * 2 : 2;
+    void *w = ps_alloc(c->arena, cap * size);
+    if (!w) {
+        oom_node(c);
+        return NULL;
+    }
+    if (cnt) memcpy(w, v, (size_t)cnt * size);
+    return w;
+}
+
 void ps_push(ps_ctx *c, ast_node *n, ast_node *item)
 {
-    int cnt = n->n_items;
-    if ((cnt & (cnt - 1)) == 0) { /* 0, 1, 2, 4, ...: full, so grow */
-        size_t cap = cnt ? (size_t)cnt * 2 : 2;
-        ast_node **v = ps_alloc(c->arena, cap * sizeof *v);
-        if (!v) {
-            oom_node(c);
-            return;
-        }
-        if (cnt) memcpy(v, n->items, (size_t)cnt * sizeof *v);
-        n->items = v;
-    }
+    ast_node **v = grow(c, n->items, n->n_items, sizeof *v);
+    if (!v) return;
+    n->items = v;
     n->items[n->n_items++] = item;
+}
+
+void ps_add_comment(ps_ctx *c, uint32_t begin, uint32_t end)
+{
+    src_span *v = grow(c, c->comments, c->n_comments, sizeof *v);
+    if (!v) return;
+    c->comments = v;
+    c->comments[c->n_comments++] = (src_span){begin, end};
 }
 
 static int depth_of(const ast_node *n)
@@ -137,6 +153,8 @@ ast_tree *ps_parse(const src_file *src, diag_list *d)
         diag_error(d, src, ((src_span){src->lines[0], src->lines[0]}), "empty program");
     t->root = c.fatal ? NULL : c.root;
     t->src = src;
+    t->comments = c.comments;
+    t->n_comments = c.n_comments;
     t->arena = arena;
     return t;
 }

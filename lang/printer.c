@@ -1,17 +1,184 @@
-/* printer.c - ast_print: canonical source text (`graphrun fmt`).
+/* printer.c - ast_format: canonical source text (`graphrun fmt`).
  *
  * Parentheses are printed exactly where precedence needs them, so that
- * parse(print(t)) has the same tree as t.  Comments are not kept in the
- * AST, so fmt drops them. */
+ * parse(print(t)) has the same tree as t.  Comments are not in the tree:
+ * the printer walks the tree in source order with a cursor into the
+ * tree's comment list, and prints every comment that starts before a
+ * place where a line may break (between statements, after an element of
+ * a bracketed list, before a closing bracket).  So every comment comes
+ * out once, in order, next to the code it was written beside.
+ *
+ * Lines: a bracketed list (call arguments, list elements, parameters,
+ * dimensions) that does not fit in AST_LINE_WIDTH columns, or that holds
+ * a comment, is filled: elements go on the line while they fit, then on a
+ * new line aligned just after the opening bracket.  Nothing else breaks,
+ * so a long string or name may overflow.  Every decision depends on the
+ * tree and the comments only, which makes fmt idempotent. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ast.h"
 
 enum { PREC_DEVICE = 1, PREC_CMP, PREC_SUM, PREC_PROD, PREC_UNARY, PREC_POSTFIX, PREC_PRIMARY };
+enum { INDENT = 2 };
 
-static void print_expr(const ast_node *n, int min_prec, FILE *out);
-static void print_stmt(const ast_node *n, int indent, FILE *out);
+typedef struct pr_state {
+    FILE *out;         /* NULL: only measure (col counts what would be printed) */
+    const ast_tree *t; /* its comments and source; NULL when measuring */
+    int next;          /* the first comment not printed yet */
+    int col;           /* column of the cursor, 0-based, in code points */
+    int fresh;         /* nothing printed on this line yet */
+    int pending;       /* indentation to print before the line's first text */
+    int flat;          /* no line breaks, no comments: measuring, or a list that fits */
+    int first;         /* no statement or comment printed yet in this block */
+    uint32_t prev_end; /* end of the last statement or comment between statements */
+} pr_state;
+
+static void print_expr(pr_state *p, const ast_node *n, int min_prec, int reserve);
+static void print_stmt_inner(pr_state *p, const ast_node *n, int indent);
+
+/* ---- output ---- */
+
+static void put(pr_state *p, const char *s, size_t n)
+{
+    if (p->fresh && p->out) fprintf(p->out, "%*s", p->pending, "");
+    p->fresh = 0;
+    if (p->out) fwrite(s, 1, n, p->out);
+    for (size_t i = 0; i < n; i++) p->col += ((unsigned char)s[i] & 0xC0) != 0x80;
+}
+
+static void puts_(pr_state *p, const char *s)
+{
+    put(p, s, strlen(s));
+}
+
+/* Ends the line (unless nothing is on it) and indents the next one. */
+static void line(pr_state *p, int indent)
+{
+    if (!p->fresh && p->out) fputc('\n', p->out);
+    p->fresh = 1;
+    p->pending = p->col = indent;
+}
+
+static void blank_line(pr_state *p)
+{
+    if (p->out) fputc('\n', p->out);
+}
+
+/* ---- measuring ---- */
+
+static int expr_width(const ast_node *n, int min_prec)
+{
+    pr_state m = {.flat = 1};
+    print_expr(&m, n, min_prec, 0);
+    return m.col;
+}
+
+/* The width of what follows on the line, which only a layout that may
+ * break needs (measuring it while measuring would take exponential time). */
+static int width_after(const pr_state *p, const ast_node *n, int min_prec)
+{
+    return p->flat ? 0 : expr_width(n, min_prec);
+}
+
+static int stmt_width(const ast_node *n)
+{
+    pr_state m = {.flat = 1};
+    print_stmt_inner(&m, n, 0);
+    return m.col;
+}
+
+static int fits(const pr_state *p, int width)
+{
+    return p->col + width <= AST_LINE_WIDTH;
+}
+
+/* ---- comments ---- */
+
+/* A comment that has only blanks before it on its line stays on a line of
+ * its own; the others follow the code they were written after. */
+static int own_line(const src_file *s, src_span c)
+{
+    for (uint32_t i = c.begin; i > s->lines[0] && s->text[i - 1] != '\n'; i--)
+        if (!strchr(" \t\f\v\r", s->text[i - 1])) return 0;
+    return 1;
+}
+
+/* Whether a comment not printed yet starts in [begin, end). */
+static int has_comment(const pr_state *p, uint32_t begin, uint32_t end)
+{
+    for (int i = p->next; p->t && i < p->t->n_comments && p->t->comments[i].begin < end; i++)
+        if (p->t->comments[i].begin >= begin) return 1;
+    return 0;
+}
+
+static int comment_due(const pr_state *p, uint32_t limit)
+{
+    return !p->flat && p->next < p->t->n_comments && p->t->comments[p->next].begin < limit;
+}
+
+/* The next comment; the line ends after it. */
+static void put_comment(pr_state *p, int indent)
+{
+    size_t n;
+    const char *text = ast_comment_text(p->t, p->next, &n);
+    put(p, text, n);
+    line(p, indent);
+}
+
+/* Inside brackets: comments due before limit, each ending its line; the
+ * next line starts at column indent. */
+static void flush_in_list(pr_state *p, uint32_t limit, int indent)
+{
+    for (; comment_due(p, limit); p->next++) {
+        if (!p->fresh) {
+            if (own_line(p->t->src, p->t->comments[p->next]))
+                line(p, indent);
+            else
+                puts_(p, "  ");
+        }
+        put_comment(p, indent);
+    }
+}
+
+/* ---- statements: lines and blank lines ---- */
+
+static int blank_between(const src_file *s, uint32_t from, uint32_t to)
+{
+    int newlines = 0;
+    for (uint32_t i = from; i < to; i++) newlines += s->text[i] == '\n';
+    return newlines >= 2;
+}
+
+/* Starts the line of a statement or an own-line comment that begins at
+ * begin: one blank line before it where the source has any. */
+static void stmt_line(pr_state *p, uint32_t begin, int indent)
+{
+    line(p, indent);
+    if (!p->first && p->out && blank_between(p->t->src, p->prev_end, begin)) blank_line(p);
+    p->first = 0;
+}
+
+static void advance_prev_end(pr_state *p, uint32_t end)
+{
+    if (end > p->prev_end) p->prev_end = end;
+}
+
+/* Between statements: comments due before limit. */
+static void flush_stmts(pr_state *p, uint32_t limit, int indent)
+{
+    for (; comment_due(p, limit); p->next++) {
+        src_span c = p->t->comments[p->next];
+        if (p->fresh || own_line(p->t->src, c))
+            stmt_line(p, c.begin, indent);
+        else
+            puts_(p, "  ");
+        put_comment(p, indent);
+        advance_prev_end(p, c.end);
+    }
+}
+
+/* ---- expressions ---- */
 
 static int binary_prec(ast_op op)
 {
@@ -49,282 +216,366 @@ static int expr_prec(const ast_node *n)
 }
 
 /* Shortest text that reads back as the same double, and still as a float. */
-static void print_float(double v, FILE *out)
+static void print_float(pr_state *p, double v)
 {
     char buf[64];
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, sizeof buf, "%.*g", p, v);
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
         if (strtod(buf, NULL) == v) break;
     }
-    fputs(buf, out);
-    if (!strpbrk(buf, ".e")) fputs(".0", out);
+    if (!strpbrk(buf, ".e")) strcat(buf, ".0");
+    puts_(p, buf);
 }
 
-static void print_string(const char *s, FILE *out)
+static void print_num(pr_state *p, const ast_node *n)
 {
-    fputc('"', out);
+    char buf[64];
+    if (!n->flag) {
+        print_float(p, n->num);
+        return;
+    }
+    snprintf(buf, sizeof buf, "%.0f", n->num);
+    puts_(p, buf);
+}
+
+static void print_string(pr_state *p, const char *s)
+{
+    puts_(p, "\"");
     for (; *s; s++) {
-        switch (*s) {
-        case '"':
-            fputs("\\\"", out);
-            break;
-        case '\\':
-            fputs("\\\\", out);
-            break;
-        case '\n':
-            fputs("\\n", out);
-            break;
-        case '\t':
-            fputs("\\t", out);
-            break;
-        default:
-            fputc(*s, out);
-        }
+        const char *esc = *s == '"'    ? "\\\""
+                          : *s == '\\' ? "\\\\"
+                          : *s == '\n' ? "\\n"
+                          : *s == '\t' ? "\\t"
+                                       : NULL;
+        if (esc)
+            puts_(p, esc);
+        else
+            put(p, s, 1);
     }
-    fputc('"', out);
+    puts_(p, "\"");
 }
 
-static void print_list(ast_node *const *items, int n, FILE *out)
+static int list_width(const pr_state *p, ast_node *const *items, int n)
 {
+    int w = 2 + 2 * (n > 1 ? n - 1 : 0);
+    for (int i = 0; i < n; i++) w += width_after(p, items[i], 0);
+    return w;
+}
+
+/* One element of a filled list: on this line if it fits, else on the
+ * next, at column align.  after: what follows it (',' or the bracket and
+ * the list's reserve). */
+static void fill_item(pr_state *p, const ast_node *item, int after, int align)
+{
+    int w = expr_width(item, 0) + after;
+    if (!p->fresh && p->col > align) {
+        if (fits(p, 1 + w))
+            puts_(p, " ");
+        else
+            line(p, align);
+    }
+    print_expr(p, item, 0, after);
+}
+
+static void print_filled(pr_state *p, ast_node *const *items, int n, uint32_t end,
+                         const char *close, int reserve)
+{
+    int align = p->col;
     for (int i = 0; i < n; i++) {
-        if (i) fputs(", ", out);
-        print_expr(items[i], 0, out);
+        flush_in_list(p, items[i]->span.begin, align);
+        fill_item(p, items[i], i + 1 < n ? 1 : 1 + reserve, align);
+        if (i + 1 < n) puts_(p, ",");
     }
+    flush_in_list(p, end, align);
+    if (p->fresh) p->pending = p->col = align - 1; /* the bracket under its mate */
+    puts_(p, close);
 }
 
-static void print_devspec(const ast_node *d, FILE *out)
+/* open items close, the list's comments being those in span; reserve:
+ * columns that follow on the same line. */
+static void print_list(pr_state *p, const char *open, ast_node *const *items, int n, src_span span,
+                       const char *close, int reserve)
 {
-    fprintf(out, "@%s:", d->name);
+    int flat = p->flat || (!has_comment(p, span.begin, span.end) &&
+                           fits(p, list_width(p, items, n) + reserve));
+    puts_(p, open);
+    if (!flat) {
+        print_filled(p, items, n, span.end, close, reserve);
+        return;
+    }
+    int was_flat = p->flat;
+    p->flat = 1;
+    for (int i = 0; i < n; i++) {
+        if (i) puts_(p, ", ");
+        print_expr(p, items[i], 0, 0);
+    }
+    p->flat = was_flat;
+    puts_(p, close);
+}
+
+static void print_devspec(pr_state *p, const ast_node *d)
+{
+    puts_(p, "@");
+    puts_(p, d->name);
+    puts_(p, ":");
     const ast_node *ix = d->a;
     int bare = ix && (ix->kind == AST_NAME || (ix->kind == AST_NUM && ix->flag));
-    if (bare)
-        print_expr(ix, 0, out);
-    else {
-        fputc('(', out);
-        if (ix) print_expr(ix, 0, out);
-        fputc(')', out);
+    if (!bare) puts_(p, "(");
+    if (ix) print_expr(p, ix, 0, 0);
+    if (!bare) puts_(p, ")");
+}
+
+static void print_call(pr_state *p, const ast_node *n, int reserve)
+{
+    int as = n->as_name ? 4 + (int)strlen(n->as_name) : 0;
+    int args = list_width(p, n->items, n->n_items) + as + reserve;
+    int method = n->kind == AST_METHOD ? 1 + (int)strlen(n->name) : 0;
+    print_expr(p, n->a, PREC_POSTFIX, method + args);
+    if (method) {
+        puts_(p, ".");
+        puts_(p, n->name);
     }
+    print_list(p, "(", n->items, n->n_items, n->span, ")", as + reserve);
+    if (!as) return;
+    puts_(p, " as ");
+    puts_(p, n->as_name);
 }
 
-static void print_call(const ast_node *n, FILE *out)
+static void print_binary(pr_state *p, const ast_node *n, int reserve)
 {
-    print_expr(n->a, PREC_POSTFIX, out);
-    if (n->kind == AST_METHOD) fprintf(out, ".%s", n->name);
-    fputc('(', out);
-    print_list(n->items, n->n_items, out);
-    fputc(')', out);
-    if (n->as_name) fprintf(out, " as %s", n->as_name);
-}
-
-static void print_binary(const ast_node *n, FILE *out)
-{
-    int p = binary_prec(n->op);
+    int prec = binary_prec(n->op);
+    const char *op = ast_op_text(n->op);
     /* Left-associative, except comparisons, which do not chain. */
-    print_expr(n->a, p == PREC_CMP ? p + 1 : p, out);
-    fprintf(out, " %s ", ast_op_text(n->op));
-    print_expr(n->b, p + 1, out);
+    int right = 2 + (int)strlen(op) + width_after(p, n->b, prec + 1) + reserve;
+    print_expr(p, n->a, prec == PREC_CMP ? prec + 1 : prec, right);
+    puts_(p, " ");
+    puts_(p, op);
+    puts_(p, " ");
+    print_expr(p, n->b, prec + 1, reserve);
 }
 
-static void print_expr_inner(const ast_node *n, FILE *out)
+static void print_index(pr_state *p, const ast_node *n, int reserve)
+{
+    print_expr(p, n->a, PREC_POSTFIX, 2 + width_after(p, n->b, 0) + reserve);
+    puts_(p, "[");
+    print_expr(p, n->b, 0, 1 + reserve);
+    puts_(p, "]");
+}
+
+/* NAME or NAME=expr: keyword arguments and parameters. */
+static void print_named_arg(pr_state *p, const ast_node *n, int reserve)
+{
+    puts_(p, n->name);
+    if (!n->a) return;
+    puts_(p, "=");
+    print_expr(p, n->a, 0, reserve);
+}
+
+static void print_expr_inner(pr_state *p, const ast_node *n, int reserve)
 {
     switch (n->kind) {
     case AST_NUM:
-        if (n->flag)
-            fprintf(out, "%.0f", n->num);
-        else
-            print_float(n->num, out);
+        print_num(p, n);
         break;
     case AST_STR:
-        print_string(n->name, out);
+        print_string(p, n->name);
         break;
     case AST_BOOL:
-        fputs(n->flag ? "true" : "false", out);
+        puts_(p, n->flag ? "true" : "false");
         break;
     case AST_NAME:
-        fputs(n->name, out);
+        puts_(p, n->name);
         break;
     case AST_LIST:
-        fputc('[', out);
-        print_list(n->items, n->n_items, out);
-        fputc(']', out);
+        print_list(p, "[", n->items, n->n_items, n->span, "]", reserve);
         break;
     case AST_CALL:
     case AST_METHOD:
-        print_call(n, out);
+        print_call(p, n, reserve);
         break;
     case AST_FIELD:
-        print_expr(n->a, PREC_POSTFIX, out);
-        fprintf(out, ".%s", n->name);
+        print_expr(p, n->a, PREC_POSTFIX, 1 + (int)strlen(n->name) + reserve);
+        puts_(p, ".");
+        puts_(p, n->name);
         break;
     case AST_INDEX:
-        print_expr(n->a, PREC_POSTFIX, out);
-        fputc('[', out);
-        print_expr(n->b, 0, out);
-        fputc(']', out);
+        print_index(p, n, reserve);
         break;
     case AST_BINARY:
-        print_binary(n, out);
+        print_binary(p, n, reserve);
         break;
     case AST_UNARY:
-        fputc('-', out);
-        print_expr(n->a, PREC_UNARY, out);
+        puts_(p, "-");
+        print_expr(p, n->a, PREC_UNARY, reserve);
         break;
     case AST_DEVICE:
-        print_expr(n->a, PREC_DEVICE, out);
-        fputc(' ', out);
-        print_devspec(n->b, out);
+        print_expr(p, n->a, PREC_DEVICE, 1 + width_after(p, n->b, 0) + reserve);
+        puts_(p, " ");
+        print_devspec(p, n->b);
         break;
     case AST_DEVSPEC:
-        print_devspec(n, out);
+        print_devspec(p, n);
         break;
     case AST_KWARG:
-        fprintf(out, "%s=", n->name);
-        print_expr(n->a, 0, out);
+    case AST_PARAMDEF:
+        print_named_arg(p, n, reserve);
         break;
     case AST_TYPE:
-        fprintf(out, "%s[", n->name);
-        print_list(n->items, n->n_items, out);
-        fputc(']', out);
+        puts_(p, n->name);
+        print_list(p, "[", n->items, n->n_items, n->span, "]", reserve);
         break;
     default:
-        fprintf(out, "<%s>", ast_kind_name(n->kind));
+        puts_(p, "<");
+        puts_(p, ast_kind_name(n->kind));
+        puts_(p, ">");
     }
 }
 
-static void print_expr(const ast_node *n, int min_prec, FILE *out)
+static void print_expr(pr_state *p, const ast_node *n, int min_prec, int reserve)
 {
     if (!n) return;
     int paren = expr_prec(n) < min_prec;
-    if (paren) fputc('(', out);
-    print_expr_inner(n, out);
-    if (paren) fputc(')', out);
+    if (paren) puts_(p, "(");
+    print_expr_inner(p, n, reserve + paren);
+    if (paren) puts_(p, ")");
 }
 
-static void indent_to(int indent, FILE *out)
-{
-    for (int i = 0; i < indent; i++) fputs("    ", out);
-}
+/* ---- statements ---- */
 
 static int is_block_stmt(const ast_node *n)
 {
     return n->kind == AST_FN || n->kind == AST_SCOPE || n->kind == AST_FOR;
 }
 
-/* Top-level block statements get a blank line around them. */
-static void print_stmts(const ast_node *blk, int indent, FILE *out)
+static void print_stmts(pr_state *p, const ast_node *blk, uint32_t end, int indent)
 {
     for (int i = 0; i < blk->n_items; i++) {
         const ast_node *s = blk->items[i];
-        if (i > 0 && indent == 0 && (is_block_stmt(s) || is_block_stmt(blk->items[i - 1])))
-            fputc('\n', out);
-        print_stmt(s, indent, out);
+        flush_stmts(p, s->span.begin, indent);
+        stmt_line(p, s->span.begin, indent);
+        print_stmt_inner(p, s, indent);
+        advance_prev_end(p, s->span.end);
     }
+    flush_stmts(p, end, indent);
 }
 
-static void print_block(const ast_node *blk, int indent, FILE *out)
+/* `{ stmt }` on one line: one statement that is no block, without
+ * comments, when it fits; `{}` when empty. */
+static int one_line_block(const pr_state *p, const ast_node *blk)
 {
-    fputs(" {\n", out);
-    if (blk) print_stmts(blk, indent + 1, out);
-    indent_to(indent, out);
-    fputs("}", out);
+    if (has_comment(p, blk->span.begin, blk->span.end)) return 0;
+    if (blk->n_items == 0) return 1;
+    return blk->n_items == 1 && !is_block_stmt(blk->items[0]) &&
+           fits(p, 5 + stmt_width(blk->items[0]));
 }
 
-static void print_fn(const ast_node *n, int indent, FILE *out)
+static void print_block(pr_state *p, const ast_node *blk, int indent)
 {
-    fprintf(out, "fn %s(", n->name);
-    for (int i = 0; i < n->n_items; i++) {
-        const ast_node *p = n->items[i];
-        fprintf(out, "%s%s", i ? ", " : "", p->name);
-        if (p->a) {
-            fputc('=', out);
-            print_expr(p->a, 0, out);
-        }
+    if (one_line_block(p, blk)) {
+        puts_(p, blk->n_items ? " { " : " {}");
+        if (blk->n_items) print_stmt_inner(p, blk->items[0], indent);
+        if (blk->n_items) puts_(p, " }");
+        return;
     }
-    fputc(')', out);
-    print_block(n->b, indent, out);
+    puts_(p, " {");
+    p->first = 1;
+    print_stmts(p, blk, blk->span.end - 1, indent + INDENT);
+    p->first = 0;
+    line(p, indent);
+    puts_(p, "}");
 }
 
-static void print_scope(const ast_node *n, int indent, FILE *out)
+static void print_fn(pr_state *p, const ast_node *n, int indent)
 {
-    fprintf(out, "scope %s", n->name);
-    if (n->flag == 1) fputs(" reuse", out);
+    puts_(p, "fn ");
+    puts_(p, n->name);
+    src_span params = {n->span.begin, n->b->span.begin};
+    print_list(p, "(", n->items, n->n_items, params, ")", 2);
+    print_block(p, n->b, indent);
+}
+
+static void print_scope(pr_state *p, const ast_node *n, int indent)
+{
+    puts_(p, "scope ");
+    puts_(p, n->name);
+    if (n->flag == 1) puts_(p, " reuse");
     if (n->flag == 2) {
-        fputs(" reuse(", out);
-        print_expr(n->a, 0, out);
-        fputc(')', out);
+        puts_(p, " reuse(");
+        print_expr(p, n->a, 0, 0);
+        puts_(p, ")");
     }
     if (n->b) {
-        fputc(' ', out);
-        print_devspec(n->b, out);
+        puts_(p, " ");
+        print_devspec(p, n->b);
     }
-    print_block(n->c, indent, out);
+    print_block(p, n->c, indent);
 }
 
-static void print_named(const char *kw, const ast_node *n, const char *sep, FILE *out)
+static void print_for(pr_state *p, const ast_node *n, int indent)
 {
-    fprintf(out, "%s %s%s", kw, n->name, sep);
-    print_expr(n->a, 0, out);
+    puts_(p, "for ");
+    puts_(p, n->name);
+    puts_(p, " in ");
+    print_expr(p, n->a, 0, 0);
+    puts_(p, "..");
+    print_expr(p, n->b, 0, 0);
+    print_block(p, n->c, indent);
 }
 
-static void print_stmt_inner(const ast_node *n, int indent, FILE *out)
+static void print_decl(pr_state *p, const char *kw, const ast_node *n, const char *sep)
+{
+    puts_(p, kw);
+    puts_(p, n->name);
+    puts_(p, sep);
+    print_expr(p, n->a, 0, 0);
+}
+
+static void print_stmt_inner(pr_state *p, const ast_node *n, int indent)
 {
     switch (n->kind) {
     case AST_PARAM:
-        print_named("param", n, " = ", out);
+        print_decl(p, "param ", n, " = ");
         break;
     case AST_DATA:
-        print_named("data", n, " = ", out);
+        print_decl(p, "data ", n, " = ");
         break;
     case AST_VAR:
-        print_named("var", n, " = ", out);
+        print_decl(p, "var ", n, " = ");
         break;
     case AST_INPUT:
-        print_named("input", n, ": ", out);
+        print_decl(p, "input ", n, ": ");
         break;
     case AST_RETURN:
-        fputs("return ", out);
-        print_expr(n->a, 0, out);
+        puts_(p, "return ");
+        print_expr(p, n->a, 0, 0);
         break;
     case AST_FN:
-        print_fn(n, indent, out);
+        print_fn(p, n, indent);
         break;
     case AST_SCOPE:
-        print_scope(n, indent, out);
+        print_scope(p, n, indent);
         break;
     case AST_FOR:
-        fprintf(out, "for %s in ", n->name);
-        print_expr(n->a, 0, out);
-        fputs("..", out);
-        print_expr(n->b, 0, out);
-        print_block(n->c, indent, out);
+        print_for(p, n, indent);
         break;
     case AST_ASSIGN:
-        print_expr(n->a, 0, out);
-        fputs(" = ", out);
-        print_expr(n->b, 0, out);
+        print_expr(p, n->a, 0, 3 + width_after(p, n->b, 0));
+        puts_(p, " = ");
+        print_expr(p, n->b, 0, 0);
         break;
     case AST_EXPR_STMT:
-        print_expr(n->a, 0, out);
+        print_expr(p, n->a, 0, 0);
         break;
     default:
-        print_expr(n, 0, out);
+        print_expr(p, n, 0, 0);
+        break;
     }
 }
 
-static void print_stmt(const ast_node *n, int indent, FILE *out)
+void ast_format(const ast_tree *t, FILE *out)
 {
-    indent_to(indent, out);
-    print_stmt_inner(n, indent, out);
-    fputc('\n', out);
-}
-
-void ast_print(const ast_node *n, FILE *out)
-{
-    if (!n) return;
-    if (n->kind == AST_PROGRAM || n->kind == AST_BLOCK)
-        print_stmts(n, 0, out);
-    else if (n->kind < AST_NUM)
-        print_stmt(n, 0, out);
-    else
-        print_expr(n, 0, out);
+    if (!t || !t->root) return;
+    pr_state p = {.out = out, .t = t, .fresh = 1, .first = 1};
+    print_stmts(&p, t->root, UINT32_MAX, 0);
+    if (!p.fresh) fputc('\n', out);
 }

@@ -33,11 +33,15 @@ typedef struct ps_ctx {
     int tree_too_deep;
     int last_tok; /* the token just returned, for hints */
     src_span last_span;
+    src_span *comments; /* every comment, in source order (arena memory) */
+    int n_comments;
 } ps_ctx;
 
 ast_node *ps_node(ps_ctx *c, ast_kind k, uint32_t begin, uint32_t end);
 /* Appends item to n->items (arena memory, grows by doubling). */
 void ps_push(ps_ctx *c, ast_node *n, ast_node *item);
+/* Appends a comment's span to c->comments. */
+void ps_add_comment(ps_ctx *c, uint32_t begin, uint32_t end);
 /* Records n's tree depth and reports a too-deep tree once; returns n. */
 ast_node *ps_finish(ps_ctx *c, ast_node *n);
 /* Error recovery skips to the next newline, so every open ( and [ is

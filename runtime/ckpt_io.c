@@ -1,4 +1,4 @@
-/* ckpt_io.c - checkpoint files on disk: read whole, replace atomically,
+/* ckpt_io.c - whole files on disk: read, replace atomically,
  * sweep the temporaries of killed writers (see ckpt_io.h). */
 #include "ckpt_io.h"
 
@@ -147,10 +147,11 @@ static int ckio_write_all(int fd, const void *buf, size_t n)
 }
 
 /* Everything the temporary needs before the rename; 0 or an errno. */
-static int ckio_fill(int fd, const uint8_t *head, size_t head_n, const uint8_t *body, size_t body_n)
+static int ckio_fill(int fd, unsigned mode, const uint8_t *head, size_t head_n, const uint8_t *body,
+                     size_t body_n)
 {
     errno = 0;
-    if (fchmod(fd, 0644) == 0 && ckio_write_all(fd, head, head_n) == 0 &&
+    if (fchmod(fd, (mode_t)mode) == 0 && ckio_write_all(fd, head, head_n) == 0 &&
         ckio_write_all(fd, body, body_n) == 0 && fsync(fd) == 0)
         return 0;
     return errno ? errno : EIO;
@@ -180,13 +181,13 @@ static int ckio_create_tmp(const char *path, char **tmp)
     return fd;
 }
 
-gr_code ckio_replace(const char *path, const uint8_t *head, size_t head_n, const uint8_t *body,
-                     size_t body_n, gr_status *st)
+gr_code ckio_replace(const char *path, unsigned mode, const uint8_t *head, size_t head_n,
+                     const uint8_t *body, size_t body_n, gr_status *st)
 {
     ckio_sweep_stale(path); /* first: a full disk may be full of them */
     char *tmp;
     int fd = ckio_create_tmp(path, &tmp);
-    int err = fd < 0 ? errno : ckio_fill(fd, head, head_n, body, body_n);
+    int err = fd < 0 ? errno : ckio_fill(fd, mode, head, head_n, body, body_n);
     if (fd < 0) {
         free(tmp);
         return rt_fail(st, GR_ERR_IO, "%s: cannot create a temporary file next to it: %s\n", path,
@@ -196,8 +197,7 @@ gr_code ckio_replace(const char *path, const uint8_t *head, size_t head_n, const
     if (!err && rename(tmp, path) != 0) err = errno;
     if (err) unlink(tmp);
     free(tmp);
-    if (err)
-        return rt_fail(st, GR_ERR_IO, "%s: cannot write checkpoint: %s\n", path, strerror(err));
+    if (err) return rt_fail(st, GR_ERR_IO, "%s: cannot write: %s\n", path, strerror(err));
     if (ckio_fsync_dir(path) != 0)
         return rt_fail(st, GR_ERR_IO, "%s: written, but its folder could not be synced: %s\n", path,
                        strerror(errno));

@@ -1,4 +1,5 @@
-/* ckpt_io.h - private to runtime/: checkpoint files on disk, whole.
+/* ckpt_io.h - private to runtime/: files on disk, whole (checkpoints, and
+ * the .graph files `graphrun fmt -w` rewrites).
  *
  * ckio_replace puts new contents at a path so that the path always holds
  * either the old file or the new one, complete, even if the process is
@@ -24,9 +25,10 @@
  * GR_ERR_IO or GR_ERR_NOMEM with a message naming the file. */
 gr_code ckio_read(const char *path, uint8_t **buf, size_t *len, gr_status *st);
 
-/* Replaces path with head followed by body (see above).  On error the file
- * at path is untouched and this call's temporary is removed. */
-gr_code ckio_replace(const char *path, const uint8_t *head, size_t head_n, const uint8_t *body,
-                     size_t body_n, gr_status *st);
+/* Replaces path with head followed by body (see above), with permission
+ * bits mode.  On error the file at path is untouched and this call's
+ * temporary is removed. */
+gr_code ckio_replace(const char *path, unsigned mode, const uint8_t *head, size_t head_n,
+                     const uint8_t *body, size_t body_n, gr_status *st);
 
 #endif

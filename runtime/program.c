@@ -38,25 +38,6 @@ gr_code gr_compile_string(const char *name, const char *text, size_t len,
     return program_from(src_from_string(name, text, len), opt, out, st);
 }
 
-gr_code gr_format_file(const char *path, FILE *out, gr_status *st)
-{
-    char err[512];
-    src_file *src = src_load(path, err, sizeof err);
-    if (!src) return rt_fail(st, GR_ERR_IO, "%s\n", err);
-    diag_list d;
-    diag_init(&d);
-    ast_tree *t = ps_parse(src, &d);
-    gr_code c = d.n_errors ? rt_fail_diags(st, GR_ERR_SYNTAX, &d) : GR_OK;
-    if (c == GR_OK) {
-        ast_print(t->root, out);
-        rt_ok(st);
-    }
-    ast_free(t);
-    diag_free(&d);
-    src_free(src);
-    return c;
-}
-
 void gr_program_free(gr_program *p)
 {
     if (!p) return;

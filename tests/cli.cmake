@@ -55,3 +55,8 @@ set_tests_properties(cli_bad_eval_fails_before_training PROPERTIES TIMEOUT 20)
 add_test(NAME cli_plan_fuses_sgd_into_gemm
   COMMAND sh -c "$0 check --emit plan --target train $1 | grep -c ' apply_sgd_matmul ' | grep -qx 2"
           $<TARGET_FILE:graphrun> ${GR_EX}/fashion_mlp.graph)
+
+# graphrun fmt: printing, stdin, --check, -w (errors, read-only files, mode),
+# and our own examples being canonical.
+add_test(NAME cli_fmt COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fmt_cli.sh $<TARGET_FILE:graphrun>
+                              ${PROJECT_SOURCE_DIR})

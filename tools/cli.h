@@ -30,5 +30,10 @@ int cli_add_param(cli_params *ps, char *arg);
 void cli_print_status(const gr_status *st);
 /* Exit status for a failed compile: a missing or unreadable file is misuse. */
 int cli_exit_code(gr_code c);
+/* Reads f to its end into a malloc'd, NUL-terminated *text; -1 on error. */
+int cli_read_all(FILE *f, char **text, size_t *len);
+/* Prints a unified diff from a to b (lines, 3 of context), headed
+ * "--- a/NAME" and "+++ b/NAME" (cli_diff.c). */
+void cli_diff(const char *name, const char *a, size_t alen, const char *b, size_t blen, FILE *out);
 
 #endif

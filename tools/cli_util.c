@@ -1,5 +1,6 @@
-/* cli_util.c - option helpers shared by the subcommands. */
+/* cli_util.c - option and input helpers shared by the subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -26,4 +27,19 @@ void cli_print_status(const gr_status *st)
         fputs(msg, stderr); /* a diagnostic: it names its file and line */
     else
         fprintf(stderr, "graphrun: error: %s", msg);
+}
+
+int cli_read_all(FILE *f, char **text, size_t *len)
+{
+    *text = NULL;
+    FILE *m = open_memstream(text, len);
+    if (!m) return -1;
+    char chunk[4096];
+    for (size_t n; (n = fread(chunk, 1, sizeof chunk, f)) > 0;) fwrite(chunk, 1, n, m);
+    int bad = ferror(f);
+    if (fclose(m) != 0) bad = 1;
+    if (!bad) return 0;
+    free(*text);
+    *text = NULL;
+    return -1;
 }

@@ -15,7 +15,7 @@ static const cli_command commands[] = {
     {"check", cmd_check, "check [--emit ast|ir|plan|dot] FILE...  report errors without running"},
     {"dot", cmd_dot,
      "dot FILE                    print the graph as Graphviz, one cluster per device"},
-    {"fmt", cmd_fmt, "fmt FILE                    print FILE in canonical form"},
+    {"fmt", cmd_fmt, "fmt [-w | --check] FILE...  print, rewrite (-w) or check FILEs' canonical form"},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 

@@ -1,0 +1,84 @@
+/* format.c - the gr_format_* API: the canonical form of a .graph file
+ * (lang/printer.c), printed, or written back in place through ckpt_io's
+ * atomic replace. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt_io.h"
+#include "runtime.h"
+
+/* The canonical text of src, malloc'd, into *text and *len. */
+static gr_code format_src(const src_file *src, char **text, size_t *len, gr_status *st)
+{
+    diag_list d;
+    diag_init(&d);
+    ast_tree *t = ps_parse(src, &d);
+    gr_code c = d.n_errors ? rt_fail_diags(st, GR_ERR_SYNTAX, &d) : GR_OK;
+    FILE *f = c == GR_OK ? open_memstream(text, len) : NULL;
+    if (c == GR_OK && !f) c = rt_fail(st, GR_ERR_NOMEM, "%s: no memory to format\n", src->name);
+    if (f) {
+        ast_format(t, f);
+        fclose(f);
+        rt_ok(st);
+    }
+    ast_free(t);
+    diag_free(&d);
+    return c;
+}
+
+static gr_code format_to(src_file *src, FILE *out, gr_status *st)
+{
+    char *text = NULL;
+    size_t len = 0;
+    gr_code c = format_src(src, &text, &len, st);
+    if (c == GR_OK) fwrite(text, 1, len, out);
+    free(text);
+    src_free(src);
+    return c;
+}
+
+gr_code gr_format_file(const char *path, FILE *out, gr_status *st)
+{
+    char err[512];
+    src_file *src = src_load(path, err, sizeof err);
+    if (!src) return rt_fail(st, GR_ERR_IO, "%s\n", err);
+    return format_to(src, out, st);
+}
+
+gr_code gr_format_string(const char *name, const char *text, size_t len, FILE *out, gr_status *st)
+{
+    if (!name || !text || !out) return rt_fail(st, GR_ERR_ARG, "gr_format_string: NULL argument\n");
+    return format_to(src_from_string(name, text, len), out, st);
+}
+
+/* Replaces path with text, keeping its permission bits; a file nobody may
+ * write is an error even where the folder would allow the rename. */
+static gr_code rewrite(const char *path, const char *text, size_t len, gr_status *st)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return rt_fail(st, GR_ERR_IO, "%s: cannot open: %s\n", path, strerror(errno));
+    if ((sb.st_mode & 0222) == 0 || access(path, W_OK) != 0)
+        return rt_fail(st, GR_ERR_IO, "%s: the file is read-only; not rewritten\n", path);
+    return ckio_replace(path, sb.st_mode & 07777, (const uint8_t *)text, len, NULL, 0, st);
+}
+
+gr_code gr_format_in_place(const char *path, int *changed, gr_status *st)
+{
+    char err[512];
+    if (changed) *changed = 0;
+    src_file *src = src_load(path, err, sizeof err);
+    if (!src) return rt_fail(st, GR_ERR_IO, "%s\n", err);
+    char *text = NULL;
+    size_t len = 0;
+    gr_code c = format_src(src, &text, &len, st);
+    int same = c == GR_OK && len == src->len && memcmp(text, src->text, len) == 0;
+    if (c == GR_OK && !same) c = rewrite(path, text, len, st);
+    if (changed) *changed = c == GR_OK && !same;
+    free(text);
+    src_free(src);
+    return c;
+}
