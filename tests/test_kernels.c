@@ -901,6 +901,9 @@ static void test_conv2d_and_grads_against_naive(void **state)
         {1, 1, 5, 5, 1, 3, 3, 1, 0},   {2, 3, 7, 7, 4, 3, 3, 1, 1}, {3, 2, 13, 11, 5, 5, 5, 2, 2},
         {5, 3, 7, 9, 2, 1, 1, 1, 0},   {4, 2, 8, 8, 3, 2, 3, 2, 0}, {1, 3, 3, 3, 7, 3, 3, 1, 1},
         {3, 4, 31, 13, 3, 3, 1, 3, 1}, {7, 1, 6, 6, 2, 2, 2, 2, 0},
+        /* "same" padding at stride 1 (the block path), also with a kernel
+         * wider than the image */
+        {3, 2, 9, 6, 4, 5, 5, 1, 2},   {2, 1, 2, 3, 2, 5, 5, 1, 2}, {4, 3, 8, 8, 2, 3, 5, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int threads = 0; threads <= 2; threads++) check_conv(&cases[i], threads);

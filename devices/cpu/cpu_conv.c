@@ -53,11 +53,55 @@ static void im2col_row(const cpu_conv_shape *s, const float *src, int64_t kw, fl
     }
 }
 
+/* Stride 1 with the output as wide as the input ("same" padding): the rows
+ * of one (c, kh, kw) row of the column matrix and the image rows they read
+ * have the same pitch, so all their valid parts are one block of each, and
+ * between two rows the block holds `gap` padding columns, where the column
+ * matrix is 0.  One copy per (c, kh, kw) instead of one per output row. */
+static int conv_same_rows(const cpu_conv_shape *s)
+{
+    return s->stride == 1 && s->ow == s->w;
+}
+
+/* The block of (c, kh, kw): col offset, x offset, length, and its rows. */
+typedef struct conv_block {
+    int64_t col, x, len, rows, gap;
+} conv_block;
+
+static int conv_block_of(const cpu_conv_shape *s, int64_t c, int64_t kh, int64_t kw, conv_block *b)
+{
+    int64_t oh0 = s->pad - kh > 0 ? s->pad - kh : 0;
+    int64_t oh1 = s->h + s->pad - kh < s->oh ? s->h + s->pad - kh : s->oh, lo, hi;
+    valid_cols(s, kw, &lo, &hi);
+    if (oh1 <= oh0 || hi <= lo) return 0;
+    b->rows = oh1 - oh0;
+    b->gap = s->ow - (hi - lo);
+    b->col = ((c * s->kh + kh) * s->kw + kw) * conv_ohw(s) + oh0 * s->ow + lo;
+    b->x = (c * s->h + oh0 - s->pad + kh) * s->w + lo - s->pad + kw;
+    b->len = (b->rows - 1) * s->ow + hi - lo;
+    return 1;
+}
+
+/* Zeroes the padding columns between a block's rows. */
+static void block_zero_gaps(const conv_block *b, int64_t ow, float *restrict blk)
+{
+    for (int64_t r = 0; r + 1 < b->rows; r++)
+        for (int64_t k = 0; k < b->gap; k++) blk[r * ow + ow - b->gap + k] = 0.0f;
+}
+
+/* im2col of an image into col that im2col_start prepared. */
 static void im2col(const cpu_conv_shape *s, const float *x, float *col)
 {
+    conv_block b;
     for (int64_t c = 0; c < s->c; c++)
         for (int64_t kh = 0; kh < s->kh; kh++)
             for (int64_t kw = 0; kw < s->kw; kw++) {
+                if (conv_same_rows(s)) {
+                    if (!conv_block_of(s, c, kh, kw, &b)) continue;
+                    memcpy(col + b.col, x + b.x, sizeof(float) * (size_t)b.len);
+                    block_zero_gaps(&b, s->ow, col + b.col);
+                    continue;
+                }
                 float *row = col + ((c * s->kh + kh) * s->kw + kw) * conv_ohw(s);
                 for (int64_t oh = 0; oh < s->oh; oh++) {
                     int64_t ih = oh * s->stride - s->pad + kh;
@@ -68,6 +112,13 @@ static void im2col(const cpu_conv_shape *s, const float *x, float *col)
                         im2col_row(s, x + (c * s->h + ih) * s->w, kw, dst);
                 }
             }
+}
+
+/* Before a task's first im2col of a call: the blocks never write the rows
+ * and edges that read padding, which are the same for every image. */
+static void im2col_start(const cpu_conv_shape *s, float *col)
+{
+    if (conv_same_rows(s)) cpu_fill_f32(col, 0.0f, conv_ckk(s) * conv_ohw(s));
 }
 
 static void col2im_row(const cpu_conv_shape *s, const float *restrict src, int64_t kw,
@@ -86,12 +137,22 @@ static void col2im_row(const cpu_conv_shape *s, const float *restrict src, int64
     }
 }
 
-/* The adjoint of im2col: dx (already zeroed) += col scattered back. */
-static void col2im(const cpu_conv_shape *s, const float *col, float *dx)
+/* The adjoint of im2col: dx (already zeroed) += col scattered back, in
+ * (c, kh, kw) order.  On the block path col's padding columns are zeroed
+ * first, so one add over the block leaves those parts of dx as they were. */
+static void col2im(const cpu_conv_shape *s, float *col, float *dx)
 {
+    conv_block b;
     for (int64_t c = 0; c < s->c; c++)
         for (int64_t kh = 0; kh < s->kh; kh++)
             for (int64_t kw = 0; kw < s->kw; kw++) {
+                if (conv_same_rows(s)) {
+                    if (!conv_block_of(s, c, kh, kw, &b)) continue;
+                    float *restrict src = col + b.col, *restrict dst = dx + b.x;
+                    block_zero_gaps(&b, s->ow, src);
+                    for (int64_t i = 0; i < b.len; i++) dst[i] += src[i];
+                    continue;
+                }
                 const float *row = col + ((c * s->kh + kh) * s->kw + kw) * conv_ohw(s);
                 for (int64_t oh = 0; oh < s->oh; oh++) {
                     int64_t ih = oh * s->stride - s->pad + kh;
@@ -120,6 +181,7 @@ static void conv_fwd_task(void *arg, int t)
     const conv_job *j = arg;
     const cpu_conv_shape *s = j->s;
     int64_t ckk = conv_ckk(s), ohw = conv_ohw(s);
+    if (!conv_is_pointwise(s)) im2col_start(s, conv_scratch(j, t));
     for (int64_t n = t; n < s->n; n += j->ntasks) {
         const float *xn = j->x + n * s->c * s->h * s->w, *col = xn;
         if (!conv_is_pointwise(s)) {
@@ -159,6 +221,7 @@ static void conv_gw_task(void *arg, int t)
     const cpu_conv_shape *s = j->s;
     int64_t ckk = conv_ckk(s), ohw = conv_ohw(s);
     float beta = 0.0f;
+    if (!conv_is_pointwise(s)) im2col_start(s, conv_scratch(j, t));
     for (int64_t n = t; n < s->n; n += j->ntasks) {
         const float *xn = j->x + n * s->c * s->h * s->w, *col = xn;
         if (!conv_is_pointwise(s)) {
