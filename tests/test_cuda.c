@@ -137,12 +137,23 @@ static void test_no_device_object_past_the_last_gpu(void **state)
     assert_null(cuda_device_new(IR_DEV(DEV_GPU, n)));
 }
 
+/* cuBLAS is not linked (a process that never makes a CUDA device does not
+ * load it); the library opens and has every call the device makes. */
+static void test_cublas_opens_with_every_call(void **state)
+{
+    (void)state;
+    const char *why = cuda_blas_load();
+    if (why) fail_msg("%s", why);
+    assert_null(cuda_blas_load()); /* once, and the same answer after */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_op_the_models_use_has_a_cuda_row),
         cmocka_unit_test(test_the_vtable_is_async_and_holds_the_table),
         cmocka_unit_test(test_no_device_object_past_the_last_gpu),
+        cmocka_unit_test(test_cublas_opens_with_every_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

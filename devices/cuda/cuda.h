@@ -21,6 +21,9 @@ int cuda_device_count(void);
 /* A device object for gpu:N (id = IR_DEV(DEV_GPU, N)), NULL when the GPU
  * cannot be used; vt->close frees it. */
 device_obj *cuda_device_new(int id);
+/* Opens cuBLAS (not linked: cuda_device_new opens it); NULL, or why it
+ * could not.  Once per process. */
+const char *cuda_blas_load(void);
 
 #ifdef __cplusplus
 }

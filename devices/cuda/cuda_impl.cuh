@@ -53,6 +53,18 @@ struct dev_queue {
 /* 32 MiB: what NVIDIA's cuBLAS notes advise for Hopper. */
 #define CUDA_BLAS_WORKSPACE ((size_t)32 << 20)
 
+/* The cuBLAS calls the device makes, opened by cuda_blas_load
+ * (blas_dl.cu): the library is not linked. */
+typedef struct cuda_blas_api {
+    decltype(&cublasCreate) create;
+    decltype(&cublasDestroy) destroy;
+    decltype(&cublasSetStream) set_stream;
+    decltype(&cublasSetWorkspace) set_workspace;
+    decltype(&cublasSgemm) sgemm;
+    decltype(&cublasSgemmStridedBatched) sgemm_strided;
+} cuda_blas_api;
+extern cuda_blas_api cuda_blas; /* filled by cuda_blas_load (cuda.h) */
+
 /* Checks a CUDA or cuBLAS call: a failure is fatal (the abort hook), naming
  * the call, file:line and, when a is given, the op and its .graph line. */
 #define CUDA_CHECK(call, a) cuda_check_rt((call), #call, __FILE__, __LINE__, (a))

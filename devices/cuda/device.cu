@@ -102,12 +102,12 @@ static dev_queue *cu_queue_new(device_obj *d)
     q->device = gpu_of(d);
     CUDA_CHECK(cudaSetDevice(q->device), NULL);
     CUDA_CHECK(cudaStreamCreateWithFlags(&q->stream, cudaStreamNonBlocking), NULL);
-    CUBLAS_CHECK(cublasCreate(&q->blas), NULL);
-    CUBLAS_CHECK(cublasSetStream(q->blas, q->stream), NULL);
+    CUBLAS_CHECK(cuda_blas.create(&q->blas), NULL);
+    CUBLAS_CHECK(cuda_blas.set_stream(q->blas, q->stream), NULL);
     // cuBLAS's workspace given once, so no GEMM allocates (nor may, inside a
     // step graph's capture).
     CUDA_CHECK(cudaMalloc(&q->blas_ws, CUDA_BLAS_WORKSPACE), NULL);
-    CUBLAS_CHECK(cublasSetWorkspace(q->blas, q->blas_ws, CUDA_BLAS_WORKSPACE), NULL);
+    CUBLAS_CHECK(cuda_blas.set_workspace(q->blas, q->blas_ws, CUDA_BLAS_WORKSPACE), NULL);
     CUDA_CHECK(cudaMalloc(&q->fault, sizeof *q->fault), NULL);
     CUDA_CHECK(cudaMemset(q->fault, 0, sizeof *q->fault), NULL);
     CUDA_CHECK(cudaMallocHost(&q->fault_host, sizeof *q->fault_host), NULL);
@@ -119,7 +119,7 @@ static void cu_queue_free(device_obj *d, dev_queue *q)
     (void)d;
     CUDA_CHECK(cudaSetDevice(q->device), NULL);
     CUDA_CHECK(cudaStreamSynchronize(q->stream), NULL);
-    CUBLAS_CHECK(cublasDestroy(q->blas), NULL);
+    CUBLAS_CHECK(cuda_blas.destroy(q->blas), NULL);
     CUDA_CHECK(cudaFree(q->fault), NULL);
     CUDA_CHECK(cudaFree(q->blas_ws), NULL);
     CUDA_CHECK(cudaFreeHost(q->fault_host), NULL);
@@ -337,6 +337,8 @@ extern "C" int cuda_device_count(void)
 extern "C" device_obj *cuda_device_new(int id)
 {
     if (IR_DEV_INDEX(id) >= cuda_device_count()) return NULL;
+    const char *why = cuda_blas_load();
+    if (why) fatal("the CUDA device needs cuBLAS: %s", why);
     device_obj *d = (device_obj *)xcalloc(1, sizeof *d);
     d->vt = &cuda_vtable;
     d->id = id;

@@ -54,12 +54,12 @@ static void gemm_run(const kern_args *a, const gemm_rm *g)
     int m = (int)g->m, n = (int)g->n, k = (int)g->k;
     int lda = g->ta ? m : k, ldb = g->tb ? k : n;
     if (g->batch == 1) {
-        CUBLAS_CHECK(cublasSgemm(a->queue->blas, opb, opa, n, m, k, &g->alpha, g->b, ldb, g->a, lda,
+        CUBLAS_CHECK(cuda_blas.sgemm(a->queue->blas, opb, opa, n, m, k, &g->alpha, g->b, ldb, g->a, lda,
                                  &g->beta, g->c, n),
                      a);
         return;
     }
-    CUBLAS_CHECK(cublasSgemmStridedBatched(a->queue->blas, opb, opa, n, m, k, &g->alpha, g->b, ldb,
+    CUBLAS_CHECK(cuda_blas.sgemm_strided(a->queue->blas, opb, opa, n, m, k, &g->alpha, g->b, ldb,
                                            g->stride_b, g->a, lda, g->stride_a, &g->beta, g->c, n,
                                            g->stride_c, (int)g->batch),
                  a);
