@@ -2,7 +2,7 @@
 # fmt_cli.sh GRAPHRUN SRCDIR - `graphrun fmt` end to end, in a scratch folder:
 # printing, stdin, --check (diff, exit 1), -w (atomic, keeps the mode,
 # leaves canonical files, files with errors and read-only files untouched),
-# and every .graph under examples/ and tests/models/ passing --check.
+# and every .graph under examples/, tests/models/ and bench/gpu/ passing --check.
 set -u
 G=$1
 SRC=$2
@@ -10,7 +10,7 @@ T=$(mktemp -d)
 trap 'chmod -R u+w "$T"; rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$G" fmt --check "$SRC"/examples/*.graph "$SRC"/tests/models/*.graph ||
+"$G" fmt --check "$SRC"/examples/*.graph "$SRC"/tests/models/*.graph "$SRC"/bench/gpu/*.graph ||
     fail "examples or tests/models are not canonical"
 
 printf '# head\nparam lr    = 0.1  # rate\nloss  = f(lr)\n' > "$T/ugly.graph"

@@ -1,7 +1,7 @@
 /* test_roundtrip.c - fmt keeps meaning and comments, and our own files are
  * canonical: for every .graph in the repository that parses,
  * parse(fmt(x)) == parse(x), fmt(x) has x's comments in order, and
- * fmt(fmt(x)) == fmt(x); the examples, tests/models and the ```graph
+ * fmt(fmt(x)) == fmt(x); the examples, tests/models, bench/ and the ```graph
  * blocks of README.md and docs/ are in canonical form. */
 #include <ftw.h>
 #include <setjmp.h>
@@ -138,7 +138,8 @@ static void test_examples_and_models_are_canonical(void **state)
     g_files = 0;
     assert_int_equal(nftw(GR_SOURCE_DIR "/examples", canonical_visit, 16, 0), 0);
     assert_int_equal(nftw(GR_TEST_DIR "/models", canonical_visit, 16, 0), 0);
-    assert_true(g_files >= 7);
+    assert_int_equal(nftw(GR_SOURCE_DIR "/bench", canonical_visit, 16, 0), 0);
+    assert_true(g_files >= 8);
 }
 
 /* Checks every ```graph block of a markdown file; returns how many. */
