@@ -240,6 +240,13 @@ uint64_t gr_session_step(const gr_session *s);
 typedef void (*gr_abort_hook)(const char *msg);
 void gr_set_abort_hook(gr_abort_hook hook);
 const char *gr_version(void);
+/* The kernels OpenBLAS runs for the CPU ("SkylakeX", "Haswell"...).  OpenBLAS
+ * picks them by CPU model when it loads; on a model it does not know it
+ * falls back to generic ones ("Prescott"), about 4x slower on GEMMs.  Then,
+ * if better is not NULL, *better is the OPENBLAS_CORETYPE value that picks
+ * the kernels this CPU can run (else NULL): set it in the environment of a
+ * new process (the graphrun CLI re-runs itself so). */
+const char *gr_blas_kernels(const char **better);
 
 #ifdef __cplusplus
 }

@@ -94,6 +94,12 @@ const char *gr_version(void)
     return GR_VERSION_STRING;
 }
 
+const char *gr_blas_kernels(const char **better)
+{
+    if (better) *better = cpu_blas_better_core();
+    return cpu_blas_core();
+}
+
 gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_info *info,
                            gr_status *st)
 {

@@ -19,6 +19,15 @@ add_test(NAME cli_exit_codes
   COMMAND sh -c "$0 nosuch.graph --steps 1; test $? -eq 1 || exit 1; $0 x.graph --steps 1 --bogus; test $? -eq 2"
           $<TARGET_FILE:graphrun>)
 
+# OpenBLAS 0.3.21 falls back to its generic kernels (Prescott) on CPUs it
+# does not know; the CLI then re-runs itself with the kernels the CPU has:
+# where the CPU has AVX2 and FMA, --version must not report Prescott.
+add_test(NAME cli_blas_kernels_not_generic
+  COMMAND sh -c "out=$(env -u OPENBLAS_CORETYPE $0 --version) || exit 1; echo \"$out\"
+    grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo || exit 0
+    case $out in *Prescott*) exit 1;; esac"
+          $<TARGET_FILE:graphrun>)
+
 # Valgrind cannot run a binary built with a sanitizer (the Asan and Tsan
 # build types check memory and races themselves).
 find_program(GR_VALGRIND valgrind)

@@ -33,5 +33,12 @@ static inline void cpu_relax(void)
 
 /* Forces the BLAS to one thread per caller; we split GEMMs ourselves. */
 void cpu_blas_init(void);
+/* The kernels OpenBLAS runs ("SkylakeX", "Haswell", "Prescott"...). */
+const char *cpu_blas_core(void);
+/* When OpenBLAS fell back to its generic kernels on a CPU that has better
+ * ones, and OPENBLAS_CORETYPE is not set: the value for it that picks them
+ * (it is read when OpenBLAS loads, so only a new process can use it);
+ * else NULL. */
+const char *cpu_blas_better_core(void);
 
 #endif

@@ -136,3 +136,25 @@ void cpu_blas_init(void)
 {
     openblas_set_num_threads(1);
 }
+
+const char *cpu_blas_core(void)
+{
+    return openblas_get_corename();
+}
+
+/* OpenBLAS chooses its kernels by CPU model when it loads.  A model it does
+ * not know (0.3.21 on recent Xeons) gets the generic "Prescott" kernels,
+ * measured 31 GFLOP/s against 129 for SkylakeX on one core here. */
+const char *cpu_blas_better_core(void)
+{
+#if defined(__x86_64__)
+    const char *now = openblas_get_corename();
+    if (getenv("OPENBLAS_CORETYPE") || !now || strcmp(now, "Prescott") != 0) return NULL;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+    return NULL;
+}
