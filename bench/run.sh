@@ -198,12 +198,16 @@ peer() {
 # pt2 KEY REP THREADS SCRIPT ARGS...: PyPI's PyTorch 2.x (bench/peers.sh) on the
 # same shared/bench/SCRIPT. Its wheel brings its own BLAS (MKL) and libgomp,
 # which follow torch.set_num_threads; OMP_NUM_THREADS and MKL_NUM_THREADS are
-# set to THREADS as well, so that nothing starts more threads than asked.
+# set to THREADS as well, so that nothing starts more threads than asked, and
+# OMP_WAIT_POLICY to PEER_OMP_WAIT as for the Debian peer: with libgomp's
+# default spinning, any other busy process on the 2 cores collapses its
+# 2-thread runs (MLP 20 vs 64 steps/s, CNN 2.4 vs 6.0 under load 9).
 pt2() {
   local key=$1 rep=$2 threads=$3 script=$4; shift 4
   [ "$HAVE_PT2" = 1 ] || return 0
   pyrun "$key" "$rep" "pytorch-pypi $script $*" \
     OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" \
+    OMP_WAIT_POLICY="$PEER_OMP_WAIT" \
     "$VPY" "$SHARED/bench/$script" "$@"
 }
 
@@ -212,7 +216,8 @@ pt2() {
 tfp() {
   local key=$1 rep=$2 script=$3; shift 3
   [ "$HAVE_TF" = 1 ] || return 0
-  pyrun "$key" "$rep" "tensorflow $script $*" TF_CPP_MIN_LOG_LEVEL=2 "$VPY" "$HERE/$script" "$@"
+  pyrun "$key" "$rep" "tensorflow $script $*" TF_CPP_MIN_LOG_LEVEL=2 PYTHONDONTWRITEBYTECODE=1 \
+    "$VPY" "$HERE/$script" "$@"
 }
 
 # floor KEY REP -> KEY_sps
@@ -297,7 +302,7 @@ META=$TMP/meta.txt
   echo "peer_env=OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=the thread count, OMP_WAIT_POLICY=$PEER_OMP_WAIT"
   echo "peers_venv=$PEERS_NOTE"
   if [ "$HAVE_PT2" = 1 ]; then
-    echo "torch2=$("$VPY" -c 'import torch; print(torch.__version__)' 2>/dev/null) ($("$VPY" --version 2>&1), PyPI wheel; OMP_NUM_THREADS=MKL_NUM_THREADS=the thread count)"
+    echo "torch2=$("$VPY" -c 'import torch; print(torch.__version__)' 2>/dev/null) ($("$VPY" --version 2>&1), PyPI wheel; OMP_NUM_THREADS=MKL_NUM_THREADS=the thread count, OMP_WAIT_POLICY=$PEER_OMP_WAIT)"
   fi
   if [ "$HAVE_TF" = 1 ]; then
     echo "tf=$(TF_CPP_MIN_LOG_LEVEL=3 "$VPY" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null | tail -n 1) (tensorflow-cpu from PyPI, $("$VPY" --version 2>&1))"
