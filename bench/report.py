@@ -107,7 +107,7 @@ def main():
           "N Python threads looping sess.run(train_op) (bench/tf_*.py)")
     if not meta.get("torch2") and not meta.get("tf"):
         w(f"- PyPI PyTorch and TensorFlow peers: {meta.get('peers_venv')}")
-    w(f"- OpenBLAS {meta.get('openblas')}, gcc {meta.get('gcc')}")
+    w(f"- OpenBLAS {meta.get('openblas')} ({meta.get('blas_core', '?')}), gcc {meta.get('gcc')}")
     w(f"- {meta.get('graphrun')}")
     w(f"- load average: {meta.get('load')}; the benchmark's own threads count in it")
     w(f"- CPU used by other processes during the benchmark: {meta.get('other')}")

@@ -26,6 +26,10 @@
 #             it is complete, skipped with a note otherwise
 #   PEERS     auto (default: use PEERS_VENV when present) or 0 (Debian peer only)
 #   SM_STEPS, MLP_STEPS, CNN_STEPS  steps per run (defaults 20000, 2000, 200)
+#   OPENBLAS_CORETYPE  passed on to every side that uses Debian's OpenBLAS
+#             (graphrun, Debian's PyTorch, the floor, the sgemm probe); the
+#             report records the kernel OpenBLAS runs and warns when it fell
+#             back to its generic one (see bench/README.md)
 set -eu
 set -o pipefail
 
@@ -115,6 +119,19 @@ gcc -O3 -march=native -o "$TMP/c_softmax_floor" "$SHARED/bench/c_softmax_floor.c
   2>"$TMP/cc.log" || { cat "$TMP/cc.log" >&2; die "compiling c_softmax_floor.c failed (apt-get install libopenblas-dev zlib1g-dev)"; }
 gcc -O3 -march=native -o "$TMP/blas_concurrency" "$SHARED/bench/blas_concurrency.c" -lopenblas -lpthread \
   2>"$TMP/cc.log" || { cat "$TMP/cc.log" >&2; die "compiling blas_concurrency.c failed (apt-get install libopenblas-dev)"; }
+
+# Which kernels does Debian's OpenBLAS pick on this CPU? A CPU newer than the
+# OpenBLAS build (0.3.21 does not know family 6 model 207, for example) gets
+# the generic "Prescott" (SSE3) kernels, several times slower than AVX-512.
+printf '%s\n' '#include <stdio.h>' 'char *openblas_get_corename(void);' \
+  'int main(void) { printf("%s\n", openblas_get_corename()); return 0; }' >"$TMP/blas_core.c"
+BLAS_CORE=$(gcc -o "$TMP/blas_core" "$TMP/blas_core.c" -lopenblas 2>/dev/null && "$TMP/blas_core" 2>/dev/null || echo '?')
+BLAS_NOTE="kernels: $BLAS_CORE (OPENBLAS_CORETYPE ${OPENBLAS_CORETYPE:-unset})"
+case $BLAS_CORE in
+  [Pp]rescott|[Kk]atmai|[Cc]oppermine|[Nn]orthwood|[Bb]anias|[Gg]eneric|[Cc]ore2)
+    BLAS_NOTE="$BLAS_NOTE: OpenBLAS does not know this CPU ($(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1), family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -n 1) model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n 1)) and runs its generic kernels: graphrun, Debian's PyTorch, the C floor and the sgemm ceilings are slowed; OPENBLAS_CORETYPE=SkylakeX (AVX-512) or Haswell (AVX2) picks real ones"
+    say "WARNING: $BLAS_NOTE" ;;
+esac
 
 # ---------------------------------------------------------------- runners
 # Each measurement appends "key<TAB>rep<TAB>value" to $RES; a run that fails
@@ -308,6 +325,7 @@ META=$TMP/meta.txt
     echo "tf=$(TF_CPP_MIN_LOG_LEVEL=3 "$VPY" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null | tail -n 1) (tensorflow-cpu from PyPI, $("$VPY" --version 2>&1))"
   fi
   echo "openblas=$(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || dpkg-query -W -f='${Version}' libopenblas0 2>/dev/null || echo '?')"
+  echo "blas_core=$BLAS_NOTE"
   echo "gcc=$(gcc -dumpfullversion 2>/dev/null || gcc -dumpversion)"
   rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')
   dirty=$(GIT_OPTIONAL_LOCKS=0 git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l)
