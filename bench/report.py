@@ -5,10 +5,25 @@ usage: /usr/bin/python3 bench/report.py META RESULTS FAILURES
   RESULTS   key<TAB>rep<TAB>value lines; value is a number, NA or FAIL
   FAILURES  free text, copied into the report when not empty
 Standard library only. Every measurement reports the best of its runs.
+
+Keys: <workload>_<side>_sps (steps/s) and _acc, workloads sm, mlp2, mlp1,
+hog, cnn2; sides gr (graphrun), pt (Debian PyTorch 1.13), pt2 (PyPI PyTorch),
+tf (TensorFlow, the seed's pattern); sm_c_sps (the C floor); sgemm1_gflops,
+sgemm2_gflops (shared/bench/blas_concurrency.c with 1 and 2 callers).
 """
 import sys
 
 FLOOR_GOAL = 1.30  # graphrun's softmax step may take at most 1.3x the C floor's
+
+# FLOPs of one training step (forward, weight gradients, and the input
+# gradients of every layer but the first: nothing needs d(loss)/d(images)).
+MLP_FLOP = 2 * 64 * (3 * (784 * 512 + 512 * 256 + 256 * 10) - 784 * 512)  # 154.1 M
+CNN_FLOP = 2 * 64 * (
+    2 * 28 * 28 * 32 * 5 * 5 * 1        # conv1: forward + weight gradient
+    + 3 * 14 * 14 * 64 * 5 * 5 * 32     # conv2: forward + weight and input gradients
+    + 3 * 3136 * 1024 + 3 * 1024 * 10)  # fc1, out                             # 5.25 G
+
+PEERS = [("pt", "PyTorch 1.13 (Debian)"), ("pt2", "PyTorch (PyPI)"), ("tf", "TF seed pattern")]
 
 
 def read_meta(path):
@@ -115,109 +130,168 @@ def main():
     out = []
     w = out.append
 
-    w("# graphrun vs PyTorch CPU")
+    def ran(key):  # was this side run at all (a FAIL counts as run)
+        return bool(runs.get(key))
+
+    def cell(key, as_us=False, acc=True):
+        if not ran(key + "_sps"):
+            return "—"
+        v, r = best(runs, key + "_sps")
+        if v is None:
+            return "FAIL"
+        a = at(runs, key + "_acc", r) if acc else None
+        return (fmt(1e6 / v) if as_us else fmt(v)) + acc_note(a)
+
+    def best_peer(w_):
+        """(steps/s, peer label) of the fastest peer that ran, or (None, None)."""
+        cands = [(best(runs, f"{w_}_{k}_sps")[0], name) for k, name in PEERS]
+        cands = [c for c in cands if c[0]]
+        return max(cands) if cands else (None, None)
+
+    w("# graphrun vs the strongest peers")
     w("")
     w(f"- date: {meta.get('date')}")
     w(f"- CPU: {meta.get('cpu')}, {meta.get('cores')}")
-    w(f"- peer: PyTorch {meta.get('torch')}")
-    w(f"- peer environment: {meta.get('peer_env')}")
-    w(f"- OpenBLAS {meta.get('openblas')}, gcc {meta.get('gcc')}")
+    w(f"- peer: PyTorch {meta.get('torch')}; environment: {meta.get('peer_env')}")
+    if meta.get("torch2"):
+        w(f"- peer: PyTorch {meta.get('torch2')}")
+    if meta.get("tf"):
+        w(f"- peer: TensorFlow {meta.get('tf')}: tf.compat.v1 graph, variables in tf.variable_scope, "
+          "N Python threads looping sess.run(train_op) (bench/tf_*.py)")
+    if not meta.get("torch2") and not meta.get("tf"):
+        w(f"- PyPI PyTorch and TensorFlow peers: {meta.get('peers_venv')}")
+    w(f"- OpenBLAS {meta.get('openblas')} ({meta.get('blas_core', '?')}), gcc {meta.get('gcc')}")
     w(f"- {meta.get('graphrun')}")
     w(f"- load average: {meta.get('load')}; the benchmark's own threads count in it")
     w(f"- CPU used by other processes during the benchmark: {meta.get('other')}")
     w(f"- each number is the best of {meta.get('reps')} runs; the whole benchmark took {meta.get('elapsed')} s")
     w("")
-    w("| workload | graphrun | PyTorch | C floor | ratio | goal / reference |")
-    w("|---|---|---|---|---|---|")
-
-    # 1. softmax regression: compare time per step.
-    g, grep_ = best(runs, "sm_gr_sps")
-    p, _ = best(runs, "sm_pt_sps")
-    c, _ = best(runs, "sm_c_sps")
-    gus = 1e6 / g if g else None
-    pus = 1e6 / p if p else None
-    cus = 1e6 / c if c else None
-    ratio = []
-    goal = "≤ 1.30× the floor's time: "
-    if gus and cus:
-        r = gus / cus
-        ratio.append(f"graphrun/floor time **{r:.2f}×**")
-        goal += "met" if r <= FLOOR_GOAL else "**NOT met**"
-    else:
-        goal += "unknown (a run failed)"
-    if gus and pus:
-        ratio.append(f"PyTorch/graphrun time **{pus / gus:.2f}×**")
-    gacc = at(runs, "sm_gr_acc", grep_)
-    w(f"| softmax regression 784→10, batch 32, SGD 0.1, 1 thread, {meta.get('sm_steps')} steps "
-      f"(µs/step, lower is better) | {fmt(gus)}{acc_note(gacc)} | {fmt(pus)} | {fmt(cus)} | "
-      f"{'; '.join(ratio) or 'n/a'} | {goal} |")
-
-    # 2-4. throughput workloads: compare steps/s.
-    rows = [
-        ("mlp2", f"MLP 784-512-256-10, batch 64, SGD 0.05, 2 threads, {meta.get('mlp_steps')} steps", 880),
-        ("mlp1", f"MLP 784-512-256-10, batch 64, SGD 0.05, 1 thread, {meta.get('mlp_steps')} steps", 500),
-        ("cnn2", f"LeNet CNN, batch 64, SGD 0.05, 2 threads, {meta.get('cnn_steps')} steps", 43),
-    ]
-    for key, label, ceiling in rows:
-        g, gr = best(runs, f"{key}_gr_sps")
-        p, pr = best(runs, f"{key}_pt_sps")
-        ga = at(runs, f"{key}_gr_acc", gr)
-        pa = at(runs, f"{key}_pt_acc", pr)
-        if g and p:
-            r = g / p
-            ratio = f"graphrun/PyTorch **{r:.2f}×**"
-            verdict = "beats PyTorch: " + ("yes" if r > 1.0 else "**no**")
-        else:
-            ratio, verdict = "n/a", "unknown (a run failed)"
-        w(f"| {label} (steps/s, higher is better) | {fmt(g)}{acc_note(ga)} | {fmt(p)}{acc_note(pa)} | — | "
-          f"{ratio} | {verdict}; DESIGN.md ceiling ~{ceiling} steps/s |")
-
-    # 5. Hogwild!: 2 executors x 1 thread against PyTorch's 2 processes x 1 thread,
-    # and against graphrun's own 1 executor x 1 thread (same total steps, so the
-    # same number of examples).
-    g, gr = best(runs, "hog_gr_sps")
-    p, pr = best(runs, "hog_pt_sps")
-    one, onr = best(runs, "mlp1_gr_sps")
-    ga, pa, oa = at(runs, "hog_gr_acc", gr), at(runs, "hog_pt_acc", pr), at(runs, "mlp1_gr_acc", onr)
-    ratio = f"graphrun/PyTorch **{g / p:.2f}×**" if g and p else "n/a"
-    verdict = ("goal ≥ 1.3×: " + ("met" if g / p >= 1.3 else "**not met**")) if g and p else "unknown"
-    w(f"| MLP Hogwild!, 2 executors × 1 thread vs 2 processes × 1 thread (`torch_mlp.py N 64 1 2`), "
-      f"{meta.get('mlp_steps')} steps in total (steps/s) | {fmt(g)}{acc_note(ga)} | {fmt(p)}{acc_note(pa)} | — | "
-      f"{ratio} | {verdict} |")
-    if g and one:
-        sc = g / one
-        w(f"| async scaling: 2 executors × 1 thread / 1 executor × 1 thread (total steps/s) | "
-          f"{fmt(g)} / {fmt(one)} | — | — | **{sc:.2f}×** | goal ≥ 1.8×: {'met' if sc >= 1.8 else '**not met**'} |")
-    if ga is not None and oa is not None:
-        d = abs(float(ga) - float(oa))
-        w(f"| convergence: test accuracy after the same examples, 2 async executors vs 1 | "
-          f"{float(ga):.4f} vs {float(oa):.4f} | — | — | {100 * d:.2f} points | goal ≤ 1 point: "
-          f"{'met' if d <= 0.01 else '**not met**'} |")
-
-    deep_report(w, meta, runs)
-    w("")
     s1, _ = best(runs, "sgemm1_gflops")
     s2, _ = best(runs, "sgemm2_gflops")
-    w(f"Context: OpenBLAS sgemm on MLP-sized matrices (shared/bench/blas_concurrency.c) reaches "
-      f"{fmt(s1)} GFLOP/s with 1 thread and {fmt(s2)} GFLOP/s with 2 concurrent single-threaded callers.")
-    w("Accuracy is on the 10,000-image test set after training; torch_cnn.py does not measure it.")
-    w("graphrun draws shuffled batches; the PyTorch scripts and the C floor walk the training set in order.")
+    ceil1 = s1 * 1e9 / MLP_FLOP if s1 else None
+    ceil2 = s2 * 1e9 / MLP_FLOP if s2 else None
+    ceilc = s2 * 1e9 / CNN_FLOP if s2 else None
+
+    w("| workload | graphrun | PyTorch 1.13 (Debian) | PyTorch (PyPI) | TF (seed pattern) | best peer | "
+      "graphrun vs best peer | goal | ceiling |")
+    w("|---|---|---|---|---|---|---|---|---|")
+
+    # softmax regression: compare time per step; the ceiling is the C floor.
+    g, grep_ = best(runs, "sm_gr_sps")
+    c, _ = best(runs, "sm_c_sps")
+    b, bname = best_peer("sm")
+    gus, bus, cus = (1e6 / g if g else None), (1e6 / b if b else None), (1e6 / c if c else None)
+    verdict, ratio = "unknown (a run failed)", "n/a"
+    if g and b:
+        r = bus / gus
+        ratio = f"best peer's time / graphrun's **{r:.2f}×**"
+        if r >= 3.0:
+            verdict = "≥ 3×: met"
+        elif cus and bus / cus < 3.0:
+            verdict = (f"≥ 3×: **not met**, out of reach: 3× needs {bus / 3:.1f} µs/step, "
+                       f"below the C floor's {cus:.1f}")
+        else:
+            verdict = "≥ 3×: **not met**"
+    w(f"| softmax regression 784→10, batch 32, SGD 0.1, 1 thread, {meta.get('sm_steps')} steps "
+      f"(µs/step, lower is better) | {cell('sm_gr', True)} | {cell('sm_pt', True)} | {cell('sm_pt2', True)} | "
+      f"{cell('sm_tf', True)} | {fmt(bus)} ({bname or '—'}) | {ratio} | {verdict} | "
+      f"C floor {fmt(cus)} µs |")
+    # the C floor row: graphrun's time against the hand-written floor
+    fverdict = "unknown (a run failed)"
+    fratio = "n/a"
+    if gus and cus:
+        fr = gus / cus
+        fratio = f"graphrun takes **{fr:.2f}×** the floor's time"
+        fverdict = f"≤ {FLOOR_GOAL:.2f}× the floor's time: " + ("met" if fr <= FLOOR_GOAL else "**not met**")
+    w(f"| softmax regression: hand-written C + OpenBLAS floor (`c_softmax_floor.c`, µs/step) | "
+      f"{fmt(gus)} | — | — | — | floor: {fmt(cus)} | {fratio} | {fverdict} | — |")
+
+    # throughput workloads: steps/s against the best peer, and the GEMM ceiling.
+    rows = [
+        ("mlp1", f"MLP 784-512-256-10, batch 64, SGD 0.05, 1 thread, {meta.get('mlp_steps')} steps", 1.2,
+         ceil1, "1 thread's sgemm rate"),
+        ("hog", f"MLP Hogwild!/async, 2 workers × 1 thread, {meta.get('mlp_steps')} steps in total "
+                "(graphrun `--executors 2`; PyTorch 2 processes, `torch_mlp.py N 64 1 2`; "
+                "TF 2 threads on one session)", 1.4, ceil2, "2 callers' sgemm rate"),
+        ("cnn2", f"LeNet CNN, batch 64, SGD 0.05, 2 threads, {meta.get('cnn_steps')} steps", 1.45,
+         ceilc, "2 cores' sgemm rate"),
+        ("mlp2", f"MLP 784-512-256-10, batch 64, SGD 0.05, 2 threads, {meta.get('mlp_steps')} steps", None,
+         ceil2, "2 cores' sgemm rate"),
+    ]
+    for key, label, goal, ceil, ceil_what in rows:
+        g, _ = best(runs, f"{key}_gr_sps")
+        b, bname = best_peer(key)
+        ratio, verdict = "n/a", ("—" if goal is None else "unknown (a run failed)")
+        if g and b:
+            r = g / b
+            ratio = f"**{r:.2f}×**"
+            if goal is not None:
+                if r >= goal:
+                    verdict = f"≥ {goal}×: met"
+                elif ceil and goal * b > ceil:
+                    verdict = (f"≥ {goal}×: **not met**, out of reach: {goal}× needs {goal * b:,.0f} steps/s, "
+                               f"above the ceiling ({100 * g / ceil:.0f}% of it reached)")
+                elif ceil:
+                    verdict = (f"≥ {goal}×: **not met**; {goal}× needs {goal * b:,.0f} steps/s, "
+                               f"{100 * goal * b / ceil:.0f}% of the ceiling")
+                else:
+                    verdict = f"≥ {goal}×: **not met**"
+        ctext = f"{fmt(ceil, 0)} ({ceil_what})" if ceil else "—"
+        if ceil and g and g > ceil:
+            ctext += ": understated, graphrun exceeds it (was the sgemm probe run under load?)"
+        w(f"| {label} (steps/s, higher is better) | {cell(key + '_gr')} | {cell(key + '_pt')} | "
+          f"{cell(key + '_pt2')} | {cell(key + '_tf')} | {fmt(b)} ({bname or '—'}) | {ratio} | {verdict} | {ctext} |")
+
+    # graphrun's own async scaling and convergence (against 1 executor x 1 thread,
+    # same total steps, so the same number of examples).
+    g, gr = best(runs, "hog_gr_sps")
+    one, onr = best(runs, "mlp1_gr_sps")
+    ga, oa = at(runs, "hog_gr_acc", gr), at(runs, "mlp1_gr_acc", onr)
+    if g and one:
+        sc = g / one
+        w(f"| graphrun's async scaling: 2 executors × 1 thread / 1 executor × 1 thread (total steps/s) | "
+          f"{fmt(g)} / {fmt(one)} | — | — | — | — | **{sc:.2f}×** | ≥ 1.8×: {'met' if sc >= 1.8 else '**not met**'} | "
+          f"{fmt(ceil2 / ceil1 if ceil1 and ceil2 else None, 2)}× (sgemm, 2 callers / 1) |")
+    if ga is not None and oa is not None:
+        d = abs(float(ga) - float(oa))
+        w(f"| graphrun's convergence: test accuracy after the same examples, 2 async executors vs 1 | "
+          f"{float(ga):.4f} vs {float(oa):.4f} | — | — | — | — | {100 * d:.2f} points | ≤ 1 point: "
+          f"{'met' if d <= 0.01 else '**not met**'} | — |")
+
+    w("")
+    w(f"Ceilings: OpenBLAS sgemm on MLP-sized matrices (`shared/bench/blas_concurrency.c`) reaches "
+      f"{fmt(s1)} GFLOP/s with 1 thread and {fmt(s2)} GFLOP/s with 2 concurrent single-threaded callers; "
+      f"a training step is {MLP_FLOP / 1e6:.1f} MFLOP for the MLP and {CNN_FLOP / 1e9:.2f} GFLOP for the CNN "
+      "(forward, weight gradients, input gradients of all layers but the first), so the ceiling in steps/s "
+      "is that rate divided by the step's FLOPs. For the softmax regression the ceiling is the C floor.")
+    w("Goals are against the best peer of each row. Accuracy is on the 10,000-image test set after training "
+      "(the CNN and softmax peers do not measure it). graphrun draws shuffled batches; the peers and the "
+      "C floor walk the training set in order. The TF scripts run some untimed warm-up steps first "
+      "(TF optimises its graph on the first runs); every side times only its training loop.")
+    w("")
+    deep_report(w, meta, runs)
     w("")
     w("All runs (steps/s; softmax as µs/step):")
     w("")
-    names = [("sm_gr_sps", "softmax graphrun", True), ("sm_pt_sps", "softmax PyTorch", True),
-             ("sm_c_sps", "softmax C floor", True),
-             ("mlp2_gr_sps", "MLP 2t graphrun", False), ("mlp2_pt_sps", "MLP 2t PyTorch", False),
-             ("mlp1_gr_sps", "MLP 1t graphrun", False), ("mlp1_pt_sps", "MLP 1t PyTorch", False),
-             ("hog_gr_sps", "Hogwild! graphrun 2x1", False), ("hog_pt_sps", "Hogwild! PyTorch 2x1", False),
-             ("cnn2_gr_sps", "CNN 2t graphrun", False), ("cnn2_pt_sps", "CNN 2t PyTorch", False),
-             ("deep_gr_sps", "deep net graphrun", False), ("deep_pt_sps", "deep net PyTorch", False),
-             ("deepw1_gr_sps", "deep net width 1 graphrun", False),
-             ("deepw1_pt_sps", "deep net width 1 PyTorch", False)]
-    for key, label, as_us in names:
-        vals = [runs.get(key, {}).get(r) for r in sorted(runs.get(key, {}))]
-        shown = ["FAIL" if v is None else (f"{1e6 / v:.1f}" if as_us else f"{v:.1f}") for v in vals]
-        w(f"- {label}: {', '.join(shown) or 'not run'}")
+    sides = [("gr", "graphrun")] + PEERS
+    for wk, wlabel, as_us in [("sm", "softmax", True), ("mlp1", "MLP 1t", False), ("hog", "Hogwild! 2x1", False),
+                              ("cnn2", "CNN 2t", False), ("mlp2", "MLP 2t", False)]:
+        for side, slabel in sides:
+            key = f"{wk}_{side}_sps"
+            if not ran(key):
+                continue
+            vals = [runs[key][r] for r in sorted(runs[key])]
+            shown = ["FAIL" if v is None else (f"{1e6 / v:.1f}" if as_us else f"{v:.1f}") for v in vals]
+            w(f"- {wlabel} {slabel}: {', '.join(shown)}")
+        if wk == "sm" and ran("sm_c_sps"):
+            vals = [runs["sm_c_sps"][r] for r in sorted(runs["sm_c_sps"])]
+            w("- softmax C floor: " + ", ".join("FAIL" if v is None else f"{1e6 / v:.1f}" for v in vals))
+    for key, label in [("deep_gr_sps", "deep net graphrun"), ("deep_pt_sps", "deep net PyTorch"),
+                       ("deepw1_gr_sps", "deep net width 1 graphrun"),
+                       ("deepw1_pt_sps", "deep net width 1 PyTorch")]:
+        if ran(key):
+            vals = [runs[key][r] for r in sorted(runs[key])]
+            w(f"- {label}: " + ", ".join("FAIL" if v is None else f"{v:.1f}" for v in vals))
     if failures:
         w("")
         w("Failed runs:")
