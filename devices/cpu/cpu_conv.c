@@ -63,12 +63,13 @@ static int conv_same_rows(const cpu_conv_shape *s)
     return s->stride == 1 && s->ow == s->w;
 }
 
-/* The block of (c, kh, kw): col offset, x offset, length, and its rows. */
+/* The block of (c = 0, kh, kw): col offset, x offset, length, its rows;
+ * channel c's is col_step * c and x_step * c further. */
 typedef struct conv_block {
-    int64_t col, x, len, rows, gap;
+    int64_t col, x, len, rows, gap, col_step, x_step;
 } conv_block;
 
-static int conv_block_of(const cpu_conv_shape *s, int64_t c, int64_t kh, int64_t kw, conv_block *b)
+static int conv_block_of(const cpu_conv_shape *s, int64_t kh, int64_t kw, conv_block *b)
 {
     int64_t oh0 = s->pad - kh > 0 ? s->pad - kh : 0;
     int64_t oh1 = s->h + s->pad - kh < s->oh ? s->h + s->pad - kh : s->oh, lo, hi;
@@ -76,9 +77,11 @@ static int conv_block_of(const cpu_conv_shape *s, int64_t c, int64_t kh, int64_t
     if (oh1 <= oh0 || hi <= lo) return 0;
     b->rows = oh1 - oh0;
     b->gap = s->ow - (hi - lo);
-    b->col = ((c * s->kh + kh) * s->kw + kw) * conv_ohw(s) + oh0 * s->ow + lo;
-    b->x = (c * s->h + oh0 - s->pad + kh) * s->w + lo - s->pad + kw;
+    b->col = (kh * s->kw + kw) * conv_ohw(s) + oh0 * s->ow + lo;
+    b->x = (oh0 - s->pad + kh) * s->w + lo - s->pad + kw;
     b->len = (b->rows - 1) * s->ow + hi - lo;
+    b->col_step = s->kh * s->kw * conv_ohw(s);
+    b->x_step = s->h * s->w;
     return 1;
 }
 
@@ -89,19 +92,31 @@ static void block_zero_gaps(const conv_block *b, int64_t ow, float *restrict blk
         for (int64_t k = 0; k < b->gap; k++) blk[r * ow + ow - b->gap + k] = 0.0f;
 }
 
+/* im2col by blocks (conv_same_rows), kernel position by kernel position. */
+static void im2col_blocks(const cpu_conv_shape *s, const float *x, float *col)
+{
+    conv_block b;
+    for (int64_t kh = 0; kh < s->kh; kh++)
+        for (int64_t kw = 0; kw < s->kw; kw++) {
+            if (!conv_block_of(s, kh, kw, &b)) continue;
+            for (int64_t c = 0; c < s->c; c++) {
+                float *dst = col + b.col + c * b.col_step;
+                memcpy(dst, x + b.x + c * b.x_step, sizeof(float) * (size_t)b.len);
+                block_zero_gaps(&b, s->ow, dst);
+            }
+        }
+}
+
 /* im2col of an image into col that im2col_start prepared. */
 static void im2col(const cpu_conv_shape *s, const float *x, float *col)
 {
-    conv_block b;
+    if (conv_same_rows(s)) {
+        im2col_blocks(s, x, col);
+        return;
+    }
     for (int64_t c = 0; c < s->c; c++)
         for (int64_t kh = 0; kh < s->kh; kh++)
             for (int64_t kw = 0; kw < s->kw; kw++) {
-                if (conv_same_rows(s)) {
-                    if (!conv_block_of(s, c, kh, kw, &b)) continue;
-                    memcpy(col + b.col, x + b.x, sizeof(float) * (size_t)b.len);
-                    block_zero_gaps(&b, s->ow, col + b.col);
-                    continue;
-                }
                 float *row = col + ((c * s->kh + kh) * s->kw + kw) * conv_ohw(s);
                 for (int64_t oh = 0; oh < s->oh; oh++) {
                     int64_t ih = oh * s->stride - s->pad + kh;
@@ -137,22 +152,35 @@ static void col2im_row(const cpu_conv_shape *s, const float *restrict src, int64
     }
 }
 
-/* The adjoint of im2col: dx (already zeroed) += col scattered back, in
- * (c, kh, kw) order.  On the block path col's padding columns are zeroed
- * first, so one add over the block leaves those parts of dx as they were. */
-static void col2im(const cpu_conv_shape *s, float *col, float *dx)
+/* col2im by blocks: col's padding columns are zeroed first, so one add
+ * over a block leaves those parts of dx as they were.  Each dx element of
+ * channel c gets its kernel positions' terms in (kh, kw) order, as below. */
+static void col2im_blocks(const cpu_conv_shape *s, float *col, float *dx)
 {
     conv_block b;
+    for (int64_t kh = 0; kh < s->kh; kh++)
+        for (int64_t kw = 0; kw < s->kw; kw++) {
+            if (!conv_block_of(s, kh, kw, &b)) continue;
+            for (int64_t c = 0; c < s->c; c++) {
+                float *restrict src = col + b.col + c * b.col_step;
+                float *restrict dst = dx + b.x + c * b.x_step;
+                block_zero_gaps(&b, s->ow, src);
+                for (int64_t i = 0; i < b.len; i++) dst[i] += src[i];
+            }
+        }
+}
+
+/* The adjoint of im2col: dx (already zeroed) += col scattered back, in
+ * (c, kh, kw) order. */
+static void col2im(const cpu_conv_shape *s, float *col, float *dx)
+{
+    if (conv_same_rows(s)) {
+        col2im_blocks(s, col, dx);
+        return;
+    }
     for (int64_t c = 0; c < s->c; c++)
         for (int64_t kh = 0; kh < s->kh; kh++)
             for (int64_t kw = 0; kw < s->kw; kw++) {
-                if (conv_same_rows(s)) {
-                    if (!conv_block_of(s, c, kh, kw, &b)) continue;
-                    float *restrict src = col + b.col, *restrict dst = dx + b.x;
-                    block_zero_gaps(&b, s->ow, src);
-                    for (int64_t i = 0; i < b.len; i++) dst[i] += src[i];
-                    continue;
-                }
                 const float *row = col + ((c * s->kh + kh) * s->kw + kw) * conv_ohw(s);
                 for (int64_t oh = 0; oh < s->oh; oh++) {
                     int64_t ih = oh * s->stride - s->pad + kh;
