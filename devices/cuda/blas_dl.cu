@@ -27,15 +27,27 @@ static int blas_sym(void *lib, void **to, const char *name)
     return -1;
 }
 
-static void blas_open(void)
+// The toolkit's own copy first (GR_CUDA_LIBDIR: what an rpath would give a
+// linked cuBLAS), then wherever the loader finds the soname.
+static void *blas_dlopen(void)
 {
     char name[64];
     snprintf(name, sizeof name, "libcublas.so.%d", CUBLAS_VER_MAJOR);
-    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(blas_error, sizeof blas_error, "cannot open %s: %s", name, dlerror());
-        return;
-    }
+#ifdef GR_CUDA_LIBDIR
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", GR_CUDA_LIBDIR, name);
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (lib) return lib;
+#endif
+    void *any = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!any) snprintf(blas_error, sizeof blas_error, "cannot open %s: %s", name, dlerror());
+    return any;
+}
+
+static void blas_open(void)
+{
+    void *lib = blas_dlopen();
+    if (!lib) return;
     cuda_blas_api b;
     if (blas_sym(lib, (void **)&b.create, BLAS_NAME(cublasCreate)) ||
         blas_sym(lib, (void **)&b.destroy, BLAS_NAME(cublasDestroy)) ||
