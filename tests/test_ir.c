@@ -429,14 +429,15 @@ static void test_ctrl_deps_grow_in_order(void **state)
 
 static int evals;
 
-static int stub_can_eval(void *ctx, op_kind op)
+/* An evaluator that folds sums and adds to zeros and counts its calls. */
+static int zeros_can_eval(void *ctx, op_kind op)
 {
     (void)ctx;
     return op == OP_SUM || op == OP_ADD;
 }
 
-static int stub_eval(void *ctx, const ir_graph *gr, int node, void *out, void *const *in, char *err,
-                     size_t errlen)
+static int zeros_eval(void *ctx, const ir_graph *gr, int node, void *out, void *const *in,
+                      char *err, size_t errlen)
 {
     (void)ctx, (void)in, (void)err, (void)errlen;
     evals++;
@@ -444,7 +445,7 @@ static int stub_eval(void *ctx, const ir_graph *gr, int node, void *out, void *c
     return 0;
 }
 
-static const pass_evaluator stub = {.can_eval = stub_can_eval, .eval = stub_eval};
+static const pass_evaluator zeros = {.can_eval = zeros_can_eval, .eval = zeros_eval};
 
 static int sum_all(int x)
 {
@@ -464,7 +465,7 @@ static void test_fold_skips_large_inputs_not_just_large_outputs(void **state)
     int s_small = sum_all(ir_add_const(g, 1, &small, src, sp(0, 1)));
     long long before = g->mem_bytes;
     evals = 0;
-    pass_run_all(g, PASS_CSE | PASS_FUSE, &stub);
+    pass_run_all(g, PASS_CSE | PASS_FUSE, &zeros);
     assert_int_equal(evals, 1);
     assert_int_equal(g->nodes[s_big].op, OP_SUM);
     assert_int_equal(g->nodes[s_small].op, OP_CONST);
@@ -483,7 +484,7 @@ static void test_fold_stops_at_its_byte_budget(void **state)
     }
     long long before = g->mem_bytes;
     evals = 0;
-    pass_run_all(g, PASS_CSE | PASS_FUSE, &stub);
+    pass_run_all(g, PASS_CSE | PASS_FUSE, &zeros);
     assert_true(evals > 0 && evals < n);
     assert_true(g->mem_bytes - before <= LIM_FOLD_BYTES + (1 << 20));
 }

@@ -709,8 +709,8 @@ static void test_a_recording_runs_only_when_launched(void **state)
     dev_queue *q = d->vt->queue_new(d);
     kcall c;
     d->vt->capture_begin(d, q);
-    launch_add(d, q, &c, dout, dx, dx, 4);                       /* out = 2x */
-    d->vt->copy_async(d, q, dx, dout, sizeof x, DEV_D2D);        /* x = out */
+    launch_add(d, q, &c, dout, dx, dx, 4);                /* out = 2x */
+    d->vt->copy_async(d, q, dx, dout, sizeof x, DEV_D2D); /* x = out */
     dev_graph *g = d->vt->capture_end(d, q);
     assert_non_null(g);
     sync_ok(d, q);

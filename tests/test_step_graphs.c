@@ -110,8 +110,7 @@ static void train(const char *src, const char *var, size_t var_bytes, int no_gra
     gr_status_free(st);
 }
 
-static void same_with_and_without(const char *src, const char *var, size_t var_bytes,
-                                  run_out *with)
+static void same_with_and_without(const char *src, const char *var, size_t var_bytes, run_out *with)
 {
     run_out without = {0};
     train(src, var, var_bytes, 0, with);

@@ -14,43 +14,6 @@
 
 /* ---- the broadcasting iterator ---- */
 
-/* Merges axis d into the kept axis k when every operand walks them as one. */
-static int bc_mergeable(const cpu_bcast *bc, int k, const int64_t *sa, const int64_t *sb, int d,
-                        int64_t dim)
-{
-    int ok_a = (bc->sa[k] == sa[d] * dim) || (bc->sa[k] == 0 && sa[d] == 0);
-    int ok_b = (bc->sb[k] == sb[d] * dim) || (bc->sb[k] == 0 && sb[d] == 0);
-    return ok_a && ok_b;
-}
-
-void cpu_bcast_init(cpu_bcast *bc, const ir_type *out, const ir_type *a, const ir_type *b)
-{
-    int64_t sa[IR_MAX_DIMS], sb[IR_MAX_DIMS] = {0};
-    ir_bcast_strides(out, a, sa);
-    if (b) ir_bcast_strides(out, b, sb);
-    bc->nd = 0;
-    for (int d = 0; d < out->rank; d++) {
-        int64_t dim = out->dim[d];
-        if (dim == 1) continue;
-        int k = bc->nd - 1;
-        if (k >= 0 && bc_mergeable(bc, k, sa, sb, d, dim)) {
-            bc->dim[k] *= dim;
-            bc->sa[k] = sa[d];
-            bc->sb[k] = sb[d];
-            continue;
-        }
-        bc->dim[bc->nd] = dim;
-        bc->sa[bc->nd] = sa[d];
-        bc->sb[bc->nd] = sb[d];
-        bc->nd++;
-    }
-    if (bc->nd == 0) {
-        bc->nd = 1;
-        bc->dim[0] = 1;
-        bc->sa[0] = bc->sb[0] = 0;
-    }
-}
-
 void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, void *ctx)
 {
     int nd = bc->nd;
@@ -155,7 +118,7 @@ void cpu_binary(cpu_pool *p, op_kind op, void *out, const ir_type *ot, const voi
     const bin_fns *f = &binary_fns[op];
     bin_ctx c = {.fn = at->dtype == DT_I32 ? f->i32 : f->f32, .out = out, .a = a, .b = b};
     GR_ASSERT(c.fn); /* kernels.c maps only CPU_ARITH and CPU_COMPARE ops here */
-    cpu_bcast_init(&c.bc, ot, at, bt);
+    ir_bcast_plan(&c.bc, ot, at, bt);
     cpu_par_range(p, cpu_numel(ot), CPU_PAR_MIN, bin_range, &c);
 }
 

@@ -36,13 +36,7 @@ void cpu_par_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void 
  * on broadcast axes.  Axes are coalesced, so the common cases (same shape,
  * scalar, bias row, NCHW channel) become one or two flat loops whose inner
  * strides are 0 or 1. */
-typedef struct cpu_bcast {
-    int nd;
-    int64_t dim[IR_MAX_DIMS];
-    int64_t sa[IR_MAX_DIMS], sb[IR_MAX_DIMS];
-} cpu_bcast;
-/* b may be NULL (a unary broadcast). */
-void cpu_bcast_init(cpu_bcast *bc, const ir_type *out, const ir_type *a, const ir_type *b);
+typedef ir_bcast cpu_bcast; /* made by ir_bcast_plan (b may be NULL: a unary broadcast) */
 /* Row callback: out offset, a offset, b offset, run length. */
 typedef void (*cpu_row_fn)(void *ctx, int64_t o, int64_t ia, int64_t ib, int64_t len);
 void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, void *ctx);

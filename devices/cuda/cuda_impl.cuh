@@ -27,18 +27,18 @@ extern "C" {
 
 /* The first bad id a queue's kernels met since its last sync. */
 typedef struct cuda_fault {
-    int seq;            /* the launch (dev_queue.seq when it ran), 0: none */
-    int what;           /* CUDA_FAULT_* */
-    int value;          /* the bad id */
+    int seq;   /* the launch (dev_queue.seq when it ran), 0: none */
+    int what;  /* CUDA_FAULT_* */
+    int value; /* the bad id */
     int pad;
-    long long index;    /* where it sits, flat */
-    long long limit;    /* ids must be in [0, limit) */
+    long long index; /* where it sits, flat */
+    long long limit; /* ids must be in [0, limit) */
 } cuda_fault;
 
 enum { CUDA_FAULT_LABEL = 1, CUDA_FAULT_ID = 2 };
 
 struct dev_queue {
-    int device;                 /* cudaSetDevice index */
+    int device; /* cudaSetDevice index */
     cudaStream_t stream;
     cublasHandle_t blas;        /* bound to stream */
     cuda_fault *fault;          /* device memory: the first report */
@@ -46,8 +46,8 @@ struct dev_queue {
     int seq;                    /* the launch being enqueued: 1, 2, ... since the sync */
     const kern_args **launched; /* [seq]: which call each launch was */
     int cap_launched;
-    int capture_seq;            /* seq when the step graph being captured began */
-    void *blas_ws;              /* cuBLAS's workspace, CUDA_BLAS_WORKSPACE bytes */
+    int capture_seq; /* seq when the step graph being captured began */
+    void *blas_ws;   /* cuBLAS's workspace, CUDA_BLAS_WORKSPACE bytes */
 };
 
 /* 32 MiB: what NVIDIA's cuBLAS notes advise for Hopper. */
@@ -67,10 +67,9 @@ extern cuda_blas_api cuda_blas; /* filled by cuda_blas_load (cuda.h) */
 
 /* Checks a CUDA or cuBLAS call: a failure is fatal (the abort hook), naming
  * the call, file:line and, when a is given, the op and its .graph line. */
-#define CUDA_CHECK(call, a) cuda_check_rt((call), #call, __FILE__, __LINE__, (a))
+#define CUDA_CHECK(call, a)   cuda_check_rt((call), #call, __FILE__, __LINE__, (a))
 #define CUBLAS_CHECK(call, a) cuda_check_blas((call), #call, __FILE__, __LINE__, (a))
-void cuda_check_rt(cudaError_t e, const char *call, const char *file, int line,
-                   const kern_args *a);
+void cuda_check_rt(cudaError_t e, const char *call, const char *file, int line, const kern_args *a);
 void cuda_check_blas(cublasStatus_t e, const char *call, const char *file, int line,
                      const kern_args *a);
 

@@ -260,8 +260,8 @@ static dev_graph *cu_capture_end(device_obj *d, dev_queue *q)
     CUDA_CHECK(cudaGraphDestroy(graph), NULL);
     dev_graph *g = (dev_graph *)xcalloc(1, sizeof *g);
     *g = dev_graph{q, exec, begin, end, NULL};
-    g->launched = (const kern_args **)xreallocarray(NULL, (size_t)(end - begin) + 1,
-                                                    sizeof *g->launched);
+    g->launched =
+        (const kern_args **)xreallocarray(NULL, (size_t)(end - begin) + 1, sizeof *g->launched);
     memcpy(g->launched, q->launched + begin + 1, sizeof *g->launched * (size_t)(end - begin));
     return g;
 }
@@ -298,20 +298,27 @@ static void cu_close(device_obj *d)
 }
 
 extern "C" const device_vtable cuda_vtable = {
-    "cuda",        1,           cu_alloc,       cu_free,         cu_host_alloc,
-    cu_host_free,  cu_to_device, cu_to_host,    cu_queue_new,    cu_queue_free,
-    cu_launch,     cu_copy_async, cu_queue_sync, cu_event_new,    cu_event_free,
-    cu_event_record, cu_event_wait, cu_event_sync, cu_capture_begin, cu_capture_end,
-    cu_graph_launch, cu_graph_free, cu_close,      cuda_kernels,
+    "cuda",           1,
+    cu_alloc,         cu_free,
+    cu_host_alloc,    cu_host_free,
+    cu_to_device,     cu_to_host,
+    cu_queue_new,     cu_queue_free,
+    cu_launch,        cu_copy_async,
+    cu_queue_sync,    cu_event_new,
+    cu_event_free,    cu_event_record,
+    cu_event_wait,    cu_event_sync,
+    cu_capture_begin, cu_capture_end,
+    cu_graph_launch,  cu_graph_free,
+    cu_close,         cuda_kernels,
 };
 
 // ---- ids checked on the GPU ----
 
-__global__ static void check_ids_kernel(const int32_t *ids, int64_t n, int64_t limit,
-                                        cuda_fault *f, int seq, int what)
+__global__ static void check_ids_kernel(const int32_t *ids, int64_t n, int64_t limit, cuda_fault *f,
+                                        int seq, int what)
 {
     CUDA_FOR(i, n)
-        if (ids[i] < 0 || ids[i] >= limit) cuda_fault_report(f, seq, what, ids[i], i, limit);
+    if (ids[i] < 0 || ids[i] >= limit) cuda_fault_report(f, seq, what, ids[i], i, limit);
 }
 
 void cuda_check_ids(const kern_args *a, const int32_t *ids, int64_t n, int64_t limit, int what)

@@ -7,10 +7,9 @@
 #include "../dropout.h"
 #include "cu_a_args.cuh"
 
-// ---- numpy broadcasting, as cpu_bcast_init (devices/cpu/cpu_elementwise.c) ----
+// ---- numpy broadcasting: ir_bcast_plan's axes, walked on the GPU ----
 // out is contiguous; a and b are read with per-axis strides that are 0 on
-// broadcast axes.  Axes every operand walks as one are merged, so the usual
-// cases (same shape, scalar, bias row) are one axis and cost no division.
+// broadcast axes (merged axes: the usual cases cost no division).
 // I: the index type, 32 bits when the output allows (64-bit division is slow).
 
 template <typename I> struct bcast {
@@ -18,41 +17,17 @@ template <typename I> struct bcast {
     I dim[IR_MAX_DIMS], sa[IR_MAX_DIMS], sb[IR_MAX_DIMS];
 };
 
-
-// Whether axis d folds into the kept axis k: every operand walks them as one.
-template <typename I>
-static bool bc_mergeable(const bcast<I> *bc, int k, const int64_t *sa, const int64_t *sb, int d,
-                         int64_t dim)
-{
-    bool ok_a = (int64_t)bc->sa[k] == sa[d] * dim || (bc->sa[k] == 0 && sa[d] == 0);
-    bool ok_b = (int64_t)bc->sb[k] == sb[d] * dim || (bc->sb[k] == 0 && sb[d] == 0);
-    return ok_a && ok_b;
-}
-
+// ir_bcast_plan's axes in the index type I.
 template <typename I>
 static void bc_init(bcast<I> *bc, const ir_type *out, const ir_type *a, const ir_type *b)
 {
-    int64_t sa[IR_MAX_DIMS], sb[IR_MAX_DIMS];
-    ir_bcast_strides(out, a, sa);
-    ir_bcast_strides(out, b, sb);
-    bc->nd = 0;
-    for (int d = 0; d < out->rank; d++) {
-        int64_t dim = out->dim[d];
-        if (dim == 1) continue;
-        int k = bc->nd - 1;
-        if (k >= 0 && bc_mergeable(bc, k, sa, sb, d, dim)) {
-            bc->dim[k] = (I)((int64_t)bc->dim[k] * dim);
-        } else {
-            k = bc->nd++;
-            bc->dim[k] = (I)dim;
-        }
-        bc->sa[k] = (I)sa[d];
-        bc->sb[k] = (I)sb[d];
-    }
-    if (bc->nd == 0) {
-        bc->nd = 1;
-        bc->dim[0] = 1;
-        bc->sa[0] = bc->sb[0] = 0;
+    ir_bcast p;
+    ir_bcast_plan(&p, out, a, b);
+    bc->nd = p.nd;
+    for (int d = 0; d < p.nd; d++) {
+        bc->dim[d] = (I)p.dim[d];
+        bc->sa[d] = (I)p.sa[d];
+        bc->sb[d] = (I)p.sb[d];
     }
 }
 

@@ -54,14 +54,14 @@ static void gemm_run(const kern_args *a, const gemm_rm *g)
     int m = (int)g->m, n = (int)g->n, k = (int)g->k;
     int lda = g->ta ? m : k, ldb = g->tb ? k : n;
     if (g->batch == 1) {
-        CUBLAS_CHECK(cuda_blas.sgemm(a->queue->blas, opb, opa, n, m, k, &g->alpha, g->b, ldb, g->a, lda,
-                                 &g->beta, g->c, n),
+        CUBLAS_CHECK(cuda_blas.sgemm(a->queue->blas, opb, opa, n, m, k, &g->alpha, g->b, ldb, g->a,
+                                     lda, &g->beta, g->c, n),
                      a);
         return;
     }
     CUBLAS_CHECK(cuda_blas.sgemm_strided(a->queue->blas, opb, opa, n, m, k, &g->alpha, g->b, ldb,
-                                           g->stride_b, g->a, lda, g->stride_a, &g->beta, g->c, n,
-                                           g->stride_c, (int)g->batch),
+                                         g->stride_b, g->a, lda, g->stride_a, &g->beta, g->c, n,
+                                         g->stride_c, (int)g->batch),
                  a);
 }
 
@@ -98,7 +98,8 @@ static int k_matmul(const kern_args *a)
 // the same up to rounding.
 __global__ static void bias_relu_kernel(float *c, const float *bias, int64_t m, int64_t n, int relu)
 {
-    CUDA_FOR(i, m * n) {
+    CUDA_FOR(i, m * n)
+    {
         float v = c[i] + bias[i % n];
         c[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
     }
@@ -187,7 +188,8 @@ static float *conv_col(const kern_args *a, const conv_shape *s)
 __global__ static void im2col_kernel(float *col, const float *x, conv_shape s)
 {
     int64_t ohw = s.oh * s.ow, total = s.c * s.kh * s.kw * ohw;
-    CUDA_FOR(i, total) {
+    CUDA_FOR(i, total)
+    {
         int64_t r = i / ohw, p = i % ohw;
         int64_t c = r / (s.kh * s.kw), kh = r / s.kw % s.kh, kw = r % s.kw;
         int64_t ih = p / s.ow * s.stride - s.pad + kh, iw = p % s.ow * s.stride - s.pad + kw;
@@ -201,7 +203,8 @@ __global__ static void im2col_kernel(float *col, const float *x, conv_shape s)
 __global__ static void col2im_kernel(float *dx, const float *col, conv_shape s)
 {
     int64_t ohw = s.oh * s.ow, hw = s.h * s.w, total = s.c * hw;
-    CUDA_FOR(i, total) {
+    CUDA_FOR(i, total)
+    {
         int64_t c = i / hw, ih = i % hw / s.w, iw = i % s.w;
         float acc = 0.0f;
         for (int64_t kh = 0; kh < s.kh; kh++) {

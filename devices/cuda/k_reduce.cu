@@ -116,7 +116,8 @@ template <class Op>
 __global__ static void reduce_serial(typename Op::out_t *out, const float *x,
                                      const __grid_constant__ red_plan p, float scale)
 {
-    CUDA_FOR(r, p.outputs) {
+    CUDA_FOR(r, p.outputs)
+    {
         const float *base = x + cuda_walk_offset(p.kept, r);
         typename Op::acc a = Op::seed(base[0]);
         for (int64_t k = 0; k < p.n; k++) a = Op::take(a, base[cuda_walk_offset(p.red, k)], k);
@@ -269,7 +270,8 @@ static int k_sum_to(const kern_args *a)
 __global__ static void max_grad_kernel(float *out, const float *dy, const float *x, const float *y,
                                        int64_t total, int64_t n, int64_t inner)
 {
-    CUDA_FOR(i, total) {
+    CUDA_FOR(i, total)
+    {
         int64_t r = i / (n * inner) * inner + i % inner;
         out[i] = x[i] == y[r] ? dy[r] : 0.0f;
     }

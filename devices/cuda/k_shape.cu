@@ -101,7 +101,8 @@ __global__ static void copy_rows(uint32_t *dst, int64_t dpitch, const uint32_t *
                                  int64_t rows, int64_t width)
 {
     int64_t total = rows * width;
-    CUDA_FOR(i, total) {
+    CUDA_FOR(i, total)
+    {
         int64_t r = i / width, c = i - r * width;
         dst[r * dpitch + c] = src[r * spitch + c];
     }
@@ -177,7 +178,8 @@ __global__ static void gather_rows(uint32_t *out, const uint32_t *table, int64_t
                                    const int32_t *ids, int64_t n_ids)
 {
     int64_t total = n_ids * d;
-    CUDA_FOR(i, total) {
+    CUDA_FOR(i, total)
+    {
         int64_t r = i / d, c = i - r * d;
         int64_t id = ids[r];
         out[i] = id >= 0 && id < v ? table[id * d + c] : 0u;
@@ -203,7 +205,8 @@ __global__ static void scatter_add_rows(float *out, int64_t v, int64_t d, const 
                                         const int32_t *ids, int64_t n_ids)
 {
     int64_t total = n_ids * d;
-    CUDA_FOR(i, total) {
+    CUDA_FOR(i, total)
+    {
         int64_t r = i / d, c = i - r * d;
         int64_t id = ids[r];
         if (id >= 0 && id < v) atomicAdd(&out[id * d + c], dy[i]);
@@ -231,7 +234,8 @@ static int k_gather_grad(const kern_args *a)
 __global__ static void one_hot_rows(float *out, const int32_t *ids, int64_t n_ids, int64_t depth)
 {
     int64_t total = n_ids * depth;
-    CUDA_FOR(i, total) {
+    CUDA_FOR(i, total)
+    {
         int64_t r = i / depth;
         out[i] = ids[r] == i - r * depth ? 1.0f : 0.0f;
     }
@@ -276,7 +280,8 @@ __global__ static void pool_fwd(float *out, const float *x, const __grid_constan
                                 float inv)
 {
     int64_t total = s.planes * s.oh * s.ow;
-    CUDA_FOR(i, total) {
+    CUDA_FOR(i, total)
+    {
         int64_t ow = i % s.ow, oh = i / s.ow % s.oh, pl = i / (s.ow * s.oh);
         const float *win = x + (pl * s.h + oh * s.stride) * s.w + ow * s.stride;
         float acc = AVG ? 0.0f : win[0];
@@ -339,7 +344,8 @@ __global__ static void pool_grad(float *dx, const float *dy, const float *x,
                                  const __grid_constant__ pool_shape s, float inv)
 {
     int64_t total = s.planes * s.h * s.w;
-    CUDA_FOR(i, total) {
+    CUDA_FOR(i, total)
+    {
         int64_t iw = i % s.w, ih = i / s.w % s.h, pl = i / (s.w * s.h), e = ih * s.w + iw;
         int64_t h_lo, h_hi, w_lo, w_hi;
         windows_of(ih, s.size, s.stride, s.oh, &h_lo, &h_hi);

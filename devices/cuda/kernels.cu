@@ -17,7 +17,8 @@ static void add_rows(const cuda_row *rows)
     }
 }
 
-namespace {
+namespace
+{
 struct table_fill {
     table_fill()
     {

@@ -68,8 +68,7 @@ static const char *changed_field(const sim_call *c)
     if (now->seed != was->seed) return "seed";
     if (now->lock != was->lock) return "lock";
     if (now->queue != was->queue) return "queue";
-    if (now->node != was->node || now->out_t != was->out_t || now->in_t != was->in_t)
-        return "node";
+    if (now->node != was->node || now->out_t != was->out_t || now->in_t != was->in_t) return "node";
     return NULL;
 }
 

@@ -59,8 +59,8 @@ typedef struct sim_dev {
     sim_region mem;
     atomic_uint delay_us;
     _Atomic uint64_t graph_launches; /* sim_graph_launches */
-    pthread_mutex_t queues_mu; /* guards queues */
-    dev_queue *queues;         /* open queues, closed with the device */
+    pthread_mutex_t queues_mu;       /* guards queues */
+    dev_queue *queues;               /* open queues, closed with the device */
 } sim_dev;
 
 static inline sim_dev *sim_of(device_obj *d)
@@ -94,7 +94,12 @@ dev_graph **sim_queue_rec(dev_queue *q);
 
 /* One recorded call: what was asked (a launch's kern_args are copied when
  * recorded, see sim_graph_add). */
-typedef enum sim_call_op { SIM_CALL_LAUNCH, SIM_CALL_COPY, SIM_CALL_RECORD, SIM_CALL_WAIT } sim_call_op;
+typedef enum sim_call_op {
+    SIM_CALL_LAUNCH,
+    SIM_CALL_COPY,
+    SIM_CALL_RECORD,
+    SIM_CALL_WAIT
+} sim_call_op;
 
 typedef struct sim_call {
     sim_call_op op;

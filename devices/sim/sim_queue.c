@@ -380,8 +380,8 @@ void sim_copy_async(device_obj *d, dev_queue *q, void *dst, const void *src, siz
 {
     GR_ASSERT(q->d == d);
     if (q->rec) {
-        sim_graph_add(q->rec, &(sim_call){.op = SIM_CALL_COPY, .dst = dst, .src = src, .n = n,
-                                          .kind = kind});
+        sim_graph_add(
+            q->rec, &(sim_call){.op = SIM_CALL_COPY, .dst = dst, .src = src, .n = n, .kind = kind});
         return;
     }
     sim_region *r = &sim_of(d)->mem;
