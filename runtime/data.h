@@ -47,6 +47,10 @@ typedef struct data_spec {
     int64_t n;
     /* every x value is multiplied by it after conversion to f32 (0 or 1: not scaled) */
     float x_scale;
+    /* distributed training: the sequence of batches is that of one reader of
+     * batch * shards examples, and this one takes the examples at positions
+     * shard, shard + shards, ... of each (0 and 0, or 0 and 1: all) */
+    int shard, shards;
 } data_spec;
 
 typedef struct data_info {
