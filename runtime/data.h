@@ -5,8 +5,8 @@
  * thread keeps a small ring of prepared batches. data_next pops the next
  * batch in cursor order; any number of threads may call it at once.
  *
- * Epochs: floor(n / batch) batches each; the remainder is dropped for that
- * epoch. With shuffle on, epoch e uses a permutation derived from
+ * Epochs: floor(n / (batch * shards)) batches each; the remainder is dropped
+ * for that epoch. With shuffle on, epoch e uses a permutation derived from
  * (seed, e), so a cursor (epoch, pos) names one batch forever: that is what
  * checkpoints store and data_seek restores.
  *
