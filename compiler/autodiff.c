@@ -283,6 +283,73 @@ static int make_update(ad_ctx *c, int vi)
     return 0;
 }
 
+/* Distributed sync training: gradients are packed into buckets of at most
+ * AD_BUCKET_BYTES, one allreduce each (on cpu:0, where MPI runs), and each
+ * trained variable's gradient becomes its slice of a bucket.  Buckets go
+ * from the last layer's gradients, computed first, to the first layer's;
+ * bucket k waits for bucket k-1, so every process calls the collectives in
+ * the same order whatever its threads do.  A gradient of a gather is then a
+ * dense table, so sgd's row updates do not apply (sparse_grad). */
+#define AD_BUCKET_BYTES ((int64_t)4 << 20)
+
+static int unpack_grad(ad_ctx *c, int i, int bucket, int64_t *off)
+{
+    ir_graph *g = c->g;
+    const ir_type t = g->nodes[c->grad[i]].type;
+    int64_t n = ir_numel(&t);
+    ir_attrs sa = {.i = {0, *off, *off + n}}, ra = {.n_list = t.rank};
+    for (int d = 0; d < t.rank; d++) ra.list[d] = t.dim[d];
+    *off += n;
+    int sl = ir_add(g, OP_SLICE, &bucket, 1, &sa, c->src, c->span);
+    if (sl < 0) return -1;
+    int r = ir_add(g, OP_RESHAPE, &sl, 1, &ra, c->src, c->span);
+    if (r < 0) return -1;
+    g->nodes[sl].device = g->nodes[r].device = g->nodes[bucket].device;
+    c->grad[i] = r;
+    return 0;
+}
+
+/* One bucket: the gradients of anc[idx[0..n)]. */
+static int make_bucket(ad_ctx *c, const int *idx, int n, int number, int *prev)
+{
+    ir_graph *g = c->g;
+    int *in = xmalloc(sizeof(int) * (size_t)n);
+    for (int k = 0; k < n; k++) in[k] = c->grad[idx[k]];
+    ir_attrs a = {.i = {number}};
+    int b = ir_add(g, OP_ALLREDUCE, in, n, &a, c->src, c->span);
+    free(in);
+    if (b < 0) return -1;
+    g->nodes[b].device = IR_DEV(DEV_CPU, 0);
+    if (*prev >= 0) ir_add_ctrl(g, b, *prev);
+    *prev = b;
+    int64_t off = 0;
+    for (int k = 0; k < n; k++)
+        if (unpack_grad(c, idx[k], b, &off) < 0) return -1;
+    return 0;
+}
+
+static int trained_here(const ad_ctx *c, int i);
+
+static int allreduce_grads(ad_ctx *c)
+{
+    int *idx = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), n = 0, prev = -1, number = 0;
+    int64_t bytes = 0;
+    int rc = 0;
+    IR_WORK(c->n_anc);
+    for (int i = c->n_anc - 1; i >= 0 && rc == 0; i--) {
+        if (trained_here(c, i) < 0) continue;
+        int64_t b = ir_nbytes(&c->g->nodes[c->grad[i]].type);
+        if (n && bytes + b > AD_BUCKET_BYTES) {
+            rc = make_bucket(c, idx, n, number++, &prev);
+            n = 0, bytes = 0;
+        }
+        idx[n++] = i, bytes += b;
+    }
+    if (rc == 0 && n) rc = make_bucket(c, idx, n, number, &prev);
+    free(idx);
+    return rc;
+}
+
 /* The variable of anc[i] when minimize updates it (trainable, not a slot,
  * with a gradient), else -1.  Variables' nodes are made with them, so
  * ancestors by id are these variables by index. */
@@ -337,7 +404,7 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *
     int rc = -1;
     if (!c.path[c.n_anc - 1])
         diag_error(g->diags, src, span, "minimize: loss does not depend on any trainable variable");
-    else if (backprop(&c, loss) == 0)
+    else if (backprop(&c, loss) == 0 && (!opt->allreduce || allreduce_grads(&c) == 0))
         rc = make_updates(&c);
     free(c.anc);
     free(c.path);

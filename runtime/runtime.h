@@ -59,6 +59,7 @@ device_obj *machine_device_new(const rt_machine *m, int dev);
 
 struct gr_program {
     rt_machine machine; /* what it was compiled for: sessions make these devices */
+    gr_distributed distributed; /* gr_compile_options.distributed */
     src_file *src;
     ast_tree *ast;
     ir_graph *g;
@@ -67,6 +68,7 @@ struct gr_program {
 };
 
 typedef struct rt_exec rt_exec;
+typedef struct rt_dist rt_dist; /* dist.h */
 
 typedef struct rt_plan_entry {
     uint64_t hash; /* of the names (session.c: plan_hash) */
@@ -98,6 +100,7 @@ struct gr_session {
     int n_plans, cap_plans;
     atomic_uint_fast64_t steps;
     atomic_uint_fast64_t train_steps; /* gr_run calls on train targets (checkpoint.c) */
+    rt_dist *dist;                    /* a distributed program's processes (dist.h), else NULL */
 };
 
 /* compile.c: parses p->src, runs sema and the passes into p->ast and p->g,

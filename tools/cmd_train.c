@@ -1,6 +1,7 @@
 /* cmd_train.c - `graphrun FILE --steps N`: train a target, report progress,
  * evaluate, summarise.  Uses only the public API (include/graphrun.h). */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,13 @@ static const char train_usage[] =
     "  --restore PATH     resume from a checkpoint: variables, optimizer slots, step and\n"
     "                     data positions; training continues from its step\n"
     "  --init-from PATH   load only the trainable weights of a checkpoint; start at step 0\n"
-    "  --allow-missing    variables absent from the checkpoint keep their initial values\n";
+    "  --allow-missing    variables absent from the checkpoint keep their initial values\n"
+    "  --distributed MODE train over the processes mpirun started (Open MPI): sync\n"
+    "                     averages gradients every step (P processes of batch B train\n"
+    "                     as one of batch P*B); async shares the variables through rank 0\n"
+    "                     without waiting (Hogwild! across processes)\n"
+    "  --sync-every K     with --distributed async: average the variables every K steps\n"
+    "                     instead\n";
 
 static int parse_long(const char *s, long min, long *out)
 {
@@ -50,6 +57,28 @@ static int bad_usage(const char *msg, const char *arg)
 {
     fprintf(stderr, "graphrun: %s%s%s\n%s", msg, arg ? " " : "", arg ? arg : "", train_usage);
     return 2;
+}
+
+static int parse_mode(const char *s, gr_distributed *out)
+{
+    if (strcmp(s, "sync") == 0)
+        *out = GR_DIST_SYNC;
+    else if (strcmp(s, "async") == 0)
+        *out = GR_DIST_ASYNC;
+    else
+        return -1;
+    return 0;
+}
+
+static int check_dist_opts(const train_opts *o)
+{
+    if (o->sess.sync_every && o->comp.distributed != GR_DIST_ASYNC)
+        return bad_usage("--sync-every needs --distributed async", NULL);
+    if (o->comp.distributed && (o->executors > 1 || o->n_targets > 1))
+        return bad_usage("--distributed runs one executor of one target per process; give "
+                         "each process more cores with --threads, or start more processes",
+                         NULL);
+    return 0;
 }
 
 static int check_ckpt_opts(train_opts *o)
@@ -85,6 +114,8 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         O_LOCKING,
         O_DEVICES,
         O_NO_GRAPHS,
+        O_DISTRIBUTED,
+        O_SYNC_EVERY,
         O_HELP
     };
     static const struct option longs[] = {{"steps", 1, 0, O_STEPS},
@@ -107,6 +138,8 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
                                           {"allow-missing", 0, 0, O_ALLOW_MISSING},
                                           {"executors", 1, 0, O_EXECUTORS},
                                           {"locking", 0, 0, O_LOCKING},
+                                          {"distributed", 1, 0, O_DISTRIBUTED},
+                                          {"sync-every", 1, 0, O_SYNC_EVERY},
                                           {"help", 0, 0, O_HELP},
                                           {0, 0, 0, 0}};
     long v;
@@ -183,6 +216,15 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         case O_ALLOW_MISSING:
             o->restore.allow_missing = 1;
             break;
+        case O_DISTRIBUTED:
+            if (parse_mode(optarg, &o->comp.distributed))
+                return bad_usage("--distributed takes sync or async, not", optarg);
+            break;
+        case O_SYNC_EVERY:
+            if (parse_long(optarg, 1, &v) || v > INT_MAX)
+                return bad_usage("bad --sync-every", optarg);
+            o->sess.sync_every = (int)v;
+            break;
         case O_HELP:
             fputs(train_usage, stdout);
             return -1;
@@ -198,7 +240,7 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
     if (o->steps < 0) return bad_usage("--steps N is required", NULL);
     o->comp.params = o->params.v;
     o->comp.n_params = o->params.n;
-    return check_ckpt_opts(o);
+    return check_dist_opts(o) ? 2 : check_ckpt_opts(o);
 }
 
 static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *ti, double *secs,
@@ -238,17 +280,32 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
     return 0;
 }
 
-static void summary(const train_opts *o, const gr_target_info *ti, double secs, float loss,
-                    const double *vals, FILE *log)
+/* --distributed: examples/s of all the processes, and the share of the
+ * time this one spent communicating. */
+static void dist_summary(const gr_session *s, const gr_target_info *ti, double secs, double sps)
+{
+    int rank, size;
+    double comm;
+    gr_session_dist_info(s, &rank, &size, &comm);
+    if (size < 2 && comm == 0) return;
+    printf("distributed: %d processes, %.0f examples/s in all, communication %.2fs (%.1f%% of "
+           "rank 0's time)\n",
+           size, sps * (double)ti->batch * size, comm, secs > 0 ? 100 * comm / secs : 0);
+}
+
+static void summary(const train_opts *o, const gr_session *s, const gr_target_info *ti, double secs,
+                    float loss, const double *vals, FILE *log)
 {
     long done = o->steps > o->start ? o->steps - o->start : 0;
     double sps = secs > 0 ? (double)done / secs : 0;
+    if (o->silent) return;
     printf("trained");
     for (int i = 0; i < o->n_targets; i++) printf("%s %s", i ? "," : "", o->targets[i]);
     printf(": %ld steps in %.2fs, %.1f steps/s", done, secs, sps);
     if (ti->loss) printf(", final loss %.4f", (double)loss);
     printf("\n");
     for (int i = 0; i < o->n_evals; i++) printf("%s = %.4f\n", o->evals[i], vals[i]);
+    if (o->comp.distributed) dist_summary(s, ti, secs, sps);
     if (!log) return;
     fprintf(log, "{\"event\":\"done\",\"steps\":%ld,\"steps_per_s\":%.2f,\"loss\":%.6g,\"eval\":{",
             done, sps, (double)loss);
@@ -268,7 +325,7 @@ static int restore_checkpoint(train_opts *o, gr_session *s, gr_status *st)
     }
     o->start = (long)gr_session_step(s);
     if (o->restore_path) {
-        fprintf(stderr, "resumed from step %ld\n", o->start);
+        if (!o->silent) fprintf(stderr, "resumed from step %ld\n", o->start);
         if (o->start >= o->steps)
             fprintf(stderr, "already at step %ld >= --steps %ld: nothing to train\n", o->start,
                     o->steps);
@@ -335,7 +392,7 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
                             : train_loop(o, s, &ti, &secs, &loss, &pg, st)) < 0 ||
              (o->ckpt_path && trep_save_checkpoint(o, s, st) < 0) ||
              trep_run_evals(o, s, vals, st) < 0;
-    if (!rc) summary(o, &ti, secs, loss, vals, pg.log);
+    if (!rc) summary(o, s, &ti, secs, loss, vals, pg.log);
     if (pg.log && fclose(pg.log) != 0) {
         perror(o->log_path);
         rc = 1;
@@ -344,19 +401,36 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
     return rc;
 }
 
+/* --distributed: MPI starts; only rank 0 reports (the others print errors). */
+static int start_distributed(train_opts *o)
+{
+    static char prefix[32];
+    int rank = 0, size = 1;
+    if (!o->comp.distributed) {
+        cli_mpi_note();
+        return 0;
+    }
+    if (cli_mpi_start(NULL, NULL, &rank, &size) < 0) return -1;
+    snprintf(prefix, sizeof prefix, "rank %d: ", rank);
+    cli_rank_prefix = prefix;
+    if (rank != 0) o->quiet = o->silent = 1, o->log_path = NULL;
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_opts o = {0};
     int rc = parse_train_opts(argc, argv, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
+    if (start_distributed(&o) < 0) return cli_mpi_end(1);
     gr_status *st = gr_status_new();
     gr_program *prog = NULL;
     if (gr_compile_file(o.file, &o.comp, &prog, st) != GR_OK) {
         cli_print_status(st);
         gr_status_free(st);
-        return 1;
+        return cli_mpi_end(1);
     }
-    fprintf(stderr, "%s", gr_program_warnings(prog));
+    if (!o.silent) fprintf(stderr, "%s", gr_program_warnings(prog));
     if (!o.target) o.target = o.targets[o.n_targets++] = gr_program_default_target(prog);
     if (o.executors < 1) o.executors = 1;
     o.sess.executors = o.executors * o.n_targets;
@@ -367,5 +441,5 @@ int cmd_train(int argc, char **argv)
         rc = train_session(&o, prog, st);
     gr_program_free(prog);
     gr_status_free(st);
-    return rc;
+    return cli_mpi_end(rc);
 }

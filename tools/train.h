@@ -30,6 +30,7 @@ typedef struct train_opts {
     gr_session_options sess;
     gr_compile_options comp;
     int quiet;
+    int silent; /* --distributed, ranks other than 0: errors only */
 } train_opts;
 
 /* train_report.c: progress lines, the JSON log, evaluations, checkpoints. */
