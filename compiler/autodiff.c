@@ -283,14 +283,37 @@ static int make_update(ad_ctx *c, int vi)
     return 0;
 }
 
-/* Distributed sync training: gradients are packed into buckets of at most
- * AD_BUCKET_BYTES, one allreduce each (on cpu:0, where MPI runs), and each
- * trained variable's gradient becomes its slice of a bucket.  Buckets go
- * from the last layer's gradients, computed first, to the first layer's;
- * bucket k waits for bucket k-1, so every process calls the collectives in
- * the same order whatever its threads do.  A gradient of a gather is then a
- * dense table, so sgd's row updates do not apply (sparse_grad). */
-#define AD_BUCKET_BYTES ((int64_t)4 << 20)
+/* Distributed sync training: each trained variable's gradient is averaged
+ * over the processes (OP_ALLREDUCE, on cpu:0, where MPI runs) before any
+ * update reads it.  A large gradient (AD_ALONE_BYTES or more) has its own
+ * allreduce, which writes the mean straight into its output; smaller ones
+ * are packed into buckets of at most AD_BUCKET_BYTES, one allreduce each,
+ * and each gradient becomes its slice of its bucket, so a step makes few
+ * calls.  Calls go from the last layer's gradients, computed first, to the
+ * first layer's; each waits for the one before, so every process calls the
+ * collectives in the same order whatever its threads do.  A gradient of a
+ * gather is then a dense table, so sgd's row updates do not apply
+ * (sparse_grad). */
+#define AD_ALONE_BYTES  ((size_t)256 << 10)
+#define AD_BUCKET_BYTES ((size_t)4 << 20)
+
+typedef struct ad_buckets {
+    int *idx; /* the ancestors whose gradients the open bucket holds */
+    int n, number, prev;
+    size_t bytes;
+} ad_buckets;
+
+static int allreduce_node(ad_ctx *c, ad_buckets *b, const int *in, int n)
+{
+    ir_graph *g = c->g;
+    ir_attrs a = {.i = {b->number++}};
+    int r = ir_add(g, OP_ALLREDUCE, in, n, &a, c->src, c->span);
+    if (r < 0) return -1;
+    g->nodes[r].device = IR_DEV(DEV_CPU, 0);
+    if (b->prev >= 0) ir_add_ctrl(g, r, b->prev);
+    b->prev = r;
+    return r;
+}
 
 static int unpack_grad(ad_ctx *c, int i, int bucket, int64_t *off)
 {
@@ -309,22 +332,30 @@ static int unpack_grad(ad_ctx *c, int i, int bucket, int64_t *off)
     return 0;
 }
 
-/* One bucket: the gradients of anc[idx[0..n)]. */
-static int make_bucket(ad_ctx *c, const int *idx, int n, int number, int *prev)
+static int flush_bucket(ad_ctx *c, ad_buckets *b)
 {
-    ir_graph *g = c->g;
-    int *in = xmalloc(sizeof(int) * (size_t)n);
-    for (int k = 0; k < n; k++) in[k] = c->grad[idx[k]];
-    ir_attrs a = {.i = {number}};
-    int b = ir_add(g, OP_ALLREDUCE, in, n, &a, c->src, c->span);
+    if (b->n == 0) return 0;
+    int *in = xmalloc(sizeof(int) * (size_t)b->n), rc = 0;
+    for (int k = 0; k < b->n; k++) in[k] = c->grad[b->idx[k]];
+    int r = allreduce_node(c, b, in, b->n);
     free(in);
-    if (b < 0) return -1;
-    g->nodes[b].device = IR_DEV(DEV_CPU, 0);
-    if (*prev >= 0) ir_add_ctrl(g, b, *prev);
-    *prev = b;
     int64_t off = 0;
-    for (int k = 0; k < n; k++)
-        if (unpack_grad(c, idx[k], b, &off) < 0) return -1;
+    for (int k = 0; k < b->n && rc == 0; k++) rc = r < 0 ? -1 : unpack_grad(c, b->idx[k], r, &off);
+    b->n = 0, b->bytes = 0;
+    return r < 0 ? -1 : rc;
+}
+
+static int allreduce_grad(ad_ctx *c, ad_buckets *b, int i)
+{
+    size_t bytes = ir_nbytes(&c->g->nodes[c->grad[i]].type);
+    if (bytes >= AD_ALONE_BYTES) {
+        int r = allreduce_node(c, b, &c->grad[i], 1);
+        c->grad[i] = r;
+        return r < 0 ? -1 : 0;
+    }
+    if (b->bytes + bytes > AD_BUCKET_BYTES && flush_bucket(c, b) < 0) return -1;
+    b->idx[b->n++] = i;
+    b->bytes += bytes;
     return 0;
 }
 
@@ -332,21 +363,13 @@ static int trained_here(const ad_ctx *c, int i);
 
 static int allreduce_grads(ad_ctx *c)
 {
-    int *idx = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), n = 0, prev = -1, number = 0;
-    int64_t bytes = 0;
+    ad_buckets b = {.idx = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), .prev = -1};
     int rc = 0;
     IR_WORK(c->n_anc);
-    for (int i = c->n_anc - 1; i >= 0 && rc == 0; i--) {
-        if (trained_here(c, i) < 0) continue;
-        int64_t b = ir_nbytes(&c->g->nodes[c->grad[i]].type);
-        if (n && bytes + b > AD_BUCKET_BYTES) {
-            rc = make_bucket(c, idx, n, number++, &prev);
-            n = 0, bytes = 0;
-        }
-        idx[n++] = i, bytes += b;
-    }
-    if (rc == 0 && n) rc = make_bucket(c, idx, n, number, &prev);
-    free(idx);
+    for (int i = c->n_anc - 1; i >= 0 && rc == 0; i--)
+        if (trained_here(c, i) >= 0) rc = allreduce_grad(c, &b, i);
+    if (rc == 0) rc = flush_bucket(c, &b);
+    free(b.idx);
     return rc;
 }
 

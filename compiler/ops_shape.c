@@ -609,10 +609,12 @@ int ops_shape_assign_add(ir_graph *g, int id)
     return set_type(g, id, token_type());
 }
 
-/* f32[total]: every input, flattened, back to back. */
+/* One input: its type.  More: f32[total], every input flattened, back to back. */
 int ops_shape_allreduce(ir_graph *g, int id)
 {
     ir_type o = {.dtype = DT_F32, .rank = 1};
+    if (NODE(id)->n_in == 1 && ops_in_type(g, id, 0)->dtype == DT_F32)
+        return set_type(g, id, *ops_in_type(g, id, 0));
     for (int k = 0; k < NODE(id)->n_in; k++) {
         const ir_type *t = ops_in_type(g, id, k);
         if (t->dtype != DT_F32)

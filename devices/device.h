@@ -38,9 +38,9 @@ typedef struct kern_fault {
 /* The processes a distributed sync run averages over (runtime/dist.c). */
 typedef struct kern_comm kern_comm;
 struct kern_comm {
-    /* Every process passes its buf[0..n); each gets back the mean of them
-     * all.  0, or -1 with why in f. */
-    int (*allreduce_mean)(kern_comm *c, float *buf, size_t n, kern_fault *f);
+    /* Every process passes its in[0..n); each gets the mean of them all in
+     * out[0..n) (in == out: in place).  0, or -1 with why in f. */
+    int (*allreduce_mean)(kern_comm *c, const float *in, float *out, size_t n, kern_fault *f);
 };
 
 /* Everything a kernel gets.  Types come from the graph, buffers (out, in,

@@ -40,11 +40,11 @@ static double now(void)
 
 #define CHUNK ((size_t)1 << 30)
 
-static void allreduce_sum(rt_dist *d, float *buf, size_t n)
+static void allreduce_sum(rt_dist *d, const float *in, float *out, size_t n)
 {
     for (size_t i = 0; i < n; i += CHUNK) {
         int k = (int)(n - i < CHUNK ? n - i : CHUNK);
-        MPI_Allreduce(MPI_IN_PLACE, buf + i, k, MPI_FLOAT, MPI_SUM, d->comm);
+        MPI_Allreduce(in == out ? MPI_IN_PLACE : in + i, out + i, k, MPI_FLOAT, MPI_SUM, d->comm);
     }
 }
 
@@ -56,14 +56,14 @@ static void bcast_bytes(rt_dist *d, uint8_t *buf, size_t n)
     }
 }
 
-static int comm_allreduce_mean(kern_comm *kc, float *buf, size_t n, kern_fault *f)
+static int comm_allreduce_mean(kern_comm *kc, const float *in, float *out, size_t n, kern_fault *f)
 {
     rt_dist *d = (rt_dist *)kc;
     (void)f; /* MPI's errors end the job (MPI_ERRORS_ARE_FATAL) */
     double t = now();
-    allreduce_sum(d, buf, n);
+    allreduce_sum(d, in, out, n);
     float scale = 1.0f / (float)d->size;
-    for (size_t i = 0; i < n; i++) buf[i] *= scale;
+    for (size_t i = 0; i < n; i++) out[i] *= scale;
     d->comm_secs += now() - t;
     return 0;
 }
@@ -261,7 +261,7 @@ static void refresh(gr_session *s)
         unpack_vars(s, d->base);
     } else if (d->mode == GR_DIST_ASYNC) {
         pack_vars(s, d->cur);
-        comm_allreduce_mean(&d->kc, d->cur, d->total, NULL);
+        comm_allreduce_mean(&d->kc, d->cur, d->cur, d->total, NULL);
         unpack_vars(s, d->cur);
     }
 }

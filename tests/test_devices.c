@@ -384,6 +384,7 @@ static const dev_case cases[] = {
     {.op = OP_ASSIGN_ADD, {"var:i32[]", "i32[]"}},
     {.op = OP_GROUP, {"f32[a]", "f32[b]"}},
     {.op = OP_ALLREDUCE, {"f32[a,b]", "f32[b]", "f32[]"}},
+    {.op = OP_ALLREDUCE, {"f32[a,b]"}},
 };
 
 /* How close the device must come to the CPU, per op.  Every op is listed
@@ -718,9 +719,10 @@ static void opr_upload(op_run *r)
 }
 
 /* The processes of an allreduce: here one (tests/mpi.cmake runs more). */
-static int one_process_mean(kern_comm *c, float *buf, size_t n, kern_fault *f)
+static int one_process_mean(kern_comm *c, const float *in, float *out, size_t n, kern_fault *f)
 {
-    (void)c, (void)buf, (void)n, (void)f;
+    (void)c, (void)f;
+    memmove(out, in, n * sizeof *out);
     return 0;
 }
 static kern_comm one_process = {one_process_mean};

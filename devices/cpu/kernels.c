@@ -64,17 +64,19 @@ static int k_group(const kern_args *a)
     return 0;
 }
 
-/* The gradients packed back to back, then averaged over the processes. */
+/* One gradient: its mean, straight into out.  More: packed back to back
+ * into out, then averaged in place. */
 static int k_allreduce(const kern_args *a)
 {
     float *out = a->out;
     size_t off = 0;
-    for (int k = 0; k < a->n_in; k++) {
+    for (int k = 0; k < a->n_in && a->n_in > 1; k++) {
         size_t n = (size_t)in_numel(a, k);
         cpu_copy(a->pool, out + off, IN(k), (int64_t)n);
         off += n;
     }
-    if (a->comm) return a->comm->allreduce_mean(a->comm, out, off, a->fault);
+    const float *in = a->n_in > 1 ? out : IN(0);
+    if (a->comm) return a->comm->allreduce_mean(a->comm, in, out, (size_t)out_numel(a), a->fault);
     snprintf(a->fault->msg, sizeof a->fault->msg, "allreduce in a session that is not distributed");
     return -1;
 }
