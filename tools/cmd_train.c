@@ -42,7 +42,9 @@ static const char train_usage[] =
     "  --restore PATH     resume from a checkpoint: variables, optimizer slots, step and\n"
     "                     data positions; training continues from its step\n"
     "  --init-from PATH   load only the trainable weights of a checkpoint; start at step 0\n"
-    "  --allow-missing    variables absent from the checkpoint keep their initial values\n";
+    "  --allow-missing    variables absent from the checkpoint keep their initial values\n"
+    "Ctrl-C stops training after the step in flight, completes the log and the TensorBoard\n"
+    "file, and exits 130 (no final checkpoint or evaluation); a second Ctrl-C kills.\n";
 
 static int parse_long(const char *s, long min, long *out)
 {
