@@ -65,7 +65,7 @@ gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double v
         return rt_fail(st, GR_ERR_ARG,
                        "gr_session_scalar: the session has no tensorboard_dir (an option of "
                        "gr_session_new)\n");
-    if (step < 0) step = (int64_t)gr_session_step(s);
+    if (step < 0) step = (int64_t)atomic_load(&s->train_steps);
     char err[512];
     int rc = 0;
     pthread_mutex_lock(&m->mu);
