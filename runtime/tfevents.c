@@ -97,9 +97,9 @@ static int make_dirs(const char *path, char *err, size_t errlen)
 {
     char *p = xstrdup(path);
     int rc = 0;
-    for (char *s = p + 1;; s++) {
+    for (char *s = p;; s++) {
         char c = *s;
-        if (c != '/' && c != 0) continue;
+        if ((c != '/' || s == p) && c != 0) continue; /* a leading '/' is the root */
         *s = 0;
         if (mkdir(p, 0777) != 0 && errno != EEXIST)
             rc = tfev_err(err, errlen, "%s: cannot make the folder: %s", p, strerror(errno));

@@ -249,6 +249,16 @@ static void test_unwritable_folder_is_an_error(void **state)
     fclose(fp);
     assert_null(tfev_open(tpath("file/run"), err, sizeof err));
     assert_non_null(strstr(err, "cannot make the folder"));
+    assert_null(tfev_open("", err, sizeof err));
+    gr_program *prog;
+    gr_session *s;
+    gr_status *st = gr_status_new();
+    gr_session_options o = {.tensorboard_dir = tpath("file/run")};
+    assert_gr_ok(gr_compile_string("t.graph", "loss = sum([1.0])\n", 18, NULL, &prog, st), st);
+    assert_int_equal(gr_session_new(prog, &o, &s, st), GR_ERR_IO);
+    assert_non_null(strstr(gr_status_message(st), "file/run: cannot make the folder"));
+    gr_program_free(prog);
+    gr_status_free(st);
 }
 
 /* ---- gr_session_scalar ---- */

@@ -8,6 +8,7 @@
  * the same numbers. */
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -18,12 +19,12 @@ typedef struct trep_scalar {
     float value;
 } trep_scalar;
 
-static volatile sig_atomic_t interrupted;
+static atomic_int interrupted; /* lock-free: safe to set in a handler */
 
 static void on_interrupt(int sig)
 {
     (void)sig;
-    interrupted = 1;
+    atomic_store(&interrupted, 1);
 }
 
 void trep_catch_interrupt(void)
@@ -35,7 +36,7 @@ void trep_catch_interrupt(void)
 
 int trep_interrupted(void)
 {
-    return interrupted;
+    return atomic_load(&interrupted);
 }
 
 double trep_now(void)
@@ -112,7 +113,8 @@ int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, i
         pg->last_print = now;
     }
     long k = log_every(o);
-    if (step <= pg->last_record || step <= 0 || !(final || step / k > pg->last_record / k))
+    if ((!pg->log && !pg->tb) || step <= pg->last_record || step <= 0 ||
+        !(final || step / k > pg->last_record / k))
         return 0;
     pg->last_record = step;
     trep_scalar v[] = {{"loss", round6(loss)},
