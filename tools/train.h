@@ -16,7 +16,7 @@
 typedef struct train_opts {
     const char *file, *target, *log_path;
     const char *tb_dir, *run_name;    /* --tensorboard DIR, --run-name NAME */
-    long log_every;                   /* --log-every K: steps between records (0: steps / 1000) */
+    long log_every;                   /* --log-every K (0: steps / 1000 + 1) */
     const char *targets[MAX_TARGETS]; /* --target, repeatable; target = targets[0] */
     const char *losses[MAX_TARGETS];  /* each target's loss name, or NULL */
     int64_t batch;                    /* examples per run of the first target */

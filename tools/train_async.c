@@ -5,7 +5,7 @@
  * coordinates them: variables are read and updated in place (Hogwild!), or
  * under per-variable locks with --locking.  Several `--target`s run side by
  * side the same way (one executor each by default: the async-towers
- * pattern).  This thread only watches: progress, --eval-every,
+ * pattern).  This thread only watches: progress, records, --eval-every,
  * --checkpoint-every (a save is a consistent snapshot taken between runs). */
 #include <pthread.h>
 #include <stdatomic.h>
