@@ -228,9 +228,10 @@ gr_code gr_variable_write(gr_session *s, const char *name, const void *data, siz
  * folder.  Thread-safe.  Each tag's steps only increase: a value at a step
  * not above the tag's last one is dropped (GR_OK), so threads reporting out
  * of order never fold a curve back.  Values are buffered and written every
- * few seconds and at gr_session_free (a killed process leaves a file whole
- * up to its last write); GR_ERR_IO when a write fails, GR_ERR_ARG when the
- * session has no tensorboard_dir. */
+ * few seconds and at gr_session_free (a killed process leaves what it
+ * wrote, whole records but for a write the kill cut short, which readers
+ * skip); GR_ERR_IO when a write fails, GR_ERR_ARG when the session has no
+ * tensorboard_dir. */
 gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double value,
                           gr_status *st);
 

@@ -14,8 +14,10 @@
  *
  * Records collect in memory and reach the file whole, by write(2), when a
  * flush is due (every TFEV_FLUSH_SECS or TFEV_FLUSH_BYTES) and at
- * tfev_close, so a process killed at any point leaves a file that ends
- * with a complete record: the last one flushed. */
+ * tfev_close, so a process killed at any point leaves every record it
+ * flushed before, whole.  Only a kill in the middle of a write can cut that
+ * write short, leaving a partial last record, which readers (TensorBoard
+ * too) stop at. */
 #ifndef GR_RUNTIME_TFEVENTS_H
 #define GR_RUNTIME_TFEVENTS_H
 
