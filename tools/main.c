@@ -16,7 +16,7 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"check", cmd_check, "check [--emit ast|ir|plan|dot] FILE...  report errors without running"},
     {"dot", cmd_dot,
-     "dot FILE                    print the graph as Graphviz, one cluster per device"},
+     "dot FILE                    Graphviz: a cluster per device, transfers in red"},
     {"fmt", cmd_fmt,
      "fmt [-w | --check] FILE...  print, rewrite (-w) or check FILEs' canonical form"},
     {"inspect", cmd_inspect,
