@@ -195,6 +195,9 @@ typedef struct gr_session_options {
     const void *mpi_comm;
     int sync_every; /* GR_DIST_ASYNC: average the variables every K steps instead of
                        sharing them through rank 0 at every step (0) */
+    /* a folder (made if missing) for a TensorBoard event file, which
+       gr_session_scalar writes; NULL: none */
+    const char *tensorboard_dir;
 } gr_session_options;
 
 gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,
@@ -237,6 +240,23 @@ gr_code gr_variable_get(gr_session *s, const char *name, gr_tensor **out, gr_sta
 gr_code gr_variable_write(gr_session *s, const char *name, const void *data, size_t bytes,
                           gr_status *st);
 
+/* ---- TensorBoard (see docs/curves.md) ----
+ * Appends scalar `tag` = value at `step` (step < 0: gr_session_step) to
+ * the session's event file, which gr_session_new made in tensorboard_dir:
+ *     gr_session_options o = {.tensorboard_dir = "runs/mlp-1"};
+ *     ...
+ *     gr_session_scalar(s, "train/loss", -1, loss, st);
+ * `tensorboard --logdir runs` then shows one curve per tag, one run per
+ * folder.  Thread-safe.  Each tag's steps only increase: a value at a step
+ * not above the tag's last one is dropped (GR_OK), so threads reporting out
+ * of order never fold a curve back.  Values are buffered and written every
+ * few seconds and at gr_session_free (a killed process leaves what it
+ * wrote, whole records but for a write the kill cut short, which readers
+ * skip); GR_ERR_IO when a write fails, GR_ERR_ARG when the session has no
+ * tensorboard_dir. */
+gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double value,
+                          gr_status *st);
+
 /* ---- checkpoints (safetensors; see docs/checkpoints.md) ----
  * A save holds every variable (weights, optimizer slots, step counters),
  * the training step and each data source's cursor.  It may run while other
@@ -261,6 +281,22 @@ uint64_t gr_session_step(const gr_session *s);
  * other session), and the seconds this process has spent communicating
  * (allreduce, reading and updating shared variables).  Any may be NULL. */
 void gr_session_dist_info(const gr_session *s, int *rank, int *size, double *comm_secs);
+
+/* A checkpoint file on its own, without a program (`graphrun inspect`):
+ * opening reads it whole and checks it as gr_session_restore checks the
+ * container (header, dtypes, shapes, offsets, sizes).  Tensors and
+ * metadata are in file order, k in [0, count). */
+typedef struct gr_checkpoint gr_checkpoint;
+gr_code gr_checkpoint_open(const char *path, gr_checkpoint **out, gr_status *st);
+void gr_checkpoint_free(gr_checkpoint *c);
+int gr_checkpoint_tensor_count(const gr_checkpoint *c);
+/* Tensor k's full name, NULL outside [0, count). */
+const char *gr_checkpoint_tensor_name(const gr_checkpoint *c, int k);
+/* A copy of tensor k: dtype, shape and values. */
+gr_code gr_checkpoint_tensor(const gr_checkpoint *c, int k, gr_tensor **out, gr_status *st);
+int gr_checkpoint_meta_count(const gr_checkpoint *c);
+/* Metadata entry k: returns its key and sets *value; NULL outside. */
+const char *gr_checkpoint_meta(const gr_checkpoint *c, int k, const char **value);
 
 /* ---- misc ---- */
 typedef void (*gr_abort_hook)(const char *msg);

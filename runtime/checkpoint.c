@@ -404,25 +404,104 @@ static gr_code ckpt_restore_parsed(gr_session *s, const char *path, const safet_
     return c;
 }
 
+/* Reads path whole into *buf and parses it into f (freed by the caller,
+ * f first, whatever the result). */
+/* A distributed session's file is read by rank 0 and sent to the others. */
+static gr_code ckpt_load(gr_session *s, const char *path, uint8_t **buf, safet_file *f,
+                         gr_status *st)
+{
+    size_t len = 0;
+    char err[1024];
+    memset(f, 0, sizeof *f);
+    *buf = NULL;
+    gr_code c =
+        s && s->dist ? dist_read_file(s, path, buf, &len, st) : ckio_read(path, buf, &len, st);
+    if (c == GR_OK && safet_parse(*buf, len, path, f, err, sizeof err) < 0)
+        c = rt_fail(st, GR_ERR_DATA, "%s\n", err);
+    return c;
+}
+
 gr_code gr_session_restore(gr_session *s, const char *path, const gr_restore_options *opt,
                            gr_status *st)
 {
     if (!s || !path) return rt_fail(st, GR_ERR_ARG, "gr_session_restore: NULL argument\n");
     gr_restore_options o = {0};
     if (opt) o = *opt;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    gr_code c = s->dist ? dist_read_file(s, path, &buf, &len, st) : ckio_read(path, &buf, &len, st);
-    if (c != GR_OK) return c;
+    uint8_t *buf;
     safet_file f;
-    char err[1024];
-    if (safet_parse(buf, len, path, &f, err, sizeof err) < 0)
-        c = rt_fail(st, GR_ERR_DATA, "%s\n", err);
-    else
-        c = ckpt_restore_parsed(s, path, &f, &o, st);
+    gr_code c = ckpt_load(s, path, &buf, &f, st);
+    if (c == GR_OK) c = ckpt_restore_parsed(s, path, &f, &o, st);
     safet_file_free(&f);
     free(buf);
     if (c == GR_OK && s->dist) c = dist_restored(s, st);
     if (c == GR_OK) rt_ok(st);
     return c;
+}
+
+/* ---- a checkpoint on its own (gr_checkpoint_*: `graphrun inspect`) ---- */
+
+struct gr_checkpoint {
+    uint8_t *buf; /* the file; f's tensors point into it */
+    safet_file f;
+};
+
+gr_code gr_checkpoint_open(const char *path, gr_checkpoint **out, gr_status *st)
+{
+    if (!out) return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_open: NULL argument\n");
+    *out = NULL;
+    if (!path) return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_open: NULL argument\n");
+    gr_checkpoint *k = xcalloc(1, sizeof *k);
+    gr_code c = ckpt_load(NULL, path, &k->buf, &k->f, st);
+    if (c != GR_OK) {
+        gr_checkpoint_free(k);
+        return c;
+    }
+    *out = k;
+    rt_ok(st);
+    return GR_OK;
+}
+
+void gr_checkpoint_free(gr_checkpoint *c)
+{
+    if (!c) return;
+    safet_file_free(&c->f);
+    free(c->buf);
+    free(c);
+}
+
+int gr_checkpoint_tensor_count(const gr_checkpoint *c)
+{
+    return c ? c->f.n_t : 0;
+}
+
+const char *gr_checkpoint_tensor_name(const gr_checkpoint *c, int k)
+{
+    return c && k >= 0 && k < c->f.n_t ? c->f.t[k].name : NULL;
+}
+
+gr_code gr_checkpoint_tensor(const gr_checkpoint *c, int k, gr_tensor **out, gr_status *st)
+{
+    if (!out) return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_tensor: NULL argument\n");
+    *out = NULL;
+    if (!gr_checkpoint_tensor_name(c, k))
+        return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_tensor: no tensor %d\n", k);
+    const safet_tensor *t = &c->f.t[k];
+    gr_tensor *x = gr_tensor_new(t->dtype == SAFET_F32 ? GR_F32 : GR_I32, t->rank, t->dim);
+    if (!x) return rt_fail(st, GR_ERR_NOMEM, "%s: no memory for %zu bytes\n", t->name, t->bytes);
+    memcpy(gr_tensor_data(x), t->data, t->bytes);
+    *out = x;
+    rt_ok(st);
+    return GR_OK;
+}
+
+int gr_checkpoint_meta_count(const gr_checkpoint *c)
+{
+    return c ? c->f.n_meta : 0;
+}
+
+const char *gr_checkpoint_meta(const gr_checkpoint *c, int k, const char **value)
+{
+    if (!c || k < 0 || k >= c->f.n_meta) return NULL;
+    if (value) *value = c->f.meta[k].value;
+    return c->f.meta[k].key;
 }

@@ -164,6 +164,8 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     open_devices(s);
     gr_code c = init_vars(s, st);
     if (c == GR_OK && p->distributed) c = dist_open(s, st);
+    if (c == GR_OK && s->opt.tensorboard_dir) c = rt_summary_open(s, s->opt.tensorboard_dir, st);
+    s->opt.tensorboard_dir = NULL; /* the caller's string: not kept */
     if (c != GR_OK) {
         gr_session_free(s);
         return c;
@@ -181,6 +183,7 @@ void gr_session_free(gr_session *s)
     if (!s) return;
     live_remove(s);
     forget_held(s);
+    rt_summary_close(s);
     for (int i = 0; i < s->n_plans; i++) {
         rt_plan_entry *pe = &s->plans[i];
         for (int k = 0; k < pe->n_all; k++) exec_free(pe->all[k]); /* views held too */

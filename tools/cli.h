@@ -14,6 +14,9 @@ enum { CLI_OK = 0, CLI_FAILED = 1, CLI_USAGE = 2 };
 int cmd_check(int argc, char **argv);
 int cmd_dot(int argc, char **argv);
 int cmd_fmt(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+/* `graphrun plot`: SVG charts of --log files (cmd_plot.c, plot_svg.c). */
+int cmd_plot(int argc, char **argv);
 /* `graphrun FILE.graph [options]`: trains (tools/cmd_train.c). */
 int cmd_train(int argc, char **argv);
 

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "train.h"
@@ -23,7 +24,13 @@ static const char train_usage[] =
     "  --set NAME=VALUE   override a param (repeatable)\n"
     "  --seed S           seed for initialisation, shuffling and dropout (default 0)\n"
     "  --threads T        total threads, split evenly between executors (default: all cores)\n"
-    "  --log PATH         write JSON lines: progress, then a final summary\n"
+    "  --log PATH         write JSON lines: a record every --log-every steps (loss,\n"
+    "                     steps/s, examples/s), evaluations, then a final summary\n"
+    "  --log-every K      steps between records in the log and TensorBoard\n"
+    "                     (default: steps / 1000, rounded down, plus 1)\n"
+    "  --tensorboard DIR  also write the records as TensorBoard scalars, into\n"
+    "                     DIR/RUN (view: tensorboard --logdir DIR)\n"
+    "  --run-name RUN     the run's folder in DIR (default: FILE's name and the time)\n"
     "  --check-numerics   stop at the first NaN/Inf, naming the op and its line\n"
     "  --devices SPEC     the devices, e.g. cpu:0-1,gpu:0 (sim:N: simulated GPUs);\n"
     "                     default: this machine's\n"
@@ -42,7 +49,9 @@ static const char train_usage[] =
     "                     as one of batch P*B); async shares the variables through rank 0\n"
     "                     without waiting (Hogwild! across processes)\n"
     "  --sync-every K     with --distributed async: average the variables every K steps\n"
-    "                     instead\n";
+    "                     instead\n"
+    "Ctrl-C stops training after the step in flight, completes the log and the TensorBoard\n"
+    "file, and exits 130 (no final checkpoint or evaluation); a second Ctrl-C kills.\n";
 
 static int parse_long(const char *s, long min, long *out)
 {
@@ -83,6 +92,7 @@ static int check_dist_opts(const train_opts *o)
 
 static int check_ckpt_opts(train_opts *o)
 {
+    if (o->run_name && !o->tb_dir) return bad_usage("--run-name needs --tensorboard DIR", NULL);
     if (o->ckpt_every && !o->ckpt_path)
         return bad_usage("--checkpoint-every needs --checkpoint PATH", NULL);
     if (o->restore_path && o->init_path)
@@ -116,6 +126,9 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         O_NO_GRAPHS,
         O_DISTRIBUTED,
         O_SYNC_EVERY,
+        O_LOG_EVERY,
+        O_TENSORBOARD,
+        O_RUN_NAME,
         O_HELP
     };
     static const struct option longs[] = {{"steps", 1, 0, O_STEPS},
@@ -140,6 +153,9 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
                                           {"locking", 0, 0, O_LOCKING},
                                           {"distributed", 1, 0, O_DISTRIBUTED},
                                           {"sync-every", 1, 0, O_SYNC_EVERY},
+                                          {"log-every", 1, 0, O_LOG_EVERY},
+                                          {"tensorboard", 1, 0, O_TENSORBOARD},
+                                          {"run-name", 1, 0, O_RUN_NAME},
                                           {"help", 0, 0, O_HELP},
                                           {0, 0, 0, 0}};
     long v;
@@ -184,6 +200,17 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
             break;
         case O_LOG:
             o->log_path = optarg;
+            break;
+        case O_LOG_EVERY:
+            if (parse_long(optarg, 1, &o->log_every)) return bad_usage("bad --log-every", optarg);
+            break;
+        case O_TENSORBOARD:
+            o->tb_dir = optarg;
+            break;
+        case O_RUN_NAME:
+            if (!*optarg || strchr(optarg, '/') || !strcmp(optarg, ".") || !strcmp(optarg, ".."))
+                return bad_usage("--run-name must be a folder name (no '/'), got", optarg);
+            o->run_name = optarg;
             break;
         case O_QUIET:
             o->quiet = 1;
@@ -253,26 +280,20 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
         cli_print_status(st);
         return -1;
     }
-    pg->t0 = pg->last_print = trep_now();
+    trep_start(o, pg);
     for (long step = o->start + 1; step <= o->steps; step++) {
         if (gr_run(s, o->target, NULL, 0, &f, ti->loss ? 1 : 0, st) != GR_OK) {
             if (pg->tty && !o->quiet) fputc('\n', stderr);
             cli_print_status(st);
             return -1;
         }
-        double t = trep_now();
-        int interval = pg->tty ? t - pg->last_print > 0.2 : t - pg->last_print > 2.0;
-        if (interval || step == o->steps) {
-            trep_report(o, pg, step, loss, ti->batch, step == o->steps);
-            pg->last_print = t;
-        }
-        if (o->eval_every && step % o->eval_every == 0 && step != o->steps) {
-            if (trep_run_evals(o, s, vals, st) < 0) return -1;
-            if (pg->tty && !o->quiet) fputc('\n', stderr);
-            trep_print_evals(o, vals, step);
-        }
-        if (o->ckpt_every && step % o->ckpt_every == 0 && step != o->steps &&
-            trep_save_checkpoint(o, s, st) < 0)
+        int last = step == o->steps || trep_interrupted();
+        if (trep_report(o, pg, step, loss, last) < 0) return -1;
+        if (last) break;
+        if (o->eval_every && step % o->eval_every == 0 &&
+            (trep_run_evals(o, s, vals, st) < 0 || trep_evals_done(o, pg, vals, step, 0) < 0))
+            return -1;
+        if (o->ckpt_every && step % o->ckpt_every == 0 && trep_save_checkpoint(o, s, st) < 0)
             return -1;
     }
     *secs = trep_now() - pg->t0;
@@ -293,6 +314,12 @@ static void dist_summary(const gr_session *s, const gr_target_info *ti, double s
            size, sps * (double)ti->batch * size, comm, secs > 0 ? 100 * comm / secs : 0);
 }
 
+/* The step training ended at (a restore may have started past --steps). */
+static long last_step(const train_opts *o)
+{
+    return o->steps > o->start ? o->steps : o->start;
+}
+
 static void summary(const train_opts *o, const gr_session *s, const gr_target_info *ti, double secs,
                     float loss, const double *vals, FILE *log)
 {
@@ -307,11 +334,12 @@ static void summary(const train_opts *o, const gr_session *s, const gr_target_in
     for (int i = 0; i < o->n_evals; i++) printf("%s = %.4f\n", o->evals[i], vals[i]);
     if (o->comp.distributed) dist_summary(s, ti, secs, sps);
     if (!log) return;
-    fprintf(log, "{\"event\":\"done\",\"steps\":%ld,\"steps_per_s\":%.2f,\"loss\":%.6g,\"eval\":{",
-            done, sps, (double)loss);
-    for (int i = 0; i < o->n_evals; i++)
-        fprintf(log, "%s\"%s\":%.6g", i ? "," : "", o->evals[i], vals[i]);
-    fprintf(log, "}}\n");
+    fprintf(log,
+            "{\"event\":\"done\",\"steps\":%ld,\"step\":%ld,\"steps_per_s\":%.2f,\"loss\":%.6g,"
+            "\"eval\":",
+            done, last_step(o), sps, (double)loss);
+    trep_eval_json(o, vals, log);
+    fputs("}\n", log);
 }
 
 /* --restore / --init-from: load before the first step. */
@@ -365,34 +393,87 @@ static int concurrent(const train_opts *o)
     return o->executors > 1 || o->n_targets > 1;
 }
 
+/* --tensorboard DIR: the run's folder, DIR/RUN, malloc'd; NULL without. */
+static char *tb_run_dir(const train_opts *o)
+{
+    char name[512], when[32], *dir;
+    if (!o->tb_dir) return NULL;
+    if (o->run_name)
+        snprintf(name, sizeof name, "%s", o->run_name);
+    else {
+        const char *base = strrchr(o->file, '/') ? strrchr(o->file, '/') + 1 : o->file;
+        size_t n = strlen(base);
+        if (n > 6 && strcmp(base + n - 6, ".graph") == 0) n -= 6;
+        time_t t = time(NULL);
+        strftime(when, sizeof when, "%Y%m%d-%H%M%S", localtime(&t));
+        snprintf(name, sizeof name, "%.*s-%s", (int)n, base, when);
+    }
+    return asprintf(&dir, "%s/%s", o->tb_dir, name) < 0 ? NULL : dir;
+}
+
+/* The session, with its TensorBoard folder when asked for; NULL on error
+ * (printed). */
+static gr_session *open_session(train_opts *o, gr_program *prog, trep_progress *pg, gr_status *st)
+{
+    gr_session *s = NULL;
+    char *run = tb_run_dir(o);
+    o->sess.tensorboard_dir = run;
+    if (gr_session_new(prog, &o->sess, &s, st) != GR_OK)
+        cli_print_status(st);
+    else if (run && !o->quiet)
+        fprintf(stderr, "tensorboard: writing to %s (view: tensorboard --logdir %s)\n", run,
+                o->tb_dir);
+    pg->tb = run ? s : NULL;
+    o->sess.tensorboard_dir = NULL;
+    free(run);
+    return s;
+}
+
+/* After the last step: the checkpoint, the final evaluation, the summary.
+ * The checkpoint comes first, so a resumed run continues exactly where an
+ * uninterrupted one would be. */
+static int finish(const train_opts *o, gr_session *s, const gr_target_info *ti, double secs,
+                  float loss, trep_progress *pg, gr_status *st)
+{
+    double vals[MAX_EVALS] = {0};
+    if ((o->ckpt_path && trep_save_checkpoint(o, s, st) < 0) ||
+        trep_run_evals(o, s, vals, st) < 0 || trep_evals_done(o, pg, vals, last_step(o), 1) < 0)
+        return 1;
+    summary(o, s, ti, secs, loss, vals, pg->log);
+    return 0;
+}
+
 static int train_session(train_opts *o, gr_program *prog, gr_status *st)
 {
     gr_target_info ti = {0};
-    gr_session *s = NULL;
-    double vals[MAX_EVALS] = {0}, secs = 0;
+    double secs = 0;
     float loss = 0;
     trep_progress pg = {.tty = isatty(2)};
     int bad = check_evals(o, prog, st);
     if (bad == -2) return 1;
-    if (bad < 0 || target_infos(o, prog, &ti, st) < 0 ||
-        gr_session_new(prog, &o->sess, &s, st) != GR_OK) {
+    if (bad < 0 || target_infos(o, prog, &ti, st) < 0) {
         cli_print_status(st);
         return 1;
     }
+    gr_session *s = open_session(o, prog, &pg, st);
+    if (!s) return 1;
     if (o->log_path && !(pg.log = fopen(o->log_path, "w"))) {
         fprintf(stderr, "graphrun: error: cannot write the log %s: %s\n", o->log_path,
                 strerror(errno));
         gr_session_free(s);
         return 1;
     }
-    /* the final checkpoint comes before the final evaluation, so a resumed
-       run continues exactly where an uninterrupted one would be */
+    if (pg.log) setvbuf(pg.log, NULL, _IOLBF, 0); /* whole lines, even if killed */
+    trep_catch_interrupt();
     int rc = restore_checkpoint(o, s, st) < 0 ||
              (concurrent(o) ? train_async(o, s, &secs, &loss, &pg, st)
-                            : train_loop(o, s, &ti, &secs, &loss, &pg, st)) < 0 ||
-             (o->ckpt_path && trep_save_checkpoint(o, s, st) < 0) ||
-             trep_run_evals(o, s, vals, st) < 0;
-    if (!rc) summary(o, s, &ti, secs, loss, vals, pg.log);
+                            : train_loop(o, s, &ti, &secs, &loss, &pg, st)) < 0;
+    if (!rc && trep_interrupted()) {
+        fprintf(stderr, "graphrun: interrupted at step %llu\n",
+                (unsigned long long)gr_session_step(s));
+        rc = 130;
+    } else if (!rc)
+        rc = finish(o, s, &ti, secs, loss, &pg, st);
     if (pg.log && fclose(pg.log) != 0) {
         perror(o->log_path);
         rc = 1;
@@ -413,7 +494,7 @@ static int start_distributed(train_opts *o)
     if (cli_mpi_start(NULL, NULL, &rank, &size) < 0) return -1;
     snprintf(prefix, sizeof prefix, "rank %d: ", rank);
     cli_rank_prefix = prefix;
-    if (rank != 0) o->quiet = o->silent = 1, o->log_path = NULL;
+    if (rank != 0) o->quiet = o->silent = 1, o->log_path = NULL, o->tb_dir = NULL;
     return 0;
 }
 
