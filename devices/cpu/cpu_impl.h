@@ -64,12 +64,29 @@ void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, 
     X(SQRT, sqrtf(x))                                                                              \
     X(RELU, x > 0.0f ? x : 0.0f)                                                                   \
     X(SIGMOID, 1.0f / (1.0f + expf(-x)))                                                           \
-    X(TANH, tanhf(x))
-/* op, expression of dy and v (relu: v = x; sigmoid, tanh: v = the output) */
+    X(TANH, tanhf(x))                                                                              \
+    X(GELU, cpu_gelu(x))
+/* op, expression of dy and v (relu, gelu: v = x; sigmoid, tanh: v = the output) */
 #define CPU_ACT_GRAD(X)                                                                            \
     X(RELU_GRAD, v > 0.0f ? dy : 0.0f)                                                             \
     X(SIGMOID_GRAD, dy *v *(1.0f - v))                                                             \
-    X(TANH_GRAD, dy *(1.0f - v * v))
+    X(TANH_GRAD, dy *(1.0f - v * v))                                                               \
+    X(GELU_GRAD, dy *cpu_gelu_grad(v))
+
+/* GPT-2's gelu, the tanh approximation: 0.5 x (1 + tanh(u)) with
+ * u = sqrt(2/pi) (x + 0.044715 x^3); and its derivative,
+ * 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t = tanh(u). */
+#define CPU_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+static inline float cpu_gelu(float x)
+{
+    float u = CPU_GELU_K * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+static inline float cpu_gelu_grad(float x)
+{
+    float t = tanhf(CPU_GELU_K * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * CPU_GELU_K * (1.0f + 0.134145f * x * x);
+}
 
 /* i32 division: x/0 and INT_MIN/-1 trap on x86, so define them as 0 / wrap. */
 static inline int32_t cpu_div_i32(int32_t x, int32_t y)
@@ -110,10 +127,16 @@ void cpu_sum_to(float *out, const ir_type *ot, const float *x, const ir_type *xt
 /* out (shape ot) = x (shape xt) broadcast; 4-byte elements. */
 void cpu_broadcast(cpu_pool *p, void *out, const ir_type *ot, const void *x, const ir_type *xt);
 
-/* ---- softmax family, rows of length c (cpu_softmax.c) ---- */
-void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log);
+/* ---- softmax family, rows of length c (cpu_softmax.c) ----
+ * causal: the rows are [..., c, c] blocks of scores and row i of a block
+ * keeps its first i + 1 entries; the rest come out 0 (softmax only). */
+void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log,
+                 int causal);
 void cpu_softmax_grad(cpu_pool *p, float *out, const float *dy, const float *y, int64_t rows,
-                      int64_t c, int log);
+                      int64_t c, int log, int causal);
+/* Sum and dot product of a row, 8 partial sums (vectorised). */
+float cpu_row_sum(const float *x, int64_t c);
+float cpu_row_dot(const float *x, const float *y, int64_t c);
 void cpu_xent(float *out, const float *logits, const int32_t *labels, int64_t rows, int64_t c);
 void cpu_xent_grad(cpu_pool *p, float *out, const float *logits, const int32_t *labels,
                    const float *dy, int64_t rows, int64_t c);
@@ -131,6 +154,27 @@ typedef struct cpu_gemm_args {
     float alpha;
 } cpu_gemm_args;
 void cpu_matmul(cpu_pool *p, const cpu_gemm_args *g);
+/* `batches` products [M,K] @ [K,N], g's operands being the first batch's:
+ * output batch i reads a and b at the batch offsets bc gives (a plan of the
+ * batch axes, in matrices). */
+void cpu_matmul_batched(cpu_pool *p, const cpu_gemm_args *g, const cpu_bcast *bc, int64_t batches);
+
+/* ---- layer normalisation along rows of length c (cpu_norm.c) ---- */
+typedef struct cpu_norm_args {
+    float *out;
+    const float *x, *dy, *gain, *bias;
+    int64_t rows, c;
+    float eps;
+    void *scratch; /* layernorm_grad_params: max_tasks slices of task_bytes */
+    size_t task_bytes;
+    int max_tasks;
+} cpu_norm_args;
+/* out = (x - mean) / sqrt(var + eps) * gain + bias, per row. */
+void cpu_layernorm(cpu_pool *p, const cpu_norm_args *n);
+/* out = dx, from dy, x and gain. */
+void cpu_layernorm_grad(cpu_pool *p, const cpu_norm_args *n);
+/* out[0..c) = dgain, out[c..2c) = dbias: sums over the rows of dy. */
+void cpu_layernorm_grad_params(cpu_pool *p, const cpu_norm_args *n);
 
 /* ---- convolution and pooling, NCHW (cpu_conv.c) ---- */
 typedef struct cpu_conv_shape {

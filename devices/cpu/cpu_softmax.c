@@ -1,8 +1,10 @@
-/* cpu_softmax.c - softmax, log-softmax, cross-entropy and their gradients,
- * all along the last axis (rows of length c).  Every row subtracts its max
- * before exponentiating, so logits of 1e4 give finite results.  The exp
- * loops call expf and only vectorise when libmvec is allowed (fast-math);
- * the max, sum and scale loops vectorise regardless. */
+/* cpu_softmax.c - softmax (causally masked or not), log-softmax,
+ * cross-entropy and their gradients, all along the last axis (rows of
+ * length c).  Every row subtracts its max before exponentiating, so logits
+ * of 1e4 give finite results.  The exp loops call expf and only vectorise
+ * when libmvec is allowed (fast-math); the max, sum and scale loops
+ * vectorise regardless.  A causal mask shortens each row to the entries it
+ * keeps: masked scores cost nothing. */
 #include <math.h>
 
 #include "cpu_impl.h"
@@ -20,7 +22,7 @@ static float sm_row_max(const float *restrict x, int64_t c)
     return m;
 }
 
-static float sm_row_sum(const float *restrict x, int64_t c)
+float cpu_row_sum(const float *restrict x, int64_t c)
 {
     float acc[8] = {0};
     int64_t i = 0;
@@ -32,7 +34,7 @@ static float sm_row_sum(const float *restrict x, int64_t c)
     return s;
 }
 
-static float sm_row_dot(const float *restrict x, const float *restrict y, int64_t c)
+float cpu_row_dot(const float *restrict x, const float *restrict y, int64_t c)
 {
     float acc[8] = {0};
     int64_t i = 0;
@@ -48,7 +50,7 @@ static float sm_row_dot(const float *restrict x, const float *restrict y, int64_
 static float sm_row_exp(float *restrict o, const float *restrict x, float m, int64_t c)
 {
     for (int64_t i = 0; i < c; i++) o[i] = expf(x[i] - m);
-    return sm_row_sum(o, c);
+    return cpu_row_sum(o, c);
 }
 
 /* log(sum(exp(x))) computed stably; uses o as scratch. */
@@ -76,11 +78,11 @@ static void sm_grad_row(float *restrict o, const float *restrict dy, const float
                         int64_t c, int log)
 {
     if (log) {
-        float s = sm_row_sum(dy, c);
+        float s = cpu_row_sum(dy, c);
         for (int64_t i = 0; i < c; i++) o[i] = expf(y[i]);
         for (int64_t i = 0; i < c; i++) o[i] = dy[i] - o[i] * s;
     } else {
-        float d = sm_row_dot(dy, y, c);
+        float d = cpu_row_dot(dy, y, c);
         for (int64_t i = 0; i < c; i++) o[i] = y[i] * (dy[i] - d);
     }
 }
@@ -90,20 +92,36 @@ typedef struct sm_ctx {
     const float *x, *y, *dy;
     const int32_t *labels;
     int64_t c;
-    int log;
+    int log, causal;
 } sm_ctx;
+
+/* The entries of row r that the mask keeps: all, or up to the diagonal of
+ * its [c, c] block.  The others are 0 in the output and in its gradient. */
+static int64_t sm_kept(const sm_ctx *s, int64_t r)
+{
+    return s->causal ? r % s->c + 1 : s->c;
+}
 
 static void sm_range(void *vctx, int64_t lo, int64_t hi)
 {
     const sm_ctx *s = vctx;
-    for (int64_t r = lo; r < hi; r++) sm_row(s->out + r * s->c, s->x + r * s->c, s->c, s->log);
+    for (int64_t r = lo; r < hi; r++) {
+        float *o = s->out + r * s->c;
+        int64_t kept = sm_kept(s, r);
+        sm_row(o, s->x + r * s->c, kept, s->log);
+        cpu_fill_f32(o + kept, 0.0f, s->c - kept);
+    }
 }
 
 static void sm_grad_range(void *vctx, int64_t lo, int64_t hi)
 {
     const sm_ctx *s = vctx;
-    for (int64_t r = lo; r < hi; r++)
-        sm_grad_row(s->out + r * s->c, s->dy + r * s->c, s->y + r * s->c, s->c, s->log);
+    for (int64_t r = lo; r < hi; r++) {
+        float *o = s->out + r * s->c;
+        int64_t kept = sm_kept(s, r);
+        sm_grad_row(o, s->dy + r * s->c, s->y + r * s->c, kept, s->log);
+        cpu_fill_f32(o + kept, 0.0f, s->c - kept);
+    }
 }
 
 static int64_t sm_grain(int64_t c)
@@ -111,18 +129,19 @@ static int64_t sm_grain(int64_t c)
     return CPU_PAR_MIN / (c > 0 ? c : 1) + 1;
 }
 
-void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log)
+void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log,
+                 int causal)
 {
     if (c <= 0) return;
-    sm_ctx s = {.out = out, .x = x, .c = c, .log = log};
+    sm_ctx s = {.out = out, .x = x, .c = c, .log = log, .causal = causal};
     cpu_par_range(p, rows, sm_grain(c), sm_range, &s);
 }
 
 void cpu_softmax_grad(cpu_pool *p, float *out, const float *dy, const float *y, int64_t rows,
-                      int64_t c, int log)
+                      int64_t c, int log, int causal)
 {
     if (c <= 0) return;
-    sm_ctx s = {.out = out, .dy = dy, .y = y, .c = c, .log = log};
+    sm_ctx s = {.out = out, .dy = dy, .y = y, .c = c, .log = log, .causal = causal};
     cpu_par_range(p, rows, sm_grain(c), sm_grad_range, &s);
 }
 

@@ -5,7 +5,7 @@
 // every op the examples use has a row.
 #include "cuda_impl.cuh"
 
-static_assert(OP_COUNT == 66, "ops.h changed: give the new op its CUDA row (k_*.cu)");
+static_assert(OP_COUNT == 71, "ops.h changed: give the new op its CUDA row (k_*.cu)");
 
 kernel_fn cuda_kernels[OP_COUNT];
 
@@ -23,7 +23,8 @@ struct table_fill {
     table_fill()
     {
         const cuda_row *families[] = {cuda_rows_elementwise, cuda_rows_reduce, cuda_rows_softmax,
-                                      cuda_rows_gemm,        cuda_rows_shape,  cuda_rows_update};
+                                      cuda_rows_norm,        cuda_rows_gemm,   cuda_rows_shape,
+                                      cuda_rows_update};
         for (const cuda_row *f : families) add_rows(f);
     }
 } fill_at_load;
