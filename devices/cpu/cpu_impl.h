@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../../lang/fatal.h"
 #include "cpu.h"
@@ -73,19 +74,46 @@ void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, 
     X(TANH_GRAD, dy *(1.0f - v * v))                                                               \
     X(GELU_GRAD, dy *cpu_gelu_grad(v))
 
-/* GPT-2's gelu, the tanh approximation: 0.5 x (1 + tanh(u)) with
- * u = sqrt(2/pi) (x + 0.044715 x^3); and its derivative,
- * 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t = tanh(u). */
+/* e^x in straight-line code that vectorises (libm's expf is a call):
+ * x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2, e^r by its Taylor
+ * polynomial to r^7 (truncation below 1e-8), 2^n from the exponent bits.
+ * Within 1e-7 of e^x relative; x is clamped to [-87, 88], so the result is
+ * a normal float (a NaN x comes out as e^-87). */
+static inline float cpu_exp_vec(float x)
+{
+    x = x > -87.0f ? x : -87.0f;
+    x = x < 88.0f ? x : 88.0f;
+    float n = (x * 1.44269504088896341f + 0x1.8p23f) - 0x1.8p23f;         /* round to nearest */
+    float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-6f; /* ln2 in two parts */
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) * (1 << 23);
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* GPT-2's gelu, the tanh approximation 0.5 x (1 + tanh(u)) with
+ * u = sqrt(2/pi) (x + 0.044715 x^3), computed as x * s, s = sigmoid(2u)
+ * (1 + tanh(u) = 2 sigmoid(2u)): no cancellation, and it vectorises.  Its
+ * derivative is s + x s (1 - s) 2u'. */
 #define CPU_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 static inline float cpu_gelu(float x)
 {
     float u = CPU_GELU_K * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
+    return x / (1.0f + cpu_exp_vec(-2.0f * u));
 }
 static inline float cpu_gelu_grad(float x)
 {
-    float t = tanhf(CPU_GELU_K * (x + 0.044715f * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * CPU_GELU_K * (1.0f + 0.134145f * x * x);
+    float u = CPU_GELU_K * (x + 0.044715f * x * x * x);
+    float s = 1.0f / (1.0f + cpu_exp_vec(-2.0f * u));
+    return s + 2.0f * x * s * (1.0f - s) * CPU_GELU_K * (1.0f + 0.134145f * x * x);
 }
 
 /* i32 division: x/0 and INT_MIN/-1 trap on x86, so define them as 0 / wrap. */

@@ -175,14 +175,15 @@ struct op_sigmoid {
 struct op_tanh {
     __device__ float operator()(float x) const { return tanhf(x); }
 };
-// GPT-2's tanh approximation, as cpu_gelu: 0.5 x (1 + tanh(u)),
-// u = sqrt(2/pi) (x + 0.044715 x^3).
+// GPT-2's tanh approximation, as cpu_gelu: 0.5 x (1 + tanh(u)) =
+// x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
 #define GELU_K 0.7978845608028654f
+__device__ static inline float gelu_exp(float x) // e^(-2u)
+{
+    return expf(-2.0f * GELU_K * (x + 0.044715f * x * x * x));
+}
 struct op_gelu {
-    __device__ float operator()(float x) const
-    {
-        return 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
-    }
+    __device__ float operator()(float x) const { return x / (1.0f + gelu_exp(x)); }
 };
 
 template <class Op, typename T> __global__ static void unary_kernel(T *out, const T *x, int64_t n)
@@ -229,13 +230,12 @@ struct op_tanh_grad {
     }
 };
 
-// v = x: dy * (0.5 (1 + t) + 0.5 x (1 - t^2) u'), t = tanh(u), as cpu_gelu_grad.
+// v = x: dy * (s + x s (1 - s) 2u'), s = sigmoid(2u), as cpu_gelu_grad.
 struct op_gelu_grad {
     __device__ float operator()(float dy, float x) const
     {
-        float t = tanhf(GELU_K * (x + 0.044715f * x * x * x));
-        return dy * (0.5f * (1.0f + t) +
-                     0.5f * x * (1.0f - t * t) * GELU_K * (1.0f + 0.134145f * x * x));
+        float s = 1.0f / (1.0f + gelu_exp(x));
+        return dy * (s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 0.134145f * x * x));
     }
 };
 
