@@ -157,14 +157,38 @@ void cpu_broadcast(cpu_pool *p, void *out, const ir_type *ot, const void *x, con
 
 /* ---- softmax family, rows of length c (cpu_softmax.c) ----
  * causal: the rows are [..., c, c] blocks of scores and row i of a block
- * keeps its first i + 1 entries; the rest come out 0 (softmax only). */
+ * keeps its first i + 1 entries; the rest come out 0 (softmax only: log
+ * must be 0). */
 void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log,
                  int causal);
 void cpu_softmax_grad(cpu_pool *p, float *out, const float *dy, const float *y, int64_t rows,
                       int64_t c, int log, int causal);
-/* Sum and dot product of a row, 8 partial sums (vectorised). */
-float cpu_row_sum(const float *x, int64_t c);
-float cpu_row_dot(const float *x, const float *y, int64_t c);
+/* Sum and dot product of a row, 8 partial sums (vectorised), inline: the
+ * row loops of softmax and layernorm call them once a row. */
+static inline float cpu_row_sum(const float *restrict x, int64_t c)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= c; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += x[i + j];
+    float s = 0.0f;
+    for (; i < c; i++) s += x[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+
+static inline float cpu_row_dot(const float *restrict x, const float *restrict y, int64_t c)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= c; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += x[i + j] * y[i + j];
+    float s = 0.0f;
+    for (; i < c; i++) s += x[i] * y[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+
 void cpu_xent(float *out, const float *logits, const int32_t *labels, int64_t rows, int64_t c);
 void cpu_xent_grad(cpu_pool *p, float *out, const float *logits, const int32_t *labels,
                    const float *dy, int64_t rows, int64_t c);

@@ -22,30 +22,6 @@ static float sm_row_max(const float *restrict x, int64_t c)
     return m;
 }
 
-float cpu_row_sum(const float *restrict x, int64_t c)
-{
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= c; i += 8)
-        for (int j = 0; j < 8; j++) acc[j] += x[i + j];
-    float s = 0.0f;
-    for (; i < c; i++) s += x[i];
-    for (int j = 0; j < 8; j++) s += acc[j];
-    return s;
-}
-
-float cpu_row_dot(const float *restrict x, const float *restrict y, int64_t c)
-{
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= c; i += 8)
-        for (int j = 0; j < 8; j++) acc[j] += x[i + j] * y[i + j];
-    float s = 0.0f;
-    for (; i < c; i++) s += x[i] * y[i];
-    for (int j = 0; j < 8; j++) s += acc[j];
-    return s;
-}
-
 /* o = exp(x - m); returns the sum. */
 static float sm_row_exp(float *restrict o, const float *restrict x, float m, int64_t c)
 {
@@ -92,34 +68,42 @@ typedef struct sm_ctx {
     const float *x, *y, *dy;
     const int32_t *labels;
     int64_t c;
-    int log, causal;
+    int log;
 } sm_ctx;
-
-/* The entries of row r that the mask keeps: all, or up to the diagonal of
- * its [c, c] block.  The others are 0 in the output and in its gradient. */
-static int64_t sm_kept(const sm_ctx *s, int64_t r)
-{
-    return s->causal ? r % s->c + 1 : s->c;
-}
 
 static void sm_range(void *vctx, int64_t lo, int64_t hi)
 {
     const sm_ctx *s = vctx;
-    for (int64_t r = lo; r < hi; r++) {
-        float *o = s->out + r * s->c;
-        int64_t kept = sm_kept(s, r);
-        sm_row(o, s->x + r * s->c, kept, s->log);
-        cpu_fill_f32(o + kept, 0.0f, s->c - kept);
-    }
+    for (int64_t r = lo; r < hi; r++) sm_row(s->out + r * s->c, s->x + r * s->c, s->c, s->log);
 }
 
 static void sm_grad_range(void *vctx, int64_t lo, int64_t hi)
 {
     const sm_ctx *s = vctx;
+    for (int64_t r = lo; r < hi; r++)
+        sm_grad_row(s->out + r * s->c, s->dy + r * s->c, s->y + r * s->c, s->c, s->log);
+}
+
+/* Causal: row r of a [c, c] block keeps its first r % c + 1 entries; the
+ * others are 0 in the output and in its gradient. */
+static void sm_causal_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const sm_ctx *s = vctx;
     for (int64_t r = lo; r < hi; r++) {
         float *o = s->out + r * s->c;
-        int64_t kept = sm_kept(s, r);
-        sm_grad_row(o, s->dy + r * s->c, s->y + r * s->c, kept, s->log);
+        int64_t kept = r % s->c + 1;
+        sm_row(o, s->x + r * s->c, kept, 0);
+        cpu_fill_f32(o + kept, 0.0f, s->c - kept);
+    }
+}
+
+static void sm_causal_grad_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const sm_ctx *s = vctx;
+    for (int64_t r = lo; r < hi; r++) {
+        float *o = s->out + r * s->c;
+        int64_t kept = r % s->c + 1;
+        sm_grad_row(o, s->dy + r * s->c, s->y + r * s->c, kept, 0);
         cpu_fill_f32(o + kept, 0.0f, s->c - kept);
     }
 }
@@ -133,16 +117,16 @@ void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t 
                  int causal)
 {
     if (c <= 0) return;
-    sm_ctx s = {.out = out, .x = x, .c = c, .log = log, .causal = causal};
-    cpu_par_range(p, rows, sm_grain(c), sm_range, &s);
+    sm_ctx s = {.out = out, .x = x, .c = c, .log = log};
+    cpu_par_range(p, rows, sm_grain(c), causal ? sm_causal_range : sm_range, &s);
 }
 
 void cpu_softmax_grad(cpu_pool *p, float *out, const float *dy, const float *y, int64_t rows,
                       int64_t c, int log, int causal)
 {
     if (c <= 0) return;
-    sm_ctx s = {.out = out, .dy = dy, .y = y, .c = c, .log = log, .causal = causal};
-    cpu_par_range(p, rows, sm_grain(c), sm_grad_range, &s);
+    sm_ctx s = {.out = out, .dy = dy, .y = y, .c = c, .log = log};
+    cpu_par_range(p, rows, sm_grain(c), causal ? sm_causal_grad_range : sm_grad_range, &s);
 }
 
 /* A label outside [0, c) contributes the plain log-sum-exp (no target term),
