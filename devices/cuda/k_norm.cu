@@ -21,33 +21,41 @@ __device__ static void ln_stats(const float *xr, int64_t c, float eps, float *me
 }
 
 template <int G>
-__global__ static void layernorm_kernel(float *y, const float *x, const float *gain,
-                                        const float *bias, int64_t rows, int64_t c, float eps)
+__device__ static void ln_row(float *y, const float *x, const float *gain, const float *bias,
+                              int64_t c, float eps)
 {
-    for (int64_t r = group_row<G>(); r < rows; r += group_rows_stride<G>()) {
-        const float *xr = x + r * c;
-        float *yr = y + r * c, m, rs;
-        ln_stats<G>(xr, c, eps, &m, &rs);
-        for (int64_t i = group_lane<G>(); i < c; i += G)
-            yr[i] = (xr[i] - m) * rs * gain[i] + bias[i];
-    }
+    float m, rs;
+    ln_stats<G>(x, c, eps, &m, &rs);
+    for (int64_t i = group_lane<G>(); i < c; i += G) y[i] = (x[i] - m) * rs * gain[i] + bias[i];
 }
 
 // With xhat = (x - mean) * rstd and d = gain * dy:
 // dx = rstd * (d - mean(d) - xhat * mean(d * xhat)).
 template <int G>
-__global__ static void layernorm_grad_kernel(float *dx, const float *dy, const float *x,
-                                             const float *gain, int64_t rows, int64_t c, float eps)
+__device__ static void ln_grad_row(float *dx, const float *dy, const float *x, const float *gain,
+                                   int64_t c, float eps)
+{
+    float m, rs;
+    ln_stats<G>(x, c, eps, &m, &rs);
+    float d1 = row_sum<G>(c, [=](int64_t i) { return gain[i] * dy[i]; }) / (float)c;
+    float d2 =
+        row_sum<G>(c, [=](int64_t i) { return gain[i] * dy[i] * (x[i] - m) * rs; }) / (float)c;
+    for (int64_t i = group_lane<G>(); i < c; i += G)
+        dx[i] = rs * (gain[i] * dy[i] - d1 - (x[i] - m) * rs * d2);
+}
+
+// layernorm (in: x, gain, bias) or, with grad, its dx (in: dy, x, gain),
+// row by row of the output.
+template <int G>
+__global__ static void layernorm_kernel(float *out, const float *in0, const float *in1,
+                                        const float *in2, int64_t rows, int64_t c, float eps,
+                                        int grad)
 {
     for (int64_t r = group_row<G>(); r < rows; r += group_rows_stride<G>()) {
-        const float *xr = x + r * c, *dr = dy + r * c;
-        float *o = dx + r * c, m, rs;
-        ln_stats<G>(xr, c, eps, &m, &rs);
-        float d1 = row_sum<G>(c, [=](int64_t i) { return gain[i] * dr[i]; }) / (float)c;
-        float d2 =
-            row_sum<G>(c, [=](int64_t i) { return gain[i] * dr[i] * (xr[i] - m) * rs; }) / (float)c;
-        for (int64_t i = group_lane<G>(); i < c; i += G)
-            o[i] = rs * (gain[i] * dr[i] - d1 - (xr[i] - m) * rs * d2);
+        if (grad)
+            ln_grad_row<G>(out + r * c, in0 + r * c, in1 + r * c, in2, c, eps);
+        else
+            ln_row<G>(out + r * c, in0 + r * c, in1, in2, c, eps);
     }
 }
 
@@ -99,24 +107,25 @@ static float eps_of(const kern_args *a)
     return (float)a->node->attr.f[1];
 }
 
-// in: x, gain, bias
-static int k_layernorm(const kern_args *a)
+static int layernorm_rows(const kern_args *a, int grad)
 {
     int64_t c = last_dim(a->out_t), n = ir_numel(a->out_t);
     if (c <= 0 || n == 0) return 0;
-    ROW_LAUNCH(a, n / c, c, layernorm_kernel, OUT_F, IN_F(0), IN_F(1), IN_F(2), n / c, c,
-               eps_of(a));
+    ROW_LAUNCH(a, n / c, c, layernorm_kernel, OUT_F, IN_F(0), IN_F(1), IN_F(2), n / c, c, eps_of(a),
+               grad);
     return 0;
+}
+
+// in: x, gain, bias
+static int k_layernorm(const kern_args *a)
+{
+    return layernorm_rows(a, 0);
 }
 
 // in: dy, x, gain
 static int k_layernorm_grad(const kern_args *a)
 {
-    int64_t c = last_dim(a->out_t), n = ir_numel(a->out_t);
-    if (c <= 0 || n == 0) return 0;
-    ROW_LAUNCH(a, n / c, c, layernorm_grad_kernel, OUT_F, IN_F(0), IN_F(1), IN_F(2), n / c, c,
-               eps_of(a));
-    return 0;
+    return layernorm_rows(a, 1);
 }
 
 // in: dy, x; out [2c].  The rows' stats go to the node's scratch
