@@ -31,7 +31,7 @@
     X(DATA, "data")                /* attr0: 0 = x, 1 = y; attr1: data index (-> node->data) */    \
     X(VARIABLE, "variable")        /* the variable's own buffer, read in place */                  \
     /* linear algebra */                                                                           \
-    X(MATMUL, "matmul")            /* in: a[M,K] b[K,N]; attr0 trans_a, attr1 trans_b */           \
+    X(MATMUL, "matmul")            /* in: a[...,M,K] b[...,K,N]; attr0 trans_a, attr1 trans_b */   \
     /* elementwise binary (broadcasting) */                                                        \
     X(ADD, "add")                                                                                  \
     X(SUB, "sub")                                                                                  \
@@ -54,7 +54,7 @@
     X(TANH, "tanh")                                                                                \
     X(IDENTITY, "identity")        /* copy (act=none, and a stop for fusion) */                    \
     /* along the last axis */                                                                      \
-    X(SOFTMAX, "softmax")                                                                          \
+    X(SOFTMAX, "softmax")          /* attr0 mask (OP_MASK_*) */                                    \
     X(LOG_SOFTMAX, "log_softmax")                                                                  \
     X(SOFTMAX_XENT, "softmax_xent") /* in: logits f32[N,C], labels i32[N]; out f32[N] */           \
     X(MSE, "mse")                  /* in: pred, target (same shape); out scalar mean sq err */     \
@@ -78,11 +78,17 @@
     X(MAXPOOL2D, "maxpool2d")      /* in: x; attr0 size, attr1 stride (0 = size) */                \
     X(AVGPOOL2D, "avgpool2d")      /* same attrs as maxpool2d */                                   \
     X(DROPOUT, "dropout")          /* attr f0 rate, attr i1 training (0 = identity) */             \
+    /* transformer ops (softmax's mask="causal" is softmax's attr0) */                             \
+    X(LAYERNORM, "layernorm")      /* in: x[...,C], gain[C], bias[C]; attr0 axis, f1 eps */        \
+    X(LAYERNORM_GRAD, "layernorm_grad") /* in: dy, x, gain; out dx; attrs as layernorm */          \
+    X(LAYERNORM_GRAD_PARAMS, "layernorm_grad_params") /* in: dy, x; out [2C]: dgain, dbias */      \
+    X(GELU, "gelu")                /* tanh approximation (GPT-2's) */                              \
+    X(GELU_GRAD, "gelu_grad")      /* in: dy, x */                                                 \
     /* gradient helpers, created by autodiff only */                                               \
     X(RELU_GRAD, "relu_grad")      /* in: dy, x */                                                 \
     X(SIGMOID_GRAD, "sigmoid_grad") /* in: dy, y (the forward output) */                           \
     X(TANH_GRAD, "tanh_grad")      /* in: dy, y */                                                 \
-    X(SOFTMAX_GRAD, "softmax_grad") /* in: dy, y */                                                \
+    X(SOFTMAX_GRAD, "softmax_grad") /* in: dy, y; attr0 mask, as softmax */                        \
     X(LOG_SOFTMAX_GRAD, "log_softmax_grad") /* in: dy, y (log-probs) */                            \
     X(XENT_GRAD, "softmax_xent_grad") /* in: logits, labels, dy[N]; out [N,C] */                   \
     X(MAX_GRAD, "max_grad")        /* in: dy(keepdims shape), x, y(keepdims); attr0 axis */        \
@@ -128,14 +134,21 @@ typedef enum attr_kind {
     ATTR_FLOAT,
     ATTR_BOOL,
     ATTR_LIST,
-    ATTR_DTYPE
+    ATTR_DTYPE,
+    ATTR_CHOICE /* a string of the language, one of `choices`; the slot holds its index */
 } attr_kind;
 
 typedef struct op_attr {
     const char *name; /* keyword in the language, e.g. "axis" */
     attr_kind kind;
-    double def; /* default (ints too); NAN = required */
+    double def;                 /* default (ints too); NAN = required */
+    const char *const *choices; /* ATTR_CHOICE: the strings, NULL-ended */
 } op_attr;
+
+/* softmax's mask= (ATTR_CHOICE): causal masks the scores of the last axis
+ * past the position on the axis before it (j > i in a [..., T, T] block). */
+enum { OP_MASK_NONE, OP_MASK_CAUSAL };
+extern const char *const ops_mask_names[];
 
 /* Shape rule: fills g->nodes[id].type from its inputs and attrs, or reports
  * an error at the node's span and returns -1. */

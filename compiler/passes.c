@@ -375,16 +375,17 @@ static void group_edges_free(group_edges *e)
     free(e->count);
 }
 
-/* apply_sgd(var, m) where m is a matmul that nothing else reads but groups
- * (the autodiff barrier waits on every gradient).  Its operands must not be
- * variables: the fused GEMM runs among the updates, after the barrier, and
- * would read a variable another update may already have moved. */
+/* apply_sgd(var, m) where m is a matmul of matrices (no batch axes) that
+ * nothing else reads but groups (the autodiff barrier waits on every
+ * gradient).  Its operands must not be variables: the fused GEMM runs among
+ * the updates, after the barrier, and would read a variable another update
+ * may already have moved. */
 static int fusable_sgd(const ir_graph *g, const ir_node *u, const int *uses, const group_edges *e)
 {
     if (u->op != OP_APPLY_SGD) return 0;
     int m = u->in[1];
     const ir_node *mm = &g->nodes[m];
-    if (mm->op != OP_MATMUL || mm->device != u->device || mm->n_ctrl ||
+    if (mm->op != OP_MATMUL || mm->type.rank != 2 || mm->device != u->device || mm->n_ctrl ||
         ir_numel(&mm->type) < FUSE_SGD_MIN_ELEMS || g->nodes[mm->in[0]].op == OP_VARIABLE ||
         g->nodes[mm->in[1]].op == OP_VARIABLE)
         return 0;

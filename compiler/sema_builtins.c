@@ -131,6 +131,27 @@ static int shape_arg(sema *S, const ast_node *at, const char *what, value v, ir_
 
 /* ---- registry ops ---- */
 
+/* A string attribute: the index of v among spec's choices. */
+static int choice_value(sema *S, const ast_node *at, const op_attr *spec, value v, int64_t *out)
+{
+    char want[160] = "";
+    size_t n = 0;
+    for (int i = 0; spec->choices[i]; i++) {
+        if (v.k == V_STR && strcmp(v.str, spec->choices[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+        if (n < sizeof want)
+            n += (size_t)snprintf(want + n, sizeof want - n, "%s\"%s\"", i ? ", " : "",
+                                  spec->choices[i]);
+    }
+    if (v.k == V_STR)
+        sema_err(S, at, "'%s' must be one of %s, got \"%s\"", spec->name, want, v.str);
+    else
+        sema_err(S, at, "'%s' must be one of %s, got %s", spec->name, want, sema_value_kind(&v));
+    return -1;
+}
+
 static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value v, int slot,
                          ir_attrs *a)
 {
@@ -156,6 +177,8 @@ static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value
         }
         a->i[slot] = strcmp(v.str, "i32") == 0 ? DT_I32 : DT_F32;
         return 0;
+    case ATTR_CHOICE:
+        return choice_value(S, at, spec, v, &a->i[slot]);
     case ATTR_LIST:
         if (v.k != V_LIST || v.n_items > IR_MAX_DIMS) {
             sema_err(S, at, "'%s' must be a list of at most %d integers", spec->name, IR_MAX_DIMS);

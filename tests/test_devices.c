@@ -194,6 +194,15 @@ static const dev_case cases[] = {
     {.op = OP_MATMUL, {"f32[b,a]", "f32[c,b]"}, {1, 1}},
     {.op = OP_MATMUL, {"f32[129,257]", "f32[257,67]"}},
     {.op = OP_MATMUL, {"f32[300,64]", "f32[10,300]"}, {1, 1}},
+    /* batch axes: a shared b (one GEMM of the rows), both batched, broadcast
+     * either side, transposed */
+    {.op = OP_MATMUL, {"f32[d,a,b]", "f32[b,c]"}},
+    {.op = OP_MATMUL, {"f32[d,b,a]", "f32[b,c]"}, {1, 0}},
+    {.op = OP_MATMUL, {"f32[d,a,b]", "f32[d,b,c]"}},
+    {.op = OP_MATMUL, {"f32[b,a]", "f32[d,c,b]"}, {1, 1}},
+    {.op = OP_MATMUL, {"f32[e,1,a,b]", "f32[d,c,b]"}, {0, 1}},
+    {.op = OP_MATMUL, {"f32[4,8,64,32]", "f32[4,8,64,32]"}, {0, 1}},
+    {.op = OP_MATMUL, {"f32[16,64,128]", "f32[128,384]"}},
     {.op = OP_MATMUL_BIAS, {"f32[a,b]", "f32[b,c]", "f32[c]"}},
     {.op = OP_MATMUL_BIAS, {"f32[b,a]", "f32[c,b]", "f32[c]"}, {1, 1, 1}},
     {.op = OP_MATMUL_BIAS, {"f32[64,784]", "f32[784,128]", "f32[128]"}, {0, 0, 1}},
@@ -233,17 +242,32 @@ static const dev_case cases[] = {
     {.op = OP_SIGMOID_GRAD, {"f32[1001,257]", "f32[1001,257]"}},
     {.op = OP_TANH_GRAD, {"f32[a,b]", "f32[a,b]"}},
     {.op = OP_TANH_GRAD, {"f32[1001,257]", "f32[1001,257]"}},
+    UNARY(OP_GELU, ANY),
+    {.op = OP_GELU_GRAD, {"f32[a,b]", "f32[a,b]"}},
+    {.op = OP_GELU_GRAD, {"f32[1001,257]", "f32[1001,257]"}},
     /* along the last axis */
     {.op = OP_SOFTMAX, {"f32[a,b]"}},
     {.op = OP_SOFTMAX, {"f32[a,b,c]"}},
     {.op = OP_SOFTMAX, {"f32[67,1000]"}},
     {.op = OP_SOFTMAX, {"f32[3,5000]"}},
+    {.op = OP_SOFTMAX, {"f32[a,b,b]"}, {OP_MASK_CAUSAL}},
+    {.op = OP_SOFTMAX, {"f32[2,3,64,64]"}, {OP_MASK_CAUSAL}},
+    {.op = OP_SOFTMAX, {"f32[1100,1100]"}, {OP_MASK_CAUSAL}},
     {.op = OP_LOG_SOFTMAX, {"f32[a,b]"}},
     {.op = OP_LOG_SOFTMAX, {"f32[a,b,c]"}},
     {.op = OP_LOG_SOFTMAX, {"f32[67,1000]"}},
     {.op = OP_LOG_SOFTMAX, {"f32[3,5000]"}},
     {.op = OP_SOFTMAX_GRAD, {"f32[a,b]", "f32[a,b]"}},
     {.op = OP_SOFTMAX_GRAD, {"f32[64,1000]", "f32[64,1000]"}},
+    {.op = OP_SOFTMAX_GRAD, {"f32[a,b,b]", "f32[a,b,b]"}, {OP_MASK_CAUSAL}},
+    {.op = OP_SOFTMAX_GRAD, {"f32[1100,1100]", "f32[1100,1100]"}, {OP_MASK_CAUSAL}},
+    /* layer normalisation: axis -1, eps 1e-5 */
+    {.op = OP_LAYERNORM, {"f32[a,b,c]", "f32[c]", "f32[c]"}, {-1}, {0, 1e-5}},
+    {.op = OP_LAYERNORM, {"f32[7,1500]", "f32[1500]", "f32[1500]"}, {-1}, {0, 1e-5}},
+    {.op = OP_LAYERNORM_GRAD, {"f32[a,b,c]", "f32[a,b,c]", "f32[c]"}, {-1}, {0, 1e-5}},
+    {.op = OP_LAYERNORM_GRAD, {"f32[7,1500]", "f32[7,1500]", "f32[1500]"}, {-1}, {0, 1e-5}},
+    {.op = OP_LAYERNORM_GRAD_PARAMS, {"f32[a,b,c]", "f32[a,b,c]"}, {-1}, {0, 1e-5}},
+    {.op = OP_LAYERNORM_GRAD_PARAMS, {"f32[2048,128]", "f32[2048,128]"}, {-1}, {0, 1e-5}},
     {.op = OP_LOG_SOFTMAX_GRAD, {"f32[a,b]", "f32[a,b]"}},
     {.op = OP_LOG_SOFTMAX_GRAD, {"f32[64,1000]", "f32[64,1000]"}},
     {.op = OP_SOFTMAX_XENT, {"f32[a,b]", "i32[a]"}, .fills = {ANY, IDS}},
@@ -459,6 +483,8 @@ static tolerance op_tolerance(op_kind op)
     case OP_TANH:
     case OP_SIGMOID_GRAD:
     case OP_TANH_GRAD:
+    case OP_GELU:
+    case OP_GELU_GRAD:
     case OP_AVGPOOL2D:
     case OP_AVGPOOL_GRAD:
     case OP_MAXPOOL_GRAD:
@@ -493,6 +519,9 @@ static tolerance op_tolerance(op_kind op)
     case OP_XENT_GRAD:
     case OP_GATHER_GRAD:
     case OP_APPLY_SGD_ROWS:
+    case OP_LAYERNORM:
+    case OP_LAYERNORM_GRAD:
+    case OP_LAYERNORM_GRAD_PARAMS:
         return (tolerance){T_LOOSE, 1e-4};
     case OP_COUNT:
         break;
@@ -1155,6 +1184,13 @@ static const grad_case grad_cases[] = {
      "conv2d(x0, x1, stride=2, padding=0)"},
     {.vars = "var x0 = zeros([1, 2, 4, 4])", "maxpool2d(x0, size=2)", {1}},
     {.vars = "var x0 = zeros([1, 2, 4, 4])", "avgpool2d(x0, size=2, stride=1)"},
+    {.vars = "var x0 = zeros([2, 3, 4])\n  var x1 = zeros([4, 5])", "x0 @ x1"},
+    {.vars = "var x0 = zeros([2, 1, 3, 4])\n  var x1 = zeros([3, 5, 4])",
+     "matmul(x0, x1, transpose_b=true)"},
+    {.vars = "var x0 = zeros([2, 4, 4])", "softmax(x0, mask=\"causal\")"},
+    {.vars = "var x0 = zeros([3, 8])\n  var x1 = zeros([8])\n  var x2 = zeros([8])",
+     "layernorm(x0, x1 + 1, x2)"},
+    {.vars = "var x0 = zeros([3, 5])", "gelu(x0)"},
 };
 
 #define GC_EPS   1e-2

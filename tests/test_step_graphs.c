@@ -65,6 +65,24 @@ static const char *towers = "input x: f32[8, 4]\n"
                             "loss = (l0 + l1) / 2\n"
                             "train = momentum(0.1, 0.9).minimize(loss) @gpu:0\n";
 
+/* The transformer ops (layernorm, batched matmul, causal softmax, gelu
+ * and their gradients) launch nothing that changes from step to step. */
+static const char *attention =
+    "input x: f32[2, 4, 4]\n"
+    "input y: i32[8]\n"
+    "scope m @gpu:0 {\n"
+    "  var wq = glorot([4, 4])\n"
+    "  var wk = glorot([4, 4])\n"
+    "  var wv = glorot([4, 4])\n"
+    "  var g = ones([4])\n"
+    "  var b = zeros([4])\n"
+    "  var w = glorot([4, 3])\n"
+    "  h = layernorm(x, g, b)\n"
+    "  a = softmax(matmul(h @ wq, h @ wk, transpose_b=true), mask=\"causal\") @ (h @ wv)\n"
+    "  loss = mean(softmax_xent(reshape(gelu(a + x), [8, 4]) @ w, y))\n"
+    "}\n"
+    "train = sgd(0.1).minimize(loss) @gpu:0\n";
+
 typedef struct run_out {
     float loss[STEPS];
     float w[64];
@@ -148,6 +166,14 @@ static void test_towers_across_cpu_and_gpu_replay_what_they_can(void **state)
     assert_true(with.launches >= STEPS - 1);
 }
 
+static void test_transformer_ops_replay(void **state)
+{
+    (void)state;
+    run_out with = {0};
+    same_with_and_without(attention, "m/wq", 4 * 4 * sizeof(float), &with);
+    assert_true(with.launches >= STEPS - 1);
+}
+
 /* A bad label met in a replayed step is still named at its op and line. */
 static void test_fault_in_a_replayed_step_names_its_op_and_line(void **state)
 {
@@ -183,6 +209,7 @@ int main(void)
         cmocka_unit_test(test_replayed_steps_match_steps_enqueued_call_by_call),
         cmocka_unit_test(test_dropout_is_never_recorded),
         cmocka_unit_test(test_towers_across_cpu_and_gpu_replay_what_they_can),
+        cmocka_unit_test(test_transformer_ops_replay),
         cmocka_unit_test(test_fault_in_a_replayed_step_names_its_op_and_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,9 +3,11 @@
  * restrict pointers so GCC vectorises them at -O3. */
 #include <math.h>
 
-/* We never read errno, and with it sqrtf cannot be vectorised by GCC. */
+/* We never read errno, and with it sqrtf cannot be vectorised by GCC; nor
+ * floating-point exception flags, and with them the clamps of cpu_exp_vec
+ * (gelu) are branches, which keep GCC from vectorising the loop. */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-math-errno")
+#pragma GCC optimize("no-math-errno", "no-trapping-math")
 #endif
 #include <string.h>
 
