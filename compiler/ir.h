@@ -168,6 +168,8 @@ int ir_add_const_like(ir_graph *g, int like, double value, const ir_type *t);
 /* Writes a constant's value (its literal, or attr f0 in every element) into
  * dst, host memory of ir_nbytes(&n->type) bytes. */
 void ir_const_fill(const ir_node *n, void *dst);
+/* The value of node id when it is a scalar f32 constant, else NaN. */
+double ir_const_scalar(const ir_graph *g, int id);
 int ir_add_var(ir_graph *g, const ir_var *v);   /* returns var index; creates its node */
 int ir_add_data(ir_graph *g, const ir_data *d); /* returns data index */
 int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const src_file *src, src_span sp);

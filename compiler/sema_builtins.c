@@ -30,12 +30,17 @@ enum {
     B_SGD,
     B_MOMENTUM,
     B_ADAM,
+    B_ADAMW,
+    B_COSINE,
+    B_LINEAR,
+    B_WARMUP,
     B_COUNT
 };
 
 static const char *const builtin_names[B_COUNT] = {
-    "zeros", "ones", "constant", "uniform", "normal", "glorot",   "he",  "cols",     "rows",
-    "shard", "none", "idx",      "csv",     "raw",    "gaussian", "sgd", "momentum", "adam",
+    "zeros",    "ones",  "constant", "uniform", "normal", "glorot", "he",       "cols",
+    "rows",     "shard", "none",     "idx",     "csv",    "raw",    "gaussian", "sgd",
+    "momentum", "adam",  "adamw",    "cosine",  "linear", "warmup",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -309,40 +314,120 @@ static value call_shard(sema *S, const sema_args *args)
 
 /* ---- optimizers ---- */
 
+/* Every optimizer argument; each optimizer takes some, in its own order. */
+enum { O_LR, O_M, O_NESTEROV, O_B1, O_B2, O_EPS, O_WD, O_DECAY_ALL, O_LOCKING, O_CLIP, O_N };
+static const char *const opt_names[O_N] = {
+    "lr", "m", "nesterov", "b1", "b2", "eps", "weight_decay", "decay_all", "locking", "clip"};
+static const double opt_defaults[O_N] = {1e-3, 0.9, 0, 0.9, 0.999, 1e-8, 0.01, 0, 0, 0};
+/* Per optimizer (B_SGD...), its arguments in positional order, ended by -1. */
+static const signed char opt_args[][O_N + 1] = {
+    {O_LR, O_LOCKING, O_CLIP, -1},
+    {O_LR, O_M, O_NESTEROV, O_LOCKING, O_CLIP, -1},
+    {O_LR, O_B1, O_B2, O_EPS, O_LOCKING, O_CLIP, -1},
+    {O_LR, O_B1, O_B2, O_EPS, O_WD, O_DECAY_ALL, O_LOCKING, O_CLIP, -1},
+};
+
+/* A number, or a schedule whose peak becomes the lr. */
+static int lr_arg(sema *S, const ast_node *at, value v, ad_optimizer *o)
+{
+    if (v.k != V_SCHED) return num_arg(S, at, v, opt_defaults[O_LR], &o->lr);
+    o->lr = v.opt.lr;
+    o->sched = v.opt.sched;
+    return 0;
+}
+
+static int opt_check(sema *S, const ast_node *call, const ad_optimizer *o, int clip_given)
+{
+    if (!(o->lr > 0))
+        sema_err(S, call, "learning rate must be positive, got %g", o->lr);
+    else if (clip_given && !(o->clip > 0))
+        sema_err(S, call, "'clip' must be positive, got %g", o->clip);
+    else if (!(o->weight_decay >= 0))
+        sema_err(S, call, "'weight_decay' must be >= 0, got %g", o->weight_decay);
+    else
+        return 0;
+    return -1;
+}
+
 static value call_opt(sema *S, int b, const sema_args *args)
 {
     const ast_node *call = args->call;
-    static const argspec sgd[] = {{"lr", 1}, {"locking", 0}};
-    static const argspec mom[] = {{"lr", 1}, {"m", 0}, {"nesterov", 0}, {"locking", 0}};
-    static const argspec adam[] = {{"lr", 0}, {"b1", 0}, {"b2", 0}, {"eps", 0}, {"locking", 0}};
-    value v = {.k = V_OPT}, x[5];
-    double nest = 0, lock = 0;
+    const signed char *ids = opt_args[b - B_SGD];
+    argspec spec[O_N] = {{0}};
+    value x[O_N], v = {.k = V_OPT};
+    double val[O_N];
+    int n = 0;
+    for (; ids[n] >= 0; n++) spec[n] = (argspec){opt_names[ids[n]], ids[n] == O_LR && b < B_ADAM};
+    if (bind_args(S, builtin_names[b], spec, n, args, 0, x) < 0) return sema_value_err();
+    memcpy(val, opt_defaults, sizeof val);
+    val[O_WD] = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] == O_LR ? lr_arg(S, call, x[i], &v.opt) < 0
+                           : num_arg(S, call, x[i], opt_defaults[ids[i]], &val[ids[i]]) < 0)
+            return sema_value_err();
     ad_optimizer *o = &v.opt;
-    int bad;
-    if (b == B_SGD) {
-        bad = bind_args(S, "sgd", sgd, 2, args, 0, x) < 0 ||
-              num_arg(S, call, x[0], 0, &o->lr) < 0 || num_arg(S, call, x[1], 0, &lock) < 0;
-        o->kind = AD_SGD;
-    } else if (b == B_MOMENTUM) {
-        bad = bind_args(S, "momentum", mom, 4, args, 0, x) < 0 ||
-              num_arg(S, call, x[0], 0, &o->lr) < 0 || num_arg(S, call, x[1], 0.9, &o->m) < 0 ||
-              num_arg(S, call, x[2], 0, &nest) < 0 || num_arg(S, call, x[3], 0, &lock) < 0;
-        o->kind = AD_MOMENTUM;
-    } else {
-        bad = bind_args(S, "adam", adam, 5, args, 0, x) < 0 ||
-              num_arg(S, call, x[0], 1e-3, &o->lr) < 0 || num_arg(S, call, x[1], 0.9, &o->b1) < 0 ||
-              num_arg(S, call, x[2], 0.999, &o->b2) < 0 ||
-              num_arg(S, call, x[3], 1e-8, &o->eps) < 0 || num_arg(S, call, x[4], 0, &lock) < 0;
-        o->kind = AD_ADAM;
+    o->kind = b == B_SGD ? AD_SGD : b == B_MOMENTUM ? AD_MOMENTUM : AD_ADAM;
+    o->m = val[O_M];
+    o->nesterov = val[O_NESTEROV] != 0;
+    o->b1 = val[O_B1];
+    o->b2 = val[O_B2];
+    o->eps = val[O_EPS];
+    o->weight_decay = val[O_WD];
+    o->decay_all = val[O_DECAY_ALL] != 0;
+    o->locking = val[O_LOCKING] != 0;
+    o->clip = val[O_CLIP];
+    return opt_check(S, call, o, x[n - 1].k != V_NONE) < 0 ? sema_value_err() : v; /* clip: last */
+}
+
+/* ---- learning-rate schedules: cosine(lr, warmup=, steps=, min=),
+ * linear(...), warmup(lr, steps=) ---- */
+
+/* cosine(lr, warmup=0, steps=, min=0) and linear(...) decay after their
+ * warmup; warmup(lr, steps=) rises over its steps, then stays. */
+static int schedule_args(sema *S, int b, const sema_args *args, value *v)
+{
+    static const argspec decay[] = {{"lr", 1}, {"warmup", 0}, {"steps", 1}, {"min", 0}};
+    static const argspec rise[] = {{"lr", 1}, {"steps", 1}};
+    const ast_node *call = args->call;
+    ad_schedule *s = &v->opt.sched;
+    int rises = b == B_WARMUP;
+    value x[4];
+    if (bind_args(S, builtin_names[b], rises ? rise : decay, rises ? 2 : 4, args, 0, x) < 0 ||
+        num_arg(S, call, x[0], 0, &v->opt.lr) < 0)
+        return -1;
+    if (rises) {
+        s->kind = OP_LR_WARMUP;
+        if (sema_int_in(S, call, "steps", x[1], 0, 1, LIM_INT, &s->steps) < 0) return -1;
+        s->warmup = s->steps;
+        return 0;
     }
-    if (bad) return sema_value_err();
-    if (!(o->lr > 0)) {
-        sema_err(S, call, "learning rate must be positive, got %g", o->lr);
-        return sema_value_err();
-    }
-    o->nesterov = nest != 0;
-    o->locking = lock != 0;
-    return v;
+    s->kind = b == B_LINEAR ? OP_LR_LINEAR : OP_LR_COSINE;
+    return sema_int_in(S, call, "warmup", x[1], 0, 0, LIM_INT, &s->warmup) < 0 ||
+                   sema_int_in(S, call, "steps", x[2], 0, 1, LIM_INT, &s->steps) < 0 ||
+                   num_arg(S, call, x[3], 0, &s->min) < 0
+               ? -1
+               : 0;
+}
+
+static value call_schedule(sema *S, int b, const sema_args *args)
+{
+    const ast_node *call = args->call;
+    const char *name = builtin_names[b];
+    value v = {.k = V_SCHED};
+    const ad_schedule *s = &v.opt.sched;
+    v.opt.sched.on = 1;
+    if (schedule_args(S, b, args, &v) < 0) return sema_value_err();
+    if (!(v.opt.lr > 0))
+        sema_err(S, call, "%s(): the learning rate must be positive, got %g", name, v.opt.lr);
+    else if (!(s->min >= 0 && s->min <= v.opt.lr))
+        sema_err(S, call, "%s(): 'min' must be in [0, lr] = [0, %g], got %g", name, v.opt.lr,
+                 s->min);
+    else if (b != B_WARMUP && s->steps <= s->warmup)
+        sema_err(S, call, "%s(): 'steps' (%lld) must be more than 'warmup' (%lld)", name,
+                 (long long)s->steps, (long long)s->warmup);
+    else
+        return v;
+    return sema_value_err();
 }
 
 /* ---- data sources ---- */
@@ -535,5 +620,6 @@ value sema_call_builtin(sema *S, int b, const sema_args *args)
         return sema_value_err();
     }
     if (b <= B_GAUSSIAN) return call_data(S, b, args);
-    return call_opt(S, b, args);
+    if (b <= B_ADAMW) return call_opt(S, b, args);
+    return call_schedule(S, b, args);
 }

@@ -5,7 +5,7 @@
 // every op the examples use has a row.
 #include "cuda_impl.cuh"
 
-static_assert(OP_COUNT == 66, "ops.h changed: give the new op its CUDA row (k_*.cu)");
+static_assert(OP_COUNT == 68, "ops.h changed: give the new op its CUDA row (k_*.cu)");
 
 kernel_fn cuda_kernels[OP_COUNT];
 
