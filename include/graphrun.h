@@ -143,6 +143,7 @@ const char *gr_program_default_target(const gr_program *p);
 /* What the CLI needs to report on a target. */
 typedef struct gr_target_info {
     const char *loss; /* for a minimize target: the name of its loss ("train/loss"), else NULL */
+    const char *lr;   /* for a minimize target: its learning rate ("train/lr"), else NULL */
     int64_t batch;    /* examples per run: the batch of the first data source it reads, or 0 */
     int is_train;
     int is_scalar; /* one f32 value: can be evaluated with gr_eval */

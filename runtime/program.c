@@ -115,6 +115,8 @@ gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_in
         snprintf(buf, sizeof buf, "%s/loss", target);
         int l = ir_find_name(g, buf);
         if (l >= 0) info->loss = g->names[l].name;
+        snprintf(buf, sizeof buf, "%s/lr", target);
+        if ((l = ir_find_name(g, buf)) >= 0) info->lr = g->names[l].name;
     }
     plan_graph *plan = plan_build(g, &g->names[k].node, 1);
     if (plan->n_data_used) info->batch = g->data[plan->data_used[0]].batch;

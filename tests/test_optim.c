@@ -243,6 +243,42 @@ static void test_schedule_resumes_from_a_checkpoint(void **state)
     unlink(path);
 }
 
+/* How many apply_sgd_matmul nodes the plan of train has. */
+static int fused_sgd_in_plan(const char *opt)
+{
+    char text[512], *buf = NULL;
+    size_t len = 0;
+    snprintf(text, sizeof text,
+             "input x: f32[64, 256]\ninput y: i32[64]\n"
+             "var w1 = glorot([256, 128])\nvar w2 = glorot([128, 10])\n"
+             "loss = mean(softmax_xent(relu(x @ w1) @ w2, y))\n"
+             "train = %s.minimize(loss)\n",
+             opt);
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st), st);
+    FILE *f = open_memstream(&buf, &len);
+    assert_gr_ok(gr_program_emit(p, "plan", "train", f, st), st);
+    fclose(f);
+    int n = 0;
+    for (const char *at = buf; (at = strstr(at, " apply_sgd_matmul ")); at++) n++;
+    free(buf);
+    gr_program_free(p);
+    gr_status_free(st);
+    return n;
+}
+
+/* The weight gradient's GEMM takes a constant lr as its alpha; a scheduled
+ * or clipped sgd keeps its update apart (the rate is read on the device,
+ * the norm needs the gradient). */
+static void test_sgd_fuses_into_its_gemm_only_with_a_constant_rate(void **state)
+{
+    (void)state;
+    assert_int_equal(fused_sgd_in_plan("sgd(0.1)"), 1);
+    assert_int_equal(fused_sgd_in_plan("sgd(warmup(0.1, steps=10))"), 0);
+    assert_int_equal(fused_sgd_in_plan("sgd(0.1, clip=1.0)"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -252,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_adamw_decays_matrices_not_biases),
         cmocka_unit_test(test_adamw_clip_and_cosine_train_a_net),
         cmocka_unit_test(test_schedule_resumes_from_a_checkpoint),
+        cmocka_unit_test(test_sgd_fuses_into_its_gemm_only_with_a_constant_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

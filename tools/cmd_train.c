@@ -2,6 +2,7 @@
  * evaluate, summarise.  Uses only the public API (include/graphrun.h). */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -204,16 +205,17 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
 static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *ti, double *secs,
                       float *last_loss, trep_progress *pg, gr_status *st)
 {
-    float loss = 0;
-    gr_fetch f = {ti->loss, &loss, sizeof loss, NULL};
+    float loss = 0, lr = NAN;
+    gr_fetch f[2] = {{ti->loss, &loss, sizeof loss, NULL}, {ti->lr, &lr, sizeof lr, NULL}};
+    int nf = ti->loss ? ti->lr ? 2 : 1 : 0;
     double vals[MAX_EVALS];
-    if (gr_prepare(s, o->target, &f, ti->loss ? 1 : 0, st) != GR_OK) {
+    if (gr_prepare(s, o->target, f, nf, st) != GR_OK) {
         cli_print_status(st);
         return -1;
     }
     pg->t0 = pg->last_print = trep_now();
     for (long step = o->start + 1; step <= o->steps; step++) {
-        if (gr_run(s, o->target, NULL, 0, &f, ti->loss ? 1 : 0, st) != GR_OK) {
+        if (gr_run(s, o->target, NULL, 0, f, nf, st) != GR_OK) {
             if (pg->tty && !o->quiet) fputc('\n', stderr);
             cli_print_status(st);
             return -1;
@@ -221,7 +223,7 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
         double t = trep_now();
         int interval = pg->tty ? t - pg->last_print > 0.2 : t - pg->last_print > 2.0;
         if (interval || step == o->steps) {
-            trep_report(o, pg, step, loss, ti->batch, step == o->steps);
+            trep_report(o, pg, step, loss, lr, ti->batch, step == o->steps);
             pg->last_print = t;
         }
         if (o->eval_every && step % o->eval_every == 0 && step != o->steps) {
@@ -298,6 +300,7 @@ static int target_infos(train_opts *o, const gr_program *prog, gr_target_info *f
         gr_target_info ti;
         if (gr_target_info_get(prog, o->targets[i], &ti, st) != GR_OK) return -1;
         o->losses[i] = ti.loss;
+        o->lrs[i] = ti.lr;
         if (i == 0) *first = ti, o->batch = ti.batch;
     }
     return 0;

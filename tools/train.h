@@ -17,6 +17,7 @@ typedef struct train_opts {
     const char *file, *target, *log_path;
     const char *targets[MAX_TARGETS]; /* --target, repeatable; target = targets[0] */
     const char *losses[MAX_TARGETS];  /* each target's loss name, or NULL */
+    const char *lrs[MAX_TARGETS];     /* each target's learning rate name, or NULL */
     int64_t batch;                    /* examples per run of the first target */
     int n_targets;
     int executors; /* --executors: concurrent runs per target */
@@ -41,9 +42,10 @@ typedef struct trep_progress {
 
 /* Seconds on a monotonic clock. */
 double trep_now(void);
-/* One progress line on stderr (unless --quiet) and one JSON line in the log. */
-void trep_report(const train_opts *o, trep_progress *pg, long step, float loss, int64_t batch,
-                 int final);
+/* One progress line on stderr (unless --quiet) and one JSON line in the log
+ * (with the learning rate lr unless it is NaN: the target has none). */
+void trep_report(const train_opts *o, trep_progress *pg, long step, float loss, float lr,
+                 int64_t batch, int final);
 /* Each --eval into vals; on failure prints the status and returns -1. */
 int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st);
 void trep_print_evals(const train_opts *o, const double *vals, long step);

@@ -7,6 +7,7 @@
  * side the same way (one executor each by default: the async-towers
  * pattern).  This thread only watches: progress, --eval-every,
  * --checkpoint-every (a save is a consistent snapshot taken between runs). */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -16,10 +17,10 @@
 
 typedef struct worker {
     gr_session *s;
-    const char *target, *loss_name;
+    const char *target, *loss_name, *lr_name;
     atomic_long *next; /* steps handed out so far */
     long end;
-    _Atomic float loss;
+    _Atomic float loss, lr;
     atomic_int done;
     int failed;
     gr_status *st;
@@ -29,15 +30,17 @@ typedef struct worker {
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    float loss = 0;
-    gr_fetch f = {w->loss_name, &loss, sizeof loss, NULL};
+    float loss = 0, lr = NAN;
+    gr_fetch f[2] = {{w->loss_name, &loss, sizeof loss, NULL}, {w->lr_name, &lr, sizeof lr, NULL}};
+    int nf = w->loss_name ? w->lr_name ? 2 : 1 : 0;
     while (atomic_fetch_add(w->next, 1) < w->end) {
-        if (gr_run(w->s, w->target, NULL, 0, &f, w->loss_name ? 1 : 0, w->st) != GR_OK) {
+        if (gr_run(w->s, w->target, NULL, 0, f, nf, w->st) != GR_OK) {
             w->failed = 1;
             atomic_store(w->next, w->end); /* stops the others too */
             break;
         }
         atomic_store(&w->loss, loss);
+        atomic_store(&w->lr, lr);
     }
     atomic_store(&w->done, 1);
     return NULL;
@@ -75,7 +78,7 @@ static int watch(const train_opts *o, gr_session *s, worker *w, int n, atomic_lo
         nap(pg->tty ? 0.2 : 0.05);
         long step = steps_done(next, o->steps, n);
         if (trep_now() - pg->last_print > (pg->tty ? 0.2 : 2.0)) {
-            trep_report(o, pg, step, atomic_load(&w[0].loss), o->batch, 0);
+            trep_report(o, pg, step, atomic_load(&w[0].loss), atomic_load(&w[0].lr), o->batch, 0);
             pg->last_print = trep_now();
         }
         if (next_eval && step >= next_eval && step < o->steps) {
@@ -96,8 +99,8 @@ static int watch(const train_opts *o, gr_session *s, worker *w, int n, atomic_lo
 static int prepare_targets(const train_opts *o, gr_session *s, gr_status *st)
 {
     for (int t = 0; t < o->n_targets; t++) {
-        gr_fetch f = {o->losses[t], NULL, 0, NULL};
-        if (gr_prepare(s, o->targets[t], &f, o->losses[t] ? 1 : 0, st) != GR_OK) {
+        gr_fetch f[2] = {{o->losses[t], NULL, 0, NULL}, {o->lrs[t], NULL, 0, NULL}};
+        if (gr_prepare(s, o->targets[t], f, o->losses[t] ? o->lrs[t] ? 2 : 1 : 0, st) != GR_OK) {
             cli_print_status(st);
             return -1;
         }
@@ -118,6 +121,8 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
         w[i] = (worker){.s = s,
                         .target = o->targets[t],
                         .loss_name = o->losses[t],
+                        .lr_name = o->lrs[t],
+                        .lr = NAN,
                         .next = &next,
                         .end = o->steps,
                         .st = gr_status_new()};
@@ -135,7 +140,7 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
     }
     *secs = trep_now() - pg->t0;
     *last_loss = atomic_load(&w[0].loss);
-    if (!rc) trep_report(o, pg, o->steps, *last_loss, o->batch, 1);
+    if (!rc) trep_report(o, pg, o->steps, *last_loss, atomic_load(&w[0].lr), o->batch, 1);
     free(w);
     return rc;
 }

@@ -12,14 +12,15 @@ double trep_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-void trep_report(const train_opts *o, trep_progress *pg, long step, float loss, int64_t batch,
-                 int final)
+void trep_report(const train_opts *o, trep_progress *pg, long step, float loss, float lr,
+                 int64_t batch, int final)
 {
     double el = trep_now() - pg->t0, sps = el > 0 ? (double)(step - o->start) / el : 0;
-    if (pg->log && step > 0)
-        fprintf(pg->log,
-                "{\"step\":%ld,\"loss\":%.6g,\"examples_per_s\":%.1f,\"elapsed_s\":%.3f}\n", step,
-                (double)loss, sps * (double)batch, el);
+    if (pg->log && step > 0) {
+        fprintf(pg->log, "{\"step\":%ld,\"loss\":%.6g,", step, (double)loss);
+        if (lr == lr) fprintf(pg->log, "\"lr\":%.6g,", (double)lr);
+        fprintf(pg->log, "\"examples_per_s\":%.1f,\"elapsed_s\":%.3f}\n", sps * (double)batch, el);
+    }
     if (o->quiet) return;
     double eta = sps > 0 ? (double)(o->steps - step) / sps : 0;
     if (pg->tty)
