@@ -22,6 +22,11 @@ typedef struct sema_data_shape {
     int x_rank;
     int64_t x_dims[4]; /* per example */
     int has_y;         /* labels present */
+    int x_i32;         /* text: x and y are i32 ids, y_per (the block) per example */
+    int64_t y_per;
+    int64_t vocab;     /* text: ids are in [0, vocab) */
+    char *vocab_chars; /* text: the characters in id order (NULL: bytes); malloc'd by the
+                          probe, freed by sema */
 } sema_data_shape;
 
 /* Reads the headers of the data source that d declares (kind, resolved

@@ -158,6 +158,14 @@ gr_code gr_program_tensor(const gr_program *p, const char *name, gr_tensor **out
  * name, k in [0, count); NULL outside. */
 int gr_program_variable_count(const gr_program *p);
 const char *gr_program_variable_name(const gr_program *p, int k);
+/* The vocabulary of text data source `data` (NULL: the first text source),
+ * as sampling needs it to decode ids: its size (ids are in [0, size)) and,
+ * for a character vocabulary, the characters in id order as UTF-8 (id k is
+ * the k-th character; no NUL), which lives as long as the program; *chars
+ * is NULL for a byte vocabulary (vocab="bytes": id k is byte k, size 256).
+ * Either output may be NULL.  Checkpoints store it too (docs/checkpoints.md). */
+gr_code gr_program_vocab(const gr_program *p, const char *data, const char **chars, int64_t *size,
+                         gr_status *st);
 /* Writes a dump: "ast", "ir", "plan" (for target, or the default target)
  * or "dot" (Graphviz). */
 gr_code gr_program_emit(const gr_program *p, const char *what, const char *target, FILE *out,

@@ -7,7 +7,7 @@ set -eu
 
 PKGS="build-essential cmake make pkg-config flex bison libcmocka-dev \
 libopenblas-dev zlib1g-dev libcjson-dev dataset-fashion-mnist \
-clang libclang-rt-14-dev valgrind python3 python3-numpy"
+clang libclang-rt-14-dev valgrind python3 python3-numpy fortunes"
 
 missing=""
 for p in $PKGS; do

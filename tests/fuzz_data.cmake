@@ -7,7 +7,7 @@ if(GR_FUZZ AND GR_FZD_CLANG)
   set(GR_FZD_READERS
       ${GR_FZD_SRC}/runtime/data.c ${GR_FZD_SRC}/runtime/data_idx.c
       ${GR_FZD_SRC}/runtime/data_csv.c ${GR_FZD_SRC}/runtime/data_raw.c
-      ${GR_FZD_SRC}/runtime/data_set.c)
+      ${GR_FZD_SRC}/runtime/data_set.c ${GR_FZD_SRC}/runtime/data_text.c)
   set(GR_FZD_HEADERS
       ${GR_FZD_SRC}/runtime/data.h ${GR_FZD_SRC}/runtime/data_impl.h
       ${GR_FZD_SRC}/tests/fuzz/fuzz_data.h)
