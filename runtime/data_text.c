@@ -236,26 +236,36 @@ static int text_decode(const data_spec *s, const text_buf *t, int32_t *ids, int6
     return 0;
 }
 
-/* Code points to ids: their rank among those present.  *cps (malloc'd)
- * gets the vocabulary's code points in id order. */
+/* Code points to ids: their rank among those present, from a bitmap of
+ * them and the count of bits before each word (200 KB, however long the
+ * text).  *cps (malloc'd) gets the vocabulary's code points in id order. */
 static int text_rank(int32_t *ids, int64_t n, int32_t **cps, int64_t *vocab)
 {
-    int32_t *id_of = calloc(TEXT_CODEPOINTS, sizeof *id_of);
-    if (!id_of) return -1;
-    for (int64_t i = 0; i < n; i++) id_of[ids[i]] = 1;
-    *vocab = 0;
-    for (int32_t c = 0; c < TEXT_CODEPOINTS; c++)
-        if (id_of[c]) id_of[c] = (int32_t)++ * vocab; /* 1-based: 0 stays "absent" */
-    *cps = malloc((size_t)*vocab * sizeof **cps);
-    if (!*cps) {
-        free(id_of);
-        return -1;
+    enum { WORDS = TEXT_CODEPOINTS / 64 };
+    uint64_t *bits = calloc(WORDS, sizeof *bits);
+    int32_t *before = malloc(WORDS * sizeof *before);
+    if (!bits || !before) goto oom;
+    for (int64_t i = 0; i < n; i++) bits[ids[i] >> 6] |= UINT64_C(1) << (ids[i] & 63);
+    int32_t count = 0;
+    for (int w = 0; w < WORDS; w++) {
+        before[w] = count;
+        count += __builtin_popcountll(bits[w]);
     }
-    for (int32_t c = 0; c < TEXT_CODEPOINTS; c++)
-        if (id_of[c]) (*cps)[id_of[c] - 1] = c;
-    for (int64_t i = 0; i < n; i++) ids[i] = id_of[ids[i]] - 1;
-    free(id_of);
+    *vocab = count;
+    if (!(*cps = malloc((size_t)count * sizeof **cps + 1))) goto oom;
+    for (int w = 0, k = 0; w < WORDS; w++)
+        for (uint64_t b = bits[w]; b; b &= b - 1) (*cps)[k++] = w * 64 + __builtin_ctzll(b);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t below = (UINT64_C(1) << (ids[i] & 63)) - 1;
+        ids[i] = before[ids[i] >> 6] + __builtin_popcountll(bits[ids[i] >> 6] & below);
+    }
+    free(bits);
+    free(before);
     return 0;
+oom:
+    free(bits);
+    free(before);
+    return -1;
 }
 
 /* Everything text() needs: the ids of the whole text, the vocabulary. */
