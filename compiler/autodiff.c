@@ -240,16 +240,16 @@ static ir_attrs update_attrs(const ad_optimizer *o)
     return a;
 }
 
-/* A variable reached only through gather gets its gradient as rows (the
- * gather_grad's dy and ids, never a dense table) when the optimizer is sgd:
- * returns that gather_grad node, else -1. */
 static int var_grad(const ad_ctx *c, int vi)
 {
     return c->grad[at(c, c->g->vars[vi].node)];
 }
 
-/* Not under clipping: the global norm needs the dense gradient (rows of a
- * repeated id add up before they are squared). */
+/* A variable reached only through gather gets its gradient as rows (the
+ * gather_grad's dy and ids, never a dense table) when the optimizer is sgd
+ * without clipping (the global norm needs the dense gradient: rows of a
+ * repeated id add up before they are squared): returns that gather_grad
+ * node, else -1. */
 static int sparse_grad(const ad_ctx *c, int vi)
 {
     int gn = var_grad(c, vi);
@@ -323,16 +323,18 @@ static int trained_grads(ad_ctx *c, int *grads, int *device)
     return n;
 }
 
-/* A scalar f32 node on device: the constant v, or op(in; a). */
-static int make_scalar(ad_ctx *c, int device, double v, op_kind op, const int *in, int n_in,
-                       const ir_attrs *a)
+/* Node id, now placed on device (id < 0: the error it is). */
+static int placed(ad_ctx *c, int id, int device)
+{
+    if (id >= 0) c->g->nodes[id].device = device;
+    return id;
+}
+
+static int scalar_const(ad_ctx *c, double v)
 {
     ir_type scalar;
     memset(&scalar, 0, sizeof(scalar));
-    int id = n_in ? ir_add(c->g, op, in, n_in, a, c->src, c->span)
-                  : ir_add_const(c->g, v, &scalar, c->src, c->span);
-    if (id >= 0) c->g->nodes[id].device = device;
-    return id;
+    return ir_add_const(c->g, v, &scalar, c->src, c->span);
 }
 
 /* The learning rate: a constant, or the schedule of the step counter, read
@@ -340,7 +342,7 @@ static int make_scalar(ad_ctx *c, int device, double v, op_kind op, const int *i
 static int make_lr(ad_ctx *c, int device)
 {
     const ad_schedule *s = &c->opt->sched;
-    if (!s->on) return c->lr = make_scalar(c, device, c->opt->lr, OP_CONST, NULL, 0, NULL);
+    if (!s->on) return c->lr = placed(c, scalar_const(c, c->opt->lr), device);
     if (c->step_node < 0 && make_step(c, device) < 0) return -1;
     ir_attrs a;
     memset(&a, 0, sizeof(a));
@@ -349,7 +351,8 @@ static int make_lr(ad_ctx *c, int device)
     a.f[2] = s->min;
     a.i[3] = s->warmup;
     a.i[4] = s->steps;
-    if ((c->lr = make_scalar(c, device, 0, OP_LR_SCHEDULE, &c->step_node, 1, &a)) < 0) return -1;
+    c->lr = ir_add(c->g, OP_LR_SCHEDULE, &c->step_node, 1, &a, c->src, c->span);
+    if (placed(c, c->lr, device) < 0) return -1;
     ir_add_ctrl(c->g, c->lr, c->step_inc);
     return c->lr;
 }
@@ -360,8 +363,9 @@ static int make_gscale(ad_ctx *c, int device, const int *grads, int n)
     ir_attrs a;
     memset(&a, 0, sizeof(a));
     a.f[0] = c->opt->clip;
-    int clip = c->opt->clip > 0;
-    return c->gscale = make_scalar(c, device, 1.0, OP_CLIP_SCALE, grads, clip ? n : 0, &a);
+    int id = c->opt->clip > 0 ? ir_add(c->g, OP_CLIP_SCALE, grads, n, &a, c->src, c->span)
+                              : scalar_const(c, 1.0);
+    return c->gscale = placed(c, id, device);
 }
 
 /* Every update waits until every gradient is computed: a gradient that reads
