@@ -322,6 +322,14 @@ static int text_part(const data_spec *s, const text_corpus *c, int64_t *first, i
     }
     memset(info, 0, sizeof *info);
     info->n = (*len - s->block - 1) / s->stride + 1;
+    if (s->batch > info->n) {
+        data_err(err, errlen,
+                 "%s: batch %lld is larger than the %lld windows of the text's %s part (block "
+                 "%lld, stride %lld)",
+                 s->path[0], (long long)s->batch, (long long)info->n, part, (long long)s->block,
+                 (long long)s->stride);
+        return -1;
+    }
     info->x_rank = 1;
     info->x_dims[0] = s->block;
     info->has_y = 1;

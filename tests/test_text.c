@@ -279,6 +279,12 @@ static void test_errors_name_the_file_and_why(void **state)
              "needs block + 1)",
              shrt[0]);
     assert_string_equal(refusal(&s), want);
+    s = spec_of(shrt, 1, 2, 4);
+    snprintf(want, sizeof want,
+             "%s: batch 4 is larger than the 3 windows of the text's training part (block 2, "
+             "stride 1)",
+             shrt[0]);
+    assert_string_equal(refusal(&s), want);
     s = spec_of(shrt, 1, 2, 1);
     s.val_part = 1;
     snprintf(want, sizeof want, "%s: split=1 leaves nothing for the validation part", shrt[0]);
