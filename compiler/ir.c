@@ -3,6 +3,7 @@
 #include "ir.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -338,6 +339,13 @@ int ir_add_const_like(ir_graph *g, int like, double value, const ir_type *t)
     int id = ir_add_const(g, value, t, l->src, l->span);
     if (id >= 0) g->nodes[id].device = dev;
     return id;
+}
+
+double ir_const_scalar(const ir_graph *g, int id)
+{
+    const ir_node *c = &g->nodes[id];
+    if (c->op != OP_CONST || c->type.dtype != DT_F32 || c->type.rank != 0) return NAN;
+    return c->cdata ? (double)*(const float *)c->cdata : (double)(float)c->attr.f[0];
 }
 
 void ir_const_fill(const ir_node *n, void *dst)

@@ -116,20 +116,25 @@ const op_info ops_table[OP_COUNT] = {
         .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1), A_INT("forward", REQ)}},
     E(OP_GATHER_GRAD, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SHAPE},
     E(OP_SLICE_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SLICE},
-    E(OP_APPLY_SGD, 2, UPD, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
-    E(OP_APPLY_SGD_ROWS, 3, UPD, ops_shape_update_rows, NULL),
-        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
-    E(OP_APPLY_MOMENTUM, 3, UPD, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_FLT("m", REQ), A_BOOL("nesterov", 0), A_NONE, A_NONE, LOCK}},
-    E(OP_APPLY_ADAM, 5, UPD, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_FLT("b1", 0.9), A_FLT("b2", 0.999), A_FLT("eps", 1e-8), A_NONE, LOCK}},
+    /* lr and gscale are inputs (ops.h), read on the device each run */
+    E(OP_APPLY_SGD, 4, UPD, ops_shape_update, NULL),
+        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_SGD_ROWS, 5, UPD, ops_shape_update_rows, NULL),
+        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_MOMENTUM, 5, UPD, ops_shape_update, NULL),
+        .attrs = {A_NONE, A_FLT("m", REQ), A_BOOL("nesterov", 0), A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_ADAM, 7, UPD, ops_shape_update, NULL),
+        .attrs = {A_NONE, A_FLT("b1", 0.9), A_FLT("b2", 0.999), A_FLT("eps", 1e-8), A_FLT("weight_decay", 0), LOCK}},
     E(OP_ASSIGN_ADD, 2, UPD, ops_shape_assign_add, NULL),
         .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
     /* a barrier: merging two would merge the targets they end */
     E(OP_GROUP, -1, OPF_STATEFUL, ops_shape_token, NULL)},
     /* a collective: every process must run the same ones in the same order */
     E(OP_ALLREDUCE, -1, OPF_STATEFUL, ops_shape_allreduce, NULL), .attrs = {A_INT("bucket", 0)}},
+    E(OP_LR_SCHEDULE, 1, 0, ops_shape_lr_schedule, NULL),
+        .attrs = {A_INT("kind", 0), A_FLT("lr", REQ), A_FLT("min", 0), A_INT("warmup", 0), A_INT("steps", 0)}},
+    E(OP_CLIP_SCALE, -1, 0, ops_shape_clip_scale, NULL), .attrs = {A_FLT("clip", REQ)},
+        .scratch = ops_scratch_clip_scale},
     E(OP_MATMUL_BIAS, 3, 0, ops_shape_matmul_bias, NULL),
         .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)},
         .cost = ops_cost_matmul},
@@ -137,7 +142,7 @@ const op_info ops_table[OP_COUNT] = {
         .attrs = {A_FLT("lr", REQ), A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_NONE, A_NONE, LOCK},
         .cost = ops_cost_matmul},
 };
-_Static_assert(OP_COUNT == 72, "OPS_LIST (ops.h) changed: give the new op its entry here");
+_Static_assert(OP_COUNT == 74, "OPS_LIST (ops.h) changed: give the new op its entry here");
 /* clang-format on */
 
 const char *const ops_mask_names[] = {"none", "causal", NULL};
@@ -235,6 +240,15 @@ size_t ops_scratch_layernorm_grad_params(const ir_graph *g, int id)
     const ir_type *x = ops_in_type(g, id, 1);
     int64_t c = x->dim[x->rank - 1];
     return (size_t)(2 * c + 2 * (c ? ir_numel(x) / c : 0)) * 4;
+}
+
+/* A double per OP_CLIP_CHUNK elements of each gradient. */
+size_t ops_scratch_clip_scale(const ir_graph *g, int id)
+{
+    size_t chunks = 0;
+    for (int k = 0; k < g->nodes[id].n_in; k++)
+        chunks += (size_t)((ir_numel(ops_in_type(g, id, k)) + OP_CLIP_CHUNK - 1) / OP_CLIP_CHUNK);
+    return chunks * sizeof(double);
 }
 
 /* ---- cost rules: multiply-adds ---- */

@@ -100,18 +100,26 @@
     X(GATHER_GRAD, "gather_grad")  /* in: dy, ids; attr list: table shape; scatter-add */          \
     X(SLICE_GRAD, "slice_grad")    /* in: dy; attr list: x's shape; attrs as slice */              \
     /* updates: write in[0], a VARIABLE, in place; out is a 0-byte token f32[0];                   \
-       attr i5 = locking (hold the variable's lock around the update) */                           \
-    X(APPLY_SGD, "apply_sgd")      /* in: var, grad; attr f0 lr */                                 \
-    /* gather's sparse gradient under sgd: var[ids[i]] -= lr * dy[i] */                            \
-    X(APPLY_SGD_ROWS, "apply_sgd_rows") /* in: var[V,D], dy[...,D], ids i32[...]; f0 lr */         \
-    X(APPLY_MOMENTUM, "apply_momentum") /* in: var, grad, slot; f0 lr, f1 m, i2 nesterov */        \
-    X(APPLY_ADAM, "apply_adam")    /* in: var, grad, m, v, step; f0 lr, f1 b1, f2 b2, f3 eps */    \
+       attr i5 = locking (hold the variable's lock around the update).  Optimizer updates          \
+       end with two f32[] inputs, read on the device each run: lr, and gscale (the gradient        \
+       is used as gscale * grad: global-norm clipping, else a constant 1) */                       \
+    X(APPLY_SGD, "apply_sgd")      /* in: var, grad, lr, gscale */                                 \
+    /* gather's sparse gradient under sgd: var[ids[i]] -= lr * gscale * dy[i] */                   \
+    X(APPLY_SGD_ROWS, "apply_sgd_rows") /* in: var[V,D], dy[...,D], ids i32[...], lr, gscale */    \
+    X(APPLY_MOMENTUM, "apply_momentum") /* in: var, grad, slot, lr, gscale; f1 m, i2 nesterov */   \
+    /* f4 weight decay (adamw): var -= lr * wd * var first, decoupled from the Adam step */        \
+    X(APPLY_ADAM, "apply_adam")    /* in: var, grad, m, v, step, lr, gscale; f1 b1 f2 b2 f3 eps */ \
     X(ASSIGN_ADD, "assign_add")    /* in: var, x; var += x (step counters, tests) */               \
     X(GROUP, "group")              /* waits for its inputs; out is a 0-byte token */               \
     /* distributed sync training: in: gradients; out: their mean over the processes              \
        (kern_args.comm), as the input's type for one, packed into f32[total] for more;          \
        attr0: its place in the sequence of calls; on the host only */                            \
     X(ALLREDUCE, "allreduce")                                                                      \
+    /* optimizer helpers, created by autodiff only */                                              \
+    /* the learning rate of step in[0] (f32[], the counter after its increment): i0 kind           \
+       (0 warmup then constant, 1 linear, 2 cosine), f1 lr, f2 min, i3 warmup, i4 steps */         \
+    X(LR_SCHEDULE, "lr_schedule")  /* in: step f32[]; out f32[] */                                 \
+    X(CLIP_SCALE, "clip_scale")    /* in: gradients...; f0 clip; out f32[] min(1, clip / norm) */  \
     /* fusions, created by passes only */                                                          \
     X(MATMUL_BIAS, "matmul_bias")  /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */        \
     /* apply_sgd(var, matmul(a, b)): var -= lr * a@b, one GEMM accumulating into the variable */  \
@@ -124,6 +132,13 @@ typedef enum op_kind {
 #undef OP_ENUM
         OP_COUNT
 } op_kind;
+
+/* lr_schedule's attr i0: the shape of the schedule (devices/optim.h). */
+typedef enum op_lr_kind { OP_LR_WARMUP, OP_LR_LINEAR, OP_LR_COSINE } op_lr_kind;
+/* clip_scale's kernels sum squares in chunks of this many elements of one
+ * gradient, whatever the threads, then add the chunks' sums (doubles, in
+ * its scratch) in order: the same bits on every run. */
+#define OP_CLIP_CHUNK 16384
 
 struct ir_graph;
 struct ir_node;

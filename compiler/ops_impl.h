@@ -56,6 +56,8 @@ int ops_shape_assign_add(ir_graph *g, int id);
 int ops_shape_update_rows(ir_graph *g, int id);
 int ops_shape_token(ir_graph *g, int id);
 int ops_shape_matmul_bias(ir_graph *g, int id);
+int ops_shape_lr_schedule(ir_graph *g, int id);
+int ops_shape_clip_scale(ir_graph *g, int id);
 
 /* ---- cost rules (ops.c) ---- */
 double ops_cost_matmul(const ir_graph *g, int id);
@@ -101,5 +103,6 @@ int ops_grad_gelu(ir_graph *g, int id, int dy, int *dx);
 size_t ops_scratch_conv2d(const ir_graph *g, int id);
 size_t ops_scratch_conv2d_grad_w(const ir_graph *g, int id);
 size_t ops_scratch_layernorm_grad_params(const ir_graph *g, int id);
+size_t ops_scratch_clip_scale(const ir_graph *g, int id);
 
 #endif

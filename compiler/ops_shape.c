@@ -639,18 +639,31 @@ static int need_var(ir_graph *g, int id)
     return 0;
 }
 
+/* Inputs k >= from (adam's step, lr, gscale) are f32 scalars. */
+static int need_scalars(ir_graph *g, int id, int from)
+{
+    static const char *const what[] = {"step", "lr", "gscale"};
+    int n_in = NODE(id)->n_in;
+    for (int k = from; k < n_in; k++) {
+        const ir_type *t = ops_in_type(g, id, k);
+        if (t->rank != 0 || t->dtype != DT_F32)
+            return ops_error(g, id, "%s: %s (input %d) must be f32[], got %s", OPNAME(id),
+                             what[k - n_in + 3], k, ops_ts(t).s);
+    }
+    return 0;
+}
+
 int ops_shape_update(ir_graph *g, int id)
 {
     if (need_var(g, id) < 0) return -1;
     const ir_node *n = NODE(id);
     const ir_type *v = ops_in_type(g, id, 0);
-    int n_same = n->op == OP_APPLY_ADAM ? 4 : n->n_in; /* adam's step is a scalar */
+    int n_same = n->op == OP_APPLY_ADAM ? 4 : n->n_in - 2; /* adam's step, lr, gscale: scalars */
     for (int k = 1; k < n_same; k++)
         if (!ir_type_eq(ops_in_type(g, id, k), v))
             return ops_error(g, id, "%s: input %d %s does not match variable %s", OPNAME(id), k,
                              ops_ts(ops_in_type(g, id, k)).s, ops_ts(v).s);
-    if (n->op == OP_APPLY_ADAM && ops_in_type(g, id, 4)->rank != 0)
-        return ops_error(g, id, "apply_adam: step must be a scalar");
+    if (need_scalars(g, id, n_same) < 0) return -1;
     return set_type(g, id, token_type());
 }
 
@@ -676,6 +689,7 @@ int ops_shape_update_rows(ir_graph *g, int id)
         ir_checked_mul(ir_numel(ids), v->dim[1], &rows) < 0 || ir_numel(dy) != rows)
         return ops_error(g, id, "apply_sgd_rows: rows %s and ids %s do not fit variable %s",
                          ops_ts(dy).s, ops_ts(ids).s, ops_ts(v).s);
+    if (need_scalars(g, id, 3) < 0) return -1;
     return set_type(g, id, token_type());
 }
 
@@ -707,4 +721,22 @@ int ops_shape_allreduce(ir_graph *g, int id)
 int ops_shape_token(ir_graph *g, int id)
 {
     return set_type(g, id, token_type());
+}
+
+/* ---- optimizer helpers ---- */
+
+int ops_shape_lr_schedule(ir_graph *g, int id)
+{
+    const ir_type *t = ops_in_type(g, id, 0);
+    if (t->rank != 0 || t->dtype != DT_F32)
+        return ops_error(g, id, "lr_schedule: the step must be f32[], got %s", ops_ts(t).s);
+    return set_type(g, id, make_type(DT_F32, 0, NULL));
+}
+
+int ops_shape_clip_scale(ir_graph *g, int id)
+{
+    for (int k = 0; k < NODE(id)->n_in; k++)
+        if (need_f32(g, id, ops_in_type(g, id, k), "every gradient") < 0) return -1;
+    if (NODE(id)->n_in == 0) return ops_error(g, id, "clip_scale: no gradients");
+    return set_type(g, id, make_type(DT_F32, 0, NULL));
 }

@@ -912,6 +912,15 @@ static void assign_index(sema *S, env *e, const ast_node *st, value v)
     env_set(e, t->a->name, list);
 }
 
+/* Names node `<target><suffix>`. */
+static void name_part(sema *S, const char *target, const char *suffix, int node)
+{
+    size_t n = strlen(target) + strlen(suffix) + 1;
+    char *buf = ir_alloc(S->g, n);
+    snprintf(buf, n, "%s%s", target, suffix);
+    ir_set_name(S->g, buf, node, 0);
+}
+
 static void stmt_assign(sema *S, env *e, const ast_node *st)
 {
     value v = sema_eval(S, e, st->b);
@@ -922,11 +931,9 @@ static void stmt_assign(sema *S, env *e, const ast_node *st)
     env_set(e, st->a->name, v);
     if (e != S->global || v.k != V_TENSOR) return;
     ir_set_name(S->g, st->a->name, v.node, v.is_train);
-    if (v.is_train) { /* the loss is fetchable as <target>/loss */
-        size_t n = strlen(st->a->name) + sizeof "/loss";
-        char *buf = ir_alloc(S->g, n);
-        snprintf(buf, n, "%s/loss", st->a->name);
-        ir_set_name(S->g, buf, v.id, 0);
+    if (v.is_train) { /* the loss and learning rate are fetchable as <target>/loss, /lr */
+        name_part(S, st->a->name, "/loss", v.id);
+        name_part(S, st->a->name, "/lr", ad_lr_of(S->g, v.node));
     }
 }
 

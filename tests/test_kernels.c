@@ -1571,16 +1571,36 @@ static void test_dropout_mask_rate_grad_and_eval(void **state)
 
 /* ---- updates ---- */
 
-static void run_update(op_kind op, const ir_type *t, void **bufs, int n, const double *f, int nest)
+/* An update of op on bufs (the variable, gradient, slots, step), then its
+ * learning rate and gradient scale as f32[] inputs. */
+static void run_update(op_kind op, const ir_type *t, void **bufs, int n, const double *f, int nest,
+                       float lr, float gs)
 {
     ir_type tok = ty(DT_F32, 0), sc = ty(DT_F32, 0);
     call c;
     call_init(&c, op, &tok, NULL);
     for (int k = 0; k < n; k++) call_in(&c, bufs[k], op == OP_APPLY_ADAM && k == 4 ? &sc : t);
-    for (int k = 0; k < 4; k++) c.node.attr.f[k] = f[k];
+    call_in(&c, &lr, &sc);
+    call_in(&c, &gs, &sc);
+    for (int k = 0; k < 5; k++) c.node.attr.f[k] = f[k];
     c.node.attr.i[2] = nest;
     c.pool = pool2;
     call_run(&c);
+}
+
+/* Adam's step on var/m/v (doubles) as the papers write it, with AdamW's
+ * decoupled decay first: var -= lr * wd * var. */
+static void adam_ref(double *rv, double *r1, double *r2, const float *var, const float *g,
+                     const float *m, const float *v, int64_t n, const double *hp, double gs)
+{
+    double lr = hp[0], b1 = hp[1], b2 = hp[2], eps = hp[3], wd = hp[4], t = 3;
+    for (int64_t i = 0; i < n; i++) {
+        double gi = gs * g[i];
+        r1[i] = b1 * m[i] + (1 - b1) * gi;
+        r2[i] = b2 * v[i] + (1 - b2) * gi * gi;
+        double mh = r1[i] / (1 - pow(b1, t)), vh = r2[i] / (1 - pow(b2, t));
+        rv[i] = var[i] * (1 - lr * wd) - lr * mh / (sqrt(vh) + eps);
+    }
 }
 
 static void test_update_rules_by_hand(void **state)
@@ -1591,32 +1611,135 @@ static void test_update_rules_by_hand(void **state)
     float *var = frandom(&t, -1, 1), *g = frandom(&t, -1, 1), *s1 = frandom(&t, -1, 1);
     float *s2 = frandom(&t, 0, 1), tstep = 3;
     double *rv = dalloc(n), *r1 = dalloc(n), *r2 = dalloc(n);
-    for (int64_t i = 0; i < n; i++) rv[i] = var[i] - 0.1 * g[i];
-    run_update(OP_APPLY_SGD, &t, (void *[]){var, g}, 2, (double[]){0.1, 0, 0, 0}, 0);
+    for (int64_t i = 0; i < n; i++) rv[i] = var[i] - 0.1 * 0.5 * g[i];
+    run_update(OP_APPLY_SGD, &t, (void *[]){var, g}, 2, (double[]){0, 0, 0, 0, 0}, 0, 0.1f, 0.5f);
     check_close(var, rv, n, "sgd");
     for (int nest = 0; nest < 2; nest++) {
         for (int64_t i = 0; i < n; i++) {
-            r1[i] = 0.9 * s1[i] + g[i];
-            rv[i] = var[i] - 0.05 * (nest ? g[i] + 0.9 * r1[i] : r1[i]);
+            double gi = 0.25 * g[i];
+            r1[i] = 0.9 * s1[i] + gi;
+            rv[i] = var[i] - 0.05 * (nest ? gi + 0.9 * r1[i] : r1[i]);
         }
-        run_update(OP_APPLY_MOMENTUM, &t, (void *[]){var, g, s1}, 3, (double[]){0.05, 0.9, 0, 0},
-                   nest);
+        run_update(OP_APPLY_MOMENTUM, &t, (void *[]){var, g, s1}, 3, (double[]){0, 0.9, 0, 0, 0},
+                   nest, 0.05f, 0.25f);
         check_close(var, rv, n, "momentum var");
         check_close(s1, r1, n, "momentum accum");
     }
-    double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
-    for (int64_t i = 0; i < n; i++) {
-        r1[i] = b1 * s1[i] + (1 - b1) * g[i];
-        r2[i] = b2 * s2[i] + (1 - b2) * (double)g[i] * g[i];
-        double mh = r1[i] / (1 - pow(b1, 3)), vh = r2[i] / (1 - pow(b2, 3));
-        rv[i] = var[i] - lr * mh / (sqrt(vh) + eps);
+    for (int w = 0; w < 2; w++) { /* adam, then adamw */
+        double hp[5] = {0.01, 0.9, 0.999, 1e-8, w ? 0.1 : 0}, gs = w ? 0.5 : 1;
+        adam_ref(rv, r1, r2, var, g, s1, s2, n, hp, gs);
+        run_update(OP_APPLY_ADAM, &t, (void *[]){var, g, s1, s2, &tstep}, 5, hp, 0, 0.01f,
+                   (float)gs);
+        check_close(var, rv, n, w ? "adamw var" : "adam var");
+        check_close(s1, r1, n, "adam m");
+        check_close(s2, r2, n, "adam v");
     }
-    run_update(OP_APPLY_ADAM, &t, (void *[]){var, g, s1, s2, &tstep}, 5,
-               (double[]){lr, b1, b2, eps}, 0);
-    check_close(var, rv, n, "adam var");
-    check_close(s1, r1, n, "adam m");
-    check_close(s2, r2, n, "adam v");
     free(var), free(g), free(s1), free(s2), free(rv), free(r1), free(r2);
+}
+
+/* sgd_rows scales its rows by lr * gscale; a repeated id adds both rows. */
+static void test_sgd_rows_scale_by_gscale(void **state)
+{
+    (void)state;
+    ir_type vt = ty(DT_F32, 2, 3L, 2L), rt = ty(DT_F32, 2, 2L, 2L), it = ty(DT_I32, 1, 2L);
+    ir_type sc = ty(DT_F32, 0), tok = ty(DT_F32, 0);
+    float var[6] = {1, 1, 1, 1, 1, 1}, rows[4] = {1, 2, 3, 4}, lr = 0.5f, gs = 0.5f;
+    int32_t ids[2] = {2, 2};
+    call c;
+    call_init(&c, OP_APPLY_SGD_ROWS, &tok, NULL);
+    call_in(&c, var, &vt);
+    call_in(&c, rows, &rt);
+    call_in(&c, ids, &it);
+    call_in(&c, &lr, &sc);
+    call_in(&c, &gs, &sc);
+    call_run(&c);
+    float want[6] = {1, 1, 1, 1, 1 - 0.25f * 4, 1 - 0.25f * 6};
+    assert_memory_equal(var, want, sizeof var);
+}
+
+/* The schedules at the steps that pin their shape: the warmup's line, the
+ * peak at the end of warmup, the middle of the decay and its end. */
+static float lr_at(int kind, double lr, double min, int64_t warmup, int64_t steps, float t)
+{
+    ir_type sc = ty(DT_F32, 0);
+    float out = -1;
+    call c;
+    call_init(&c, OP_LR_SCHEDULE, &sc, &out);
+    call_in(&c, &t, &sc);
+    c.node.attr.i[0] = kind;
+    c.node.attr.f[1] = lr;
+    c.node.attr.f[2] = min;
+    c.node.attr.i[3] = warmup;
+    c.node.attr.i[4] = steps;
+    call_run(&c);
+    return out;
+}
+
+static void test_lr_schedules_by_hand(void **state)
+{
+    (void)state;
+    for (int kind = OP_LR_WARMUP; kind <= OP_LR_COSINE; kind++) {
+        assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 1), 1e-4, 1e-9); /* 1/10 of the peak */
+        assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 5), 5e-4, 1e-9);
+        assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 10), 1e-3, 1e-9); /* the peak */
+    }
+    assert_float_equal(lr_at(OP_LR_WARMUP, 1e-3, 0, 10, 10, 1e6f), 1e-3, 1e-9);
+    assert_float_equal(lr_at(OP_LR_LINEAR, 1e-3, 1e-4, 10, 110, 60), 5.5e-4, 1e-9);
+    assert_float_equal(lr_at(OP_LR_COSINE, 1e-3, 1e-4, 10, 110, 60), 5.5e-4, 1e-9);
+    /* a quarter of the way: the cosine is still above the line */
+    double q = 1e-4 + 0.5 * 9e-4 * (1 + cos(M_PI / 4));
+    assert_float_equal(lr_at(OP_LR_COSINE, 1e-3, 1e-4, 10, 110, 35), q, 1e-9);
+    assert_float_equal(lr_at(OP_LR_LINEAR, 1e-3, 1e-4, 10, 110, 35), 7.75e-4, 1e-9);
+    for (int kind = OP_LR_LINEAR; kind <= OP_LR_COSINE; kind++) {
+        assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 110), 1e-4, 1e-9); /* the end */
+        assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 5000), 1e-4, 1e-9);
+        assert_float_equal(lr_at(kind, 1e-3, 0, 0, 100, 0), 1e-3, 1e-9); /* no warmup */
+    }
+}
+
+/* clip_scale of gradients of odd sizes, some of several chunks: min(1,
+ * clip / norm) against a norm in double, and the same bits whether one
+ * thread or two sum the chunks. */
+static float clip_of(void **g, const ir_type **t, int n, float clip, cpu_pool *pool)
+{
+    ir_type sc = ty(DT_F32, 0);
+    size_t chunks = 0;
+    for (int k = 0; k < n; k++) chunks += (size_t)((numel(t[k]) + 16383) / 16384);
+    double *part = calloc(chunks + 1, sizeof(double));
+    float out = -1;
+    call c;
+    call_init(&c, OP_CLIP_SCALE, &sc, &out);
+    for (int k = 0; k < n; k++) call_in(&c, g[k], t[k]);
+    c.node.attr.f[0] = clip;
+    c.scratch = part;
+    c.task_bytes = chunks * sizeof(double);
+    c.pool = pool;
+    call_run(&c);
+    free(part);
+    return out;
+}
+
+static void test_clip_scale_is_the_global_norm(void **state)
+{
+    (void)state;
+    ir_type t[4] = {ty(DT_F32, 2, 7L, 13L), ty(DT_F32, 1, 40001L), ty(DT_F32, 0),
+                    ty(DT_F32, 2, 313L, 257L)};
+    const ir_type *tp[4] = {&t[0], &t[1], &t[2], &t[3]};
+    void *g[4];
+    double ss = 0;
+    for (int k = 0; k < 4; k++) {
+        g[k] = frandom(&t[k], -1, 1);
+        for (int64_t i = 0; i < numel(&t[k]); i++)
+            ss += (double)((float *)g[k])[i] * ((float *)g[k])[i];
+    }
+    double norm = sqrt(ss);
+    float one = clip_of(g, tp, 4, 1.0f, NULL), two = clip_of(g, tp, 4, 1.0f, pool2);
+    assert_float_equal(one, 1.0 / norm, 1e-6 / norm);
+    assert_memory_equal(&one, &two, sizeof one);
+    assert_true(clip_of(g, tp, 4, (float)(2 * norm), pool2) == 1.0f); /* under the clip */
+    ((float *)g[1])[5] = NAN;
+    assert_true(isnan(clip_of(g, tp, 4, 1.0f, pool2)));
+    for (int k = 0; k < 4; k++) free(g[k]);
 }
 
 static void test_assign_add_tensor_scalar_i32(void **state)
@@ -1767,6 +1890,9 @@ int main(void)
         cmocka_unit_test(test_reshape_identity_cast_const),
         cmocka_unit_test(test_dropout_mask_rate_grad_and_eval),
         cmocka_unit_test(test_update_rules_by_hand),
+        cmocka_unit_test(test_sgd_rows_scale_by_gscale),
+        cmocka_unit_test(test_lr_schedules_by_hand),
+        cmocka_unit_test(test_clip_scale_is_the_global_norm),
         cmocka_unit_test(test_assign_add_tensor_scalar_i32),
         cmocka_unit_test(test_pool_for_repeated_tiny_calls),
         cmocka_unit_test(test_pool_for_nested_and_concurrent_callers),

@@ -30,7 +30,7 @@ static int make_operand(const char *s)
 
 typedef struct shape_case {
     op_kind op;
-    const char *in[5];
+    const char *in[7];
     int64_t i[6];
     double f0;
     int n_list;
@@ -42,8 +42,8 @@ typedef struct shape_case {
 /* Builds the case's node; returns its id or -1. */
 static int build(const shape_case *c)
 {
-    int in[5], n = 0;
-    while (n < 5 && c->in[n]) {
+    int in[7], n = 0;
+    while (n < 7 && c->in[n]) {
         in[n] = make_operand(c->in[n]);
         n++;
     }
@@ -163,16 +163,18 @@ static const shape_case valid[] = {
      .list = {100, 16},
      .want = "f32[100,16]"},
     {OP_SLICE_GRAD, {"f32[4,3]"}, {1, 2, 5}, .n_list = 2, .list = {4, 10}, .want = "f32[4,10]"},
-    {OP_APPLY_SGD, {"var:f32[3,4]", "f32[3,4]"}, .want = "f32[0]"},
-    {OP_APPLY_SGD_ROWS, {"var:f32[6,4]", "f32[3,4]", "i32[3]"}, .want = "f32[0]"},
-    {OP_APPLY_MOMENTUM, {"var:f32[3]", "f32[3]", "var:f32[3]"}, .want = "f32[0]"},
+    {OP_APPLY_SGD, {"var:f32[3,4]", "f32[3,4]", "f32[]", "f32[]"}, .want = "f32[0]"},
+    {OP_APPLY_SGD_ROWS, {"var:f32[6,4]", "f32[3,4]", "i32[3]", "f32[]", "f32[]"}, .want = "f32[0]"},
+    {OP_APPLY_MOMENTUM, {"var:f32[3]", "f32[3]", "var:f32[3]", "f32[]", "f32[]"}, .want = "f32[0]"},
     {OP_APPLY_ADAM,
-     {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]"},
+     {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]", "f32[]", "f32[]"},
      .want = "f32[0]"},
     {OP_ASSIGN_ADD, {"var:f32[]", "f32[]"}, .want = "f32[0]"},
     {OP_GROUP, {"f32[3]", "f32[2]"}, .want = "f32[0]"},
     {OP_ALLREDUCE, {"f32[3]", "f32[2,2]", "f32[]"}, .want = "f32[8]"},
     {OP_ALLREDUCE, {"f32[3,2]"}, .want = "f32[3,2]"},
+    {OP_LR_SCHEDULE, {"var:f32[]"}, .want = "f32[]"},
+    {OP_CLIP_SCALE, {"f32[3,4]", "f32[7]"}, .want = "f32[]"},
     {OP_MATMUL_BIAS, {"f32[64,784]", "f32[784,10]", "f32[10]"}, .want = "f32[64,10]"},
     {OP_APPLY_SGD_MATMUL,
      {"var:f32[784,10]", "f32[64,784]", "f32[64,10]"},
@@ -366,11 +368,21 @@ static const shape_case errors[] = {
      .want = "maxpool2d: window 3 is larger than the input f32[1,1,2,2]"},
     {OP_DROPOUT, {"f32[3]"}, {0, 1}, 1.5, .want = "dropout: rate must be in [0, 1), got 1.5"},
     {OP_APPLY_SGD,
-     {"f32[3]", "f32[3]"},
+     {"f32[3]", "f32[3]", "f32[]", "f32[]"},
      .want = "apply_sgd: first input must be a variable, got input"},
     {OP_APPLY_SGD,
-     {"var:f32[3]", "f32[4]"},
+     {"var:f32[3]", "f32[4]", "f32[]", "f32[]"},
      .want = "apply_sgd: input 1 f32[4] does not match variable f32[3]"},
+    {OP_APPLY_SGD,
+     {"var:f32[3]", "f32[3]", "f32[3]", "f32[]"},
+     .want = "apply_sgd: lr (input 2) must be f32[], got f32[3]"},
+    {OP_APPLY_ADAM,
+     {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]", "f32[]", "i32[]"},
+     .want = "apply_adam: gscale (input 6) must be f32[], got i32[]"},
+    {OP_LR_SCHEDULE, {"f32[2]"}, .want = "lr_schedule: the step must be f32[], got f32[2]"},
+    {OP_CLIP_SCALE,
+     {"f32[3]", "i32[2]"},
+     .want = "clip_scale: every gradient must be f32, got i32[2]"},
     {OP_APPLY_SGD_MATMUL,
      {"var:f32[784,10]", "f32[64,784]", "f32[64,10]"},
      .want = "f32[64,784] @ f32[64,10]: inner dimensions 784 and 64 differ"},
@@ -465,7 +477,7 @@ static const shape_case errors[] = {
      .want = "transpose: perm [-9223372036854775808,0] is not a permutation of the axes of "
              "f32[2,3]"},
     {OP_APPLY_SGD_ROWS,
-     {"var:f32[6,2147483647]", "f32[3,4]", "i32[2147483647,128]"},
+     {"var:f32[6,2147483647]", "f32[3,4]", "i32[2147483647,128]", "f32[]", "f32[]"},
      .want = "apply_sgd_rows: rows f32[3,4] and ids i32[2147483647,128] do not fit variable "
              "f32[6,2147483647]"},
 };

@@ -39,6 +39,19 @@ static const char *mlp = "input x: f32[8, 4]\n"
                          "}\n"
                          "train = adam(0.01).minimize(loss) @gpu:0\n";
 
+/* The learning rate of a schedule and the clipping scale are computed on
+ * the device each step: a replay reads their new values, not recorded
+ * ones (with a frozen rate the weights would differ from call by call). */
+static const char *scheduled = "input x: f32[8, 4]\n"
+                               "input y: i32[8]\n"
+                               "scope m @gpu:0 {\n"
+                               "  var w1 = glorot([4, 16])\n"
+                               "  var w2 = glorot([16, 3])\n"
+                               "  loss = mean(softmax_xent(relu(x @ w1) @ w2, y))\n"
+                               "}\n"
+                               "train = adamw(cosine(0.05, warmup=3, steps=8), clip=0.5)"
+                               ".minimize(loss) @gpu:0\n";
+
 /* Dropout reads the run counter: its partition must not be recorded. */
 static const char *dropout = "input x: f32[8, 4]\n"
                              "input y: i32[8]\n"
@@ -150,6 +163,14 @@ static void test_replayed_steps_match_steps_enqueued_call_by_call(void **state)
     assert_true(with.launches >= STEPS - 1);
 }
 
+static void test_scheduled_rate_and_clipping_replay_with_new_values(void **state)
+{
+    (void)state;
+    run_out with = {0};
+    same_with_and_without(scheduled, "m/w2", 16 * 3 * sizeof(float), &with);
+    assert_true(with.launches >= STEPS - 1);
+}
+
 static void test_dropout_is_never_recorded(void **state)
 {
     (void)state;
@@ -207,6 +228,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replayed_steps_match_steps_enqueued_call_by_call),
+        cmocka_unit_test(test_scheduled_rate_and_clipping_replay_with_new_values),
         cmocka_unit_test(test_dropout_is_never_recorded),
         cmocka_unit_test(test_towers_across_cpu_and_gpu_replay_what_they_can),
         cmocka_unit_test(test_transformer_ops_replay),

@@ -272,21 +272,32 @@ void cpu_gather_grad(float *out, int64_t v, int64_t d, const float *dy, const in
                      int64_t n_ids);
 void cpu_one_hot(float *out, const int32_t *ids, int64_t n_ids, int64_t depth);
 
-/* ---- variable updates, in place (cpu_update.c; the Hogwild! file) ---- */
-void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr);
+/* ---- variable updates, in place (cpu_update.c; the Hogwild! file) ----
+ * lr and gs (the gradient's scale: global-norm clipping, else 1) are read
+ * from the device each run by the kernels (kernels.c). */
+void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr, float gs);
 /* g->c is the variable: c -= lr * a@b, one GEMM with beta = 1. */
 void cpu_apply_sgd_matmul(cpu_pool *p, cpu_gemm_args *g, float lr);
-/* var[ids[i]] -= lr * rows[i] for the n ids, all in range (kernels.c). */
+/* var[ids[i]] -= lr * gs * rows[i] for the n ids, all in range (kernels.c). */
 void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t D,
-                        float lr);
+                        float lr, float gs);
 void cpu_apply_momentum(cpu_pool *p, float *var, const float *grad, float *accum, int64_t n,
-                        float lr, float m, int nesterov);
+                        float lr, float m, int nesterov, float gs);
 typedef struct cpu_adam_hp {
     float lr, b1, b2, eps, t;
+    float wd; /* decoupled weight decay: var *= 1 - lr * wd before the step (0: Adam) */
+    float gs;
 } cpu_adam_hp;
 void cpu_apply_adam(cpu_pool *p, float *var, const float *grad, float *m, float *v, int64_t n,
                     const cpu_adam_hp *hp);
 /* x_n == 1: x is a scalar added to every element. */
 void cpu_assign_add(cpu_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n);
+/* *out = min(1, clip / global norm) of the n gradients (f32, of types[k]);
+ * part: a double per OP_CLIP_CHUNK elements of each (the op's scratch). */
+void cpu_clip_scale(cpu_pool *p, float *out, void *const *grads, const ir_type *const *types, int n,
+                    float clip, double *part);
+/* *out = the learning rate at step t (devices/optim.h). */
+void cpu_lr_schedule(float *out, int kind, double lr, double min, int64_t warmup, int64_t steps,
+                     float t);
 
 #endif

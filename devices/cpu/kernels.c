@@ -494,9 +494,13 @@ static int k_avgpool_grad(const kern_args *a)
 
 /* ---- updates: in[0] is the variable, written in place ---- */
 
+/* An optimizer update's last two inputs: its lr and its gradient scale. */
+#define LR (INF(a->n_in - 2)[0])
+#define GS (INF(a->n_in - 1)[0])
+
 static int k_apply_sgd(const kern_args *a)
 {
-    cpu_apply_sgd(a->pool, (float *)IN(0), INF(1), in_numel(a, 0), ATTR_F(0));
+    cpu_apply_sgd(a->pool, (float *)IN(0), INF(1), in_numel(a, 0), LR, GS);
     return 0;
 }
 
@@ -512,20 +516,20 @@ static int k_apply_sgd_rows(const kern_args *a)
     const ir_type *v = a->in_t[0];
     if (check_ids(a, 2, v->dim[0], "id")) return -1;
     cpu_apply_sgd_rows((float *)IN(0), INF(1), (const int32_t *)IN(2), in_numel(a, 2), v->dim[1],
-                       ATTR_F(0));
+                       LR, GS);
     return 0;
 }
 
 static int k_apply_momentum(const kern_args *a)
 {
-    cpu_apply_momentum(a->pool, (float *)IN(0), INF(1), (float *)IN(2), in_numel(a, 0), ATTR_F(0),
-                       ATTR_F(1), ATTR_I(2) != 0);
+    cpu_apply_momentum(a->pool, (float *)IN(0), INF(1), (float *)IN(2), in_numel(a, 0), LR,
+                       ATTR_F(1), ATTR_I(2) != 0, GS);
     return 0;
 }
 
 static int k_apply_adam(const kern_args *a)
 {
-    cpu_adam_hp hp = {ATTR_F(0), ATTR_F(1), ATTR_F(2), ATTR_F(3), INF(4)[0]};
+    cpu_adam_hp hp = {LR, ATTR_F(1), ATTR_F(2), ATTR_F(3), INF(4)[0], ATTR_F(4), GS};
     cpu_apply_adam(a->pool, (float *)IN(0), INF(1), (float *)IN(2), (float *)IN(3), in_numel(a, 0),
                    &hp);
     return 0;
@@ -537,12 +541,25 @@ static int k_assign_add(const kern_args *a)
     return 0;
 }
 
+static int k_lr_schedule(const kern_args *a)
+{
+    cpu_lr_schedule(OUTF, (int)ATTR_I(0), a->node->attr.f[1], a->node->attr.f[2], ATTR_I(3),
+                    ATTR_I(4), INF(0)[0]);
+    return 0;
+}
+
+static int k_clip_scale(const kern_args *a)
+{
+    cpu_clip_scale(a->pool, OUTF, a->in, a->in_t, a->n_in, ATTR_F(0), a->scratch);
+    return 0;
+}
+
 /* Sources (OPF_SOURCE) have no row: the executor provides their buffers.
  * Every other op has one; runtime/compile.c rejects a node placed on a
  * device whose table lacks its op, and tests/test_kernels.c walks every
  * (op, device) pair. */
 #define ROW(op, ...) [OP_##op] = ROW_FN,
-_Static_assert(OP_COUNT == 72, "ops.h changed: give the new op its row in cpu_kernels[]");
+_Static_assert(OP_COUNT == 74, "ops.h changed: give the new op its row in cpu_kernels[]");
 const kernel_fn cpu_kernels[OP_COUNT] = {
 #define ROW_FN k_binary
     CPU_ARITH(ROW) CPU_COMPARE(ROW)
@@ -597,6 +614,8 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_ASSIGN_ADD] = k_assign_add,
     [OP_GROUP] = k_group,
     [OP_ALLREDUCE] = k_allreduce,
+    [OP_LR_SCHEDULE] = k_lr_schedule,
+    [OP_CLIP_SCALE] = k_clip_scale,
     [OP_MATMUL_BIAS] = k_matmul_bias,
     [OP_APPLY_SGD_MATMUL] = k_apply_sgd_matmul,
 };
