@@ -58,6 +58,7 @@ typedef struct sema_args {
     value *kw;
     const ast_node **kw_at;
     int n_kw;
+    int64_t as_index; /* `f(x) as NAME[i]`: i, evaluated where the call is */
 } sema_args;
 
 typedef struct binding {
