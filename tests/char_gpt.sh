@@ -17,6 +17,8 @@ echo "loss $first -> $last; $(grep val_loss train.out)"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a * 0.9) }' || fail "the loss did not fall"
 grep -Eq '^val_loss = [0-9]' train.out || fail "no val_loss: $(cat train.out)"
 grep -q '"lr"' gpt.jsonl || fail "no learning rate in the log"
+# `transformer(h) as block[l]` in the loop: one scope per layer
+"$G" inspect gpt.st | grep -q "model/gpt/block_1/attn/q/w" || fail "no scope block_1"
 # shellcheck disable=SC2086
 "$GEN" "$M" gpt.st $TINY -n 40 -s 7 "The " > a.txt || fail "generate"
 # shellcheck disable=SC2086
