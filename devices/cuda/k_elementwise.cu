@@ -306,7 +306,7 @@ static int k_cast(const kern_args *a)
 __global__ static void dropout_kernel(float *out, const float *x, int64_t n, uint64_t key,
                                       float rate, float scale)
 {
-    CUDA_FOR(i, n) out[i] = dropout_u(key, i) >= rate ? x[i] * scale : 0.0f;
+    CUDA_FOR(i, n) out[i] = x[i] * (dropout_u(key, i) >= rate ? scale : 0.0f); /* as the CPU */
 }
 
 // dropout: in[0] = x; dropout_grad: in[0] = dy, with the forward's attrs
