@@ -37,6 +37,8 @@ typedef struct sema_options {
     int n_params;
     int soft_placement;         /* move nodes on missing devices to cpu:0 */
     int n_cpu, n_gpu;           /* devices the machine has */
+    int allreduce;              /* distributed sync: every minimize averages its gradients
+                                   over the processes (OP_ALLREDUCE) */
     sema_data_probe probe_data; /* NULL: every data source is an error */
     void *probe_ctx;
 } sema_options;
@@ -51,7 +53,8 @@ typedef struct ad_optimizer {
     ad_kind kind;
     double lr, m, b1, b2, eps;
     int nesterov;
-    int locking; /* per-variable locks (ordered) around updates */
+    int locking;   /* per-variable locks (ordered) around updates */
+    int allreduce; /* distributed sync: average the gradients over the processes first */
 } ad_optimizer;
 
 /* Differentiates the scalar `loss` w.r.t. every trainable variable it

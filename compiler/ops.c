@@ -128,6 +128,8 @@ const op_info ops_table[OP_COUNT] = {
         .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
     /* a barrier: merging two would merge the targets they end */
     E(OP_GROUP, -1, OPF_STATEFUL, ops_shape_token, NULL)},
+    /* a collective: every process must run the same ones in the same order */
+    E(OP_ALLREDUCE, -1, OPF_STATEFUL, ops_shape_allreduce, NULL), .attrs = {A_INT("bucket", 0)}},
     E(OP_MATMUL_BIAS, 3, 0, ops_shape_matmul_bias, NULL),
         .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)},
         .cost = ops_cost_matmul},
@@ -135,7 +137,7 @@ const op_info ops_table[OP_COUNT] = {
         .attrs = {A_FLT("lr", REQ), A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_NONE, A_NONE, LOCK},
         .cost = ops_cost_matmul},
 };
-_Static_assert(OP_COUNT == 71, "OPS_LIST (ops.h) changed: give the new op its entry here");
+_Static_assert(OP_COUNT == 72, "OPS_LIST (ops.h) changed: give the new op its entry here");
 /* clang-format on */
 
 const char *const ops_mask_names[] = {"none", "causal", NULL};

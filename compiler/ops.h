@@ -108,6 +108,10 @@
     X(APPLY_ADAM, "apply_adam")    /* in: var, grad, m, v, step; f0 lr, f1 b1, f2 b2, f3 eps */    \
     X(ASSIGN_ADD, "assign_add")    /* in: var, x; var += x (step counters, tests) */               \
     X(GROUP, "group")              /* waits for its inputs; out is a 0-byte token */               \
+    /* distributed sync training: in: gradients; out: their mean over the processes              \
+       (kern_args.comm), as the input's type for one, packed into f32[total] for more;          \
+       attr0: its place in the sequence of calls; on the host only */                            \
+    X(ALLREDUCE, "allreduce")                                                                      \
     /* fusions, created by passes only */                                                          \
     X(MATMUL_BIAS, "matmul_bias")  /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */        \
     /* apply_sgd(var, matmul(a, b)): var -= lr * a@b, one GEMM accumulating into the variable */  \
