@@ -298,6 +298,96 @@ static int make_update(ad_ctx *c, int vi)
     return 0;
 }
 
+/* Distributed sync training: each trained variable's gradient is averaged
+ * over the processes (OP_ALLREDUCE, on cpu:0, where MPI runs) before any
+ * update reads it.  A large gradient (AD_ALONE_BYTES or more) has its own
+ * allreduce, which writes the mean straight into its output; smaller ones
+ * are packed into buckets of at most AD_BUCKET_BYTES, one allreduce each,
+ * and each gradient becomes its slice of its bucket, so a step makes few
+ * calls.  Calls go from the last layer's gradients, computed first, to the
+ * first layer's; each waits for the one before, so every process calls the
+ * collectives in the same order whatever its threads do.  A gradient of a
+ * gather is then a dense table, so sgd's row updates do not apply
+ * (sparse_grad). */
+#define AD_ALONE_BYTES  ((size_t)256 << 10)
+#define AD_BUCKET_BYTES ((size_t)4 << 20)
+
+typedef struct ad_buckets {
+    int *idx; /* the ancestors whose gradients the open bucket holds */
+    int n, number, prev;
+    size_t bytes;
+} ad_buckets;
+
+static int allreduce_node(ad_ctx *c, ad_buckets *b, const int *in, int n)
+{
+    ir_graph *g = c->g;
+    ir_attrs a = {.i = {b->number++}};
+    int r = ir_add(g, OP_ALLREDUCE, in, n, &a, c->src, c->span);
+    if (r < 0) return -1;
+    g->nodes[r].device = IR_DEV(DEV_CPU, 0);
+    if (b->prev >= 0) ir_add_ctrl(g, r, b->prev);
+    b->prev = r;
+    return r;
+}
+
+static int unpack_grad(ad_ctx *c, int i, int bucket, int64_t *off)
+{
+    ir_graph *g = c->g;
+    const ir_type t = g->nodes[c->grad[i]].type;
+    int64_t n = ir_numel(&t);
+    ir_attrs sa = {.i = {0, *off, *off + n}}, ra = {.n_list = t.rank};
+    for (int d = 0; d < t.rank; d++) ra.list[d] = t.dim[d];
+    *off += n;
+    int sl = ir_add(g, OP_SLICE, &bucket, 1, &sa, c->src, c->span);
+    if (sl < 0) return -1;
+    int r = ir_add(g, OP_RESHAPE, &sl, 1, &ra, c->src, c->span);
+    if (r < 0) return -1;
+    g->nodes[sl].device = g->nodes[r].device = g->nodes[bucket].device;
+    c->grad[i] = r;
+    return 0;
+}
+
+static int flush_bucket(ad_ctx *c, ad_buckets *b)
+{
+    if (b->n == 0) return 0;
+    int *in = xmalloc(sizeof(int) * (size_t)b->n), rc = 0;
+    for (int k = 0; k < b->n; k++) in[k] = c->grad[b->idx[k]];
+    int r = allreduce_node(c, b, in, b->n);
+    free(in);
+    int64_t off = 0;
+    for (int k = 0; k < b->n && rc == 0; k++) rc = r < 0 ? -1 : unpack_grad(c, b->idx[k], r, &off);
+    b->n = 0, b->bytes = 0;
+    return r < 0 ? -1 : rc;
+}
+
+static int allreduce_grad(ad_ctx *c, ad_buckets *b, int i)
+{
+    size_t bytes = ir_nbytes(&c->g->nodes[c->grad[i]].type);
+    if (bytes >= AD_ALONE_BYTES) {
+        int r = allreduce_node(c, b, &c->grad[i], 1);
+        c->grad[i] = r;
+        return r < 0 ? -1 : 0;
+    }
+    if (b->bytes + bytes > AD_BUCKET_BYTES && flush_bucket(c, b) < 0) return -1;
+    b->idx[b->n++] = i;
+    b->bytes += bytes;
+    return 0;
+}
+
+static int trained_here(const ad_ctx *c, int i);
+
+static int allreduce_grads(ad_ctx *c)
+{
+    ad_buckets b = {.idx = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), .prev = -1};
+    int rc = 0;
+    IR_WORK(c->n_anc);
+    for (int i = c->n_anc - 1; i >= 0 && rc == 0; i--)
+        if (trained_here(c, i) >= 0) rc = allreduce_grad(c, &b, i);
+    if (rc == 0) rc = flush_bucket(c, &b);
+    free(b.idx);
+    return rc;
+}
+
 /* The variable of anc[i] when minimize updates it (trainable, not a slot,
  * with a gradient), else -1.  Variables' nodes are made with them, so
  * ancestors by id are these variables by index. */
@@ -410,7 +500,7 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *
     int rc = -1;
     if (!c.path[c.n_anc - 1])
         diag_error(g->diags, src, span, "minimize: loss does not depend on any trainable variable");
-    else if (backprop(&c, loss) == 0)
+    else if (backprop(&c, loss) == 0 && (!opt->allreduce || allreduce_grads(&c) == 0))
         rc = make_updates(&c);
     free(c.anc);
     free(c.path);

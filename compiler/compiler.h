@@ -42,6 +42,8 @@ typedef struct sema_options {
     int n_params;
     int soft_placement;         /* move nodes on missing devices to cpu:0 */
     int n_cpu, n_gpu;           /* devices the machine has */
+    int allreduce;              /* distributed sync: every minimize averages its gradients
+                                   over the processes (OP_ALLREDUCE) */
     sema_data_probe probe_data; /* NULL: every data source is an error */
     void *probe_ctx;
 } sema_options;
@@ -69,6 +71,7 @@ typedef struct ad_optimizer {
     int decay_all;       /* decay every variable, not only those of rank >= 2 */
     double clip;         /* > 0: scale the gradients to this global norm at most */
     ad_schedule sched;
+    int allreduce; /* distributed sync: average the gradients over the processes first */
 } ad_optimizer;
 
 /* Differentiates the scalar `loss` w.r.t. every trainable variable it

@@ -125,6 +125,8 @@ const op_info ops_table[OP_COUNT] = {
         .attrs = {A_INT("kind", 0), A_FLT("lr", REQ), A_FLT("min", 0), A_INT("warmup", 0), A_INT("steps", 0)}},
     E(OP_CLIP_SCALE, -1, 0, ops_shape_clip_scale, NULL), .attrs = {A_FLT("clip", REQ)},
         .scratch = ops_scratch_clip_scale},
+    /* a collective: every process must run the same ones in the same order */
+    E(OP_ALLREDUCE, -1, OPF_STATEFUL, ops_shape_allreduce, NULL), .attrs = {A_INT("bucket", 0)}},
     E(OP_MATMUL_BIAS, 3, 0, ops_shape_matmul_bias, NULL),
         .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)},
         .cost = ops_cost_matmul},
@@ -132,7 +134,7 @@ const op_info ops_table[OP_COUNT] = {
         .attrs = {A_FLT("lr", REQ), A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_NONE, A_NONE, LOCK},
         .cost = ops_cost_matmul},
 };
-_Static_assert(OP_COUNT == 68, "OPS_LIST (ops.h) changed: give the new op its entry here");
+_Static_assert(OP_COUNT == 69, "OPS_LIST (ops.h) changed: give the new op its entry here");
 /* clang-format on */
 
 static const char *const op_names[OP_COUNT] = {

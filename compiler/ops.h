@@ -110,6 +110,10 @@
        (0 warmup then constant, 1 linear, 2 cosine), f1 lr, f2 min, i3 warmup, i4 steps */         \
     X(LR_SCHEDULE, "lr_schedule")  /* in: step f32[]; out f32[] */                                 \
     X(CLIP_SCALE, "clip_scale")    /* in: gradients...; f0 clip; out f32[] min(1, clip / norm) */  \
+    /* distributed sync training: in: gradients; out: their mean over the processes              \
+       (kern_args.comm), as the input's type for one, packed into f32[total] for more;          \
+       attr0: its place in the sequence of calls; on the host only */                            \
+    X(ALLREDUCE, "allreduce")                                                                      \
     /* fusions, created by passes only */                                                          \
     X(MATMUL_BIAS, "matmul_bias")  /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */        \
     /* apply_sgd(var, matmul(a, b)): var -= lr * a@b, one GEMM accumulating into the variable */  \

@@ -48,6 +48,7 @@ int ops_shape_like_in1(ir_graph *g, int id);
 int ops_shape_from_list(ir_graph *g, int id);
 int ops_shape_like_in0(ir_graph *g, int id);
 int ops_shape_update(ir_graph *g, int id);
+int ops_shape_allreduce(ir_graph *g, int id);
 int ops_shape_update_matmul(ir_graph *g, int id);
 int ops_shape_assign_add(ir_graph *g, int id);
 int ops_shape_update_rows(ir_graph *g, int id);

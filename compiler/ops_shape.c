@@ -623,6 +623,21 @@ int ops_shape_assign_add(ir_graph *g, int id)
     return set_type(g, id, token_type());
 }
 
+/* One input: its type.  More: f32[total], every input flattened, back to back. */
+int ops_shape_allreduce(ir_graph *g, int id)
+{
+    ir_type o = {.dtype = DT_F32, .rank = 1};
+    if (NODE(id)->n_in == 1 && ops_in_type(g, id, 0)->dtype == DT_F32)
+        return set_type(g, id, *ops_in_type(g, id, 0));
+    for (int k = 0; k < NODE(id)->n_in; k++) {
+        const ir_type *t = ops_in_type(g, id, k);
+        if (t->dtype != DT_F32)
+            return ops_error(g, id, "allreduce: input %d is %s, expected f32", k, ops_ts(t).s);
+        o.dim[0] += ir_numel(t); /* ir_add checks the total */
+    }
+    return set_type(g, id, o);
+}
+
 int ops_shape_token(ir_graph *g, int id)
 {
     return set_type(g, id, token_type());

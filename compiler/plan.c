@@ -485,20 +485,27 @@ static size_t vars_bytes(const ir_graph *g)
     return n;
 }
 
-/* Partitions and their transfers, when there is more than one. */
+/* Partitions and their transfers, when there is more than one: each
+ * value sent, from where to where, and the bytes it carries every step. */
 static void dump_parts(const plan_graph *p, FILE *out)
 {
-    char a[32], b[32];
+    char a[32], b[32], t[96];
+    size_t total = 0;
     for (int x = 0; x < p->n_xfers; x++) {
-        const plan_xfer *t = &p->xfers[x];
-        fprintf(out, "  send %%%-5d %s -> %s", t->src,
-                ir_dev_str(p->part_dev[p->part[t->src]], a, sizeof a),
-                ir_dev_str(p->part_dev[t->dst_part], b, sizeof b));
-        if (t->bytes)
-            fprintf(out, "  recv arena[%zu..%zu)\n", t->offset, t->offset + t->bytes);
+        const plan_xfer *tr = &p->xfers[x];
+        const ir_node *n = &p->g->nodes[tr->src];
+        fprintf(out, "  send %%%-5d %-18s %-20s %s -> %s", tr->src, ops_name(n->op),
+                ir_type_str(&n->type, t, sizeof t),
+                ir_dev_str(p->part_dev[p->part[tr->src]], a, sizeof a),
+                ir_dev_str(p->part_dev[tr->dst_part], b, sizeof b));
+        if (tr->bytes)
+            fprintf(out, "  %zu bytes/step, recv arena[%zu..%zu)\n", tr->bytes, tr->offset,
+                    tr->offset + tr->bytes);
         else
             fprintf(out, "  (control only)\n");
+        total += tr->bytes;
     }
+    fprintf(out, "transfers: %d, %zu bytes per step\n", p->n_xfers, total);
 }
 
 void plan_dump(const plan_graph *p, FILE *out)

@@ -403,6 +403,7 @@ static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
         sema_stop(S, n, "more than %d calls of minimize(), the limit", LIM_MINIMIZE);
         return sema_value_err();
     }
+    obj.opt.allreduce = S->opt->allreduce;
     value v = sema_value_tensor(ad_minimize(S->g, l, &obj.opt, S->src, n->span));
     v.is_train = 1;
     v.id = l;

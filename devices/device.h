@@ -35,6 +35,14 @@ typedef struct kern_fault {
     char msg[192];
 } kern_fault;
 
+/* The processes a distributed sync run averages over (runtime/dist.c). */
+typedef struct kern_comm kern_comm;
+struct kern_comm {
+    /* Every process passes its in[0..n); each gets the mean of them all in
+     * out[0..n) (in == out: in place).  0, or -1 with why in f. */
+    int (*allreduce_mean)(kern_comm *c, const float *in, float *out, size_t n, kern_fault *f);
+};
+
 /* Everything a kernel gets.  Types come from the graph, buffers (out, in,
  * scratch) from the executor's arena or the variable store: device memory
  * of the device that runs it.  Everything else is host memory. */
@@ -55,6 +63,7 @@ typedef struct kern_args {
     void *lock;                /* a pthread_mutex_t held around this update
                                   (locking=true), else NULL: kern_run takes it */
     kern_fault *fault;         /* where a failing kernel says why */
+    kern_comm *comm;           /* a distributed sync session's processes, else NULL */
     dev_queue *queue;          /* async devices: the queue the call is launched on (its
                                   stream, handles); NULL on the CPU */
 } kern_args;

@@ -108,14 +108,25 @@ typedef struct gr_param {
     const char *value; /* text, as in --set name=value */
 } gr_param;
 
+/* Training over several processes (Open MPI; docs/distributed.md).  SYNC:
+ * every step averages the gradients over the processes (allreduce) before
+ * updating, so P processes of batch B train as one of batch P*B.  ASYNC:
+ * Hogwild! across processes: rank 0 holds the variables, every process
+ * reads them before its step and adds its step's change to them after it,
+ * without waiting for the others (or, with sync_every K, averages them
+ * every K steps). */
+typedef enum gr_distributed { GR_DIST_NONE = 0, GR_DIST_SYNC, GR_DIST_ASYNC } gr_distributed;
+
 typedef struct gr_compile_options {
     const gr_param *params;
     int n_params;
-    int soft_placement;  /* nodes on missing devices, or whose op the device lacks,
-                            move to cpu:0, with a warning */
-    unsigned passes_off; /* GR_PASS_* bits to switch passes off (tests, debugging) */
-    const char *devices; /* the devices to compile for, e.g. "cpu:0-1,gpu:0" ("sim:N":
-                            simulated GPUs for gpu:N); NULL: this machine's */
+    int soft_placement;         /* nodes on missing devices, or whose op the device lacks,
+                                   move to cpu:0, with a warning */
+    unsigned passes_off;        /* GR_PASS_* bits to switch passes off (tests, debugging) */
+    const char *devices;        /* the devices to compile for, e.g. "cpu:0-1,gpu:0" ("sim:N":
+                                   simulated GPUs for gpu:N); NULL: this machine's */
+    gr_distributed distributed; /* a program for distributed training: its sessions need
+                                   MPI (gr_session_options.mpi_comm) */
 } gr_compile_options;
 
 enum { GR_PASS_CSE = 1, GR_PASS_FOLD = 2, GR_PASS_FUSE = 4 };
@@ -182,6 +193,20 @@ typedef struct gr_session_options {
                            threads / executors intra-op threads (default 1) */
     int no_step_graphs; /* on a GPU, enqueue each step's calls one by one instead of
                            replaying them as a recorded step graph (CUDA graphs) */
+    /* A program compiled with .distributed: the processes it trains over, as a
+     * pointer to an MPI_Comm (NULL: MPI_COMM_WORLD).  MPI must be initialised
+     * (MPI_THREAD_SERIALIZED at least) before gr_session_new and finalised
+     * after gr_session_free; every process of the communicator makes its
+     * session, runs the same train target the same number of times and calls
+     * gr_eval, gr_session_save and gr_session_restore at the same points.
+     * When a call fails on one process, the others would wait for it:
+     * end the job (MPI_Abort), as the CLI does. */
+    const void *mpi_comm;
+    int sync_every; /* GR_DIST_ASYNC: average the variables every K steps instead of
+                       sharing them through rank 0 at every step (0) */
+    /* a folder (made if missing) for a TensorBoard event file, which
+       gr_session_scalar writes; NULL: none */
+    const char *tensorboard_dir;
 } gr_session_options;
 
 gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,
@@ -224,6 +249,23 @@ gr_code gr_variable_get(gr_session *s, const char *name, gr_tensor **out, gr_sta
 gr_code gr_variable_write(gr_session *s, const char *name, const void *data, size_t bytes,
                           gr_status *st);
 
+/* ---- TensorBoard (see docs/curves.md) ----
+ * Appends scalar `tag` = value at `step` (step < 0: gr_session_step) to
+ * the session's event file, which gr_session_new made in tensorboard_dir:
+ *     gr_session_options o = {.tensorboard_dir = "runs/mlp-1"};
+ *     ...
+ *     gr_session_scalar(s, "train/loss", -1, loss, st);
+ * `tensorboard --logdir runs` then shows one curve per tag, one run per
+ * folder.  Thread-safe.  Each tag's steps only increase: a value at a step
+ * not above the tag's last one is dropped (GR_OK), so threads reporting out
+ * of order never fold a curve back.  Values are buffered and written every
+ * few seconds and at gr_session_free (a killed process leaves what it
+ * wrote, whole records but for a write the kill cut short, which readers
+ * skip); GR_ERR_IO when a write fails, GR_ERR_ARG when the session has no
+ * tensorboard_dir. */
+gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double value,
+                          gr_status *st);
+
 /* ---- checkpoints (safetensors; see docs/checkpoints.md) ----
  * A save holds every variable (weights, optimizer slots, step counters),
  * the training step and each data source's cursor.  It may run while other
@@ -244,6 +286,26 @@ gr_code gr_session_restore(gr_session *s, const char *path, const gr_restore_opt
 /* The number of training steps (gr_run calls on a .minimize() target) the
  * session has done, including those restored from a checkpoint. */
 uint64_t gr_session_step(const gr_session *s);
+/* A distributed session's rank and number of processes (0 and 1 for any
+ * other session), and the seconds this process has spent communicating
+ * (allreduce, reading and updating shared variables).  Any may be NULL. */
+void gr_session_dist_info(const gr_session *s, int *rank, int *size, double *comm_secs);
+
+/* A checkpoint file on its own, without a program (`graphrun inspect`):
+ * opening reads it whole and checks it as gr_session_restore checks the
+ * container (header, dtypes, shapes, offsets, sizes).  Tensors and
+ * metadata are in file order, k in [0, count). */
+typedef struct gr_checkpoint gr_checkpoint;
+gr_code gr_checkpoint_open(const char *path, gr_checkpoint **out, gr_status *st);
+void gr_checkpoint_free(gr_checkpoint *c);
+int gr_checkpoint_tensor_count(const gr_checkpoint *c);
+/* Tensor k's full name, NULL outside [0, count). */
+const char *gr_checkpoint_tensor_name(const gr_checkpoint *c, int k);
+/* A copy of tensor k: dtype, shape and values. */
+gr_code gr_checkpoint_tensor(const gr_checkpoint *c, int k, gr_tensor **out, gr_status *st);
+int gr_checkpoint_meta_count(const gr_checkpoint *c);
+/* Metadata entry k: returns its key and sets *value; NULL outside. */
+const char *gr_checkpoint_meta(const gr_checkpoint *c, int k, const char **value);
 
 /* ---- misc ---- */
 typedef void (*gr_abort_hook)(const char *msg);

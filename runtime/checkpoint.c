@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ckpt_io.h"
+#include "dist.h"
 #include "runtime.h"
 #include "safetensors.h"
 #include "sha256.h"
@@ -123,6 +124,7 @@ static safet_meta *ckpt_build_meta(const gr_session *s, const ckpt_snapshot *sn,
     ckpt_add_meta(m, n, "graph_sha256", "%s", hex);
     ckpt_add_meta(m, n, "step", "%llu", (unsigned long long)sn->steps);
     ckpt_add_meta(m, n, "run_counter", "%llu", (unsigned long long)sn->runs);
+    if (s->dist) ckpt_add_meta(m, n, "processes", "%d", dist_size(s->dist));
     for (int d = 0; d < g->n_data; d++) {
         snprintf(key, sizeof key, "data.%s.epoch", g->data[d].name);
         ckpt_add_meta(m, n, key, "%llu", (unsigned long long)sn->cursor[d][0]);
@@ -157,9 +159,8 @@ static uint8_t *ckpt_encode_header(const gr_session *s, const ckpt_snapshot *sn,
     return h;
 }
 
-gr_code gr_session_save(gr_session *s, const char *path, gr_status *st)
+static gr_code ckpt_save(gr_session *s, const char *path, gr_status *st)
 {
-    if (!s || !path) return rt_fail(st, GR_ERR_ARG, "gr_session_save: NULL argument\n");
     ckpt_snapshot sn = {0};
     if (ckpt_snapshot_take(s, &sn) < 0) {
         ckpt_snapshot_free(&sn);
@@ -173,6 +174,13 @@ gr_code gr_session_save(gr_session *s, const char *path, gr_status *st)
     ckpt_snapshot_free(&sn);
     if (c == GR_OK) rt_ok(st);
     return c;
+}
+
+/* A distributed session: rank 0 writes the file, every process waits for it. */
+gr_code gr_session_save(gr_session *s, const char *path, gr_status *st)
+{
+    if (!s || !path) return rt_fail(st, GR_ERR_ARG, "gr_session_save: NULL argument\n");
+    return s->dist ? dist_save(s, path, ckpt_save, st) : ckpt_save(s, path, st);
 }
 
 uint64_t gr_session_step(const gr_session *s)
@@ -189,6 +197,8 @@ typedef struct ckpt_plan {
     uint64_t (*cursor)[2];    /* per data source */
     int *has_cursor;
     uint64_t steps, runs;
+    int processes;       /* of the session (1: not distributed) */
+    const rt_dist *dist; /* a cursor counts batches of all the processes (dist_data_shards) */
 } ckpt_plan;
 
 static int ckpt_wanted(const ir_var *v, const gr_restore_options *o)
@@ -295,7 +305,7 @@ static gr_code ckpt_match_cursor(const ckpt_plan *rp, const safet_file *f, const
     if (c != GR_OK) return c;
     if (has_p && !has_e)
         return rt_fail(st, GR_ERR_DATA, "%s: metadata '%s' is missing\n", rp->path, ke);
-    int64_t per_epoch = d->batch > 0 ? d->n / d->batch : 0;
+    int64_t per_epoch = d->batch > 0 ? d->n / (d->batch * dist_data_shards(rp->dist, di)) : 0;
     if (has_p && rp->cursor[di][1] > (uint64_t)per_epoch)
         return rt_fail(
             st, GR_ERR_DATA, "%s: metadata '%s' = %llu, but data '%s' has %lld batches per epoch\n",
@@ -323,6 +333,21 @@ static gr_code ckpt_check_data_keys(const gr_session *s, const ckpt_plan *rp, co
     return GR_OK;
 }
 
+/* Data positions count batches of all the processes together: resuming
+ * them needs as many processes as saved them. */
+static gr_code ckpt_match_processes(const ckpt_plan *rp, const safet_file *f, gr_status *st)
+{
+    uint64_t p;
+    int found;
+    gr_code c = ckpt_meta_u64(rp, f, "processes", 0, &p, &found, st);
+    if (c != GR_OK || (found ? p : 1) == (uint64_t)rp->processes) return c;
+    return rt_fail(st, GR_ERR_DATA,
+                   "%s: saved by %llu process%s, restored by %d: resume with the same number "
+                   "(or load only the weights: --init-from)\n",
+                   rp->path, (unsigned long long)(found ? p : 1), (found ? p : 1) == 1 ? "" : "es",
+                   rp->processes);
+}
+
 static gr_code ckpt_match_state(const gr_session *s, const safet_file *f, ckpt_plan *rp,
                                 gr_status *st)
 {
@@ -330,6 +355,7 @@ static gr_code ckpt_match_state(const gr_session *s, const safet_file *f, ckpt_p
     gr_code c = ckpt_meta_u64(rp, f, "step", 0, &rp->steps, &found, st);
     if (c == GR_OK) c = ckpt_meta_u64(rp, f, "run_counter", 0, &rp->runs, &found, st);
     if (c == GR_OK && !found) rp->runs = rp->steps;
+    if (c == GR_OK) c = ckpt_match_processes(rp, f, st);
     if (c == GR_OK) c = ckpt_check_data_keys(s, rp, f, st);
     for (int d = 0; c == GR_OK && d < s->g->n_data; d++)
         c = ckpt_match_cursor(rp, f, &s->g->data[d], d, st);
@@ -405,6 +431,8 @@ static gr_code ckpt_restore_parsed(gr_session *s, const char *path, const safet_
 {
     int nv = s->g->n_vars, nd = s->g->n_data;
     ckpt_plan rp = {.path = path,
+                    .processes = dist_size(s->dist),
+                    .dist = s->dist,
                     .src = xcalloc((size_t)nv + 1, sizeof *rp.src),
                     .cursor = xcalloc((size_t)nd + 1, sizeof *rp.cursor),
                     .has_cursor = xcalloc((size_t)nd + 1, sizeof *rp.has_cursor)};
@@ -419,24 +447,104 @@ static gr_code ckpt_restore_parsed(gr_session *s, const char *path, const safet_
     return c;
 }
 
+/* Reads path whole into *buf and parses it into f (freed by the caller,
+ * f first, whatever the result). */
+/* A distributed session's file is read by rank 0 and sent to the others. */
+static gr_code ckpt_load(gr_session *s, const char *path, uint8_t **buf, safet_file *f,
+                         gr_status *st)
+{
+    size_t len = 0;
+    char err[1024];
+    memset(f, 0, sizeof *f);
+    *buf = NULL;
+    gr_code c =
+        s && s->dist ? dist_read_file(s, path, buf, &len, st) : ckio_read(path, buf, &len, st);
+    if (c == GR_OK && safet_parse(*buf, len, path, f, err, sizeof err) < 0)
+        c = rt_fail(st, GR_ERR_DATA, "%s\n", err);
+    return c;
+}
+
 gr_code gr_session_restore(gr_session *s, const char *path, const gr_restore_options *opt,
                            gr_status *st)
 {
     if (!s || !path) return rt_fail(st, GR_ERR_ARG, "gr_session_restore: NULL argument\n");
     gr_restore_options o = {0};
     if (opt) o = *opt;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    gr_code c = ckio_read(path, &buf, &len, st);
-    if (c != GR_OK) return c;
+    uint8_t *buf;
     safet_file f;
-    char err[1024];
-    if (safet_parse(buf, len, path, &f, err, sizeof err) < 0)
-        c = rt_fail(st, GR_ERR_DATA, "%s\n", err);
-    else
-        c = ckpt_restore_parsed(s, path, &f, &o, st);
+    gr_code c = ckpt_load(s, path, &buf, &f, st);
+    if (c == GR_OK) c = ckpt_restore_parsed(s, path, &f, &o, st);
     safet_file_free(&f);
     free(buf);
+    if (c == GR_OK && s->dist) c = dist_restored(s, st);
     if (c == GR_OK) rt_ok(st);
     return c;
+}
+
+/* ---- a checkpoint on its own (gr_checkpoint_*: `graphrun inspect`) ---- */
+
+struct gr_checkpoint {
+    uint8_t *buf; /* the file; f's tensors point into it */
+    safet_file f;
+};
+
+gr_code gr_checkpoint_open(const char *path, gr_checkpoint **out, gr_status *st)
+{
+    if (!out) return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_open: NULL argument\n");
+    *out = NULL;
+    if (!path) return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_open: NULL argument\n");
+    gr_checkpoint *k = xcalloc(1, sizeof *k);
+    gr_code c = ckpt_load(NULL, path, &k->buf, &k->f, st);
+    if (c != GR_OK) {
+        gr_checkpoint_free(k);
+        return c;
+    }
+    *out = k;
+    rt_ok(st);
+    return GR_OK;
+}
+
+void gr_checkpoint_free(gr_checkpoint *c)
+{
+    if (!c) return;
+    safet_file_free(&c->f);
+    free(c->buf);
+    free(c);
+}
+
+int gr_checkpoint_tensor_count(const gr_checkpoint *c)
+{
+    return c ? c->f.n_t : 0;
+}
+
+const char *gr_checkpoint_tensor_name(const gr_checkpoint *c, int k)
+{
+    return c && k >= 0 && k < c->f.n_t ? c->f.t[k].name : NULL;
+}
+
+gr_code gr_checkpoint_tensor(const gr_checkpoint *c, int k, gr_tensor **out, gr_status *st)
+{
+    if (!out) return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_tensor: NULL argument\n");
+    *out = NULL;
+    if (!gr_checkpoint_tensor_name(c, k))
+        return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_tensor: no tensor %d\n", k);
+    const safet_tensor *t = &c->f.t[k];
+    gr_tensor *x = gr_tensor_new(t->dtype == SAFET_F32 ? GR_F32 : GR_I32, t->rank, t->dim);
+    if (!x) return rt_fail(st, GR_ERR_NOMEM, "%s: no memory for %zu bytes\n", t->name, t->bytes);
+    memcpy(gr_tensor_data(x), t->data, t->bytes);
+    *out = x;
+    rt_ok(st);
+    return GR_OK;
+}
+
+int gr_checkpoint_meta_count(const gr_checkpoint *c)
+{
+    return c ? c->f.n_meta : 0;
+}
+
+const char *gr_checkpoint_meta(const gr_checkpoint *c, int k, const char **value)
+{
+    if (!c || k < 0 || k >= c->f.n_meta) return NULL;
+    if (value) *value = c->f.meta[k].value;
+    return c->f.meta[k].key;
 }

@@ -186,6 +186,10 @@ gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data
 {
     gr_code c = compile_machine(p, opt, st);
     if (c != GR_OK) return c;
+    if (opt && (unsigned)opt->distributed > GR_DIST_ASYNC)
+        return rt_fail(st, GR_ERR_ARG, "gr_compile_options.distributed: bad mode %d\n",
+                       (int)opt->distributed);
+    p->distributed = opt ? opt->distributed : GR_DIST_NONE;
     p->ast = ps_parse(p->src, &p->diags);
     if (p->diags.n_errors) return rt_fail_diags(st, GR_ERR_SYNTAX, &p->diags);
     p->g = ir_new(&p->diags);
@@ -197,6 +201,7 @@ gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data
                        .soft_placement = opt && opt->soft_placement,
                        .n_cpu = p->machine.n_cpu,
                        .n_gpu = p->machine.n_gpu,
+                       .allreduce = opt && opt->distributed == GR_DIST_SYNC,
                        .probe_data = probe,
                        .probe_ctx = probe_ctx};
     int r = sema_compile(p->g, p->ast, &so);

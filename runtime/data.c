@@ -40,9 +40,10 @@ typedef struct data_slot {
 struct data_reader {
     data_set ds;
     int64_t batch;
+    int64_t shard, shards; /* data_spec's: the positions of a batch * shards batch taken */
     int shuffle;
     uint64_t seed;
-    uint64_t per_epoch; /* batches per epoch: floor(n / batch) */
+    uint64_t per_epoch; /* batches per epoch: floor(n / (batch * shards)) */
     /* Everything below is guarded by mu, except the contents of a slot or a
      * permutation while a builder owns it. */
     data_perm perm[2]; /* epoch e's shuffle is in perm[e & 1]; unused when not shuffling */
@@ -68,6 +69,11 @@ struct data_reader {
 
 /* ---- spec checks and format dispatch ---- */
 
+static int64_t spec_shards(const data_spec *s)
+{
+    return s->shards > 1 ? s->shards : 1;
+}
+
 static int data_check_spec(const data_spec *s, char *err, size_t errlen)
 {
     const char *what = s->kind == DATA_KIND_GAUSSIAN ? "gaussian" : s->path[0];
@@ -82,6 +88,10 @@ static int data_check_spec(const data_spec *s, char *err, size_t errlen)
     }
     if (s->batch < 1) {
         data_err(err, errlen, "%s: batch %lld must be >= 1", what, (long long)s->batch);
+        return -1;
+    }
+    if (s->shard < 0 || s->shard >= spec_shards(s)) {
+        data_err(err, errlen, "%s: shard %d is outside [0, %d)", what, s->shard, s->shards);
         return -1;
     }
     return 0;
@@ -130,10 +140,17 @@ static int data_load_kind(const data_spec *s, data_set *ds, char *err, size_t er
 
 static int data_check_batch(const data_spec *s, int64_t n, char *err, size_t errlen)
 {
-    if (s->batch <= n) return 0;
-    data_err(err, errlen, "%s: batch %lld is larger than the %lld examples in the data set",
-             s->kind == DATA_KIND_GAUSSIAN ? "gaussian" : s->path[0], (long long)s->batch,
-             (long long)n);
+    int64_t p = spec_shards(s);
+    const char *what = s->kind == DATA_KIND_GAUSSIAN ? "gaussian" : s->path[0];
+    if (s->batch <= n / p) return 0;
+    if (p == 1)
+        data_err(err, errlen, "%s: batch %lld is larger than the %lld examples in the data set",
+                 what, (long long)s->batch, (long long)n);
+    else
+        data_err(err, errlen,
+                 "%s: batch %lld on each of %lld processes is more than the %lld examples in the "
+                 "data set",
+                 what, (long long)s->batch, (long long)p, (long long)n);
     return -1;
 }
 
@@ -203,10 +220,10 @@ static void perm_drop(data_reader *r, uint64_t epoch)
 
 static void build_batch(const data_reader *r, data_slot *slot, const int64_t *perm, uint64_t pos)
 {
-    int64_t ex = r->ds.ex_elems, first = (int64_t)pos * r->batch;
+    int64_t ex = r->ds.ex_elems, p = r->shards, first = (int64_t)pos * r->batch * p + r->shard;
     for (int64_t i = 0; i < r->batch; i++) {
-        int64_t idx = perm ? perm[first + i] : first + i;
-        if (perm && i + 2 < r->batch) data_set_prefetch(&r->ds, perm[first + i + 2]);
+        int64_t at = first + i * p, idx = perm ? perm[at] : at;
+        if (perm && i + 2 < r->batch) data_set_prefetch(&r->ds, perm[at + 2 * p]);
         data_set_example(&r->ds, idx, slot->x + i * ex);
         data_set_labels(&r->ds, idx, slot->y + i * r->ds.info.y_per);
     }
@@ -318,6 +335,8 @@ static data_reader *reader_new(const data_spec *s)
     data_reader *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->batch = s->batch;
+    r->shards = spec_shards(s);
+    r->shard = s->shard;
     r->shuffle = s->shuffle != 0;
     r->seed = s->seed;
     pthread_mutex_init(&r->mu, NULL);
@@ -340,7 +359,7 @@ data_reader *data_open(const data_spec *s, char *err, size_t errlen)
         data_check_batch(s, r->ds.info.n, err, errlen) || reader_alloc(r, err, errlen))
         goto fail;
     r->ds.scale = s->x_scale == 1.0f ? 0.0f : s->x_scale;
-    r->per_epoch = (uint64_t)(r->ds.info.n / r->batch);
+    r->per_epoch = (uint64_t)(r->ds.info.n / (r->batch * r->shards));
     if (pthread_create(&r->thread, NULL, reader_main, r) != 0) {
         data_err(err, errlen, "%s: cannot start the read-ahead thread", r->ds.x_path);
         goto fail;

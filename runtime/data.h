@@ -5,8 +5,8 @@
  * thread keeps a small ring of prepared batches. data_next pops the next
  * batch in cursor order; any number of threads may call it at once.
  *
- * Epochs: floor(n / batch) batches each; the remainder is dropped for that
- * epoch. With shuffle on, epoch e uses a permutation derived from
+ * Epochs: floor(n / (batch * shards)) batches each; the remainder is dropped
+ * for that epoch. With shuffle on, epoch e uses a permutation derived from
  * (seed, e), so a cursor (epoch, pos) names one batch forever: that is what
  * checkpoints store and data_seek restores.
  *
@@ -57,6 +57,10 @@ typedef struct data_spec {
     double split;
     int val_part;
     int byte_vocab; /* ids are bytes (256), not the characters present */
+    /* distributed training: the sequence of batches is that of one reader of
+     * batch * shards examples, and this one takes the examples at positions
+     * shard, shard + shards, ... of each (0 and 0, or 0 and 1: all) */
+    int shard, shards;
 } data_spec;
 
 typedef struct data_info {

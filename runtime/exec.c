@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "exec_int.h"
 
 static void bind_buffers(rt_exec *e)
@@ -72,6 +73,7 @@ static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
                      .max_tasks = part->pool ? pool_size(part->pool) : 1,
                      .pool = part->pool,
                      .seed = e->s->opt.seed,
+                     .comm = dist_kern_comm(e->s->dist),
                      .queue = part->q};
     a->lock = update_lock(e, n);
     a->fault = &e->faults[e->n_calls];

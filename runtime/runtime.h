@@ -59,6 +59,7 @@ device_obj *machine_device_new(const rt_machine *m, int dev);
 
 struct gr_program {
     rt_machine machine; /* what it was compiled for: sessions make these devices */
+    gr_distributed distributed; /* gr_compile_options.distributed */
     src_file *src;
     ast_tree *ast;
     ir_graph *g;
@@ -67,6 +68,8 @@ struct gr_program {
 };
 
 typedef struct rt_exec rt_exec;
+typedef struct rt_dist rt_dist; /* dist.h */
+typedef struct rt_summary rt_summary;
 
 typedef struct rt_plan_entry {
     uint64_t hash; /* of the names (session.c: plan_hash) */
@@ -98,6 +101,8 @@ struct gr_session {
     int n_plans, cap_plans;
     atomic_uint_fast64_t steps;
     atomic_uint_fast64_t train_steps; /* gr_run calls on train targets (checkpoint.c) */
+    rt_dist *dist;                    /* a distributed program's processes (dist.h), else NULL */
+    rt_summary *summary;              /* the TensorBoard event file, or NULL (summary.c) */
 };
 
 /* compile.c: parses p->src, runs sema and the passes into p->ast and p->g,
@@ -132,6 +137,11 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
                  int *views, gr_status *st);
 /* The plan the executor runs. */
 const plan_graph *exec_plan(const rt_exec *e);
+
+/* summary.c: the session's TensorBoard event file in folder dir (opened by
+ * gr_session_new when asked for, closed by gr_session_free). */
+gr_code rt_summary_open(gr_session *s, const char *dir, gr_status *st);
+void rt_summary_close(gr_session *s);
 
 /* session.c */
 /* Opens data source di's reader if it is not open yet (caller holds s->mu). */

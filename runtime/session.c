@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "runtime.h"
 
 /* Live sessions, by pointer and id.  Debug builds look a session up on
@@ -162,6 +163,9 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     cpu_blas_init();
     open_devices(s);
     gr_code c = init_vars(s, st);
+    if (c == GR_OK && p->distributed) c = dist_open(s, st);
+    if (c == GR_OK && s->opt.tensorboard_dir) c = rt_summary_open(s, s->opt.tensorboard_dir, st);
+    s->opt.tensorboard_dir = NULL; /* the caller's string: not kept */
     if (c != GR_OK) {
         gr_session_free(s);
         return c;
@@ -179,6 +183,7 @@ void gr_session_free(gr_session *s)
     if (!s) return;
     live_remove(s);
     forget_held(s);
+    rt_summary_close(s);
     for (int i = 0; i < s->n_plans; i++) {
         rt_plan_entry *pe = &s->plans[i];
         for (int k = 0; k < pe->n_all; k++) exec_free(pe->all[k]); /* views held too */
@@ -189,6 +194,7 @@ void gr_session_free(gr_session *s)
         free(pe->names);
     }
     free(s->plans);
+    dist_close(s->dist);
     for (int i = 0; i < s->g->n_data; i++) data_close(s->readers[i]);
     free((void *)s->readers);
     for (int i = 0; s->var && i < s->g->n_vars; i++) {
@@ -237,6 +243,8 @@ gr_code rt_open_reader(gr_session *s, int di, gr_status *st)
     char err[512];
     rt_data_spec(d, &spec);
     spec.seed ^= s->opt.seed;
+    spec.shards = dist_data_shards(s->dist, di);
+    spec.shard = spec.shards > 1 ? dist_rank(s->dist) : 0;
     pthread_mutex_lock(&s->readers_mu);
     data_reader *r = s->readers[di] ? s->readers[di] : data_open(&spec, err, sizeof err);
     if (r) s->readers[di] = r;
@@ -475,12 +483,17 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
     rt_exec *e;
     gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, &is_train, st);
     if (c != GR_OK) return c;
-    int views = 0;
+    int views = 0, dist = is_train && s->dist;
+    if (dist) c = dist_step_begin(s, st);
     pthread_rwlock_rdlock(&s->pause);
-    c = exec_run(e, feeds, n_feeds, fetches, n_fetches, &views, st);
+    if (c == GR_OK) c = exec_run(e, feeds, n_feeds, fetches, n_fetches, &views, st);
     /* counted under the pause lock: a checkpoint's step matches its variables */
     if (c == GR_OK && is_train) atomic_fetch_add(&s->train_steps, 1);
     pthread_rwlock_unlock(&s->pause);
+    if (dist) {
+        gr_code end = dist_step_end(s, c == GR_OK, st);
+        if (c == GR_OK) c = end;
+    }
     if (c == GR_OK && views && keep_held(s, pi, e) < 0)
         c = rt_fail(st, GR_ERR_ARG,
                     "gr_run: this thread holds zero-copy views on %d sessions "
@@ -499,10 +512,19 @@ static int64_t eval_batches(gr_session *s, const plan_graph *p)
     int64_t nb = 0;
     for (int k = 0; k < p->n_data_used; k++) {
         const ir_data *d = &s->g->data[p->data_used[k]];
-        int64_t b = d->n / d->batch;
+        int64_t b = d->n / (d->batch * dist_data_shards(s->dist, p->data_used[k]));
         if (nb == 0 || b < nb) nb = b;
     }
     return nb ? nb : 1;
+}
+
+/* Whether the processes each evaluate a share of the data (so the mean is
+ * theirs together), not all of it. */
+static int eval_sharded(const gr_session *s, const plan_graph *p)
+{
+    for (int k = 0; k < p->n_data_used; k++)
+        if (dist_data_shards(s->dist, p->data_used[k]) > 1) return 1;
+    return 0;
 }
 
 /* An evaluation reads its sources from the start, then puts each cursor
@@ -542,6 +564,7 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     gr_code c = acquire(s, target, &f, 1, &e, &pi, &is_train, st);
     if (c != GR_OK) return c;
     const plan_graph *plan = exec_plan(e); /* s->plans may move: not read unlocked */
+    if (s->dist) dist_refresh(s);
     int64_t nb = eval_batches(s, plan);
     uint64_t(*saved)[2] = xcalloc((size_t)plan->n_data_used + 1, sizeof *saved);
     /* The whole pass holds the pause lock: no run takes a batch from a
@@ -559,6 +582,7 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     pthread_rwlock_unlock(&s->pause);
     free(saved);
     release(s, pi, e);
+    if (c == GR_OK && eval_sharded(s, plan)) c = dist_eval_total(s, &sum, &nb, st);
     *value = sum / (double)nb;
     if (c == GR_OK) rt_ok(st);
     return c;
@@ -625,4 +649,12 @@ gr_code gr_variable_write(gr_session *s, const char *name, const void *data, siz
     pthread_rwlock_unlock(&s->pause);
     rt_ok(st);
     return GR_OK;
+}
+
+void gr_session_dist_info(const gr_session *s, int *rank, int *size, double *comm_secs)
+{
+    const rt_dist *d = s ? s->dist : NULL;
+    if (rank) *rank = dist_rank(d);
+    if (size) *size = dist_size(d);
+    if (comm_secs) *comm_secs = dist_comm_seconds(d);
 }

@@ -51,11 +51,13 @@ if(GR_FUZZ AND GR_CLANG)
   file(GLOB GR_FZ_SRCS CONFIGURE_DEPENDS
        ${GR_FUZZ_SRC}/lang/*.c ${GR_FUZZ_SRC}/compiler/*.c ${GR_FUZZ_SRC}/runtime/*.c
        ${GR_FUZZ_SRC}/devices/*.c ${GR_FUZZ_SRC}/devices/cpu/*.c ${GR_FUZZ_SRC}/devices/sim/*.c)
-  list(APPEND GR_FZ_SRCS ${GR_FUZZ_GEN} ${GR_FUZZ_SRC}/tests/fuzz/fuzz_compile.c)
+  list(REMOVE_ITEM GR_FZ_SRCS ${GR_FUZZ_SRC}/runtime/dist_mpi.c) # dist_none.c: no MPI here
+  set_source_files_properties(${GR_PROTO_C} PROPERTIES GENERATED TRUE)
+  list(APPEND GR_FZ_SRCS ${GR_FUZZ_GEN} ${GR_PROTO_C} ${GR_FUZZ_SRC}/tests/fuzz/fuzz_compile.c)
   set(GR_FZ_CFLAGS -std=c11 -g -O1 -D_GNU_SOURCE "-DGR_VERSION=\"${PROJECT_VERSION}\""
       -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
       -I${GR_FUZZ_SRC} -I${GR_FUZZ_SRC}/include -I${GR_FUZZ_SRC}/lang -I${CMAKE_BINARY_DIR}/lang
-      ${OPENBLAS_CFLAGS} ${CJSON_CFLAGS})
+      -I${GR_PROTO_DIR} ${OPENBLAS_CFLAGS} ${CJSON_CFLAGS} ${PROTOBUFC_CFLAGS})
   set(GR_FZ_OBJS)
   foreach(src ${GR_FZ_SRCS})
     file(RELATIVE_PATH rel ${CMAKE_BINARY_DIR} ${src})
@@ -73,7 +75,8 @@ if(GR_FUZZ AND GR_CLANG)
   set(GR_FZ_BIN ${CMAKE_CURRENT_BINARY_DIR}/fuzz_compile)
   add_custom_command(OUTPUT ${GR_FZ_BIN}
     COMMAND ${GR_CLANG} -fsanitize=fuzzer,address,undefined ${GR_FZ_OBJS}
-            ${OPENBLAS_LDFLAGS} ${CJSON_LDFLAGS} ${ZLIB_LIBRARIES} -lpthread -lm -o ${GR_FZ_BIN}
+            ${OPENBLAS_LDFLAGS} ${CJSON_LDFLAGS} ${PROTOBUFC_LDFLAGS} ${ZLIB_LIBRARIES} -lpthread
+            -lm -o ${GR_FZ_BIN}
     DEPENDS ${GR_FZ_OBJS}
     COMMENT "Linking libFuzzer target fuzz_compile" VERBATIM)
   add_custom_target(fuzz_compile ALL DEPENDS ${GR_FZ_BIN})

@@ -14,6 +14,9 @@ enum { CLI_OK = 0, CLI_FAILED = 1, CLI_USAGE = 2 };
 int cmd_check(int argc, char **argv);
 int cmd_dot(int argc, char **argv);
 int cmd_fmt(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+/* `graphrun plot`: SVG charts of --log files (cmd_plot.c, plot_svg.c). */
+int cmd_plot(int argc, char **argv);
 /* `graphrun FILE.graph [options]`: trains (tools/cmd_train.c). */
 int cmd_train(int argc, char **argv);
 
@@ -28,6 +31,16 @@ int cli_add_param(cli_params *ps, char *arg);
 /* Prints a failed call's status on stderr: diagnostics as they are, other
  * errors as "graphrun: error: MESSAGE". */
 void cli_print_status(const gr_status *st);
+/* Set by --distributed ("rank 1: "): cli_print_status starts each message with it. */
+extern const char *cli_rank_prefix;
+/* cli_mpi.c: MPI_Init_thread for --distributed, with this process's rank and
+ * the number of processes (-1 after printing why not); at the end, rc
+ * becomes the exit status: MPI_Finalize, or MPI_Abort of the whole job when
+ * rc != 0.  cli_mpi_note: the note for a process mpirun started without
+ * --distributed (printed by rank 0 only). */
+int cli_mpi_start(int *argc, char ***argv, int *rank, int *size);
+int cli_mpi_end(int rc);
+void cli_mpi_note(void);
 /* Exit status for a failed compile: a missing or unreadable file is misuse. */
 int cli_exit_code(gr_code c);
 /* Reads f to its end into a malloc'd, NUL-terminated *text; -1 on error. */

@@ -20,9 +20,12 @@ int cli_exit_code(gr_code c)
     return c == GR_ERR_IO || c == GR_ERR_ARG ? CLI_USAGE : CLI_FAILED;
 }
 
+const char *cli_rank_prefix = "";
+
 void cli_print_status(const gr_status *st)
 {
     const char *msg = gr_status_message(st);
+    fputs(cli_rank_prefix, stderr);
     if (gr_status_location(st, NULL, NULL, NULL) || strstr(msg, ": error: "))
         fputs(msg, stderr); /* a diagnostic: it names its file and line */
     else

@@ -16,8 +16,13 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"check", cmd_check, "check [--emit ast|ir|plan|dot] FILE...  report errors without running"},
     {"dot", cmd_dot,
-     "dot FILE                    print the graph as Graphviz, one cluster per device"},
-    {"fmt", cmd_fmt, "fmt [-w | --check] FILE...  print, rewrite (-w) or check FILEs' canonical form"},
+     "dot FILE                    Graphviz: a cluster per device, transfers in red"},
+    {"fmt", cmd_fmt,
+     "fmt [-w | --check] FILE...  print, rewrite (-w) or check FILEs' canonical form"},
+    {"inspect", cmd_inspect,
+     "inspect [--json] FILE.safetensors  a checkpoint's metadata and tensor statistics"},
+    {"plot", cmd_plot,
+     "plot RUN.jsonl... [-o OUT.svg] [--log-y] [--smooth S]  chart the curves of --log files"},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 

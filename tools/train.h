@@ -15,6 +15,8 @@
 
 typedef struct train_opts {
     const char *file, *target, *log_path;
+    const char *tb_dir, *run_name;    /* --tensorboard DIR, --run-name NAME */
+    long log_every;                   /* --log-every K (0: steps / 1000 + 1) */
     const char *targets[MAX_TARGETS]; /* --target, repeatable; target = targets[0] */
     const char *losses[MAX_TARGETS];  /* each target's loss name, or NULL */
     const char *lrs[MAX_TARGETS];     /* each target's learning rate name, or NULL */
@@ -31,24 +33,42 @@ typedef struct train_opts {
     gr_session_options sess;
     gr_compile_options comp;
     int quiet;
+    int silent; /* --distributed, ranks other than 0: errors only */
 } train_opts;
 
-/* train_report.c: progress lines, the JSON log, evaluations, checkpoints. */
+/* train_report.c: progress lines, records (the JSON log and the TensorBoard
+ * scalars, the same values), evaluations, checkpoints, Ctrl-C. */
 typedef struct trep_progress {
-    double t0, last_print; /* trep_now() at the first step and the last report */
+    double t0, last_print; /* trep_now() at the first step and the last progress line */
     int tty;               /* stderr is a terminal: redraw one line */
     FILE *log;             /* --log, or NULL */
+    gr_session *tb;        /* the session, when --tensorboard writes its scalars */
+    long last_record;      /* the step of the last record: records only move forward */
 } trep_progress;
 
 /* Seconds on a monotonic clock. */
 double trep_now(void);
-/* One progress line on stderr (unless --quiet) and one JSON line in the log
- * (with the learning rate lr unless it is NaN: the target has none). */
-void trep_report(const train_opts *o, trep_progress *pg, long step, float loss, float lr,
-                 int64_t batch, int final);
+/* Starts the clocks and the records, just before the first step. */
+void trep_start(const train_opts *o, trep_progress *pg);
+/* Called after each step (serial loop) or each look (train_async.c), and
+ * once with final set: a progress line on stderr when one is due (unless
+ * --quiet), and a record when step reaches the next multiple of
+ * --log-every, or is final; the record has the learning rate lr unless it
+ * is NaN (the target has none).  -1 when writing the TensorBoard file
+ * failed (printed). */
+int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, float lr, int final);
 /* Each --eval into vals; on failure prints the status and returns -1. */
 int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st);
-void trep_print_evals(const train_opts *o, const double *vals, long step);
+/* Records the --eval values at step, and prints them unless final (the
+ * summary does); -1 when writing the TensorBoard file failed (printed). */
+int trep_evals_done(const train_opts *o, trep_progress *pg, const double *vals, long step,
+                    int final);
+/* The log's "eval" object: {"NAME":VALUE,...}. */
+void trep_eval_json(const train_opts *o, const double *vals, FILE *log);
+/* Ctrl-C: the first one asks training to stop after the step in flight (the
+ * logs are then completed and closed); a second one kills the process. */
+void trep_catch_interrupt(void);
+int trep_interrupted(void);
 /* Saves to --checkpoint; on failure prints the status and returns -1. */
 int trep_save_checkpoint(const train_opts *o, gr_session *s, gr_status *st);
 

@@ -5,7 +5,7 @@
  * coordinates them: variables are read and updated in place (Hogwild!), or
  * under per-variable locks with --locking.  Several `--target`s run side by
  * side the same way (one executor each by default: the async-towers
- * pattern).  This thread only watches: progress, --eval-every,
+ * pattern).  This thread only watches: progress, records, --eval-every,
  * --checkpoint-every (a save is a consistent snapshot taken between runs). */
 #include <math.h>
 #include <pthread.h>
@@ -18,7 +18,8 @@
 typedef struct worker {
     gr_session *s;
     const char *target, *loss_name, *lr_name;
-    atomic_long *next; /* steps handed out so far */
+    atomic_long *next;     /* steps handed out so far */
+    atomic_long *finished; /* steps done so far, by all workers */
     long end;
     _Atomic float loss, lr;
     atomic_int done;
@@ -41,6 +42,7 @@ static void *worker_main(void *arg)
         }
         atomic_store(&w->loss, loss);
         atomic_store(&w->lr, lr);
+        atomic_fetch_add(w->finished, 1);
     }
     atomic_store(&w->done, 1);
     return NULL;
@@ -59,36 +61,30 @@ static void nap(double secs)
     nanosleep(&ts, NULL);
 }
 
-/* Steps finished so far: handed out, minus those still running. */
-static long steps_done(atomic_long *next, long end, int n_workers)
-{
-    long h = atomic_load(next);
-    h = h > end ? end : h;
-    return h - n_workers > 0 ? h - n_workers : 0;
-}
-
-/* Progress, --eval-every and --checkpoint-every, until the workers finish. */
-static int watch(const train_opts *o, gr_session *s, worker *w, int n, atomic_long *next,
-                 trep_progress *pg, gr_status *st)
+/* Progress, records, --eval-every and --checkpoint-every at the step count
+ * the workers have reached (it only grows), until they finish; Ctrl-C stops
+ * them after their steps in flight. */
+static int watch(const train_opts *o, gr_session *s, worker *w, int n, trep_progress *pg,
+                 gr_status *st)
 {
     long next_eval = o->eval_every ? (o->start / o->eval_every + 1) * o->eval_every : 0;
     long next_ckpt = o->ckpt_every ? (o->start / o->ckpt_every + 1) * o->ckpt_every : 0;
     double vals[MAX_EVALS];
     while (!all_done(w, n)) {
         nap(pg->tty ? 0.2 : 0.05);
-        long step = steps_done(next, o->steps, n);
-        if (trep_now() - pg->last_print > (pg->tty ? 0.2 : 2.0)) {
-            trep_report(o, pg, step, atomic_load(&w[0].loss), atomic_load(&w[0].lr), o->batch, 0);
-            pg->last_print = trep_now();
+        if (trep_interrupted()) atomic_store(w[0].next, o->steps);
+        long step = o->start + atomic_load(w[0].finished);
+        if (step >= o->steps) continue; /* the final report follows */
+        if (trep_report(o, pg, step, atomic_load(&w[0].loss), atomic_load(&w[0].lr), 0) < 0)
+            return -1;
+        if (next_eval && step >= next_eval) {
+            if (trep_run_evals(o, s, vals, st) < 0 || trep_evals_done(o, pg, vals, step, 0) < 0)
+                return -1;
+            next_eval = (step / o->eval_every + 1) * o->eval_every;
         }
-        if (next_eval && step >= next_eval && step < o->steps) {
-            if (trep_run_evals(o, s, vals, st) < 0) return -1;
-            trep_print_evals(o, vals, step);
-            next_eval += o->eval_every;
-        }
-        if (next_ckpt && step >= next_ckpt && step < o->steps) {
+        if (next_ckpt && step >= next_ckpt) {
             if (trep_save_checkpoint(o, s, st) < 0) return -1;
-            next_ckpt += o->ckpt_every;
+            next_ckpt = (step / o->ckpt_every + 1) * o->ckpt_every;
         }
     }
     return 0;
@@ -114,8 +110,8 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
     int n = o->executors * o->n_targets, rc = 0;
     if (prepare_targets(o, s, st) < 0) return -1;
     worker *w = calloc((size_t)n, sizeof *w);
-    atomic_long next = o->start;
-    pg->t0 = pg->last_print = trep_now();
+    atomic_long next = o->start, finished = 0;
+    trep_start(o, pg);
     for (int i = 0; i < n; i++) {
         int t = i % o->n_targets;
         w[i] = (worker){.s = s,
@@ -124,11 +120,12 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
                         .lr_name = o->lrs[t],
                         .lr = NAN,
                         .next = &next,
+                        .finished = &finished,
                         .end = o->steps,
                         .st = gr_status_new()};
         pthread_create(&w[i].th, NULL, worker_main, &w[i]);
     }
-    rc = watch(o, s, w, n, &next, pg, st);
+    rc = watch(o, s, w, n, pg, st);
     if (rc) atomic_store(&next, o->steps);
     for (int i = 0; i < n; i++) {
         pthread_join(w[i].th, NULL);
@@ -140,7 +137,9 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
     }
     *secs = trep_now() - pg->t0;
     *last_loss = atomic_load(&w[0].loss);
-    if (!rc) trep_report(o, pg, o->steps, *last_loss, atomic_load(&w[0].lr), o->batch, 1);
+    if (!rc && trep_report(o, pg, o->start + atomic_load(&finished), *last_loss,
+                           atomic_load(&w[0].lr), 1) < 0)
+        rc = -1;
     free(w);
     return rc;
 }

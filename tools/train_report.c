@@ -1,9 +1,43 @@
 /* train_report.c - what both training loops (cmd_train.c's serial one and
- * train_async.c's watcher) do between steps: progress lines and the JSON
- * log, --eval and --eval-every, checkpoint saves.  It calls neither loop. */
+ * train_async.c's watcher) do between steps: progress lines, records (the
+ * JSON log and the TensorBoard scalars), --eval and --eval-every,
+ * checkpoint saves, Ctrl-C.  It calls neither loop.
+ *
+ * A record's values are rounded to the 6 significant digits the log
+ * prints before either sink gets them, so the log and the event file hold
+ * the same numbers. */
+#include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "train.h"
+
+typedef struct trep_scalar {
+    const char *key; /* the log's key; "train/KEY" in TensorBoard */
+    float value;
+} trep_scalar;
+
+static atomic_int interrupted; /* lock-free: safe to set in a handler */
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    atomic_store(&interrupted, 1);
+}
+
+void trep_catch_interrupt(void)
+{
+    struct sigaction sa = {.sa_handler = on_interrupt, .sa_flags = SA_RESETHAND | SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+int trep_interrupted(void)
+{
+    return atomic_load(&interrupted);
+}
 
 double trep_now(void)
 {
@@ -12,22 +46,82 @@ double trep_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-void trep_report(const train_opts *o, trep_progress *pg, long step, float loss, float lr,
-                 int64_t batch, int final)
+static float round6(double v)
 {
-    double el = trep_now() - pg->t0, sps = el > 0 ? (double)(step - o->start) / el : 0;
-    if (pg->log && step > 0) {
-        fprintf(pg->log, "{\"step\":%ld,\"loss\":%.6g,", step, (double)loss);
-        if (lr == lr) fprintf(pg->log, "\"lr\":%.6g,", (double)lr);
-        fprintf(pg->log, "\"examples_per_s\":%.1f,\"elapsed_s\":%.3f}\n", sps * (double)batch, el);
+    char b[32];
+    snprintf(b, sizeof b, "%.6g", v);
+    return isfinite(v) ? strtof(b, NULL) : (float)v;
+}
+
+/* A JSON number, or null for NaN and infinities (JSON has none). */
+static void json_number(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.6g", v);
+    else
+        fputs("null", f);
+}
+
+static int tb_scalar(trep_progress *pg, const char *group, const char *key, long step, float v)
+{
+    char tag[256];
+    snprintf(tag, sizeof tag, "%s/%s", group, key);
+    gr_status *st = gr_status_new();
+    int rc = gr_session_scalar(pg->tb, tag, step, v, st) == GR_OK ? 0 : -1;
+    if (rc) cli_print_status(st);
+    gr_status_free(st);
+    return rc;
+}
+
+static int record(trep_progress *pg, long step, const trep_scalar *v, int n, double elapsed)
+{
+    if (pg->log) {
+        fprintf(pg->log, "{\"step\":%ld", step);
+        for (int i = 0; i < n; i++) {
+            fprintf(pg->log, ",\"%s\":", v[i].key);
+            json_number(pg->log, v[i].value);
+        }
+        fprintf(pg->log, ",\"elapsed_s\":%.3f}\n", elapsed);
     }
-    if (o->quiet) return;
+    for (int i = 0; pg->tb && i < n; i++)
+        if (tb_scalar(pg, "train", v[i].key, step, v[i].value) < 0) return -1;
+    return 0;
+}
+
+static long log_every(const train_opts *o)
+{
+    return o->log_every ? o->log_every : o->steps / 1000 + 1;
+}
+
+static void progress_line(const train_opts *o, const trep_progress *pg, long step, float loss,
+                          double sps, int final)
+{
     double eta = sps > 0 ? (double)(o->steps - step) / sps : 0;
     if (pg->tty)
         fprintf(stderr, "\rstep %ld/%ld  loss %.4f  %.0f steps/s  ETA %.0fs   %s", step, o->steps,
                 (double)loss, sps, eta, final ? "\n" : "");
     else
         fprintf(stderr, "step %ld/%ld loss %.4f %.0f steps/s\n", step, o->steps, (double)loss, sps);
+}
+
+int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, float lr, int final)
+{
+    double now = trep_now(), el = now - pg->t0;
+    double sps = el > 0 ? (double)(step - o->start) / el : 0;
+    if (!o->quiet && (final || now - pg->last_print > (pg->tty ? 0.2 : 2.0))) {
+        progress_line(o, pg, step, loss, sps, final);
+        pg->last_print = now;
+    }
+    long k = log_every(o);
+    if ((!pg->log && !pg->tb) || step <= pg->last_record || step <= 0 ||
+        !(final || step / k > pg->last_record / k))
+        return 0;
+    pg->last_record = step;
+    trep_scalar v[] = {{"loss", round6(loss)},
+                       {"steps_per_s", round6(sps)},
+                       {"examples_per_s", round6(sps * (double)o->batch)},
+                       {"lr", round6(lr)}};
+    return record(pg, step, v, sizeof v / sizeof *v - (lr != lr), el);
 }
 
 int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st)
@@ -40,11 +134,35 @@ int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *
     return 0;
 }
 
-void trep_print_evals(const train_opts *o, const double *vals, long step)
+void trep_eval_json(const train_opts *o, const double *vals, FILE *log)
 {
-    if (o->quiet) return;
-    for (int i = 0; i < o->n_evals; i++)
+    fputc('{', log);
+    for (int i = 0; i < o->n_evals; i++) {
+        fprintf(log, "%s\"%s\":", i ? "," : "", o->evals[i]);
+        json_number(log, round6(vals[i]));
+    }
+    fputc('}', log);
+}
+
+int trep_evals_done(const train_opts *o, trep_progress *pg, const double *vals, long step,
+                    int final)
+{
+    if (pg->tty && !o->quiet && !final) fputc('\n', stderr); /* below the progress line */
+    for (int i = 0; !o->quiet && !final && i < o->n_evals; i++)
         fprintf(stderr, "eval %s = %.4f (step %ld)\n", o->evals[i], vals[i], step);
+    for (int i = 0; pg->tb && i < o->n_evals; i++)
+        if (tb_scalar(pg, "eval", o->evals[i], step, round6(vals[i])) < 0) return -1;
+    if (!pg->log || final) return 0; /* the final values go in the "done" line */
+    fprintf(pg->log, "{\"step\":%ld,\"eval\":", step);
+    trep_eval_json(o, vals, pg->log);
+    fputs("}\n", pg->log);
+    return 0;
+}
+
+void trep_start(const train_opts *o, trep_progress *pg)
+{
+    pg->t0 = pg->last_print = trep_now();
+    pg->last_record = o->start;
 }
 
 int trep_save_checkpoint(const train_opts *o, gr_session *s, gr_status *st)

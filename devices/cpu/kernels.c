@@ -64,6 +64,23 @@ static int k_group(const kern_args *a)
     return 0;
 }
 
+/* One gradient: its mean, straight into out.  More: packed back to back
+ * into out, then averaged in place. */
+static int k_allreduce(const kern_args *a)
+{
+    float *out = a->out;
+    size_t off = 0;
+    for (int k = 0; k < a->n_in && a->n_in > 1; k++) {
+        size_t n = (size_t)in_numel(a, k);
+        cpu_copy(a->pool, out + off, IN(k), (int64_t)n);
+        off += n;
+    }
+    const float *in = a->n_in > 1 ? out : IN(0);
+    if (a->comm) return a->comm->allreduce_mean(a->comm, in, out, (size_t)out_numel(a), a->fault);
+    snprintf(a->fault->msg, sizeof a->fault->msg, "allreduce in a session that is not distributed");
+    return -1;
+}
+
 static int k_copy(const kern_args *a)
 {
     cpu_copy(a->pool, a->out, IN(0), out_numel(a));
@@ -483,7 +500,7 @@ static int k_clip_scale(const kern_args *a)
  * device whose table lacks its op, and tests/test_kernels.c walks every
  * (op, device) pair. */
 #define ROW(op, ...) [OP_##op] = ROW_FN,
-_Static_assert(OP_COUNT == 68, "ops.h changed: give the new op its row in cpu_kernels[]");
+_Static_assert(OP_COUNT == 69, "ops.h changed: give the new op its row in cpu_kernels[]");
 const kernel_fn cpu_kernels[OP_COUNT] = {
 #define ROW_FN k_binary
     CPU_ARITH(ROW) CPU_COMPARE(ROW)
@@ -536,6 +553,7 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_GROUP] = k_group,
     [OP_LR_SCHEDULE] = k_lr_schedule,
     [OP_CLIP_SCALE] = k_clip_scale,
+    [OP_ALLREDUCE] = k_allreduce,
     [OP_MATMUL_BIAS] = k_matmul_bias,
     [OP_APPLY_SGD_MATMUL] = k_apply_sgd_matmul,
 };

@@ -2,10 +2,11 @@
 // (k_*.cu) when the library loads.  An op in two families is a bug found
 // here; an op in none has a NULL row, and compiling a program that places it
 // on a GPU is an error (runtime/compile.c); tests/test_cuda.c checks that
-// every op the examples use has a row.
+// every op the examples use has a row.  allreduce has none: MPI runs on the
+// host, so autodiff places it on cpu:0.
 #include "cuda_impl.cuh"
 
-static_assert(OP_COUNT == 68, "ops.h changed: give the new op its CUDA row (k_*.cu)");
+static_assert(OP_COUNT == 69, "ops.h changed: give the new op its CUDA row (k_*.cu)");
 
 kernel_fn cuda_kernels[OP_COUNT];
 

@@ -1,0 +1,69 @@
+/* dist.h - private to runtime/: a session's part in distributed training
+ * (docs/distributed.md).
+ *
+ * A session of a program compiled with gr_compile_options.distributed
+ * holds an rt_dist: its own duplicate of the caller's MPI communicator, its
+ * rank and the number of processes.  Every collective below is called by
+ * every process at the same point of the same sequence of calls; the
+ * session serialises its own calls (one at a time per process, whatever
+ * its threads do), so MPI_THREAD_SERIALIZED is enough.
+ *
+ *  - sync: the program's allreduce nodes average gradients (kern_comm).
+ *  - async: rank 0 keeps the trained variables in an MPI window; each
+ *    train step first reads them (MPI_Get) and afterwards adds its own
+ *    change to them (MPI_Accumulate, MPI_SUM), waiting for nobody.  With
+ *    sync_every K, there is no window: every K steps the variables are
+ *    averaged (MPI_Allreduce).
+ *
+ * Built without MPI (GR_HAVE_MPI unset), dist_open is an error and nothing
+ * else is ever called. */
+#ifndef GR_RUNTIME_DIST_H
+#define GR_RUNTIME_DIST_H
+
+#include <stdint.h>
+
+#include "../devices/device.h"
+#include "../include/graphrun.h"
+
+typedef struct rt_dist rt_dist;
+
+/* Joins the session to its processes: checks that every process compiled
+ * the same graph and initialised the same variables, and in async mode
+ * makes rank 0's window.  On error (the same on every process) s->dist
+ * stays NULL. */
+gr_code dist_open(gr_session *s, gr_status *st);
+void dist_close(rt_dist *d);
+int dist_rank(const rt_dist *d);
+int dist_size(const rt_dist *d);
+/* How many processes split data source di's batches: the number of
+ * processes for a source a train target reads, else 1 (each process reads
+ * it whole); this process takes share dist_rank. */
+int dist_data_shards(const rt_dist *d, int di);
+/* What the allreduce kernels call. */
+kern_comm *dist_kern_comm(rt_dist *d);
+/* Seconds this process has spent communicating (allreduce, window). */
+double dist_comm_seconds(const rt_dist *d);
+
+/* Around each train step (gr_run of a .minimize() target), outside the
+ * pause lock: the async mode's read and write of the shared variables. */
+gr_code dist_step_begin(gr_session *s, gr_status *st);
+/* ran: the step succeeded (else only the lock taken by begin is let go). */
+gr_code dist_step_end(gr_session *s, int ran, gr_status *st);
+/* Before an evaluation or a save: async, the local variables become the
+ * shared ones; sync_every, they are averaged now (on every process). */
+void dist_refresh(gr_session *s);
+
+/* A checkpoint's bytes, read by rank 0 and sent to every process: all
+ * restore exactly what rank 0 read, or all fail. */
+gr_code dist_read_file(gr_session *s, const char *path, uint8_t **buf, size_t *len, gr_status *st);
+/* After a restore changed the variables (async: rank 0's go to the window). */
+gr_code dist_restored(gr_session *s, gr_status *st);
+/* Runs save on rank 0 only (after dist_refresh);
+ * every process returns its result. */
+gr_code dist_save(gr_session *s, const char *path,
+                  gr_code (*save)(gr_session *s, const char *path, gr_status *st), gr_status *st);
+/* An evaluation's sum of batch means and its batch count, summed over the
+ * processes (each evaluated its own shard). */
+gr_code dist_eval_total(gr_session *s, double *sum, int64_t *batches, gr_status *st);
+
+#endif

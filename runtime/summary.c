@@ -1,0 +1,78 @@
+/* summary.c - a session's TensorBoard event file
+ * (gr_session_options.tensorboard_dir) and gr_session_scalar: one writer
+ * per session behind a mutex, so runs on any number of threads may report,
+ * and one curve per tag whose steps only increase. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+#include "tfevents.h"
+
+typedef struct summary_tag {
+    char *tag;
+    int64_t step; /* the last step written */
+} summary_tag;
+
+struct rt_summary {
+    pthread_mutex_t mu;
+    tfev_writer *w;
+    summary_tag *tags;
+    int n_tags;
+};
+
+gr_code rt_summary_open(gr_session *s, const char *dir, gr_status *st)
+{
+    char err[512];
+    tfev_writer *w = tfev_open(dir, err, sizeof err);
+    if (!w) return rt_fail(st, GR_ERR_IO, "tensorboard: %s\n", err);
+    s->summary = xcalloc(1, sizeof *s->summary);
+    s->summary->w = w;
+    pthread_mutex_init(&s->summary->mu, NULL);
+    return GR_OK;
+}
+
+void rt_summary_close(gr_session *s)
+{
+    rt_summary *m = s->summary;
+    if (!m) return;
+    tfev_close(m->w, NULL, 0); /* best effort: a failed flush was reported by the last scalar */
+    for (int i = 0; i < m->n_tags; i++) free(m->tags[i].tag);
+    free(m->tags);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+    s->summary = NULL;
+}
+
+/* Whether step extends tag's curve; records it when it does. */
+static int summary_advance(rt_summary *m, const char *tag, int64_t step)
+{
+    for (int i = 0; i < m->n_tags; i++) {
+        if (strcmp(m->tags[i].tag, tag) != 0) continue;
+        if (step <= m->tags[i].step) return 0;
+        m->tags[i].step = step;
+        return 1;
+    }
+    m->tags = xreallocarray(m->tags, (size_t)m->n_tags + 1, sizeof *m->tags);
+    m->tags[m->n_tags++] = (summary_tag){xstrdup(tag), step};
+    return 1;
+}
+
+gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double value, gr_status *st)
+{
+    if (!s || !tag || !*tag) return rt_fail(st, GR_ERR_ARG, "gr_session_scalar: no tag\n");
+    rt_summary *m = s->summary;
+    if (!m)
+        return rt_fail(st, GR_ERR_ARG,
+                       "gr_session_scalar: the session has no tensorboard_dir (an option of "
+                       "gr_session_new)\n");
+    if (step < 0) step = (int64_t)atomic_load(&s->train_steps);
+    char err[512];
+    int rc = 0;
+    pthread_mutex_lock(&m->mu);
+    if (summary_advance(m, tag, step))
+        rc = tfev_scalar(m->w, tag, step, (float)value, err, sizeof err);
+    pthread_mutex_unlock(&m->mu);
+    if (rc < 0) return rt_fail(st, GR_ERR_IO, "tensorboard: %s\n", err);
+    rt_ok(st);
+    return GR_OK;
+}

@@ -1,0 +1,101 @@
+#!/bin/sh
+# run.sh CASE GRAPHRUN MPIRUN - one distributed-training test (tests/mpi.cmake),
+# run in the current folder with the model tests/mpi/mlp.graph.
+#   oracle-T  2 processes x batch 32 x 50 steps of target train_T leave the
+#             same variables (within 1e-5) as 1 process x batch 64
+#   resume    25 steps, checkpoint, resume to 50 == 50 uninterrupted, bit for
+#             bit; resuming with another number of processes is an error
+#   kill      a rank killed mid-run ends the job, non-zero, within 10 s
+#   mismatch  processes that compiled different graphs get an error, no hang
+#   async     async (and --sync-every) reach sync's test accuracy within 1 point
+#   cli       usage errors, and the note for mpirun without --distributed
+set -u
+case_=$1 G=$2 MPIRUN=$3
+HERE=$(cd "$(dirname "$0")" && pwd)
+M=$HERE/mlp.graph
+PY=/usr/bin/python3
+export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers: no CMA
+R="$MPIRUN -np 2 --oversubscribe --allow-run-as-root"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+train() { # train NPROC TARGET STEPS BATCH EXTRA...
+    np=$1 t=$2 n=$3 b=$4
+    shift 4
+    if [ "$np" = 1 ]; then
+        "$G" "$M" --target "$t" --steps "$n" --set batch="$b" --threads 1 --quiet "$@"
+    else
+        $R "$G" "$M" --target "$t" --steps "$n" --set batch="$b" --threads 1 --quiet \
+            --distributed "$@"
+    fi
+}
+
+acc() { sed -n 's/^accuracy = //p' "$1"; }
+
+case $case_ in
+oracle-*)
+    t=train_${case_#oracle-}
+    train 2 "$t" 50 32 sync --checkpoint p2.st > /dev/null || fail "2 processes"
+    train 1 "$t" 50 64 --checkpoint p1.st > /dev/null || fail "1 process"
+    $PY "$HERE/compare.py" p2.st p1.st 1e-5 || fail "2 x 32 differs from 1 x 64"
+    # the check can fail: without averaging, the two are far apart
+    train 2 "$t" 50 32 async --sync-every 1000 --checkpoint pa.st > /dev/null || fail async
+    ! $PY "$HERE/compare.py" pa.st p1.st 1e-5 > /dev/null || fail "compare.py cannot fail"
+    ;;
+resume)
+    rm -f r.st
+    train 2 train_adam 25 32 sync --checkpoint r.st > /dev/null || fail "first half"
+    train 2 train_adam 50 32 sync --restore r.st --checkpoint r.st > /dev/null || fail resume
+    train 2 train_adam 50 32 sync --checkpoint u.st > /dev/null || fail uninterrupted
+    $PY "$HERE/compare.py" r.st u.st 0 || fail "resumed differs from uninterrupted"
+    train 1 train_adam 60 64 --restore r.st 2> other.err && fail "restored by 1 process"
+    grep -q "saved by 2 processes, restored by 1" other.err || fail "message: $(cat other.err)"
+    ;;
+kill)
+    pat="^$G $M --target train_sgd --steps 1000000000"
+    $R "$G" "$M" --target train_sgd --steps 1000000000 --distributed sync --threads 1 \
+        > kill.out 2>&1 &
+    job=$!
+    trap 'kill $job 2>/dev/null; pkill -f "$pat"' EXIT # a failed check leaves nothing running
+    for _ in $(seq 100); do [ "$(pgrep -c -f "$pat")" = 2 ] && break; sleep 0.1; done
+    [ "$(pgrep -c -f "$pat")" = 2 ] || fail "the job did not start"
+    sleep 2 # loading the data, then training
+    victim=$(pgrep -n -f "$pat")
+    t0=$(date +%s)
+    kill -9 "$victim"
+    wait $job
+    rc=$? t=$(($(date +%s) - t0))
+    [ $rc -ne 0 ] || fail "exit status 0 after a rank was killed"
+    [ $t -le 10 ] || fail "the job took ${t}s to end"
+    grep -q "rank 1" kill.out || fail "no message names the rank: $(cat kill.out)"
+    ;;
+mismatch)
+    timeout 60 "$MPIRUN" --oversubscribe --allow-run-as-root \
+        -np 1 "$G" "$M" --steps 5 --distributed sync : \
+        -np 1 "$G" "$M" --steps 5 --distributed sync --set batch=32 > mm.out 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "exit status $rc"
+    grep -q "rank 1 compiled a different graph than rank 0" mm.out || fail "$(cat mm.out)"
+    ;;
+async)
+    train 2 train_sgd 400 32 sync --eval accuracy > sync.out || fail sync
+    train 2 train_sgd 400 32 async --eval accuracy > async.out || fail async
+    train 2 train_sgd 400 32 async --sync-every 10 --eval accuracy > every.out || fail every
+    s=$(acc sync.out) a=$(acc async.out) e=$(acc every.out)
+    echo "accuracy: sync $s, async $a, async --sync-every 10 $e"
+    $PY -c "import sys; s, a, e = map(float, sys.argv[1:]); sys.exit(a < s - 0.01 or e < s - 0.01)" \
+        "$s" "$a" "$e" || fail "async is more than 1 point below sync"
+    ;;
+cli)
+    "$G" "$M" --steps 1 --sync-every 2 2> e1; [ $? -eq 2 ] || fail "--sync-every alone"
+    grep -q "needs --distributed async" e1 || fail "$(cat e1)"
+    "$G" "$M" --steps 1 --distributed sync --executors 2 2> e2; [ $? -eq 2 ] || fail executors
+    "$G" "$M" --steps 1 --distributed maybe 2> e3; [ $? -eq 2 ] || fail "bad mode"
+    grep -q "takes sync or async" e3 || fail "$(cat e3)"
+    $R "$G" "$M" --target train_sgd --steps 2 --threads 1 --quiet > alone.out 2> alone.err ||
+        fail "without --distributed"
+    [ "$(grep -c 'without --distributed' alone.err)" = 1 ] || fail "note: $(cat alone.err)"
+    ;;
+*)
+    fail "unknown case $case_"
+    ;;
+esac

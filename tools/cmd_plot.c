@@ -1,0 +1,222 @@
+/* cmd_plot.c - `graphrun plot RUN.jsonl... [-o OUT.svg]`: reads the
+ * records and evaluations of --log files (docs/curves.md) and charts them
+ * (plot_svg.c).  A line that is not what graphrun writes is an error naming
+ * the file and the line. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "plot.h"
+
+static const char plot_help[] =
+    "usage: graphrun plot RUN.jsonl... [-o OUT.svg] [--log-y] [--smooth S]\n"
+    "  chart the training loss (smoothed, raw values faint) and the --eval metrics of\n"
+    "  graphrun --log files against the step, one colour per file\n"
+    "  -o OUT.svg     write the SVG here (default: standard output)\n"
+    "  --log-y        the loss on a logarithmic scale\n"
+    "  --smooth S     smoothing weight of the loss, 0 (none) to 0.99 (default 0.6)\n";
+
+/* Where a line is read, for messages. */
+typedef struct plot_src {
+    const char *path;
+    long line;
+} plot_src;
+
+static int plot_err(const plot_src *src, const char *msg, const char *key)
+{
+    fprintf(stderr, "%s:%ld: error: %s%s%s\n", src->path, src->line, msg, key ? " " : "",
+            key ? key : "");
+    return CLI_FAILED;
+}
+
+static void series_add(plot_series *s, double x, double y)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->x = realloc(s->x, sizeof *s->x * (size_t)s->cap);
+        s->y = realloc(s->y, sizeof *s->y * (size_t)s->cap);
+        if (!s->x || !s->y) {
+            fputs("graphrun plot: out of memory\n", stderr);
+            exit(CLI_FAILED);
+        }
+    }
+    s->x[s->n] = x;
+    s->y[s->n++] = y;
+}
+
+static plot_series *eval_series(plot_run *r, const char *name)
+{
+    for (int i = 0; i < r->n_evals; i++)
+        if (strcmp(r->evals[i].name, name) == 0) return &r->evals[i];
+    r->evals = realloc(r->evals, sizeof *r->evals * (size_t)(r->n_evals + 1));
+    if (!r->evals) exit(CLI_FAILED);
+    r->evals[r->n_evals] = (plot_series){.name = strdup(name)};
+    return &r->evals[r->n_evals++];
+}
+
+/* {"NAME": value or null, ...} at step. */
+static int read_evals(plot_run *r, const cJSON *ev, double step, const plot_src *src)
+{
+    if (!cJSON_IsObject(ev)) return plot_err(src, "\"eval\" is not an object", NULL);
+    for (const cJSON *e = ev->child; e; e = e->next) {
+        if (cJSON_IsNull(e)) continue; /* NaN or Inf when it was written */
+        if (!cJSON_IsNumber(e)) return plot_err(src, "eval value is not a number:", e->string);
+        series_add(eval_series(r, e->string), step, e->valuedouble);
+    }
+    return 0;
+}
+
+static int read_loss(plot_run *r, const cJSON *loss, double step, const plot_opts *o,
+                     const plot_src *src)
+{
+    if (cJSON_IsNull(loss)) return 0;
+    if (!cJSON_IsNumber(loss)) return plot_err(src, "\"loss\" is not a number", NULL);
+    if (o->log_y && !(loss->valuedouble > 0))
+        return plot_err(src, "--log-y: the loss is not positive here", NULL);
+    series_add(&r->loss, step, loss->valuedouble);
+    return 0;
+}
+
+/* One line: a record ("step", "loss", ...), evaluations ("step", "eval"),
+ * or the final summary ("event": "done", "step", "eval"). */
+static int read_line(plot_run *r, const char *text, const plot_opts *o, const plot_src *src)
+{
+    cJSON *j = cJSON_Parse(text);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return plot_err(src, "not a JSON object (is this a graphrun --log file?)", NULL);
+    }
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step"),
+                *ev = cJSON_GetObjectItemCaseSensitive(j, "eval"),
+                *loss = cJSON_GetObjectItemCaseSensitive(j, "loss");
+    int is_event = cJSON_HasObjectItem(j, "event"), rc = 0;
+    if (!cJSON_IsNumber(step) && (ev || (loss && !is_event)))
+        rc = plot_err(src, "\"step\" is missing or not a number", NULL);
+    else if (ev)
+        rc = read_evals(r, ev, step->valuedouble, src);
+    else if (loss && !is_event)
+        rc = read_loss(r, loss, step->valuedouble, o, src);
+    cJSON_Delete(j);
+    return rc;
+}
+
+static int blank(const char *s)
+{
+    return s[strspn(s, " \t\r\n")] == 0;
+}
+
+static int read_run(plot_run *r, const char *path, const plot_opts *o)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return fprintf(stderr, "graphrun plot: %s: %s\n", path, strerror(errno)), CLI_USAGE;
+    plot_src src = {path, 0};
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    while (rc == 0 && getline(&line, &cap, f) >= 0) {
+        src.line++;
+        if (!blank(line)) rc = read_line(r, line, o, &src);
+    }
+    free(line);
+    fclose(f);
+    if (rc == 0 && r->loss.n == 0 && r->n_evals == 0) {
+        fprintf(stderr, "graphrun plot: %s: no loss or eval records (written by --log?)\n", path);
+        rc = CLI_FAILED;
+    }
+    return rc;
+}
+
+/* The legend's names: file names without ".jsonl", or whole paths when
+ * two files share a name. */
+static void label_runs(plot_run *runs, int n, char **paths)
+{
+    int clash = 0;
+    for (int i = 0; i < n; i++) {
+        const char *base = strrchr(paths[i], '/') ? strrchr(paths[i], '/') + 1 : paths[i];
+        size_t len = strlen(base);
+        if (len > 6 && strcmp(base + len - 6, ".jsonl") == 0) len -= 6;
+        runs[i].label = strndup(base, len);
+        for (int k = 0; k < i; k++) clash |= strcmp(runs[k].label, runs[i].label) == 0;
+    }
+    for (int i = 0; clash && i < n; i++) {
+        free(runs[i].label);
+        runs[i].label = strdup(paths[i]);
+    }
+}
+
+static void free_runs(plot_run *runs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < runs[i].n_evals; k++) {
+            free(runs[i].evals[k].name);
+            free(runs[i].evals[k].x);
+            free(runs[i].evals[k].y);
+        }
+        free(runs[i].evals);
+        free(runs[i].loss.x);
+        free(runs[i].loss.y);
+        free(runs[i].label);
+    }
+    free(runs);
+}
+
+static int parse_smooth(const char *arg, double *out)
+{
+    char *end;
+    *out = strtod(arg, &end);
+    if (*arg && !*end && *out >= 0 && *out < 1) return 0;
+    fprintf(stderr, "graphrun plot: bad --smooth %s (0 to 0.99)\n", arg);
+    return -1;
+}
+
+/* Returns CLI_OK, CLI_USAGE, or -1 after --help. */
+static int parse_plot_opts(int argc, char **argv, plot_opts *o)
+{
+    enum { O_LOG_Y = 256, O_SMOOTH };
+    static const struct option longs[] = {
+        {"log-y", 0, 0, O_LOG_Y}, {"smooth", 1, 0, O_SMOOTH}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "ho:", longs, NULL)) != -1) {
+        if (c == 'h') return fputs(plot_help, stdout), -1;
+        if (c == 'o')
+            o->out = optarg;
+        else if (c == O_LOG_Y)
+            o->log_y = 1;
+        else if (c != O_SMOOTH || parse_smooth(optarg, &o->smooth) < 0)
+            return CLI_USAGE;
+    }
+    if (optind >= argc) return fputs("graphrun plot: no input file\n", stderr), CLI_USAGE;
+    return CLI_OK;
+}
+
+static int write_chart(const plot_run *runs, int n, const plot_opts *o)
+{
+    FILE *out = o->out ? fopen(o->out, "w") : stdout;
+    if (!out) return fprintf(stderr, "graphrun plot: %s: %s\n", o->out, strerror(errno)), -1;
+    plot_svg(runs, n, o, out);
+    if ((o->out ? fclose(out) : fflush(out)) != 0)
+        return fprintf(stderr, "graphrun plot: %s: %s\n", o->out ? o->out : "stdout",
+                       strerror(errno)),
+               -1;
+    return 0;
+}
+
+int cmd_plot(int argc, char **argv)
+{
+    plot_opts o = {.smooth = 0.6};
+    int rc = parse_plot_opts(argc, argv, &o);
+    if (rc < 0) return CLI_OK;
+    if (rc != CLI_OK) return fputs(plot_help, stderr), rc;
+    int n = argc - optind;
+    plot_run *runs = calloc((size_t)n, sizeof *runs);
+    label_runs(runs, n, argv + optind);
+    for (int i = 0; i < n && rc == 0; i++) rc = read_run(&runs[i], argv[optind + i], &o);
+    if (rc == 0 && write_chart(runs, n, &o) < 0) rc = CLI_FAILED;
+    free_runs(runs, n);
+    return rc;
+}
