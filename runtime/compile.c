@@ -36,8 +36,7 @@ void rt_data_spec(const ir_data *d, data_spec *s)
 }
 
 /* sema's data probe: the readers' own, on the spec the session will open. */
-static int compile_probe_data(void *ctx, const ir_data *d, sema_data_shape *out, char *err,
-                              size_t errlen)
+int rt_probe_data(void *ctx, const ir_data *d, sema_data_shape *out, char *err, size_t errlen)
 {
     (void)ctx;
     data_spec s;
@@ -178,7 +177,7 @@ static gr_code compile_machine(gr_program *p, const gr_compile_options *opt, gr_
 
 gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
 {
-    return rt_compile_probe(p, opt, compile_probe_data, NULL, st);
+    return rt_compile_probe(p, opt, rt_probe_data, NULL, st);
 }
 
 gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data_probe probe,
