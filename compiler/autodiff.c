@@ -23,9 +23,10 @@ typedef struct ad_ctx {
     int *grad;    /* [n_anc] gradient node of each node's output, or -1 */
     int *updates; /* update nodes, one per updated variable */
     int n_updates;
-    int step_node; /* adam: the step counter's VARIABLE node, or -1 */
-    int barrier;   /* group over all gradients: updates wait for it */
-    int step_inc;  /* adam: its ASSIGN_ADD node */
+    int step_node;  /* adam, schedules: the step counter's VARIABLE node, or -1 */
+    int barrier;    /* group over all gradients: updates wait for it */
+    int step_inc;   /* adam, schedules: its ASSIGN_ADD node */
+    int lr, gscale; /* the f32[] learning rate and gradient scale every update reads */
 } ad_ctx;
 
 static int is_trained(const ir_graph *g, int vi)
@@ -204,8 +205,9 @@ static int make_slot(ad_ctx *c, int vi, const char *suffix)
     return node;
 }
 
-/* Adam's step counter: one per minimize, incremented once per run before
- * any apply_adam reads it (control dependencies). */
+/* The step counter of Adam and of schedules: one per minimize, incremented
+ * once per run before any apply_adam or lr_schedule reads it (control
+ * dependencies). */
 static int make_step(ad_ctx *c, int device)
 {
     ir_type scalar;
@@ -226,7 +228,6 @@ static ir_attrs update_attrs(const ad_optimizer *o)
 {
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    a.f[0] = o->lr;
     if (o->kind == AD_MOMENTUM) {
         a.f[1] = o->m;
         a.i[2] = o->nesterov;
@@ -239,24 +240,35 @@ static ir_attrs update_attrs(const ad_optimizer *o)
     return a;
 }
 
-/* A variable reached only through gather gets its gradient as rows (the
- * gather_grad's dy and ids, never a dense table) when the optimizer is sgd:
- * returns that gather_grad node, else -1. */
 static int var_grad(const ad_ctx *c, int vi)
 {
     return c->grad[at(c, c->g->vars[vi].node)];
 }
 
+/* A variable reached only through gather gets its gradient as rows (the
+ * gather_grad's dy and ids, never a dense table) when the optimizer is sgd
+ * without clipping (the global norm needs the dense gradient: rows of a
+ * repeated id add up before they are squared): returns that gather_grad
+ * node, else -1. */
 static int sparse_grad(const ad_ctx *c, int vi)
 {
     int gn = var_grad(c, vi);
-    return c->opt->kind == AD_SGD && c->g->nodes[gn].op == OP_GATHER_GRAD ? gn : -1;
+    return c->opt->kind == AD_SGD && !(c->opt->clip > 0) && c->g->nodes[gn].op == OP_GATHER_GRAD
+               ? gn
+               : -1;
+}
+
+/* AdamW decays matrices and filters, not biases and gains (rank < 2),
+ * unless decay_all. */
+static double decay_of(const ad_ctx *c, int vi)
+{
+    return c->opt->decay_all || c->g->vars[vi].type.rank >= 2 ? c->opt->weight_decay : 0;
 }
 
 static int make_update(ad_ctx *c, int vi)
 {
     int device = c->g->vars[vi].device;
-    int in[5] = {c->g->vars[vi].node, var_grad(c, vi), -1, -1, -1}, n_in = 2;
+    int in[7] = {c->g->vars[vi].node, var_grad(c, vi), -1, -1, -1, -1, -1}, n_in = 2;
     op_kind op = OP_APPLY_SGD;
     int sp = sparse_grad(c, vi);
     if (sp >= 0) { /* rows: dy and ids of the gather_grad, which then goes unused */
@@ -273,7 +285,10 @@ static int make_update(ad_ctx *c, int vi)
         in[n_in++] = make_slot(c, vi, "adam_v");
         in[n_in++] = c->step_node;
     }
+    in[n_in++] = c->lr;
+    in[n_in++] = c->gscale;
     ir_attrs a = update_attrs(c->opt);
+    if (op == OP_APPLY_ADAM) a.f[4] = decay_of(c, vi);
     int u = ir_add(c->g, op, in, n_in, &a, c->src, c->span);
     if (u < 0) return -1;
     c->g->nodes[u].device = device;
@@ -383,18 +398,76 @@ static int trained_here(const ad_ctx *c, int i)
     return c->grad[i] >= 0 ? nd->var : -1;
 }
 
-/* Every update waits until every gradient is computed: a gradient that reads
- * a variable (matmul's da = dy @ w^T) must see it before any update. */
-static int make_barrier(ad_ctx *c)
+/* The gradient of every trained variable (its rows, for a sparse one),
+ * into grads ([n_anc]), and the first variable's device; returns how many. */
+static int trained_grads(ad_ctx *c, int *grads, int *device)
 {
-    int *grads = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), n = 0;
+    int n = 0;
     IR_WORK(c->n_anc);
     for (int i = 0, vi; i < c->n_anc; i++) {
         if ((vi = trained_here(c, i)) < 0) continue;
+        if (n == 0) *device = c->g->vars[vi].device;
         int sp = sparse_grad(c, vi);
         grads[n++] = sp >= 0 ? c->g->nodes[sp].in[0] : var_grad(c, vi);
     }
+    return n;
+}
+
+/* Node id, now placed on device (id < 0: the error it is). */
+static int placed(ad_ctx *c, int id, int device)
+{
+    if (id >= 0) c->g->nodes[id].device = device;
+    return id;
+}
+
+static int scalar_const(ad_ctx *c, double v)
+{
+    ir_type scalar;
+    memset(&scalar, 0, sizeof(scalar));
+    return ir_add_const(c->g, v, &scalar, c->src, c->span);
+}
+
+/* The learning rate: a constant, or the schedule of the step counter, read
+ * after its increment. */
+static int make_lr(ad_ctx *c, int device)
+{
+    const ad_schedule *s = &c->opt->sched;
+    if (!s->on) return c->lr = placed(c, scalar_const(c, c->opt->lr), device);
+    if (c->step_node < 0 && make_step(c, device) < 0) return -1;
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.i[0] = s->kind;
+    a.f[1] = c->opt->lr;
+    a.f[2] = s->min;
+    a.i[3] = s->warmup;
+    a.i[4] = s->steps;
+    c->lr = ir_add(c->g, OP_LR_SCHEDULE, &c->step_node, 1, &a, c->src, c->span);
+    if (placed(c, c->lr, device) < 0) return -1;
+    ir_add_ctrl(c->g, c->lr, c->step_inc);
+    return c->lr;
+}
+
+/* The gradients' scale: 1, or min(1, clip / global norm) of them all. */
+static int make_gscale(ad_ctx *c, int device, const int *grads, int n)
+{
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.f[0] = c->opt->clip;
+    int id = c->opt->clip > 0 ? ir_add(c->g, OP_CLIP_SCALE, grads, n, &a, c->src, c->span)
+                              : scalar_const(c, 1.0);
+    return c->gscale = placed(c, id, device);
+}
+
+/* Every update waits until every gradient is computed: a gradient that reads
+ * a variable (matmul's da = dy @ w^T) must see it before any update.  The
+ * learning rate and gradient scale live with the first variable. */
+static int make_barrier(ad_ctx *c)
+{
+    int *grads = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), device = -1;
+    int n = trained_grads(c, grads, &device);
     c->barrier = n ? ir_add(c->g, OP_GROUP, grads, n, NULL, c->src, c->span) : 0;
+    if (n && c->barrier >= 0 && (make_lr(c, device) < 0 || make_gscale(c, device, grads, n) < 0))
+        c->barrier = -1;
     free(grads);
     return c->barrier;
 }
@@ -434,4 +507,10 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *
     free(c.grad);
     free(c.updates);
     return rc;
+}
+
+int ad_lr_of(const ir_graph *g, int train)
+{
+    const ir_node *u = &g->nodes[g->nodes[train].in[0]];
+    return u->in[u->n_in - 2];
 }

@@ -22,6 +22,11 @@ typedef struct sema_data_shape {
     int x_rank;
     int64_t x_dims[4]; /* per example */
     int has_y;         /* labels present */
+    int x_i32;         /* text: x and y are i32 ids, y_per (the block) per example */
+    int64_t y_per;
+    int64_t vocab;     /* text: ids are in [0, vocab) */
+    char *vocab_chars; /* text: the characters in id order (NULL: bytes); malloc'd by the
+                          probe, freed by sema */
 } sema_data_shape;
 
 /* Reads the headers of the data source that d declares (kind, resolved
@@ -49,12 +54,24 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt);
 
 /* ---- autodiff ---- */
 typedef enum ad_kind { AD_SGD, AD_MOMENTUM, AD_ADAM } ad_kind;
+/* A learning-rate schedule driven by the step counter (lr_schedule,
+ * devices/optim.h); the optimizer's lr is its peak. */
+typedef struct ad_schedule {
+    int on; /* 0: the learning rate is the constant lr */
+    op_lr_kind kind;
+    double min;
+    int64_t warmup, steps;
+} ad_schedule;
 typedef struct ad_optimizer {
     ad_kind kind;
     double lr, m, b1, b2, eps;
     int nesterov;
-    int locking;   /* per-variable locks (ordered) around updates */
-    int allreduce; /* distributed sync: average the gradients over the processes first */
+    int locking;         /* per-variable locks (ordered) around updates */
+    double weight_decay; /* adam: decoupled weight decay (AdamW), 0 for none */
+    int decay_all;       /* decay every variable, not only those of rank >= 2 */
+    double clip;         /* > 0: scale the gradients to this global norm at most */
+    ad_schedule sched;
+    int allreduce;       /* distributed sync: average the gradients over the processes first */
 } ad_optimizer;
 
 /* Differentiates the scalar `loss` w.r.t. every trainable variable it
@@ -62,6 +79,9 @@ typedef struct ad_optimizer {
  * update ops, and returns an OP_GROUP node that depends on all updates (the
  * train target), or -1 on error (reported at span). */
 int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *src, src_span span);
+/* The learning-rate node (f32[]) the updates of train target `train` (what
+ * ad_minimize returned) read: a constant or the schedule. */
+int ad_lr_of(const ir_graph *g, int train);
 
 /* ---- passes (passes.c): each is IR -> IR and can be switched off ---- */
 enum { PASS_CSE = 1, PASS_FOLD = 2, PASS_FUSE = 4 };

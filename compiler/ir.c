@@ -3,6 +3,7 @@
 #include "ir.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -340,6 +341,13 @@ int ir_add_const_like(ir_graph *g, int like, double value, const ir_type *t)
     return id;
 }
 
+double ir_const_scalar(const ir_graph *g, int id)
+{
+    const ir_node *c = &g->nodes[id];
+    if (c->op != OP_CONST || c->type.dtype != DT_F32 || c->type.rank != 0) return NAN;
+    return c->cdata ? (double)*(const float *)c->cdata : (double)(float)c->attr.f[0];
+}
+
 void ir_const_fill(const ir_node *n, void *dst)
 {
     GR_ASSERT(n->op == OP_CONST);
@@ -645,6 +653,9 @@ static int dump_attr(const ir_node *n, int j, const char *sep, FILE *out)
         fprintf(out, "%s%s=%g", sep, a->name, n->attr.f[j]);
     } else if (a->kind == ATTR_DTYPE) {
         fprintf(out, "%s%s=%s", sep, a->name, ir_dtype_name((ir_dtype)n->attr.i[j]));
+    } else if (a->kind == ATTR_CHOICE) {
+        if (!required && n->attr.i[j] == (int64_t)a->def) return 0;
+        fprintf(out, "%s%s=%s", sep, a->name, a->choices[n->attr.i[j]]);
     } else {
         if (!required && n->attr.i[j] == (int64_t)a->def) return 0;
         fprintf(out, "%s%s=%" PRId64, sep, a->name, n->attr.i[j]);

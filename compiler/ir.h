@@ -81,7 +81,7 @@ typedef struct ir_var {
     src_span span;
 } ir_var;
 
-typedef enum ir_data_kind { DATA_IDX, DATA_CSV, DATA_RAW, DATA_GAUSSIAN } ir_data_kind;
+typedef enum ir_data_kind { DATA_IDX, DATA_CSV, DATA_RAW, DATA_GAUSSIAN, DATA_TEXT } ir_data_kind;
 
 typedef struct ir_data {
     const char *name; /* the `data NAME = ...` name */
@@ -98,6 +98,16 @@ typedef struct ir_data {
     int64_t gen_n;     /* gaussian: examples to generate */
     int64_t n_classes; /* label range check, 0 = none */
     float x_scale;     /* the reader multiplies x by it (pass_data_scale); 0 = none */
+    /* text: every path (path[0] is the first), windows of block + 1 ids every stride of
+       the first `split` of the text or (val_part) the rest; the vocabulary */
+    const char **paths;
+    int n_paths;
+    int64_t block, stride;
+    double split;
+    int val_part;
+    int byte_vocab;          /* ids are bytes */
+    int64_t vocab;           /* ids are in [0, vocab) */
+    const char *vocab_chars; /* chars: the characters in id order, UTF-8; NULL: bytes */
     const src_file *src;
     src_span span;
 } ir_data;
@@ -168,6 +178,8 @@ int ir_add_const_like(ir_graph *g, int like, double value, const ir_type *t);
 /* Writes a constant's value (its literal, or attr f0 in every element) into
  * dst, host memory of ir_nbytes(&n->type) bytes. */
 void ir_const_fill(const ir_node *n, void *dst);
+/* The value of node id when it is a scalar f32 constant, else NaN. */
+double ir_const_scalar(const ir_graph *g, int id);
 int ir_add_var(ir_graph *g, const ir_var *v);   /* returns var index; creates its node */
 int ir_add_data(ir_graph *g, const ir_data *d); /* returns data index */
 int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const src_file *src, src_span sp);

@@ -28,6 +28,8 @@
 #define ATTRS_POOL {A_INT("size", REQ), A_INT("stride", 0), A_LIST("shape", REQ)}
 #define ATTRS_SHAPE {A_LIST("shape", REQ)}
 #define LOCK A_BOOL("locking", 0)
+#define A_MASK {"mask", ATTR_CHOICE, OP_MASK_NONE, ops_mask_names}
+#define ATTRS_NORM {A_INT("axis", -1), A_FLT("eps", 1e-5)}
 
 /* E(op, arity, flags, shape, grad); the name comes from OPS_LIST (ops.h). */
 #define E(op, ar, fl, sh, gr) [op] = {.arity = ar, .flags = fl, .shape = sh, .grad = gr
@@ -65,7 +67,7 @@ const op_info ops_table[OP_COUNT] = {
     UN(OP_TANH, ops_shape_unary_f32, ops_grad_tanh),
     /* not elementwise for fusion: identity is the stop that keeps it apart */
     E(OP_IDENTITY, 1, PUB, ops_shape_unary_any, ops_grad_identity)},
-    E(OP_SOFTMAX, 1, PUB, ops_shape_softmax, ops_grad_softmax)},
+    E(OP_SOFTMAX, 1, PUB, ops_shape_softmax, ops_grad_softmax), .attrs = {A_MASK}},
     E(OP_LOG_SOFTMAX, 1, PUB, ops_shape_softmax, ops_grad_log_softmax)},
     E(OP_SOFTMAX_XENT, 2, PUB, ops_shape_xent, ops_grad_xent)},
     E(OP_MSE, 2, PUB, ops_shape_mse, ops_grad_mse)},
@@ -91,10 +93,16 @@ const op_info ops_table[OP_COUNT] = {
     /* stateful: the mask depends on the run's step */
     E(OP_DROPOUT, 1, PUB | OPF_STATEFUL | OPF_PER_RUN, ops_shape_dropout, ops_grad_dropout),
         .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1)}},
+    E(OP_LAYERNORM, 3, PUB, ops_shape_layernorm, ops_grad_layernorm), .attrs = ATTRS_NORM},
+    E(OP_LAYERNORM_GRAD, 3, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM},
+    E(OP_LAYERNORM_GRAD_PARAMS, 2, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM,
+        .scratch = ops_scratch_layernorm_grad_params},
+    UN(OP_GELU, ops_shape_unary_f32, ops_grad_gelu),
+    HELPER(OP_GELU_GRAD, 2, ops_shape_grad_pair),
     HELPER(OP_RELU_GRAD, 2, ops_shape_grad_pair),
     HELPER(OP_SIGMOID_GRAD, 2, ops_shape_grad_pair),
     HELPER(OP_TANH_GRAD, 2, ops_shape_grad_pair),
-    HELPER(OP_SOFTMAX_GRAD, 2, ops_shape_grad_pair),
+    E(OP_SOFTMAX_GRAD, 2, 0, ops_shape_grad_pair, NULL), .attrs = {A_MASK}},
     HELPER(OP_LOG_SOFTMAX_GRAD, 2, ops_shape_grad_pair),
     HELPER(OP_XENT_GRAD, 3, ops_shape_xent_grad),
     E(OP_MAX_GRAD, 3, 0, ops_shape_like_in1, NULL), .attrs = ATTRS_REDUCE},
@@ -108,20 +116,25 @@ const op_info ops_table[OP_COUNT] = {
         .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1), A_INT("forward", REQ)}},
     E(OP_GATHER_GRAD, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SHAPE},
     E(OP_SLICE_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SLICE},
-    E(OP_APPLY_SGD, 2, UPD, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
-    E(OP_APPLY_SGD_ROWS, 3, UPD, ops_shape_update_rows, NULL),
-        .attrs = {A_FLT("lr", REQ), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
-    E(OP_APPLY_MOMENTUM, 3, UPD, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_FLT("m", REQ), A_BOOL("nesterov", 0), A_NONE, A_NONE, LOCK}},
-    E(OP_APPLY_ADAM, 5, UPD, ops_shape_update, NULL),
-        .attrs = {A_FLT("lr", REQ), A_FLT("b1", 0.9), A_FLT("b2", 0.999), A_FLT("eps", 1e-8), A_NONE, LOCK}},
+    /* lr and gscale are inputs (ops.h), read on the device each run */
+    E(OP_APPLY_SGD, 4, UPD, ops_shape_update, NULL),
+        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_SGD_ROWS, 5, UPD, ops_shape_update_rows, NULL),
+        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_MOMENTUM, 5, UPD, ops_shape_update, NULL),
+        .attrs = {A_NONE, A_FLT("m", REQ), A_BOOL("nesterov", 0), A_NONE, A_NONE, LOCK}},
+    E(OP_APPLY_ADAM, 7, UPD, ops_shape_update, NULL),
+        .attrs = {A_NONE, A_FLT("b1", 0.9), A_FLT("b2", 0.999), A_FLT("eps", 1e-8), A_FLT("weight_decay", 0), LOCK}},
     E(OP_ASSIGN_ADD, 2, UPD, ops_shape_assign_add, NULL),
         .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
     /* a barrier: merging two would merge the targets they end */
     E(OP_GROUP, -1, OPF_STATEFUL, ops_shape_token, NULL)},
     /* a collective: every process must run the same ones in the same order */
     E(OP_ALLREDUCE, -1, OPF_STATEFUL, ops_shape_allreduce, NULL), .attrs = {A_INT("bucket", 0)}},
+    E(OP_LR_SCHEDULE, 1, 0, ops_shape_lr_schedule, NULL),
+        .attrs = {A_INT("kind", 0), A_FLT("lr", REQ), A_FLT("min", 0), A_INT("warmup", 0), A_INT("steps", 0)}},
+    E(OP_CLIP_SCALE, -1, 0, ops_shape_clip_scale, NULL), .attrs = {A_FLT("clip", REQ)},
+        .scratch = ops_scratch_clip_scale},
     E(OP_MATMUL_BIAS, 3, 0, ops_shape_matmul_bias, NULL),
         .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)},
         .cost = ops_cost_matmul},
@@ -129,8 +142,10 @@ const op_info ops_table[OP_COUNT] = {
         .attrs = {A_FLT("lr", REQ), A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_NONE, A_NONE, LOCK},
         .cost = ops_cost_matmul},
 };
-_Static_assert(OP_COUNT == 67, "OPS_LIST (ops.h) changed: give the new op its entry here");
+_Static_assert(OP_COUNT == 74, "OPS_LIST (ops.h) changed: give the new op its entry here");
 /* clang-format on */
+
+const char *const ops_mask_names[] = {"none", "causal", NULL};
 
 static const char *const op_names[OP_COUNT] = {
 #define OP_NAME(id, name) [OP_##id] = name,
@@ -217,16 +232,36 @@ size_t ops_scratch_conv2d_grad_w(const ir_graph *g, int id)
     return im2col_bytes(w, ops_in_type(g, id, 0)) + (size_t)ir_numel(w) * 4;
 }
 
+/* layernorm_grad_params: 2C floats of partial sums per CPU task (rows are
+ * split over the tasks); the CUDA kernel keeps each row's mean and 1/std
+ * (2 floats a row) there instead.  Room for both. */
+size_t ops_scratch_layernorm_grad_params(const ir_graph *g, int id)
+{
+    const ir_type *x = ops_in_type(g, id, 1);
+    int64_t c = x->dim[x->rank - 1];
+    return (size_t)(2 * c + 2 * (c ? ir_numel(x) / c : 0)) * 4;
+}
+
+/* A double per OP_CLIP_CHUNK elements of each gradient. */
+size_t ops_scratch_clip_scale(const ir_graph *g, int id)
+{
+    size_t chunks = 0;
+    for (int k = 0; k < g->nodes[id].n_in; k++)
+        chunks += (size_t)((ir_numel(ops_in_type(g, id, k)) + OP_CLIP_CHUNK - 1) / OP_CLIP_CHUNK);
+    return chunks * sizeof(double);
+}
+
 /* ---- cost rules: multiply-adds ---- */
 
-/* M*N*K: the output is [M,N]; K is a's other dimension.  apply_sgd_matmul
- * multiplies in[1] @ in[2] into its variable in[0]. */
+/* M*N*K per batch: the output is [...,M,N]; K is a's other last-two
+ * dimension.  apply_sgd_matmul multiplies in[1] @ in[2] into its variable
+ * in[0]. */
 double ops_cost_matmul(const ir_graph *g, int id)
 {
     const ir_node *n = &g->nodes[id];
     int upd = n->op == OP_APPLY_SGD_MATMUL;
     const ir_type *a = ops_in_type(g, id, upd), *c = upd ? ops_in_type(g, id, 0) : &n->type;
-    return (double)ir_numel(c) * (double)a->dim[n->attr.i[upd] ? 0 : 1];
+    return (double)ir_numel(c) * (double)a->dim[a->rank - (n->attr.i[upd] ? 2 : 1)];
 }
 
 /* Every conv2d-family op does one multiply-add per (dy element, C*KH*KW). */

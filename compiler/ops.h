@@ -31,7 +31,7 @@
     X(DATA, "data")                /* attr0: 0 = x, 1 = y; attr1: data index (-> node->data) */    \
     X(VARIABLE, "variable")        /* the variable's own buffer, read in place */                  \
     /* linear algebra */                                                                           \
-    X(MATMUL, "matmul")            /* in: a[M,K] b[K,N]; attr0 trans_a, attr1 trans_b */           \
+    X(MATMUL, "matmul")            /* in: a[...,M,K] b[...,K,N]; attr0 trans_a, attr1 trans_b */   \
     /* elementwise binary (broadcasting) */                                                        \
     X(ADD, "add")                                                                                  \
     X(SUB, "sub")                                                                                  \
@@ -54,7 +54,7 @@
     X(TANH, "tanh")                                                                                \
     X(IDENTITY, "identity")        /* copy (act=none, and a stop for fusion) */                    \
     /* along the last axis */                                                                      \
-    X(SOFTMAX, "softmax")                                                                          \
+    X(SOFTMAX, "softmax")          /* attr0 mask (OP_MASK_*) */                                    \
     X(LOG_SOFTMAX, "log_softmax")                                                                  \
     X(SOFTMAX_XENT, "softmax_xent") /* in: logits f32[N,C], labels i32[N]; out f32[N] */           \
     X(MSE, "mse")                  /* in: pred, target (same shape); out scalar mean sq err */     \
@@ -78,11 +78,17 @@
     X(MAXPOOL2D, "maxpool2d")      /* in: x; attr0 size, attr1 stride (0 = size) */                \
     X(AVGPOOL2D, "avgpool2d")      /* same attrs as maxpool2d */                                   \
     X(DROPOUT, "dropout")          /* attr f0 rate, attr i1 training (0 = identity) */             \
+    /* transformer ops (softmax's mask="causal" is softmax's attr0) */                             \
+    X(LAYERNORM, "layernorm")      /* in: x[...,C], gain[C], bias[C]; attr0 axis, f1 eps */        \
+    X(LAYERNORM_GRAD, "layernorm_grad") /* in: dy, x, gain; out dx; attrs as layernorm */          \
+    X(LAYERNORM_GRAD_PARAMS, "layernorm_grad_params") /* in: dy, x; out [2C]: dgain, dbias */      \
+    X(GELU, "gelu")                /* tanh approximation (GPT-2's) */                              \
+    X(GELU_GRAD, "gelu_grad")      /* in: dy, x */                                                 \
     /* gradient helpers, created by autodiff only */                                               \
     X(RELU_GRAD, "relu_grad")      /* in: dy, x */                                                 \
     X(SIGMOID_GRAD, "sigmoid_grad") /* in: dy, y (the forward output) */                           \
     X(TANH_GRAD, "tanh_grad")      /* in: dy, y */                                                 \
-    X(SOFTMAX_GRAD, "softmax_grad") /* in: dy, y */                                                \
+    X(SOFTMAX_GRAD, "softmax_grad") /* in: dy, y; attr0 mask, as softmax */                        \
     X(LOG_SOFTMAX_GRAD, "log_softmax_grad") /* in: dy, y (log-probs) */                            \
     X(XENT_GRAD, "softmax_xent_grad") /* in: logits, labels, dy[N]; out [N,C] */                   \
     X(MAX_GRAD, "max_grad")        /* in: dy(keepdims shape), x, y(keepdims); attr0 axis */        \
@@ -94,18 +100,26 @@
     X(GATHER_GRAD, "gather_grad")  /* in: dy, ids; attr list: table shape; scatter-add */          \
     X(SLICE_GRAD, "slice_grad")    /* in: dy; attr list: x's shape; attrs as slice */              \
     /* updates: write in[0], a VARIABLE, in place; out is a 0-byte token f32[0];                   \
-       attr i5 = locking (hold the variable's lock around the update) */                           \
-    X(APPLY_SGD, "apply_sgd")      /* in: var, grad; attr f0 lr */                                 \
-    /* gather's sparse gradient under sgd: var[ids[i]] -= lr * dy[i] */                            \
-    X(APPLY_SGD_ROWS, "apply_sgd_rows") /* in: var[V,D], dy[...,D], ids i32[...]; f0 lr */         \
-    X(APPLY_MOMENTUM, "apply_momentum") /* in: var, grad, slot; f0 lr, f1 m, i2 nesterov */        \
-    X(APPLY_ADAM, "apply_adam")    /* in: var, grad, m, v, step; f0 lr, f1 b1, f2 b2, f3 eps */    \
+       attr i5 = locking (hold the variable's lock around the update).  Optimizer updates          \
+       end with two f32[] inputs, read on the device each run: lr, and gscale (the gradient        \
+       is used as gscale * grad: global-norm clipping, else a constant 1) */                       \
+    X(APPLY_SGD, "apply_sgd")      /* in: var, grad, lr, gscale */                                 \
+    /* gather's sparse gradient under sgd: var[ids[i]] -= lr * gscale * dy[i] */                   \
+    X(APPLY_SGD_ROWS, "apply_sgd_rows") /* in: var[V,D], dy[...,D], ids i32[...], lr, gscale */    \
+    X(APPLY_MOMENTUM, "apply_momentum") /* in: var, grad, slot, lr, gscale; f1 m, i2 nesterov */   \
+    /* f4 weight decay (adamw): var -= lr * wd * var first, decoupled from the Adam step */        \
+    X(APPLY_ADAM, "apply_adam")    /* in: var, grad, m, v, step, lr, gscale; f1 b1 f2 b2 f3 eps */ \
     X(ASSIGN_ADD, "assign_add")    /* in: var, x; var += x (step counters, tests) */               \
     X(GROUP, "group")              /* waits for its inputs; out is a 0-byte token */               \
     /* distributed sync training: in: gradients; out: their mean over the processes              \
        (kern_args.comm), as the input's type for one, packed into f32[total] for more;          \
        attr0: its place in the sequence of calls; on the host only */                            \
     X(ALLREDUCE, "allreduce")                                                                      \
+    /* optimizer helpers, created by autodiff only */                                              \
+    /* the learning rate of step in[0] (f32[], the counter after its increment): i0 kind           \
+       (0 warmup then constant, 1 linear, 2 cosine), f1 lr, f2 min, i3 warmup, i4 steps */         \
+    X(LR_SCHEDULE, "lr_schedule")  /* in: step f32[]; out f32[] */                                 \
+    X(CLIP_SCALE, "clip_scale")    /* in: gradients...; f0 clip; out f32[] min(1, clip / norm) */  \
     /* fusions, created by passes only */                                                          \
     X(MATMUL_BIAS, "matmul_bias")  /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */        \
     /* apply_sgd(var, matmul(a, b)): var -= lr * a@b, one GEMM accumulating into the variable */  \
@@ -119,6 +133,13 @@ typedef enum op_kind {
         OP_COUNT
 } op_kind;
 
+/* lr_schedule's attr i0: the shape of the schedule (devices/optim.h). */
+typedef enum op_lr_kind { OP_LR_WARMUP, OP_LR_LINEAR, OP_LR_COSINE } op_lr_kind;
+/* clip_scale's kernels sum squares in chunks of this many elements of one
+ * gradient, whatever the threads, then add the chunks' sums (doubles, in
+ * its scratch) in order: the same bits on every run. */
+#define OP_CLIP_CHUNK 16384
+
 struct ir_graph;
 struct ir_node;
 
@@ -128,14 +149,21 @@ typedef enum attr_kind {
     ATTR_FLOAT,
     ATTR_BOOL,
     ATTR_LIST,
-    ATTR_DTYPE
+    ATTR_DTYPE,
+    ATTR_CHOICE /* a string of the language, one of `choices`; the slot holds its index */
 } attr_kind;
 
 typedef struct op_attr {
     const char *name; /* keyword in the language, e.g. "axis" */
     attr_kind kind;
-    double def; /* default (ints too); NAN = required */
+    double def;                 /* default (ints too); NAN = required */
+    const char *const *choices; /* ATTR_CHOICE: the strings, NULL-ended */
 } op_attr;
+
+/* softmax's mask= (ATTR_CHOICE): causal masks the scores of the last axis
+ * past the position on the axis before it (j > i in a [..., T, T] block). */
+enum { OP_MASK_NONE, OP_MASK_CAUSAL };
+extern const char *const ops_mask_names[];
 
 /* Shape rule: fills g->nodes[id].type from its inputs and attrs, or reports
  * an error at the node's span and returns -1. */

@@ -122,25 +122,49 @@ static int mm(ir_graph *g, int id, int x, int y, int tx, int ty)
 
 /* C = op(A) op(B).  With dC = dy:  A B -> dA = dy B^T, dB = A^T dy;
  * A^T B -> dA = B dy^T, dB = A dy;  A B^T -> dA = dy B, dB = dy^T A;
- * A^T B^T -> dA = B^T dy^T, dB = dy^T A^T. */
+ * A^T B^T -> dA = B^T dy^T, dB = dy^T A^T.  The same products over batch
+ * axes give each batch's gradient. */
+static int mm_grad_a(ir_graph *g, int id, int b, int dy, int ta, int tb)
+{
+    if (!ta) return mm(g, id, dy, b, 0, !tb);
+    return tb ? mm(g, id, b, dy, 1, 1) : mm(g, id, b, dy, 0, 1);
+}
+
+static int mm_grad_b(ir_graph *g, int id, int a, int dy, int ta, int tb)
+{
+    if (!tb) return mm(g, id, a, dy, !ta, 0);
+    return ta ? mm(g, id, dy, a, 1, 1) : mm(g, id, dy, a, 1, 0);
+}
+
+/* [..., R, C] as [prod(...) * R, C]. */
+static int flatten_rows(ir_graph *g, int id, int v)
+{
+    ir_type t = g->nodes[v].type;
+    int64_t rows = 1;
+    for (int d = 0; d + 1 < t.rank; d++) rows *= t.dim[d];
+    t.dim[1] = t.dim[t.rank - 1];
+    t.dim[0] = rows;
+    t.rank = 2;
+    return reshape_to(g, id, v, &t);
+}
+
+/* A batched a times a matrix b ([..., M, K] @ [K, N]): b's gradient sums
+ * over every batch, which is one GEMM over the rows of a and dy seen as
+ * [prod(...) * M, K] and [prod(...) * M, N], not a batch of products
+ * summed afterwards.  Otherwise gradients broadcast over batch axes are
+ * summed back to the operand's shape. */
 int ops_grad_matmul(ir_graph *g, int id, int dy, int *dx)
 {
     int a = IN(0), b = IN(1);
     int ta = g->nodes[id].attr.i[0] != 0, tb = g->nodes[id].attr.i[1] != 0;
-    if (!ta && !tb) {
-        dx[0] = mm(g, id, dy, b, 0, 1);
-        dx[1] = mm(g, id, a, dy, 1, 0);
-    } else if (ta && !tb) {
-        dx[0] = mm(g, id, b, dy, 0, 1);
-        dx[1] = mm(g, id, a, dy, 0, 0);
-    } else if (!ta && tb) {
-        dx[0] = mm(g, id, dy, b, 0, 0);
-        dx[1] = mm(g, id, dy, a, 1, 0);
+    int ga = mm_grad_a(g, id, b, dy, ta, tb), gb;
+    if (g->nodes[b].type.rank == 2 && g->nodes[a].type.rank > 2 && !ta) {
+        int af = flatten_rows(g, id, a), dyf = flatten_rows(g, id, dy);
+        gb = af < 0 || dyf < 0 ? -1 : mm_grad_b(g, id, af, dyf, 0, tb);
     } else {
-        dx[0] = mm(g, id, b, dy, 1, 1);
-        dx[1] = mm(g, id, dy, a, 1, 1);
+        gb = mm_grad_b(g, id, a, dy, ta, tb);
     }
-    return dx[0] < 0 || dx[1] < 0 ? -1 : 0;
+    return finish2(g, id, dx, ga, gb);
 }
 
 /* ---- elementwise binaries ---- */
@@ -213,14 +237,24 @@ int ops_grad_tanh(ir_graph *g, int id, int dy, int *dx)
     return finish1(dx, add2(g, id, OP_TANH_GRAD, dy, id));
 }
 
+/* The masked scores' outputs are 0, so their gradients are too; the mask
+ * only lets the kernel skip them. */
 int ops_grad_softmax(ir_graph *g, int id, int dy, int *dx)
 {
-    return finish1(dx, add2(g, id, OP_SOFTMAX_GRAD, dy, id));
+    int in[2] = {dy, id};
+    ir_attrs a = no_attrs();
+    a.i[0] = g->nodes[id].attr.i[0];
+    return finish1(dx, ir_add_like(g, id, OP_SOFTMAX_GRAD, in, 2, &a));
 }
 
 int ops_grad_log_softmax(ir_graph *g, int id, int dy, int *dx)
 {
     return finish1(dx, add2(g, id, OP_LOG_SOFTMAX_GRAD, dy, id));
+}
+
+int ops_grad_gelu(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish1(dx, add2(g, id, OP_GELU_GRAD, dy, IN(0)));
 }
 
 int ops_grad_dropout(ir_graph *g, int id, int dy, int *dx)
@@ -379,4 +413,30 @@ int ops_grad_avgpool(ir_graph *g, int id, int dy, int *dx)
 {
     ir_attrs a = list_attrs(g->nodes[id].attr, ops_in_type(g, id, 0));
     return finish1(dx, add1(g, id, OP_AVGPOOL_GRAD, dy, &a));
+}
+
+/* ---- layer normalisation ---- */
+
+/* y = (x - mean) * rstd * gain + bias along the last axis.  The backward
+ * needs each row's mean and rstd = 1 / sqrt(var + eps); an IR node has one
+ * output, so rather than a second output (or a helper op whose [rows, 2]
+ * result would live from the forward pass to the backward one), both
+ * gradient kernels recompute them from x: one extra pass over a row that
+ * is in cache anyway.  dgain = sum over rows of dy * xhat and dbias = sum of
+ * dy come from one kernel (one pass over dy and x) as [2C], then two
+ * slices of C floats each. */
+int ops_grad_layernorm(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_attrs a = g->nodes[id].attr;
+    int x = IN(0), in[3] = {dy, x, IN(1)};
+    int64_t c = g->nodes[x].type.dim[g->nodes[x].type.rank - 1];
+    dx[0] = ir_add_like(g, id, OP_LAYERNORM_GRAD, in, 3, &a);
+    int p = ir_add_like(g, id, OP_LAYERNORM_GRAD_PARAMS, in, 2, &a);
+    for (int k = 0; k < 2 && p >= 0; k++) {
+        ir_attrs s = no_attrs();
+        s.i[1] = k * c;
+        s.i[2] = (k + 1) * c;
+        dx[1 + k] = add1(g, id, OP_SLICE, p, &s);
+    }
+    return dx[0] < 0 || p < 0 || dx[1] < 0 || dx[2] < 0 ? -1 : 0;
 }

@@ -42,6 +42,8 @@ int ops_shape_sum_to(ir_graph *g, int id);
 int ops_shape_conv2d(ir_graph *g, int id);
 int ops_shape_pool(ir_graph *g, int id);
 int ops_shape_dropout(ir_graph *g, int id);
+int ops_shape_layernorm(ir_graph *g, int id);
+int ops_shape_layernorm_grad(ir_graph *g, int id);
 int ops_shape_grad_pair(ir_graph *g, int id);
 int ops_shape_xent_grad(ir_graph *g, int id);
 int ops_shape_like_in1(ir_graph *g, int id);
@@ -54,6 +56,8 @@ int ops_shape_assign_add(ir_graph *g, int id);
 int ops_shape_update_rows(ir_graph *g, int id);
 int ops_shape_token(ir_graph *g, int id);
 int ops_shape_matmul_bias(ir_graph *g, int id);
+int ops_shape_lr_schedule(ir_graph *g, int id);
+int ops_shape_clip_scale(ir_graph *g, int id);
 
 /* ---- cost rules (ops.c) ---- */
 double ops_cost_matmul(const ir_graph *g, int id);
@@ -92,9 +96,13 @@ int ops_grad_conv2d(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_maxpool(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_avgpool(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_dropout(ir_graph *g, int id, int dy, int *dx);
+int ops_grad_layernorm(ir_graph *g, int id, int dy, int *dx);
+int ops_grad_gelu(ir_graph *g, int id, int dy, int *dx);
 
 /* ---- scratch rules (ops.c) ---- */
 size_t ops_scratch_conv2d(const ir_graph *g, int id);
 size_t ops_scratch_conv2d_grad_w(const ir_graph *g, int id);
+size_t ops_scratch_layernorm_grad_params(const ir_graph *g, int id);
+size_t ops_scratch_clip_scale(const ir_graph *g, int id);
 
 #endif

@@ -80,35 +80,53 @@ int ops_shape_data(ir_graph *g, int id)
 
 /* ---- linear algebra ---- */
 
-/* The type of in[k] @ in[k+1], transposed as attrs i[ta_slot], i[ta_slot+1] say. */
-static int matmul_type(ir_graph *g, int id, int k, int ta_slot, ir_type *out)
+static int matmul_rank_ok(const ir_type *a, const ir_type *b, int batched)
+{
+    if (batched) return a->rank >= 2 && b->rank >= 2;
+    return a->rank == 2 && b->rank == 2;
+}
+
+/* The type of in[k] @ in[k+1]: [..., M, K] @ [..., K, N] -> [..., M, N], the
+ * last two axes of a (b) swapped when attr i[ta_slot] (i[ta_slot+1]) says
+ * so, the leading (batch) axes broadcast like numpy.  The fused ops
+ * (`batched` 0) take matrices only. */
+static int matmul_type(ir_graph *g, int id, int k, int ta_slot, int batched, ir_type *out)
 {
     const ir_type *a = ops_in_type(g, id, k), *b = ops_in_type(g, id, k + 1);
-    if (a->rank != 2 || b->rank != 2)
-        return ops_error(g, id, "%s: operands must be rank 2, got %s @ %s", OPNAME(id), ops_ts(a).s,
-                         ops_ts(b).s);
+    if (!matmul_rank_ok(a, b, batched))
+        return ops_error(g, id, "%s: operands must %s, got %s @ %s", OPNAME(id),
+                         batched ? "have rank >= 2 ([..., M, K] @ [..., K, N])" : "be rank 2",
+                         ops_ts(a).s, ops_ts(b).s);
     if (a->dtype != DT_F32 || b->dtype != DT_F32)
         return ops_error(g, id, "%s: operands must be f32, got %s @ %s", OPNAME(id), ops_ts(a).s,
                          ops_ts(b).s);
     int ta = NODE(id)->attr.i[ta_slot] != 0, tb = NODE(id)->attr.i[ta_slot + 1] != 0;
-    int64_t m = a->dim[ta], ka = a->dim[!ta], kb = b->dim[tb], nn = b->dim[!tb];
+    int ra = a->rank - 2, rb = b->rank - 2; /* the batch ranks */
+    int64_t m = a->dim[ra + ta], ka = a->dim[ra + !ta], kb = b->dim[rb + tb], nn = b->dim[rb + !tb];
     if (ka != kb)
         return ops_error(g, id, "%s @ %s: inner dimensions %lld and %lld differ", ops_ts(a).s,
                          ops_ts(b).s, (long long)ka, (long long)kb);
-    int64_t dims[2] = {m, nn};
-    *out = make_type(DT_F32, 2, dims);
+    ir_type ba = make_type(DT_F32, ra, a->dim), bb = make_type(DT_F32, rb, b->dim), o;
+    if (ops_broadcast(&ba, &bb, &o) < 0)
+        return ops_error(g, id, "%s @ %s: batch dimensions %s and %s do not broadcast", ops_ts(a).s,
+                         ops_ts(b).s, ops_list_str(a->dim, ra).s, ops_list_str(b->dim, rb).s);
+    o.dim[o.rank++] = m;
+    o.dim[o.rank++] = nn;
+    *out = o;
     return 0;
 }
 
 int ops_shape_matmul(ir_graph *g, int id)
 {
     ir_type t;
-    return matmul_type(g, id, 0, 0, &t) < 0 ? -1 : set_type(g, id, t);
+    return matmul_type(g, id, 0, 0, 1, &t) < 0 ? -1 : set_type(g, id, t);
 }
 
 int ops_shape_matmul_bias(ir_graph *g, int id)
 {
-    if (ops_shape_matmul(g, id) < 0) return -1;
+    ir_type t;
+    if (matmul_type(g, id, 0, 0, 0, &t) < 0) return -1;
+    set_type(g, id, t);
     const ir_type *bias = ops_in_type(g, id, 2), *y = &NODE(id)->type;
     if (bias->dtype != DT_F32 || bias->rank != 1 || bias->dim[0] != y->dim[1])
         return ops_error(g, id, "matmul_bias: bias must be f32[%lld], got %s", (long long)y->dim[1],
@@ -156,12 +174,20 @@ int ops_shape_unary_f32(ir_graph *g, int id)
     return ops_shape_unary_any(g, id);
 }
 
+/* mask="causal" reads the last two axes as a square [..., T, T] of scores,
+ * row i (a query) seeing columns j <= i (its keys up to itself). */
 int ops_shape_softmax(ir_graph *g, int id)
 {
     const ir_type *x = ops_in_type(g, id, 0);
     if (need_f32(g, id, x, "input") < 0) return -1;
     if (x->rank < 1)
         return ops_error(g, id, "%s: input must have rank >= 1, got %s", OPNAME(id), ops_ts(x).s);
+    if (NODE(id)->op == OP_SOFTMAX && NODE(id)->attr.i[0] == OP_MASK_CAUSAL &&
+        (x->rank < 2 || x->dim[x->rank - 1] != x->dim[x->rank - 2]))
+        return ops_error(g, id,
+                         "softmax: mask=\"causal\" needs scores [..., T, T], square in the last "
+                         "two axes, got %s",
+                         ops_ts(x).s);
     return set_type(g, id, *x);
 }
 
@@ -511,6 +537,60 @@ int ops_shape_dropout(ir_graph *g, int id)
     return ops_shape_unary_f32(g, id);
 }
 
+/* ---- layer normalisation ---- */
+
+/* gain or bias (input k) must be f32[C], C the last axis of x. */
+static int need_row_param(ir_graph *g, int id, int k, const ir_type *x, const char *what)
+{
+    const ir_type *p = ops_in_type(g, id, k);
+    int64_t c = x->dim[x->rank - 1];
+    if (p->dtype == DT_F32 && p->rank == 1 && p->dim[0] == c) return 0;
+    return ops_error(g, id, "layernorm: %s must be f32[%lld] (the last axis of %s), got %s", what,
+                     (long long)c, ops_ts(x).s, ops_ts(p).s);
+}
+
+/* Only the last axis: the kernels normalise contiguous rows. */
+static int need_last_axis(ir_graph *g, int id, const ir_type *x)
+{
+    ir_node *n = NODE(id);
+    if (need_f32(g, id, x, "input") < 0) return -1;
+    if (x->rank < 1)
+        return ops_error(g, id, "%s: input must have rank >= 1, got %s", OPNAME(id), ops_ts(x).s);
+    if (norm_axis(g, id, &n->attr.i[0], x) < 0) return -1;
+    if (n->attr.i[0] != x->rank - 1)
+        return ops_error(g, id,
+                         "%s: only the last axis can be normalised (axis=-1), got axis %lld of %s",
+                         OPNAME(id), (long long)n->attr.i[0], ops_ts(x).s);
+    if (!(n->attr.f[1] > 0))
+        return ops_error(g, id, "%s: eps must be > 0, got %g", OPNAME(id), n->attr.f[1]);
+    return 0;
+}
+
+/* in: x, gain, bias */
+int ops_shape_layernorm(ir_graph *g, int id)
+{
+    const ir_type *x = ops_in_type(g, id, 0);
+    if (need_last_axis(g, id, x) < 0 || need_row_param(g, id, 1, x, "gain") < 0 ||
+        need_row_param(g, id, 2, x, "bias") < 0)
+        return -1;
+    return set_type(g, id, *x);
+}
+
+/* layernorm_grad (in: dy, x, gain; out like x) and layernorm_grad_params
+ * (in: dy, x; out [2C], dgain then dbias). */
+int ops_shape_layernorm_grad(ir_graph *g, int id)
+{
+    const ir_type *dy = ops_in_type(g, id, 0), *x = ops_in_type(g, id, 1);
+    if (need_last_axis(g, id, x) < 0) return -1;
+    if (!ir_type_eq(dy, x))
+        return ops_error(g, id, "%s: gradient %s does not match %s", OPNAME(id), ops_ts(dy).s,
+                         ops_ts(x).s);
+    if (NODE(id)->op == OP_LAYERNORM_GRAD)
+        return need_row_param(g, id, 2, x, "gain") < 0 ? -1 : set_type(g, id, *x);
+    int64_t two_c = 2 * x->dim[x->rank - 1];
+    return set_type(g, id, make_type(DT_F32, 1, &two_c));
+}
+
 /* ---- gradient helpers (built by autodiff; errors here are compiler bugs,
  * but are still reported rather than asserted) ---- */
 
@@ -559,18 +639,31 @@ static int need_var(ir_graph *g, int id)
     return 0;
 }
 
+/* Inputs k >= from (adam's step, lr, gscale) are f32 scalars. */
+static int need_scalars(ir_graph *g, int id, int from)
+{
+    static const char *const what[] = {"step", "lr", "gscale"};
+    int n_in = NODE(id)->n_in;
+    for (int k = from; k < n_in; k++) {
+        const ir_type *t = ops_in_type(g, id, k);
+        if (t->rank != 0 || t->dtype != DT_F32)
+            return ops_error(g, id, "%s: %s (input %d) must be f32[], got %s", OPNAME(id),
+                             what[k - n_in + 3], k, ops_ts(t).s);
+    }
+    return 0;
+}
+
 int ops_shape_update(ir_graph *g, int id)
 {
     if (need_var(g, id) < 0) return -1;
     const ir_node *n = NODE(id);
     const ir_type *v = ops_in_type(g, id, 0);
-    int n_same = n->op == OP_APPLY_ADAM ? 4 : n->n_in; /* adam's step is a scalar */
+    int n_same = n->op == OP_APPLY_ADAM ? 4 : n->n_in - 2; /* adam's step, lr, gscale: scalars */
     for (int k = 1; k < n_same; k++)
         if (!ir_type_eq(ops_in_type(g, id, k), v))
             return ops_error(g, id, "%s: input %d %s does not match variable %s", OPNAME(id), k,
                              ops_ts(ops_in_type(g, id, k)).s, ops_ts(v).s);
-    if (n->op == OP_APPLY_ADAM && ops_in_type(g, id, 4)->rank != 0)
-        return ops_error(g, id, "apply_adam: step must be a scalar");
+    if (need_scalars(g, id, n_same) < 0) return -1;
     return set_type(g, id, token_type());
 }
 
@@ -578,7 +671,7 @@ int ops_shape_update(ir_graph *g, int id)
 int ops_shape_update_matmul(ir_graph *g, int id)
 {
     ir_type t;
-    if (need_var(g, id) < 0 || matmul_type(g, id, 1, 1, &t) < 0) return -1;
+    if (need_var(g, id) < 0 || matmul_type(g, id, 1, 1, 0, &t) < 0) return -1;
     const ir_type *v = ops_in_type(g, id, 0);
     if (!ir_type_eq(&t, v))
         return ops_error(g, id, "apply_sgd_matmul: product %s does not match variable %s",
@@ -596,6 +689,7 @@ int ops_shape_update_rows(ir_graph *g, int id)
         ir_checked_mul(ir_numel(ids), v->dim[1], &rows) < 0 || ir_numel(dy) != rows)
         return ops_error(g, id, "apply_sgd_rows: rows %s and ids %s do not fit variable %s",
                          ops_ts(dy).s, ops_ts(ids).s, ops_ts(v).s);
+    if (need_scalars(g, id, 3) < 0) return -1;
     return set_type(g, id, token_type());
 }
 
@@ -627,4 +721,22 @@ int ops_shape_allreduce(ir_graph *g, int id)
 int ops_shape_token(ir_graph *g, int id)
 {
     return set_type(g, id, token_type());
+}
+
+/* ---- optimizer helpers ---- */
+
+int ops_shape_lr_schedule(ir_graph *g, int id)
+{
+    const ir_type *t = ops_in_type(g, id, 0);
+    if (t->rank != 0 || t->dtype != DT_F32)
+        return ops_error(g, id, "lr_schedule: the step must be f32[], got %s", ops_ts(t).s);
+    return set_type(g, id, make_type(DT_F32, 0, NULL));
+}
+
+int ops_shape_clip_scale(ir_graph *g, int id)
+{
+    for (int k = 0; k < NODE(id)->n_in; k++)
+        if (need_f32(g, id, ops_in_type(g, id, k), "every gradient") < 0) return -1;
+    if (NODE(id)->n_in == 0) return ops_error(g, id, "clip_scale: no gradients");
+    return set_type(g, id, make_type(DT_F32, 0, NULL));
 }

@@ -18,9 +18,7 @@
 static double scale_of(const ir_graph *g, const ir_node *n, int x)
 {
     if (n->op != OP_MUL || n->n_in != 2 || (n->in[0] == x) == (n->in[1] == x)) return NAN;
-    const ir_node *c = &g->nodes[n->in[n->in[0] == x]];
-    if (c->op != OP_CONST || c->type.dtype != DT_F32 || c->type.rank != 0) return NAN;
-    return c->cdata ? (double)*(const float *)c->cdata : (double)(float)c->attr.f[0];
+    return ir_const_scalar(g, n->in[n->in[0] == x]);
 }
 
 /* Per node: the scale every use of it multiplies it by (data x nodes

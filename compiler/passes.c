@@ -375,16 +375,20 @@ static void group_edges_free(group_edges *e)
     free(e->count);
 }
 
-/* apply_sgd(var, m) where m is a matmul that nothing else reads but groups
- * (the autodiff barrier waits on every gradient).  Its operands must not be
- * variables: the fused GEMM runs among the updates, after the barrier, and
- * would read a variable another update may already have moved. */
+/* apply_sgd(var, m, lr, 1) where m is a matmul of matrices (no batch axes)
+ * that nothing else reads but groups (the autodiff barrier waits on every
+ * gradient) and lr a constant (the GEMM takes it as its alpha, not from the
+ * device).  Its operands must not be variables: the fused GEMM runs among
+ * the updates, after the barrier, and would read a variable another update
+ * may already have moved. */
 static int fusable_sgd(const ir_graph *g, const ir_node *u, const int *uses, const group_edges *e)
 {
-    if (u->op != OP_APPLY_SGD) return 0;
+    if (u->op != OP_APPLY_SGD || ir_const_scalar(g, u->in[2]) != ir_const_scalar(g, u->in[2]) ||
+        ir_const_scalar(g, u->in[3]) != 1.0)
+        return 0;
     int m = u->in[1];
     const ir_node *mm = &g->nodes[m];
-    if (mm->op != OP_MATMUL || mm->device != u->device || mm->n_ctrl ||
+    if (mm->op != OP_MATMUL || mm->type.rank != 2 || mm->device != u->device || mm->n_ctrl ||
         ir_numel(&mm->type) < FUSE_SGD_MIN_ELEMS || g->nodes[mm->in[0]].op == OP_VARIABLE ||
         g->nodes[mm->in[1]].op == OP_VARIABLE)
         return 0;
@@ -476,6 +480,7 @@ static void pass_fuse_sgd(ir_graph *g, const pass_evaluator *ev)
             continue;
         int m = g->nodes[u].in[1];
         ir_attrs a = g->nodes[u].attr;
+        a.f[0] = ir_const_scalar(g, g->nodes[u].in[2]);
         a.i[1] = g->nodes[m].attr.i[0];
         a.i[2] = g->nodes[m].attr.i[1];
         int in[3] = {g->nodes[u].in[0], g->nodes[m].in[0], g->nodes[m].in[1]};

@@ -462,15 +462,17 @@ static int bind_params(sema *S, env *local, const ast_node *fn, const sema_args 
 /* Opens the scope of a call to fn (see docs/architecture.md, "Call
  * scopes"): returns 1 when one was opened, 0 when the call needs none, -1
  * after an error. */
-static int call_scope(sema *S, vscope *v, const ast_node *fn, int fn_vars, const ast_node *call)
+static int call_scope(sema *S, vscope *v, const ast_node *fn, int fn_vars, const sema_args *args)
 {
+    const ast_node *call = args->call;
     if (!call->as_name && !fn_vars) return 0;
     const char *nm = call->as_name;
-    if (!nm) {
-        char buf[LIM_NAME + 32]; /* a longer name fails in scope_push anyway */
+    char buf[LIM_NAME + 32]; /* a longer name fails in scope_push anyway */
+    if (!nm)
         snprintf(buf, sizeof buf, "%s_%d", fn->name, scope_count(S->scope, fn->name));
-        nm = ir_strdup(S->g, buf);
-    }
+    else if (call->as_index)
+        snprintf(buf, sizeof buf, "%.*s_%lld", LIM_NAME, nm, (long long)args->as_index);
+    if (!nm || call->as_index) nm = ir_strdup(S->g, buf);
     return scope_push(S, v, call, nm, S->scope->reuse) < 0 ? -1 : 1;
 }
 
@@ -488,7 +490,7 @@ static EVAL_FRAME value call_fn(sema *S, const ast_node *fn, int fn_vars, const 
     int scoped = -1;
     vscope scope;
     if (bind_params(S, &local, fn, args) == 0 &&
-        (scoped = call_scope(S, &scope, fn, fn_vars, call)) >= 0) {
+        (scoped = call_scope(S, &scope, fn, fn_vars, args)) >= 0) {
         S->depth++;
         int saved_in_fn = S->in_fn;
         S->in_fn = 1;
@@ -528,6 +530,17 @@ struct args_buf {
     const ast_node *pos_at[ARGS_INLINE], *kw_at[ARGS_INLINE];
 };
 
+/* `f(x) as NAME[i]`: i, a non-negative integer known at compile time. */
+static int as_index(sema *S, env *e, const ast_node *n, int64_t *out)
+{
+    value v = sema_eval(S, e, n->as_index);
+    if (v.k == V_ERR || sema_int_arg(S, n->as_index, v, out) < 0) return -1;
+    if (*out >= 0) return 0;
+    sema_err(S, n->as_index, "the index of a call's scope must be >= 0, got %lld",
+             (long long)*out);
+    return -1;
+}
+
 /* Evaluates n's arguments into args (in buf when they fit, else arrays
  * that args_free frees); returns -1 when one of them is an error. */
 static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args, args_buf *buf)
@@ -548,6 +561,7 @@ static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args, args_b
         else
             args->pos_at[args->n_pos] = it, args->pos[args->n_pos++] = v;
     }
+    if (!bad && n->as_index) bad = as_index(S, e, n, &args->as_index) < 0;
     return bad ? -1 : 0;
 }
 
@@ -912,6 +926,15 @@ static void assign_index(sema *S, env *e, const ast_node *st, value v)
     env_set(e, t->a->name, list);
 }
 
+/* Names node `<target><suffix>`. */
+static void name_part(sema *S, const char *target, const char *suffix, int node)
+{
+    size_t n = strlen(target) + strlen(suffix) + 1;
+    char *buf = ir_alloc(S->g, n);
+    snprintf(buf, n, "%s%s", target, suffix);
+    ir_set_name(S->g, buf, node, 0);
+}
+
 static void stmt_assign(sema *S, env *e, const ast_node *st)
 {
     value v = sema_eval(S, e, st->b);
@@ -922,11 +945,9 @@ static void stmt_assign(sema *S, env *e, const ast_node *st)
     env_set(e, st->a->name, v);
     if (e != S->global || v.k != V_TENSOR) return;
     ir_set_name(S->g, st->a->name, v.node, v.is_train);
-    if (v.is_train) { /* the loss is fetchable as <target>/loss */
-        size_t n = strlen(st->a->name) + sizeof "/loss";
-        char *buf = ir_alloc(S->g, n);
-        snprintf(buf, n, "%s/loss", st->a->name);
-        ir_set_name(S->g, buf, v.id, 0);
+    if (v.is_train) { /* the loss and learning rate are fetchable as <target>/loss, /lr */
+        name_part(S, st->a->name, "/loss", v.id);
+        name_part(S, st->a->name, "/lr", ad_lr_of(S->g, v.node));
     }
 }
 

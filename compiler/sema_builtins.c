@@ -27,15 +27,21 @@ enum {
     B_CSV,
     B_RAW,
     B_GAUSSIAN,
+    B_TEXT,
     B_SGD,
     B_MOMENTUM,
     B_ADAM,
+    B_ADAMW,
+    B_COSINE,
+    B_LINEAR,
+    B_WARMUP,
     B_COUNT
 };
 
 static const char *const builtin_names[B_COUNT] = {
-    "zeros", "ones", "constant", "uniform", "normal", "glorot",   "he",  "cols",     "rows",
-    "shard", "none", "idx",      "csv",     "raw",    "gaussian", "sgd", "momentum", "adam",
+    "zeros", "ones",     "constant", "uniform", "normal", "glorot", "he",       "cols",
+    "rows",  "shard",    "none",     "idx",     "csv",    "raw",    "gaussian", "text",
+    "sgd",   "momentum", "adam",     "adamw",   "cosine", "linear", "warmup",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -131,6 +137,27 @@ static int shape_arg(sema *S, const ast_node *at, const char *what, value v, ir_
 
 /* ---- registry ops ---- */
 
+/* A string attribute: the index of v among spec's choices. */
+static int choice_value(sema *S, const ast_node *at, const op_attr *spec, value v, int64_t *out)
+{
+    char want[160] = "";
+    size_t n = 0;
+    for (int i = 0; spec->choices[i]; i++) {
+        if (v.k == V_STR && strcmp(v.str, spec->choices[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+        if (n < sizeof want)
+            n += (size_t)snprintf(want + n, sizeof want - n, "%s\"%s\"", i ? ", " : "",
+                                  spec->choices[i]);
+    }
+    if (v.k == V_STR)
+        sema_err(S, at, "'%s' must be one of %s, got \"%s\"", spec->name, want, v.str);
+    else
+        sema_err(S, at, "'%s' must be one of %s, got %s", spec->name, want, sema_value_kind(&v));
+    return -1;
+}
+
 static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value v, int slot,
                          ir_attrs *a)
 {
@@ -156,6 +183,8 @@ static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value
         }
         a->i[slot] = strcmp(v.str, "i32") == 0 ? DT_I32 : DT_F32;
         return 0;
+    case ATTR_CHOICE:
+        return choice_value(S, at, spec, v, &a->i[slot]);
     case ATTR_LIST:
         if (v.k != V_LIST || v.n_items > IR_MAX_DIMS) {
             sema_err(S, at, "'%s' must be a list of at most %d integers", spec->name, IR_MAX_DIMS);
@@ -309,40 +338,120 @@ static value call_shard(sema *S, const sema_args *args)
 
 /* ---- optimizers ---- */
 
+/* Every optimizer argument; each optimizer takes some, in its own order. */
+enum { O_LR, O_M, O_NESTEROV, O_B1, O_B2, O_EPS, O_WD, O_DECAY_ALL, O_LOCKING, O_CLIP, O_N };
+static const char *const opt_names[O_N] = {
+    "lr", "m", "nesterov", "b1", "b2", "eps", "weight_decay", "decay_all", "locking", "clip"};
+static const double opt_defaults[O_N] = {1e-3, 0.9, 0, 0.9, 0.999, 1e-8, 0.01, 0, 0, 0};
+/* Per optimizer (B_SGD...), its arguments in positional order, ended by -1. */
+static const signed char opt_args[][O_N + 1] = {
+    {O_LR, O_LOCKING, O_CLIP, -1},
+    {O_LR, O_M, O_NESTEROV, O_LOCKING, O_CLIP, -1},
+    {O_LR, O_B1, O_B2, O_EPS, O_LOCKING, O_CLIP, -1},
+    {O_LR, O_B1, O_B2, O_EPS, O_WD, O_DECAY_ALL, O_LOCKING, O_CLIP, -1},
+};
+
+/* A number, or a schedule whose peak becomes the lr. */
+static int lr_arg(sema *S, const ast_node *at, value v, ad_optimizer *o)
+{
+    if (v.k != V_SCHED) return num_arg(S, at, v, opt_defaults[O_LR], &o->lr);
+    o->lr = v.opt.lr;
+    o->sched = v.opt.sched;
+    return 0;
+}
+
+static int opt_check(sema *S, const ast_node *call, const ad_optimizer *o, int clip_given)
+{
+    if (!(o->lr > 0))
+        sema_err(S, call, "learning rate must be positive, got %g", o->lr);
+    else if (clip_given && !(o->clip > 0))
+        sema_err(S, call, "'clip' must be positive, got %g", o->clip);
+    else if (!(o->weight_decay >= 0))
+        sema_err(S, call, "'weight_decay' must be >= 0, got %g", o->weight_decay);
+    else
+        return 0;
+    return -1;
+}
+
 static value call_opt(sema *S, int b, const sema_args *args)
 {
     const ast_node *call = args->call;
-    static const argspec sgd[] = {{"lr", 1}, {"locking", 0}};
-    static const argspec mom[] = {{"lr", 1}, {"m", 0}, {"nesterov", 0}, {"locking", 0}};
-    static const argspec adam[] = {{"lr", 0}, {"b1", 0}, {"b2", 0}, {"eps", 0}, {"locking", 0}};
-    value v = {.k = V_OPT}, x[5];
-    double nest = 0, lock = 0;
+    const signed char *ids = opt_args[b - B_SGD];
+    argspec spec[O_N] = {{0}};
+    value x[O_N], v = {.k = V_OPT};
+    double val[O_N];
+    int n = 0;
+    for (; ids[n] >= 0; n++) spec[n] = (argspec){opt_names[ids[n]], ids[n] == O_LR && b < B_ADAM};
+    if (bind_args(S, builtin_names[b], spec, n, args, 0, x) < 0) return sema_value_err();
+    memcpy(val, opt_defaults, sizeof val);
+    val[O_WD] = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] == O_LR ? lr_arg(S, call, x[i], &v.opt) < 0
+                           : num_arg(S, call, x[i], opt_defaults[ids[i]], &val[ids[i]]) < 0)
+            return sema_value_err();
     ad_optimizer *o = &v.opt;
-    int bad;
-    if (b == B_SGD) {
-        bad = bind_args(S, "sgd", sgd, 2, args, 0, x) < 0 ||
-              num_arg(S, call, x[0], 0, &o->lr) < 0 || num_arg(S, call, x[1], 0, &lock) < 0;
-        o->kind = AD_SGD;
-    } else if (b == B_MOMENTUM) {
-        bad = bind_args(S, "momentum", mom, 4, args, 0, x) < 0 ||
-              num_arg(S, call, x[0], 0, &o->lr) < 0 || num_arg(S, call, x[1], 0.9, &o->m) < 0 ||
-              num_arg(S, call, x[2], 0, &nest) < 0 || num_arg(S, call, x[3], 0, &lock) < 0;
-        o->kind = AD_MOMENTUM;
-    } else {
-        bad = bind_args(S, "adam", adam, 5, args, 0, x) < 0 ||
-              num_arg(S, call, x[0], 1e-3, &o->lr) < 0 || num_arg(S, call, x[1], 0.9, &o->b1) < 0 ||
-              num_arg(S, call, x[2], 0.999, &o->b2) < 0 ||
-              num_arg(S, call, x[3], 1e-8, &o->eps) < 0 || num_arg(S, call, x[4], 0, &lock) < 0;
-        o->kind = AD_ADAM;
+    o->kind = b == B_SGD ? AD_SGD : b == B_MOMENTUM ? AD_MOMENTUM : AD_ADAM;
+    o->m = val[O_M];
+    o->nesterov = val[O_NESTEROV] != 0;
+    o->b1 = val[O_B1];
+    o->b2 = val[O_B2];
+    o->eps = val[O_EPS];
+    o->weight_decay = val[O_WD];
+    o->decay_all = val[O_DECAY_ALL] != 0;
+    o->locking = val[O_LOCKING] != 0;
+    o->clip = val[O_CLIP];
+    return opt_check(S, call, o, x[n - 1].k != V_NONE) < 0 ? sema_value_err() : v; /* clip: last */
+}
+
+/* ---- learning-rate schedules: cosine(lr, warmup=, steps=, min=),
+ * linear(...), warmup(lr, steps=) ---- */
+
+/* cosine(lr, warmup=0, steps=, min=0) and linear(...) decay after their
+ * warmup; warmup(lr, steps=) rises over its steps, then stays. */
+static int schedule_args(sema *S, int b, const sema_args *args, value *v)
+{
+    static const argspec decay[] = {{"lr", 1}, {"warmup", 0}, {"steps", 1}, {"min", 0}};
+    static const argspec rise[] = {{"lr", 1}, {"steps", 1}};
+    const ast_node *call = args->call;
+    ad_schedule *s = &v->opt.sched;
+    int rises = b == B_WARMUP;
+    value x[4];
+    if (bind_args(S, builtin_names[b], rises ? rise : decay, rises ? 2 : 4, args, 0, x) < 0 ||
+        num_arg(S, call, x[0], 0, &v->opt.lr) < 0)
+        return -1;
+    if (rises) {
+        s->kind = OP_LR_WARMUP;
+        if (sema_int_in(S, call, "steps", x[1], 0, 1, LIM_INT, &s->steps) < 0) return -1;
+        s->warmup = s->steps;
+        return 0;
     }
-    if (bad) return sema_value_err();
-    if (!(o->lr > 0)) {
-        sema_err(S, call, "learning rate must be positive, got %g", o->lr);
-        return sema_value_err();
-    }
-    o->nesterov = nest != 0;
-    o->locking = lock != 0;
-    return v;
+    s->kind = b == B_LINEAR ? OP_LR_LINEAR : OP_LR_COSINE;
+    return sema_int_in(S, call, "warmup", x[1], 0, 0, LIM_INT, &s->warmup) < 0 ||
+                   sema_int_in(S, call, "steps", x[2], 0, 1, LIM_INT, &s->steps) < 0 ||
+                   num_arg(S, call, x[3], 0, &s->min) < 0
+               ? -1
+               : 0;
+}
+
+static value call_schedule(sema *S, int b, const sema_args *args)
+{
+    const ast_node *call = args->call;
+    const char *name = builtin_names[b];
+    value v = {.k = V_SCHED};
+    const ad_schedule *s = &v.opt.sched;
+    v.opt.sched.on = 1;
+    if (schedule_args(S, b, args, &v) < 0) return sema_value_err();
+    if (!(v.opt.lr > 0))
+        sema_err(S, call, "%s(): the learning rate must be positive, got %g", name, v.opt.lr);
+    else if (!(s->min >= 0 && s->min <= v.opt.lr))
+        sema_err(S, call, "%s(): 'min' must be in [0, lr] = [0, %g], got %g", name, v.opt.lr,
+                 s->min);
+    else if (b != B_WARMUP && s->steps <= s->warmup)
+        sema_err(S, call, "%s(): 'steps' (%lld) must be more than 'warmup' (%lld)", name,
+                 (long long)s->steps, (long long)s->warmup);
+    else
+        return v;
+    return sema_value_err();
 }
 
 /* ---- data sources ---- */
@@ -466,6 +575,14 @@ static int probe_data(sema *S, const ast_node *call, const ir_data *d, sema_data
     return -1;
 }
 
+/* 0 while another data source fits within LIM_DATA. */
+static int data_room(sema *S, const ast_node *call)
+{
+    if (S->g->n_data < LIM_DATA) return 0;
+    sema_stop(S, call, "more than %d data sources, the limit", LIM_DATA);
+    return -1;
+}
+
 static value call_data(sema *S, int b, const sema_args *args)
 {
     const ast_node *call = args->call;
@@ -473,15 +590,98 @@ static value call_data(sema *S, int b, const sema_args *args)
                                    {"seed", 0}, {"shape", 0}, {"classes", 0}, {"label", 0},
                                    {"n", 0},    {"dims", 0}};
     data_call c;
-    if (bind_args(S, builtin_names[b], spec, 10, args, 0, &c.paths[0]) < 0) return sema_value_err();
-    if (S->g->n_data >= LIM_DATA) {
-        sema_stop(S, call, "more than %d data sources, the limit", LIM_DATA);
+    if (bind_args(S, builtin_names[b], spec, 10, args, 0, &c.paths[0]) < 0 || data_room(S, call))
         return sema_value_err();
-    }
     ir_data d = {.src = S->src, .span = call->span};
     sema_data_shape info;
     if (data_from_call(S, call, b, &c, &d) < 0 || probe_data(S, call, &d, &info) < 0 ||
         data_types(S, call, b, &c, &info, &d) < 0)
+        return sema_value_err();
+    return (value){.k = V_DATA, .id = ir_add_data(S->g, &d)};
+}
+
+/* ---- text(path, block=, batch=, shuffle=true, seed=0, split=1.0,
+ * part="train", stride=, vocab="chars") ---- */
+
+/* Which of the n strings choices v is (def when absent), else -1 after
+ * reporting. */
+static int str_choice(sema *S, const ast_node *at, const char *what, value v,
+                      const char *const *choices, int n)
+{
+    for (int i = 0; v.k == V_STR && i < n; i++)
+        if (strcmp(v.str, choices[i]) == 0) return i;
+    if (v.k == V_NONE) return 0;
+    sema_err(S, at, "'%s' must be \"%s\" or \"%s\"", what, choices[0], choices[1]);
+    return -1;
+}
+
+/* One path or a list of them, each resolved as data paths are. */
+static int text_paths(sema *S, const ast_node *at, value v, ir_data *d)
+{
+    int n = v.k == V_LIST ? v.n_items : 1;
+    const value *items = v.k == V_LIST ? v.items : &v;
+    d->paths = ir_alloc(S->g, sizeof *d->paths * (size_t)(n + 1));
+    for (int i = 0; i < n; i++)
+        if (items[i].k != V_STR || str_or_none(S, at, items[i], &d->paths[i]) < 0) {
+            if (items[i].k != V_STR)
+                sema_err(S, at, "text() takes a path or a list of paths, got %s",
+                         sema_value_kind(&items[i]));
+            return -1;
+        }
+    d->n_paths = n;
+    d->path[0] = n ? d->paths[0] : NULL;
+    if (n) return 0;
+    sema_err(S, at, "text() needs at least one path");
+    return -1;
+}
+
+static int text_options(sema *S, const ast_node *call, const value *x, ir_data *d)
+{
+    static const char *const parts[] = {"train", "val"}, *const vocabs[] = {"chars", "bytes"};
+    double shuffle = 1;
+    int64_t seed;
+    if (text_paths(S, call, x[0], d) < 0 ||
+        sema_int_in(S, call, "block", x[1], 0, 1, LIM_DIM, &d->block) < 0 ||
+        sema_int_in(S, call, "batch", x[2], 0, 1, LIM_DIM, &d->batch) < 0 ||
+        num_arg(S, call, x[3], 1, &shuffle) < 0 ||
+        sema_int_in(S, call, "seed", x[4], 0, 0, LIM_INT, &seed) < 0 ||
+        num_arg(S, call, x[5], 1.0, &d->split) < 0 ||
+        (d->val_part = str_choice(S, call, "part", x[6], parts, 2)) < 0 ||
+        sema_int_in(S, call, "stride", x[7], d->val_part ? d->block : 1, 1, LIM_DIM, &d->stride) <
+            0 ||
+        (d->byte_vocab = str_choice(S, call, "vocab", x[8], vocabs, 2)) < 0)
+        return -1;
+    d->shuffle = shuffle != 0;
+    d->seed = (uint64_t)seed;
+    if (d->split > 0 && d->split <= 1) return 0;
+    sema_err(S, call, "'split' must be in (0, 1], got %g", d->split);
+    return -1;
+}
+
+/* x and y: i32[batch, block]; the vocabulary moves into the graph. */
+static int text_types(sema *S, const ast_node *call, sema_data_shape *info, ir_data *d)
+{
+    d->x = (ir_type){.dtype = DT_I32, .rank = 2, .dim = {d->batch, d->block}};
+    d->y = d->x;
+    d->n = info->n;
+    d->vocab = info->vocab;
+    d->vocab_chars = info->vocab_chars ? ir_strdup(S->g, info->vocab_chars) : NULL;
+    free(info->vocab_chars);
+    return sema_check_type(S, call, "text", &d->x);
+}
+
+static value call_text(sema *S, const sema_args *args)
+{
+    static const argspec spec[] = {{"path", 1},    {"block", 1},  {"batch", 1},
+                                   {"shuffle", 0}, {"seed", 0},   {"split", 0},
+                                   {"part", 0},    {"stride", 0}, {"vocab", 0}};
+    const ast_node *call = args->call;
+    value x[9];
+    ir_data d = {.src = S->src, .span = call->span, .kind = DATA_TEXT};
+    sema_data_shape info = {0};
+    if (bind_args(S, "text", spec, 9, args, 0, x) < 0 || data_room(S, call) ||
+        text_options(S, call, x, &d) < 0 || probe_data(S, call, &d, &info) < 0 ||
+        text_types(S, call, &info, &d) < 0)
         return sema_value_err();
     return (value){.k = V_DATA, .id = ir_add_data(S->g, &d)};
 }
@@ -492,7 +692,7 @@ int sema_data_stmt(sema *S, const ast_node *stmt, value v)
     if (v.k != V_DATA) {
         sema_err(S, stmt->a,
                  "a data statement needs a source such as idx(...), csv(...), "
-                 "raw(...) or gaussian(...), got %s",
+                 "raw(...), gaussian(...) or text(...), got %s",
                  sema_value_kind(&v));
         return -1;
     }
@@ -500,11 +700,21 @@ int sema_data_stmt(sema *S, const ast_node *stmt, value v)
     return 0;
 }
 
+/* d.vocab: a text source's vocabulary size, an integer (for shapes). */
+static value data_vocab(sema *S, const ast_node *at, const ir_data *d)
+{
+    if (d->kind == DATA_TEXT) return sema_value_num((double)d->vocab, 1);
+    sema_err(S, at, "data source '%s' has no vocabulary (only text(...) sources do)",
+             d->name ? d->name : "?");
+    return sema_value_err();
+}
+
 value sema_data_field(sema *S, const ast_node *at, int data, const char *field)
 {
     int which = strcmp(field, "x") == 0 ? 0 : strcmp(field, "y") == 0 ? 1 : -1;
+    if (strcmp(field, "vocab") == 0) return data_vocab(S, at, &S->g->data[data]);
     if (which < 0) {
-        sema_err(S, at, "a data source has fields x and y, not '%s'", field);
+        sema_err(S, at, "a data source has fields x, y and (text) vocab, not '%s'", field);
         return sema_value_err();
     }
     if (which == 1 && S->g->data[data].y.rank < 0) {
@@ -534,6 +744,8 @@ value sema_call_builtin(sema *S, int b, const sema_args *args)
         sema_err(S, args->call, "none() takes one argument");
         return sema_value_err();
     }
+    if (b == B_TEXT) return call_text(S, args);
     if (b <= B_GAUSSIAN) return call_data(S, b, args);
-    return call_opt(S, b, args);
+    if (b <= B_ADAMW) return call_opt(S, b, args);
+    return call_schedule(S, b, args);
 }

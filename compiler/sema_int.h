@@ -24,7 +24,8 @@ typedef enum vkind {
     V_BUILTIN, /* initializers, data sources, optimizers, helpers */
     V_DATA,
     V_OPT,
-    V_INIT /* an initializer spec, for `var` */
+    V_INIT, /* an initializer spec, for `var` */
+    V_SCHED /* a learning-rate schedule (cosine(...)): opt.lr and opt.sched */
 } vkind;
 
 typedef struct value value;
@@ -41,7 +42,7 @@ struct value {
     value *items;       /* V_LIST */
     int n_items;
     int cap_items;    /* V_LIST: items allocated; `l[i] = x` doubles it */
-    ad_optimizer opt; /* V_OPT */
+    ad_optimizer opt; /* V_OPT, V_SCHED */
     ir_init init;     /* V_INIT */
     double ia, ib;    /* V_INIT parameters */
     ir_type itype;    /* V_INIT shape */
@@ -57,6 +58,7 @@ typedef struct sema_args {
     value *kw;
     const ast_node **kw_at;
     int n_kw;
+    int64_t as_index; /* `f(x) as NAME[i]`: i, evaluated where the call is */
 } sema_args;
 
 typedef struct binding {

@@ -45,11 +45,20 @@ value sema_value_err(void)
 
 const char *sema_value_kind(const value *v)
 {
-    static const char *names[] = {"an erroneous value", "none",          "a number",
-                                  "a boolean",          "a string",      "a list",
-                                  "a tensor",           "a function",    "an op",
-                                  "a builtin",          "a data source", "an optimizer",
-                                  "an initializer"};
+    static const char *names[] = {"an erroneous value",
+                                  "none",
+                                  "a number",
+                                  "a boolean",
+                                  "a string",
+                                  "a list",
+                                  "a tensor",
+                                  "a function",
+                                  "an op",
+                                  "a builtin",
+                                  "a data source",
+                                  "an optimizer",
+                                  "an initializer",
+                                  "a learning-rate schedule"};
     if (v->k == V_NUM && v->is_int) return "an integer";
     return names[v->k];
 }

@@ -1,7 +1,10 @@
 /* dropout.h - the dropout mask, one function for every device: element i
- * is kept when dropout_u(dropout_key(seed, step), i) >= rate.  Counter-based
- * (splitmix64), so forward and backward agree without storing the mask,
- * and the CPU and a GPU drop exactly the same elements. */
+ * is kept when dropout_u(dropout_key(seed, step), i) >= rate.  Counter-based,
+ * so forward and backward agree without storing the mask, and the CPU and
+ * a GPU drop exactly the same elements.  The step's key is splitmix64;
+ * each element's number is two rounds of 32-bit mixing (murmur3's
+ * finaliser, a bijection), one per half of the key, which compilers
+ * vectorise (32-bit lanes) where 64-bit multiplies would stay scalar. */
 #ifndef GR_DROPOUT_H
 #define GR_DROPOUT_H
 
@@ -21,10 +24,19 @@ DROPOUT_FN uint64_t dropout_mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
+DROPOUT_FN uint32_t dropout_mix32(uint32_t h)
+{
+    h = (h ^ (h >> 16)) * 0x85ebca6bu;
+    h = (h ^ (h >> 13)) * 0xc2b2ae35u;
+    return h ^ (h >> 16);
+}
+
 /* Element i's uniform in [0,1) from the step's key alone. */
 DROPOUT_FN float dropout_u(uint64_t key, int64_t i)
 {
-    return (float)(dropout_mix(key ^ (uint64_t)i) >> 40) * (1.0f / 16777216.0f);
+    uint32_t hi = (uint32_t)(key >> 32) ^ (uint32_t)((uint64_t)i >> 32) * 0x9e3779b9u;
+    uint32_t h = dropout_mix32(dropout_mix32((uint32_t)i ^ (uint32_t)key) ^ hi);
+    return (float)(int32_t)(h >> 8) * (1.0f / 16777216.0f); /* int: vectorises */
 }
 
 /* The key of one step; the kernel's seed already mixes in the node's mask

@@ -154,6 +154,7 @@ const char *gr_program_default_target(const gr_program *p);
 /* What the CLI needs to report on a target. */
 typedef struct gr_target_info {
     const char *loss; /* for a minimize target: the name of its loss ("train/loss"), else NULL */
+    const char *lr;   /* for a minimize target: its learning rate ("train/lr"), else NULL */
     int64_t batch;    /* examples per run: the batch of the first data source it reads, or 0 */
     int is_train;
     int is_scalar; /* one f32 value: can be evaluated with gr_eval */
@@ -168,6 +169,14 @@ gr_code gr_program_tensor(const gr_program *p, const char *name, gr_tensor **out
  * name, k in [0, count); NULL outside. */
 int gr_program_variable_count(const gr_program *p);
 const char *gr_program_variable_name(const gr_program *p, int k);
+/* The vocabulary of text data source `data` (NULL: the first text source),
+ * as sampling needs it to decode ids: its size (ids are in [0, size)) and,
+ * for a character vocabulary, the characters in id order as UTF-8 (id k is
+ * the k-th character; no NUL), which lives as long as the program; *chars
+ * is NULL for a byte vocabulary (vocab="bytes": id k is byte k, size 256).
+ * Either output may be NULL.  Checkpoints store it too (docs/checkpoints.md). */
+gr_code gr_program_vocab(const gr_program *p, const char *data, const char **chars, int64_t *size,
+                         gr_status *st);
 /* Writes a dump: "ast", "ir", "plan" (for target, or the default target)
  * or "dot" (Graphviz). */
 gr_code gr_program_emit(const gr_program *p, const char *what, const char *target, FILE *out,

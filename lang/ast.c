@@ -66,6 +66,7 @@ static void dump_node(const src_file *src, const ast_node *n, int depth, const c
     if (n->a) dump_node(src, n->a, depth + 1, "a", out);
     if (n->b) dump_node(src, n->b, depth + 1, "b", out);
     if (n->c) dump_node(src, n->c, depth + 1, "c", out);
+    if (n->as_index) dump_node(src, n->as_index, depth + 1, "as_index", out);
     for (int i = 0; i < n->n_items; i++) dump_node(src, n->items[i], depth + 1, NULL, out);
 }
 
@@ -92,6 +93,7 @@ int ast_equal(const ast_node *x, const ast_node *y)
     if (x->kind == AST_NUM && x->num != y->num) return 0;
     if ((x->kind == AST_BINARY || x->kind == AST_UNARY) && x->op != y->op) return 0;
     if (!ast_equal(x->a, y->a) || !ast_equal(x->b, y->b) || !ast_equal(x->c, y->c)) return 0;
+    if (!ast_equal(x->as_index, y->as_index)) return 0;
     for (int i = 0; i < x->n_items; i++)
         if (!ast_equal(x->items[i], y->items[i])) return 0;
     return 1;

@@ -65,6 +65,7 @@ struct ast_node {
     const char *name;    /* see the kind list above; NULL when unused */
     const char *as_name; /* AST_CALL / AST_METHOD: `as NAME`, else NULL */
     src_span as_span;    /* span of the `as` name */
+    ast_node *as_index;  /* `as NAME[expr]`: the index (scope NAME_<index>), else NULL */
     double num;          /* AST_NUM */
     int flag;            /* see the kind list above */
     ast_op op;           /* AST_BINARY / AST_UNARY */

@@ -45,7 +45,7 @@ int yylex(YYSTYPE *yylval, YYLTYPE *yylloc, yyscan_t scanner);
 static void yyerror(const YYLTYPE *loc, yyscan_t scanner, const char *msg);
 static ast_node *mk_binary(ps_ctx *c, ast_op op, ast_node *l, ast_node *r);
 static ast_node *mk_call(ps_ctx *c, ast_node *callee, ast_node *args, const YYLTYPE *loc);
-static ast_node *mk_as(ps_ctx *c, ast_node *call, ast_node *name);
+static ast_node *mk_as(ps_ctx *c, ast_node *call, ast_node *name, ast_node *index, uint32_t end);
 static ast_node *mk_assign(ps_ctx *c, ast_node *lhs, ast_node *rhs, const YYLTYPE *loc);
 static ast_node *mk_type(ps_ctx *c, ast_node *dtype, ast_node *dims, const YYLTYPE *loc);
 static ast_node *mk_named(ps_ctx *c, ast_kind k, ast_node *name, ast_node *a, const YYLTYPE *loc);
@@ -58,6 +58,9 @@ static ast_node *mk_named(ps_ctx *c, ast_kind k, ast_node *name, ast_node *a, co
 %token EQ "'=='" NE "'!='" LE "'<='" GE "'>='" DOTDOT "'..'"
 %token PARAM "'param'" DATA "'data'" INPUT "'input'" VAR "'var'" FN "'fn'" RETURN "'return'"
 %token SCOPE "'scope'" REUSE "'reuse'" FOR "'for'" IN "'in'" AS "'as'" TRUE "'true'" FALSE "'false'"
+/* `as NAME` then '[': the index of the name, not of the call's value */
+%precedence AS_PLAIN
+%precedence '['
 
 %%
 
@@ -172,12 +175,14 @@ prod: unary
 unary: postfix
      | '-' unary               { $$ = N(AST_UNARY, @$); $$->op = AOP_NEG; $$->a = $2; ps_finish(CTX, $$); }
 ;
-/* postfix -> primary { '(' args ')' | '.' NAME | '[' expr ']' | 'as' NAME } */
+/* postfix -> primary { '(' args ')' | '.' NAME | '[' expr ']' | 'as' NAME [ '[' expr ']' ] }
+   (`f(x) as a[i]` names the call's scope a_<i>; `(f(x) as a)[i]` indexes the result) */
 postfix: primary
        | postfix '(' opt_args ')'  { $$ = mk_call(CTX, $1, $3, &@$); }
        | postfix '.' NAME      { $$ = N(AST_FIELD, @$); $$->a = $1; $$->name = $3->name; ps_finish(CTX, $$); }
        | postfix '[' expr ']'  { $$ = N(AST_INDEX, @$); $$->a = $1; $$->b = $3; ps_finish(CTX, $$); }
-       | postfix AS NAME       { $$ = mk_as(CTX, $1, $3); }
+       | postfix AS NAME %prec AS_PLAIN { $$ = mk_as(CTX, $1, $3, NULL, @3.end); }
+       | postfix AS NAME '[' expr ']' { $$ = mk_as(CTX, $1, $3, $5, @6.end); }
 ;
 primary: INT | FLOAT | STRING | NAME
        | TRUE                  { $$ = N(AST_BOOL, @$); $$->flag = 1; }
@@ -267,7 +272,7 @@ static ast_node *mk_call(ps_ctx *c, ast_node *callee, ast_node *args, const YYLT
     return ps_finish(c, args);
 }
 
-static ast_node *mk_as(ps_ctx *c, ast_node *call, ast_node *name)
+static ast_node *mk_as(ps_ctx *c, ast_node *call, ast_node *name, ast_node *index, uint32_t end)
 {
     if (call->kind != AST_CALL && call->kind != AST_METHOD) {
         ps_error(c, name->span.begin, name->span.end,
@@ -278,7 +283,8 @@ static ast_node *mk_as(ps_ctx *c, ast_node *call, ast_node *name)
     } else {
         call->as_name = name->name;
         call->as_span = name->span;
-        call->span.end = name->span.end;
+        call->as_index = index;
+        call->span.end = end;
     }
     return call;
 }

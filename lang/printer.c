@@ -328,6 +328,7 @@ static void print_devspec(pr_state *p, const ast_node *d)
 static void print_call(pr_state *p, const ast_node *n, int reserve)
 {
     int as = n->as_name ? 4 + (int)strlen(n->as_name) : 0;
+    if (n->as_index) as += 2 + expr_width(n->as_index, 0);
     int args = list_width(p, n->items, n->n_items) + as + reserve;
     int method = n->kind == AST_METHOD ? 1 + (int)strlen(n->name) : 0;
     print_expr(p, n->a, PREC_POSTFIX, method + args);
@@ -339,6 +340,10 @@ static void print_call(pr_state *p, const ast_node *n, int reserve)
     if (!as) return;
     puts_(p, " as ");
     puts_(p, n->as_name);
+    if (!n->as_index) return;
+    puts_(p, "[");
+    print_expr(p, n->as_index, 0, 0);
+    puts_(p, "]");
 }
 
 static void print_binary(pr_state *p, const ast_node *n, int reserve)

@@ -101,10 +101,21 @@ static void ckpt_add_meta(safet_meta *m, int *n, const char *key, const char *fm
     (*n)++;
 }
 
+/* "data.NAME.vocab": a text source's characters in id order ("" for bytes),
+ * so that sampling decodes with the vocabulary the weights were trained on. */
+static void ckpt_add_vocab(safet_meta *m, int *n, const ir_data *d)
+{
+    char key[512];
+    snprintf(key, sizeof key, "data.%s.vocab", d->name);
+    m[*n].key = xstrdup(key);
+    m[*n].value = xstrdup(d->vocab_chars ? d->vocab_chars : "");
+    (*n)++;
+}
+
 static safet_meta *ckpt_build_meta(const gr_session *s, const ckpt_snapshot *sn, int *n)
 {
     const ir_graph *g = s->g;
-    safet_meta *m = xcalloc(8 + 2 * (size_t)g->n_data, sizeof *m);
+    safet_meta *m = xcalloc(8 + 3 * (size_t)g->n_data, sizeof *m);
     char hex[65], key[512];
     sha256_hex(s->prog->src->text, s->prog->src->len, hex);
     *n = 0;
@@ -119,6 +130,7 @@ static safet_meta *ckpt_build_meta(const gr_session *s, const ckpt_snapshot *sn,
         ckpt_add_meta(m, n, key, "%llu", (unsigned long long)sn->cursor[d][0]);
         snprintf(key, sizeof key, "data.%s.position", g->data[d].name);
         ckpt_add_meta(m, n, key, "%llu", (unsigned long long)sn->cursor[d][1]);
+        if (g->data[d].kind == DATA_TEXT) ckpt_add_vocab(m, n, &g->data[d]);
     }
     return m;
 }
@@ -350,6 +362,36 @@ static gr_code ckpt_match_state(const gr_session *s, const safet_file *f, ckpt_p
     return c;
 }
 
+/* Characters in a UTF-8 string. */
+static int64_t utf8_count(const char *s)
+{
+    int64_t n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* A text source's vocabulary in the file, when there is one, must be the
+ * program's: the same ids must mean the same characters (weights_only
+ * too). */
+static gr_code ckpt_match_vocab(const gr_session *s, const safet_file *f, const char *path,
+                                gr_status *st)
+{
+    for (int d = 0; d < s->g->n_data; d++) {
+        const ir_data *src = &s->g->data[d];
+        char key[512];
+        snprintf(key, sizeof key, "data.%s.vocab", src->name);
+        const char *v = safet_meta_get(f, key), *want = src->vocab_chars ? src->vocab_chars : "";
+        if (src->kind != DATA_TEXT || !v || strcmp(v, want) == 0) continue;
+        return rt_fail(st, GR_ERR_DATA,
+                       "%s: metadata '%s': data '%s' was trained with another vocabulary (%s%lld "
+                       "ids) than the program reads now (%s%lld ids)\n",
+                       path, key, src->name, *v ? "" : "bytes, ",
+                       *v ? (long long)utf8_count(v) : 256LL, *want ? "" : "bytes, ",
+                       (long long)src->vocab);
+    }
+    return GR_OK;
+}
+
 /* Readers open lazily when a plan first needs them (session.c), but a
  * restored cursor needs one now. */
 static gr_code ckpt_open_readers(gr_session *s, const ckpt_plan *rp, gr_status *st)
@@ -394,7 +436,8 @@ static gr_code ckpt_restore_parsed(gr_session *s, const char *path, const safet_
                     .src = xcalloc((size_t)nv + 1, sizeof *rp.src),
                     .cursor = xcalloc((size_t)nd + 1, sizeof *rp.cursor),
                     .has_cursor = xcalloc((size_t)nd + 1, sizeof *rp.has_cursor)};
-    gr_code c = ckpt_match_tensors(s, f, o, &rp, st);
+    gr_code c = ckpt_match_vocab(s, f, path, st);
+    if (c == GR_OK) c = ckpt_match_tensors(s, f, o, &rp, st);
     if (c == GR_OK && !o->weights_only) c = ckpt_match_state(s, f, &rp, st);
     if (c == GR_OK && !o->weights_only) c = ckpt_open_readers(s, &rp, st);
     if (c == GR_OK) ckpt_apply(s, &rp, o);

@@ -13,7 +13,8 @@ void rt_data_spec(const ir_data *d, data_spec *s)
     static const data_kind kinds[] = {[DATA_IDX] = DATA_KIND_IDX,
                                       [DATA_CSV] = DATA_KIND_CSV,
                                       [DATA_RAW] = DATA_KIND_RAW,
-                                      [DATA_GAUSSIAN] = DATA_KIND_GAUSSIAN};
+                                      [DATA_GAUSSIAN] = DATA_KIND_GAUSSIAN,
+                                      [DATA_TEXT] = DATA_KIND_TEXT};
     *s = (data_spec){.kind = kinds[d->kind],
                      .path = {d->path[0], d->path[1]},
                      .batch = d->batch,
@@ -23,22 +24,33 @@ void rt_data_spec(const ir_data *d, data_spec *s)
                      .n_classes = d->n_classes,
                      .n = d->gen_n,
                      .x_rank = d->x_rank,
-                     .x_scale = d->x_scale};
+                     .x_scale = d->x_scale,
+                     .paths = d->paths,
+                     .n_paths = d->n_paths,
+                     .block = d->block,
+                     .stride = d->stride,
+                     .split = d->split,
+                     .val_part = d->val_part,
+                     .byte_vocab = d->byte_vocab};
     for (int i = 0; i < d->x_rank; i++) s->x_dims[i] = d->x_dims[i];
 }
 
 /* sema's data probe: the readers' own, on the spec the session will open. */
-static int compile_probe_data(void *ctx, const ir_data *d, sema_data_shape *out, char *err,
-                              size_t errlen)
+int rt_probe_data(void *ctx, const ir_data *d, sema_data_shape *out, char *err, size_t errlen)
 {
     (void)ctx;
     data_spec s;
     data_info info;
     rt_data_spec(d, &s);
     if (data_probe(&s, &info, err, errlen) < 0) return -1;
-    *out = (sema_data_shape){.n = info.n, .x_rank = info.x_rank, .has_y = info.has_y};
+    *out = (sema_data_shape){.n = info.n,
+                             .x_rank = info.x_rank,
+                             .has_y = info.has_y,
+                             .x_i32 = info.x_i32,
+                             .y_per = info.y_per,
+                             .vocab = info.vocab};
     for (int i = 0; i < info.x_rank; i++) out->x_dims[i] = info.x_dims[i];
-    return 0;
+    return d->kind == DATA_TEXT ? data_text_vocab(&s, &out->vocab_chars, err, errlen) : 0;
 }
 
 static int compile_can_eval(void *ctx, op_kind op)
@@ -165,7 +177,7 @@ static gr_code compile_machine(gr_program *p, const gr_compile_options *opt, gr_
 
 gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
 {
-    return rt_compile_probe(p, opt, compile_probe_data, NULL, st);
+    return rt_compile_probe(p, opt, rt_probe_data, NULL, st);
 }
 
 gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data_probe probe,

@@ -78,7 +78,7 @@ static int data_check_spec(const data_spec *s, char *err, size_t errlen)
 {
     const char *what = s->kind == DATA_KIND_GAUSSIAN ? "gaussian" : s->path[0];
     if (s->kind != DATA_KIND_IDX && s->kind != DATA_KIND_CSV && s->kind != DATA_KIND_RAW &&
-        s->kind != DATA_KIND_GAUSSIAN) {
+        s->kind != DATA_KIND_GAUSSIAN && s->kind != DATA_KIND_TEXT) {
         data_err(err, errlen, "data: unknown data source kind %d", (int)s->kind);
         return -1;
     }
@@ -97,6 +97,13 @@ static int data_check_spec(const data_spec *s, char *err, size_t errlen)
     return 0;
 }
 
+/* Sets what a format leaves 0 to its default: one label per example. */
+static int info_defaults(data_info *info)
+{
+    if (info->y_per < 1) info->y_per = 1;
+    return 0;
+}
+
 static int data_probe_kind(const data_spec *s, data_info *info, char *err, size_t errlen)
 {
     switch (s->kind) {
@@ -108,6 +115,8 @@ static int data_probe_kind(const data_spec *s, data_info *info, char *err, size_
         return data_raw_probe(s, info, err, errlen);
     case DATA_KIND_GAUSSIAN:
         return data_gauss_probe(s, info, err, errlen);
+    case DATA_KIND_TEXT:
+        return data_text_probe(s, info, err, errlen);
     }
     return -1;
 }
@@ -123,6 +132,8 @@ static int data_load_kind(const data_spec *s, data_set *ds, char *err, size_t er
         return data_raw_load(s, ds, err, errlen);
     case DATA_KIND_GAUSSIAN:
         return data_gauss_load(s, ds, err, errlen);
+    case DATA_KIND_TEXT:
+        return data_text_load(s, ds, err, errlen);
     }
     return -1;
 }
@@ -147,6 +158,7 @@ int data_probe(const data_spec *s, data_info *info, char *err, size_t errlen)
 {
     if (data_check_spec(s, err, errlen)) return -1;
     if (data_probe_kind(s, info, err, errlen)) return -1;
+    info_defaults(info);
     return data_check_batch(s, info->n, err, errlen);
 }
 
@@ -213,7 +225,7 @@ static void build_batch(const data_reader *r, data_slot *slot, const int64_t *pe
         int64_t at = first + i * p, idx = perm ? perm[at] : at;
         if (perm && i + 2 < r->batch) data_set_prefetch(&r->ds, perm[at + 2 * p]);
         data_set_example(&r->ds, idx, slot->x + i * ex);
-        slot->y[i] = r->ds.y ? r->ds.y[idx] : 0;
+        data_set_labels(&r->ds, idx, slot->y + i * r->ds.info.y_per);
     }
 }
 
@@ -291,7 +303,7 @@ static int reader_alloc(data_reader *r, char *err, size_t errlen)
     r->wake_at = r->nslots / 2;
     for (int k = 0; k < r->nslots; k++) {
         r->slots[k].x = malloc(bytes ? (size_t)bytes : 1);
-        r->slots[k].y = malloc((size_t)r->batch * sizeof(int32_t));
+        r->slots[k].y = malloc((size_t)(r->batch * r->ds.info.y_per) * sizeof(int32_t));
         if (!r->slots[k].x || !r->slots[k].y) goto oom;
     }
     for (int k = 0; k < 2 && r->shuffle; k++)
@@ -342,7 +354,8 @@ data_reader *data_open(const data_spec *s, char *err, size_t errlen)
         data_err(err, errlen, "data: out of memory");
         return NULL;
     }
-    if (data_load_kind(s, &r->ds, err, errlen) || data_check_labels(s, &r->ds, err, errlen) ||
+    if (data_load_kind(s, &r->ds, err, errlen) || info_defaults(&r->ds.info) ||
+        data_check_labels(s, &r->ds, err, errlen) ||
         data_check_batch(s, r->ds.info.n, err, errlen) || reader_alloc(r, err, errlen))
         goto fail;
     r->ds.scale = s->x_scale == 1.0f ? 0.0f : s->x_scale;
@@ -422,7 +435,7 @@ int data_next(data_reader *r, float *x, int32_t *y)
     data_batch b;
     if (data_acquire(r, &b) < 0) return -1;
     memcpy(x, b.x, (size_t)(r->batch * r->ds.ex_elems) * sizeof(float));
-    if (y) memcpy(y, b.y, (size_t)r->batch * sizeof(int32_t));
+    if (y) memcpy(y, b.y, (size_t)(r->batch * r->ds.info.y_per) * sizeof(int32_t));
     data_release(r, &b);
     return 0;
 }

@@ -26,7 +26,8 @@ typedef enum data_kind {
     DATA_KIND_IDX,
     DATA_KIND_CSV,
     DATA_KIND_RAW,
-    DATA_KIND_GAUSSIAN
+    DATA_KIND_GAUSSIAN,
+    DATA_KIND_TEXT
 } data_kind;
 
 typedef struct data_spec {
@@ -51,6 +52,15 @@ typedef struct data_spec {
      * batch * shards examples, and this one takes the examples at positions
      * shard, shard + shards, ... of each (0 and 0, or 0 and 1: all) */
     int shard, shards;
+    /* text (data_text.c): the files (a directory stands for the text files in it), read
+       whole and concatenated; examples are windows of block + 1 characters (or bytes),
+       starting every stride, of the first `split` of the text or (val_part) the rest */
+    const char *const *paths;
+    int n_paths;
+    int64_t block, stride;
+    double split;
+    int val_part;
+    int byte_vocab; /* ids are bytes (256), not the characters present */
 } data_spec;
 
 typedef struct data_info {
@@ -58,7 +68,10 @@ typedef struct data_info {
     int x_rank;
     int64_t x_dims[4]; /* per example: idx images -> [rows, cols]; csv -> [features]; raw/gaussian
                           -> spec dims */
-    int has_y;         /* labels present (y is i32, one per example) */
+    int has_y;         /* labels present (y is i32, y_per per example) */
+    int64_t y_per;     /* labels per example: 1, or the block of a text window */
+    int x_i32;         /* x holds i32 values (text: character ids), not f32 */
+    int64_t vocab;     /* text: ids are in [0, vocab) */
 } data_info;
 
 typedef struct data_reader data_reader;
@@ -81,8 +94,9 @@ void data_close(data_reader *r);
 void data_reader_info(const data_reader *r, data_info *info);
 
 /* Copies the next batch: x gets batch*prod(x_dims) floats (raw values: IDX
- * pixels are 0..255 as float, not scaled), y gets batch int32 labels (y may
- * be NULL; zeros when the data has no labels). Thread-safe: concurrent
+ * pixels are 0..255 as float, not scaled; i32 ids when info.x_i32), y gets
+ * batch*y_per int32 labels (y may be NULL; zeros when the data has no
+ * labels). Thread-safe: concurrent
  * callers always get different batches; within one epoch no example is
  * handed out twice. Returns 0; -1 only when data_close is already under way. */
 int data_next(data_reader *r, float *x, int32_t *y);
@@ -107,5 +121,10 @@ void data_release(data_reader *r, data_batch *b);
  * flight. It returns -1 when pos > batches per epoch. */
 void data_cursor(const data_reader *r, uint64_t *epoch, uint64_t *pos);
 int data_seek(data_reader *r, uint64_t epoch, uint64_t pos);
+
+/* Text: the vocabulary of the spec's files, the characters in id order as
+ * UTF-8, into *chars (malloc'd, the caller frees it); NULL for a byte
+ * vocabulary.  -1 with a message as data_probe. */
+int data_text_vocab(const data_spec *s, char **chars, char *err, size_t errlen);
 
 #endif

@@ -16,6 +16,7 @@ typedef enum data_elem {
     DATA_ELEM_F32,
     DATA_ELEM_F64,
     DATA_ELEM_GAUSS,
+    DATA_ELEM_TEXT, /* x: the i32 ids of a text; example i is the window at i * stride */
 } data_elem;
 
 typedef struct data_set {
@@ -25,6 +26,7 @@ typedef struct data_set {
     void *x;            /* n * ex_elems elements of type elem; NULL for GAUSS */
     int32_t *y;         /* n labels, or NULL */
     uint64_t seed;      /* GAUSS only */
+    int64_t stride;     /* TEXT only */
     float scale;        /* x values are multiplied by it (data_spec.x_scale); 0: not */
     const char *x_path; /* for messages (borrowed from the spec) */
     const char *y_path;
@@ -49,9 +51,14 @@ int data_raw_probe(const data_spec *s, data_info *info, char *err, size_t errlen
 int data_raw_load(const data_spec *s, data_set *ds, char *err, size_t errlen);
 int data_gauss_probe(const data_spec *s, data_info *info, char *err, size_t errlen);
 int data_gauss_load(const data_spec *s, data_set *ds, char *err, size_t errlen);
+int data_text_probe(const data_spec *s, data_info *info, char *err, size_t errlen);
+int data_text_load(const data_spec *s, data_set *ds, char *err, size_t errlen);
 
-/* Converts example i of the set to f32 into out (ex_elems floats). */
+/* Converts example i of the set to f32 into out (ex_elems floats; a text
+ * window's i32 ids, as they are). */
 void data_set_example(const data_set *ds, int64_t i, float *out);
+/* Example i's info.y_per labels into y (zeros when the set has none). */
+void data_set_labels(const data_set *ds, int64_t i, int32_t *y);
 /* Asks the CPU to start loading example i's stored bytes (shuffled batches
  * gather rows from anywhere in a set bigger than the caches). */
 void data_set_prefetch(const data_set *ds, int64_t i);

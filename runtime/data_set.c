@@ -32,6 +32,8 @@ size_t data_elem_size(data_elem e)
         return 8;
     case DATA_ELEM_GAUSS:
         return 0;
+    case DATA_ELEM_TEXT:
+        return 4;
     }
     return 0;
 }
@@ -78,7 +80,8 @@ void data_set_prefetch(const data_set *ds, int64_t i)
 {
     if (ds->elem == DATA_ELEM_GAUSS) return;
     size_t bytes = (size_t)ds->ex_elems * data_elem_size(ds->elem);
-    const char *p = (const char *)ds->x + (size_t)i * bytes;
+    const char *p = ds->elem == DATA_ELEM_TEXT ? (const char *)ds->x + (size_t)(i * ds->stride) * 4
+                                               : (const char *)ds->x + (size_t)i * bytes;
     for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
 }
 
@@ -114,7 +117,18 @@ void data_set_example(const data_set *ds, int64_t i, float *out)
         for (int64_t k = 0; ds->scale && k < m; k++) out[k] *= ds->scale;
         break;
     }
+    case DATA_ELEM_TEXT:
+        memcpy(out, (const int32_t *)ds->x + i * ds->stride, (size_t)m * sizeof(int32_t));
+        break;
     }
+}
+
+void data_set_labels(const data_set *ds, int64_t i, int32_t *y)
+{
+    if (ds->elem == DATA_ELEM_TEXT) /* the window's next characters */
+        memcpy(y, (const int32_t *)ds->x + i * ds->stride + 1, (size_t)ds->info.y_per * 4);
+    else
+        y[0] = ds->y ? ds->y[i] : 0;
 }
 
 void data_set_free(data_set *ds)

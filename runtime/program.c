@@ -60,6 +60,22 @@ const char *gr_program_default_target(const gr_program *p)
     return p->g->names[p->g->default_target].name;
 }
 
+gr_code gr_program_vocab(const gr_program *p, const char *data, const char **chars, int64_t *size,
+                         gr_status *st)
+{
+    if (!p) return rt_fail(st, GR_ERR_ARG, "gr_program_vocab: NULL program\n");
+    for (int d = 0; d < p->g->n_data; d++) {
+        const ir_data *src = &p->g->data[d];
+        if (src->kind != DATA_TEXT || (data && strcmp(src->name, data) != 0)) continue;
+        if (chars) *chars = src->vocab_chars;
+        if (size) *size = src->vocab;
+        rt_ok(st);
+        return GR_OK;
+    }
+    return rt_fail(st, GR_ERR_ARG, data ? "no text data source named '%s'\n" : "%s\n",
+                   data ? data : "the program has no text data source");
+}
+
 static gr_code emit_plan(const gr_program *p, const char *target, FILE *out, gr_status *st)
 {
     if (!target) target = gr_program_default_target(p);
@@ -115,6 +131,8 @@ gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_in
         snprintf(buf, sizeof buf, "%s/loss", target);
         int l = ir_find_name(g, buf);
         if (l >= 0) info->loss = g->names[l].name;
+        snprintf(buf, sizeof buf, "%s/lr", target);
+        if ((l = ir_find_name(g, buf)) >= 0) info->lr = g->names[l].name;
     }
     plan_graph *plan = plan_build(g, &g->names[k].node, 1);
     if (plan->n_data_used) info->batch = g->data[plan->data_used[0]].batch;

@@ -8,7 +8,8 @@ set -eu
 PKGS="build-essential cmake make pkg-config flex bison libcmocka-dev \
 libopenblas-dev zlib1g-dev libcjson-dev dataset-fashion-mnist \
 clang libclang-rt-14-dev valgrind python3 python3-numpy \
-libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler graphviz librsvg2-bin"
+libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler graphviz librsvg2-bin \
+fortunes"
 
 missing=""
 for p in $PKGS; do

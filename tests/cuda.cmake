@@ -22,7 +22,7 @@ set_tests_properties(gpu_devices PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEO
 
 # sh -c: $0 is the probe, "$@" the test; 77 from the probe is a skip.
 set(GR_GPU_FIRST [=["$0" --gpu || exit $?; exec "$@"]=])
-foreach(t test_gradcheck test_train test_partitions test_concurrency test_checkpoint)
+foreach(t test_gradcheck test_train test_optim test_text test_partitions test_concurrency test_checkpoint)
   add_test(NAME gpu_${t}
     COMMAND sh -c "${GR_GPU_FIRST}" $<TARGET_FILE:test_devices> $<TARGET_FILE:${t}>)
   set_tests_properties(gpu_${t} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300

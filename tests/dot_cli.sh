@@ -17,6 +17,14 @@ render() { # NAME ARGS...: graphrun dot ARGS > NAME.dot, rendered to NAME.svg
     name=$1
     shift
     "$G" dot "$@" > "$T/$name.dot" || fail "graphrun dot $*"
+    # a graph of a thousand nodes (the char GPT) takes Graphviz minutes to
+    # lay out: it is only parsed (gc, Graphviz's counter), which catches any
+    # syntax error
+    if [ "$(wc -l < "$T/$name.dot")" -gt 1500 ]; then
+        gc -n "$T/$name.dot" > /dev/null 2> "$T/dot.err" && [ ! -s "$T/dot.err" ] ||
+            fail "gc of graphrun dot $*: $(cat "$T/dot.err")"
+        return
+    fi
     dot -Tsvg "$T/$name.dot" -o "$T/$name.svg" 2> "$T/dot.err" && [ ! -s "$T/dot.err" ] ||
         fail "dot -Tsvg of graphrun dot $*: $(cat "$T/dot.err")"
 }

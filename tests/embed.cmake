@@ -64,9 +64,9 @@ add_test(NAME embed_doc_example_matches
     COMMAND sh -c "${GR_EMBED_DOC_DIFF}" ${PROJECT_SOURCE_DIR}/docs/api.md ${GR_EMBED_SRC}/embed_min.c)
 
 # ---- the embedding examples: asynchronous training from several threads ----
-foreach(ex hogwild towers_async)
+foreach(ex hogwild towers_async generate)
     add_executable(${ex} ${PROJECT_SOURCE_DIR}/examples/embed/${ex}.c)
-    target_link_libraries(${ex} PRIVATE graphrun_static Threads::Threads)
+    target_link_libraries(${ex} PRIVATE graphrun_static Threads::Threads m)
     target_compile_definitions(${ex} PRIVATE GR_EXAMPLES_DIR="${PROJECT_SOURCE_DIR}/examples")
 endforeach()
 
@@ -99,3 +99,12 @@ add_test(NAME embed_libraries_export_only_the_api
     COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/api_exports.sh ${CMAKE_NM}
             ${PROJECT_SOURCE_DIR}/include/graphrun.h
             $<TARGET_FILE:graphrun_shared> $<TARGET_FILE:graphrun_static>)
+
+# ---- the character GPT: trained tiny, then sampled by examples/embed/generate.c ----
+if(EXISTS /usr/share/games/fortunes/fortunes)
+    add_test(NAME char_gpt_train_and_generate
+        COMMAND sh ${PROJECT_SOURCE_DIR}/tests/char_gpt.sh $<TARGET_FILE:graphrun>
+                $<TARGET_FILE:generate> ${PROJECT_SOURCE_DIR}/examples/char_gpt.graph
+        WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+    set_tests_properties(char_gpt_train_and_generate PROPERTIES TIMEOUT 300)
+endif()

@@ -1,5 +1,5 @@
 # tests/fuzz_data.cmake - libFuzzer targets for the data readers (IDX, CSV,
-# raw), built with clang straight from runtime/data*.c and run briefly under
+# raw, text), built with clang straight from runtime/data*.c and run briefly under
 # CTest.  Without clang, or with GR_FUZZ=OFF, there are no such tests.
 find_program(GR_FZD_CLANG clang)
 if(GR_FUZZ AND GR_FZD_CLANG)
@@ -7,7 +7,7 @@ if(GR_FUZZ AND GR_FZD_CLANG)
   set(GR_FZD_READERS
       ${GR_FZD_SRC}/runtime/data.c ${GR_FZD_SRC}/runtime/data_idx.c
       ${GR_FZD_SRC}/runtime/data_csv.c ${GR_FZD_SRC}/runtime/data_raw.c
-      ${GR_FZD_SRC}/runtime/data_set.c)
+      ${GR_FZD_SRC}/runtime/data_set.c ${GR_FZD_SRC}/runtime/data_text.c)
   set(GR_FZD_HEADERS
       ${GR_FZD_SRC}/runtime/data.h ${GR_FZD_SRC}/runtime/data_impl.h
       ${GR_FZD_SRC}/tests/fuzz/fuzz_data.h)
@@ -15,7 +15,8 @@ if(GR_FUZZ AND GR_FZD_CLANG)
   set(GR_FZD_RUNS_idx 6000)
   set(GR_FZD_RUNS_csv 20000)
   set(GR_FZD_RUNS_raw 15000)
-  foreach(fmt idx csv raw)
+  set(GR_FZD_RUNS_text 15000)
+  foreach(fmt idx csv raw text)
     set(name fuzz_data_${fmt})
     set(bin ${CMAKE_CURRENT_BINARY_DIR}/${name})
     add_custom_command(

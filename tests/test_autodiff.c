@@ -85,8 +85,9 @@ static void test_grad_of_sum_x_times_w_is_x(void **state)
     int u = g->nodes[train].in[0];
     assert_int_equal(g->nodes[u].op, OP_APPLY_SGD);
     assert_int_equal(g->nodes[u].in[0], w);
-    assert_true(g->nodes[u].attr.f[0] == 0.1);
-    assert_int_equal(g->nodes[u].attr.i[5], 1); /* locking */
+    assert_true(ir_const_scalar(g, g->nodes[u].in[2]) == (float)0.1); /* lr */
+    assert_true(ir_const_scalar(g, g->nodes[u].in[3]) == 1.0);        /* no clipping */
+    assert_int_equal(g->nodes[u].attr.i[5], 1);                       /* locking */
     /* dw = dy * x, dy = broadcast(1) over x's shape */
     const ir_node *dw = &g->nodes[g->nodes[u].in[1]];
     assert_int_equal(dw->op, OP_MUL);

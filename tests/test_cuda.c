@@ -35,15 +35,7 @@
 static int probe_or_fashion(void *ctx, const ir_data *d, sema_data_shape *out, char *err,
                             size_t errlen)
 {
-    (void)ctx;
-    data_spec s;
-    data_info info;
-    rt_data_spec(d, &s);
-    if (data_probe(&s, &info, err, errlen) == 0) {
-        *out = (sema_data_shape){.n = info.n, .x_rank = info.x_rank, .has_y = info.has_y};
-        memcpy(out->x_dims, info.x_dims, sizeof out->x_dims);
-        return 0;
-    }
+    if (rt_probe_data(ctx, d, out, err, errlen) == 0) return 0;
     if (d->kind != DATA_IDX) return -1;
     *out = (sema_data_shape){.n = 60000, .x_rank = 1, .x_dims = {784}, .has_y = d->path[1] != NULL};
     return 0;

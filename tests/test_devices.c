@@ -48,8 +48,8 @@
 #endif
 
 #define SKIP_CODE 77
-#define MAX_IN    5
-#define REPS      3 /* draws of the letters for a case that has some */
+#define MAX_IN    40 /* clip_scale: more gradients than its CUDA kernel takes at once */
+#define REPS      3  /* draws of the letters for a case that has some */
 
 /* ---- the device under test ---- */
 
@@ -135,6 +135,7 @@ typedef enum fill {
     TIES,     /* a few values, so comparisons see equal operands */
     DISTINCT, /* no two equal: max, argmax and pooling have one answer */
     STEP,     /* 3: adam's step counter */
+    LR,       /* f32 in [0.001, 0.1]: a learning rate */
     MAXOF     /* max_grad's y: max(x) over the axis, keepdims */
 } fill;
 
@@ -146,7 +147,7 @@ typedef struct dev_case {
     op_kind op;
     const char *in[MAX_IN];
     int64_t i[IR_MAX_ATTRS];
-    double f[4];
+    double f[5];
     const char *list;
     fill fills[MAX_IN];
 } dev_case;
@@ -194,6 +195,15 @@ static const dev_case cases[] = {
     {.op = OP_MATMUL, {"f32[b,a]", "f32[c,b]"}, {1, 1}},
     {.op = OP_MATMUL, {"f32[129,257]", "f32[257,67]"}},
     {.op = OP_MATMUL, {"f32[300,64]", "f32[10,300]"}, {1, 1}},
+    /* batch axes: a shared b (one GEMM of the rows), both batched, broadcast
+     * either side, transposed */
+    {.op = OP_MATMUL, {"f32[d,a,b]", "f32[b,c]"}},
+    {.op = OP_MATMUL, {"f32[d,b,a]", "f32[b,c]"}, {1, 0}},
+    {.op = OP_MATMUL, {"f32[d,a,b]", "f32[d,b,c]"}},
+    {.op = OP_MATMUL, {"f32[b,a]", "f32[d,c,b]"}, {1, 1}},
+    {.op = OP_MATMUL, {"f32[e,1,a,b]", "f32[d,c,b]"}, {0, 1}},
+    {.op = OP_MATMUL, {"f32[4,8,64,32]", "f32[4,8,64,32]"}, {0, 1}},
+    {.op = OP_MATMUL, {"f32[16,64,128]", "f32[128,384]"}},
     {.op = OP_MATMUL_BIAS, {"f32[a,b]", "f32[b,c]", "f32[c]"}},
     {.op = OP_MATMUL_BIAS, {"f32[b,a]", "f32[c,b]", "f32[c]"}, {1, 1, 1}},
     {.op = OP_MATMUL_BIAS, {"f32[64,784]", "f32[784,128]", "f32[128]"}, {0, 0, 1}},
@@ -233,17 +243,32 @@ static const dev_case cases[] = {
     {.op = OP_SIGMOID_GRAD, {"f32[1001,257]", "f32[1001,257]"}},
     {.op = OP_TANH_GRAD, {"f32[a,b]", "f32[a,b]"}},
     {.op = OP_TANH_GRAD, {"f32[1001,257]", "f32[1001,257]"}},
+    UNARY(OP_GELU, ANY),
+    {.op = OP_GELU_GRAD, {"f32[a,b]", "f32[a,b]"}},
+    {.op = OP_GELU_GRAD, {"f32[1001,257]", "f32[1001,257]"}},
     /* along the last axis */
     {.op = OP_SOFTMAX, {"f32[a,b]"}},
     {.op = OP_SOFTMAX, {"f32[a,b,c]"}},
     {.op = OP_SOFTMAX, {"f32[67,1000]"}},
     {.op = OP_SOFTMAX, {"f32[3,5000]"}},
+    {.op = OP_SOFTMAX, {"f32[a,b,b]"}, {OP_MASK_CAUSAL}},
+    {.op = OP_SOFTMAX, {"f32[2,3,64,64]"}, {OP_MASK_CAUSAL}},
+    {.op = OP_SOFTMAX, {"f32[1100,1100]"}, {OP_MASK_CAUSAL}},
     {.op = OP_LOG_SOFTMAX, {"f32[a,b]"}},
     {.op = OP_LOG_SOFTMAX, {"f32[a,b,c]"}},
     {.op = OP_LOG_SOFTMAX, {"f32[67,1000]"}},
     {.op = OP_LOG_SOFTMAX, {"f32[3,5000]"}},
     {.op = OP_SOFTMAX_GRAD, {"f32[a,b]", "f32[a,b]"}},
     {.op = OP_SOFTMAX_GRAD, {"f32[64,1000]", "f32[64,1000]"}},
+    {.op = OP_SOFTMAX_GRAD, {"f32[a,b,b]", "f32[a,b,b]"}, {OP_MASK_CAUSAL}},
+    {.op = OP_SOFTMAX_GRAD, {"f32[1100,1100]", "f32[1100,1100]"}, {OP_MASK_CAUSAL}},
+    /* layer normalisation: axis -1, eps 1e-5 */
+    {.op = OP_LAYERNORM, {"f32[a,b,c]", "f32[c]", "f32[c]"}, {-1}, {0, 1e-5}},
+    {.op = OP_LAYERNORM, {"f32[7,1500]", "f32[1500]", "f32[1500]"}, {-1}, {0, 1e-5}},
+    {.op = OP_LAYERNORM_GRAD, {"f32[a,b,c]", "f32[a,b,c]", "f32[c]"}, {-1}, {0, 1e-5}},
+    {.op = OP_LAYERNORM_GRAD, {"f32[7,1500]", "f32[7,1500]", "f32[1500]"}, {-1}, {0, 1e-5}},
+    {.op = OP_LAYERNORM_GRAD_PARAMS, {"f32[a,b,c]", "f32[a,b,c]"}, {-1}, {0, 1e-5}},
+    {.op = OP_LAYERNORM_GRAD_PARAMS, {"f32[2048,128]", "f32[2048,128]"}, {-1}, {0, 1e-5}},
     {.op = OP_LOG_SOFTMAX_GRAD, {"f32[a,b]", "f32[a,b]"}},
     {.op = OP_LOG_SOFTMAX_GRAD, {"f32[64,1000]", "f32[64,1000]"}},
     {.op = OP_SOFTMAX_XENT, {"f32[a,b]", "i32[a]"}, .fills = {ANY, IDS}},
@@ -354,31 +379,57 @@ static const dev_case cases[] = {
     {.op = OP_DROPOUT, {"f32[a,b]"}, {0, 1, 5}, {0.95}},
     {.op = OP_DROPOUT_GRAD, {"f32[a,b]"}, {0, 1, 5}, {0.3}},
     {.op = OP_DROPOUT_GRAD, {"f32[313,1031]"}, {0, 1, 9}, {0.5}},
-    /* updates */
-    {.op = OP_APPLY_SGD, {"var:f32[a,b]", "f32[a,b]"}, .f = {0.1}},
-    {.op = OP_APPLY_SGD, {"var:f32[1001,257]", "f32[1001,257]"}, .f = {0.1}},
+    /* updates: the last two inputs are the learning rate and the gradient scale */
+    {.op = OP_APPLY_SGD,
+     {"var:f32[a,b]", "f32[a,b]", "f32[]", "f32[]"},
+     .fills = {ANY, ANY, LR, POS}},
+    {.op = OP_APPLY_SGD,
+     {"var:f32[1001,257]", "f32[1001,257]", "f32[]", "f32[]"},
+     .fills = {ANY, ANY, LR, POS}},
     {.op = OP_APPLY_SGD_ROWS,
-     {"var:f32[a,b]", "f32[c,d,b]", "i32[c,d]"},
-     .f = {0.1},
-     .fills = {ANY, ANY, IDS}},
+     {"var:f32[a,b]", "f32[c,d,b]", "i32[c,d]", "f32[]", "f32[]"},
+     .fills = {ANY, ANY, IDS, LR, POS}},
     {.op = OP_APPLY_SGD_ROWS,
-     {"var:f32[100,64]", "f32[512,64]", "i32[512]"},
-     .f = {0.1},
-     .fills = {ANY, ANY, IDS}},
-    {.op = OP_APPLY_MOMENTUM, {"var:f32[a,b]", "f32[a,b]", "var:f32[a,b]"}, {0, 0, 0}, {0.05, 0.9}},
-    {.op = OP_APPLY_MOMENTUM, {"var:f32[a,b]", "f32[a,b]", "var:f32[a,b]"}, {0, 0, 1}, {0.05, 0.9}},
+     {"var:f32[100,64]", "f32[512,64]", "i32[512]", "f32[]", "f32[]"},
+     .fills = {ANY, ANY, IDS, LR, POS}},
     {.op = OP_APPLY_MOMENTUM,
-     {"var:f32[1001,257]", "f32[1001,257]", "var:f32[1001,257]"},
+     {"var:f32[a,b]", "f32[a,b]", "var:f32[a,b]", "f32[]", "f32[]"},
+     {0, 0, 0},
+     {0, 0.9},
+     .fills = {ANY, ANY, ANY, LR, POS}},
+    {.op = OP_APPLY_MOMENTUM,
+     {"var:f32[a,b]", "f32[a,b]", "var:f32[a,b]", "f32[]", "f32[]"},
      {0, 0, 1},
-     {0.05, 0.9}},
+     {0, 0.9},
+     .fills = {ANY, ANY, ANY, LR, POS}},
+    {.op = OP_APPLY_MOMENTUM,
+     {"var:f32[1001,257]", "f32[1001,257]", "var:f32[1001,257]", "f32[]", "f32[]"},
+     {0, 0, 1},
+     {0, 0.9},
+     .fills = {ANY, ANY, ANY, LR, POS}},
     {.op = OP_APPLY_ADAM,
-     {"var:f32[a,b]", "f32[a,b]", "var:f32[a,b]", "var:f32[a,b]", "var:f32[]"},
-     .f = {0.01, 0.9, 0.999, 1e-8},
-     .fills = {ANY, ANY, ANY, POS, STEP}},
+     {"var:f32[a,b]", "f32[a,b]", "var:f32[a,b]", "var:f32[a,b]", "var:f32[]", "f32[]", "f32[]"},
+     .f = {0, 0.9, 0.999, 1e-8},
+     .fills = {ANY, ANY, ANY, POS, STEP, LR, POS}},
+    {.op = OP_APPLY_ADAM, /* adamw: decoupled weight decay */
+     {"var:f32[a,b]", "f32[a,b]", "var:f32[a,b]", "var:f32[a,b]", "var:f32[]", "f32[]", "f32[]"},
+     .f = {0, 0.9, 0.95, 1e-8, 0.1},
+     .fills = {ANY, ANY, ANY, POS, STEP, LR, POS}},
     {.op = OP_APPLY_ADAM,
-     {"var:f32[1001,257]", "f32[1001,257]", "var:f32[1001,257]", "var:f32[1001,257]", "var:f32[]"},
-     .f = {0.001, 0.9, 0.999, 1e-8},
-     .fills = {ANY, ANY, ANY, POS, STEP}},
+     {"var:f32[1001,257]", "f32[1001,257]", "var:f32[1001,257]", "var:f32[1001,257]", "var:f32[]",
+      "f32[]", "f32[]"},
+     .f = {0, 0.9, 0.999, 1e-8, 0.01},
+     .fills = {ANY, ANY, ANY, POS, STEP, LR, POS}},
+    /* optimizer helpers: the schedule at step 3 (warming up, or past it) */
+    {.op = OP_LR_SCHEDULE, {"f32[]"}, {OP_LR_WARMUP, 0, 0, 5}, {0, 1e-3}, .fills = {STEP}},
+    {.op = OP_LR_SCHEDULE,
+     {"f32[]"},
+     {OP_LR_LINEAR, 0, 0, 1, 10},
+     {0, 1e-3, 1e-4},
+     .fills = {STEP}},
+    {.op = OP_LR_SCHEDULE, {"f32[]"}, {OP_LR_COSINE, 0, 0, 2, 7}, {0, 3e-4, 3e-5}, .fills = {STEP}},
+    {.op = OP_CLIP_SCALE, {"f32[a,b]", "f32[c]", "f32[313,1031]"}, .f = {1.0}},
+    {.op = OP_CLIP_SCALE, {"f32[a,b]", "f32[c]"}, .f = {1e6}},
     {.op = OP_ASSIGN_ADD, {"var:f32[a,b]", "f32[a,b]"}},
     {.op = OP_ASSIGN_ADD, {"var:f32[]", "f32[]"}},
     {.op = OP_ASSIGN_ADD, {"var:i32[]", "i32[]"}},
@@ -459,6 +510,8 @@ static tolerance op_tolerance(op_kind op)
     case OP_TANH:
     case OP_SIGMOID_GRAD:
     case OP_TANH_GRAD:
+    case OP_GELU:
+    case OP_GELU_GRAD:
     case OP_AVGPOOL2D:
     case OP_AVGPOOL_GRAD:
     case OP_MAXPOOL_GRAD:
@@ -466,6 +519,8 @@ static tolerance op_tolerance(op_kind op)
     case OP_APPLY_MOMENTUM:
     case OP_APPLY_ADAM:
     case OP_ASSIGN_ADD:
+    case OP_LR_SCHEDULE:
+    case OP_CLIP_SCALE: /* a sum of squares, added in another order */
         return (tolerance){T_ELEM, 1e-5};
     /* Sums of many terms in another order: a GPU reduces in a tree (and
      * scatter-adds with atomics, in any order), cuBLAS blocks K differently
@@ -493,6 +548,9 @@ static tolerance op_tolerance(op_kind op)
     case OP_XENT_GRAD:
     case OP_GATHER_GRAD:
     case OP_APPLY_SGD_ROWS:
+    case OP_LAYERNORM:
+    case OP_LAYERNORM_GRAD:
+    case OP_LAYERNORM_GRAD_PARAMS:
         return (tolerance){T_LOOSE, 1e-4};
     case OP_COUNT:
         break;
@@ -601,7 +659,7 @@ static void opr_build(op_run *r, const dev_case *c)
     }
     ir_attrs a = {.n_list = 0};
     memcpy(a.i, c->i, sizeof c->i);
-    for (int k = 0; k < 4; k++) a.f[k] = c->f[k];
+    for (int k = 0; k < 5; k++) a.f[k] = c->f[k];
     read_list(c->list, &a);
     int id = ir_add(r->g, c->op, in, r->n_in, &a, src, at);
     if (id < 0)
@@ -674,6 +732,8 @@ static void fill_input(op_run *r, int j)
             fv[i] = 0.01f * (float)(i - n / 2) + 0.005f;
         else if (how == STEP)
             fv[i] = 3.0f;
+        else if (how == LR)
+            fv[i] = frand(0.001f, 0.1f);
         else
             fv[i] = frand(-2.0f, 2.0f);
     }
@@ -953,6 +1013,17 @@ static void test_every_op_matches_the_cpu(void **state)
     assert_int_equal(bad_cases, 0);
 }
 
+/* clip_scale over more gradients than one launch of its CUDA chunk kernel
+ * takes, some of more than one chunk. */
+static void test_clip_scale_of_many_gradients_matches_the_cpu(void **state)
+{
+    (void)state;
+    dev_case c = {.op = OP_CLIP_SCALE, .f = {0.5}};
+    for (int k = 0; k < MAX_IN; k++) c.in[k] = k % 3 ? "f32[a,b]" : "f32[20000]";
+    draw_letters();
+    assert_int_equal(run_case(&c), 0);
+}
+
 /* ---- the harness catches a wrong kernel ---- */
 
 static kernel_fn bad_table[OP_COUNT];
@@ -1034,9 +1105,8 @@ static const fault_case faults[] = {
      3,
      -1},
     {{.op = OP_APPLY_SGD_ROWS,
-      {"var:f32[3,2]", "f32[2,2,2]", "i32[2,2]"},
-      .f = {0.1},
-      .fills = {ANY, ANY, IDS}},
+      {"var:f32[3,2]", "f32[2,2,2]", "i32[2,2]", "f32[]", "f32[]"},
+      .fills = {ANY, ANY, IDS, LR, POS}},
      2,
      1,
      7},
@@ -1155,6 +1225,13 @@ static const grad_case grad_cases[] = {
      "conv2d(x0, x1, stride=2, padding=0)"},
     {.vars = "var x0 = zeros([1, 2, 4, 4])", "maxpool2d(x0, size=2)", {1}},
     {.vars = "var x0 = zeros([1, 2, 4, 4])", "avgpool2d(x0, size=2, stride=1)"},
+    {.vars = "var x0 = zeros([2, 3, 4])\n  var x1 = zeros([4, 5])", "x0 @ x1"},
+    {.vars = "var x0 = zeros([2, 1, 3, 4])\n  var x1 = zeros([3, 5, 4])",
+     "matmul(x0, x1, transpose_b=true)"},
+    {.vars = "var x0 = zeros([2, 4, 4])", "softmax(x0, mask=\"causal\")"},
+    {.vars = "var x0 = zeros([3, 8])\n  var x1 = zeros([8])\n  var x2 = zeros([8])",
+     "layernorm(x0, x1 + 1, x2)"},
+    {.vars = "var x0 = zeros([3, 5])", "gelu(x0)"},
 };
 
 #define GC_EPS   1e-2
@@ -1371,6 +1448,7 @@ int main(int argc, char **argv)
     if (getenv("GR_TEST_SKIP")) cmocka_set_skip_filter(getenv("GR_TEST_SKIP"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_op_matches_the_cpu),
+        cmocka_unit_test(test_clip_scale_of_many_gradients_matches_the_cpu),
         cmocka_unit_test(test_the_harness_catches_wrong_kernels),
         cmocka_unit_test(test_ids_out_of_range_come_back_from_queue_sync),
         cmocka_unit_test(test_the_failing_call_of_several_is_named),

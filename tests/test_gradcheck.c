@@ -96,6 +96,37 @@ static const gc_case cases[] = {
      {0}},
     {"maxpool2d", "var x0 = zeros([1, 2, 4, 4])", "maxpool2d(x0, size=2)", {SPACED}},
     {"avgpool2d", "var x0 = zeros([1, 2, 4, 4])", "avgpool2d(x0, size=2, stride=1)", {0}},
+    /* batch axes: a batched a times a matrix (b's gradient is one GEMM over
+     * the rows), both batched, broadcast either way, transposed */
+    {"matmul", "var x0 = zeros([2, 3, 4])\nvar x1 = zeros([4, 5])", "matmul(x0, x1)", {0}},
+    {"matmul",
+     "var x0 = zeros([2, 3, 4])\nvar x1 = zeros([5, 4])",
+     "matmul(x0, x1, transpose_b=true)",
+     {0}},
+    {"matmul",
+     "var x0 = zeros([2, 4, 3])\nvar x1 = zeros([2, 4, 5])",
+     "matmul(x0, x1, transpose_a=true)",
+     {0}},
+    {"matmul", "var x0 = zeros([2, 1, 3, 4])\nvar x1 = zeros([3, 4, 2])", "x0 @ x1", {0}},
+    {"matmul",
+     "var x0 = zeros([4, 3])\nvar x1 = zeros([2, 5, 4])",
+     "matmul(x0, x1, transpose_a=true, transpose_b=true)",
+     {0}},
+    {"softmax", "var x0 = zeros([2, 4, 4])", "softmax(x0, mask=\"causal\")", {0}},
+    /* one attention head: softmax(q k^T, causal) v */
+    {"softmax",
+     "var x0 = zeros([2, 4, 3])\nvar x1 = zeros([2, 4, 3])\nvar x2 = zeros([2, 4, 3])",
+     "softmax(matmul(x0, x1, transpose_b=true), mask=\"causal\") @ x2",
+     {0}},
+    {"layernorm",
+     "var x0 = zeros([3, 8])\nvar x1 = zeros([8])\nvar x2 = zeros([8])",
+     "layernorm(x0, x1, x2)",
+     {0}},
+    {"layernorm",
+     "var x0 = zeros([2, 3, 5])\nvar x1 = zeros([5])\nvar x2 = zeros([5])",
+     "layernorm(x0, x1, x2, eps=0.1) * x0",
+     {0, POSITIVE}},
+    {"gelu", "var x0 = zeros([3, 5])", "gelu(x0)", {0}},
 };
 
 /* dropout's mask changes every run (it is keyed by the step), so finite
@@ -257,7 +288,8 @@ static void test_every_differentiable_op_has_a_case(void **state)
     int missing = 0;
     for (int op = 0; op < OP_COUNT; op++) {
         const op_info *o = &ops_table[op];
-        if (!ops_has(op, OPF_PUBLIC) || !o->grad || o->grad == ops_grad_none || covered(ops_name(op)))
+        if (!ops_has(op, OPF_PUBLIC) || !o->grad || o->grad == ops_grad_none ||
+            covered(ops_name(op)))
             continue;
         print_error("op %s has a gradient rule but no gradcheck case\n", ops_name(op));
         missing++;

@@ -349,15 +349,34 @@ static double ref_unary(op_kind op, double x)
         return 1 / (1 + exp(-x));
     case OP_TANH:
         return tanh(x);
+    case OP_GELU:
+        return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
     default:
         return x;
+    }
+}
+
+/* The activation gradients' references; gelu's is the derivative of the
+ * reference gelu, by central differences (error ~1e-10). */
+static double ref_act_grad(op_kind op, double dy, double v)
+{
+    switch (op) {
+    case OP_RELU_GRAD:
+        return v > 0 ? dy : 0;
+    case OP_SIGMOID_GRAD:
+        return dy * v * (1 - v);
+    case OP_TANH_GRAD:
+        return dy * (1 - v * v);
+    default: /* gelu_grad: v = x */
+        return dy * (ref_unary(OP_GELU, v + 1e-5) - ref_unary(OP_GELU, v - 1e-5)) / 2e-5;
     }
 }
 
 static void test_unary_ops(void **state)
 {
     (void)state;
-    op_kind ops[] = {OP_NEG, OP_EXP, OP_LOG, OP_SQRT, OP_RELU, OP_SIGMOID, OP_TANH, OP_IDENTITY};
+    op_kind ops[] = {OP_NEG,     OP_EXP,  OP_LOG,  OP_SQRT,    OP_RELU,
+                     OP_SIGMOID, OP_TANH, OP_GELU, OP_IDENTITY};
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
         for (int big = 0; big < 2; big++) {
             ir_type t = big ? ty(DT_F32, 2, 401L, 333L) : ty(DT_F32, 3, rsize(), rsize(), 3L);
@@ -379,21 +398,19 @@ static void test_unary_ops(void **state)
 static void test_activation_grads(void **state)
 {
     (void)state;
-    op_kind ops[] = {OP_RELU_GRAD, OP_SIGMOID_GRAD, OP_TANH_GRAD};
-    for (int k = 0; k < 3; k++) {
+    op_kind ops[] = {OP_RELU_GRAD, OP_SIGMOID_GRAD, OP_TANH_GRAD, OP_GELU_GRAD};
+    for (int k = 0; k < 4; k++) {
         ir_type t = ty(DT_F32, 2, 13L, 31L);
-        float *dy = frandom(&t, -2, 2), *v = frandom(&t, -1, 1), *o = falloc(&t);
+        float range = ops[k] == OP_GELU_GRAD ? 5 : 1;
+        float *dy = frandom(&t, -2, 2), *v = frandom(&t, -range, range), *o = falloc(&t);
         call c;
         call_init(&c, ops[k], &t, o);
         call_in(&c, dy, &t);
         call_in(&c, v, &t);
         call_run(&c);
         double *ref = dalloc(numel(&t));
-        for (int64_t i = 0; i < numel(&t); i++) {
-            double g = dy[i], y = v[i];
-            ref[i] = k == 0 ? (y > 0 ? g : 0) : k == 1 ? g * y * (1 - y) : g * (1 - y * y);
-        }
-        check_close(o, ref, numel(&t), "act grad");
+        for (int64_t i = 0; i < numel(&t); i++) ref[i] = ref_act_grad(ops[k], dy[i], v[i]);
+        check_close(o, ref, numel(&t), ops_name(ops[k]));
         free(dy), free(v), free(o), free(ref);
     }
 }
@@ -777,6 +794,180 @@ static void test_apply_sgd_matmul(void **state)
             check_sgd_matmul(3, 401, 257, ta, tb, pool2); /* split columns */
             check_sgd_matmul(5, 6, 0, ta, tb, pool2);     /* k = 0: var unchanged */
         }
+}
+
+/* ---- batched matmul ---- */
+
+/* batch axes t, then the matrix [r, c] ([c, r] when transposed). */
+static ir_type with_matrix(ir_type t, int64_t r, int64_t c, int trans)
+{
+    t.dim[t.rank++] = trans ? c : r;
+    t.dim[t.rank++] = trans ? r : c;
+    return t;
+}
+
+/* [..ab, M, K] @ [..bb, K, N] against a naive product per output batch,
+ * each reading the operands' batches by numpy broadcasting. */
+static void check_matmul_batched(ir_type ab, ir_type bb, int64_t m, int64_t n, int64_t k, int ta,
+                                 int tb, cpu_pool *pool)
+{
+    ir_type at = with_matrix(ab, m, k, ta), bt = with_matrix(bb, k, n, tb);
+    ir_type ob = bshape(&ab, &bb, DT_F32), ot = with_matrix(ob, m, n, 0);
+    float *a = frandom(&at, -1, 1), *b = frandom(&bt, -1, 1), *out = falloc(&ot);
+    call c;
+    call_init(&c, OP_MATMUL, &ot, out);
+    c.node.attr.i[0] = ta;
+    c.node.attr.i[1] = tb;
+    call_in(&c, a, &at);
+    call_in(&c, b, &bt);
+    c.pool = pool;
+    call_run(&c);
+    double *ref = dalloc(numel(&ot));
+    int64_t co[IR_MAX_DIMS];
+    for (int64_t i = 0; i < numel(&ob); i++) {
+        unravel(i, &ob, co);
+        ref_matmul(a + bindex(co, ob.rank, &ab) * m * k, b + bindex(co, ob.rank, &bb) * k * n, m, n,
+                   k, ta, tb, ref + i * m * n);
+    }
+    check_close_s(out, ref, numel(&ot), TOL, sqrt((double)k), "batched matmul");
+    free(a), free(b), free(out), free(ref);
+}
+
+static void test_matmul_batched_broadcast_and_transposed(void **state)
+{
+    (void)state;
+    ir_type none = ty(DT_F32, 0), b3 = ty(DT_F32, 1, 3L), b4 = ty(DT_F32, 1, 4L);
+    ir_type b23 = ty(DT_F32, 2, 2L, 3L), b21 = ty(DT_F32, 2, 2L, 1L), b1 = ty(DT_F32, 1, 1L);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int p = 0; p < 2; p++) {
+                cpu_pool *pool = p ? pool2 : NULL;
+                /* [B, T, C] @ [C, N]: one GEMM of the rows when a is not transposed */
+                check_matmul_batched(b3, none, 5, 4, 7, ta, tb, pool);
+                check_matmul_batched(b4, none, 128, 96, 96, ta, tb, pool); /* each split */
+                check_matmul_batched(b23, b23, 5, 7, 6, ta, tb, pool);
+                check_matmul_batched(b21, b3, 5, 6, 4, ta, tb, pool); /* broadcast both */
+                check_matmul_batched(none, b23, 6, 5, 3, ta, tb, pool);
+                check_matmul_batched(b1, b1, 3, 2, 4, ta, tb, pool);
+            }
+}
+
+/* ---- causal softmax and layer normalisation ---- */
+
+/* y = softmax over the first i + 1 entries of row i of each [t, t] block, 0
+ * after; its gradient y_j (dy_j - <dy, y>) over the same entries, 0 after. */
+static void check_causal_softmax(int64_t blocks, int64_t t, cpu_pool *pool)
+{
+    ir_type xt = ty(DT_F32, 3, blocks, t, t);
+    float *x = frandom(&xt, -4, 4), *y = falloc(&xt), *dy = frandom(&xt, -1, 1), *g = falloc(&xt);
+    double *ry = dalloc(numel(&xt)), *rg = dalloc(numel(&xt)), lse;
+    call c;
+    call_init(&c, OP_SOFTMAX, &xt, y);
+    c.node.attr.i[0] = OP_MASK_CAUSAL;
+    call_in(&c, x, &xt);
+    c.pool = pool;
+    call_run(&c);
+    call_init(&c, OP_SOFTMAX_GRAD, &xt, g);
+    c.node.attr.i[0] = OP_MASK_CAUSAL;
+    call_in(&c, dy, &xt);
+    call_in(&c, y, &xt);
+    c.pool = pool;
+    call_run(&c);
+    for (int64_t r = 0; r < blocks * t; r++) {
+        int64_t kept = r % t + 1;
+        double *p = ry + r * t, dot = 0;
+        ref_softmax_row(x + r * t, kept, p, &lse);
+        for (int64_t j = 0; j < kept; j++) dot += dy[r * t + j] * (double)y[r * t + j];
+        for (int64_t j = 0; j < kept; j++) rg[r * t + j] = y[r * t + j] * (dy[r * t + j] - dot);
+    }
+    check_close(y, ry, numel(&xt), "causal softmax");
+    check_close(g, rg, numel(&xt), "causal softmax grad");
+    free(x), free(y), free(dy), free(g), free(ry), free(rg);
+}
+
+static void test_softmax_causal_mask_and_grad(void **state)
+{
+    (void)state;
+    check_causal_softmax(3, 1, NULL);
+    check_causal_softmax(5, 7, NULL);
+    check_causal_softmax(2, 33, pool2);
+    check_causal_softmax(4, 200, pool2); /* over the pool */
+}
+
+/* One row of layernorm and its gradients in double: dx through the
+ * Jacobian d xhat_j / d x_i = rstd (delta_ij - 1/c - xhat_i xhat_j / c). */
+static void ref_layernorm_row(const float *x, const float *gain, const float *bias, const float *dy,
+                              int64_t c, double eps, double *y, double *dx, double *dgain,
+                              double *dbias)
+{
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < c; i++) m += x[i] / (double)c;
+    for (int64_t i = 0; i < c; i++) v += (x[i] - m) * (x[i] - m) / (double)c;
+    double rs = 1 / sqrt(v + eps), *xh = dalloc(c);
+    for (int64_t i = 0; i < c; i++) {
+        xh[i] = (x[i] - m) * rs;
+        y[i] = xh[i] * gain[i] + bias[i];
+        dgain[i] += dy[i] * xh[i];
+        dbias[i] += dy[i];
+    }
+    for (int64_t i = 0; i < c; i++) {
+        dx[i] = 0;
+        for (int64_t j = 0; j < c; j++)
+            dx[i] +=
+                dy[j] * gain[j] * rs * ((i == j) - 1.0 / (double)c - xh[i] * xh[j] / (double)c);
+    }
+    free(xh);
+}
+
+static void run_norm(op_kind op, const ir_type *ot, void *out, float **in, const ir_type **it,
+                     int n_in, cpu_pool *pool, void *scratch, size_t task_bytes)
+{
+    call c;
+    call_init(&c, op, ot, out);
+    c.node.attr.i[0] = it[0]->rank - 1;
+    c.node.attr.f[1] = 1e-5;
+    for (int k = 0; k < n_in; k++) call_in(&c, in[k], it[k]);
+    c.pool = pool;
+    c.scratch = scratch;
+    c.task_bytes = task_bytes;
+    c.max_tasks = pool ? pool_size(pool) : 1;
+    call_run(&c);
+}
+
+static void check_layernorm(int64_t rows, int64_t cols, cpu_pool *pool)
+{
+    ir_type xt = ty(DT_F32, 2, rows, cols), vt = ty(DT_F32, 1, cols), pt = ty(DT_F32, 1, 2 * cols);
+    float *x = frandom(&xt, 3, 5), *dy = frandom(&xt, -1, 1), *gain = frandom(&vt, 0.5f, 1.5f);
+    float *bias = frandom(&vt, -1, 1), *y = falloc(&xt), *dx = falloc(&xt), *dp = falloc(&pt);
+    size_t task_bytes = (size_t)(2 * cols + 2 * rows) * 4;
+    /* rows of spread >= 2 about 4: the mean is far from 0, yet rstd stays
+     * small, which keeps f32's cancellation in dx near one rounding */
+    for (int64_t r = 0; cols > 1 && r < rows; r++) x[r * cols] = 3, x[r * cols + 1] = 5;
+    void *scratch = calloc(2, task_bytes);
+    const ir_type *fwd_t[3] = {&xt, &vt, &vt}, *grad_t[3] = {&xt, &xt, &vt};
+    run_norm(OP_LAYERNORM, &xt, y, (float *[]){x, gain, bias}, fwd_t, 3, pool, NULL, 0);
+    run_norm(OP_LAYERNORM_GRAD, &xt, dx, (float *[]){dy, x, gain}, grad_t, 3, pool, NULL, 0);
+    run_norm(OP_LAYERNORM_GRAD_PARAMS, &pt, dp, (float *[]){dy, x}, grad_t, 2, pool, scratch,
+             task_bytes);
+    double *ry = dalloc(rows * cols), *rdx = dalloc(rows * cols), *rp = dalloc(2 * cols);
+    for (int64_t r = 0; r < rows; r++)
+        ref_layernorm_row(x + r * cols, gain, bias, dy + r * cols, cols, 1e-5, ry + r * cols,
+                          rdx + r * cols, rp, rp + cols);
+    check_close(y, ry, rows * cols, "layernorm");
+    /* dx cancels sums over the row: error against the row's size */
+    check_close_s(dx, rdx, rows * cols, TOL, sqrt((double)cols), "layernorm_grad");
+    check_close_s(dp, rp, 2 * cols, TOL, sqrt((double)rows), "layernorm_grad_params");
+    free(x), free(dy), free(gain), free(bias), free(y), free(dx), free(dp), free(scratch);
+    free(ry), free(rdx), free(rp);
+}
+
+static void test_layernorm_and_grads(void **state)
+{
+    (void)state;
+    check_layernorm(1, 1, NULL);
+    check_layernorm(7, 13, NULL);
+    check_layernorm(31, 3, pool2);
+    check_layernorm(600, 257, pool2); /* rows over the pool, dgain/dbias per task */
 }
 
 /* ---- convolution ---- */
@@ -1380,16 +1571,36 @@ static void test_dropout_mask_rate_grad_and_eval(void **state)
 
 /* ---- updates ---- */
 
-static void run_update(op_kind op, const ir_type *t, void **bufs, int n, const double *f, int nest)
+/* An update of op on bufs (the variable, gradient, slots, step), then its
+ * learning rate and gradient scale as f32[] inputs. */
+static void run_update(op_kind op, const ir_type *t, void **bufs, int n, const double *f, int nest,
+                       float lr, float gs)
 {
     ir_type tok = ty(DT_F32, 0), sc = ty(DT_F32, 0);
     call c;
     call_init(&c, op, &tok, NULL);
     for (int k = 0; k < n; k++) call_in(&c, bufs[k], op == OP_APPLY_ADAM && k == 4 ? &sc : t);
-    for (int k = 0; k < 4; k++) c.node.attr.f[k] = f[k];
+    call_in(&c, &lr, &sc);
+    call_in(&c, &gs, &sc);
+    for (int k = 0; k < 5; k++) c.node.attr.f[k] = f[k];
     c.node.attr.i[2] = nest;
     c.pool = pool2;
     call_run(&c);
+}
+
+/* Adam's step on var/m/v (doubles) as the papers write it, with AdamW's
+ * decoupled decay first: var -= lr * wd * var. */
+static void adam_ref(double *rv, double *r1, double *r2, const float *var, const float *g,
+                     const float *m, const float *v, int64_t n, const double *hp, double gs)
+{
+    double lr = hp[0], b1 = hp[1], b2 = hp[2], eps = hp[3], wd = hp[4], t = 3;
+    for (int64_t i = 0; i < n; i++) {
+        double gi = gs * g[i];
+        r1[i] = b1 * m[i] + (1 - b1) * gi;
+        r2[i] = b2 * v[i] + (1 - b2) * gi * gi;
+        double mh = r1[i] / (1 - pow(b1, t)), vh = r2[i] / (1 - pow(b2, t));
+        rv[i] = var[i] * (1 - lr * wd) - lr * mh / (sqrt(vh) + eps);
+    }
 }
 
 static void test_update_rules_by_hand(void **state)
@@ -1400,32 +1611,135 @@ static void test_update_rules_by_hand(void **state)
     float *var = frandom(&t, -1, 1), *g = frandom(&t, -1, 1), *s1 = frandom(&t, -1, 1);
     float *s2 = frandom(&t, 0, 1), tstep = 3;
     double *rv = dalloc(n), *r1 = dalloc(n), *r2 = dalloc(n);
-    for (int64_t i = 0; i < n; i++) rv[i] = var[i] - 0.1 * g[i];
-    run_update(OP_APPLY_SGD, &t, (void *[]){var, g}, 2, (double[]){0.1, 0, 0, 0}, 0);
+    for (int64_t i = 0; i < n; i++) rv[i] = var[i] - 0.1 * 0.5 * g[i];
+    run_update(OP_APPLY_SGD, &t, (void *[]){var, g}, 2, (double[]){0, 0, 0, 0, 0}, 0, 0.1f, 0.5f);
     check_close(var, rv, n, "sgd");
     for (int nest = 0; nest < 2; nest++) {
         for (int64_t i = 0; i < n; i++) {
-            r1[i] = 0.9 * s1[i] + g[i];
-            rv[i] = var[i] - 0.05 * (nest ? g[i] + 0.9 * r1[i] : r1[i]);
+            double gi = 0.25 * g[i];
+            r1[i] = 0.9 * s1[i] + gi;
+            rv[i] = var[i] - 0.05 * (nest ? gi + 0.9 * r1[i] : r1[i]);
         }
-        run_update(OP_APPLY_MOMENTUM, &t, (void *[]){var, g, s1}, 3, (double[]){0.05, 0.9, 0, 0},
-                   nest);
+        run_update(OP_APPLY_MOMENTUM, &t, (void *[]){var, g, s1}, 3, (double[]){0, 0.9, 0, 0, 0},
+                   nest, 0.05f, 0.25f);
         check_close(var, rv, n, "momentum var");
         check_close(s1, r1, n, "momentum accum");
     }
-    double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
-    for (int64_t i = 0; i < n; i++) {
-        r1[i] = b1 * s1[i] + (1 - b1) * g[i];
-        r2[i] = b2 * s2[i] + (1 - b2) * (double)g[i] * g[i];
-        double mh = r1[i] / (1 - pow(b1, 3)), vh = r2[i] / (1 - pow(b2, 3));
-        rv[i] = var[i] - lr * mh / (sqrt(vh) + eps);
+    for (int w = 0; w < 2; w++) { /* adam, then adamw */
+        double hp[5] = {0.01, 0.9, 0.999, 1e-8, w ? 0.1 : 0}, gs = w ? 0.5 : 1;
+        adam_ref(rv, r1, r2, var, g, s1, s2, n, hp, gs);
+        run_update(OP_APPLY_ADAM, &t, (void *[]){var, g, s1, s2, &tstep}, 5, hp, 0, 0.01f,
+                   (float)gs);
+        check_close(var, rv, n, w ? "adamw var" : "adam var");
+        check_close(s1, r1, n, "adam m");
+        check_close(s2, r2, n, "adam v");
     }
-    run_update(OP_APPLY_ADAM, &t, (void *[]){var, g, s1, s2, &tstep}, 5,
-               (double[]){lr, b1, b2, eps}, 0);
-    check_close(var, rv, n, "adam var");
-    check_close(s1, r1, n, "adam m");
-    check_close(s2, r2, n, "adam v");
     free(var), free(g), free(s1), free(s2), free(rv), free(r1), free(r2);
+}
+
+/* sgd_rows scales its rows by lr * gscale; a repeated id adds both rows. */
+static void test_sgd_rows_scale_by_gscale(void **state)
+{
+    (void)state;
+    ir_type vt = ty(DT_F32, 2, 3L, 2L), rt = ty(DT_F32, 2, 2L, 2L), it = ty(DT_I32, 1, 2L);
+    ir_type sc = ty(DT_F32, 0), tok = ty(DT_F32, 0);
+    float var[6] = {1, 1, 1, 1, 1, 1}, rows[4] = {1, 2, 3, 4}, lr = 0.5f, gs = 0.5f;
+    int32_t ids[2] = {2, 2};
+    call c;
+    call_init(&c, OP_APPLY_SGD_ROWS, &tok, NULL);
+    call_in(&c, var, &vt);
+    call_in(&c, rows, &rt);
+    call_in(&c, ids, &it);
+    call_in(&c, &lr, &sc);
+    call_in(&c, &gs, &sc);
+    call_run(&c);
+    float want[6] = {1, 1, 1, 1, 1 - 0.25f * 4, 1 - 0.25f * 6};
+    assert_memory_equal(var, want, sizeof var);
+}
+
+/* The schedules at the steps that pin their shape: the warmup's line, the
+ * peak at the end of warmup, the middle of the decay and its end. */
+static float lr_at(int kind, double lr, double min, int64_t warmup, int64_t steps, float t)
+{
+    ir_type sc = ty(DT_F32, 0);
+    float out = -1;
+    call c;
+    call_init(&c, OP_LR_SCHEDULE, &sc, &out);
+    call_in(&c, &t, &sc);
+    c.node.attr.i[0] = kind;
+    c.node.attr.f[1] = lr;
+    c.node.attr.f[2] = min;
+    c.node.attr.i[3] = warmup;
+    c.node.attr.i[4] = steps;
+    call_run(&c);
+    return out;
+}
+
+static void test_lr_schedules_by_hand(void **state)
+{
+    (void)state;
+    for (int kind = OP_LR_WARMUP; kind <= OP_LR_COSINE; kind++) {
+        assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 1), 1e-4, 1e-9); /* 1/10 of the peak */
+        assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 5), 5e-4, 1e-9);
+        assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 10), 1e-3, 1e-9); /* the peak */
+    }
+    assert_float_equal(lr_at(OP_LR_WARMUP, 1e-3, 0, 10, 10, 1e6f), 1e-3, 1e-9);
+    assert_float_equal(lr_at(OP_LR_LINEAR, 1e-3, 1e-4, 10, 110, 60), 5.5e-4, 1e-9);
+    assert_float_equal(lr_at(OP_LR_COSINE, 1e-3, 1e-4, 10, 110, 60), 5.5e-4, 1e-9);
+    /* a quarter of the way: the cosine is still above the line */
+    double q = 1e-4 + 0.5 * 9e-4 * (1 + cos(M_PI / 4));
+    assert_float_equal(lr_at(OP_LR_COSINE, 1e-3, 1e-4, 10, 110, 35), q, 1e-9);
+    assert_float_equal(lr_at(OP_LR_LINEAR, 1e-3, 1e-4, 10, 110, 35), 7.75e-4, 1e-9);
+    for (int kind = OP_LR_LINEAR; kind <= OP_LR_COSINE; kind++) {
+        assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 110), 1e-4, 1e-9); /* the end */
+        assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 5000), 1e-4, 1e-9);
+        assert_float_equal(lr_at(kind, 1e-3, 0, 0, 100, 0), 1e-3, 1e-9); /* no warmup */
+    }
+}
+
+/* clip_scale of gradients of odd sizes, some of several chunks: min(1,
+ * clip / norm) against a norm in double, and the same bits whether one
+ * thread or two sum the chunks. */
+static float clip_of(void **g, const ir_type **t, int n, float clip, cpu_pool *pool)
+{
+    ir_type sc = ty(DT_F32, 0);
+    size_t chunks = 0;
+    for (int k = 0; k < n; k++) chunks += (size_t)((numel(t[k]) + 16383) / 16384);
+    double *part = calloc(chunks + 1, sizeof(double));
+    float out = -1;
+    call c;
+    call_init(&c, OP_CLIP_SCALE, &sc, &out);
+    for (int k = 0; k < n; k++) call_in(&c, g[k], t[k]);
+    c.node.attr.f[0] = clip;
+    c.scratch = part;
+    c.task_bytes = chunks * sizeof(double);
+    c.pool = pool;
+    call_run(&c);
+    free(part);
+    return out;
+}
+
+static void test_clip_scale_is_the_global_norm(void **state)
+{
+    (void)state;
+    ir_type t[4] = {ty(DT_F32, 2, 7L, 13L), ty(DT_F32, 1, 40001L), ty(DT_F32, 0),
+                    ty(DT_F32, 2, 313L, 257L)};
+    const ir_type *tp[4] = {&t[0], &t[1], &t[2], &t[3]};
+    void *g[4];
+    double ss = 0;
+    for (int k = 0; k < 4; k++) {
+        g[k] = frandom(&t[k], -1, 1);
+        for (int64_t i = 0; i < numel(&t[k]); i++)
+            ss += (double)((float *)g[k])[i] * ((float *)g[k])[i];
+    }
+    double norm = sqrt(ss);
+    float one = clip_of(g, tp, 4, 1.0f, NULL), two = clip_of(g, tp, 4, 1.0f, pool2);
+    assert_float_equal(one, 1.0 / norm, 1e-6 / norm);
+    assert_memory_equal(&one, &two, sizeof one);
+    assert_true(clip_of(g, tp, 4, (float)(2 * norm), pool2) == 1.0f); /* under the clip */
+    ((float *)g[1])[5] = NAN;
+    assert_true(isnan(clip_of(g, tp, 4, 1.0f, pool2)));
+    for (int k = 0; k < 4; k++) free(g[k]);
 }
 
 static void test_assign_add_tensor_scalar_i32(void **state)
@@ -1561,6 +1875,9 @@ int main(void)
         cmocka_unit_test(test_matmul_transpose_combos_pool_1_and_2),
         cmocka_unit_test(test_matmul_bias_relu),
         cmocka_unit_test(test_apply_sgd_matmul),
+        cmocka_unit_test(test_matmul_batched_broadcast_and_transposed),
+        cmocka_unit_test(test_softmax_causal_mask_and_grad),
+        cmocka_unit_test(test_layernorm_and_grads),
         cmocka_unit_test(test_conv2d_and_grads_against_naive),
         cmocka_unit_test(test_pools_and_grads),
         cmocka_unit_test(test_maxpool_grad_first_max_in_window),
@@ -1573,6 +1890,9 @@ int main(void)
         cmocka_unit_test(test_reshape_identity_cast_const),
         cmocka_unit_test(test_dropout_mask_rate_grad_and_eval),
         cmocka_unit_test(test_update_rules_by_hand),
+        cmocka_unit_test(test_sgd_rows_scale_by_gscale),
+        cmocka_unit_test(test_lr_schedules_by_hand),
+        cmocka_unit_test(test_clip_scale_is_the_global_norm),
         cmocka_unit_test(test_assign_add_tensor_scalar_i32),
         cmocka_unit_test(test_pool_for_repeated_tiny_calls),
         cmocka_unit_test(test_pool_for_nested_and_concurrent_callers),

@@ -63,6 +63,13 @@ static void test_partitioned_steps_do_not_allocate(void **state)
     assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/examples/two_towers.graph", 2), 0);
 }
 
+/* A transformer block: batched matmuls, layernorm, gelu, causal softmax. */
+static void test_attention_steps_do_not_allocate(void **state)
+{
+    (void)state;
+    assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/tests/models/attention.graph", 2), 0);
+}
+
 /* The counter itself works: otherwise 0 would prove nothing. */
 static void test_the_counter_sees_allocations(void **state)
 {
@@ -82,6 +89,7 @@ int main(void)
         cmocka_unit_test(test_linear_regression_steps_do_not_allocate),
         cmocka_unit_test(test_mlp_steps_do_not_allocate),
         cmocka_unit_test(test_partitioned_steps_do_not_allocate),
+        cmocka_unit_test(test_attention_steps_do_not_allocate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -439,6 +439,25 @@ static void test_as_needs_a_call(void **state)
     parsed_free(p);
 }
 
+/* `f(x) as b[l]` indexes the scope's name; `(f(x) as b)[l]` the value. */
+static void test_as_takes_an_index(void **state)
+{
+    (void)state;
+    parsed *p = parse("h = f(x) as block[l + 1]\ny = (f(x) as b)[0]\n");
+    assert_int_equal(p->d.n_errors, 0);
+    const ast_node *call = p->t->root->items[0]->b, *ix = p->t->root->items[1]->b;
+    assert_int_equal(call->kind, AST_CALL);
+    assert_string_equal(call->as_name, "block");
+    assert_non_null(call->as_index);
+    assert_int_equal(call->as_index->kind, AST_BINARY);
+    assert_int_equal(ix->kind, AST_INDEX);
+    assert_null(ix->a->as_index);
+    parsed *q = parse("h = f(x) as block[l]\n");
+    assert_false(ast_equal(p->t->root->items[0], q->t->root->items[0]));
+    parsed_free(p);
+    parsed_free(q);
+}
+
 static void test_ast_equal_ignores_spans_only(void **state)
 {
     (void)state;
@@ -493,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_hint_for_keyword_used_as_name),
         cmocka_unit_test(test_hint_for_unclosed_paren),
         cmocka_unit_test(test_as_needs_a_call),
+        cmocka_unit_test(test_as_takes_an_index),
         cmocka_unit_test(test_ast_equal_ignores_spans_only),
         cmocka_unit_test(test_dump_shows_kinds_and_positions),
     };

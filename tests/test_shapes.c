@@ -30,19 +30,20 @@ static int make_operand(const char *s)
 
 typedef struct shape_case {
     op_kind op;
-    const char *in[5];
+    const char *in[7];
     int64_t i[6];
     double f0;
     int n_list;
     int64_t list[IR_MAX_DIMS];
     const char *want; /* output type, or the exact error message */
+    double f1;
 } shape_case;
 
 /* Builds the case's node; returns its id or -1. */
 static int build(const shape_case *c)
 {
-    int in[5], n = 0;
-    while (n < 5 && c->in[n]) {
+    int in[7], n = 0;
+    while (n < 7 && c->in[n]) {
         in[n] = make_operand(c->in[n]);
         n++;
     }
@@ -50,6 +51,7 @@ static int build(const shape_case *c)
     memset(&a, 0, sizeof(a));
     memcpy(a.i, c->i, sizeof(c->i));
     a.f[0] = c->f0;
+    a.f[1] = c->f1;
     a.n_list = c->n_list;
     memcpy(a.list, c->list, sizeof(c->list));
     src_span sp = {8, 14};
@@ -62,6 +64,11 @@ static const shape_case valid[] = {
     {OP_MATMUL, {"f32[784,64]", "f32[784,10]"}, {1, 0}, .want = "f32[64,10]"},
     {OP_MATMUL, {"f32[64,784]", "f32[10,784]"}, {0, 1}, .want = "f32[64,10]"},
     {OP_MATMUL, {"f32[784,64]", "f32[10,784]"}, {1, 1}, .want = "f32[64,10]"},
+    /* batch axes broadcast like numpy; the last two are the matrices */
+    {OP_MATMUL, {"f32[8,64,128]", "f32[128,384]"}, .want = "f32[8,64,384]"},
+    {OP_MATMUL, {"f32[2,4,16,8]", "f32[2,4,16,8]"}, {0, 1}, .want = "f32[2,4,16,16]"},
+    {OP_MATMUL, {"f32[5,1,3,4]", "f32[6,4,2]"}, .want = "f32[5,6,3,2]"},
+    {OP_MATMUL, {"f32[4,3]", "f32[7,4,2]"}, {1, 0}, .want = "f32[7,3,2]"},
     {OP_ADD, {"f32[64,10]", "f32[10]"}, .want = "f32[64,10]"},
     {OP_SUB, {"f32[64,1]", "f32[1,10]"}, .want = "f32[64,10]"},
     {OP_MUL, {"f32[]", "f32[3]"}, .want = "f32[3]"},
@@ -81,6 +88,7 @@ static const shape_case valid[] = {
     {OP_TANH, {"f32[8]"}, .want = "f32[8]"},
     {OP_IDENTITY, {"i32[8]"}, .want = "i32[8]"},
     {OP_SOFTMAX, {"f32[4,10]"}, .want = "f32[4,10]"},
+    {OP_SOFTMAX, {"f32[2,3,5,5]"}, {OP_MASK_CAUSAL}, .want = "f32[2,3,5,5]"},
     {OP_LOG_SOFTMAX, {"f32[4,10]"}, .want = "f32[4,10]"},
     {OP_SOFTMAX_XENT, {"f32[64,10]", "i32[64]"}, .want = "f32[64]"},
     {OP_MSE, {"f32[64,1]", "f32[64,1]"}, .want = "f32[]"},
@@ -113,6 +121,15 @@ static const shape_case valid[] = {
     {OP_MAXPOOL2D, {"f32[8,16,32,32]"}, {2, 0}, .want = "f32[8,16,16,16]"},
     {OP_AVGPOOL2D, {"f32[8,16,32,32]"}, {3, 2}, .want = "f32[8,16,15,15]"},
     {OP_DROPOUT, {"f32[4,4]"}, {0, 1}, 0.5, .want = "f32[4,4]"},
+    {OP_LAYERNORM, {"f32[4,8,16]", "f32[16]", "f32[16]"}, {-1}, .want = "f32[4,8,16]", .f1 = 1e-5},
+    {OP_LAYERNORM_GRAD,
+     {"f32[4,16]", "f32[4,16]", "f32[16]"},
+     {1},
+     .want = "f32[4,16]",
+     .f1 = 1e-5},
+    {OP_LAYERNORM_GRAD_PARAMS, {"f32[4,8,16]", "f32[4,8,16]"}, {2}, .want = "f32[32]", .f1 = 1e-5},
+    {OP_GELU, {"f32[4,8]"}, .want = "f32[4,8]"},
+    {OP_GELU_GRAD, {"f32[4,8]", "f32[4,8]"}, .want = "f32[4,8]"},
     {OP_RELU_GRAD, {"f32[4,4]", "f32[4,4]"}, .want = "f32[4,4]"},
     {OP_SIGMOID_GRAD, {"f32[4]", "f32[4]"}, .want = "f32[4]"},
     {OP_TANH_GRAD, {"f32[4]", "f32[4]"}, .want = "f32[4]"},
@@ -146,16 +163,18 @@ static const shape_case valid[] = {
      .list = {100, 16},
      .want = "f32[100,16]"},
     {OP_SLICE_GRAD, {"f32[4,3]"}, {1, 2, 5}, .n_list = 2, .list = {4, 10}, .want = "f32[4,10]"},
-    {OP_APPLY_SGD, {"var:f32[3,4]", "f32[3,4]"}, .want = "f32[0]"},
-    {OP_APPLY_SGD_ROWS, {"var:f32[6,4]", "f32[3,4]", "i32[3]"}, .want = "f32[0]"},
-    {OP_APPLY_MOMENTUM, {"var:f32[3]", "f32[3]", "var:f32[3]"}, .want = "f32[0]"},
+    {OP_APPLY_SGD, {"var:f32[3,4]", "f32[3,4]", "f32[]", "f32[]"}, .want = "f32[0]"},
+    {OP_APPLY_SGD_ROWS, {"var:f32[6,4]", "f32[3,4]", "i32[3]", "f32[]", "f32[]"}, .want = "f32[0]"},
+    {OP_APPLY_MOMENTUM, {"var:f32[3]", "f32[3]", "var:f32[3]", "f32[]", "f32[]"}, .want = "f32[0]"},
     {OP_APPLY_ADAM,
-     {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]"},
+     {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]", "f32[]", "f32[]"},
      .want = "f32[0]"},
     {OP_ASSIGN_ADD, {"var:f32[]", "f32[]"}, .want = "f32[0]"},
     {OP_GROUP, {"f32[3]", "f32[2]"}, .want = "f32[0]"},
     {OP_ALLREDUCE, {"f32[3]", "f32[2,2]", "f32[]"}, .want = "f32[8]"},
     {OP_ALLREDUCE, {"f32[3,2]"}, .want = "f32[3,2]"},
+    {OP_LR_SCHEDULE, {"var:f32[]"}, .want = "f32[]"},
+    {OP_CLIP_SCALE, {"f32[3,4]", "f32[7]"}, .want = "f32[]"},
     {OP_MATMUL_BIAS, {"f32[64,784]", "f32[784,10]", "f32[10]"}, .want = "f32[64,10]"},
     {OP_APPLY_SGD_MATMUL,
      {"var:f32[784,10]", "f32[64,784]", "f32[64,10]"},
@@ -217,6 +236,9 @@ static void test_attributes_are_normalised(void **state)
     assert_int_equal(a->i[0], 1);
     assert_int_equal(a->i[1], 7);
     assert_int_equal(a->i[2], 9);
+    shape_case ln = {OP_LAYERNORM, {"f32[2,3,4]", "f32[4]", "f32[4]"}, {-1}, .f1 = 1e-5};
+    id = build(&ln);
+    assert_int_equal(g->nodes[id].attr.i[0], 2);
 }
 
 static const shape_case errors[] = {
@@ -225,7 +247,56 @@ static const shape_case errors[] = {
      .want = "f32[64,784] @ f32[256,10]: inner dimensions 784 and 256 differ"},
     {OP_MATMUL,
      {"f32[64,784]", "f32[784]"},
-     .want = "matmul: operands must be rank 2, got f32[64,784] @ f32[784]"},
+     .want = "matmul: operands must have rank >= 2 ([..., M, K] @ [..., K, N]), got f32[64,784] "
+             "@ f32[784]"},
+    {OP_MATMUL,
+     {"f32[4,3,5,6]", "f32[2,6,7]"},
+     .want = "f32[4,3,5,6] @ f32[2,6,7]: batch dimensions [4,3] and [2] do not broadcast"},
+    {OP_MATMUL,
+     {"f32[2,5,6]", "f32[2,5,7]"},
+     .want = "f32[2,5,6] @ f32[2,5,7]: inner dimensions 6 and 5 differ"},
+    {OP_MATMUL_BIAS,
+     {"f32[2,5,6]", "f32[6,7]", "f32[7]"},
+     .want = "matmul_bias: operands must be rank 2, got f32[2,5,6] @ f32[6,7]"},
+    {OP_SOFTMAX,
+     {"f32[4,5,6]"},
+     {OP_MASK_CAUSAL},
+     .want = "softmax: mask=\"causal\" needs scores [..., T, T], square in the last two axes, "
+             "got f32[4,5,6]"},
+    {OP_SOFTMAX,
+     {"f32[5]"},
+     {OP_MASK_CAUSAL},
+     .want = "softmax: mask=\"causal\" needs scores [..., T, T], square in the last two axes, "
+             "got f32[5]"},
+    {OP_LAYERNORM,
+     {"f32[4,16]", "f32[8]", "f32[16]"},
+     {-1},
+     .f1 = 1e-5,
+     .want = "layernorm: gain must be f32[16] (the last axis of f32[4,16]), got f32[8]"},
+    {OP_LAYERNORM,
+     {"f32[4,16]", "f32[16]", "f32[1,16]"},
+     {-1},
+     .f1 = 1e-5,
+     .want = "layernorm: bias must be f32[16] (the last axis of f32[4,16]), got f32[1,16]"},
+    {OP_LAYERNORM,
+     {"f32[4,16]", "f32[16]", "f32[16]"},
+     {0},
+     .f1 = 1e-5,
+     .want = "layernorm: only the last axis can be normalised (axis=-1), got axis 0 of f32[4,16]"},
+    {OP_LAYERNORM,
+     {"f32[4,16]", "f32[16]", "f32[16]"},
+     {2},
+     .want = "layernorm: axis 2 out of range for f32[4,16]"},
+    {OP_LAYERNORM,
+     {"i32[4,16]", "f32[16]", "f32[16]"},
+     {-1},
+     .f1 = 1e-5,
+     .want = "layernorm: input must be f32, got i32[4,16]"},
+    {OP_LAYERNORM,
+     {"f32[4,16]", "f32[16]", "f32[16]"},
+     {-1},
+     .want = "layernorm: eps must be > 0, got 0"},
+    {OP_GELU, {"i32[3]"}, .want = "gelu: input must be f32, got i32[3]"},
     {OP_ADD,
      {"f32[64,10]", "f32[32,10]"},
      .want = "add: cannot broadcast f32[64,10] with f32[32,10]"},
@@ -297,11 +368,21 @@ static const shape_case errors[] = {
      .want = "maxpool2d: window 3 is larger than the input f32[1,1,2,2]"},
     {OP_DROPOUT, {"f32[3]"}, {0, 1}, 1.5, .want = "dropout: rate must be in [0, 1), got 1.5"},
     {OP_APPLY_SGD,
-     {"f32[3]", "f32[3]"},
+     {"f32[3]", "f32[3]", "f32[]", "f32[]"},
      .want = "apply_sgd: first input must be a variable, got input"},
     {OP_APPLY_SGD,
-     {"var:f32[3]", "f32[4]"},
+     {"var:f32[3]", "f32[4]", "f32[]", "f32[]"},
      .want = "apply_sgd: input 1 f32[4] does not match variable f32[3]"},
+    {OP_APPLY_SGD,
+     {"var:f32[3]", "f32[3]", "f32[3]", "f32[]"},
+     .want = "apply_sgd: lr (input 2) must be f32[], got f32[3]"},
+    {OP_APPLY_ADAM,
+     {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]", "f32[]", "i32[]"},
+     .want = "apply_adam: gscale (input 6) must be f32[], got i32[]"},
+    {OP_LR_SCHEDULE, {"f32[2]"}, .want = "lr_schedule: the step must be f32[], got f32[2]"},
+    {OP_CLIP_SCALE,
+     {"f32[3]", "i32[2]"},
+     .want = "clip_scale: every gradient must be f32, got i32[2]"},
     {OP_APPLY_SGD_MATMUL,
      {"var:f32[784,10]", "f32[64,784]", "f32[64,10]"},
      .want = "f32[64,784] @ f32[64,10]: inner dimensions 784 and 64 differ"},
@@ -396,7 +477,7 @@ static const shape_case errors[] = {
      .want = "transpose: perm [-9223372036854775808,0] is not a permutation of the axes of "
              "f32[2,3]"},
     {OP_APPLY_SGD_ROWS,
-     {"var:f32[6,2147483647]", "f32[3,4]", "i32[2147483647,128]"},
+     {"var:f32[6,2147483647]", "f32[3,4]", "i32[2147483647,128]", "f32[]", "f32[]"},
      .want = "apply_sgd_rows: rows f32[3,4] and ids i32[2147483647,128] do not fit variable "
              "f32[6,2147483647]"},
 };
@@ -449,12 +530,13 @@ static void test_lookup_finds_public_ops_only(void **state)
 {
     (void)state;
     static const char *pub[] = {
-        "matmul",      "add",          "sub",          "mul",     "div",    "neg",       "exp",
-        "log",         "sqrt",         "relu",         "sigmoid", "tanh",   "identity",  "softmax",
-        "log_softmax", "softmax_xent", "mse",          "sum",     "mean",   "max",       "argmax",
-        "reshape",     "transpose",    "concat",       "slice",   "gather", "cast",      "one_hot",
-        "conv2d",      "maxpool2d",    "avgpool2d",    "dropout", "equal",  "not_equal", "less",
-        "greater",     "less_equal",   "greater_equal"};
+        "matmul",     "add",           "sub",         "mul",          "div",       "neg",
+        "exp",        "log",           "sqrt",        "relu",         "sigmoid",   "tanh",
+        "identity",   "softmax",       "log_softmax", "softmax_xent", "mse",       "sum",
+        "mean",       "max",           "argmax",      "reshape",      "transpose", "concat",
+        "slice",      "gather",        "cast",        "one_hot",      "conv2d",    "maxpool2d",
+        "avgpool2d",  "dropout",       "equal",       "not_equal",    "less",      "greater",
+        "less_equal", "greater_equal", "layernorm",   "gelu"};
     int n_pub = 0;
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);
@@ -463,9 +545,12 @@ static void test_lookup_finds_public_ops_only(void **state)
     }
     for (int op = 0; op < OP_COUNT; op++) n_pub += ops_has(op, OPF_PUBLIC);
     assert_int_equal(n_pub, (int)(sizeof(pub) / sizeof(pub[0])));
-    static const char *hidden[] = {"const",  "input",       "data",    "variable",  "broadcast",
-                                   "sum_to", "relu_grad",   "no_grad", "apply_sgd", "assign_add",
-                                   "group",  "matmul_bias", "bogus",   ""};
+    static const char *hidden[] = {
+        "const",     "input",      "data",           "variable",
+        "broadcast", "sum_to",     "relu_grad",      "no_grad",
+        "apply_sgd", "assign_add", "group",          "matmul_bias",
+        "bogus",     "",           "layernorm_grad", "layernorm_grad_params",
+        "gelu_grad"};
     for (size_t k = 0; k < sizeof(hidden) / sizeof(hidden[0]); k++)
         assert_int_equal(ops_lookup(hidden[k]), -1);
     assert_int_equal(ops_lookup(NULL), -1);
@@ -486,6 +571,19 @@ static void test_language_attribute_names_and_defaults(void **state)
     assert_true(ops_table[OP_RESHAPE].attrs[0].def !=
                 ops_table[OP_RESHAPE].attrs[0].def); /* required */
     assert_int_equal(ops_table[OP_CAST].attrs[0].kind, ATTR_DTYPE);
+    a = ops_table[OP_SOFTMAX].attrs;
+    assert_string_equal(a[0].name, "mask");
+    assert_int_equal(a[0].kind, ATTR_CHOICE);
+    assert_true(a[0].def == OP_MASK_NONE);
+    assert_string_equal(a[0].choices[OP_MASK_NONE], "none");
+    assert_string_equal(a[0].choices[OP_MASK_CAUSAL], "causal");
+    assert_null(a[0].choices[2]);
+    a = ops_table[OP_LAYERNORM].attrs;
+    assert_string_equal(a[0].name, "axis");
+    assert_true(a[0].def == -1);
+    assert_string_equal(a[1].name, "eps");
+    assert_true(a[1].def == 1e-5);
+    assert_true(ops_has(OP_GELU, OPF_ELEMENTWISE));
     assert_string_equal(ops_table[OP_CONV2D].attrs[1].name, "padding");
     assert_true(ops_table[OP_CONV2D].attrs[0].def == 1);
     assert_string_equal(ops_table[OP_DROPOUT].attrs[0].name, "rate");
@@ -518,6 +616,10 @@ static void test_scratch_sizes_for_convolution(void **state)
     id = build(&gw);
     assert_int_equal(ops_table[OP_CONV2D_GRAD_W].scratch(g, id),
                      3 * 5 * 5 * 14 * 14 * 4 + 16 * 3 * 5 * 5 * 4);
+    /* layernorm_grad_params: 2C partial sums per task, or 2 floats a row */
+    shape_case ln = {OP_LAYERNORM_GRAD_PARAMS, {"f32[4,8,16]", "f32[4,8,16]"}, {2}, .f1 = 1e-5};
+    id = build(&ln);
+    assert_int_equal(ops_table[OP_LAYERNORM_GRAD_PARAMS].scratch(g, id), (2 * 16 + 2 * 32) * 4);
     assert_null(ops_table[OP_MATMUL].scratch);
     assert_null(ops_table[OP_ADD].scratch);
 }

@@ -39,6 +39,19 @@ static const char *mlp = "input x: f32[8, 4]\n"
                          "}\n"
                          "train = adam(0.01).minimize(loss) @gpu:0\n";
 
+/* The learning rate of a schedule and the clipping scale are computed on
+ * the device each step: a replay reads their new values, not recorded
+ * ones (with a frozen rate the weights would differ from call by call). */
+static const char *scheduled = "input x: f32[8, 4]\n"
+                               "input y: i32[8]\n"
+                               "scope m @gpu:0 {\n"
+                               "  var w1 = glorot([4, 16])\n"
+                               "  var w2 = glorot([16, 3])\n"
+                               "  loss = mean(softmax_xent(relu(x @ w1) @ w2, y))\n"
+                               "}\n"
+                               "train = adamw(cosine(0.05, warmup=3, steps=8), clip=0.5)"
+                               ".minimize(loss) @gpu:0\n";
+
 /* Dropout reads the run counter: its partition must not be recorded. */
 static const char *dropout = "input x: f32[8, 4]\n"
                              "input y: i32[8]\n"
@@ -64,6 +77,24 @@ static const char *towers = "input x: f32[8, 4]\n"
                             "}\n"
                             "loss = (l0 + l1) / 2\n"
                             "train = momentum(0.1, 0.9).minimize(loss) @gpu:0\n";
+
+/* The transformer ops (layernorm, batched matmul, causal softmax, gelu
+ * and their gradients) launch nothing that changes from step to step. */
+static const char *attention =
+    "input x: f32[2, 4, 4]\n"
+    "input y: i32[8]\n"
+    "scope m @gpu:0 {\n"
+    "  var wq = glorot([4, 4])\n"
+    "  var wk = glorot([4, 4])\n"
+    "  var wv = glorot([4, 4])\n"
+    "  var g = ones([4])\n"
+    "  var b = zeros([4])\n"
+    "  var w = glorot([4, 3])\n"
+    "  h = layernorm(x, g, b)\n"
+    "  a = softmax(matmul(h @ wq, h @ wk, transpose_b=true), mask=\"causal\") @ (h @ wv)\n"
+    "  loss = mean(softmax_xent(reshape(gelu(a + x), [8, 4]) @ w, y))\n"
+    "}\n"
+    "train = sgd(0.1).minimize(loss) @gpu:0\n";
 
 typedef struct run_out {
     float loss[STEPS];
@@ -132,6 +163,14 @@ static void test_replayed_steps_match_steps_enqueued_call_by_call(void **state)
     assert_true(with.launches >= STEPS - 1);
 }
 
+static void test_scheduled_rate_and_clipping_replay_with_new_values(void **state)
+{
+    (void)state;
+    run_out with = {0};
+    same_with_and_without(scheduled, "m/w2", 16 * 3 * sizeof(float), &with);
+    assert_true(with.launches >= STEPS - 1);
+}
+
 static void test_dropout_is_never_recorded(void **state)
 {
     (void)state;
@@ -145,6 +184,14 @@ static void test_towers_across_cpu_and_gpu_replay_what_they_can(void **state)
     (void)state;
     run_out with = {0};
     same_with_and_without(towers, "m/w", 4 * 3 * sizeof(float), &with);
+    assert_true(with.launches >= STEPS - 1);
+}
+
+static void test_transformer_ops_replay(void **state)
+{
+    (void)state;
+    run_out with = {0};
+    same_with_and_without(attention, "m/wq", 4 * 4 * sizeof(float), &with);
     assert_true(with.launches >= STEPS - 1);
 }
 
@@ -181,8 +228,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replayed_steps_match_steps_enqueued_call_by_call),
+        cmocka_unit_test(test_scheduled_rate_and_clipping_replay_with_new_values),
         cmocka_unit_test(test_dropout_is_never_recorded),
         cmocka_unit_test(test_towers_across_cpu_and_gpu_replay_what_they_can),
+        cmocka_unit_test(test_transformer_ops_replay),
         cmocka_unit_test(test_fault_in_a_replayed_step_names_its_op_and_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

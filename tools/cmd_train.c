@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,7 +26,7 @@ static const char train_usage[] =
     "  --seed S           seed for initialisation, shuffling and dropout (default 0)\n"
     "  --threads T        total threads, split evenly between executors (default: all cores)\n"
     "  --log PATH         write JSON lines: a record every --log-every steps (loss,\n"
-    "                     steps/s, examples/s), evaluations, then a final summary\n"
+    "                     steps/s, examples/s, lr), evaluations, then a final summary\n"
     "  --log-every K      steps between records in the log and TensorBoard\n"
     "                     (default: steps / 1000, rounded down, plus 1)\n"
     "  --tensorboard DIR  also write the records as TensorBoard scalars, into\n"
@@ -273,22 +274,23 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
 static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *ti, double *secs,
                       float *last_loss, trep_progress *pg, gr_status *st)
 {
-    float loss = 0;
-    gr_fetch f = {ti->loss, &loss, sizeof loss, NULL};
+    float loss = 0, lr = NAN;
+    gr_fetch f[2] = {{ti->loss, &loss, sizeof loss, NULL}, {ti->lr, &lr, sizeof lr, NULL}};
+    int nf = ti->loss ? ti->lr ? 2 : 1 : 0;
     double vals[MAX_EVALS];
-    if (gr_prepare(s, o->target, &f, ti->loss ? 1 : 0, st) != GR_OK) {
+    if (gr_prepare(s, o->target, f, nf, st) != GR_OK) {
         cli_print_status(st);
         return -1;
     }
     trep_start(o, pg);
     for (long step = o->start + 1; step <= o->steps; step++) {
-        if (gr_run(s, o->target, NULL, 0, &f, ti->loss ? 1 : 0, st) != GR_OK) {
+        if (gr_run(s, o->target, NULL, 0, f, nf, st) != GR_OK) {
             if (pg->tty && !o->quiet) fputc('\n', stderr);
             cli_print_status(st);
             return -1;
         }
         int last = step == o->steps || trep_interrupted();
-        if (trep_report(o, pg, step, loss, last) < 0) return -1;
+        if (trep_report(o, pg, step, loss, lr, last) < 0) return -1;
         if (last) break;
         if (o->eval_every && step % o->eval_every == 0 &&
             (trep_run_evals(o, s, vals, st) < 0 || trep_evals_done(o, pg, vals, step, 0) < 0))
@@ -383,6 +385,7 @@ static int target_infos(train_opts *o, const gr_program *prog, gr_target_info *f
         gr_target_info ti;
         if (gr_target_info_get(prog, o->targets[i], &ti, st) != GR_OK) return -1;
         o->losses[i] = ti.loss;
+        o->lrs[i] = ti.lr;
         if (i == 0) *first = ti, o->batch = ti.batch;
     }
     return 0;

@@ -19,6 +19,7 @@ typedef struct train_opts {
     long log_every;                   /* --log-every K (0: steps / 1000 + 1) */
     const char *targets[MAX_TARGETS]; /* --target, repeatable; target = targets[0] */
     const char *losses[MAX_TARGETS];  /* each target's loss name, or NULL */
+    const char *lrs[MAX_TARGETS];     /* each target's learning rate name, or NULL */
     int64_t batch;                    /* examples per run of the first target */
     int n_targets;
     int executors; /* --executors: concurrent runs per target */
@@ -52,9 +53,9 @@ void trep_start(const train_opts *o, trep_progress *pg);
 /* Called after each step (serial loop) or each look (train_async.c), and
  * once with final set: a progress line on stderr when one is due (unless
  * --quiet), and a record when step reaches the next multiple of
- * --log-every, or is final.  -1 when writing the TensorBoard file failed
- * (printed). */
-int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, int final);
+ * --log-every, or is final; lr (NaN when the target has none) is recorded
+ * too.  -1 when writing the TensorBoard file failed (printed). */
+int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, float lr, int final);
 /* Each --eval into vals; on failure prints the status and returns -1. */
 int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st);
 /* Records the --eval values at step, and prints them unless final (the

@@ -7,6 +7,7 @@
  * side the same way (one executor each by default: the async-towers
  * pattern).  This thread only watches: progress, records, --eval-every,
  * --checkpoint-every (a save is a consistent snapshot taken between runs). */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -16,11 +17,11 @@
 
 typedef struct worker {
     gr_session *s;
-    const char *target, *loss_name;
+    const char *target, *loss_name, *lr_name;
     atomic_long *next;     /* steps handed out so far */
     atomic_long *finished; /* steps done so far, by all workers */
     long end;
-    _Atomic float loss;
+    _Atomic float loss, lr;
     atomic_int done;
     int failed;
     gr_status *st;
@@ -30,15 +31,17 @@ typedef struct worker {
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    float loss = 0;
-    gr_fetch f = {w->loss_name, &loss, sizeof loss, NULL};
+    float loss = 0, lr = NAN;
+    gr_fetch f[2] = {{w->loss_name, &loss, sizeof loss, NULL}, {w->lr_name, &lr, sizeof lr, NULL}};
+    int nf = w->loss_name ? w->lr_name ? 2 : 1 : 0;
     while (atomic_fetch_add(w->next, 1) < w->end) {
-        if (gr_run(w->s, w->target, NULL, 0, &f, w->loss_name ? 1 : 0, w->st) != GR_OK) {
+        if (gr_run(w->s, w->target, NULL, 0, f, nf, w->st) != GR_OK) {
             w->failed = 1;
             atomic_store(w->next, w->end); /* stops the others too */
             break;
         }
         atomic_store(&w->loss, loss);
+        atomic_store(&w->lr, lr);
         atomic_fetch_add(w->finished, 1);
     }
     atomic_store(&w->done, 1);
@@ -72,7 +75,8 @@ static int watch(const train_opts *o, gr_session *s, worker *w, int n, trep_prog
         if (trep_interrupted()) atomic_store(w[0].next, o->steps);
         long step = o->start + atomic_load(w[0].finished);
         if (step >= o->steps) continue; /* the final report follows */
-        if (trep_report(o, pg, step, atomic_load(&w[0].loss), 0) < 0) return -1;
+        if (trep_report(o, pg, step, atomic_load(&w[0].loss), atomic_load(&w[0].lr), 0) < 0)
+            return -1;
         if (next_eval && step >= next_eval) {
             if (trep_run_evals(o, s, vals, st) < 0 || trep_evals_done(o, pg, vals, step, 0) < 0)
                 return -1;
@@ -91,8 +95,8 @@ static int watch(const train_opts *o, gr_session *s, worker *w, int n, trep_prog
 static int prepare_targets(const train_opts *o, gr_session *s, gr_status *st)
 {
     for (int t = 0; t < o->n_targets; t++) {
-        gr_fetch f = {o->losses[t], NULL, 0, NULL};
-        if (gr_prepare(s, o->targets[t], &f, o->losses[t] ? 1 : 0, st) != GR_OK) {
+        gr_fetch f[2] = {{o->losses[t], NULL, 0, NULL}, {o->lrs[t], NULL, 0, NULL}};
+        if (gr_prepare(s, o->targets[t], f, o->losses[t] ? o->lrs[t] ? 2 : 1 : 0, st) != GR_OK) {
             cli_print_status(st);
             return -1;
         }
@@ -113,6 +117,8 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
         w[i] = (worker){.s = s,
                         .target = o->targets[t],
                         .loss_name = o->losses[t],
+                        .lr_name = o->lrs[t],
+                        .lr = NAN,
                         .next = &next,
                         .finished = &finished,
                         .end = o->steps,
@@ -131,7 +137,9 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
     }
     *secs = trep_now() - pg->t0;
     *last_loss = atomic_load(&w[0].loss);
-    if (!rc && trep_report(o, pg, o->start + atomic_load(&finished), *last_loss, 1) < 0) rc = -1;
+    if (!rc && trep_report(o, pg, o->start + atomic_load(&finished), *last_loss,
+                           atomic_load(&w[0].lr), 1) < 0)
+        rc = -1;
     free(w);
     return rc;
 }

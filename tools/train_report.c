@@ -104,7 +104,7 @@ static void progress_line(const train_opts *o, const trep_progress *pg, long ste
         fprintf(stderr, "step %ld/%ld loss %.4f %.0f steps/s\n", step, o->steps, (double)loss, sps);
 }
 
-int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, int final)
+int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, float lr, int final)
 {
     double now = trep_now(), el = now - pg->t0;
     double sps = el > 0 ? (double)(step - o->start) / el : 0;
@@ -119,8 +119,10 @@ int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, i
     pg->last_record = step;
     trep_scalar v[] = {{"loss", round6(loss)},
                        {"steps_per_s", round6(sps)},
-                       {"examples_per_s", round6(sps * (double)o->batch)}};
-    return record(pg, step, v, sizeof v / sizeof *v, el);
+                       {"examples_per_s", round6(sps * (double)o->batch)},
+                       {"lr", round6(lr)}};
+    int n = sizeof v / sizeof *v;
+    return record(pg, step, v, isnan(lr) ? n - 1 : n, el); /* NaN: the target has no rate */
 }
 
 int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st)

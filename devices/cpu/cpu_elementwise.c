@@ -3,9 +3,11 @@
  * restrict pointers so GCC vectorises them at -O3. */
 #include <math.h>
 
-/* We never read errno, and with it sqrtf cannot be vectorised by GCC. */
+/* We never read errno, and with it sqrtf cannot be vectorised by GCC; nor
+ * floating-point exception flags, and with them the clamps of cpu_exp_vec
+ * (gelu) are branches, which keep GCC from vectorising the loop. */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-math-errno")
+#pragma GCC optimize("no-math-errno", "no-trapping-math")
 #endif
 #include <string.h>
 
@@ -248,8 +250,10 @@ static void dropout_range(void *vctx, int64_t lo, int64_t hi)
     const drop_ctx *c = vctx;
     float *restrict o = c->out;
     const float *restrict x = c->x;
-    for (int64_t i = lo; i < hi; i++)
-        o[i] = dropout_u(c->key, i) >= c->rate ? x[i] * c->scale : 0.0f;
+    for (int64_t i = lo; i < hi; i++) { /* a multiply by the mask: this form vectorises */
+        float keep = dropout_u(c->key, i) >= c->rate ? c->scale : 0.0f;
+        o[i] = x[i] * keep;
+    }
 }
 
 void cpu_dropout(cpu_pool *p, float *out, const float *x, int64_t n, float rate, uint64_t seed,

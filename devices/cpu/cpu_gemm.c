@@ -1,4 +1,4 @@
-/* cpu_gemm.c - MATMUL and MATMUL_BIAS on OpenBLAS.
+/* cpu_gemm.c - MATMUL (batched too) and MATMUL_BIAS on OpenBLAS.
  *
  * The BLAS runs single-threaded (cpu_blas_init); a big GEMM is split here
  * into blocks of output rows (or columns when there are few rows), one
@@ -77,4 +77,58 @@ void cpu_matmul(cpu_pool *p, const cpu_gemm_args *g)
         return;
     }
     pool_for(p, nt, gemm_task, &x);
+}
+
+/* ---- batched products: [..., M, K] @ [..., K, N] ---- */
+
+typedef struct bmm_ctx {
+    cpu_gemm_args g;     /* the first batch's product */
+    const cpu_bcast *bc; /* the batch axes; strides count matrices */
+    cpu_pool *pool;      /* each product's split; NULL inside a split over batches */
+} bmm_ctx;
+
+/* Output batches o .. o+len-1, reading a's batch ia + i*va and b's
+ * ib + i*vb (va, vb: 0 or 1).  A run over which b stays put and a moves
+ * with the output is one product of len*M rows, when a is not transposed:
+ * its matrices' rows follow each other, as the output's do
+ * ([B, T, C] @ [C, N] is one GEMM). */
+static void bmm_run(void *vctx, int64_t o, int64_t ia, int64_t ib, int64_t len)
+{
+    const bmm_ctx *x = vctx;
+    const cpu_gemm_args *g0 = &x->g;
+    int64_t va = x->bc->sa[x->bc->nd - 1], vb = x->bc->sb[x->bc->nd - 1];
+    int64_t sa = g0->m * g0->k, sb = g0->k * g0->n, sc = g0->m * g0->n;
+    cpu_gemm_args g = *g0;
+    if (va == 1 && vb == 0 && !g.trans_a && g.m * len <= INT32_MAX) {
+        g.m *= len;
+        len = 1;
+    }
+    for (int64_t i = 0; i < len; i++) {
+        g.a = g0->a + (ia + i * va) * sa;
+        g.b = g0->b + (ib + i * vb) * sb;
+        g.c = g0->c + (o + i) * sc;
+        cpu_matmul(x->pool, &g);
+    }
+}
+
+static void bmm_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const bmm_ctx *x = vctx;
+    cpu_bcast_walk(x->bc, lo, hi, bmm_run, vctx);
+}
+
+/* Products big enough to split run one after the other, each split over
+ * the pool; small ones are spread over the pool whole, a range of batches
+ * per task. */
+void cpu_matmul_batched(cpu_pool *p, const cpu_gemm_args *g, const cpu_bcast *bc, int64_t batches)
+{
+    int64_t work = g->m * g->n * g->k;
+    bmm_ctx x = {*g, bc, p};
+    if (batches == 0) return;
+    if (work >= GEMM_PAR_MIN) {
+        bmm_range(&x, 0, batches);
+        return;
+    }
+    x.pool = NULL;
+    cpu_par_range(p, batches, GEMM_PAR_MIN / (work + 1) + 1, bmm_range, &x);
 }

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../../lang/fatal.h"
 #include "cpu.h"
@@ -64,12 +65,56 @@ void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, 
     X(SQRT, sqrtf(x))                                                                              \
     X(RELU, x > 0.0f ? x : 0.0f)                                                                   \
     X(SIGMOID, 1.0f / (1.0f + expf(-x)))                                                           \
-    X(TANH, tanhf(x))
-/* op, expression of dy and v (relu: v = x; sigmoid, tanh: v = the output) */
+    X(TANH, tanhf(x))                                                                              \
+    X(GELU, cpu_gelu(x))
+/* op, expression of dy and v (relu, gelu: v = x; sigmoid, tanh: v = the output) */
 #define CPU_ACT_GRAD(X)                                                                            \
     X(RELU_GRAD, v > 0.0f ? dy : 0.0f)                                                             \
     X(SIGMOID_GRAD, dy *v *(1.0f - v))                                                             \
-    X(TANH_GRAD, dy *(1.0f - v * v))
+    X(TANH_GRAD, dy *(1.0f - v * v))                                                               \
+    X(GELU_GRAD, dy *cpu_gelu_grad(v))
+
+/* e^x in straight-line code that vectorises (libm's expf is a call):
+ * x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2, e^r by its Taylor
+ * polynomial to r^7 (truncation below 1e-8), 2^n from the exponent bits.
+ * Within 1e-7 of e^x relative; x is clamped to [-87, 88], so the result is
+ * a normal float (a NaN x comes out as e^-87). */
+static inline float cpu_exp_vec(float x)
+{
+    x = x > -87.0f ? x : -87.0f;
+    x = x < 88.0f ? x : 88.0f;
+    float n = (x * 1.44269504088896341f + 0x1.8p23f) - 0x1.8p23f;         /* round to nearest */
+    float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-6f; /* ln2 in two parts */
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) * (1 << 23);
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* GPT-2's gelu, the tanh approximation 0.5 x (1 + tanh(u)) with
+ * u = sqrt(2/pi) (x + 0.044715 x^3), computed as x * s, s = sigmoid(2u)
+ * (1 + tanh(u) = 2 sigmoid(2u)): no cancellation, and it vectorises.  Its
+ * derivative is s + x s (1 - s) 2u'. */
+#define CPU_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+static inline float cpu_gelu(float x)
+{
+    float u = CPU_GELU_K * (x + 0.044715f * x * x * x);
+    return x / (1.0f + cpu_exp_vec(-2.0f * u));
+}
+static inline float cpu_gelu_grad(float x)
+{
+    float u = CPU_GELU_K * (x + 0.044715f * x * x * x);
+    float s = 1.0f / (1.0f + cpu_exp_vec(-2.0f * u));
+    return s + 2.0f * x * s * (1.0f - s) * CPU_GELU_K * (1.0f + 0.134145f * x * x);
+}
 
 /* i32 division: x/0 and INT_MIN/-1 trap on x86, so define them as 0 / wrap. */
 static inline int32_t cpu_div_i32(int32_t x, int32_t y)
@@ -110,10 +155,40 @@ void cpu_sum_to(float *out, const ir_type *ot, const float *x, const ir_type *xt
 /* out (shape ot) = x (shape xt) broadcast; 4-byte elements. */
 void cpu_broadcast(cpu_pool *p, void *out, const ir_type *ot, const void *x, const ir_type *xt);
 
-/* ---- softmax family, rows of length c (cpu_softmax.c) ---- */
-void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log);
+/* ---- softmax family, rows of length c (cpu_softmax.c) ----
+ * causal: the rows are [..., c, c] blocks of scores and row i of a block
+ * keeps its first i + 1 entries; the rest come out 0 (softmax only: log
+ * must be 0). */
+void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log,
+                 int causal);
 void cpu_softmax_grad(cpu_pool *p, float *out, const float *dy, const float *y, int64_t rows,
-                      int64_t c, int log);
+                      int64_t c, int log, int causal);
+/* Sum and dot product of a row, 8 partial sums (vectorised), inline: the
+ * row loops of softmax and layernorm call them once a row. */
+static inline float cpu_row_sum(const float *restrict x, int64_t c)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= c; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += x[i + j];
+    float s = 0.0f;
+    for (; i < c; i++) s += x[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+
+static inline float cpu_row_dot(const float *restrict x, const float *restrict y, int64_t c)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= c; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += x[i + j] * y[i + j];
+    float s = 0.0f;
+    for (; i < c; i++) s += x[i] * y[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+
 void cpu_xent(float *out, const float *logits, const int32_t *labels, int64_t rows, int64_t c);
 void cpu_xent_grad(cpu_pool *p, float *out, const float *logits, const int32_t *labels,
                    const float *dy, int64_t rows, int64_t c);
@@ -131,6 +206,27 @@ typedef struct cpu_gemm_args {
     float alpha;
 } cpu_gemm_args;
 void cpu_matmul(cpu_pool *p, const cpu_gemm_args *g);
+/* `batches` products [M,K] @ [K,N], g's operands being the first batch's:
+ * output batch i reads a and b at the batch offsets bc gives (a plan of the
+ * batch axes, in matrices). */
+void cpu_matmul_batched(cpu_pool *p, const cpu_gemm_args *g, const cpu_bcast *bc, int64_t batches);
+
+/* ---- layer normalisation along rows of length c (cpu_norm.c) ---- */
+typedef struct cpu_norm_args {
+    float *out;
+    const float *x, *dy, *gain, *bias;
+    int64_t rows, c;
+    float eps;
+    void *scratch; /* layernorm_grad_params: max_tasks slices of task_bytes */
+    size_t task_bytes;
+    int max_tasks;
+} cpu_norm_args;
+/* out = (x - mean) / sqrt(var + eps) * gain + bias, per row. */
+void cpu_layernorm(cpu_pool *p, const cpu_norm_args *n);
+/* out = dx, from dy, x and gain. */
+void cpu_layernorm_grad(cpu_pool *p, const cpu_norm_args *n);
+/* out[0..c) = dgain, out[c..2c) = dbias: sums over the rows of dy. */
+void cpu_layernorm_grad_params(cpu_pool *p, const cpu_norm_args *n);
 
 /* ---- convolution and pooling, NCHW (cpu_conv.c) ---- */
 typedef struct cpu_conv_shape {
@@ -176,21 +272,32 @@ void cpu_gather_grad(float *out, int64_t v, int64_t d, const float *dy, const in
                      int64_t n_ids);
 void cpu_one_hot(float *out, const int32_t *ids, int64_t n_ids, int64_t depth);
 
-/* ---- variable updates, in place (cpu_update.c; the Hogwild! file) ---- */
-void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr);
+/* ---- variable updates, in place (cpu_update.c; the Hogwild! file) ----
+ * lr and gs (the gradient's scale: global-norm clipping, else 1) are read
+ * from the device each run by the kernels (kernels.c). */
+void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr, float gs);
 /* g->c is the variable: c -= lr * a@b, one GEMM with beta = 1. */
 void cpu_apply_sgd_matmul(cpu_pool *p, cpu_gemm_args *g, float lr);
-/* var[ids[i]] -= lr * rows[i] for the n ids, all in range (kernels.c). */
+/* var[ids[i]] -= lr * gs * rows[i] for the n ids, all in range (kernels.c). */
 void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t D,
-                        float lr);
+                        float lr, float gs);
 void cpu_apply_momentum(cpu_pool *p, float *var, const float *grad, float *accum, int64_t n,
-                        float lr, float m, int nesterov);
+                        float lr, float m, int nesterov, float gs);
 typedef struct cpu_adam_hp {
     float lr, b1, b2, eps, t;
+    float wd; /* decoupled weight decay: var *= 1 - lr * wd before the step (0: Adam) */
+    float gs;
 } cpu_adam_hp;
 void cpu_apply_adam(cpu_pool *p, float *var, const float *grad, float *m, float *v, int64_t n,
                     const cpu_adam_hp *hp);
 /* x_n == 1: x is a scalar added to every element. */
 void cpu_assign_add(cpu_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n);
+/* *out = min(1, clip / global norm) of the n gradients (f32, of types[k]);
+ * part: a double per OP_CLIP_CHUNK elements of each (the op's scratch). */
+void cpu_clip_scale(cpu_pool *p, float *out, void *const *grads, const ir_type *const *types, int n,
+                    float clip, double *part);
+/* *out = the learning rate at step t (devices/optim.h). */
+void cpu_lr_schedule(float *out, int kind, double lr, double min, int64_t warmup, int64_t steps,
+                     float t);
 
 #endif

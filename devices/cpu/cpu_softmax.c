@@ -1,8 +1,10 @@
-/* cpu_softmax.c - softmax, log-softmax, cross-entropy and their gradients,
- * all along the last axis (rows of length c).  Every row subtracts its max
- * before exponentiating, so logits of 1e4 give finite results.  The exp
- * loops call expf and only vectorise when libmvec is allowed (fast-math);
- * the max, sum and scale loops vectorise regardless. */
+/* cpu_softmax.c - softmax (causally masked or not), log-softmax,
+ * cross-entropy and their gradients, all along the last axis (rows of
+ * length c).  Every row subtracts its max before exponentiating, so logits
+ * of 1e4 give finite results.  The exp loops call expf and only vectorise
+ * when libmvec is allowed (fast-math); the max, sum and scale loops
+ * vectorise regardless.  A causal mask shortens each row to the entries it
+ * keeps: masked scores cost nothing. */
 #include <math.h>
 
 #include "cpu_impl.h"
@@ -20,35 +22,11 @@ static float sm_row_max(const float *restrict x, int64_t c)
     return m;
 }
 
-static float sm_row_sum(const float *restrict x, int64_t c)
-{
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= c; i += 8)
-        for (int j = 0; j < 8; j++) acc[j] += x[i + j];
-    float s = 0.0f;
-    for (; i < c; i++) s += x[i];
-    for (int j = 0; j < 8; j++) s += acc[j];
-    return s;
-}
-
-static float sm_row_dot(const float *restrict x, const float *restrict y, int64_t c)
-{
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= c; i += 8)
-        for (int j = 0; j < 8; j++) acc[j] += x[i + j] * y[i + j];
-    float s = 0.0f;
-    for (; i < c; i++) s += x[i] * y[i];
-    for (int j = 0; j < 8; j++) s += acc[j];
-    return s;
-}
-
 /* o = exp(x - m); returns the sum. */
 static float sm_row_exp(float *restrict o, const float *restrict x, float m, int64_t c)
 {
     for (int64_t i = 0; i < c; i++) o[i] = expf(x[i] - m);
-    return sm_row_sum(o, c);
+    return cpu_row_sum(o, c);
 }
 
 /* log(sum(exp(x))) computed stably; uses o as scratch. */
@@ -76,11 +54,11 @@ static void sm_grad_row(float *restrict o, const float *restrict dy, const float
                         int64_t c, int log)
 {
     if (log) {
-        float s = sm_row_sum(dy, c);
+        float s = cpu_row_sum(dy, c);
         for (int64_t i = 0; i < c; i++) o[i] = expf(y[i]);
         for (int64_t i = 0; i < c; i++) o[i] = dy[i] - o[i] * s;
     } else {
-        float d = sm_row_dot(dy, y, c);
+        float d = cpu_row_dot(dy, y, c);
         for (int64_t i = 0; i < c; i++) o[i] = y[i] * (dy[i] - d);
     }
 }
@@ -106,24 +84,49 @@ static void sm_grad_range(void *vctx, int64_t lo, int64_t hi)
         sm_grad_row(s->out + r * s->c, s->dy + r * s->c, s->y + r * s->c, s->c, s->log);
 }
 
+/* Causal: row r of a [c, c] block keeps its first r % c + 1 entries; the
+ * others are 0 in the output and in its gradient. */
+static void sm_causal_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const sm_ctx *s = vctx;
+    for (int64_t r = lo; r < hi; r++) {
+        float *o = s->out + r * s->c;
+        int64_t kept = r % s->c + 1;
+        sm_row(o, s->x + r * s->c, kept, 0);
+        cpu_fill_f32(o + kept, 0.0f, s->c - kept);
+    }
+}
+
+static void sm_causal_grad_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const sm_ctx *s = vctx;
+    for (int64_t r = lo; r < hi; r++) {
+        float *o = s->out + r * s->c;
+        int64_t kept = r % s->c + 1;
+        sm_grad_row(o, s->dy + r * s->c, s->y + r * s->c, kept, 0);
+        cpu_fill_f32(o + kept, 0.0f, s->c - kept);
+    }
+}
+
 static int64_t sm_grain(int64_t c)
 {
     return CPU_PAR_MIN / (c > 0 ? c : 1) + 1;
 }
 
-void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log)
+void cpu_softmax(cpu_pool *p, float *out, const float *x, int64_t rows, int64_t c, int log,
+                 int causal)
 {
     if (c <= 0) return;
     sm_ctx s = {.out = out, .x = x, .c = c, .log = log};
-    cpu_par_range(p, rows, sm_grain(c), sm_range, &s);
+    cpu_par_range(p, rows, sm_grain(c), causal ? sm_causal_range : sm_range, &s);
 }
 
 void cpu_softmax_grad(cpu_pool *p, float *out, const float *dy, const float *y, int64_t rows,
-                      int64_t c, int log)
+                      int64_t c, int log, int causal)
 {
     if (c <= 0) return;
     sm_ctx s = {.out = out, .dy = dy, .y = y, .c = c, .log = log};
-    cpu_par_range(p, rows, sm_grain(c), sm_grad_range, &s);
+    cpu_par_range(p, rows, sm_grain(c), causal ? sm_causal_grad_range : sm_grad_range, &s);
 }
 
 /* A label outside [0, c) contributes the plain log-sum-exp (no target term),

@@ -12,12 +12,13 @@
  * never races with itself. */
 #include <math.h>
 
+#include "../optim.h"
 #include "cpu_impl.h"
 
 typedef struct upd_ctx {
     float *var, *s1, *s2;
     const float *grad;
-    float lr, m;
+    float lr, m, gs; /* gs: the gradient's scale (global-norm clipping, else 1) */
     int nesterov;
     const cpu_adam_hp *hp;
     float c1, c2; /* Adam bias corrections 1-b1^t, 1-b2^t */
@@ -32,9 +33,10 @@ static void sgd_range(void *vctx, int64_t lo, int64_t hi)
     for (int64_t i = lo; i < hi; i++) var[i] -= lr * g[i];
 }
 
-void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr)
+/* lr * gs is one rounding: with gs = 1 the step is exactly lr * g. */
+void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr, float gs)
 {
-    upd_ctx c = {.var = var, .grad = grad, .lr = lr};
+    upd_ctx c = {.var = var, .grad = grad, .lr = lr * gs};
     cpu_par_range(p, n, CPU_PAR_MIN, sgd_range, &c);
 }
 
@@ -52,8 +54,9 @@ void cpu_apply_sgd_matmul(cpu_pool *p, cpu_gemm_args *g, float lr)
 /* Sparse SGD for gather's gradient: only the rows that were looked up move.
  * Racy like the others under Hogwild!: two executors may update one row. */
 void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t D,
-                        float lr)
+                        float lr, float gs)
 {
+    lr *= gs;
     for (int64_t i = 0; i < n; i++) {
         float *restrict row = var + (int64_t)ids[i] * D;
         const float *restrict g = rows + i * D;
@@ -66,16 +69,16 @@ static void momentum_range(void *vctx, int64_t lo, int64_t hi)
     const upd_ctx *c = vctx;
     float *restrict var = c->var, *restrict acc = c->s1;
     const float *restrict g = c->grad;
-    float lr = c->lr, m = c->m;
+    float lr = c->lr, m = c->m, gs = c->gs;
     if (c->nesterov) {
         for (int64_t i = lo; i < hi; i++) {
-            float a = m * acc[i] + g[i];
+            float gi = gs * g[i], a = m * acc[i] + gi;
             acc[i] = a;
-            var[i] -= lr * (g[i] + m * a);
+            var[i] -= lr * (gi + m * a);
         }
     } else {
         for (int64_t i = lo; i < hi; i++) {
-            float a = m * acc[i] + g[i];
+            float a = m * acc[i] + gs * g[i];
             acc[i] = a;
             var[i] -= lr * a;
         }
@@ -83,9 +86,10 @@ static void momentum_range(void *vctx, int64_t lo, int64_t hi)
 }
 
 void cpu_apply_momentum(cpu_pool *p, float *var, const float *grad, float *accum, int64_t n,
-                        float lr, float m, int nesterov)
+                        float lr, float m, int nesterov, float gs)
 {
-    upd_ctx c = {.var = var, .grad = grad, .s1 = accum, .lr = lr, .m = m, .nesterov = nesterov};
+    upd_ctx c = {
+        .var = var, .grad = grad, .s1 = accum, .lr = lr, .m = m, .gs = gs, .nesterov = nesterov};
     cpu_par_range(p, n, CPU_PAR_MIN, momentum_range, &c);
 }
 
@@ -94,14 +98,16 @@ static void adam_range(void *vctx, int64_t lo, int64_t hi)
     const upd_ctx *c = vctx;
     float *restrict var = c->var, *restrict m = c->s1, *restrict v = c->s2;
     const float *restrict g = c->grad;
-    float b1 = c->hp->b1, b2 = c->hp->b2, eps = c->hp->eps;
+    float b1 = c->hp->b1, b2 = c->hp->b2, eps = c->hp->eps, gs = c->hp->gs;
     float lr1 = c->hp->lr / c->c1, inv2 = 1.0f / c->c2;
+    float keep = 1.0f - c->hp->lr * c->hp->wd; /* decoupled weight decay (AdamW); 1 for Adam */
     for (int64_t i = lo; i < hi; i++) {
-        float mi = b1 * m[i] + (1.0f - b1) * g[i];
-        float vi = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        float gi = gs * g[i];
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
         m[i] = mi;
         v[i] = vi;
-        var[i] -= lr1 * mi / (sqrtf(vi * inv2) + eps);
+        var[i] = var[i] * keep - lr1 * mi / (sqrtf(vi * inv2) + eps);
     }
 }
 
@@ -130,4 +136,62 @@ void cpu_assign_add(cpu_pool *p, void *var, ir_dtype dt, const void *x, int64_t 
         const float *restrict a = x;
         for (int64_t i = 0; i < n; i++) v[i] += a[vx ? i : 0];
     }
+}
+
+/* ---- global-norm clipping: min(1, clip / sqrt(sum of every gradient's squares)) ---- */
+
+typedef struct clip_ctx {
+    void *const *g;
+    const ir_type *const *t;
+    int n;
+    double *part; /* a sum per chunk */
+} clip_ctx;
+
+static int64_t clip_chunks(const ir_type *t)
+{
+    return (cpu_numel(t) + OP_CLIP_CHUNK - 1) / OP_CLIP_CHUNK;
+}
+
+/* Eight running float sums vectorise; a chunk is short enough for them. */
+static double chunk_sumsq(const float *x, int64_t n)
+{
+    float a[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) a[k] += x[i + k] * x[i + k];
+    double s = 0;
+    for (; i < n; i++) s += (double)x[i] * x[i];
+    for (int k = 0; k < 8; k++) s += a[k];
+    return s;
+}
+
+static void clip_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const clip_ctx *c = vctx;
+    int k = 0;
+    int64_t first = 0; /* the chunk index where gradient k starts */
+    for (int64_t ch = lo; ch < hi; ch++) {
+        while (ch >= first + clip_chunks(c->t[k])) first += clip_chunks(c->t[k++]);
+        int64_t off = (ch - first) * OP_CLIP_CHUNK, n = cpu_numel(c->t[k]) - off;
+        c->part[ch] =
+            chunk_sumsq((const float *)c->g[k] + off, n < OP_CLIP_CHUNK ? n : OP_CLIP_CHUNK);
+    }
+}
+
+void cpu_clip_scale(cpu_pool *p, float *out, void *const *grads, const ir_type *const *types, int n,
+                    float clip, double *part)
+{
+    clip_ctx c = {grads, types, n, part};
+    int64_t chunks = 0;
+    for (int k = 0; k < n; k++) chunks += clip_chunks(types[k]);
+    cpu_par_range(p, chunks, 1, clip_range, &c);
+    double sum = 0;
+    for (int64_t ch = 0; ch < chunks; ch++) sum += part[ch];
+    *out = optim_clip_scale(sum, clip);
+}
+
+void cpu_lr_schedule(float *out, int kind, double lr, double min, int64_t warmup, int64_t steps,
+                     float t)
+{
+    *out = optim_lr_at(kind, lr, min, (double)warmup, (double)steps, t);
 }

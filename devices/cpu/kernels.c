@@ -108,24 +108,41 @@ static int k_act_grad(const kern_args *a)
 /* ---- linear algebra ---- */
 
 /* in[k] @ in[k+1] into c, transposed as attrs k and k+1 say (matmul's
- * operands and attrs are slots 0 and 1, apply_sgd_matmul's 1 and 2). */
+ * operands and attrs are slots 0 and 1, apply_sgd_matmul's 1 and 2); with
+ * batch axes, the first batch's product. */
 static cpu_gemm_args gemm_args(const kern_args *a, int k, float *c)
 {
     const ir_type *at = a->in_t[k], *bt = a->in_t[k + 1];
+    const int64_t *ad = at->dim + at->rank - 2, *bd = bt->dim + bt->rank - 2;
     cpu_gemm_args g = {.trans_a = (int)ATTR_I(k), .trans_b = (int)ATTR_I(k + 1)};
-    g.m = g.trans_a ? at->dim[1] : at->dim[0];
-    g.k = g.trans_a ? at->dim[0] : at->dim[1];
-    g.n = g.trans_b ? bt->dim[0] : bt->dim[1];
+    g.m = g.trans_a ? ad[1] : ad[0];
+    g.k = g.trans_a ? ad[0] : ad[1];
+    g.n = g.trans_b ? bd[0] : bd[1];
     g.a = INF(k);
     g.b = INF(k + 1);
     g.c = c;
     return g;
 }
 
+/* t without its last two axes. */
+static ir_type batch_type(const ir_type *t)
+{
+    ir_type b = *t;
+    b.rank -= 2;
+    return b;
+}
+
 static int k_matmul(const kern_args *a)
 {
     cpu_gemm_args g = gemm_args(a, 0, OUTF);
-    cpu_matmul(a->pool, &g);
+    if (a->out_t->rank == 2) {
+        cpu_matmul(a->pool, &g);
+        return 0;
+    }
+    ir_type ob = batch_type(a->out_t), ab = batch_type(a->in_t[0]), bb = batch_type(a->in_t[1]);
+    cpu_bcast bc;
+    ir_bcast_plan(&bc, &ob, &ab, &bb);
+    cpu_matmul_batched(a->pool, &g, &bc, cpu_numel(&ob));
     return 0;
 }
 
@@ -145,39 +162,81 @@ static int64_t last_dim(const ir_type *t)
     return t->rank ? t->dim[t->rank - 1] : 1;
 }
 
-static void softmax(const kern_args *a, int log)
+/* causal: softmax's mask (attr 0) is OP_MASK_CAUSAL. */
+static void softmax(const kern_args *a, int log, int causal)
 {
     int64_t c = last_dim(a->out_t), n = out_numel(a);
-    cpu_softmax(a->pool, OUTF, INF(0), c ? n / c : 0, c, log);
+    cpu_softmax(a->pool, OUTF, INF(0), c ? n / c : 0, c, log, causal);
 }
 
-static void softmax_grad(const kern_args *a, int log)
+static void softmax_grad(const kern_args *a, int log, int causal)
 {
     int64_t c = last_dim(a->out_t), n = out_numel(a);
-    cpu_softmax_grad(a->pool, OUTF, INF(0), INF(1), c ? n / c : 0, c, log);
+    cpu_softmax_grad(a->pool, OUTF, INF(0), INF(1), c ? n / c : 0, c, log, causal);
 }
 
 static int k_softmax(const kern_args *a)
 {
-    softmax(a, 0);
+    softmax(a, 0, ATTR_I(0) == OP_MASK_CAUSAL);
     return 0;
 }
 
 static int k_log_softmax(const kern_args *a)
 {
-    softmax(a, 1);
+    softmax(a, 1, 0);
     return 0;
 }
 
 static int k_softmax_grad(const kern_args *a)
 {
-    softmax_grad(a, 0);
+    softmax_grad(a, 0, ATTR_I(0) == OP_MASK_CAUSAL);
     return 0;
 }
 
 static int k_log_softmax_grad(const kern_args *a)
 {
-    softmax_grad(a, 1);
+    softmax_grad(a, 1, 0);
+    return 0;
+}
+
+/* ---- layer normalisation (in[0] is x, or dy for the gradients) ---- */
+
+static cpu_norm_args norm_args(const kern_args *a, const ir_type *xt)
+{
+    int64_t c = last_dim(xt);
+    return (cpu_norm_args){.out = OUTF,
+                           .rows = c ? cpu_numel(xt) / c : 0,
+                           .c = c,
+                           .eps = ATTR_F(1),
+                           .scratch = a->scratch,
+                           .task_bytes = a->scratch_task_bytes,
+                           .max_tasks = a->max_tasks};
+}
+
+/* in: x, gain, bias */
+static int k_layernorm(const kern_args *a)
+{
+    cpu_norm_args n = norm_args(a, a->in_t[0]);
+    n.x = INF(0), n.gain = INF(1), n.bias = INF(2);
+    cpu_layernorm(a->pool, &n);
+    return 0;
+}
+
+/* in: dy, x, gain */
+static int k_layernorm_grad(const kern_args *a)
+{
+    cpu_norm_args n = norm_args(a, a->in_t[1]);
+    n.dy = INF(0), n.x = INF(1), n.gain = INF(2);
+    cpu_layernorm_grad(a->pool, &n);
+    return 0;
+}
+
+/* in: dy, x */
+static int k_layernorm_grad_params(const kern_args *a)
+{
+    cpu_norm_args n = norm_args(a, a->in_t[1]);
+    n.dy = INF(0), n.x = INF(1);
+    cpu_layernorm_grad_params(a->pool, &n);
     return 0;
 }
 
@@ -435,9 +494,13 @@ static int k_avgpool_grad(const kern_args *a)
 
 /* ---- updates: in[0] is the variable, written in place ---- */
 
+/* An optimizer update's last two inputs: its lr and its gradient scale. */
+#define LR (INF(a->n_in - 2)[0])
+#define GS (INF(a->n_in - 1)[0])
+
 static int k_apply_sgd(const kern_args *a)
 {
-    cpu_apply_sgd(a->pool, (float *)IN(0), INF(1), in_numel(a, 0), ATTR_F(0));
+    cpu_apply_sgd(a->pool, (float *)IN(0), INF(1), in_numel(a, 0), LR, GS);
     return 0;
 }
 
@@ -453,20 +516,20 @@ static int k_apply_sgd_rows(const kern_args *a)
     const ir_type *v = a->in_t[0];
     if (check_ids(a, 2, v->dim[0], "id")) return -1;
     cpu_apply_sgd_rows((float *)IN(0), INF(1), (const int32_t *)IN(2), in_numel(a, 2), v->dim[1],
-                       ATTR_F(0));
+                       LR, GS);
     return 0;
 }
 
 static int k_apply_momentum(const kern_args *a)
 {
-    cpu_apply_momentum(a->pool, (float *)IN(0), INF(1), (float *)IN(2), in_numel(a, 0), ATTR_F(0),
-                       ATTR_F(1), ATTR_I(2) != 0);
+    cpu_apply_momentum(a->pool, (float *)IN(0), INF(1), (float *)IN(2), in_numel(a, 0), LR,
+                       ATTR_F(1), ATTR_I(2) != 0, GS);
     return 0;
 }
 
 static int k_apply_adam(const kern_args *a)
 {
-    cpu_adam_hp hp = {ATTR_F(0), ATTR_F(1), ATTR_F(2), ATTR_F(3), INF(4)[0]};
+    cpu_adam_hp hp = {LR, ATTR_F(1), ATTR_F(2), ATTR_F(3), INF(4)[0], ATTR_F(4), GS};
     cpu_apply_adam(a->pool, (float *)IN(0), INF(1), (float *)IN(2), (float *)IN(3), in_numel(a, 0),
                    &hp);
     return 0;
@@ -478,12 +541,25 @@ static int k_assign_add(const kern_args *a)
     return 0;
 }
 
+static int k_lr_schedule(const kern_args *a)
+{
+    cpu_lr_schedule(OUTF, (int)ATTR_I(0), a->node->attr.f[1], a->node->attr.f[2], ATTR_I(3),
+                    ATTR_I(4), INF(0)[0]);
+    return 0;
+}
+
+static int k_clip_scale(const kern_args *a)
+{
+    cpu_clip_scale(a->pool, OUTF, a->in, a->in_t, a->n_in, ATTR_F(0), a->scratch);
+    return 0;
+}
+
 /* Sources (OPF_SOURCE) have no row: the executor provides their buffers.
  * Every other op has one; runtime/compile.c rejects a node placed on a
  * device whose table lacks its op, and tests/test_kernels.c walks every
  * (op, device) pair. */
 #define ROW(op, ...) [OP_##op] = ROW_FN,
-_Static_assert(OP_COUNT == 67, "ops.h changed: give the new op its row in cpu_kernels[]");
+_Static_assert(OP_COUNT == 74, "ops.h changed: give the new op its row in cpu_kernels[]");
 const kernel_fn cpu_kernels[OP_COUNT] = {
 #define ROW_FN k_binary
     CPU_ARITH(ROW) CPU_COMPARE(ROW)
@@ -517,6 +593,9 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_MAXPOOL2D] = k_maxpool,
     [OP_AVGPOOL2D] = k_avgpool,
     [OP_DROPOUT] = k_dropout,
+    [OP_LAYERNORM] = k_layernorm,
+    [OP_LAYERNORM_GRAD] = k_layernorm_grad,
+    [OP_LAYERNORM_GRAD_PARAMS] = k_layernorm_grad_params,
     [OP_SOFTMAX_GRAD] = k_softmax_grad,
     [OP_LOG_SOFTMAX_GRAD] = k_log_softmax_grad,
     [OP_XENT_GRAD] = k_xent_grad,
@@ -535,6 +614,8 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_ASSIGN_ADD] = k_assign_add,
     [OP_GROUP] = k_group,
     [OP_ALLREDUCE] = k_allreduce,
+    [OP_LR_SCHEDULE] = k_lr_schedule,
+    [OP_CLIP_SCALE] = k_clip_scale,
     [OP_MATMUL_BIAS] = k_matmul_bias,
     [OP_APPLY_SGD_MATMUL] = k_apply_sgd_matmul,
 };

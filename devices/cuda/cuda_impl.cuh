@@ -110,7 +110,7 @@ typedef struct cuda_row {
     kernel_fn fn;
 } cuda_row;
 extern "C" const cuda_row cuda_rows_elementwise[], cuda_rows_reduce[], cuda_rows_softmax[],
-    cuda_rows_gemm[], cuda_rows_shape[], cuda_rows_update[];
+    cuda_rows_norm[], cuda_rows_gemm[], cuda_rows_shape[], cuda_rows_update[];
 
 /* Every id of ids (n of them) in [0, limit), else a report: the check the
  * kernels of gather, one_hot, softmax_xent and their gradients run first. */

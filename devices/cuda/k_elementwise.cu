@@ -175,6 +175,16 @@ struct op_sigmoid {
 struct op_tanh {
     __device__ float operator()(float x) const { return tanhf(x); }
 };
+// GPT-2's tanh approximation, as cpu_gelu: 0.5 x (1 + tanh(u)) =
+// x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+#define GELU_K 0.7978845608028654f
+__device__ static inline float gelu_exp(float x) // e^(-2u)
+{
+    return expf(-2.0f * GELU_K * (x + 0.044715f * x * x * x));
+}
+struct op_gelu {
+    __device__ float operator()(float x) const { return x / (1.0f + gelu_exp(x)); }
+};
 
 template <class Op, typename T> __global__ static void unary_kernel(T *out, const T *x, int64_t n)
 {
@@ -202,7 +212,7 @@ static int k_neg(const kern_args *a)
     return 0;
 }
 
-// ---- activation gradients: out = f(dy, v); relu: v = x, sigmoid and tanh: v = y ----
+// ---- activation gradients: out = f(dy, v); relu, gelu: v = x, sigmoid and tanh: v = y ----
 
 struct op_relu_grad {
     __device__ float operator()(float dy, float v) const { return v > 0.0f ? dy : 0.0f; }
@@ -217,6 +227,15 @@ struct op_tanh_grad {
     __device__ float operator()(float dy, float v) const
     {
         return cua_mul(dy, cua_sub(1.0f, cua_mul(v, v)));
+    }
+};
+
+// v = x: dy * (s + x s (1 - s) 2u'), s = sigmoid(2u), as cpu_gelu_grad.
+struct op_gelu_grad {
+    __device__ float operator()(float dy, float x) const
+    {
+        float s = 1.0f / (1.0f + gelu_exp(x));
+        return dy * (s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 0.134145f * x * x));
     }
 };
 
@@ -287,7 +306,7 @@ static int k_cast(const kern_args *a)
 __global__ static void dropout_kernel(float *out, const float *x, int64_t n, uint64_t key,
                                       float rate, float scale)
 {
-    CUDA_FOR(i, n) out[i] = dropout_u(key, i) >= rate ? x[i] * scale : 0.0f;
+    CUDA_FOR(i, n) out[i] = x[i] * (dropout_u(key, i) >= rate ? scale : 0.0f); /* as the CPU */
 }
 
 // dropout: in[0] = x; dropout_grad: in[0] = dy, with the forward's attrs
@@ -324,11 +343,13 @@ extern "C" const cuda_row cuda_rows_elementwise[] = {
     {OP_RELU, k_unary<op_relu>},
     {OP_SIGMOID, k_unary<op_sigmoid>},
     {OP_TANH, k_unary<op_tanh>},
+    {OP_GELU, k_unary<op_gelu>},
     {OP_IDENTITY, k_copy},
     {OP_RESHAPE, k_copy},
     {OP_RELU_GRAD, k_act_grad<op_relu_grad>},
     {OP_SIGMOID_GRAD, k_act_grad<op_sigmoid_grad>},
     {OP_TANH_GRAD, k_act_grad<op_tanh_grad>},
+    {OP_GELU_GRAD, k_act_grad<op_gelu_grad>},
     {OP_CAST, k_cast},
     {OP_DROPOUT, k_dropout},
     {OP_DROPOUT_GRAD, k_dropout},

@@ -1,4 +1,4 @@
-// k_gemm.cu - MATMUL, MATMUL_BIAS, APPLY_SGD_MATMUL and CONV2D with its
+// k_gemm.cu - MATMUL (batched too), MATMUL_BIAS, APPLY_SGD_MATMUL and CONV2D with its
 // two gradients, on cuBLAS, computing what devices/cpu/cpu_gemm.c and
 // cpu_conv.c compute.
 //
@@ -66,17 +66,18 @@ static void gemm_run(const kern_args *a, const gemm_rm *g)
 }
 
 // in[k] @ in[k+1] into c, transposed as attrs k and k+1 say (matmul's
-// operands and attrs are slots 0 and 1, apply_sgd_matmul's 1 and 2): the
-// CPU's gemm_args.
+// operands and attrs are slots 0 and 1, apply_sgd_matmul's 1 and 2); with
+// batch axes, the first batch's product: the CPU's gemm_args.
 static gemm_rm gemm_args(const kern_args *a, int k, float *c)
 {
     const ir_type *at = a->in_t[k], *bt = a->in_t[k + 1];
+    const int64_t *ad = at->dim + at->rank - 2, *bd = bt->dim + bt->rank - 2;
     gemm_rm g = {};
     g.ta = ATTR_I(k) != 0;
     g.tb = ATTR_I(k + 1) != 0;
-    g.m = g.ta ? at->dim[1] : at->dim[0];
-    g.k = g.ta ? at->dim[0] : at->dim[1];
-    g.n = g.tb ? bt->dim[0] : bt->dim[1];
+    g.m = g.ta ? ad[1] : ad[0];
+    g.k = g.ta ? ad[0] : ad[1];
+    g.n = g.tb ? bd[0] : bd[1];
     g.a = IN_F(k);
     g.b = IN_F(k + 1);
     g.c = c;
@@ -86,10 +87,66 @@ static gemm_rm gemm_args(const kern_args *a, int k, float *c)
     return g;
 }
 
+// t without its last two axes.
+static ir_type batch_type(const ir_type *t)
+{
+    ir_type b = *t;
+    b.rank -= 2;
+    return b;
+}
+
+// Where run q of the plan (every axis but the innermost) reads a and b,
+// in matrices.
+static void batch_run_at(const ir_bcast *bc, int64_t q, int64_t *ia, int64_t *ib)
+{
+    *ia = *ib = 0;
+    for (int d = bc->nd - 2; d >= 0; d--) {
+        int64_t i = q % bc->dim[d];
+        q /= bc->dim[d];
+        *ia += i * bc->sa[d];
+        *ib += i * bc->sb[d];
+    }
+}
+
+// [..., M, K] @ [..., K, N]: the batch axes planned as the CPU plans them
+// (ir_bcast_plan); the innermost is one strided-batched GEMM (stride 0
+// where an operand is broadcast), or, when only a moves along it and is
+// not transposed, one GEMM of len * M rows ([B, T, C] @ [C, N]); the outer
+// axes are a loop of such calls, the same every step.
+static void matmul_batched(const kern_args *a, gemm_rm g)
+{
+    ir_type ob = batch_type(a->out_t), ab = batch_type(a->in_t[0]), bb = batch_type(a->in_t[1]);
+    ir_bcast bc;
+    ir_bcast_plan(&bc, &ob, &ab, &bb);
+    int64_t len = bc.dim[bc.nd - 1], va = bc.sa[bc.nd - 1], vb = bc.sb[bc.nd - 1];
+    int64_t sa = g.m * g.k, sb = g.k * g.n, sc = g.m * g.n, runs = len ? ir_numel(&ob) / len : 0;
+    const float *a0 = g.a, *b0 = g.b;
+    float *c0 = g.c;
+    if (va == 1 && vb == 0 && !g.ta && g.m * len <= INT32_MAX) {
+        g.m *= len;
+    } else {
+        g.batch = len;
+        g.stride_a = va * sa;
+        g.stride_b = vb * sb;
+        g.stride_c = sc;
+    }
+    for (int64_t q = 0; q < runs; q++) {
+        int64_t ia, ib;
+        batch_run_at(&bc, q, &ia, &ib);
+        g.a = a0 + ia * sa;
+        g.b = b0 + ib * sb;
+        g.c = c0 + q * len * sc;
+        gemm_run(a, &g);
+    }
+}
+
 static int k_matmul(const kern_args *a)
 {
     gemm_rm g = gemm_args(a, 0, OUT_F);
-    gemm_run(a, &g);
+    if (a->out_t->rank > 2)
+        matmul_batched(a, g);
+    else
+        gemm_run(a, &g);
     return 0;
 }
 

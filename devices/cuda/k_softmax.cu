@@ -3,95 +3,44 @@
 // devices/cpu/cpu_softmax.c computes: every row subtracts its max before
 // exponentiating, softmax is exp(x - m) * (1 / sum), log-softmax is
 // x - (m + log(sum)), a label outside [0, c) contributes no target term
-// (and is reported through cuda_check_ids, as the CPU faults on it).
+// (and is reported through cuda_check_ids, as the CPU faults on it).  A
+// causal mask keeps the first i + 1 entries of row i of each [c, c] block
+// (the rest are 0, in softmax and its gradient).
 //
-// A row belongs to a group of G threads: one warp (G = 32) for short rows,
-// eight rows to a block; a whole block (G = 256) for long ones.  Reductions
-// run in a fixed order for a given G, so results are deterministic, though
-// their float sums are ordered differently from the CPU's.  Each thread
-// writes only the elements it read, after the row's reductions, so out may
-// alias an input.
-#include "cuda_impl.cuh"
-
-// Rows at least this long get a block each.
-enum { SM_LONG_ROW = 1024 };
-
-struct op_max {
-    // As the CPU's `x > m ? x : m`: a NaN max is order-dependent here, but a
-    // row with a NaN comes out all NaN on both devices (its sum is NaN).
-    __device__ float operator()(float m, float x) const { return x > m ? x : m; }
-};
-struct op_sum {
-    __device__ float operator()(float s, float x) const { return s + x; }
-};
-
-// Every thread of the group gets the reduction of the group's v.  G = 256
-// synchronises the block: its callers loop over rows uniformly per block.
-template <int G, class Op> __device__ static float group_reduce(float v, Op op)
-{
-    for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if constexpr (G == 32) {
-        return v;
-    } else {
-        __shared__ float part[G / 32];
-        __syncthreads(); // the previous reduction's readers are done with part
-        if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
-        __syncthreads();
-        v = part[0];
-        for (int i = 1; i < G / 32; i++) v = op(v, part[i]);
-        return v;
-    }
-}
-
-template <int G> __device__ static int64_t group_row(void)
-{
-    return (int64_t)blockIdx.x * (blockDim.x / G) + threadIdx.x / G;
-}
-template <int G> __device__ static int64_t group_rows_stride(void)
-{
-    return (int64_t)gridDim.x * (blockDim.x / G);
-}
-template <int G> __device__ static int group_lane(void)
-{
-    return (int)(threadIdx.x % G);
-}
-
-// c >= 1.  Every thread starts from x[0], as the CPU's max does.
-template <int G> __device__ static float row_max(const float *x, int64_t c)
-{
-    float m = x[0];
-    for (int64_t i = group_lane<G>(); i < c; i += G) m = op_max()(m, x[i]);
-    return group_reduce<G>(m, op_max());
-}
-
-// The sum over the row of f(i).
-template <int G, class F> __device__ static float row_sum(int64_t c, F f)
-{
-    float s = 0.0f;
-    for (int64_t i = group_lane<G>(); i < c; i += G) s += f(i);
-    return group_reduce<G>(s, op_sum());
-}
+// Rows are split over groups of threads (cu_rows.cuh); the float sums are
+// ordered differently from the CPU's.  Each thread writes only the
+// elements it read (or, past the mask, none), after the row's reductions,
+// so out may alias an input.
+#include "cu_rows.cuh"
 
 template <int G> __device__ static float row_sum_exp(const float *x, float m, int64_t c)
 {
     return row_sum<G>(c, [=](int64_t i) { return expf(x[i] - m); });
 }
 
+// The entries of row r the mask keeps: all c, or up to the diagonal.
+__device__ static int64_t kept(int64_t r, int64_t c, int causal)
+{
+    return causal ? r % c + 1 : c;
+}
+
 template <int G>
 __global__ static void softmax_kernel(float *out, const float *x, int64_t rows, int64_t c,
-                                      int is_log)
+                                      int is_log, int causal)
 {
     for (int64_t r = group_row<G>(); r < rows; r += group_rows_stride<G>()) {
         const float *xr = x + r * c;
         float *o = out + r * c;
-        float m = row_max<G>(xr, c);
-        float s = row_sum_exp<G>(xr, m, c);
+        int64_t k = kept(r, c, causal);
+        float m = row_max<G>(xr, k);
+        float s = row_sum_exp<G>(xr, m, k);
         if (is_log) {
             float lse = m + logf(s);
             for (int64_t i = group_lane<G>(); i < c; i += G) o[i] = xr[i] - lse;
         } else {
             float inv = 1.0f / s;
-            for (int64_t i = group_lane<G>(); i < c; i += G) o[i] = expf(xr[i] - m) * inv;
+            for (int64_t i = group_lane<G>(); i < c; i += G)
+                o[i] = i < k ? expf(xr[i] - m) * inv : 0.0f;
         }
     }
 }
@@ -99,17 +48,19 @@ __global__ static void softmax_kernel(float *out, const float *x, int64_t rows, 
 // softmax: y * (dy - <dy, y>); log-softmax: dy - exp(y) * sum(dy).
 template <int G>
 __global__ static void softmax_grad_kernel(float *out, const float *dy, const float *y,
-                                           int64_t rows, int64_t c, int is_log)
+                                           int64_t rows, int64_t c, int is_log, int causal)
 {
     for (int64_t r = group_row<G>(); r < rows; r += group_rows_stride<G>()) {
         const float *dr = dy + r * c, *yr = y + r * c;
         float *o = out + r * c;
+        int64_t k = kept(r, c, causal);
         if (is_log) {
             float s = row_sum<G>(c, [=](int64_t i) { return dr[i]; });
             for (int64_t i = group_lane<G>(); i < c; i += G) o[i] = dr[i] - expf(yr[i]) * s;
         } else {
-            float d = row_sum<G>(c, [=](int64_t i) { return dr[i] * yr[i]; });
-            for (int64_t i = group_lane<G>(); i < c; i += G) o[i] = yr[i] * (dr[i] - d);
+            float d = row_sum<G>(k, [=](int64_t i) { return dr[i] * yr[i]; });
+            for (int64_t i = group_lane<G>(); i < c; i += G)
+                o[i] = i < k ? yr[i] * (dr[i] - d) : 0.0f;
         }
     }
 }
@@ -155,17 +106,6 @@ __global__ static void xent_grad_kernel(float *out, const float *x, const int32_
     }
 }
 
-// Launches kern<32> (a warp per row) or kern<256> (a block per row) over
-// `rows` rows of length c.
-#define SM_LAUNCH(a, rows, c, kern, ...)                                                           \
-    do {                                                                                           \
-        if ((c) >= SM_LONG_ROW)                                                                    \
-            kern<256><<<cuda_blocks((rows)*256), CUDA_BLOCK, 0, cuda_stream(a)>>>(__VA_ARGS__);    \
-        else                                                                                       \
-            kern<32><<<cuda_blocks((rows)*32), CUDA_BLOCK, 0, cuda_stream(a)>>>(__VA_ARGS__);      \
-        CUDA_LAUNCHED(a);                                                                          \
-    } while (0)
-
 #define IN_F(k) ((const float *)a->in[k])
 #define IN_I(k) ((const int32_t *)a->in[k])
 #define OUT_F   ((float *)a->out)
@@ -175,42 +115,48 @@ static int64_t last_dim(const ir_type *t)
     return t->rank ? t->dim[t->rank - 1] : 1;
 }
 
-static void softmax(const kern_args *a, int is_log)
+// causal: softmax's mask (attr 0) is OP_MASK_CAUSAL.
+static void softmax(const kern_args *a, int is_log, int causal)
 {
     int64_t c = last_dim(a->out_t), n = ir_numel(a->out_t);
     if (c <= 0 || n == 0) return;
-    SM_LAUNCH(a, n / c, c, softmax_kernel, OUT_F, IN_F(0), n / c, c, is_log);
+    ROW_LAUNCH(a, n / c, c, softmax_kernel, OUT_F, IN_F(0), n / c, c, is_log, causal);
 }
 
 // in: dy, y (the forward's output).
-static void softmax_grad(const kern_args *a, int is_log)
+static void softmax_grad(const kern_args *a, int is_log, int causal)
 {
     int64_t c = last_dim(a->out_t), n = ir_numel(a->out_t);
     if (c <= 0 || n == 0) return;
-    SM_LAUNCH(a, n / c, c, softmax_grad_kernel, OUT_F, IN_F(0), IN_F(1), n / c, c, is_log);
+    ROW_LAUNCH(a, n / c, c, softmax_grad_kernel, OUT_F, IN_F(0), IN_F(1), n / c, c, is_log, causal);
+}
+
+static int causal(const kern_args *a)
+{
+    return a->node->attr.i[0] == OP_MASK_CAUSAL;
 }
 
 static int k_softmax(const kern_args *a)
 {
-    softmax(a, 0);
+    softmax(a, 0, causal(a));
     return 0;
 }
 
 static int k_log_softmax(const kern_args *a)
 {
-    softmax(a, 1);
+    softmax(a, 1, 0);
     return 0;
 }
 
 static int k_softmax_grad(const kern_args *a)
 {
-    softmax_grad(a, 0);
+    softmax_grad(a, 0, causal(a));
     return 0;
 }
 
 static int k_log_softmax_grad(const kern_args *a)
 {
-    softmax_grad(a, 1);
+    softmax_grad(a, 1, 0);
     return 0;
 }
 
@@ -225,7 +171,7 @@ static int k_xent(const kern_args *a)
         CUDA_CHECK(cudaMemsetAsync(a->out, 0, (size_t)rows * sizeof(float), cuda_stream(a)), a);
         return 0;
     }
-    SM_LAUNCH(a, rows, c, xent_kernel, OUT_F, IN_F(0), IN_I(1), rows, c);
+    ROW_LAUNCH(a, rows, c, xent_kernel, OUT_F, IN_F(0), IN_I(1), rows, c);
     return 0;
 }
 
@@ -235,7 +181,7 @@ static int k_xent_grad(const kern_args *a)
     int64_t rows = a->in_t[0]->dim[0], c = a->in_t[0]->dim[1];
     cuda_check_ids(a, IN_I(1), rows, c, CUDA_FAULT_LABEL);
     if (rows == 0 || c == 0) return 0;
-    SM_LAUNCH(a, rows, c, xent_grad_kernel, OUT_F, IN_F(0), IN_I(1), IN_F(2), rows, c);
+    ROW_LAUNCH(a, rows, c, xent_grad_kernel, OUT_F, IN_F(0), IN_I(1), IN_F(2), rows, c);
     return 0;
 }
 

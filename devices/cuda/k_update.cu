@@ -9,19 +9,38 @@
 // too, through plain loads and stores, like the CPU's loops.  Within one
 // call every element has one thread, except apply_sgd_rows on a repeated
 // id, whose rows are added atomically.
+//
+// An optimizer update's last two inputs, its learning rate and its
+// gradient scale (global-norm clipping, else 1), are device scalars read
+// by the kernel each run: a recorded step graph replays the same pointers
+// while the schedule moves the values.
+#include "../optim.h"
 #include "cu_a_args.cuh"
+
+// The learning rate and the gradient scale of update a (device pointers).
+static const float *upd_lr(const kern_args *a)
+{
+    return (const float *)a->in[a->n_in - 2];
+}
+static const float *upd_gs(const kern_args *a)
+{
+    return (const float *)a->in[a->n_in - 1];
+}
 
 // ---- sgd ----
 
-__global__ static void sgd_kernel(float *var, const float *g, int64_t n, float lr)
+__global__ static void sgd_kernel(float *var, const float *g, int64_t n, const float *lr,
+                                  const float *gs)
 {
-    CUDA_FOR(i, n) var[i] = cua_sub(var[i], cua_mul(lr, g[i]));
+    float l = cua_mul(*lr, *gs);
+    CUDA_FOR(i, n) var[i] = cua_sub(var[i], cua_mul(l, g[i]));
 }
 
 static int k_apply_sgd(const kern_args *a)
 {
     int64_t n = cua_in_numel(a, 0);
-    cua_launch(a, n, sgd_kernel, (float *)a->in[0], (const float *)a->in[1], n, cua_attr_f(a, 0));
+    cua_launch(a, n, sgd_kernel, (float *)a->in[0], (const float *)a->in[1], n, upd_lr(a),
+               upd_gs(a));
     return 0;
 }
 
@@ -33,17 +52,17 @@ static int k_apply_sgd(const kern_args *a)
 // queue is this launch's), nothing is written, as on the CPU; otherwise a bad
 // id is skipped, never written out of bounds.
 __global__ static void sgd_rows_kernel(float *var, const float *rows, const int32_t *ids, int64_t n,
-                                       int64_t d, int64_t limit, float lr, const cuda_fault *f,
-                                       int seq)
+                                       int64_t d, int64_t limit, const float *lr, const float *gs,
+                                       const cuda_fault *f, int seq)
 {
     if (f->seq == seq) return;
+    float l = cua_mul(*lr, *gs);
     for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
         int32_t id = ids[r];
         if (id < 0 || id >= limit) continue;
         float *row = var + (int64_t)id * d;
         const float *g = rows + r * d;
-        for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-            atomicAdd(&row[j], -cua_mul(lr, g[j]));
+        for (int64_t j = threadIdx.x; j < d; j += blockDim.x) atomicAdd(&row[j], -cua_mul(l, g[j]));
     }
 }
 
@@ -57,7 +76,7 @@ static int k_apply_sgd_rows(const kern_args *a)
     unsigned threads = d >= CUDA_BLOCK ? (unsigned)CUDA_BLOCK : (unsigned)((d + 31) / 32 * 32);
     unsigned blocks = n > 65535 * 8 ? 65535 * 8 : (unsigned)n;
     sgd_rows_kernel<<<blocks, threads, 0, cuda_stream(a)>>>(
-        (float *)a->in[0], (const float *)a->in[1], ids, n, d, v->dim[0], cua_attr_f(a, 0),
+        (float *)a->in[0], (const float *)a->in[1], ids, n, d, v->dim[0], upd_lr(a), upd_gs(a),
         a->queue->fault, a->queue->seq);
     CUDA_LAUNCHED(a);
     return 0;
@@ -65,14 +84,16 @@ static int k_apply_sgd_rows(const kern_args *a)
 
 // ---- momentum ----
 
-__global__ static void momentum_kernel(float *var, const float *g, float *acc, int64_t n, float lr,
-                                       float m, int nesterov)
+__global__ static void momentum_kernel(float *var, const float *g, float *acc, int64_t n,
+                                       const float *lrp, const float *gsp, float m, int nesterov)
 {
+    float lr = *lrp, gs = *gsp;
     CUDA_FOR(i, n)
     {
-        float ai = cua_add(cua_mul(m, acc[i]), g[i]);
+        float gi = cua_mul(gs, g[i]);
+        float ai = cua_add(cua_mul(m, acc[i]), gi);
         acc[i] = ai;
-        float step = nesterov ? cua_add(g[i], cua_mul(m, ai)) : ai;
+        float step = nesterov ? cua_add(gi, cua_mul(m, ai)) : ai;
         var[i] = cua_sub(var[i], cua_mul(lr, step));
     }
 }
@@ -81,14 +102,14 @@ static int k_apply_momentum(const kern_args *a)
 {
     int64_t n = cua_in_numel(a, 0);
     cua_launch(a, n, momentum_kernel, (float *)a->in[0], (const float *)a->in[1], (float *)a->in[2],
-               n, cua_attr_f(a, 0), cua_attr_f(a, 1), cua_attr_i(a, 2) != 0);
+               n, upd_lr(a), upd_gs(a), cua_attr_f(a, 1), cua_attr_i(a, 2) != 0);
     return 0;
 }
 
 // ---- adam ----
 
 typedef struct adam_hp {
-    float lr, b1, b2, eps;
+    float b1, b2, eps, wd; // wd: AdamW's decoupled weight decay (0: Adam)
 } adam_hp;
 
 // The bias corrections 1-b1^t, 1-b2^t of step t (clamped to >= 1), in
@@ -103,32 +124,37 @@ __device__ static void adam_corrections(const adam_hp *hp, float step, float *c)
 
 // The step counter (a device scalar, in[4]) is read here, on the GPU, after
 // the assign_add that advanced it; one thread a block works out the
-// corrections.
+// corrections.  The decay multiplies the variable by 1 - lr * wd before the
+// step, as the CPU does (exactly 1 for Adam).
 __global__ static void adam_kernel(float *var, const float *g, float *m, float *v, int64_t n,
-                                   const float *step, adam_hp hp)
+                                   const float *step, const float *lrp, const float *gsp,
+                                   adam_hp hp)
 {
     __shared__ float c[2];
     if (threadIdx.x == 0) adam_corrections(&hp, *step, c);
     __syncthreads();
     if (c[0] <= 0.0f || c[1] <= 0.0f) return; // b1 or b2 >= 1: no defined step (as the CPU)
-    float lr1 = hp.lr / c[0], inv2 = 1.0f / c[1], k1 = 1.0f - hp.b1, k2 = 1.0f - hp.b2;
+    float lr = *lrp, gs = *gsp;
+    float lr1 = lr / c[0], inv2 = 1.0f / c[1], k1 = 1.0f - hp.b1, k2 = 1.0f - hp.b2;
+    float keep = cua_sub(1.0f, cua_mul(lr, hp.wd));
     CUDA_FOR(i, n)
     {
-        float gi = g[i];
+        float gi = cua_mul(gs, g[i]);
         float mi = cua_add(cua_mul(hp.b1, m[i]), cua_mul(k1, gi));
         float vi = cua_add(cua_mul(hp.b2, v[i]), cua_mul(cua_mul(k2, gi), gi));
         m[i] = mi;
         v[i] = vi;
-        var[i] = cua_sub(var[i], cua_mul(lr1, mi) / (sqrtf(cua_mul(vi, inv2)) + hp.eps));
+        var[i] =
+            cua_sub(cua_mul(var[i], keep), cua_mul(lr1, mi) / (sqrtf(cua_mul(vi, inv2)) + hp.eps));
     }
 }
 
 static int k_apply_adam(const kern_args *a)
 {
-    adam_hp hp = {cua_attr_f(a, 0), cua_attr_f(a, 1), cua_attr_f(a, 2), cua_attr_f(a, 3)};
+    adam_hp hp = {cua_attr_f(a, 1), cua_attr_f(a, 2), cua_attr_f(a, 3), cua_attr_f(a, 4)};
     int64_t n = cua_in_numel(a, 0);
     cua_launch(a, n, adam_kernel, (float *)a->in[0], (const float *)a->in[1], (float *)a->in[2],
-               (float *)a->in[3], n, (const float *)a->in[4], hp);
+               (float *)a->in[3], n, (const float *)a->in[4], upd_lr(a), upd_gs(a), hp);
     return 0;
 }
 
@@ -166,6 +192,102 @@ static int k_assign_add(const kern_args *a)
     return 0;
 }
 
+// ---- lr_schedule: one thread, the CPU's function (devices/optim.h) ----
+
+__global__ static void lr_schedule_kernel(float *out, const float *step, int kind, double lr,
+                                          double min, double warmup, double steps)
+{
+    *out = optim_lr_at(kind, lr, min, warmup, steps, *step);
+}
+
+static int k_lr_schedule(const kern_args *a)
+{
+    const ir_attrs *at = &a->node->attr;
+    lr_schedule_kernel<<<1, 1, 0, cuda_stream(a)>>>((float *)a->out, (const float *)a->in[0],
+                                                    (int)at->i[0], at->f[1], at->f[2],
+                                                    (double)at->i[3], (double)at->i[4]);
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
+// ---- clip_scale: squares summed per chunk of OP_CLIP_CHUNK elements (a
+// block each, into the scratch), then the chunks in order by one block:
+// no atomics, the same bits every run (the CPU adds in another order). ----
+
+enum { CLIP_BATCH = 32 }; // gradients per launch of the chunk kernel
+
+struct clip_batch {
+    const float *g[CLIP_BATCH];
+    int64_t n[CLIP_BATCH];
+    int64_t first[CLIP_BATCH + 1]; // chunk index where each gradient starts
+    int count;
+};
+
+// Thread 0 gets the block's sum (CUDA_BLOCK threads).
+__device__ static double block_sum(double x)
+{
+    __shared__ double part[CUDA_BLOCK / 32];
+    for (int off = 16; off > 0; off /= 2) x += __shfl_down_sync(0xffffffffu, x, off);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = x;
+    __syncthreads();
+    x = 0;
+    if (threadIdx.x == 0)
+        for (int w = 0; w < CUDA_BLOCK / 32; w++) x += part[w];
+    return x;
+}
+
+__global__ static void clip_chunks_kernel(double *part, const __grid_constant__ clip_batch b)
+{
+    int64_t ch = b.first[0] + blockIdx.x;
+    int k = 0;
+    while (ch >= b.first[k + 1]) k++;
+    int64_t off = (ch - b.first[k]) * OP_CLIP_CHUNK, end = b.n[k] - off;
+    end = end < OP_CLIP_CHUNK ? end : OP_CLIP_CHUNK;
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < end; i += CUDA_BLOCK) {
+        float x = b.g[k][off + i];
+        s += (double)cua_mul(x, x);
+    }
+    s = block_sum(s);
+    if (threadIdx.x == 0) part[ch] = s;
+}
+
+__global__ static void clip_total_kernel(float *out, const double *part, int64_t chunks,
+                                         double clip)
+{
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < chunks; i += CUDA_BLOCK) s += part[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) *out = optim_clip_scale(s, clip);
+}
+
+static int k_clip_scale(const kern_args *a)
+{
+    double *part = (double *)a->scratch;
+    clip_batch b = {};
+    int64_t chunks = 0;
+    for (int k = 0; k < a->n_in; k++) {
+        int64_t n = cua_in_numel(a, k);
+        b.g[b.count] = (const float *)a->in[k];
+        b.n[b.count] = n;
+        b.first[b.count++] = chunks;
+        chunks += (n + OP_CLIP_CHUNK - 1) / OP_CLIP_CHUNK;
+        b.first[b.count] = chunks;
+        if (b.count < CLIP_BATCH && k + 1 < a->n_in) continue;
+        if (chunks > b.first[0]) {
+            clip_chunks_kernel<<<(unsigned)(chunks - b.first[0]), CUDA_BLOCK, 0, cuda_stream(a)>>>(
+                part, b);
+            CUDA_LAUNCHED(a);
+        }
+        b.count = 0;
+        b.first[0] = chunks;
+    }
+    clip_total_kernel<<<1, CUDA_BLOCK, 0, cuda_stream(a)>>>((float *)a->out, part, chunks,
+                                                            a->node->attr.f[0]);
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
 // ---- group: a barrier, no work ----
 
 static int k_group(const kern_args *a)
@@ -181,5 +303,7 @@ extern "C" const cuda_row cuda_rows_update[] = {
     {OP_APPLY_ADAM, k_apply_adam},
     {OP_ASSIGN_ADD, k_assign_add},
     {OP_GROUP, k_group},
+    {OP_LR_SCHEDULE, k_lr_schedule},
+    {OP_CLIP_SCALE, k_clip_scale},
     {OP_COUNT, NULL},
 };

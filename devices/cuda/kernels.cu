@@ -6,7 +6,7 @@
 // host, so autodiff places it on cpu:0.
 #include "cuda_impl.cuh"
 
-static_assert(OP_COUNT == 67, "ops.h changed: give the new op its CUDA row (k_*.cu)");
+static_assert(OP_COUNT == 74, "ops.h changed: give the new op its CUDA row (k_*.cu)");
 
 kernel_fn cuda_kernels[OP_COUNT];
 
@@ -24,7 +24,8 @@ struct table_fill {
     table_fill()
     {
         const cuda_row *families[] = {cuda_rows_elementwise, cuda_rows_reduce, cuda_rows_softmax,
-                                      cuda_rows_gemm,        cuda_rows_shape,  cuda_rows_update};
+                                      cuda_rows_norm,        cuda_rows_gemm,   cuda_rows_shape,
+                                      cuda_rows_update};
         for (const cuda_row *f : families) add_rows(f);
     }
 } fill_at_load;

@@ -7,8 +7,8 @@
  * plan, and every dump is written to /dev/null.  Nothing is trained.
  *
  * Data sources read no files: a fuzzer must not open whatever path an
- * input names (/dev/zero, a FIFO).  fake_probe types idx, csv and raw
- * sources from their arguments alone; gaussian ones go through the real
+ * input names (/dev/zero, a FIFO).  fake_probe types idx, csv, raw and
+ * text sources from their arguments alone; gaussian ones go through the real
  * probe, which reads nothing.  What the compiler may produce is then
  * checked: every live node's type is within the size limits, and each
  * plan's buffers lie inside its arena. */
@@ -50,6 +50,8 @@ static int fake_probe(void *ctx, const ir_data *d, sema_data_shape *out, char *e
                                                 : d->x_dims;
     out->x_rank = d->kind == DATA_IDX ? 2 : d->kind == DATA_CSV ? 1 : d->x_rank;
     for (int i = 0; i < out->x_rank; i++) out->x_dims[i] = dims[i];
+    if (d->kind == DATA_TEXT) /* sema types text by its block; the vocabulary is made up */
+        out->vocab = 64, out->x_i32 = 1, out->y_per = d->block, out->has_y = 1;
     return 0;
 }
 

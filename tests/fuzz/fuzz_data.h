@@ -1,5 +1,6 @@
 /* fuzz_data.h - shared by the data reader fuzz targets (fuzz_data_idx.c,
- * fuzz_data_csv.c, fuzz_data_raw.c; the code is in fuzz_data_common.c).
+ * fuzz_data_csv.c, fuzz_data_raw.c, fuzz_data_text.c; the code is in
+ * fuzz_data_common.c).
  *
  * Every input is a few option bytes followed by file contents.  The first
  * FZ_COMMON_BYTES are read by fz_common and set what all readers share:
@@ -37,8 +38,8 @@ typedef struct fz_plan {
 } fz_plan;
 
 /* Checks an unshuffled batch against the file: count examples from first
- * (x holds count * prod(x_dims) floats, y count labels). Aborts on a
- * mismatch. */
+ * (x holds count * prod(x_dims) floats, or i32 ids, y count * y_per
+ * labels). Aborts on a mismatch. */
 typedef void (*fz_check_fn)(void *ctx, int64_t first, int64_t count, const float *x,
                             const int32_t *y);
 

@@ -112,7 +112,8 @@ static void fz_check_err(const data_spec *s, const char *what, const char *err)
 
 static void fz_check_info(const data_info *a, const data_info *b)
 {
-    int same = a->n == b->n && a->x_rank == b->x_rank && a->has_y == b->has_y;
+    int same = a->n == b->n && a->x_rank == b->x_rank && a->has_y == b->has_y &&
+               a->y_per == b->y_per && a->y_per >= 1 && a->vocab == b->vocab;
     for (int d = 0; d < a->x_rank && d < 4; d++) same = same && a->x_dims[d] == b->x_dims[d];
     if (!same || a->x_rank < 0 || a->x_rank > 4 || a->n < 1)
         fz_fail("reader info differs from probe (n %lld vs %lld, rank %d vs %d)", (long long)a->n,
@@ -128,10 +129,11 @@ static int64_t fz_ex_elems(const data_info *info)
 
 static void fz_check_labels(const data_spec *s, const data_info *info, const int32_t *y)
 {
-    for (int64_t i = 0; i < s->batch; i++) {
+    int64_t classes = info->vocab ? info->vocab : s->n_classes;
+    for (int64_t i = 0; i < s->batch * info->y_per; i++) {
         if (!info->has_y && y[i] != 0) fz_fail("label %d without a label file", (int)y[i]);
-        if (s->n_classes > 0 && (y[i] < 0 || y[i] >= s->n_classes))
-            fz_fail("label %d outside [0, %lld)", (int)y[i], (long long)s->n_classes);
+        if (classes > 0 && (y[i] < 0 || y[i] >= classes))
+            fz_fail("label %d outside [0, %lld)", (int)y[i], (long long)classes);
     }
 }
 
@@ -160,7 +162,7 @@ static void fz_pull(fz_reader *f, int zero_copy)
         data_batch b;
         if (data_acquire(f->r, &b) != 0) fz_fail("data_acquire failed on an open reader");
         memcpy(f->x, b.x, xbytes);
-        memcpy(f->y, b.y, (size_t)f->s->batch * sizeof(int32_t));
+        memcpy(f->y, b.y, (size_t)(f->s->batch * f->info.y_per) * sizeof(int32_t));
         data_release(f->r, &b);
     } else if (data_next(f->r, f->x, f->y) != 0) {
         fz_fail("data_next failed on an open reader");
@@ -198,7 +200,7 @@ static void fz_seek(fz_reader *f, const fz_plan *plan)
     uint64_t epoch = (uint64_t)plan->epoch, pos = (uint64_t)plan->seek % (f->per_epoch + 2);
     if (fz_seek_to(f, epoch, pos) != 0) return;
     size_t xbytes = (size_t)(f->s->batch * f->ex) * sizeof(float);
-    size_t ybytes = (size_t)f->s->batch * sizeof(int32_t);
+    size_t ybytes = (size_t)(f->s->batch * f->info.y_per) * sizeof(int32_t);
     float *x0 = malloc(xbytes ? xbytes : 1);
     int32_t *y0 = malloc(ybytes);
     fz_pull(f, 0);
@@ -218,7 +220,7 @@ static void fz_use(fz_reader *f, const fz_plan *plan)
     f->per_epoch = (uint64_t)(f->info.n / f->s->batch);
     size_t xbytes = (size_t)(f->s->batch * f->ex) * sizeof(float);
     f->x = malloc(xbytes ? xbytes : 1);
-    f->y = malloc((size_t)f->s->batch * sizeof(int32_t));
+    f->y = malloc((size_t)(f->s->batch * f->info.y_per) * sizeof(int32_t));
     if (!f->x || !f->y) fz_fail("out of memory for a batch of %lld", (long long)f->s->batch);
     for (int k = 0; k < plan->pulls; k++) fz_pull(f, k & 1);
     fz_seek(f, plan);

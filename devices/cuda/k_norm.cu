@@ -1,0 +1,151 @@
+// k_norm.cu - LAYERNORM and its two gradients along the last axis (rows of
+// length c), computing what devices/cpu/cpu_norm.c computes:
+// y = (x - mean) * rstd * gain + bias, rstd = 1 / sqrt(var + eps) with the
+// biased variance; the gradients recompute each row's mean and rstd from
+// x, as the CPU does.  Rows are split over groups of threads
+// (cu_rows.cuh); dgain and dbias, sums over rows, are summed per column in
+// a fixed order, so every result is deterministic.
+#include "cu_rows.cuh"
+
+#define IN_F(k) ((const float *)a->in[k])
+#define OUT_F   ((float *)a->out)
+
+// Row xr's mean and rstd (c >= 1), on every thread of the group.
+template <int G>
+__device__ static void ln_stats(const float *xr, int64_t c, float eps, float *mean, float *rstd)
+{
+    float m = row_sum<G>(c, [=](int64_t i) { return xr[i]; }) / (float)c;
+    float v = row_sum<G>(c, [=](int64_t i) { return (xr[i] - m) * (xr[i] - m); }) / (float)c;
+    *mean = m;
+    *rstd = 1.0f / sqrtf(v + eps);
+}
+
+template <int G>
+__device__ static void ln_row(float *y, const float *x, const float *gain, const float *bias,
+                              int64_t c, float eps)
+{
+    float m, rs;
+    ln_stats<G>(x, c, eps, &m, &rs);
+    for (int64_t i = group_lane<G>(); i < c; i += G) y[i] = (x[i] - m) * rs * gain[i] + bias[i];
+}
+
+// With xhat = (x - mean) * rstd and d = gain * dy:
+// dx = rstd * (d - mean(d) - xhat * mean(d * xhat)).
+template <int G>
+__device__ static void ln_grad_row(float *dx, const float *dy, const float *x, const float *gain,
+                                   int64_t c, float eps)
+{
+    float m, rs;
+    ln_stats<G>(x, c, eps, &m, &rs);
+    float d1 = row_sum<G>(c, [=](int64_t i) { return gain[i] * dy[i]; }) / (float)c;
+    float d2 =
+        row_sum<G>(c, [=](int64_t i) { return gain[i] * dy[i] * (x[i] - m) * rs; }) / (float)c;
+    for (int64_t i = group_lane<G>(); i < c; i += G)
+        dx[i] = rs * (gain[i] * dy[i] - d1 - (x[i] - m) * rs * d2);
+}
+
+// layernorm (in: x, gain, bias) or, with grad, its dx (in: dy, x, gain),
+// row by row of the output.
+template <int G>
+__global__ static void layernorm_kernel(float *out, const float *in0, const float *in1,
+                                        const float *in2, int64_t rows, int64_t c, float eps,
+                                        int grad)
+{
+    for (int64_t r = group_row<G>(); r < rows; r += group_rows_stride<G>()) {
+        if (grad)
+            ln_grad_row<G>(out + r * c, in0 + r * c, in1 + r * c, in2, c, eps);
+        else
+            ln_row<G>(out + r * c, in0 + r * c, in1, in2, c, eps);
+    }
+}
+
+// stats[2r] and stats[2r + 1]: row r's mean and rstd.
+template <int G>
+__global__ static void layernorm_stats_kernel(float *stats, const float *x, int64_t rows, int64_t c,
+                                              float eps)
+{
+    for (int64_t r = group_row<G>(); r < rows; r += group_rows_stride<G>()) {
+        float m, rs;
+        ln_stats<G>(x + r * c, c, eps, &m, &rs);
+        if (group_lane<G>() == 0) stats[2 * r] = m, stats[2 * r + 1] = rs;
+    }
+}
+
+enum { LN_COLS = 32, LN_WARPS = CUDA_BLOCK / 32 };
+
+// out[j] = sum over rows of dy * xhat, out[c + j] = sum of dy.  A block
+// takes 32 columns; each of its warps sums every LN_WARPS-th row (coalesced
+// along the columns), then the warps' sums are added in warp order.
+__global__ static void layernorm_params_kernel(float *out, const float *dy, const float *x,
+                                               const float *stats, int64_t rows, int64_t c)
+{
+    __shared__ float part[2][LN_WARPS][LN_COLS];
+    int lane = threadIdx.x % LN_COLS, w = threadIdx.x / LN_COLS;
+    int64_t j = (int64_t)blockIdx.x * LN_COLS + lane;
+    float g = 0.0f, b = 0.0f;
+    for (int64_t r = w; j < c && r < rows; r += LN_WARPS) {
+        float d = dy[r * c + j];
+        g += d * (x[r * c + j] - stats[2 * r]) * stats[2 * r + 1];
+        b += d;
+    }
+    part[0][w][lane] = g;
+    part[1][w][lane] = b;
+    __syncthreads();
+    if (w > 1 || j >= c) return;
+    float s = 0.0f;
+    for (int k = 0; k < LN_WARPS; k++) s += part[w][k][lane];
+    out[w * c + j] = s;
+}
+
+static int64_t last_dim(const ir_type *t)
+{
+    return t->dim[t->rank - 1];
+}
+
+static float eps_of(const kern_args *a)
+{
+    return (float)a->node->attr.f[1];
+}
+
+static int layernorm_rows(const kern_args *a, int grad)
+{
+    int64_t c = last_dim(a->out_t), n = ir_numel(a->out_t);
+    if (c <= 0 || n == 0) return 0;
+    ROW_LAUNCH(a, n / c, c, layernorm_kernel, OUT_F, IN_F(0), IN_F(1), IN_F(2), n / c, c, eps_of(a),
+               grad);
+    return 0;
+}
+
+// in: x, gain, bias
+static int k_layernorm(const kern_args *a)
+{
+    return layernorm_rows(a, 0);
+}
+
+// in: dy, x, gain
+static int k_layernorm_grad(const kern_args *a)
+{
+    return layernorm_rows(a, 1);
+}
+
+// in: dy, x; out [2c].  The rows' stats go to the node's scratch
+// (ops_scratch_layernorm_grad_params sizes it), then one pass sums columns.
+static int k_layernorm_grad_params(const kern_args *a)
+{
+    int64_t c = last_dim(a->in_t[1]), n = ir_numel(a->in_t[1]), rows = c ? n / c : 0;
+    if (c <= 0) return 0;
+    float *stats = (float *)a->scratch;
+    GR_ASSERT(stats && a->scratch_task_bytes >= (size_t)(2 * rows) * sizeof(float));
+    if (rows) ROW_LAUNCH(a, rows, c, layernorm_stats_kernel, stats, IN_F(1), rows, c, eps_of(a));
+    layernorm_params_kernel<<<(unsigned)((c + LN_COLS - 1) / LN_COLS), CUDA_BLOCK, 0,
+                              cuda_stream(a)>>>(OUT_F, IN_F(0), IN_F(1), stats, rows, c);
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
+extern "C" const cuda_row cuda_rows_norm[] = {
+    {OP_LAYERNORM, k_layernorm},
+    {OP_LAYERNORM_GRAD, k_layernorm_grad},
+    {OP_LAYERNORM_GRAD_PARAMS, k_layernorm_grad_params},
+    {OP_COUNT, NULL},
+};

@@ -1,0 +1,395 @@
+/* The text source, text(...): files read whole and concatenated (a
+ * directory stands for the text files in it), decoded as UTF-8 characters
+ * or taken as bytes, and the vocabulary built: the characters present, in
+ * code-point order, or the 256 bytes.  An example is a window of block + 1
+ * ids: x is its first block, y its last block (each id's next one).
+ * Windows start every stride ids of the first `split` of the text (the
+ * training part) or of the rest (the validation part); the vocabulary comes
+ * from the whole text, so both parts agree on it. */
+#include "runtime/data_impl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define TEXT_MAX_BYTES  (INT64_C(1) << 30) /* ids are i32 and so are the windows' offsets */
+#define TEXT_CODEPOINTS 0x110000
+
+/* The concatenated bytes, and where each file starts (for messages). */
+typedef struct text_buf {
+    char *bytes;
+    int64_t len, cap;
+    char **names;
+    int64_t *start;
+    int n, cap_files;
+} text_buf;
+
+static void text_buf_free(text_buf *t)
+{
+    for (int k = 0; k < t->n; k++) free(t->names[k]);
+    free(t->names);
+    free(t->start);
+    free(t->bytes);
+}
+
+static int text_oom(const char *path, char *err, size_t errlen)
+{
+    data_err(err, errlen, "%s: out of memory for the text", path);
+    return -1;
+}
+
+static int text_grow(text_buf *t, int64_t more, const char *path, char *err, size_t errlen)
+{
+    if (t->len + more > TEXT_MAX_BYTES) {
+        data_err(err, errlen, "%s: the text is larger than %lld bytes, the limit", path,
+                 (long long)TEXT_MAX_BYTES);
+        return -1;
+    }
+    if (t->n == t->cap_files) {
+        t->cap_files = t->cap_files ? 2 * t->cap_files : 8;
+        char **nm = realloc(t->names, (size_t)t->cap_files * sizeof *nm);
+        if (nm) t->names = nm;
+        int64_t *st = realloc(t->start, (size_t)t->cap_files * sizeof *st);
+        if (st) t->start = st;
+        if (!nm || !st) return text_oom(path, err, errlen);
+    }
+    if (t->len + more + 1 > t->cap) {
+        int64_t cap = 2 * (t->len + more) + 1;
+        char *b = realloc(t->bytes, (size_t)cap);
+        if (!b) return text_oom(path, err, errlen);
+        t->bytes = b;
+        t->cap = cap;
+    }
+    return 0;
+}
+
+/* Appends file path (size bytes); an empty file is an error when the
+ * program named it, and skipped when a directory held it. */
+static int text_add_file(text_buf *t, const char *path, int64_t size, int named, char *err,
+                         size_t errlen)
+{
+    if (size == 0) {
+        if (named) data_err(err, errlen, "%s: the file is empty", path);
+        return named ? -1 : 0;
+    }
+    if (text_grow(t, size, path, err, errlen)) return -1;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        data_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t got = fread(t->bytes + t->len, 1, (size_t)size, f);
+    fclose(f);
+    if ((int64_t)got != size) {
+        data_err(err, errlen, "%s: short read (%lld of %lld bytes); did the file change?", path,
+                 (long long)got, (long long)size);
+        return -1;
+    }
+    if (!(t->names[t->n] = strdup(path))) return text_oom(path, err, errlen);
+    t->start[t->n++] = t->len;
+    t->len += size;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Whether directory entry name (of the n sorted ones) is left out: hidden
+ * files, fortune's indexes (NAME.dat) and NAME.u8 beside NAME. */
+static int text_skipped(char **names, int n, const char *name)
+{
+    size_t len = strlen(name);
+    if (name[0] == '.' || (len > 4 && strcmp(name + len - 4, ".dat") == 0)) return 1;
+    if (len <= 3 || strcmp(name + len - 3, ".u8") != 0) return 0;
+    char base[256];
+    snprintf(base, sizeof base, "%.*s", (int)(len - 3), name);
+    const char *key = base;
+    return bsearch(&key, names, (size_t)n, sizeof *names, by_name) != NULL;
+}
+
+/* The entries of directory dir, sorted by name, into *names; -1 when it
+ * cannot be read (errno says why). */
+static int text_dir_names(const char *dir, char ***names, int *n)
+{
+    DIR *d = opendir(dir);
+    int cap = 0, rc = d ? 0 : -1;
+    *names = NULL;
+    *n = 0;
+    errno = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        if (*n == cap) {
+            char **v = realloc(*names, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *v);
+            if (!v) break;
+            *names = v;
+        }
+        if (!((*names)[*n] = strdup(e->d_name))) break;
+        (*n)++;
+    }
+    if (errno) rc = -1;
+    if (d) closedir(d);
+    if (*n) qsort(*names, (size_t)*n, sizeof **names, by_name);
+    return rc;
+}
+
+/* The regular files of directory dir (see text_skipped), in name order. */
+static int text_add_dir(text_buf *t, const char *dir, char *err, size_t errlen)
+{
+    int n, rc = 0, before = t->n;
+    char **names, path[4096];
+    if (text_dir_names(dir, &names, &n) < 0) {
+        data_err(err, errlen, "%s: cannot read the directory: %s", dir, strerror(errno));
+        rc = -1;
+    }
+    for (int k = 0; rc == 0 && k < n; k++) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        if (text_skipped(names, n, names[k]) || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        rc = text_add_file(t, path, (int64_t)st.st_size, 0, err, errlen);
+    }
+    if (rc == 0 && t->n == before) {
+        data_err(err, errlen,
+                 "%s: no text files in the directory (names starting with '.' or "
+                 "ending in .dat, and NAME.u8 beside NAME, are skipped)",
+                 dir);
+        rc = -1;
+    }
+    for (int k = 0; k < n; k++) free(names[k]);
+    free(names);
+    return rc;
+}
+
+/* A file, or the text files of a directory. */
+static int text_add_path(text_buf *t, const char *p, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(p, &st) != 0) {
+        data_err(err, errlen, "%s: cannot open: %s", p, strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) return text_add_dir(t, p, err, errlen);
+    if (S_ISREG(st.st_mode)) return text_add_file(t, p, (int64_t)st.st_size, 1, err, errlen);
+    data_err(err, errlen, "%s: not a regular file or a directory", p);
+    return -1;
+}
+
+static int text_read(const data_spec *s, text_buf *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    for (int k = 0; k < s->n_paths; k++)
+        if (text_add_path(t, s->paths[k], err, errlen)) return -1;
+    return 0;
+}
+
+/* ---- ids ---- */
+
+/* The code point at s[0..n) into *cp: its length in bytes, or 0 when the
+ * bytes there are not UTF-8 (overlong forms and surrogates included). */
+static int utf8_next(const unsigned char *s, int64_t n, int32_t *cp)
+{
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    unsigned c = s[0];
+    int len = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+    if (len == 0 || c > 0xF4 || len > n) return 0;
+    uint32_t v = len == 1 ? c : c & (0x3Fu >> (len - 1));
+    for (int k = 1; k < len; k++) {
+        if ((s[k] & 0xC0) != 0x80) return 0;
+        v = v << 6 | (s[k] & 0x3Fu);
+    }
+    if (v < least[len] || v >= TEXT_CODEPOINTS || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+    *cp = (int32_t)v;
+    return len;
+}
+
+/* "FILE: ... at byte N" for byte offset at of the text. */
+static void text_err_at(const text_buf *t, int64_t at, const char *what, char *err, size_t errlen)
+{
+    int k = t->n - 1;
+    while (k > 0 && t->start[k] > at) k--;
+    data_err(err, errlen, "%s: %s at byte %lld; read it with vocab=\"bytes\"", t->names[k], what,
+             (long long)(at - t->start[k]));
+}
+
+/* The text as code points (chars) or bytes into ids[0..*n). */
+static int text_decode(const data_spec *s, const text_buf *t, int32_t *ids, int64_t *n, char *err,
+                       size_t errlen)
+{
+    const unsigned char *b = (const unsigned char *)t->bytes;
+    *n = 0;
+    for (int64_t i = 0; i < t->len; (*n)++) {
+        if (s->byte_vocab) {
+            ids[*n] = b[i++];
+            continue;
+        }
+        int len = utf8_next(b + i, t->len - i, &ids[*n]);
+        if (len == 0 || ids[*n] == 0) {
+            text_err_at(t, i, len ? "a NUL character" : "invalid UTF-8", err, errlen);
+            return -1;
+        }
+        i += len;
+    }
+    return 0;
+}
+
+/* Code points to ids: their rank among those present, from a bitmap of
+ * them and the count of bits before each word (200 KB, however long the
+ * text).  *cps (malloc'd) gets the vocabulary's code points in id order. */
+static int text_rank(int32_t *ids, int64_t n, int32_t **cps, int64_t *vocab)
+{
+    enum { WORDS = TEXT_CODEPOINTS / 64 };
+    uint64_t *bits = calloc(WORDS, sizeof *bits);
+    int32_t *before = malloc(WORDS * sizeof *before);
+    if (!bits || !before) goto oom;
+    for (int64_t i = 0; i < n; i++) bits[ids[i] >> 6] |= UINT64_C(1) << (ids[i] & 63);
+    int32_t count = 0;
+    for (int w = 0; w < WORDS; w++) {
+        before[w] = count;
+        count += __builtin_popcountll(bits[w]);
+    }
+    *vocab = count;
+    if (!(*cps = malloc((size_t)count * sizeof **cps + 1))) goto oom;
+    for (int w = 0, k = 0; w < WORDS; w++)
+        for (uint64_t b = bits[w]; b; b &= b - 1) (*cps)[k++] = w * 64 + __builtin_ctzll(b);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t below = (UINT64_C(1) << (ids[i] & 63)) - 1;
+        ids[i] = before[ids[i] >> 6] + __builtin_popcountll(bits[ids[i] >> 6] & below);
+    }
+    free(bits);
+    free(before);
+    return 0;
+oom:
+    free(bits);
+    free(before);
+    return -1;
+}
+
+/* Everything text() needs: the ids of the whole text, the vocabulary. */
+typedef struct text_corpus {
+    int32_t *ids;
+    int64_t n;
+    int32_t *cps; /* chars: the vocabulary's code points in id order */
+    int64_t vocab;
+} text_corpus;
+
+static int text_load_corpus(const data_spec *s, text_corpus *c, char *err, size_t errlen)
+{
+    text_buf t;
+    memset(c, 0, sizeof *c);
+    int rc = text_read(s, &t, err, errlen);
+    if (rc == 0 && !(c->ids = malloc((size_t)t.len * sizeof *c->ids + 1)))
+        rc = text_oom(s->path[0], err, errlen);
+    if (rc == 0) rc = text_decode(s, &t, c->ids, &c->n, err, errlen);
+    c->vocab = 256;
+    if (rc == 0 && !s->byte_vocab && text_rank(c->ids, c->n, &c->cps, &c->vocab) < 0)
+        rc = text_oom(s->path[0], err, errlen);
+    text_buf_free(&t);
+    if (rc) {
+        free(c->ids);
+        free(c->cps);
+    }
+    return rc;
+}
+
+/* The part's ids [*first, *first + *len) and its windows, checked. */
+static int text_part(const data_spec *s, const text_corpus *c, int64_t *first, int64_t *len,
+                     data_info *info, char *err, size_t errlen)
+{
+    int64_t cut = (int64_t)(s->split * (double)c->n);
+    const char *part = s->val_part ? "validation" : "training";
+    *first = s->val_part ? cut : 0;
+    *len = s->val_part ? c->n - cut : cut;
+    if (s->block < 1 || s->stride < 1) {
+        data_err(err, errlen, "%s: block and stride must be >= 1", s->path[0]);
+        return -1;
+    }
+    if (*len == 0) {
+        data_err(err, errlen, "%s: split=%g leaves nothing for the %s part", s->path[0], s->split,
+                 part);
+        return -1;
+    }
+    if (*len <= s->block) {
+        data_err(err, errlen,
+                 "%s: block %lld is longer than the text's %s part (%lld %s; a window needs "
+                 "block + 1)",
+                 s->path[0], (long long)s->block, part, (long long)*len,
+                 s->byte_vocab ? "bytes" : "characters");
+        return -1;
+    }
+    memset(info, 0, sizeof *info);
+    info->n = (*len - s->block - 1) / s->stride + 1;
+    if (s->batch > info->n) {
+        data_err(err, errlen,
+                 "%s: batch %lld is larger than the %lld windows of the text's %s part (block "
+                 "%lld, stride %lld)",
+                 s->path[0], (long long)s->batch, (long long)info->n, part, (long long)s->block,
+                 (long long)s->stride);
+        return -1;
+    }
+    info->x_rank = 1;
+    info->x_dims[0] = s->block;
+    info->has_y = 1;
+    info->y_per = s->block;
+    info->x_i32 = 1;
+    info->vocab = c->vocab;
+    return 0;
+}
+
+int data_text_probe(const data_spec *s, data_info *info, char *err, size_t errlen)
+{
+    text_corpus c;
+    int64_t first, len;
+    if (text_load_corpus(s, &c, err, errlen)) return -1;
+    int rc = text_part(s, &c, &first, &len, info, err, errlen);
+    free(c.ids);
+    free(c.cps);
+    return rc;
+}
+
+int data_text_load(const data_spec *s, data_set *ds, char *err, size_t errlen)
+{
+    text_corpus c;
+    int64_t first, len;
+    if (text_load_corpus(s, &c, err, errlen)) return -1;
+    free(c.cps);
+    ds->x = c.ids;
+    if (text_part(s, &c, &first, &len, &ds->info, err, errlen)) return -1;
+    memmove(c.ids, c.ids + first, (size_t)len * sizeof *c.ids);
+    ds->elem = DATA_ELEM_TEXT;
+    ds->ex_elems = s->block;
+    ds->stride = s->stride;
+    ds->x_path = s->path[0];
+    return 0;
+}
+
+/* UTF-8 of code point c into out (4 bytes at most); its length. */
+static int utf8_put(int32_t c, char *out)
+{
+    if (c < 0x80) return out[0] = (char)c, 1;
+    if (c < 0x800) return out[0] = (char)(0xC0 | c >> 6), out[1] = (char)(0x80 | (c & 0x3F)), 2;
+    int len = c < 0x10000 ? 3 : 4;
+    out[0] = (char)(len == 3 ? 0xE0 | c >> 12 : 0xF0 | c >> 18);
+    for (int k = 1; k < len; k++) out[k] = (char)(0x80 | ((c >> (6 * (len - 1 - k))) & 0x3F));
+    return len;
+}
+
+int data_text_vocab(const data_spec *s, char **chars, char *err, size_t errlen)
+{
+    text_corpus c;
+    *chars = NULL;
+    if (text_load_corpus(s, &c, err, errlen)) return -1;
+    free(c.ids);
+    if (s->byte_vocab) return 0;
+    char *out = malloc((size_t)c.vocab * 4 + 1);
+    int64_t at = 0;
+    for (int64_t k = 0; out && k < c.vocab; k++) at += utf8_put(c.cps[k], out + at);
+    free(c.cps);
+    if (!out) return text_oom(s->path[0], err, errlen);
+    out[at] = 0;
+    *chars = out;
+    return 0;
+}

@@ -1,0 +1,294 @@
+/* test_optim.c - the optimizer options through the public API: AdamW's
+ * decoupled weight decay, global-norm clipping and learning-rate schedules,
+ * each checked against what it must do to the variables, plus a model
+ * that trains with all three.  tests/sim.cmake runs it again on the
+ * simulated GPU, whose recorded step graphs replay their arguments: a
+ * learning rate that reached the kernels as a per-run argument instead of
+ * a device value would stay frozen there. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "graphrun.h"
+#include "gr_test.h"
+
+typedef struct run {
+    gr_status *st;
+    gr_program *p;
+    gr_session *s;
+} run;
+
+static void run_open(run *r, const char *text)
+{
+    r->st = gr_status_new();
+    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), NULL, &r->p, r->st), r->st);
+    gr_session_options so = {.seed = 5, .threads = 2};
+    assert_gr_ok(gr_session_new(r->p, &so, &r->s, r->st), r->st);
+}
+
+static void run_close(run *r)
+{
+    gr_session_free(r->s);
+    gr_program_free(r->p);
+    gr_status_free(r->st);
+}
+
+/* One step; its loss and learning rate (either may be NULL). */
+static void step(run *r, float *loss, float *lr)
+{
+    float l, rate;
+    gr_fetch f[2] = {{"train/loss", &l, sizeof l, NULL}, {"train/lr", &rate, sizeof rate, NULL}};
+    assert_gr_ok(gr_run(r->s, "train", NULL, 0, f, 2, r->st), r->st);
+    if (loss) *loss = l;
+    if (lr) *lr = rate;
+}
+
+static void read_var(run *r, const char *name, float *v, size_t n)
+{
+    assert_gr_ok(gr_variable_read(r->s, name, v, n * sizeof *v, r->st), r->st);
+}
+
+/* The schedules of docs/language.md, step by step, as the updates read
+ * them (train/lr), against the formula written out here. */
+static double want_lr(int kind, double lr, double min, double warmup, double steps, double t)
+{
+    if (t < warmup) return lr * t / warmup;
+    if (kind == 0) return lr;
+    double p = fmin(1.0, (t - warmup) / (steps - warmup));
+    return kind == 1 ? lr + (min - lr) * p : min + (lr - min) * 0.5 * (1 + cos(M_PI * p));
+}
+
+static void check_schedule(const char *sched, int kind, double lr, double min, double warmup,
+                           double steps)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "data d = gaussian(n=64, dims=[2], batch=8, seed=1)\n"
+             "var w = zeros([2, 1])\n"
+             "loss = mse(d.x @ w, d.x @ [[1.0], [2.0]])\n"
+             "train = %s.minimize(loss)\n",
+             sched);
+    run r;
+    run_open(&r, text);
+    for (int t = 1; t <= 40; t++) {
+        float got;
+        step(&r, NULL, &got);
+        double w = want_lr(kind, lr, min, warmup, steps, t);
+        if (fabs(got - w) > 1e-6 * lr)
+            fail_msg("%s at step %d: lr %.9g, want %.9g", sched, t, got, w);
+    }
+    run_close(&r);
+}
+
+static void test_lr_follows_each_schedule_step_by_step(void **state)
+{
+    (void)state;
+    check_schedule("adamw(cosine(3e-3, warmup=5, steps=30, min=3e-4))", 2, 3e-3, 3e-4, 5, 30);
+    check_schedule("sgd(linear(0.1, warmup=3, steps=25, min=0.01))", 1, 0.1, 0.01, 3, 25);
+    check_schedule("momentum(warmup(0.05, steps=10), 0.9)", 0, 0.05, 0, 10, 10);
+    check_schedule("adam(cosine(1e-3, steps=20))", 2, 1e-3, 0, 0, 20);
+    check_schedule("sgd(0.25)", 0, 0.25, 0, 0, 0); /* a constant is fetchable too */
+}
+
+/* Two variables whose gradients are [3, 0] and [4] (norm 5): clip=1 scales
+ * both by 1/5, so the step is lr * [0.6, 0] and lr * [0.8]; clip=10 does
+ * nothing. */
+static void check_clip(double clip, double scale)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "var a = zeros([2])\nvar b = zeros([1])\n"
+             "loss = sum(a * [3.0, 0.0]) + sum(b * 4.0)\n"
+             "train = sgd(0.5, clip=%g).minimize(loss)\n",
+             clip);
+    run r;
+    run_open(&r, text);
+    step(&r, NULL, NULL);
+    float a[2], b;
+    read_var(&r, "a", a, 2);
+    read_var(&r, "b", &b, 1);
+    assert_float_equal(a[0], -0.5 * 3 * scale, 1e-6);
+    assert_float_equal(a[1], 0, 0);
+    assert_float_equal(b, -0.5 * 4 * scale, 1e-6);
+    run_close(&r);
+}
+
+static void test_clip_scales_every_gradient_by_the_global_norm(void **state)
+{
+    (void)state;
+    check_clip(1.0, 0.2);
+    check_clip(10.0, 1.0);
+}
+
+/* An id looked up twice has a gradient row of 2: its norm is 2, not the
+ * sqrt(2) of its rows, so clip=1 moves it by exactly lr. */
+static void test_clip_sees_the_dense_gradient_of_a_lookup(void **state)
+{
+    (void)state;
+    run r;
+    run_open(&r, "var table = ones([4, 1])\n"
+                 "loss = sum(gather(table, cast(constant(1, [2]), dtype=\"i32\")))\n"
+                 "train = sgd(1.0, clip=1.0).minimize(loss)\n");
+    step(&r, NULL, NULL);
+    float t[4];
+    read_var(&r, "table", t, 4);
+    assert_float_equal(t[1], 0.0, 1e-6);
+    assert_float_equal(t[0], 1.0, 0);
+    run_close(&r);
+}
+
+/* A loss with zero gradients: Adam's step is 0, so what moves is the
+ * decay alone, var *= 1 - lr * wd, on matrices only unless decay_all. */
+static void check_decay(const char *opt, float want_w, float want_b)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "var w = ones([2, 2])\nvar b = ones([2])\n"
+             "loss = (sum(w) + sum(b)) * 0.0\n"
+             "train = %s.minimize(loss)\n",
+             opt);
+    run r;
+    run_open(&r, text);
+    step(&r, NULL, NULL);
+    float w[4], b[2];
+    read_var(&r, "w", w, 4);
+    read_var(&r, "b", b, 2);
+    for (int i = 0; i < 4; i++) assert_float_equal(w[i], want_w, 1e-7);
+    for (int i = 0; i < 2; i++) assert_float_equal(b[i], want_b, 1e-7);
+    run_close(&r);
+}
+
+static void test_adamw_decays_matrices_not_biases(void **state)
+{
+    (void)state;
+    check_decay("adamw(0.1, weight_decay=0.5)", 0.95f, 1.0f);
+    check_decay("adamw(0.1, weight_decay=0.5, decay_all=true)", 0.95f, 0.95f);
+    check_decay("adamw(0.1, weight_decay=0.0)", 1.0f, 1.0f);
+    check_decay("adam(0.1)", 1.0f, 1.0f);
+    /* the decay follows the schedule: lr at step 1 of a 4-step warmup is 0.025 */
+    check_decay("adamw(warmup(0.1, steps=4), weight_decay=0.5)", 1.0f - 0.025f * 0.5f, 1.0f);
+}
+
+/* A two-layer net with AdamW, clipping and warmup-then-cosine: the loss
+ * falls to a tenth, and the same seed gives the same bits. */
+static const char *net = "data d = gaussian(n=1024, dims=[8], batch=32, seed=2)\n"
+                         "var w1 = glorot([8, 32])\nvar b1 = zeros([32])\n"
+                         "var w2 = glorot([32, 1])\n"
+                         "target = sum(d.x * [1.0, -2.0, 0.5, 0.0, 3.0, -1.0, 0.25, 2.0], axis=1, "
+                         "keepdims=true)\n"
+                         "loss = mse(tanh(d.x @ w1 + b1) @ w2, target)\n"
+                         "train = adamw(cosine(0.02, warmup=20, steps=400, min=0.002), "
+                         "weight_decay=0.01, clip=1.0).minimize(loss)\n";
+
+static float train_net(float *w2)
+{
+    run r;
+    run_open(&r, net);
+    float first = 0, loss = 0, sum = 0;
+    step(&r, &first, NULL);
+    for (int t = 2; t <= 400; t++) {
+        step(&r, &loss, NULL);
+        if (t > 380) sum += loss;
+    }
+    read_var(&r, "w2", w2, 32);
+    run_close(&r);
+    if (!(sum / 20 < first / 10)) fail_msg("loss %g -> %g: did not fall", first, sum / 20);
+    return sum;
+}
+
+static void test_adamw_clip_and_cosine_train_a_net(void **state)
+{
+    (void)state;
+    float a[32], b[32];
+    float la = train_net(a), lb = train_net(b);
+    assert_true(la == lb);
+    assert_memory_equal(a, b, sizeof a);
+}
+
+/* A schedule is state: the step counter is in the checkpoint, so a resumed
+ * run reads the learning rate the uninterrupted one would. */
+static void test_schedule_resumes_from_a_checkpoint(void **state)
+{
+    (void)state;
+    const char *text = "data d = gaussian(n=64, dims=[2], batch=8, seed=1)\n"
+                       "var w = zeros([2, 1])\n"
+                       "loss = mse(d.x @ w, d.x @ [[1.0], [2.0]])\n"
+                       "train = adamw(cosine(1e-2, warmup=3, steps=12)).minimize(loss)\n";
+    char path[] = "/tmp/gr_optim_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    float whole[12], lr;
+    run a, b;
+    run_open(&a, text);
+    for (int t = 0; t < 12; t++) step(&a, NULL, &whole[t]);
+    run_close(&a);
+    run_open(&a, text);
+    for (int t = 0; t < 7; t++) step(&a, NULL, NULL);
+    assert_gr_ok(gr_session_save(a.s, path, a.st), a.st);
+    run_close(&a);
+    run_open(&b, text);
+    assert_gr_ok(gr_session_restore(b.s, path, NULL, b.st), b.st);
+    for (int t = 7; t < 12; t++) {
+        step(&b, NULL, &lr);
+        assert_true(lr == whole[t]);
+    }
+    run_close(&b);
+    unlink(path);
+}
+
+/* How many apply_sgd_matmul nodes the plan of train has. */
+static int fused_sgd_in_plan(const char *opt)
+{
+    char text[512], *buf = NULL;
+    size_t len = 0;
+    snprintf(text, sizeof text,
+             "input x: f32[64, 256]\ninput y: i32[64]\n"
+             "var w1 = glorot([256, 128])\nvar w2 = glorot([128, 10])\n"
+             "loss = mean(softmax_xent(relu(x @ w1) @ w2, y))\n"
+             "train = %s.minimize(loss)\n",
+             opt);
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st), st);
+    FILE *f = open_memstream(&buf, &len);
+    assert_gr_ok(gr_program_emit(p, "plan", "train", f, st), st);
+    fclose(f);
+    int n = 0;
+    for (const char *at = buf; (at = strstr(at, " apply_sgd_matmul ")); at++) n++;
+    free(buf);
+    gr_program_free(p);
+    gr_status_free(st);
+    return n;
+}
+
+/* The weight gradient's GEMM takes a constant lr as its alpha; a scheduled
+ * or clipped sgd keeps its update apart (the rate is read on the device,
+ * the norm needs the gradient). */
+static void test_sgd_fuses_into_its_gemm_only_with_a_constant_rate(void **state)
+{
+    (void)state;
+    assert_int_equal(fused_sgd_in_plan("sgd(0.1)"), 1);
+    assert_int_equal(fused_sgd_in_plan("sgd(warmup(0.1, steps=10))"), 0);
+    assert_int_equal(fused_sgd_in_plan("sgd(0.1, clip=1.0)"), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lr_follows_each_schedule_step_by_step),
+        cmocka_unit_test(test_clip_scales_every_gradient_by_the_global_norm),
+        cmocka_unit_test(test_clip_sees_the_dense_gradient_of_a_lookup),
+        cmocka_unit_test(test_adamw_decays_matrices_not_biases),
+        cmocka_unit_test(test_adamw_clip_and_cosine_train_a_net),
+        cmocka_unit_test(test_schedule_resumes_from_a_checkpoint),
+        cmocka_unit_test(test_sgd_fuses_into_its_gemm_only_with_a_constant_rate),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,454 @@
+/* test_text.c - the text data source, text(...): windows and their
+ * shifted labels, the vocabulary, the split, directories, seeded shuffles
+ * and resuming from a cursor, every error; then through the public API: the
+ * vocabulary of a program and of its checkpoints, and a model that trains
+ * on tests/text/tiny.txt and resumes to the same weights.  Fixture files
+ * are written into a mkdtemp folder. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "graphrun.h"
+#include "gr_test.h"
+#include "runtime/data.h"
+
+#define TINY GR_TEST_DIR "/text/tiny.txt"
+
+static char g_dir[256];
+
+static const char *fixture(const char *name, const char *text, size_t len)
+{
+    static char paths[16][320];
+    static int n;
+    char *p = paths[n++ % 16];
+    snprintf(p, sizeof paths[0], "%s/%s", g_dir, name);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    return p;
+}
+
+static const char *fixture_str(const char *name, const char *text)
+{
+    return fixture(name, text, strlen(text));
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/gr_text_XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static data_spec spec_of(const char **paths, int n, int64_t block, int64_t batch)
+{
+    return (data_spec){.kind = DATA_KIND_TEXT,
+                       .path = {paths[0], NULL},
+                       .paths = paths,
+                       .n_paths = n,
+                       .batch = batch,
+                       .block = block,
+                       .stride = 1,
+                       .split = 1.0};
+}
+
+static data_reader *open_ok(const data_spec *s)
+{
+    char err[512] = "";
+    data_reader *r = data_open(s, err, sizeof err);
+    if (!r) fail_msg("data_open: %s", err);
+    return r;
+}
+
+/* The message of a refused probe and open (they must agree). */
+static const char *refusal(const data_spec *s)
+{
+    static char err[512];
+    data_info info;
+    char err2[512];
+    assert_int_equal(data_probe(s, &info, err, sizeof err), -1);
+    assert_null(data_open(s, err2, sizeof err2));
+    assert_string_equal(err, err2);
+    return err;
+}
+
+/* x is a window of block ids, y the same window one id later, every
+ * stride ids; the ids of a lower-case alphabet are its letters' order. */
+static void test_windows_and_shifted_labels(void **state)
+{
+    (void)state;
+    const char *paths[] = {fixture_str("abc.txt", "abcdefghijklmnopqrstuvwxyz")};
+    data_spec s = spec_of(paths, 1, 5, 3);
+    s.stride = 2;
+    data_info info;
+    char err[512];
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.n, (26 - 5 - 1) / 2 + 1); /* starts 0, 2, ..., 20 */
+    assert_int_equal(info.vocab, 26);
+    assert_int_equal(info.x_i32, 1);
+    assert_int_equal(info.y_per, 5);
+    data_reader *r = open_ok(&s);
+    int32_t x[15], y[15];
+    for (int b = 0; b < 2; b++) {
+        assert_int_equal(data_next(r, (float *)x, y), 0);
+        for (int i = 0; i < 3; i++)
+            for (int t = 0; t < 5; t++) {
+                int start = 2 * (3 * b + i);
+                assert_int_equal(x[i * 5 + t], start + t);
+                assert_int_equal(y[i * 5 + t], start + t + 1);
+            }
+    }
+    data_close(r);
+}
+
+/* The characters present, in code-point order, as UTF-8; bytes: none. */
+static void test_vocabulary_is_the_characters_present(void **state)
+{
+    (void)state;
+    const char *paths[] = {fixture_str("v.txt", "b\xc3\xa9"
+                                                "a\xe2\x82\xac"
+                                                "b\n\xf0\x9f\x98\x80"
+                                                "a")};
+    data_spec s = spec_of(paths, 1, 2, 1);
+    char *chars = NULL, err[512];
+    assert_int_equal(data_text_vocab(&s, &chars, err, sizeof err), 0);
+    assert_string_equal(chars, "\nab\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+    free(chars);
+    data_info info;
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.vocab, 6);
+    assert_int_equal(info.n, 8 - 2);
+    s.byte_vocab = 1;
+    assert_int_equal(data_text_vocab(&s, &chars, err, sizeof err), 0);
+    assert_null(chars);
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.vocab, 256);
+    assert_int_equal(info.n, 14 - 2);
+}
+
+/* split=0.75 of 20 characters: training windows in the first 15, the
+ * validation ones in the last 5, both with the whole text's ids. */
+static void test_split_holds_out_the_end(void **state)
+{
+    (void)state;
+    const char *paths[] = {fixture_str("s.txt", "aaaaaaaaaaaaaaabcdez")};
+    data_spec s = spec_of(paths, 1, 2, 1);
+    s.split = 0.75;
+    data_info info;
+    char err[512];
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.n, 15 - 2);
+    assert_int_equal(info.vocab, 6);
+    s.val_part = 1;
+    s.stride = 2;
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.n, 2); /* "bcdez": windows at b and d */
+    data_reader *r = open_ok(&s);
+    int32_t x[2], y[2];
+    assert_int_equal(data_next(r, (float *)x, y), 0);
+    assert_true(x[0] == 1 && x[1] == 2 && y[0] == 2 && y[1] == 3); /* b c -> c d */
+    assert_int_equal(data_next(r, (float *)x, y), 0);
+    assert_true(x[0] == 3 && x[1] == 4 && y[1] == 5); /* d e -> e z */
+    data_close(r);
+}
+
+/* A directory: its files in name order, without NAME.dat, NAME.u8 beside
+ * NAME or hidden files; a list of paths is read in its order. */
+static void test_directory_and_list_of_files(void **state)
+{
+    (void)state;
+    char sub[300], cmd[1024];
+    snprintf(sub, sizeof sub, "%s/corpus", g_dir);
+    snprintf(cmd, sizeof cmd,
+             "mkdir %s && cd %s && printf bb > b && printf aa > a && "
+             "printf zz > a.dat && ln -s a a.u8 && printf yy > .hidden && printf xx > c.u8",
+             sub, sub);
+    assert_int_equal(system(cmd), 0);
+    const char *paths[] = {sub};
+    data_spec s = spec_of(paths, 1, 1, 1);
+    char *chars, err[512];
+    assert_int_equal(data_text_vocab(&s, &chars, err, sizeof err), 0);
+    assert_string_equal(chars, "abx"); /* c.u8 has no c beside it */
+    free(chars);
+    data_reader *r = open_ok(&s);
+    int32_t x, y, want[5] = {0, 0, 1, 1, 2}; /* a a b b x x */
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(data_next(r, (float *)&x, &y), 0);
+        assert_int_equal(x, want[i]);
+    }
+    data_close(r);
+    const char *two[] = {fixture_str("l1.txt", "zz"), fixture_str("l2.txt", "aa")};
+    s = spec_of(two, 2, 3, 1);
+    data_info info;
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.n, 1);
+    r = open_ok(&s);
+    int32_t x3[3], y3[3];
+    assert_int_equal(data_next(r, (float *)x3, y3), 0); /* z z a -> z a a: in the list's order */
+    assert_true(x3[0] == 1 && x3[1] == 1 && x3[2] == 0 && y3[2] == 0);
+    data_close(r);
+}
+
+/* Windows in a seeded order: the same seed gives the same batches, and a
+ * reader that seeks to a cursor gives what the first gave from there. */
+static void read_batches(data_reader *r, int n, int32_t *out, int per)
+{
+    int32_t y[64];
+    for (int b = 0; b < n; b++) assert_int_equal(data_next(r, (float *)(out + b * per), y), 0);
+}
+
+static void test_shuffled_windows_resume_from_a_cursor(void **state)
+{
+    (void)state;
+    const char *paths[] = {TINY};
+    data_spec s = spec_of(paths, 1, 8, 4);
+    s.shuffle = 1;
+    s.seed = 11;
+    data_reader *a = open_ok(&s), *b = open_ok(&s);
+    data_info info;
+    data_reader_info(a, &info);
+    int per = 4 * 8, steps = (int)(info.n / 4) + 5; /* into the second epoch */
+    int32_t *first = calloc((size_t)(steps * per), 4), *again = calloc((size_t)(steps * per), 4);
+    read_batches(a, steps, first, per);
+    read_batches(b, 7, again, per);
+    assert_memory_equal(first, again, (size_t)(7 * per) * 4);
+    uint64_t e, p;
+    data_cursor(b, &e, &p);
+    data_close(b);
+    b = open_ok(&s);
+    assert_int_equal(data_seek(b, e, p), 0);
+    read_batches(b, steps - 7, again + 7 * per, per);
+    assert_memory_equal(first, again, (size_t)(steps * per) * 4);
+    data_close(b);
+    s.seed = 12;
+    b = open_ok(&s);
+    read_batches(b, 1, again, per);
+    assert_true(memcmp(first, again, (size_t)per * 4) != 0);
+    data_close(a);
+    data_close(b);
+    free(first);
+    free(again);
+}
+
+static void test_errors_name_the_file_and_why(void **state)
+{
+    (void)state;
+    char want[1024];
+    const char *missing[] = {"/nonexistent/corpus.txt"};
+    data_spec s = spec_of(missing, 1, 4, 1);
+    assert_string_equal(refusal(&s),
+                        "/nonexistent/corpus.txt: cannot open: No such file or directory");
+    const char *empty[] = {fixture_str("empty.txt", "")};
+    s = spec_of(empty, 1, 4, 1);
+    snprintf(want, sizeof want, "%s: the file is empty", empty[0]);
+    assert_string_equal(refusal(&s), want);
+    const char *bad[] = {fixture_str("ok.txt", "fine"), fixture_str("bad.txt", "ab\xff"
+                                                                               "cd")};
+    s = spec_of(bad, 2, 2, 1);
+    snprintf(want, sizeof want, "%s: invalid UTF-8 at byte 2; read it with vocab=\"bytes\"",
+             bad[1]);
+    assert_string_equal(refusal(&s), want);
+    s.byte_vocab = 1; /* any bytes */
+    data_info info;
+    char err[512];
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    const char *nul[] = {fixture("nul.txt", "ab\0cd", 5)};
+    s = spec_of(nul, 1, 2, 1);
+    snprintf(want, sizeof want, "%s: a NUL character at byte 2; read it with vocab=\"bytes\"",
+             nul[0]);
+    assert_string_equal(refusal(&s), want);
+    const char *shrt[] = {fixture_str("short.txt", "abcde")};
+    s = spec_of(shrt, 1, 5, 1);
+    snprintf(want, sizeof want,
+             "%s: block 5 is longer than the text's training part (5 characters; a window "
+             "needs block + 1)",
+             shrt[0]);
+    assert_string_equal(refusal(&s), want);
+    s = spec_of(shrt, 1, 2, 4);
+    snprintf(want, sizeof want,
+             "%s: batch 4 is larger than the 3 windows of the text's training part (block 2, "
+             "stride 1)",
+             shrt[0]);
+    assert_string_equal(refusal(&s), want);
+    s = spec_of(shrt, 1, 2, 1);
+    s.val_part = 1;
+    snprintf(want, sizeof want, "%s: split=1 leaves nothing for the validation part", shrt[0]);
+    assert_string_equal(refusal(&s), want);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/nothing", g_dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    const char *none[] = {dir};
+    s = spec_of(none, 1, 2, 1);
+    snprintf(want, sizeof want,
+             "%s: no text files in the directory (names starting with '.' or ending in .dat, "
+             "and NAME.u8 beside NAME, are skipped)",
+             dir);
+    assert_string_equal(refusal(&s), want);
+}
+
+/* ---- through the public API ---- */
+
+static const char *model = "param steps = 40\n"
+                           "data train = text(\"" TINY "\", block=16, batch=4, split=0.8, seed=3)\n"
+                           "data val = text(\"" TINY "\", block=16, batch=4, split=0.8, "
+                           "part=\"val\")\n"
+                           "var emb = normal([train.vocab, 24], std=0.1)\n"
+                           "var w = normal([24, train.vocab], std=0.1)\n"
+                           "fn logits(x) { return reshape(gather(emb, x), [-1, 24]) @ w }\n"
+                           "loss = mean(softmax_xent(logits(train.x), reshape(train.y, [-1])))\n"
+                           "val_loss = mean(softmax_xent(logits(val.x), reshape(val.y, [-1])))\n"
+                           "train = adamw(cosine(0.05, warmup=5, steps=steps), clip=1.0)"
+                           ".minimize(loss)\n";
+
+static gr_session *session(gr_program **p, const char *text, gr_status *st)
+{
+    gr_session *s = NULL;
+    gr_compile_options co = {0};
+    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), &co, p, st), st);
+    gr_session_options so = {.seed = 9, .threads = 1};
+    assert_gr_ok(gr_session_new(*p, &so, &s, st), st);
+    return s;
+}
+
+static void train(gr_session *s, int steps, float *loss, gr_status *st)
+{
+    gr_fetch f = {"train/loss", loss, sizeof *loss, NULL};
+    for (int i = 0; i < steps; i++) assert_gr_ok(gr_run(s, "train", NULL, 0, &f, 1, st), st);
+}
+
+/* The vocabulary the program reads, as sampling decodes with it. */
+static void test_program_tells_its_vocabulary(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = session(&p, model, st);
+    const char *chars = NULL, *paths[] = {TINY};
+    int64_t size = 0;
+    assert_gr_ok(gr_program_vocab(p, "val", &chars, &size, st), st);
+    data_spec sp = spec_of(paths, 1, 1, 1);
+    char *want, err[512];
+    assert_int_equal(data_text_vocab(&sp, &want, err, sizeof err), 0);
+    assert_string_equal(chars, want);
+    free(want);
+    int64_t n = 0;
+    for (const char *c = chars; *c; c++) n += ((unsigned char)*c & 0xC0) != 0x80;
+    assert_int_equal(size, n);
+    assert_int_equal(gr_program_vocab(p, "nope", &chars, &size, st), GR_ERR_ARG);
+    assert_string_equal(gr_status_message(st), "no text data source named 'nope'\n");
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* The loss falls on the training part and is measured on the other; a
+ * resumed run (the data cursor and step counter restored) ends with the
+ * weights of an uninterrupted one. */
+static void test_model_trains_and_resumes_to_the_same_weights(void **state)
+{
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/model.safetensors", g_dir);
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = session(&p, model, st);
+    float first, last;
+    gr_tensor *w1, *w2;
+    train(s, 1, &first, st);
+    train(s, 39, &last, st);
+    assert_true(last < first * 0.8f);
+    double v;
+    assert_gr_ok(gr_eval(s, "val_loss", &v, st), st);
+    assert_true(v > 0 && v < first);
+    assert_gr_ok(gr_variable_get(s, "emb", &w1, st), st);
+    gr_session_free(s);
+    gr_program_free(p);
+    s = session(&p, model, st);
+    train(s, 17, &last, st);
+    assert_gr_ok(gr_session_save(s, path, st), st);
+    gr_session_free(s);
+    gr_program_free(p);
+    s = session(&p, model, st);
+    assert_gr_ok(gr_session_restore(s, path, NULL, st), st);
+    train(s, 23, &last, st);
+    assert_gr_ok(gr_variable_get(s, "emb", &w2, st), st);
+    assert_memory_equal(gr_tensor_data(w1), gr_tensor_data(w2), gr_tensor_bytes(w1));
+    gr_tensor_free(w1);
+    gr_tensor_free(w2);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* A checkpoint of a model trained on other text does not load: its ids
+ * mean other characters. */
+static void test_checkpoint_of_another_vocabulary_is_refused(void **state)
+{
+    (void)state;
+    char path[300], other[1200], want[600];
+    snprintf(path, sizeof path, "%s/vocab.safetensors", g_dir);
+    const char *f = fixture_str("other.txt", "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
+                                             "0123456789 .,;:!?'-\n");
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL, *q = NULL;
+    gr_session *s = session(&p, model, st);
+    train(s, 2, &(float){0}, st);
+    assert_gr_ok(gr_session_save(s, path, st), st);
+    gr_session_free(s);
+    snprintf(other, sizeof other,
+             "data train = text(\"%s\", block=16, batch=4)\n"
+             "var emb = normal([train.vocab, 24], std=0.1)\n"
+             "var w = normal([24, train.vocab], std=0.1)\n"
+             "loss = mean(softmax_xent(reshape(gather(emb, train.x), [-1, 24]) @ w, "
+             "reshape(train.y, [-1])))\n"
+             "train = adamw(0.01).minimize(loss)\n",
+             f);
+    s = session(&q, other, st);
+    int64_t mine = 0, theirs = 0;
+    assert_gr_ok(gr_program_vocab(p, NULL, NULL, &mine, st), st);
+    assert_gr_ok(gr_program_vocab(q, NULL, NULL, &theirs, st), st);
+    snprintf(want, sizeof want,
+             "%s: metadata 'data.train.vocab': data 'train' was trained with another vocabulary "
+             "(%lld ids) than the program reads now (%lld ids)\n",
+             path, (long long)mine, (long long)theirs);
+    gr_restore_options ro = {.weights_only = 1};
+    assert_int_equal(gr_session_restore(s, path, &ro, st), GR_ERR_DATA);
+    assert_string_equal(gr_status_message(st), want);
+    gr_session_free(s);
+    gr_program_free(q);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_windows_and_shifted_labels),
+        cmocka_unit_test(test_vocabulary_is_the_characters_present),
+        cmocka_unit_test(test_split_holds_out_the_end),
+        cmocka_unit_test(test_directory_and_list_of_files),
+        cmocka_unit_test(test_shuffled_windows_resume_from_a_cursor),
+        cmocka_unit_test(test_errors_name_the_file_and_why),
+        cmocka_unit_test(test_program_tells_its_vocabulary),
+        cmocka_unit_test(test_model_trains_and_resumes_to_the_same_weights),
+        cmocka_unit_test(test_checkpoint_of_another_vocabulary_is_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
