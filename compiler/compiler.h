@@ -71,7 +71,7 @@ typedef struct ad_optimizer {
     int decay_all;       /* decay every variable, not only those of rank >= 2 */
     double clip;         /* > 0: scale the gradients to this global norm at most */
     ad_schedule sched;
-    int allreduce;       /* distributed sync: average the gradients over the processes first */
+    int allreduce; /* distributed sync: average the gradients over the processes first */
 } ad_optimizer;
 
 /* Differentiates the scalar `loss` w.r.t. every trainable variable it

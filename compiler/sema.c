@@ -536,8 +536,7 @@ static int as_index(sema *S, env *e, const ast_node *n, int64_t *out)
     value v = sema_eval(S, e, n->as_index);
     if (v.k == V_ERR || sema_int_arg(S, n->as_index, v, out) < 0) return -1;
     if (*out >= 0) return 0;
-    sema_err(S, n->as_index, "the index of a call's scope must be >= 0, got %lld",
-             (long long)*out);
+    sema_err(S, n->as_index, "the index of a call's scope must be >= 0, got %lld", (long long)*out);
     return -1;
 }
 

@@ -150,7 +150,11 @@ static uint64_t graph_fingerprint(const gr_session *s)
         int head[4] = {i, (int)n->op, n->n_in, n->device};
         h = fnv(h, head, sizeof head);
         h = fnv(h, n->in, sizeof *n->in * (size_t)n->n_in);
-        h = fnv(h, &n->attr, sizeof n->attr);
+        /* fields, not the struct: its padding is not part of the graph */
+        h = fnv(h, n->attr.i, sizeof n->attr.i);
+        h = fnv(h, n->attr.f, sizeof n->attr.f);
+        h = fnv(h, &n->attr.n_list, sizeof n->attr.n_list);
+        h = fnv(h, n->attr.list, sizeof n->attr.list);
         h = fnv(h, &n->type, sizeof n->type);
     }
     for (int i = 0; i < g->n_vars; i++) {

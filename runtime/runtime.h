@@ -58,7 +58,7 @@ const kernel_fn *machine_kernels(const rt_machine *m, int dev);
 device_obj *machine_device_new(const rt_machine *m, int dev);
 
 struct gr_program {
-    rt_machine machine; /* what it was compiled for: sessions make these devices */
+    rt_machine machine;         /* what it was compiled for: sessions make these devices */
     gr_distributed distributed; /* gr_compile_options.distributed */
     src_file *src;
     ast_tree *ast;

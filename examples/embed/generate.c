@@ -62,10 +62,14 @@ static int parse_args(int argc, char **argv, options *o)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int flag = a[0] == '-' && a[1] != 0;
         if (flag && !v) return -1;
-        if (!strcmp(a, "-n")) o->n = atol(v);
-        else if (!strcmp(a, "-t")) o->temp = atof(v);
-        else if (!strcmp(a, "-k")) o->k = atol(v);
-        else if (!strcmp(a, "-s")) o->seed = strtoull(v, NULL, 10);
+        if (!strcmp(a, "-n"))
+            o->n = atol(v);
+        else if (!strcmp(a, "-t"))
+            o->temp = atof(v);
+        else if (!strcmp(a, "-k"))
+            o->k = atol(v);
+        else if (!strcmp(a, "-s"))
+            o->seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--set") && o->n_params < MAX_PARAMS && strchr(v, '=')) {
             char *eq = strchr(argv[i + 1], '=');
             *eq = 0;
@@ -166,7 +170,8 @@ static int model_open(const options *o, model *m, gr_status *st)
         gr_session_new(m->prog, NULL, &m->sess, st) != GR_OK ||
         gr_session_restore(m->sess, o->ckpt, &ro, st) != GR_OK ||
         gr_program_tensor(m->prog, "prompt", &m->prompt, st) != GR_OK ||
-        gr_program_tensor(m->prog, "next", &m->next, st) != GR_OK || vocab_load(m->prog, &m->voc, st))
+        gr_program_tensor(m->prog, "next", &m->next, st) != GR_OK ||
+        vocab_load(m->prog, &m->voc, st))
         return -1;
     m->block = gr_tensor_dim(m->prompt, 1);
     if (gr_tensor_dim(m->next, 2) == m->voc.size) return 0;
