@@ -110,7 +110,8 @@ const op_info ops_table[OP_COUNT] = {
         .scratch = ops_scratch_conv2d, .cost = ops_cost_conv},
     E(OP_CONV2D_GRAD_W, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_CONV,
         .scratch = ops_scratch_conv2d_grad_w, .cost = ops_cost_conv},
-    E(OP_MAXPOOL_GRAD, 2, 0, ops_shape_like_in1, NULL), .attrs = ATTRS_POOL},
+    E(OP_MAXPOOL_GRAD, 2, 0, ops_shape_like_in1, NULL),
+        .attrs = {A_INT("size", REQ), A_INT("stride", 0), A_LIST("shape", REQ), A_BOOL("relu", 0)}},
     E(OP_AVGPOOL_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_POOL},
     E(OP_DROPOUT_GRAD, 1, OPF_STATEFUL | OPF_PER_RUN, ops_shape_like_in0, NULL),
         .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1), A_INT("forward", REQ)}},
@@ -138,11 +139,14 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_MATMUL_BIAS, 3, 0, ops_shape_matmul_bias, NULL),
         .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)},
         .cost = ops_cost_matmul},
+    E(OP_CONV2D_BIAS, 3, 0, ops_shape_conv2d_bias, NULL),
+        .attrs = {A_INT("stride", 1), A_INT("padding", 0), A_BOOL("relu", 0)},
+        .scratch = ops_scratch_conv2d, .cost = ops_cost_conv},
     E(OP_APPLY_SGD_MATMUL, 3, UPD, ops_shape_update_matmul, NULL),
         .attrs = {A_FLT("lr", REQ), A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_NONE, A_NONE, LOCK},
         .cost = ops_cost_matmul},
 };
-_Static_assert(OP_COUNT == 74, "OPS_LIST (ops.h) changed: give the new op its entry here");
+_Static_assert(OP_COUNT == 75, "OPS_LIST (ops.h) changed: give the new op its entry here");
 /* clang-format on */
 
 const char *const ops_mask_names[] = {"none", "causal", NULL};
@@ -221,7 +225,7 @@ static size_t im2col_bytes(const ir_type *w, const ir_type *y)
 size_t ops_scratch_conv2d(const ir_graph *g, int id)
 {
     const ir_node *n = &g->nodes[id];
-    if (n->op == OP_CONV2D) return im2col_bytes(ops_in_type(g, id, 1), &n->type);
+    if (n->op != OP_CONV2D_GRAD_X) return im2col_bytes(ops_in_type(g, id, 1), &n->type);
     /* conv2d_grad_x: in dy[N,OC,OH,OW], w */
     return im2col_bytes(ops_in_type(g, id, 1), ops_in_type(g, id, 0));
 }
@@ -269,7 +273,8 @@ double ops_cost_conv(const ir_graph *g, int id)
 {
     const ir_node *n = &g->nodes[id];
     const ir_type *w = n->op == OP_CONV2D_GRAD_W ? &n->type : ops_in_type(g, id, 1);
-    const ir_type *y = n->op == OP_CONV2D ? &n->type : ops_in_type(g, id, 0);
+    const ir_type *y =
+        n->op == OP_CONV2D || n->op == OP_CONV2D_BIAS ? &n->type : ops_in_type(g, id, 0);
     return (double)ir_numel(y) * (double)(w->dim[1] * w->dim[2] * w->dim[3]);
 }
 

@@ -94,7 +94,7 @@
     X(MAX_GRAD, "max_grad")        /* in: dy(keepdims shape), x, y(keepdims); attr0 axis */        \
     X(CONV2D_GRAD_X, "conv2d_grad_x") /* in: dy, w; attrs as conv2d, list: x's shape */            \
     X(CONV2D_GRAD_W, "conv2d_grad_w") /* in: dy, x; attrs as conv2d, list: w's shape */            \
-    X(MAXPOOL_GRAD, "maxpool2d_grad") /* in: dy, x; out x's type; attrs as maxpool2d */            \
+    X(MAXPOOL_GRAD, "maxpool2d_grad") /* in: dy, x; out x's type; attrs as maxpool2d; i3 relu */   \
     X(AVGPOOL_GRAD, "avgpool2d_grad") /* in: dy; attr list: x's shape; attrs as pool */            \
     X(DROPOUT_GRAD, "dropout_grad") /* in: dy; attrs as dropout, i2 = forward node id */           \
     X(GATHER_GRAD, "gather_grad")  /* in: dy, ids; attr list: table shape; scatter-add */          \
@@ -122,6 +122,7 @@
     X(CLIP_SCALE, "clip_scale")    /* in: gradients...; f0 clip; out f32[] min(1, clip / norm) */  \
     /* fusions, created by passes only */                                                          \
     X(MATMUL_BIAS, "matmul_bias")  /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */        \
+    X(CONV2D_BIAS, "conv2d_bias")  /* in: x, w, bias[1,OC,1,1]; attr0/1 as conv2d, attr2 relu */   \
     /* apply_sgd(var, matmul(a, b)): var -= lr * a@b, one GEMM accumulating into the variable */  \
     X(APPLY_SGD_MATMUL, "apply_sgd_matmul") /* in: var, a, b; f0 lr, i1/i2 transpose_a/b */
 // clang-format on

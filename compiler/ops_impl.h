@@ -40,6 +40,7 @@ int ops_shape_one_hot(ir_graph *g, int id);
 int ops_shape_broadcast(ir_graph *g, int id);
 int ops_shape_sum_to(ir_graph *g, int id);
 int ops_shape_conv2d(ir_graph *g, int id);
+int ops_shape_conv2d_bias(ir_graph *g, int id);
 int ops_shape_pool(ir_graph *g, int id);
 int ops_shape_dropout(ir_graph *g, int id);
 int ops_shape_layernorm(ir_graph *g, int id);

@@ -512,6 +512,17 @@ int ops_shape_conv2d(ir_graph *g, int id)
     return set_type(g, id, y);
 }
 
+int ops_shape_conv2d_bias(ir_graph *g, int id)
+{
+    if (ops_shape_conv2d(g, id) < 0) return -1;
+    const ir_type *bias = ops_in_type(g, id, 2), *y = &NODE(id)->type;
+    if (bias->dtype != DT_F32 || bias->rank != 4 || ir_numel(bias) != y->dim[1] ||
+        bias->dim[1] != y->dim[1])
+        return ops_error(g, id, "conv2d_bias: bias must be f32[1, %lld, 1, 1], got %s",
+                         (long long)y->dim[1], ops_ts(bias).s);
+    return 0;
+}
+
 int ops_shape_pool(ir_graph *g, int id)
 {
     ir_attrs *a = &NODE(id)->attr;

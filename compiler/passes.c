@@ -8,9 +8,13 @@
  *         computed at compile time by the caller's evaluator (the runtime
  *         passes the CPU kernels); x / c by a scalar constant becomes
  *         x * (1/c)
- *   fuse: matmul followed by a bias add becomes one matmul_bias, and a relu
- *         after it joins too (relu_grad then reads the relu's output: x > 0
- *         exactly where relu(x) > 0); apply_sgd of a matmul (a weight
+ *   fuse: matmul followed by a bias add becomes one matmul_bias, conv2d
+ *         followed by a per-channel bias add one conv2d_bias, and a relu
+ *         after either joins too (relu_grad then reads the relu's output:
+ *         x > 0 exactly where relu(x) > 0); a relu_grad of a maxpool2d_grad
+ *         whose forward pooled that relu's output becomes the maxpool2d_grad
+ *         with its relu flag (a window's maximum passes its gradient only
+ *         when it is > 0); apply_sgd of a matmul (a weight
  *         gradient) becomes apply_sgd_matmul, one GEMM that accumulates
  *         -lr * a@b straight into the variable: the gradient is never
  *         stored, and the variable is read and written once */
@@ -241,21 +245,40 @@ static int *use_counts(const ir_graph *g)
     return uses;
 }
 
-/* add(matmul(a, b), bias[N]) with the matmul used only there. */
-static int fusable_bias(const ir_graph *g, const ir_node *n, const int *uses, int *mm, int *bias)
+/* b is a per-channel bias of conv2d output y [N, C, H, W]: [1, C, 1, 1]. */
+static int is_channel_bias(const ir_type *b, const ir_type *y)
+{
+    return b->rank == 4 && y->rank == 4 && b->dim[0] == 1 && b->dim[1] == y->dim[1] &&
+           b->dim[2] == 1 && b->dim[3] == 1;
+}
+
+/* add(matmul(a, b), bias[N]) or add(conv2d(x, w), bias[1, C, 1, 1]) with
+ * the product used only there: the fused op's kind into *op. */
+static int fusable_bias(const ir_graph *g, const ir_node *n, const int *uses, int *mm, int *bias,
+                        op_kind *op)
 {
     if (n->op != OP_ADD || n->n_in != 2) return 0;
     for (int k = 0; k < 2; k++) {
         const ir_node *m = &g->nodes[n->in[k]], *b = &g->nodes[n->in[1 - k]];
-        if (m->op == OP_MATMUL && uses[n->in[k]] == 1 && m->device == n->device &&
-            b->type.rank == 1 && b->type.dtype == DT_F32 && m->type.rank == 2 &&
-            b->type.dim[0] == m->type.dim[1] && ir_type_eq(&m->type, &n->type)) {
-            *mm = n->in[k];
-            *bias = n->in[1 - k];
-            return 1;
-        }
+        if ((m->op != OP_MATMUL && m->op != OP_CONV2D) || uses[n->in[k]] != 1 ||
+            m->device != n->device || b->type.dtype != DT_F32 || !ir_type_eq(&m->type, &n->type))
+            continue;
+        int ok = m->op == OP_MATMUL
+                     ? b->type.rank == 1 && m->type.rank == 2 && b->type.dim[0] == m->type.dim[1]
+                     : is_channel_bias(&b->type, &m->type);
+        if (!ok) continue;
+        *mm = n->in[k];
+        *bias = n->in[1 - k];
+        *op = m->op == OP_MATMUL ? OP_MATMUL_BIAS : OP_CONV2D_BIAS;
+        return 1;
     }
     return 0;
+}
+
+/* The fused ops a relu joins (attr i2). */
+static int is_bias_op(op_kind op)
+{
+    return op == OP_MATMUL_BIAS || op == OP_CONV2D_BIAS;
 }
 
 /* Whether node `like`'s device runs op, the fused op that would replace it. */
@@ -271,14 +294,15 @@ static void pass_fuse(ir_graph *g, const pass_evaluator *ev)
     IR_WORK(n0);
     for (int i = 0; i < n0; i++) {
         int mm, bias;
-        if (g->nodes[i].dead || !fusable_bias(g, &g->nodes[i], uses, &mm, &bias) ||
-            !can_make(g, ev, OP_MATMUL_BIAS, i))
+        op_kind op;
+        if (g->nodes[i].dead || !fusable_bias(g, &g->nodes[i], uses, &mm, &bias, &op) ||
+            !can_make(g, ev, op, i))
             continue;
         ir_attrs a = g->nodes[mm].attr;
         a.i[2] = 0;
         int in[3] = {repl_find(&r, g->nodes[mm].in[0]), repl_find(&r, g->nodes[mm].in[1]),
                      repl_find(&r, bias)};
-        int f = ir_add_like(g, i, OP_MATMUL_BIAS, in, 3, &a);
+        int f = ir_add_like(g, i, op, in, 3, &a);
         if (f < 0) continue;
         repl_set(g, &r, i, f);
         g->nodes[mm].dead = 1;
@@ -287,7 +311,7 @@ static void pass_fuse(ir_graph *g, const pass_evaluator *ev)
     free(uses);
 }
 
-/* Per matmul_bias f: the relu consuming it when f's only other consumers
+/* Per matmul_bias or conv2d_bias f: the relu consuming it when f's only other consumers
  * are relu_grad nodes reading f as their x, else -1 (one sweep for all). */
 static int *fusable_relus(const ir_graph *g)
 {
@@ -299,7 +323,7 @@ static int *fusable_relus(const ir_graph *g)
         if (n->dead) continue;
         for (int j = 0; j < n->n_in; j++) {
             int f = n->in[j];
-            if (g->nodes[f].op != OP_MATMUL_BIAS) continue;
+            if (!is_bias_op(g->nodes[f].op)) continue;
             if (n->op == OP_RELU && relu[f] == -1)
                 relu[f] = i;
             else if (!(n->op == OP_RELU_GRAD && j == 1 && n->in[0] != f))
@@ -316,14 +340,42 @@ static void pass_fuse_relu(ir_graph *g)
     repl r = repl_new(g);
     IR_WORK(g->n_nodes);
     for (int f = 0; f < g->n_nodes; f++) {
-        if (g->nodes[f].dead || g->nodes[f].op != OP_MATMUL_BIAS || g->nodes[f].attr.i[2] ||
-            relu[f] < 0)
+        if (g->nodes[f].dead || !is_bias_op(g->nodes[f].op) || g->nodes[f].attr.i[2] || relu[f] < 0)
             continue;
         g->nodes[f].attr.i[2] = 1;
         repl_set(g, &r, relu[f], f);
     }
     repl_apply(g, &r);
     free(relu);
+}
+
+/* relu_grad(maxpool2d_grad(dy, p), x) where p, the pooled tensor, is x or
+ * relu(x) (x may be a fused op with its relu), and nothing else reads the
+ * maxpool2d_grad: a window's maximum m is > 0 exactly where x is, so the
+ * relu_grad is the maxpool2d_grad passing dy only when m > 0 (attr i3). */
+static int fusable_pool_relu(const ir_graph *g, const ir_node *n, const int *uses)
+{
+    if (n->op != OP_RELU_GRAD) return 0;
+    const ir_node *m = &g->nodes[n->in[0]];
+    if (m->op != OP_MAXPOOL_GRAD || uses[n->in[0]] != 1 || m->attr.i[3] || m->device != n->device)
+        return 0;
+    int p = m->in[1], x = n->in[1];
+    return p == x || (g->nodes[p].op == OP_RELU && g->nodes[p].in[0] == x);
+}
+
+static void pass_fuse_pool_relu(ir_graph *g)
+{
+    int *uses = use_counts(g);
+    repl r = repl_new(g);
+    IR_WORK(g->n_nodes);
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].dead || !fusable_pool_relu(g, &g->nodes[i], uses)) continue;
+        int m = g->nodes[i].in[0];
+        g->nodes[m].attr.i[3] = 1;
+        repl_set(g, &r, i, m);
+    }
+    repl_apply(g, &r);
+    free(uses);
 }
 
 /* Group nodes' input edges by the node they read, kept current as regroup
@@ -501,6 +553,8 @@ void pass_run_all(ir_graph *g, unsigned off, const pass_evaluator *ev)
 {
     if (!(off & PASS_FOLD)) pass_fold(g, ev);
     if (!(off & PASS_CSE)) pass_cse(g);
-    if (!(off & PASS_FUSE))
-        pass_data_scale(g), pass_fuse(g, ev), pass_fuse_relu(g), pass_fuse_sgd(g, ev);
+    if (!(off & PASS_FUSE)) {
+        pass_data_scale(g), pass_fuse(g, ev), pass_fuse_relu(g);
+        pass_fuse_pool_relu(g), pass_fuse_sgd(g, ev);
+    }
 }

@@ -354,6 +354,9 @@ static const dev_case cases[] = {
     {.op = OP_CONV2D_GRAD_W, {"f32[a,4,4,4]", "f32[a,3,9,9]"}, {2, 0}, .list = "4,3,3,3"},
     {.op = OP_CONV2D_GRAD_W, {"f32[3,5,4,4]", "f32[3,2,8,7]"}, {2, 2}, .list = "5,2,5,5"},
     {.op = OP_CONV2D_GRAD_W, {"f32[4,64,14,14]", "f32[4,32,14,14]"}, {1, 2}, .list = "64,32,5,5"},
+    {.op = OP_CONV2D_BIAS, {"f32[3,2,8,7]", "f32[5,2,5,5]", "f32[1,5,1,1]"}, {1, 2, 0}},
+    {.op = OP_CONV2D_BIAS, {"f32[a,3,9,9]", "f32[4,3,3,3]", "f32[1,4,1,1]"}, {2, 0, 1}},
+    {.op = OP_CONV2D_BIAS, {"f32[4,32,14,14]", "f32[64,32,5,5]", "f32[1,64,1,1]"}, {1, 2, 1}},
     {.op = OP_MAXPOOL2D, {"f32[a,b,8,8]"}, {2, 0}, .fills = {DISTINCT}},
     {.op = OP_MAXPOOL2D, {"f32[a,b,9,7]"}, {3, 2}, .fills = {DISTINCT}},
     {.op = OP_MAXPOOL2D, {"f32[2,3,7,7]"}, {2, 1}, .fills = {DISTINCT}},
@@ -364,6 +367,15 @@ static const dev_case cases[] = {
     {.op = OP_MAXPOOL_GRAD, {"f32[a,b,4,4]", "f32[a,b,8,8]"}, {2, 2}, .fills = {ANY, DISTINCT}},
     {.op = OP_MAXPOOL_GRAD, {"f32[a,b,4,3]", "f32[a,b,9,7]"}, {3, 2}, .fills = {ANY, DISTINCT}},
     {.op = OP_MAXPOOL_GRAD, {"f32[2,3,6,6]", "f32[2,3,7,7]"}, {2, 1}, .fills = {ANY, DISTINCT}},
+    /* relu (i3): a window passes dy only when its maximum is > 0 */
+    {.op = OP_MAXPOOL_GRAD,
+     {"f32[a,b,4,4]", "f32[a,b,8,8]"},
+     {2, 2, 0, 1},
+     .fills = {ANY, DISTINCT}},
+    {.op = OP_MAXPOOL_GRAD,
+     {"f32[a,b,4,3]", "f32[a,b,9,7]"},
+     {3, 2, 0, 1},
+     .fills = {ANY, DISTINCT}},
     {.op = OP_MAXPOOL_GRAD,
      {"f32[64,32,14,14]", "f32[64,32,28,28]"},
      {2, 2},
@@ -534,6 +546,7 @@ static tolerance op_tolerance(op_kind op)
     case OP_MATMUL_BIAS:
     case OP_APPLY_SGD_MATMUL:
     case OP_CONV2D:
+    case OP_CONV2D_BIAS:
     case OP_CONV2D_GRAD_X:
     case OP_CONV2D_GRAD_W:
     case OP_SOFTMAX:

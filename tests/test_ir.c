@@ -489,6 +489,65 @@ static void test_fold_stops_at_its_byte_budget(void **state)
     assert_true(g->mem_bytes - before <= LIM_FOLD_BYTES + (1 << 20));
 }
 
+/* ---- fusing the CNN layer ---- */
+
+static int add_op(op_kind op, int a, int b, int64_t i0, int64_t i1)
+{
+    ir_attrs at;
+    memset(&at, 0, sizeof at);
+    at.i[0] = i0, at.i[1] = i1;
+    int in[2] = {a, b};
+    return ir_add(g, op, in, b < 0 ? 1 : 2, &at, src, sp(0, 1));
+}
+
+/* maxpool(relu(conv2d(x, w) + b)), named p, and by hand its backward
+ * through the pool and the relu, named da; *mgrad: the maxpool2d_grad. */
+static void conv_layer(int *mgrad)
+{
+    ir_type xt = irfx_type("f32[2,3,8,8]"), wt = irfx_type("f32[4,3,3,3]"),
+            bt = irfx_type("f32[1,4,1,1]"), dt = irfx_type("f32[2,4,4,4]");
+    int x = ir_add_input(g, "x", &xt, src, sp(0, 1)), w = ir_add_input(g, "w", &wt, src, sp(0, 1));
+    int b = ir_add_input(g, "b", &bt, src, sp(0, 1)),
+        dp = ir_add_input(g, "dp", &dt, src, sp(0, 1));
+    int a = add_op(OP_ADD, add_op(OP_CONV2D, x, w, 1, 1), b, 0, 0);
+    int r = add_op(OP_RELU, a, -1, 0, 0);
+    *mgrad = add_op(OP_MAXPOOL_GRAD, dp, r, 2, 2);
+    ir_set_name(g, "p", add_op(OP_MAXPOOL2D, r, -1, 2, 2), 0);
+    ir_set_name(g, "da", add_op(OP_RELU_GRAD, *mgrad, a, 0, 0), 0);
+}
+
+/* conv2d + bias + relu become one conv2d_bias with its relu, and the
+ * relu_grad joins the maxpool2d_grad (its relu flag). */
+static void test_fuse_conv_bias_relu_and_pool_grad(void **state)
+{
+    (void)state;
+    int mg;
+    conv_layer(&mg);
+    pass_run_all(g, PASS_CSE | PASS_FOLD, NULL);
+    int fused = g->nodes[g->names[0].node].in[0];
+    const ir_node *f = &g->nodes[fused], *d = &g->nodes[g->names[1].node];
+    assert_int_equal(f->op, OP_CONV2D_BIAS);
+    assert_int_equal(f->attr.i[0], 1);
+    assert_int_equal(f->attr.i[1], 1);
+    assert_int_equal(f->attr.i[2], 1);
+    assert_int_equal(d->op, OP_MAXPOOL_GRAD);
+    assert_int_equal(d->attr.i[3], 1);
+    assert_int_equal(d->in[1], fused);
+}
+
+/* A maxpool2d_grad that something else reads keeps its value: no relu. */
+static void test_pool_grad_read_elsewhere_keeps_its_relu_grad(void **state)
+{
+    (void)state;
+    int mg;
+    conv_layer(&mg);
+    ir_set_name(g, "dr", mg, 0);
+    pass_run_all(g, PASS_CSE | PASS_FOLD, NULL);
+    assert_int_equal(g->nodes[g->names[1].node].op, OP_RELU_GRAD);
+    assert_int_equal(g->nodes[g->names[2].node].op, OP_MAXPOOL_GRAD);
+    assert_int_equal(g->nodes[g->names[2].node].attr.i[3], 0);
+}
+
 /* ---- the data scale ---- */
 
 /* A data source's x node (as sema makes it) and mul(x, c). */
@@ -723,6 +782,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fold_skips_large_inputs_not_just_large_outputs, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_fold_stops_at_its_byte_budget, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_fuse_conv_bias_relu_and_pool_grad, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_pool_grad_read_elsewhere_keeps_its_relu_grad, setup,
+                                        irfx_teardown),
         cmocka_unit_test_setup_teardown(test_data_scale_moves_a_common_scale_into_the_reader, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_data_scale_leaves_x_that_is_seen_unscaled, setup,

@@ -176,6 +176,10 @@ static const shape_case valid[] = {
     {OP_LR_SCHEDULE, {"var:f32[]"}, .want = "f32[]"},
     {OP_CLIP_SCALE, {"f32[3,4]", "f32[7]"}, .want = "f32[]"},
     {OP_MATMUL_BIAS, {"f32[64,784]", "f32[784,10]", "f32[10]"}, .want = "f32[64,10]"},
+    {OP_CONV2D_BIAS,
+     {"f32[8,3,32,32]", "f32[16,3,5,5]", "f32[1,16,1,1]"},
+     {1, 2, 1},
+     .want = "f32[8,16,32,32]"},
     {OP_APPLY_SGD_MATMUL,
      {"var:f32[784,10]", "f32[64,784]", "f32[64,10]"},
      {0, 1, 0},
@@ -323,6 +327,10 @@ static const shape_case errors[] = {
      {"f32[64,784]", "f32[16,1,5,5]"},
      {1, 0},
      .want = "conv2d: input must be rank 4 (N,C,H,W), got f32[64,784]"},
+    {OP_CONV2D_BIAS,
+     {"f32[8,3,32,32]", "f32[16,3,5,5]", "f32[16]"},
+     {1, 2},
+     .want = "conv2d_bias: bias must be f32[1, 16, 1, 1], got f32[16]"},
     {OP_CONV2D,
      {"f32[8,3,32,32]", "f32[16,1,5,5]"},
      {1, 0},
@@ -601,6 +609,10 @@ static void test_scratch_sizes_for_convolution(void **state)
     shape_case c = {OP_CONV2D, {"f32[8,3,32,32]", "f32[16,3,5,5]"}, {2, 0}, .want = NULL};
     int id = build(&c); /* out [8,16,14,14] */
     assert_int_equal(ops_table[OP_CONV2D].scratch(g, id), 3 * 5 * 5 * 14 * 14 * 4);
+    shape_case cb = {
+        OP_CONV2D_BIAS, {"f32[8,3,32,32]", "f32[16,3,5,5]", "f32[1,16,1,1]"}, {2, 0}, .want = NULL};
+    id = build(&cb);
+    assert_int_equal(ops_table[OP_CONV2D_BIAS].scratch(g, id), 3 * 5 * 5 * 14 * 14 * 4);
     shape_case gx = {OP_CONV2D_GRAD_X,
                      {"f32[8,16,14,14]", "f32[16,3,5,5]"},
                      {2, 0},

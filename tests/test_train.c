@@ -176,6 +176,39 @@ static void test_same_seed_same_weights_and_passes_do_not_change_results(void **
     for (int i = 0; i < 2560; i++) assert_true(fabsf(a[i] - d[i]) <= 1e-4f);
 }
 
+/* tiny_cnn's first layer after 40 steps, with the passes in passes_off off. */
+static void run_tiny_cnn(unsigned passes_off, float *w, size_t n)
+{
+    gr_status *st = gr_status_new();
+    gr_compile_options co = {.passes_off = passes_off};
+    gr_session_options so = {.seed = 11, .threads = 2};
+    gr_program *p = NULL;
+    gr_session *s = NULL;
+    float loss;
+    assert_gr_ok(gr_compile_file(GR_SOURCE_DIR "/tests/models/tiny_cnn.graph", &co, &p, st), st);
+    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+    train_steps(s, "train", 40, &loss, st);
+    assert_gr_ok(gr_variable_read(s, "model/conv1/w", w, n * sizeof *w, st), st);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* conv2d_bias (bias and relu in the convolution) and maxpool2d_grad with
+ * the relu_grad folded in train the weights the separate ops do. */
+static void test_cnn_fusions_do_not_change_results(void **state)
+{
+    (void)state;
+    float a[36], b[36], c[36];
+    run_tiny_cnn(0, a, 36);
+    run_tiny_cnn(GR_PASS_FUSE, b, 36);
+    run_tiny_cnn(GR_PASS_FUSE, c, 36);
+    assert_memory_equal(b, c, sizeof b);
+    for (int i = 0; i < 36; i++)
+        if (fabsf(a[i] - b[i]) > 1e-5f * fmaxf(1.0f, fabsf(b[i])))
+            fail_msg("w[%d]: %g fused vs %g separate", i, (double)a[i], (double)b[i]);
+}
+
 static void test_unknown_target_and_bad_feed_give_clear_status(void **state)
 {
     (void)state;
@@ -463,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_fashion_mlp_reaches_82_percent),
         cmocka_unit_test(test_same_seed_same_weights_and_passes_do_not_change_results),
         cmocka_unit_test(test_threads_do_not_change_results),
+        cmocka_unit_test(test_cnn_fusions_do_not_change_results),
         cmocka_unit_test(test_unknown_target_and_bad_feed_give_clear_status),
         cmocka_unit_test(test_tensors_describe_inputs_variables_and_results),
         cmocka_unit_test(test_compile_error_has_location),

@@ -194,6 +194,8 @@ typedef struct conv_job {
     const cpu_conv_shape *s;
     float *out;
     const float *x, *w, *dy;
+    const float *bias; /* forward: per output channel, or NULL */
+    int relu;          /* forward: max(y, 0) after the bias */
     char *scratch;
     size_t task_bytes;
     int ntasks;
@@ -212,12 +214,17 @@ static void conv_fwd_task(void *arg, int t)
     if (!conv_is_pointwise(s)) im2col_start(s, conv_scratch(j, t));
     for (int64_t n = t; n < s->n; n += j->ntasks) {
         const float *xn = j->x + n * s->c * s->h * s->w, *col = xn;
+        float *yn = j->out + n * s->oc * ohw;
         if (!conv_is_pointwise(s)) {
             im2col(s, xn, conv_scratch(j, t));
             col = conv_scratch(j, t);
         }
+        /* the bias first, for the GEMM to add to (beta 1): no extra pass */
+        for (int64_t oc = 0; j->bias && oc < s->oc; oc++)
+            cpu_fill_f32(yn + oc * ohw, j->bias[oc], ohw);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->oc, (int)ohw, (int)ckk, 1.0f,
-                    j->w, (int)ckk, col, (int)ohw, 0.0f, j->out + n * s->oc * ohw, (int)ohw);
+                    j->w, (int)ckk, col, (int)ohw, j->bias ? 1.0f : 0.0f, yn, (int)ohw);
+        if (j->relu) cpu_relu_inplace(yn, s->oc * ohw); /* while it is in cache */
     }
 }
 
@@ -292,9 +299,9 @@ static void conv_run(const cpu_conv_ctx *cx, conv_job *j, size_t need, void (*fn
 }
 
 void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
-                const float *w)
+                const float *w, const float *bias, int relu)
 {
-    conv_job j = {.s = s, .out = out, .x = x, .w = w};
+    conv_job j = {.s = s, .out = out, .x = x, .w = w, .bias = bias, .relu = relu};
     size_t need = conv_is_pointwise(s) ? 0 : (size_t)(conv_ckk(s) * conv_ohw(s)) * 4;
     conv_run(cx, &j, need, conv_fwd_task);
 }
@@ -410,12 +417,15 @@ typedef struct pool_grad_job {
     const cpu_pool_shape *s;
     float *dx;
     const float *dy, *x;
+    int relu;
 } pool_grad_job;
 
 /* One 2x2/2 plane: every input of a window is written (dy at its first
- * maximum, 0 elsewhere), so only a row or column no window covers (odd
- * sizes) needs clearing. */
-static void maxpool2_grad_plane(const cpu_pool_shape *s, float *dx, const float *dy, const float *x)
+ * maximum, 0 elsewhere; 0 everywhere under relu when the maximum is not
+ * > 0), so only a row or column no window covers (odd sizes) needs
+ * clearing. */
+static void maxpool2_grad_plane(const cpu_pool_shape *s, float *dx, const float *dy, const float *x,
+                                int relu)
 {
     if (s->h > 2 * s->oh) memset(dx + 2 * s->oh * s->w, 0, (size_t)s->w * sizeof *dx);
     for (int64_t oh = 0; oh < s->oh; oh++) {
@@ -429,7 +439,8 @@ static void maxpool2_grad_plane(const cpu_pool_shape *s, float *dx, const float 
             int best = 0;
             if (r0[c + 1] > m) m = r0[c + 1], best = 1;
             if (r1[c] > m) m = r1[c], best = 2;
-            if (r1[c + 1] > m) best = 3;
+            if (r1[c + 1] > m) m = r1[c + 1], best = 3;
+            if (relu && !(m > 0.0f)) best = -1;
             d0[c] = best == 0 ? g[ow] : 0.0f;
             d0[c + 1] = best == 1 ? g[ow] : 0.0f;
             d1[c] = best == 2 ? g[ow] : 0.0f;
@@ -447,7 +458,7 @@ static void maxpool_grad_range(void *vctx, int64_t lo, int64_t hi)
     if (pool_is_2x2(s)) {
         for (int64_t pl = lo; pl < hi; pl++)
             maxpool2_grad_plane(s, j->dx + pl * s->h * s->w, j->dy + pl * s->oh * s->ow,
-                                j->x + pl * s->h * s->w);
+                                j->x + pl * s->h * s->w, j->relu);
         return;
     }
     memset(j->dx + lo * s->h * s->w, 0, (size_t)((hi - lo) * s->h * s->w) * sizeof *j->dx);
@@ -460,15 +471,15 @@ static void maxpool_grad_range(void *vctx, int64_t lo, int64_t hi)
                 for (int64_t i = 0; i < s->size; i++)
                     for (int64_t k = 0; k < s->size; k++)
                         if (xp[base + i * s->w + k] > xp[best]) best = base + i * s->w + k;
-                dxp[best] += j->dy[(pl * s->oh + oh) * s->ow + ow];
+                if (!j->relu || xp[best] > 0.0f) dxp[best] += j->dy[(pl * s->oh + oh) * s->ow + ow];
             }
     }
 }
 
 void cpu_maxpool_grad(cpu_pool *p, const cpu_pool_shape *s, float *dx, const float *dy,
-                      const float *x)
+                      const float *x, int relu)
 {
-    pool_grad_job j = {s, dx, dy, x};
+    pool_grad_job j = {s, dx, dy, x, relu};
     int64_t per = s->h * s->w > 0 ? s->h * s->w : 1;
     cpu_par_range(p, s->planes, CPU_PAR_MIN / per + 1, maxpool_grad_range, &j);
 }

@@ -219,6 +219,11 @@ void cpu_fill_f32(float *restrict out, float v, int64_t n)
     for (int64_t i = 0; i < n; i++) out[i] = v;
 }
 
+void cpu_relu_inplace(float *restrict x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
 /* Truncates toward zero like C, but saturates out-of-range values and maps
  * NaN to 0 instead of invoking undefined behaviour. */
 void cpu_cast_f32_i32(int32_t *restrict out, const float *restrict in, int64_t n)

@@ -44,12 +44,8 @@ static void gemm_block(const cpu_gemm_args *g, int64_t m0, int64_t m1, int64_t n
                     g->accumulate ? g->alpha : 1.0f, a, lda, b, ldb,
                     g->bias || g->accumulate ? 1.0f : 0.0f, c, (int)N);
     }
-    if (g->relu) {
-        for (int64_t i = 0; i < bm; i++) {
-            float *restrict row = c + i * N;
-            for (int64_t j = 0; j < bn; j++) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
-        }
-    }
+    if (g->relu)
+        for (int64_t i = 0; i < bm; i++) cpu_relu_inplace(c + i * N, bn);
 }
 
 static void gemm_task(void *arg, int t)

@@ -134,6 +134,8 @@ void cpu_unary(cpu_pool *p, op_kind op, ir_dtype dt, void *out, const void *x, i
 void cpu_act_grad(cpu_pool *p, op_kind op, float *out, const float *dy, const float *v, int64_t n);
 void cpu_copy(cpu_pool *p, void *out, const void *in, int64_t n);
 void cpu_fill_f32(float *out, float v, int64_t n);
+/* x = max(x, 0), NaN -> 0 (as relu) */
+void cpu_relu_inplace(float *x, int64_t n);
 void cpu_cast_f32_i32(int32_t *out, const float *in, int64_t n);
 void cpu_cast_i32_f32(float *out, const int32_t *in, int64_t n);
 /* Dropout: the mask depends only on (seed, step, i), so forward and backward
@@ -241,8 +243,9 @@ typedef struct cpu_conv_ctx {
     size_t task_bytes;
     int max_tasks;
 } cpu_conv_ctx;
+/* bias: per output channel, or NULL; relu: max(out, 0) after it */
 void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
-                const float *w);
+                const float *w, const float *bias, int relu);
 void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx, const float *dy,
                        const float *w);
 void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw, const float *dy,
@@ -253,8 +256,9 @@ typedef struct cpu_pool_shape {
 } cpu_pool_shape;
 void cpu_maxpool(cpu_pool *p, const cpu_pool_shape *s, float *out, const float *x);
 void cpu_avgpool(cpu_pool *p, const cpu_pool_shape *s, float *out, const float *x);
+/* relu: a window's dy passes only when its maximum is > 0 (a relu_grad fused in) */
 void cpu_maxpool_grad(cpu_pool *p, const cpu_pool_shape *s, float *dx, const float *dy,
-                      const float *x);
+                      const float *x, int relu);
 void cpu_avgpool_grad(const cpu_pool_shape *s, float *dx, const float *dy);
 
 /* ---- shape ops, 4-byte elements (cpu_shape.c) ---- */

@@ -420,12 +420,14 @@ static cpu_conv_ctx conv_ctx(const kern_args *a)
                           a->max_tasks > 0 ? a->max_tasks : 1};
 }
 
+/* conv2d, and conv2d_bias: in[2] a per-channel bias, attr i2 relu. */
 static int k_conv2d(const kern_args *a)
 {
     cpu_conv_shape s;
     cpu_conv_ctx cx = conv_ctx(a);
     conv_shape(a, a->in_t[0], a->in_t[1], a->out_t, &s);
-    cpu_conv2d(&cx, &s, OUTF, INF(0), INF(1));
+    int fused = a->node->op == OP_CONV2D_BIAS;
+    cpu_conv2d(&cx, &s, OUTF, INF(0), INF(1), fused ? INF(2) : NULL, fused && ATTR_I(2));
     return 0;
 }
 
@@ -480,7 +482,7 @@ static int k_maxpool_grad(const kern_args *a)
 {
     cpu_pool_shape s;
     pool_shape(a, a->out_t, a->in_t[0], &s);
-    cpu_maxpool_grad(a->pool, &s, OUTF, INF(0), INF(1));
+    cpu_maxpool_grad(a->pool, &s, OUTF, INF(0), INF(1), ATTR_I(3) != 0);
     return 0;
 }
 
@@ -559,7 +561,7 @@ static int k_clip_scale(const kern_args *a)
  * device whose table lacks its op, and tests/test_kernels.c walks every
  * (op, device) pair. */
 #define ROW(op, ...) [OP_##op] = ROW_FN,
-_Static_assert(OP_COUNT == 74, "ops.h changed: give the new op its row in cpu_kernels[]");
+_Static_assert(OP_COUNT == 75, "ops.h changed: give the new op its row in cpu_kernels[]");
 const kernel_fn cpu_kernels[OP_COUNT] = {
 #define ROW_FN k_binary
     CPU_ARITH(ROW) CPU_COMPARE(ROW)
@@ -617,5 +619,6 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_LR_SCHEDULE] = k_lr_schedule,
     [OP_CLIP_SCALE] = k_clip_scale,
     [OP_MATMUL_BIAS] = k_matmul_bias,
+    [OP_CONV2D_BIAS] = k_conv2d,
     [OP_APPLY_SGD_MATMUL] = k_apply_sgd_matmul,
 };

@@ -313,7 +313,7 @@ static gemm_rm conv_gemm(int64_t m, int64_t n, int64_t k, int ta, int tb, const 
 }
 
 // y[n] = W[OC, CKK] @ col(x[n])[CKK, OHW].
-static int k_conv2d(const kern_args *a)
+static void conv2d_run(const kern_args *a)
 {
     conv_shape s = conv_shape_of(a, a->in_t[0], a->in_t[1], a->out_t);
     int64_t ckk = conv_ckk(&s), ohw = conv_ohw(&s), y_img = s.oc * ohw;
@@ -324,7 +324,7 @@ static int k_conv2d(const kern_args *a)
         g.stride_b = conv_img(&s);
         g.stride_c = y_img;
         gemm_run(a, &g);
-        return 0;
+        return;
     }
     float *col = s.n ? conv_col(a, &s) : NULL;
     g.b = col;
@@ -332,6 +332,30 @@ static int k_conv2d(const kern_args *a)
         im2col(a, &s, col, x + n * conv_img(&s));
         gemm_run(a, &g);
     }
+    return;
+}
+
+// y[i] += bias[its channel], then max(y, 0) when relu, over [N, C, HW].
+__global__ static void chan_bias_relu_kernel(float *y, const float *bias, int64_t total, int64_t hw,
+                                             int64_t c, int relu)
+{
+    CUDA_FOR(i, total)
+    {
+        float v = y[i] + bias[i / hw % c];
+        y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+    }
+}
+
+// conv2d, and conv2d_bias: in[2] a bias per output channel, attr i2 relu.
+static int k_conv2d(const kern_args *a)
+{
+    conv2d_run(a);
+    int64_t total = ir_numel(a->out_t);
+    if (a->node->op != OP_CONV2D_BIAS || total == 0) return 0;
+    chan_bias_relu_kernel<<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(
+        OUT_F, IN_F(2), total, a->out_t->dim[2] * a->out_t->dim[3], a->out_t->dim[1],
+        ATTR_I(2) != 0);
+    CUDA_LAUNCHED(a);
     return 0;
 }
 
@@ -392,6 +416,7 @@ extern "C" const cuda_row cuda_rows_gemm[] = {
     {OP_MATMUL_BIAS, k_matmul_bias},
     {OP_APPLY_SGD_MATMUL, k_apply_sgd_matmul},
     {OP_CONV2D, k_conv2d},
+    {OP_CONV2D_BIAS, k_conv2d},
     {OP_CONV2D_GRAD_X, k_conv2d_grad_x},
     {OP_CONV2D_GRAD_W, k_conv2d_grad_w},
     {OP_COUNT, NULL},

@@ -337,11 +337,12 @@ __device__ static inline int64_t window_argmax(const float *xp, const pool_shape
 }
 
 // dx[e] = the sum, over the windows holding e in (oh, ow) order, of their
-// dy where e is the window's first maximum (avg: dy / size^2, every
-// element): the order in which the CPU adds them into its zeroed dx.
+// dy where e is the window's first maximum (and, with relu, > 0; avg:
+// dy / size^2, every element): the order in which the CPU adds them into
+// its zeroed dx.
 template <int AVG>
 __global__ static void pool_grad(float *dx, const float *dy, const float *x,
-                                 const __grid_constant__ pool_shape s, float inv)
+                                 const __grid_constant__ pool_shape s, float inv, int relu)
 {
     int64_t total = s.planes * s.h * s.w;
     CUDA_FOR(i, total)
@@ -356,7 +357,7 @@ __global__ static void pool_grad(float *dx, const float *dy, const float *x,
             for (int64_t ow = w_lo; ow <= w_hi; ow++) {
                 if (AVG)
                     acc += __fmul_rn(g[oh * s.ow + ow], inv); // the CPU rounds g first
-                else if (window_argmax(xp, s, oh, ow) == e)
+                else if (window_argmax(xp, s, oh, ow) == e && (!relu || xp[e] > 0.0f))
                     acc += g[oh * s.ow + ow];
             }
         dx[i] = acc;
@@ -371,7 +372,8 @@ template <int AVG> static int pool_grad_launch(const kern_args *a)
     float inv = 1.0f / (float)(s.size * s.size);
     if (total <= 0) return 0;
     pool_grad<AVG><<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(
-        (float *)a->out, (const float *)a->in[0], AVG ? NULL : (const float *)a->in[1], s, inv);
+        (float *)a->out, (const float *)a->in[0], AVG ? NULL : (const float *)a->in[1], s, inv,
+        AVG ? 0 : a->node->attr.i[3] != 0);
     CUDA_LAUNCHED(a);
     return 0;
 }

@@ -6,7 +6,7 @@
 // host, so autodiff places it on cpu:0.
 #include "cuda_impl.cuh"
 
-static_assert(OP_COUNT == 74, "ops.h changed: give the new op its CUDA row (k_*.cu)");
+static_assert(OP_COUNT == 75, "ops.h changed: give the new op its CUDA row (k_*.cu)");
 
 kernel_fn cuda_kernels[OP_COUNT];
 
