@@ -207,6 +207,7 @@ typedef struct gr_session_options {
     /* a folder (made if missing) for a TensorBoard event file, which
        gr_session_scalar writes; NULL: none */
     const char *tensorboard_dir;
+    int profile; /* time every kernel call (gr_session_profile); CPU partitions only */
 } gr_session_options;
 
 gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,
@@ -290,6 +291,26 @@ uint64_t gr_session_step(const gr_session *s);
  * other session), and the seconds this process has spent communicating
  * (allreduce, reading and updating shared variables).  Any may be NULL. */
 void gr_session_dist_info(const gr_session *s, int *rank, int *size, double *comm_secs);
+
+/* With gr_session_options.profile: where the kernels' time went, one row
+ * per graph node (fused nodes under the fused op's name), summed over every
+ * run and executor so far, evaluations included.  A call's time is its wall
+ * time, whatever threads it split over; calls on a GPU are not timed (they
+ * run later, on the device: use Nsight Systems there). */
+typedef struct gr_profile_row {
+    const char *op;   /* the kernel's op, e.g. "conv2d_bias" */
+    char type[48];    /* its output, e.g. "f32[64,32,28,28]" (an update: its variable's) */
+    char device[16];  /* "cpu:0" */
+    const char *file; /* the .graph file and line the node comes from; NULL, 0 if none */
+    int line;
+    char source[72]; /* that line, without its indentation (cut if longer) */
+    uint64_t calls;
+    double seconds;
+} gr_profile_row;
+/* Writes the costliest min(cap, n) rows into rows, costliest first, and
+ * returns n, the number of nodes that ran (0 without profile).  Call it
+ * while no gr_run is in progress for exact sums. */
+int gr_session_profile(gr_session *s, gr_profile_row *rows, int cap);
 
 /* A checkpoint file on its own, without a program (`graphrun inspect`):
  * opening reads it whole and checks it as gr_session_restore checks the

@@ -72,6 +72,11 @@ typedef struct exec_data {
     data_batch held; /* during a step */
 } exec_data;
 
+/* gr_session_options.profile: one per call, summed over this executor's runs. */
+typedef struct exec_prof {
+    _Atomic uint64_t ns, calls;
+} exec_prof;
+
 struct rt_exec {
     gr_session *s;
     const plan_graph *p;
@@ -98,7 +103,8 @@ struct rt_exec {
     int n_data;
     exec_level *levels;
     int n_levels;
-    void **views; /* per fetch on an async device: the host copy a view shows */
+    void **views;    /* per fetch on an async device: the host copy a view shows */
+    exec_prof *prof; /* per call (schedule order), when the session profiles; else NULL */
 };
 
 /* exec.c: where plan offset off of partition k lives. */

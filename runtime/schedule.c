@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec_int.h"
 
@@ -127,11 +128,13 @@ void sched_build(rt_exec *e)
     }
     reorder_calls(e, order);
     for (int l = 0; l < e->n_levels; l++) bind_level_tasks(e, &e->levels[l]);
+    if (e->s->opt.profile) e->prof = xcalloc((size_t)n + 1, sizeof *e->prof);
     free(order), free(task_of), free(calls), free(cost);
 }
 
 void sched_free(rt_exec *e)
 {
+    free(e->prof);
     for (int l = 0; l < e->n_levels; l++) {
         free(e->levels[l].task_first);
         free(e->levels[l].wait);
@@ -148,12 +151,25 @@ typedef struct level_job {
     atomic_int faulted; /* a call whose kernel failed, or -1 */
 } level_job;
 
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Under a profile the call's wall time, lock wait included. */
 static int run_call(const rt_exec *e, int i)
 {
+    uint64_t t0 = e->prof ? now_ns() : 0;
     pthread_mutex_t *m = e->args[i].lock;
     if (m) pthread_mutex_lock(m);
     int r = e->fn[i](&e->args[i]);
     if (m) pthread_mutex_unlock(m);
+    if (e->prof) {
+        atomic_fetch_add_explicit(&e->prof[i].ns, now_ns() - t0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->prof[i].calls, 1, memory_order_relaxed);
+    }
     return r;
 }
 

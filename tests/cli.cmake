@@ -11,6 +11,13 @@ add_test(NAME cli_train_log
           $<TARGET_FILE:graphrun> ${GR_EX}/linear_regression.graph
   WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 
+# --profile: the summary, then the costliest nodes with their op, output and line.
+add_test(NAME cli_profile
+  COMMAND sh -c "$0 $1 --steps 5 --profile --quiet 2> prof.err > /dev/null || exit 1; cat prof.err
+    grep -q '^profile: ' prof.err && grep -q 'conv2d_bias *f32\\[8,4,4,4\\] *cpu:0 *9: return maxpool2d' prof.err"
+          $<TARGET_FILE:graphrun> ${PROJECT_SOURCE_DIR}/tests/models/tiny_cnn.graph
+  WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+
 add_test(NAME cli_missing_steps_is_usage_error
   COMMAND graphrun ${GR_EX}/linear_regression.graph)
 set_tests_properties(cli_missing_steps_is_usage_error PROPERTIES WILL_FAIL TRUE)

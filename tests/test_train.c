@@ -209,6 +209,46 @@ static void test_cnn_fusions_do_not_change_results(void **state)
             fail_msg("w[%d]: %g fused vs %g separate", i, (double)a[i], (double)b[i]);
 }
 
+/* gr_session_profile: a row per node that ran, costliest first, with its
+ * calls, op, line and source; nothing without the option. */
+static void test_profile_counts_every_call(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_session_options so = {.seed = 1, .threads = 2, .profile = 1};
+    gr_compile_options co = {.devices = "cpu:0"}; /* a GPU's calls are not timed */
+    gr_program *p = NULL;
+    gr_session *s = NULL;
+    float loss;
+    assert_gr_ok(gr_compile_file(GR_SOURCE_DIR "/tests/models/tiny_cnn.graph", &co, &p, st), st);
+    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+    train_steps(s, "train", 7, &loss, st);
+    gr_profile_row rows[64];
+    int n = gr_session_profile(s, rows, 64), conv = 0;
+    assert_true(n > 10 && n <= 64);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(rows[i].calls, 7);
+        if (i) assert_true(rows[i].seconds <= rows[i - 1].seconds);
+        if (strcmp(rows[i].op, "conv2d_bias")) continue;
+        conv++;
+        assert_int_equal(rows[i].line, 9);
+        assert_string_equal(rows[i].type, "f32[8,4,4,4]");
+        assert_string_equal(rows[i].device, "cpu:0");
+        assert_non_null(strstr(rows[i].source, "return maxpool2d(relu(conv2d(x, w, padding=1)"));
+        assert_true(rows[i].seconds > 0);
+    }
+    assert_int_equal(conv, 1);
+    assert_int_equal(gr_session_profile(s, rows, 1), n); /* the count, whatever the room */
+    gr_session_free(s);
+    so.profile = 0;
+    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+    train_steps(s, "train", 2, &loss, st);
+    assert_int_equal(gr_session_profile(s, rows, 64), 0);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 static void test_unknown_target_and_bad_feed_give_clear_status(void **state)
 {
     (void)state;
@@ -497,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_same_seed_same_weights_and_passes_do_not_change_results),
         cmocka_unit_test(test_threads_do_not_change_results),
         cmocka_unit_test(test_cnn_fusions_do_not_change_results),
+        cmocka_unit_test(test_profile_counts_every_call),
         cmocka_unit_test(test_unknown_target_and_bad_feed_give_clear_status),
         cmocka_unit_test(test_tensors_describe_inputs_variables_and_results),
         cmocka_unit_test(test_compile_error_has_location),

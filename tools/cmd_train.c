@@ -33,6 +33,7 @@ static const char train_usage[] =
     "                     DIR/RUN (view: tensorboard --logdir DIR)\n"
     "  --run-name RUN     the run's folder in DIR (default: FILE's name and the time)\n"
     "  --check-numerics   stop at the first NaN/Inf, naming the op and its line\n"
+    "  --profile          time every kernel call; print the costliest nodes at the end\n"
     "  --devices SPEC     the devices, e.g. cpu:0-1,gpu:0 (sim:N: simulated GPUs);\n"
     "                     default: this machine's\n"
     "  --no-step-graphs   on a GPU, launch each step's calls one by one (no CUDA graphs)\n"
@@ -130,6 +131,7 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
         O_LOG_EVERY,
         O_TENSORBOARD,
         O_RUN_NAME,
+        O_PROFILE,
         O_HELP
     };
     static const struct option longs[] = {{"steps", 1, 0, O_STEPS},
@@ -157,6 +159,7 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
                                           {"log-every", 1, 0, O_LOG_EVERY},
                                           {"tensorboard", 1, 0, O_TENSORBOARD},
                                           {"run-name", 1, 0, O_RUN_NAME},
+                                          {"profile", 0, 0, O_PROFILE},
                                           {"help", 0, 0, O_HELP},
                                           {0, 0, 0, 0}};
     long v;
@@ -218,6 +221,9 @@ static int parse_train_opts(int argc, char **argv, train_opts *o)
             break;
         case O_NUMERICS:
             o->sess.check_numerics = 1;
+            break;
+        case O_PROFILE:
+            o->sess.profile = 1;
             break;
         case O_SOFT:
             o->comp.soft_placement = 1;
@@ -443,6 +449,7 @@ static int finish(const train_opts *o, gr_session *s, const gr_target_info *ti, 
         trep_run_evals(o, s, vals, st) < 0 || trep_evals_done(o, pg, vals, last_step(o), 1) < 0)
         return 1;
     summary(o, s, ti, secs, loss, vals, pg->log);
+    if (!o->silent) trep_profile(s, o->steps - o->start, secs);
     return 0;
 }
 

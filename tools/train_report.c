@@ -172,3 +172,43 @@ int trep_save_checkpoint(const train_opts *o, gr_session *s, gr_status *st)
     cli_print_status(st);
     return -1;
 }
+
+/* One row of the --profile table. */
+static void profile_row(const gr_profile_row *r, long steps, double total)
+{
+    double ms = r->seconds * 1e3 / (double)steps;
+    fprintf(stderr, "  %8.2f %6.1f%% %6.2f  %-18s %-18s %-6s %4d: %.40s\n", ms,
+            total > 0 ? 100.0 * r->seconds / total : 0.0, (double)r->calls / (double)steps, r->op,
+            r->type, r->device, r->line, r->source);
+}
+
+void trep_profile(gr_session *s, long steps, double secs)
+{
+    int n = gr_session_profile(s, NULL, 0);
+    if (n == 0 || steps <= 0) return;
+    gr_profile_row *rows = calloc((size_t)n, sizeof *rows);
+    if (!rows) return;
+    n = gr_session_profile(s, rows, n);
+    double total = 0, rest = 0;
+    for (int i = 0; i < n; i++) total += rows[i].seconds;
+    fflush(stdout); /* after the summary */
+    fprintf(stderr,
+            "profile: where the kernels' time went, per training step (%d nodes ran; "
+            "evaluations count too)\n"
+            "   ms/step   share  calls  op                 output             device line\n",
+            n);
+    for (int i = 0; i < n; i++) {
+        if (i < TREP_PROFILE_ROWS)
+            profile_row(&rows[i], steps, total);
+        else
+            rest += rows[i].seconds;
+    }
+    if (n > TREP_PROFILE_ROWS)
+        fprintf(stderr, "  (%d more nodes: %.2f ms/step)\n", n - TREP_PROFILE_ROWS,
+                rest * 1e3 / (double)steps);
+    fprintf(stderr,
+            "  %.2f ms/step in kernels; a step took %.2f ms of wall time (kernels of one level "
+            "run at once on the intra-op threads)\n",
+            total * 1e3 / (double)steps, secs * 1e3 / (double)steps);
+    free(rows);
+}

@@ -1,0 +1,75 @@
+/* profile.c - gr_session_profile: the executors' per-call times
+ * (schedule.c's run_call, under gr_session_options.profile), summed per
+ * graph node over every plan and executor of the session. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_int.h"
+
+typedef struct node_time {
+    int node;
+    uint64_t ns, calls;
+} node_time;
+
+static int by_time_desc(const void *a, const void *b)
+{
+    const node_time *x = a, *y = b;
+    return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : x->node - y->node;
+}
+
+/* Adds executor e's calls into per-node sums t (indexed by node id). */
+static void add_exec(const rt_exec *e, node_time *t)
+{
+    for (int i = 0; e->prof && i < e->n_calls; i++) {
+        int id = (int)(e->args[i].node - e->s->g->nodes);
+        t[id].ns += atomic_load_explicit(&e->prof[i].ns, memory_order_relaxed);
+        t[id].calls += atomic_load_explicit(&e->prof[i].calls, memory_order_relaxed);
+    }
+}
+
+/* The source line of node n, trimmed, into out. */
+static void source_line(const ir_node *n, gr_profile_row *r)
+{
+    int col;
+    r->file = NULL, r->line = 0, r->source[0] = 0;
+    if (!n->src) return;
+    src_linecol(n->src, n->span.begin, &r->line, &col);
+    r->file = n->src->name;
+    if (r->line < 1 || (size_t)r->line > n->src->n_lines) return;
+    const char *p = n->src->text + n->src->lines[r->line - 1], *end = n->src->text + n->src->len;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    size_t k = 0;
+    while (p + k < end && p[k] != '\n' && p[k] != '\r' && k + 1 < sizeof r->source) k++;
+    memcpy(r->source, p, k);
+    r->source[k] = 0;
+}
+
+static void fill_row(const gr_session *s, const node_time *t, gr_profile_row *r)
+{
+    const ir_node *n = &s->g->nodes[t->node];
+    r->op = ops_name(n->op);
+    /* an update's output is a token: show the variable it writes */
+    const ir_type *ty = ops_has(n->op, OPF_UPDATE) ? &s->g->nodes[n->in[0]].type : &n->type;
+    ir_type_str(ty, r->type, sizeof r->type);
+    ir_dev_str(n->device, r->device, sizeof r->device);
+    source_line(n, r);
+    r->calls = t->calls;
+    r->seconds = (double)t->ns * 1e-9;
+}
+
+int gr_session_profile(gr_session *s, gr_profile_row *rows, int cap)
+{
+    if (!s || !s->opt.profile) return 0;
+    node_time *t = xcalloc((size_t)s->g->n_nodes + 1, sizeof *t);
+    pthread_mutex_lock(&s->mu);
+    for (int p = 0; p < s->n_plans; p++)
+        for (int k = 0; k < s->plans[p].n_all; k++) add_exec(s->plans[p].all[k], t);
+    pthread_mutex_unlock(&s->mu);
+    int n = 0;
+    for (int i = 0; i < s->g->n_nodes; i++)
+        if (t[i].calls) t[n] = t[i], t[n++].node = i;
+    qsort(t, (size_t)n, sizeof *t, by_time_desc);
+    for (int i = 0; i < n && i < cap; i++) fill_row(s, &t[i], &rows[i]);
+    free(t);
+    return n;
+}
