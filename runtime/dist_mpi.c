@@ -7,12 +7,14 @@
 
 #include "ckpt_io.h"
 #include "dist.h"
+#include "dist_shm.h"
 #include "runtime.h"
 
 struct rt_dist {
     kern_comm kc; /* first: the allreduce kernels hand it back */
     MPI_Comm comm;
     int rank, size;
+    shm_reduce *shm; /* sync, every process on one node: the allreduce, else NULL */
     gr_distributed mode;
     int sync_every;
     pthread_mutex_t mu; /* held from a train step's begin to its end, and around
@@ -61,11 +63,26 @@ static int comm_allreduce_mean(kern_comm *kc, const float *in, float *out, size_
     rt_dist *d = (rt_dist *)kc;
     (void)f; /* MPI's errors end the job (MPI_ERRORS_ARE_FATAL) */
     double t = now();
-    allreduce_sum(d, in, out, n);
-    float scale = 1.0f / (float)d->size;
-    for (size_t i = 0; i < n; i++) out[i] *= scale;
+    if (d->shm) {
+        shm_reduce_mean(d->shm, in, out, n);
+    } else {
+        allreduce_sum(d, in, out, n);
+        float scale = 1.0f / (float)d->size;
+        for (size_t i = 0; i < n; i++) out[i] *= scale;
+    }
     d->comm_secs += now() - t;
     return 0;
+}
+
+/* The largest allreduce of the graph, in floats (0: none). */
+static size_t largest_allreduce(const ir_graph *g)
+{
+    size_t n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && g->nodes[i].op == OP_ALLREDUCE &&
+            (size_t)ir_numel(&g->nodes[i].type) > n)
+            n = (size_t)ir_numel(&g->nodes[i].type);
+    return n;
 }
 
 /* ---- the shared variables, packed ---- */
@@ -300,6 +317,8 @@ gr_code dist_open(gr_session *s, gr_status *st)
         window_open(s);
         window_fill(s);
     }
+    if (c == GR_OK && d->mode == GR_DIST_SYNC && !getenv("GR_MPI_ALLREDUCE"))
+        d->shm = shm_reduce_open(d->comm, largest_allreduce(s->g));
     if (c != GR_OK) {
         dist_close(d);
         s->dist = NULL;
@@ -311,6 +330,7 @@ void dist_close(rt_dist *d)
 {
     if (!d) return;
     if (d->use_win) MPI_Win_free(&d->win);
+    shm_reduce_close(d->shm);
     MPI_Comm_free(&d->comm);
     pthread_mutex_destroy(&d->mu);
     free(d->shared);

@@ -2,7 +2,9 @@
 # run.sh CASE GRAPHRUN MPIRUN - one distributed-training test (tests/mpi.cmake),
 # run in the current folder with the model tests/mpi/mlp.graph.
 #   oracle-T  2 processes x batch 32 x 50 steps of target train_T leave the
-#             same variables (within 1e-5) as 1 process x batch 64
+#             same variables (within 1e-5) as 1 process x batch 64, through the
+#             one-node shared-memory allreduce and through MPI_Allreduce (the
+#             path between nodes); sgd also with 3 processes (1e-5 of 1 x 96)
 #   resume    25 steps, checkpoint, resume to 50 == 50 uninterrupted, bit for
 #             bit; resuming with another number of processes is an error
 #   kill      a rank killed mid-run ends the job, non-zero, within 10 s
@@ -28,8 +30,8 @@ train() { # train NPROC TARGET STEPS BATCH EXTRA...
     if [ "$np" = 1 ]; then
         "$G" "$M" --target "$t" --steps "$n" --set batch="$b" --threads 1 --quiet "$@"
     else
-        $R "$G" "$M" --target "$t" --steps "$n" --set batch="$b" --threads 1 --quiet \
-            --distributed "$@"
+        $MPIRUN -np "$np" --oversubscribe --allow-run-as-root "$G" "$M" --target "$t" \
+            --steps "$n" --set batch="$b" --threads 1 --quiet --distributed "$@"
     fi
 }
 
@@ -41,6 +43,13 @@ oracle-*)
     train 2 "$t" 50 32 sync --checkpoint p2.st > /dev/null || fail "2 processes"
     train 1 "$t" 50 64 --checkpoint p1.st > /dev/null || fail "1 process"
     $PY "$HERE/compare.py" p2.st p1.st 1e-5 || fail "2 x 32 differs from 1 x 64"
+    GR_MPI_ALLREDUCE=1 train 2 "$t" 50 32 sync --checkpoint pm.st > /dev/null || fail "MPI path"
+    $PY "$HERE/compare.py" pm.st p1.st 1e-5 || fail "2 x 32 through MPI_Allreduce differs"
+    if [ "$t" = train_sgd ]; then
+        train 3 "$t" 50 32 sync --checkpoint p3.st > /dev/null || fail "3 processes"
+        train 1 "$t" 50 96 --checkpoint p96.st > /dev/null || fail "1 process x 96"
+        $PY "$HERE/compare.py" p3.st p96.st 1e-5 || fail "3 x 32 differs from 1 x 96"
+    fi
     # the check can fail: without averaging, the two are far apart
     train 2 "$t" 50 32 async --sync-every 1000 --checkpoint pa.st > /dev/null || fail async
     ! $PY "$HERE/compare.py" pa.st p1.st 1e-5 > /dev/null || fail "compare.py cannot fail"

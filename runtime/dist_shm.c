@@ -1,0 +1,135 @@
+/* dist_shm.c - the one-node allreduce (dist_shm.h).
+ *
+ * Each process owns two segments of max_n floats in the window (double
+ * buffering: call k uses segment k % 2).  A call:
+ *   1. copies in into its segment, but for its own part;
+ *   2. barrier: every segment holds what the others need of its vector;
+ *   3. process r sums part r of the vector, the others' values from their
+ *      segments and its own from in, in rank order, scales it by 1/P and
+ *      writes it into out and over part r of its own segment (only it
+ *      touches that part of its segment in this phase);
+ *   4. barrier: every part holds its mean;
+ *   5. everyone copies part q from process q's segment into out, q != r.
+ * Phase 5 of call k still reads segments that call k + 1 does not write
+ * (the other buffer), and call k + 2's phase 1 comes after call k + 1's
+ * first barrier, which every process reaches only after its phase 5 of
+ * call k: two barriers a call suffice. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist_shm.h"
+#include "runtime.h"
+
+struct shm_reduce {
+    MPI_Comm node;
+    MPI_Win win;
+    int rank, size;
+    size_t max_n;
+    float **seg; /* per process: its two segments, back to back */
+    unsigned calls;
+};
+
+/* Parts start on 16-float boundaries (64 bytes: a cache line each). */
+static size_t part_start(size_t n, int q, int parts)
+{
+    size_t lines = (n + 15) / 16;
+    size_t at = lines * (size_t)q / (size_t)parts * 16;
+    return at < n ? at : n;
+}
+
+shm_reduce *shm_reduce_open(MPI_Comm comm, size_t max_n)
+{
+    MPI_Comm node;
+    int size, node_size;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &node_size);
+    int all_here = node_size == size, everywhere = 0;
+    MPI_Allreduce(&all_here, &everywhere, 1, MPI_INT, MPI_LAND, comm);
+    if (!everywhere || size < 2 || max_n == 0) {
+        MPI_Comm_free(&node);
+        return NULL;
+    }
+    shm_reduce *r = xcalloc(1, sizeof *r);
+    r->node = node, r->size = size, r->max_n = max_n;
+    MPI_Comm_rank(node, &r->rank);
+    float *mine;
+    MPI_Win_allocate_shared((MPI_Aint)(2 * max_n * sizeof(float)), sizeof(float), MPI_INFO_NULL,
+                            node, &mine, &r->win);
+    r->seg = xcalloc((size_t)size, sizeof *r->seg);
+    for (int q = 0; q < size; q++) {
+        MPI_Aint bytes;
+        int unit;
+        MPI_Win_shared_query(r->win, q, &bytes, &unit, &r->seg[q]);
+    }
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, r->win);
+    return r;
+}
+
+/* Makes this process's writes to the window visible to the others, and
+ * theirs to it, across a barrier (the unified memory model's recipe). */
+static void shm_barrier(shm_reduce *r)
+{
+    MPI_Win_sync(r->win);
+    MPI_Barrier(r->node);
+    MPI_Win_sync(r->win);
+}
+
+/* Block [i, i + m) of the mean, m <= 16: the other processes' values from
+ * their segments, this one's from its own in, summed in rank order; into
+ * out and over this process's segment (at offset buf), for the others. */
+static inline void sum_block(shm_reduce *r, size_t buf, const float *in, float *out, size_t i,
+                             size_t m, float scale)
+{
+    float acc[16] = {0};
+    for (int q = 0; q < r->size; q++) {
+        const float *src = q == r->rank ? in + i : r->seg[q] + buf + i;
+        for (size_t k = 0; k < m; k++) acc[k] += src[k];
+    }
+    for (size_t k = 0; k < m; k++) out[i + k] = r->seg[r->rank][buf + i + k] = acc[k] * scale;
+}
+
+/* This process's part [lo, hi) of the mean; lo is a multiple of 16. */
+static void sum_part(shm_reduce *r, size_t buf, const float *in, float *out, size_t lo, size_t hi)
+{
+    float scale = 1.0f / (float)r->size;
+    size_t i = lo;
+    for (; i + 16 <= hi; i += 16) sum_block(r, buf, in, out, i, 16, scale); /* vectorised */
+    if (i < hi) sum_block(r, buf, in, out, i, hi - i, scale);
+}
+
+/* Copies what the other processes sum from this one (all but its own
+ * part), or back the parts they summed (from their segments). */
+static void copy_others(shm_reduce *r, size_t buf, float *dst, const float *src, size_t n, int in)
+{
+    for (int q = 0; q < r->size; q++) {
+        if (q == r->rank) continue;
+        size_t lo = part_start(n, q, r->size), hi = part_start(n, q + 1, r->size);
+        if (in)
+            memcpy(r->seg[r->rank] + buf + lo, src + lo, (hi - lo) * sizeof *src);
+        else
+            memcpy(dst + lo, r->seg[q] + buf + lo, (hi - lo) * sizeof *dst);
+    }
+}
+
+void shm_reduce_mean(shm_reduce *r, const float *in, float *out, size_t n)
+{
+    GR_ASSERT(n <= r->max_n);
+    size_t buf = (r->calls++ & 1) * r->max_n;
+    copy_others(r, buf, NULL, in, n, 1);
+    shm_barrier(r);
+    /* in == out: this part of in is read before it is written, block by block */
+    sum_part(r, buf, in, out, part_start(n, r->rank, r->size), part_start(n, r->rank + 1, r->size));
+    shm_barrier(r);
+    copy_others(r, buf, out, NULL, n, 0);
+}
+
+void shm_reduce_close(shm_reduce *r)
+{
+    if (!r) return;
+    MPI_Win_unlock_all(r->win);
+    MPI_Win_free(&r->win);
+    MPI_Comm_free(&r->node);
+    free(r->seg);
+    free(r);
+}
