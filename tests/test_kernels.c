@@ -596,6 +596,23 @@ static void test_softmax_and_log_softmax_stable(void **state)
     }
 }
 
+/* The vectorised exp: scores far below the row's max give 0 (-inf
+ * exactly), and a NaN score makes its row NaN, as expf would. */
+static void test_softmax_edges(void **state)
+{
+    (void)state;
+    ir_type t = ty(DT_F32, 2, 2, 4);
+    float x[8] = {0.0f, -100.0f, -INFINITY, 1.0f, 0.0f, NAN, 1.0f, 2.0f}, y[8];
+    call c;
+    call_init(&c, OP_SOFTMAX, &t, y);
+    call_in(&c, x, &t);
+    call_run(&c);
+    assert_true(y[1] >= 0.0f && y[1] < 1e-37f);
+    assert_true(y[2] == 0.0f);
+    assert_true(fabsf(y[0] - 1.0f / (1.0f + expf(1.0f))) < 1e-6f);
+    for (int i = 4; i < 8; i++) assert_true(isnan(y[i]));
+}
+
 static void test_softmax_xent_and_grad(void **state)
 {
     (void)state;
@@ -1869,6 +1886,7 @@ int main(void)
         cmocka_unit_test(test_argmax_first_max_wins),
         cmocka_unit_test(test_max_grad_routes_to_maxima),
         cmocka_unit_test(test_softmax_and_log_softmax_stable),
+        cmocka_unit_test(test_softmax_edges),
         cmocka_unit_test(test_softmax_xent_and_grad),
         cmocka_unit_test(test_softmax_grads),
         cmocka_unit_test(test_mse),

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "train.h"
@@ -182,6 +183,29 @@ static void profile_row(const gr_profile_row *r, long steps, double total)
             r->type, r->device, r->line, r->source);
 }
 
+/* The rows' time summed per op, costliest first, on one line. */
+static void profile_by_op(gr_profile_row *rows, int n, long steps, double total)
+{
+    for (int i = 0; i < n; i++) /* fold each op's rows into its first */
+        for (int j = i + 1; rows[i].calls && j < n; j++)
+            if (rows[j].calls && !strcmp(rows[j].op, rows[i].op)) {
+                rows[i].seconds += rows[j].seconds;
+                rows[j].calls = 0;
+            }
+    fputs("  by op:", stderr);
+    for (int shown = 0; shown < TREP_PROFILE_OPS; shown++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (rows[i].calls && (best < 0 || rows[i].seconds > rows[best].seconds)) best = i;
+        if (best < 0) break;
+        fprintf(stderr, "%s %s %.2f ms (%.0f%%)", shown ? "," : "", rows[best].op,
+                rows[best].seconds * 1e3 / (double)steps,
+                total > 0 ? 100.0 * rows[best].seconds / total : 0.0);
+        rows[best].calls = 0;
+    }
+    fputc('\n', stderr);
+}
+
 void trep_profile(gr_session *s, long steps, double secs)
 {
     int n = gr_session_profile(s, NULL, 0);
@@ -210,5 +234,6 @@ void trep_profile(gr_session *s, long steps, double secs)
             "  %.2f ms/step in kernels; a step took %.2f ms of wall time (kernels of one level "
             "run at once on the intra-op threads)\n",
             total * 1e3 / (double)steps, secs * 1e3 / (double)steps);
+    profile_by_op(rows, n, steps, total);
     free(rows);
 }

@@ -1,13 +1,30 @@
 /* cpu_softmax.c - softmax (causally masked or not), log-softmax,
  * cross-entropy and their gradients, all along the last axis (rows of
  * length c).  Every row subtracts its max before exponentiating, so logits
- * of 1e4 give finite results.  The exp loops call expf and only vectorise
- * when libmvec is allowed (fast-math); the max, sum and scale loops
- * vectorise regardless.  A causal mask shortens each row to the entries it
- * keeps: masked scores cost nothing. */
+ * of 1e4 give finite results.  The exp loops use sm_exp, straight-line
+ * code that vectorises (libm's expf, a call per element, made the char
+ * GPT's softmax take 6.1 ms a step instead of 3.3); the max, sum and
+ * scale loops vectorise too.
+ * A causal mask shortens each row to the entries it keeps: masked scores
+ * cost nothing. */
 #include <math.h>
 
+/* No floating-point exception flags are read: the selects of sm_exp can be
+ * vector blends instead of branches. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-math-errno", "no-trapping-math")
+#endif
+
 #include "cpu_impl.h"
+
+/* e^d for d = x - max <= 0: cpu_exp_vec (within 1e-7 relative), 0 below
+ * -87 (e^-87 is near the smallest normal float), and a NaN stays NaN. */
+static inline float sm_exp(float d)
+{
+    float e = cpu_exp_vec(d);
+    e = d < -87.0f ? 0.0f : e;
+    return d == d ? e : d;
+}
 
 static float sm_row_max(const float *restrict x, int64_t c)
 {
@@ -25,7 +42,7 @@ static float sm_row_max(const float *restrict x, int64_t c)
 /* o = exp(x - m); returns the sum. */
 static float sm_row_exp(float *restrict o, const float *restrict x, float m, int64_t c)
 {
-    for (int64_t i = 0; i < c; i++) o[i] = expf(x[i] - m);
+    for (int64_t i = 0; i < c; i++) o[i] = sm_exp(x[i] - m);
     return cpu_row_sum(o, c);
 }
 
@@ -55,7 +72,7 @@ static void sm_grad_row(float *restrict o, const float *restrict dy, const float
 {
     if (log) {
         float s = cpu_row_sum(dy, c);
-        for (int64_t i = 0; i < c; i++) o[i] = expf(y[i]);
+        for (int64_t i = 0; i < c; i++) o[i] = sm_exp(y[i]);
         for (int64_t i = 0; i < c; i++) o[i] = dy[i] - o[i] * s;
     } else {
         float d = cpu_row_dot(dy, y, c);
@@ -146,7 +163,7 @@ void cpu_xent(float *out, const float *logits, const int32_t *labels, int64_t ro
             lse = sm_row_lse(tmp, x, c);
         } else { /* too long for the stack buffer: plain two-pass loop */
             float m = sm_row_max(x, c), s = 0.0f;
-            for (int64_t i = 0; i < c; i++) s += expf(x[i] - m);
+            for (int64_t i = 0; i < c; i++) s += sm_exp(x[i] - m);
             lse = m + logf(s);
         }
         out[r] = lse - (label_ok(labels[r], c) ? x[labels[r]] : 0.0f);
