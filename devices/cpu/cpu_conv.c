@@ -9,6 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* No floating-point exception flags are read: the pooling loops' selects
+ * can be vector blends instead of branches. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include "cpu_impl.h"
 
 static int64_t conv_ckk(const cpu_conv_shape *s)
@@ -424,28 +430,35 @@ typedef struct pool_grad_job {
  * maximum, 0 elsewhere; 0 everywhere under relu when the maximum is not
  * > 0), so only a row or column no window covers (odd sizes) needs
  * clearing. */
+/* One output row's windows: selects instead of branches, so it vectorises.
+ * The window's first maximum takes g unless relu and the maximum is not
+ * > 0; later candidates win only when strictly greater, as in the forward. */
+static void maxpool2_grad_row(int64_t ow, float *restrict d0, float *restrict d1,
+                              const float *restrict r0, const float *restrict r1,
+                              const float *restrict g, int relu)
+{
+    for (int64_t o = 0; o < ow; o++) {
+        float a = r0[2 * o], b = r0[2 * o + 1], c = r1[2 * o], d = r1[2 * o + 1];
+        float m1 = b > a ? b : a, m2 = c > m1 ? c : m1, m = d > m2 ? d : m2;
+        float v = relu && !(m > 0.0f) ? 0.0f : g[o];
+        float left = d > m2 ? 0.0f : v; /* what d did not take */
+        d1[2 * o + 1] = d > m2 ? v : 0.0f;
+        d1[2 * o] = c > m1 ? left : 0.0f;
+        left = c > m1 ? 0.0f : left;
+        d0[2 * o + 1] = b > a ? left : 0.0f;
+        d0[2 * o] = b > a ? 0.0f : left;
+    }
+}
+
 static void maxpool2_grad_plane(const cpu_pool_shape *s, float *dx, const float *dy, const float *x,
                                 int relu)
 {
     if (s->h > 2 * s->oh) memset(dx + 2 * s->oh * s->w, 0, (size_t)s->w * sizeof *dx);
     for (int64_t oh = 0; oh < s->oh; oh++) {
-        const float *r0 = x + 2 * oh * s->w, *r1 = r0 + s->w;
-        float *d0 = dx + 2 * oh * s->w, *d1 = d0 + s->w;
-        const float *g = dy + oh * s->ow;
-        if (s->w > 2 * s->ow) d0[s->w - 1] = d1[s->w - 1] = 0.0f;
-        for (int64_t ow = 0; ow < s->ow; ow++) {
-            int64_t c = 2 * ow;
-            float m = r0[c];
-            int best = 0;
-            if (r0[c + 1] > m) m = r0[c + 1], best = 1;
-            if (r1[c] > m) m = r1[c], best = 2;
-            if (r1[c + 1] > m) m = r1[c + 1], best = 3;
-            if (relu && !(m > 0.0f)) best = -1;
-            d0[c] = best == 0 ? g[ow] : 0.0f;
-            d0[c + 1] = best == 1 ? g[ow] : 0.0f;
-            d1[c] = best == 2 ? g[ow] : 0.0f;
-            d1[c + 1] = best == 3 ? g[ow] : 0.0f;
-        }
+        const float *r0 = x + 2 * oh * s->w;
+        float *d0 = dx + 2 * oh * s->w;
+        if (s->w > 2 * s->ow) d0[s->w - 1] = d0[2 * s->w - 1] = 0.0f;
+        maxpool2_grad_row(s->ow, d0, d0 + s->w, r0, r0 + s->w, dy + oh * s->ow, relu);
     }
 }
 
