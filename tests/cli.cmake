@@ -14,7 +14,10 @@ add_test(NAME cli_train_log
 # --profile: the summary, then the costliest nodes with their op, output and line.
 add_test(NAME cli_profile
   COMMAND sh -c "$0 $1 --steps 5 --profile --quiet 2> prof.err > /dev/null || exit 1; cat prof.err
-    grep -q '^profile: ' prof.err && grep -q 'conv2d_bias *f32\\[8,4,4,4\\] *cpu:0 *9: return maxpool2d' prof.err"
+    grep -q '^profile: ' prof.err && grep -q 'conv2d_bias *f32\\[8,4,4,4\\] *cpu:0 *9: return maxpool2d' prof.err || exit 1
+    $0 $1 --steps 5 --profile --quiet --log prof.jsonl 2> /dev/null > /dev/null || exit 1
+    tail -n 1 prof.jsonl | grep -q '^{\"event\":\"profile\",\"steps\":5,\"nodes\":\\[{\"op\":' || exit 1
+    grep -q '{\"op\":\"conv2d_bias\",\"type\":\"f32\\[8,4,4,4\\]\",\"device\":\"cpu:0\",\"file\":\"[^\"]*tiny_cnn.graph\",\"line\":9,\"calls\":5,' prof.jsonl"
           $<TARGET_FILE:graphrun> ${PROJECT_SOURCE_DIR}/tests/models/tiny_cnn.graph
   WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 

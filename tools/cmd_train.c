@@ -449,7 +449,7 @@ static int finish(const train_opts *o, gr_session *s, const gr_target_info *ti, 
         trep_run_evals(o, s, vals, st) < 0 || trep_evals_done(o, pg, vals, last_step(o), 1) < 0)
         return 1;
     summary(o, s, ti, secs, loss, vals, pg->log);
-    if (!o->silent) trep_profile(s, o->steps - o->start, secs);
+    if (!o->silent) trep_profile(s, o->steps - o->start, secs, pg->log);
     return 0;
 }
 

@@ -69,10 +69,10 @@ void trep_eval_json(const train_opts *o, const double *vals, FILE *log);
 void trep_catch_interrupt(void);
 int trep_interrupted(void);
 /* --profile: the costliest nodes' kernel time per step, then per op, on
- * stderr. */
+ * stderr; every node in the log (when there is one) as a "profile" line. */
 #define TREP_PROFILE_ROWS 15
 #define TREP_PROFILE_OPS  8 /* and the total time of the costliest ops */
-void trep_profile(gr_session *s, long steps, double secs);
+void trep_profile(gr_session *s, long steps, double secs, FILE *log);
 /* Saves to --checkpoint; on failure prints the status and returns -1. */
 int trep_save_checkpoint(const train_opts *o, gr_session *s, gr_status *st);
 

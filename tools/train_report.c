@@ -206,13 +206,51 @@ static void profile_by_op(gr_profile_row *rows, int n, long steps, double total)
     fputc('\n', stderr);
 }
 
-void trep_profile(gr_session *s, long steps, double secs)
+/* s as a JSON string: quotes, backslashes and control bytes escaped. */
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* The log's profile line: every node that ran, costliest first. */
+static void profile_json(const gr_profile_row *rows, int n, long steps, FILE *log)
+{
+    fprintf(log, "{\"event\":\"profile\",\"steps\":%ld,\"nodes\":[", steps);
+    for (int i = 0; i < n; i++) {
+        const gr_profile_row *r = &rows[i];
+        fprintf(log, "%s{\"op\":\"%s\",\"type\":", i ? "," : "", r->op);
+        json_string(log, r->type);
+        fputs(",\"device\":", log);
+        json_string(log, r->device);
+        fputs(",\"file\":", log);
+        if (r->file)
+            json_string(log, r->file);
+        else
+            fputs("null", log);
+        fprintf(log, ",\"line\":%d,\"calls\":%llu,\"seconds\":%.6g}", r->line,
+                (unsigned long long)r->calls, r->seconds);
+    }
+    fputs("]}\n", log);
+}
+
+void trep_profile(gr_session *s, long steps, double secs, FILE *log)
 {
     int n = gr_session_profile(s, NULL, 0);
     if (n == 0 || steps <= 0) return;
     gr_profile_row *rows = calloc((size_t)n, sizeof *rows);
     if (!rows) return;
     n = gr_session_profile(s, rows, n);
+    if (log) profile_json(rows, n, steps, log);
     double total = 0, rest = 0;
     for (int i = 0; i < n; i++) total += rows[i].seconds;
     fflush(stdout); /* after the summary */
