@@ -12,6 +12,12 @@ if(GR_HAVE_MPI AND MPIEXEC_EXECUTABLE AND EXISTS ${GR_MPI_DATA} AND EXISTS /usr/
       WORKING_DIRECTORY ${dir})
     # two processes each: never two such tests at once on a small machine
     set_tests_properties(mpi_${c} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+    if(CMAKE_BUILD_TYPE STREQUAL "Tsan")
+      # Open MPI's own locks and threads (tests/mpi/tsan.supp); no Hogwild!
+      # here (one executor a process), so not devices/cpu/tsan.supp
+      set_property(TEST mpi_${c} APPEND PROPERTY ENVIRONMENT
+        "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/mpi/tsan.supp halt_on_error=1")
+    endif()
     if(CMAKE_BUILD_TYPE STREQUAL "Asan")
       # Open MPI never frees its own state: LeakSanitizer skips its libraries
       # (full stacks are needed to see them) and checks graphrun's allocations.
