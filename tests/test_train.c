@@ -176,6 +176,16 @@ static void test_same_seed_same_weights_and_passes_do_not_change_results(void **
     for (int i = 0; i < 2560; i++) assert_true(fabsf(a[i] - d[i]) <= 1e-4f);
 }
 
+/* tests/models/tiny_cnn.graph compiled with co, and a session on it. */
+static gr_session *open_tiny_cnn(const gr_compile_options *co, const gr_session_options *so,
+                                 gr_program **p, gr_status *st)
+{
+    gr_session *s = NULL;
+    assert_gr_ok(gr_compile_file(GR_SOURCE_DIR "/tests/models/tiny_cnn.graph", co, p, st), st);
+    assert_gr_ok(gr_session_new(*p, so, &s, st), st);
+    return s;
+}
+
 /* tiny_cnn's first layer after 40 steps, with the passes in passes_off off. */
 static void run_tiny_cnn(unsigned passes_off, float *w, size_t n)
 {
@@ -183,10 +193,8 @@ static void run_tiny_cnn(unsigned passes_off, float *w, size_t n)
     gr_compile_options co = {.passes_off = passes_off};
     gr_session_options so = {.seed = 11, .threads = 2};
     gr_program *p = NULL;
-    gr_session *s = NULL;
+    gr_session *s = open_tiny_cnn(&co, &so, &p, st);
     float loss;
-    assert_gr_ok(gr_compile_file(GR_SOURCE_DIR "/tests/models/tiny_cnn.graph", &co, &p, st), st);
-    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
     train_steps(s, "train", 40, &loss, st);
     assert_gr_ok(gr_variable_read(s, "model/conv1/w", w, n * sizeof *w, st), st);
     gr_session_free(s);
@@ -218,10 +226,8 @@ static void test_profile_counts_every_call(void **state)
     gr_session_options so = {.seed = 1, .threads = 2, .profile = 1};
     gr_compile_options co = {.devices = "cpu:0"}; /* a GPU's calls are not timed */
     gr_program *p = NULL;
-    gr_session *s = NULL;
+    gr_session *s = open_tiny_cnn(&co, &so, &p, st);
     float loss;
-    assert_gr_ok(gr_compile_file(GR_SOURCE_DIR "/tests/models/tiny_cnn.graph", &co, &p, st), st);
-    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
     train_steps(s, "train", 7, &loss, st);
     gr_profile_row rows[64];
     int n = gr_session_profile(s, rows, 64), conv = 0;
