@@ -4,6 +4,7 @@
  *
  * Attribute slot j of an op is attrs[j]; its value lives in ir_attrs.i[j]
  * (ints, bools, dtypes), f[j] (floats) or list[] (the one list). */
+#include "conv_algo.h"
 #include "ops_impl.h"
 
 #include "../lang/fatal.h"
@@ -214,26 +215,40 @@ const ir_type *ops_in_type(const ir_graph *g, int id, int k)
     return &g->nodes[g->nodes[id].in[k]].type;
 }
 
-/* ---- scratch rules: im2col buffers, per task ---- */
+/* ---- scratch rules: per task, for the CPU's algorithm (conv_algo.h) ---- */
 
-static size_t im2col_bytes(const ir_type *w, const ir_type *y)
+/* x [N, C, H, W], w [OC, C, K, K], y [N, OC, OH, OW]; grad_x: the input
+ * gradient (Winograd's roles of x and y swap), grad_w: the filter's (its
+ * partial sums take the place of the transformed filters). */
+static size_t conv_scratch(const ir_node *n, const ir_type *x, const ir_type *w, const ir_type *y,
+                           int grad_x)
 {
-    /* w: [OC, C, KH, KW]; y: [N, OC, OH, OW] */
-    return (size_t)(w->dim[1] * w->dim[2] * w->dim[3] * y->dim[2] * y->dim[3]) * 4;
+    size_t col = conv_im2col_bytes(w->dim[1], w->dim[2], w->dim[3], y->dim[2], y->dim[3]), wino;
+    if (n->op == OP_CONV2D_GRAD_W) col += (size_t)ir_numel(w) * 4;
+    int64_t stride = n->attr.i[0] > 0 ? n->attr.i[0] : 1, pad = n->attr.i[1];
+    if (!conv_wino_ok(x->dim[1], y->dim[1], w->dim[2], w->dim[3], stride, pad)) return col;
+    conv_wino p;
+    if (grad_x)
+        wino = conv_wino_plan(&p, x->dim[0], y->dim[1], x->dim[1], w->dim[2], x->dim[2], x->dim[3]);
+    else
+        wino = conv_wino_plan(&p, x->dim[0], x->dim[1], y->dim[1], w->dim[2], y->dim[2], y->dim[3]);
+    return wino > col ? wino : col; /* the CUDA device's im2col plans with the same rule */
 }
 
 size_t ops_scratch_conv2d(const ir_graph *g, int id)
 {
     const ir_node *n = &g->nodes[id];
-    if (n->op != OP_CONV2D_GRAD_X) return im2col_bytes(ops_in_type(g, id, 1), &n->type);
-    /* conv2d_grad_x: in dy[N,OC,OH,OW], w */
-    return im2col_bytes(ops_in_type(g, id, 1), ops_in_type(g, id, 0));
+    const ir_type *w = ops_in_type(g, id, 1);
+    if (n->op != OP_CONV2D_GRAD_X) return conv_scratch(n, ops_in_type(g, id, 0), w, &n->type, 0);
+    /* conv2d_grad_x: in dy[N,OC,OH,OW], w; out dx */
+    return conv_scratch(n, &n->type, w, ops_in_type(g, id, 0), 1);
 }
 
 size_t ops_scratch_conv2d_grad_w(const ir_graph *g, int id)
 {
-    const ir_type *w = &g->nodes[id].type;
-    return im2col_bytes(w, ops_in_type(g, id, 0)) + (size_t)ir_numel(w) * 4;
+    /* in dy, x; out dw */
+    return conv_scratch(&g->nodes[id], ops_in_type(g, id, 1), &g->nodes[id].type,
+                        ops_in_type(g, id, 0), 0);
 }
 
 /* layernorm_grad_params: 2C floats of partial sums per CPU task (rows are

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "compiler/conv_algo.h"
 #include "devices/cpu/cpu.h"
 #include "runtime/runtime.h"
 
@@ -1047,8 +1048,14 @@ static void conv_call(call *c, op_kind op, const conv_case *q, void *out, const 
                       int threads, void **scratch)
 {
     int64_t oh = conv_out(q->h, q->kh, q->s, q->p), ow = conv_out(q->w, q->kw, q->s, q->p);
-    size_t per = (size_t)(q->c * q->kh * q->kw * oh * ow) * 4;
+    size_t per = conv_im2col_bytes(q->c, q->kh, q->kw, oh, ow), wino = 0;
     if (op == OP_CONV2D_GRAD_W) per += (size_t)(q->oc * q->c * q->kh * q->kw) * 4;
+    conv_wino pl; /* the plan's scratch for Winograd, as ops.c gives it */
+    if (conv_wino_ok(q->c, q->oc, q->kh, q->kw, q->s, q->p) && op == OP_CONV2D_GRAD_X)
+        wino = conv_wino_plan(&pl, q->n, q->oc, q->c, q->kh, q->h, q->w);
+    else if (conv_wino_ok(q->c, q->oc, q->kh, q->kw, q->s, q->p))
+        wino = conv_wino_plan(&pl, q->n, q->c, q->oc, q->kh, oh, ow);
+    if (wino > per) per = wino;
     call_init(c, op, ot, out);
     c->node.attr.i[0] = q->s;
     c->node.attr.i[1] = q->p;
@@ -1058,6 +1065,36 @@ static void conv_call(call *c, op_kind op, const conv_case *q, void *out, const 
     *scratch = threads > 0 ? malloc(per * (size_t)threads) : NULL;
     c->scratch = *scratch; /* threads == 0: NULL scratch, the kernel's fallback */
     if (threads == 0) c->max_tasks = 1;
+}
+
+/* conv2d_bias (the fusion of conv2d, a per-channel bias and a relu) against
+ * ry, the naive convolution, with relu off and on. */
+static void check_conv_bias(const conv_case *q, float *x, float *w, const double *ry, int threads,
+                            double sc)
+{
+    int64_t oh = conv_out(q->h, q->kh, q->s, q->p), ow = conv_out(q->w, q->kw, q->s, q->p);
+    ir_type xt = ty(DT_F32, 4, q->n, q->c, q->h, q->w),
+            wt = ty(DT_F32, 4, q->oc, q->c, q->kh, q->kw);
+    ir_type yt = ty(DT_F32, 4, q->n, q->oc, oh, ow), bt = ty(DT_F32, 4, 1, q->oc, 1, 1);
+    float *b = frandom(&bt, -1, 1), *y = falloc(&yt);
+    double *want = dalloc(numel(&yt));
+    for (int relu = 0; relu <= 1; relu++) {
+        void *scratch;
+        call c;
+        conv_call(&c, OP_CONV2D_BIAS, q, y, &yt, threads, &scratch);
+        c.node.attr.i[2] = relu;
+        call_in(&c, x, &xt);
+        call_in(&c, w, &wt);
+        call_in(&c, b, &bt);
+        call_run(&c);
+        free(scratch);
+        for (int64_t i = 0; i < numel(&yt); i++) {
+            double v = ry[i] + b[i / (oh * ow) % q->oc];
+            want[i] = relu && v < 0 ? 0 : v;
+        }
+        check_close_s(y, want, numel(&yt), TOL, sc, relu ? "conv2d_bias relu" : "conv2d_bias");
+    }
+    free(b), free(y), free(want);
 }
 
 static void check_conv(const conv_case *q, int threads)
@@ -1089,6 +1126,7 @@ static void check_conv(const conv_case *q, int threads)
     ref_conv(q, x, w, ry);
     ref_conv_grads(q, x, w, dy, rdx, rdw);
     double sc = sqrt((double)(q->c * q->kh * q->kw));
+    check_conv_bias(q, x, w, ry, threads, sc);
     check_close_s(y, ry, numel(&yt), TOL, sc, "conv2d");
     check_close_s(dx, rdx, numel(&xt), TOL, sc, "conv2d_grad_x");
     check_close_s(dw, rdw, numel(&wt), TOL, sqrt((double)(q->n * oh * ow)), "conv2d_grad_w");
@@ -1119,6 +1157,15 @@ static void test_conv2d_and_grads_against_naive(void **state)
         {3, 2, 9, 6, 4, 5, 5, 1, 2},
         {2, 1, 2, 3, 2, 5, 5, 1, 2},
         {4, 3, 8, 8, 2, 3, 5, 1, 1},
+        /* Winograd F(2x2, kxk) (conv_algo.h): odd and even sizes, "same",
+         * "valid" and wider padding, chunks of several images with a
+         * partial last one, more tasks than chunks */
+        {3, 8, 14, 14, 9, 5, 5, 1, 2},
+        {5, 9, 7, 10, 8, 5, 5, 1, 0},
+        {2, 8, 6, 5, 8, 5, 5, 1, 4},
+        {7, 8, 9, 9, 10, 3, 3, 1, 1},
+        {2, 12, 5, 8, 8, 3, 3, 1, 0},
+        {1, 8, 3, 4, 8, 3, 3, 1, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int threads = 0; threads <= 2; threads++) check_conv(&cases[i], threads);

@@ -16,16 +16,18 @@
 #include "alloc_count.h"
 #include "graphrun.h"
 
-static long steady_state_allocations(const char *path, int threads)
+static long steady_state_allocations_with(const char *path, int threads, const gr_param *params,
+                                          int n_params)
 {
     if (GR_SANITIZED) skip();
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
     gr_session *s = NULL;
     gr_session_options so = {.threads = threads};
+    gr_compile_options co = {.params = params, .n_params = n_params};
     float loss;
     gr_fetch f = {"train/loss", &loss, sizeof loss, NULL};
-    if (gr_compile_file(path, NULL, &p, st) != GR_OK || gr_session_new(p, &so, &s, st) != GR_OK)
+    if (gr_compile_file(path, &co, &p, st) != GR_OK || gr_session_new(p, &so, &s, st) != GR_OK)
         fail_msg("%s", gr_status_message(st));
     for (int i = 0; i < 20; i++) /* warm-up: plans, executors, readers */
         if (gr_run(s, "train", NULL, 0, &f, 1, st) != GR_OK) fail_msg("%s", gr_status_message(st));
@@ -36,6 +38,11 @@ static long steady_state_allocations(const char *path, int threads)
     gr_program_free(p);
     gr_status_free(st);
     return atomic_load(&alloc_calls);
+}
+
+static long steady_state_allocations(const char *path, int threads)
+{
+    return steady_state_allocations_with(path, threads, NULL, 0);
 }
 
 static void test_linear_regression_steps_do_not_allocate(void **state)
@@ -61,6 +68,19 @@ static void test_partitioned_steps_do_not_allocate(void **state)
     (void)state;
     if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK)) skip();
     assert_int_equal(steady_state_allocations(GR_SOURCE_DIR "/examples/two_towers.graph", 2), 0);
+}
+
+/* LeNet: im2col convolutions (conv1) and Winograd ones (conv2), whose
+ * scratch the plan must size as the CPU uses it (compiler/conv_algo.h). */
+static void test_cnn_steps_do_not_allocate(void **state)
+{
+    (void)state;
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK)) skip();
+    gr_param small = {"batch", "4"};
+    for (int threads = 1; threads <= 2; threads++)
+        assert_int_equal(steady_state_allocations_with(GR_SOURCE_DIR "/examples/fashion_cnn.graph",
+                                                       threads, &small, 1),
+                         0);
 }
 
 /* A transformer block: batched matmuls, layernorm, gelu, causal softmax. */
@@ -89,6 +109,7 @@ int main(void)
         cmocka_unit_test(test_linear_regression_steps_do_not_allocate),
         cmocka_unit_test(test_mlp_steps_do_not_allocate),
         cmocka_unit_test(test_partitioned_steps_do_not_allocate),
+        cmocka_unit_test(test_cnn_steps_do_not_allocate),
         cmocka_unit_test(test_attention_steps_do_not_allocate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

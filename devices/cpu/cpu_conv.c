@@ -15,6 +15,7 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+#include "../../compiler/conv_algo.h"
 #include "cpu_impl.h"
 
 static int64_t conv_ckk(const cpu_conv_shape *s)
@@ -202,14 +203,12 @@ typedef struct conv_job {
     const float *x, *w, *dy;
     const float *bias; /* forward: per output channel, or NULL */
     int relu;          /* forward: max(y, 0) after the bias */
-    char *scratch;
-    size_t task_bytes;
-    int ntasks;
+    cpu_tasks tasks;
 } conv_job;
 
 static float *conv_scratch(const conv_job *j, int t)
 {
-    return (float *)(j->scratch + j->task_bytes * (size_t)t);
+    return cpu_task_slice(&j->tasks, t);
 }
 
 static void conv_fwd_task(void *arg, int t)
@@ -218,7 +217,7 @@ static void conv_fwd_task(void *arg, int t)
     const cpu_conv_shape *s = j->s;
     int64_t ckk = conv_ckk(s), ohw = conv_ohw(s);
     if (!conv_is_pointwise(s)) im2col_start(s, conv_scratch(j, t));
-    for (int64_t n = t; n < s->n; n += j->ntasks) {
+    for (int64_t n = t; n < s->n; n += j->tasks.n) {
         const float *xn = j->x + n * s->c * s->h * s->w, *col = xn;
         float *yn = j->out + n * s->oc * ohw;
         if (!conv_is_pointwise(s)) {
@@ -239,7 +238,7 @@ static void conv_gx_task(void *arg, int t)
     const conv_job *j = arg;
     const cpu_conv_shape *s = j->s;
     int64_t ckk = conv_ckk(s), ohw = conv_ohw(s), img = s->c * s->h * s->w;
-    for (int64_t n = t; n < s->n; n += j->ntasks) {
+    for (int64_t n = t; n < s->n; n += j->tasks.n) {
         float *dxn = j->out + n * img;
         float *col = conv_is_pointwise(s) ? dxn : conv_scratch(j, t);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk, (int)ohw, (int)s->oc, 1.0f,
@@ -263,7 +262,7 @@ static void conv_gw_task(void *arg, int t)
     int64_t ckk = conv_ckk(s), ohw = conv_ohw(s);
     float beta = 0.0f;
     if (!conv_is_pointwise(s)) im2col_start(s, conv_scratch(j, t));
-    for (int64_t n = t; n < s->n; n += j->ntasks) {
+    for (int64_t n = t; n < s->n; n += j->tasks.n) {
         const float *xn = j->x + n * s->c * s->h * s->w, *col = xn;
         if (!conv_is_pointwise(s)) {
             im2col(s, xn, conv_scratch(j, t));
@@ -276,37 +275,44 @@ static void conv_gw_task(void *arg, int t)
     }
 }
 
-/* Picks the task count and makes sure each task has a scratch slice of
- * `need` bytes; returns the buffer to free afterwards (NULL if none) or sets
- * *fail when memory ran out. */
-static void *conv_setup(const cpu_conv_ctx *cx, conv_job *j, size_t need, int *fail)
+int cpu_tasks_open(const cpu_conv_ctx *cx, int64_t jobs, size_t need, cpu_tasks *t)
 {
     int nt = pool_size(cx->pool);
     if (nt > cx->max_tasks) nt = cx->max_tasks;
-    if (nt > j->s->n) nt = (int)j->s->n;
-    j->ntasks = nt < 1 ? 1 : nt;
-    j->scratch = cx->scratch;
-    j->task_bytes = cx->task_bytes;
-    *fail = 0;
-    if (need == 0 || (cx->scratch && cx->task_bytes >= need)) return NULL;
+    if (nt > jobs) nt = (int)jobs;
+    *t = (cpu_tasks){.scratch = cx->scratch, .task_bytes = cx->task_bytes, .n = nt < 1 ? 1 : nt};
+    if (need == 0 || (cx->scratch && cx->task_bytes >= need)) return 0;
     /* The plan gave less than we need (or nothing): use our own. */
-    j->scratch = malloc(need * (size_t)j->ntasks);
-    j->task_bytes = need;
-    *fail = j->scratch == NULL;
-    return j->scratch;
+    t->own = t->scratch = malloc(need * (size_t)t->n);
+    t->task_bytes = need;
+    return t->own ? 0 : -1;
+}
+
+void cpu_tasks_close(cpu_tasks *t)
+{
+    free(t->own);
+    t->own = NULL;
 }
 
 static void conv_run(const cpu_conv_ctx *cx, conv_job *j, size_t need, void (*fn)(void *, int))
 {
-    int fail;
-    void *own = conv_setup(cx, j, need, &fail);
-    if (!fail) pool_for(cx->pool, j->ntasks, fn, j);
-    free(own);
+    if (cpu_tasks_open(cx, j->s->n, need, &j->tasks) == 0) pool_for(cx->pool, j->tasks.n, fn, j);
+    cpu_tasks_close(&j->tasks);
+}
+
+/* The layer runs by Winograd (conv_algo.h). */
+static int conv_is_wino(const cpu_conv_shape *s)
+{
+    return s->n > 0 && conv_wino_ok(s->c, s->oc, s->kh, s->kw, s->stride, s->pad);
 }
 
 void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
                 const float *w, const float *bias, int relu)
 {
+    if (conv_is_wino(s)) {
+        cpu_wino_conv2d(cx, s, out, x, w, bias, relu);
+        return;
+    }
     conv_job j = {.s = s, .out = out, .x = x, .w = w, .bias = bias, .relu = relu};
     size_t need = conv_is_pointwise(s) ? 0 : (size_t)(conv_ckk(s) * conv_ohw(s)) * 4;
     conv_run(cx, &j, need, conv_fwd_task);
@@ -315,6 +321,10 @@ void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, con
 void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx, const float *dy,
                        const float *w)
 {
+    if (conv_is_wino(s)) {
+        cpu_wino_conv2d_grad_x(cx, s, dx, dy, w);
+        return;
+    }
     conv_job j = {.s = s, .out = dx, .w = w, .dy = dy};
     size_t need = conv_is_pointwise(s) ? 0 : (size_t)(conv_ckk(s) * conv_ohw(s)) * 4;
     conv_run(cx, &j, need, conv_gx_task);
@@ -328,19 +338,21 @@ void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *d
         cpu_fill_f32(dw, 0.0f, wn);
         return;
     }
+    if (conv_is_wino(s)) {
+        cpu_wino_conv2d_grad_w(cx, s, dw, dy, x);
+        return;
+    }
     conv_job j = {.s = s, .x = x, .dy = dy};
     size_t need = (size_t)(conv_ckk(s) * conv_ohw(s) + wn) * 4;
-    int fail;
-    void *own = conv_setup(cx, &j, need, &fail);
-    if (!fail) {
-        pool_for(cx->pool, j.ntasks, conv_gw_task, &j);
+    if (cpu_tasks_open(cx, s->n, need, &j.tasks) == 0) {
+        pool_for(cx->pool, j.tasks.n, conv_gw_task, &j);
         memcpy(dw, conv_gw_partial(&j, 0), (size_t)wn * sizeof *dw);
-        for (int t = 1; t < j.ntasks; t++) {
+        for (int t = 1; t < j.tasks.n; t++) {
             const float *restrict part = conv_gw_partial(&j, t);
             for (int64_t i = 0; i < wn; i++) dw[i] += part[i];
         }
     }
-    free(own);
+    cpu_tasks_close(&j.tasks);
 }
 
 /* ---- pooling (no padding) ---- */

@@ -243,6 +243,21 @@ typedef struct cpu_conv_ctx {
     size_t task_bytes;
     int max_tasks;
 } cpu_conv_ctx;
+/* Up to `jobs` tasks (no more than the context allows), each with a scratch
+ * slice of `need` bytes: the plan's, or our own when the plan gave less (or
+ * none).  0, or -1 when memory ran out; close it either way. */
+typedef struct cpu_tasks {
+    char *scratch;
+    size_t task_bytes;
+    int n;
+    void *own; /* our own scratch, freed by close */
+} cpu_tasks;
+int cpu_tasks_open(const cpu_conv_ctx *cx, int64_t jobs, size_t need, cpu_tasks *t);
+void cpu_tasks_close(cpu_tasks *t);
+static inline float *cpu_task_slice(const cpu_tasks *t, int k)
+{
+    return (float *)(t->scratch + t->task_bytes * (size_t)k);
+}
 /* bias: per output channel, or NULL; relu: max(out, 0) after it */
 void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
                 const float *w, const float *bias, int relu);
@@ -250,6 +265,13 @@ void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *d
                        const float *w);
 void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw, const float *dy,
                        const float *x);
+/* The same by Winograd (cpu_winograd.c), for the layers conv_wino_ok takes. */
+void cpu_wino_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
+                     const float *w, const float *bias, int relu);
+void cpu_wino_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx,
+                            const float *dy, const float *w);
+void cpu_wino_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw,
+                            const float *dy, const float *x);
 typedef struct cpu_pool_shape {
     int64_t planes, h, w; /* planes = N*C */
     int64_t oh, ow, size, stride;

@@ -1,0 +1,78 @@
+/* conv_algo.h - which algorithm the CPU runs a convolution with, and the
+ * scratch it needs per task.  The compiler plans the scratch from these
+ * (ops.c's scratch rules) and the CPU device runs what they describe
+ * (devices/cpu/cpu_conv.c, cpu_winograd.c), so the two cannot disagree.
+ *
+ * Header only: the devices do not link against compiler/.
+ *
+ *  - im2col + GEMM, any convolution: one column matrix of an image per task.
+ *  - Winograd F(2x2, kxk), stride 1 with 3x3 or 5x5 filters between layers
+ *    of at least CONV_WINO_MIN_CH channels: 2x2 outputs per tile of
+ *    (k+1)x(k+1) inputs, so (k+1)^2 multiplies per 4 outputs instead of
+ *    4 k^2 (2.8x fewer for 5x5, 2.25x for 3x3), as (k+1)^2 GEMMs over a
+ *    chunk of about CONV_WINO_TILES tiles. */
+#ifndef GR_CONV_ALGO_H
+#define GR_CONV_ALGO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Fewer channels make the GEMMs too thin for the transforms to pay. */
+#define CONV_WINO_MIN_CH 8
+/* Tiles per GEMM: about where OpenBLAS's rate peaks on these shapes. */
+#define CONV_WINO_TILES 128
+/* Tiles a transform takes at once, side by side in one row of tiles: one
+ * AVX register of floats per element of the tile. */
+#define CONV_WINO_LANES 8
+
+static inline size_t conv_im2col_bytes(int64_t c, int64_t kh, int64_t kw, int64_t oh, int64_t ow)
+{
+    return (size_t)(c * kh * kw * oh * ow) * 4;
+}
+
+/* The layer (x: C channels, y: OC) runs all three of its kernels by
+ * Winograd.  A padding of k or more would put whole tiles outside. */
+static inline int conv_wino_ok(int64_t c, int64_t oc, int64_t kh, int64_t kw, int64_t stride,
+                               int64_t pad)
+{
+    return stride == 1 && kh == kw && (kh == 3 || kh == 5) && pad >= 0 && pad < kh &&
+           c >= CONV_WINO_MIN_CH && oc >= CONV_WINO_MIN_CH;
+}
+
+/* One Winograd pass: cin channels of ih x iw in, cout of oh x ow out
+ * (for the input gradient, the roles of x and y swap).  Floats per task:
+ * u the transformed filters (their gradient's partial sums, for the filter
+ * gradient), v and m the transformed inputs and outputs of a chunk of
+ * `imgs` images, their rows `ld` apart (a transform may write a row of
+ * tiles' lanes past its last tile), and p one zero-padded input plane,
+ * each row split into its even and odd columns, each half as wide as the
+ * lanes of a row of tiles read. */
+typedef struct conv_wino {
+    int64_t a;             /* tile side: k + 1 */
+    int64_t th, tw, tiles; /* tiles per image: rows, columns, all */
+    int64_t imgs, chunk;   /* images per chunk, their tiles */
+    int64_t ld;            /* the rows of v and m */
+    int64_t ph, pw;        /* the padded plane */
+    int64_t u, v, m, p;    /* floats of each region */
+} conv_wino;
+
+/* Fills *w and returns the bytes per task. */
+static inline size_t conv_wino_plan(conv_wino *w, int64_t n, int64_t cin, int64_t cout, int64_t k,
+                                    int64_t oh, int64_t ow)
+{
+    const int64_t lanes = CONV_WINO_LANES;
+    w->a = k + 1;
+    w->th = (oh + 1) / 2, w->tw = (ow + 1) / 2;
+    w->tiles = w->th * w->tw;
+    w->imgs = w->tiles > 0 && CONV_WINO_TILES / w->tiles > 1 ? CONV_WINO_TILES / w->tiles : 1;
+    if (w->imgs > n) w->imgs = n > 0 ? n : 1;
+    w->chunk = w->imgs * w->tiles;
+    w->ld = w->chunk + lanes;
+    w->ph = 2 * w->th + k - 1, w->pw = 2 * ((w->tw + lanes - 1) / lanes * lanes + k / 2 + 1);
+    int64_t aa = w->a * w->a;
+    w->u = aa * cin * cout, w->v = aa * cin * w->ld, w->m = aa * cout * w->ld;
+    w->p = w->ph * w->pw;
+    return (size_t)(w->u + w->v + w->m + w->p) * 4;
+}
+
+#endif
