@@ -210,14 +210,13 @@ static void pad_plane(const wino_job *j, const float *x, int64_t h, int64_t w, i
     int64_t half = j->pl.pw / 2, rows = h < j->pl.ph - pad ? h : j->pl.ph - pad;
     int64_t cols = w < 2 * half - pad ? w : 2 * half - pad;
     cpu_fill_f32(plane, 0.0f, j->pl.p);
-    for (int64_t r = 0; r < rows; r++) {
-        float *restrict row = plane + (r + pad) * j->pl.pw;
-        const float *restrict src = x + r * w;
-        for (int64_t c = 0; c < cols; c++) {
-            int64_t pc = c + pad;
-            row[(pc & 1) * half + pc / 2] = src[c];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t e = 0; e < 2; e++) { /* columns 2q + e of the padded row */
+            float *restrict out = plane + (r + pad) * j->pl.pw + e * half;
+            const float *restrict src = x + r * w;
+            for (int64_t q = pad > e ? (pad - e + 1) / 2 : 0; 2 * q + e - pad < cols; q++)
+                out[q] = src[2 * q + e - pad];
         }
-    }
 }
 
 /* Image x (cin planes) into v's columns [t0, t0 + tiles). */
