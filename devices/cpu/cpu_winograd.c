@@ -325,23 +325,25 @@ static void wino_pass(const cpu_conv_ctx *cx, wino_job *j)
     cpu_tasks_close(&j->tasks);
 }
 
+/* The forward pass's roles: x in, y out. */
+static wino_job forward_job(const cpu_conv_shape *s)
+{
+    return (wino_job){.n = s->n,
+                      .k = s->kh,
+                      .cin = s->c,
+                      .cout = s->oc,
+                      .ih = s->h,
+                      .iw = s->w,
+                      .oh = s->oh,
+                      .ow = s->ow,
+                      .pad = s->pad};
+}
+
 void cpu_wino_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
                      const float *w, const float *bias, int relu)
 {
-    wino_job j = {.n = s->n,
-                  .k = s->kh,
-                  .cin = s->c,
-                  .cout = s->oc,
-                  .ih = s->h,
-                  .iw = s->w,
-                  .oh = s->oh,
-                  .ow = s->ow,
-                  .pad = s->pad,
-                  .x = x,
-                  .w = w,
-                  .y = out,
-                  .bias = bias,
-                  .relu = relu};
+    wino_job j = forward_job(s);
+    j.x = x, j.w = w, j.y = out, j.bias = bias, j.relu = relu;
     wino_pass(cx, &j);
 }
 
@@ -455,18 +457,8 @@ static void gw_finish_task(void *arg, int t)
 void cpu_wino_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw,
                             const float *dy, const float *x)
 {
-    wino_job j = {.n = s->n,
-                  .k = s->kh,
-                  .cin = s->c,
-                  .cout = s->oc,
-                  .ih = s->h,
-                  .iw = s->w,
-                  .oh = s->oh,
-                  .ow = s->ow,
-                  .pad = s->pad,
-                  .x = x,
-                  .dy = dy,
-                  .y = dw};
+    wino_job j = forward_job(s);
+    j.x = x, j.dy = dy, j.y = dw;
     if (wino_open(cx, &j) == 0) {
         pool_for(cx->pool, j.tasks.n, gw_task, &j);
         pool_for(cx->pool, j.tasks.n, gw_finish_task, &j);
