@@ -347,9 +347,22 @@ static int unpack_grad(ad_ctx *c, int i, int bucket, int64_t *off)
     return 0;
 }
 
+/* anc[i]'s gradient becomes its own allreduce's output. */
+static int allreduce_alone(ad_ctx *c, ad_buckets *b, int i)
+{
+    c->grad[i] = allreduce_node(c, b, &c->grad[i], 1);
+    return c->grad[i] < 0 ? -1 : 0;
+}
+
+/* A bucket of one gradient is averaged alone: an allreduce of one input
+ * keeps its type, there is nothing to slice. */
 static int flush_bucket(ad_ctx *c, ad_buckets *b)
 {
     if (b->n == 0) return 0;
+    if (b->n == 1) {
+        b->n = 0, b->bytes = 0;
+        return allreduce_alone(c, b, b->idx[0]);
+    }
     int *in = xmalloc(sizeof(int) * (size_t)b->n), rc = 0;
     for (int k = 0; k < b->n; k++) in[k] = c->grad[b->idx[k]];
     int r = allreduce_node(c, b, in, b->n);
@@ -363,11 +376,7 @@ static int flush_bucket(ad_ctx *c, ad_buckets *b)
 static int allreduce_grad(ad_ctx *c, ad_buckets *b, int i)
 {
     size_t bytes = ir_nbytes(&c->g->nodes[c->grad[i]].type);
-    if (bytes >= AD_ALONE_BYTES) {
-        int r = allreduce_node(c, b, &c->grad[i], 1);
-        c->grad[i] = r;
-        return r < 0 ? -1 : 0;
-    }
+    if (bytes >= AD_ALONE_BYTES) return allreduce_alone(c, b, i);
     if (b->bytes + bytes > AD_BUCKET_BYTES && flush_bucket(c, b) < 0) return -1;
     b->idx[b->n++] = i;
     b->bytes += bytes;
@@ -460,23 +469,35 @@ static int make_gscale(ad_ctx *c, int device, const int *grads, int n)
 
 /* Every update waits until every gradient is computed: a gradient that reads
  * a variable (matmul's da = dy @ w^T) must see it before any update.  The
- * learning rate and gradient scale live with the first variable. */
+ * barrier groups the gradients as they are now; in sync mode it is made
+ * before the allreduces, over what they average: an allreduce reads no
+ * variable, and an update fused with its allreduce (passes.c) must not wait
+ * for the allreduces after its own. */
 static int make_barrier(ad_ctx *c)
 {
     int *grads = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), device = -1;
     int n = trained_grads(c, grads, &device);
     c->barrier = n ? ir_add(c->g, OP_GROUP, grads, n, NULL, c->src, c->span) : 0;
-    if (n && c->barrier >= 0 && (make_lr(c, device) < 0 || make_gscale(c, device, grads, n) < 0))
-        c->barrier = -1;
     free(grads);
     return c->barrier;
+}
+
+/* The learning rate and gradient scale (of the gradients the updates read)
+ * live with the first variable. */
+static int make_lr_gscale(ad_ctx *c)
+{
+    int *grads = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), device = -1, rc = 0;
+    int n = trained_grads(c, grads, &device);
+    if (n && (make_lr(c, device) < 0 || make_gscale(c, device, grads, n) < 0)) rc = -1;
+    free(grads);
+    return rc;
 }
 
 static int make_updates(ad_ctx *c)
 {
     ir_graph *g = c->g;
     c->updates = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1));
-    if (make_barrier(c) < 0) return -1;
+    if ((!c->opt->allreduce && make_barrier(c) < 0) || make_lr_gscale(c) < 0) return -1;
     IR_WORK(c->n_anc);
     for (int i = 0, vi; i < c->n_anc; i++) /* slots appended here are not ancestors */
         if ((vi = trained_here(c, i)) >= 0 && make_update(c, vi) < 0) return -1;
@@ -500,7 +521,8 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *
     int rc = -1;
     if (!c.path[c.n_anc - 1])
         diag_error(g->diags, src, span, "minimize: loss does not depend on any trainable variable");
-    else if (backprop(&c, loss) == 0 && (!opt->allreduce || allreduce_grads(&c) == 0))
+    else if (backprop(&c, loss) == 0 &&
+             (!opt->allreduce || (make_barrier(&c) >= 0 && allreduce_grads(&c) == 0)))
         rc = make_updates(&c);
     free(c.anc);
     free(c.path);

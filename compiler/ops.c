@@ -146,8 +146,11 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_APPLY_SGD_MATMUL, 3, UPD, ops_shape_update_matmul, NULL),
         .attrs = {A_FLT("lr", REQ), A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_NONE, A_NONE, LOCK},
         .cost = ops_cost_matmul},
+    /* a collective too: it keeps the allreduce's place in the sequence */
+    E(OP_APPLY_SGD_ALLREDUCE, 4, UPD, ops_shape_update, NULL),
+        .attrs = {A_INT("bucket", 0), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
 };
-_Static_assert(OP_COUNT == 75, "OPS_LIST (ops.h) changed: give the new op its entry here");
+_Static_assert(OP_COUNT == 76, "OPS_LIST (ops.h) changed: give the new op its entry here");
 /* clang-format on */
 
 const char *const ops_mask_names[] = {"none", "causal", NULL};

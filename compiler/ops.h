@@ -124,7 +124,10 @@
     X(MATMUL_BIAS, "matmul_bias")  /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */        \
     X(CONV2D_BIAS, "conv2d_bias")  /* in: x, w, bias[1,OC,1,1]; attr0/1 as conv2d, attr2 relu */   \
     /* apply_sgd(var, matmul(a, b)): var -= lr * a@b, one GEMM accumulating into the variable */  \
-    X(APPLY_SGD_MATMUL, "apply_sgd_matmul") /* in: var, a, b; f0 lr, i1/i2 transpose_a/b */
+    X(APPLY_SGD_MATMUL, "apply_sgd_matmul") /* in: var, a, b; f0 lr, i1/i2 transpose_a/b */        \
+    /* apply_sgd(var, allreduce(grad)): var -= lr * gscale * the mean of grad over the             \
+       processes, applied as the allreduce copies the mean out; attr0 as allreduce's; host only */ \
+    X(APPLY_SGD_ALLREDUCE, "apply_sgd_allreduce") /* in: var, grad, lr, gscale */
 // clang-format on
 
 typedef enum op_kind {

@@ -17,7 +17,9 @@
  *         when it is > 0); apply_sgd of a matmul (a weight
  *         gradient) becomes apply_sgd_matmul, one GEMM that accumulates
  *         -lr * a@b straight into the variable: the gradient is never
- *         stored, and the variable is read and written once */
+ *         stored, and the variable is read and written once; apply_sgd
+ *         of an allreduce (distributed sync) becomes apply_sgd_allreduce,
+ *         which updates the variable as it copies the mean out */
 #include <stdlib.h>
 #include <string.h>
 
@@ -549,12 +551,58 @@ static void pass_fuse_sgd(ir_graph *g, const pass_evaluator *ev)
     free(uses);
 }
 
+/* apply_sgd(var, allreduce(g), lr, gscale) where the allreduce averages g
+ * alone, on the update's device (cpu:0, where MPI runs), and nothing else
+ * reads the mean: apply_sgd_allreduce averages g and steps var as it
+ * copies the mean out, never storing it.  The update's control deps (the
+ * barrier) must be older than the allreduce, so they cannot wait for it:
+ * autodiff groups a sync minimize's gradients before averaging them. */
+static int fusable_allreduce_sgd(const ir_graph *g, const ir_node *u, const int *uses)
+{
+    if (u->op != OP_APPLY_SGD) return 0;
+    int r = u->in[1];
+    const ir_node *ar = &g->nodes[r];
+    if (ar->op != OP_ALLREDUCE || ar->n_in != 1 || ar->device != u->device || uses[r] != 1)
+        return 0;
+    for (int k = 0; k < u->n_ctrl; k++)
+        if (u->ctrl[k] > r) return 0;
+    return 1;
+}
+
+/* The fused node keeps the allreduce's place in the sequence of collectives
+ * (its attr and its control edge to the one before; the next one's edge
+ * moves to it) and the update's wait for the barrier. */
+static void pass_fuse_allreduce_sgd(ir_graph *g, const pass_evaluator *ev)
+{
+    int *uses = use_counts(g), n0 = g->n_nodes;
+    repl r = repl_new(g);
+    IR_WORK(n0);
+    for (int u = 0; u < n0; u++) {
+        if (g->nodes[u].dead || !fusable_allreduce_sgd(g, &g->nodes[u], uses) ||
+            !can_make(g, ev, OP_APPLY_SGD_ALLREDUCE, u))
+            continue;
+        const ir_node *un = &g->nodes[u];
+        int ar = un->in[1];
+        ir_attrs a = un->attr;
+        a.i[0] = g->nodes[ar].attr.i[0];
+        int in[4] = {un->in[0], g->nodes[ar].in[0], un->in[2], un->in[3]};
+        int f = ir_add_like(g, u, OP_APPLY_SGD_ALLREDUCE, in, 4, &a);
+        if (f < 0) continue;
+        for (int k = 0; k < g->nodes[ar].n_ctrl; k++) ir_add_ctrl(g, f, g->nodes[ar].ctrl[k]);
+        for (int k = 0; k < g->nodes[u].n_ctrl; k++) ir_add_ctrl(g, f, g->nodes[u].ctrl[k]);
+        repl_set(g, &r, u, f);
+        repl_set(g, &r, ar, f);
+    }
+    repl_apply(g, &r);
+    free(uses);
+}
+
 void pass_run_all(ir_graph *g, unsigned off, const pass_evaluator *ev)
 {
     if (!(off & PASS_FOLD)) pass_fold(g, ev);
     if (!(off & PASS_CSE)) pass_cse(g);
     if (!(off & PASS_FUSE)) {
         pass_data_scale(g), pass_fuse(g, ev), pass_fuse_relu(g);
-        pass_fuse_pool_relu(g), pass_fuse_sgd(g, ev);
+        pass_fuse_pool_relu(g), pass_fuse_sgd(g, ev), pass_fuse_allreduce_sgd(g, ev);
     }
 }

@@ -41,6 +41,10 @@ struct kern_comm {
     /* Every process passes its in[0..n); each gets the mean of them all in
      * out[0..n) (in == out: in place).  0, or -1 with why in f. */
     int (*allreduce_mean)(kern_comm *c, const float *in, float *out, size_t n, kern_fault *f);
+    /* The same collective, whose mean m is never stored: var[i] -= step * m[i]
+     * (apply_sgd_allreduce; step is lr * gscale). */
+    int (*allreduce_sgd)(kern_comm *c, const float *in, float *var, size_t n, float step,
+                         kern_fault *f);
 };
 
 /* Everything a kernel gets.  Types come from the graph, buffers (out, in,

@@ -15,6 +15,7 @@ struct rt_dist {
     MPI_Comm comm;
     int rank, size;
     shm_reduce *shm; /* sync, every process on one node: the allreduce, else NULL */
+    float *sum;      /* sync without shm: where apply_sgd_allreduce's sums land */
     gr_distributed mode;
     int sync_every;
     pthread_mutex_t mu; /* held from a train step's begin to its end, and around
@@ -36,6 +37,11 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static size_t max_size(size_t a, size_t b)
+{
+    return a > b ? a : b;
 }
 
 /* ---- counts over INT_MAX go in pieces ---- */
@@ -74,14 +80,34 @@ static int comm_allreduce_mean(kern_comm *kc, const float *in, float *out, size_
     return 0;
 }
 
-/* The largest allreduce of the graph, in floats (0: none). */
-static size_t largest_allreduce(const ir_graph *g)
+static int comm_allreduce_sgd(kern_comm *kc, const float *in, float *var, size_t n, float step,
+                              kern_fault *f)
+{
+    rt_dist *d = (rt_dist *)kc;
+    (void)f;
+    double t = now();
+    if (d->shm) {
+        shm_reduce_sgd(d->shm, in, var, n, step);
+    } else {
+        allreduce_sum(d, in, d->sum, n);
+        float scale = 1.0f / (float)d->size;
+        for (size_t i = 0; i < n; i++) var[i] -= step * (d->sum[i] * scale);
+    }
+    d->comm_secs += now() - t;
+    return 0;
+}
+
+/* The most floats a node of op (allreduce, apply_sgd_allreduce) averages
+ * (0: none). */
+static size_t largest(const ir_graph *g, op_kind op)
 {
     size_t n = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!g->nodes[i].dead && g->nodes[i].op == OP_ALLREDUCE &&
-            (size_t)ir_numel(&g->nodes[i].type) > n)
-            n = (size_t)ir_numel(&g->nodes[i].type);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *nd = &g->nodes[i];
+        if (nd->dead || nd->op != op) continue;
+        const ir_type *t = op == OP_ALLREDUCE ? &nd->type : &g->nodes[nd->in[1]].type;
+        if ((size_t)ir_numel(t) > n) n = (size_t)ir_numel(t);
+    }
     return n;
 }
 
@@ -303,6 +329,7 @@ gr_code dist_open(gr_session *s, gr_status *st)
                        "distributed: MPI was initialised below MPI_THREAD_SERIALIZED\n");
     rt_dist *d = xcalloc(1, sizeof *d);
     d->kc.allreduce_mean = comm_allreduce_mean;
+    d->kc.allreduce_sgd = comm_allreduce_sgd;
     MPI_Comm_dup(s->opt.mpi_comm ? *(const MPI_Comm *)s->opt.mpi_comm : MPI_COMM_WORLD, &d->comm);
     MPI_Comm_rank(d->comm, &d->rank);
     MPI_Comm_size(d->comm, &d->size);
@@ -318,7 +345,10 @@ gr_code dist_open(gr_session *s, gr_status *st)
         window_fill(s);
     }
     if (c == GR_OK && d->mode == GR_DIST_SYNC && !getenv("GR_MPI_ALLREDUCE"))
-        d->shm = shm_reduce_open(d->comm, largest_allreduce(s->g));
+        d->shm = shm_reduce_open(
+            d->comm, max_size(largest(s->g, OP_ALLREDUCE), largest(s->g, OP_APPLY_SGD_ALLREDUCE)));
+    if (c == GR_OK && d->mode == GR_DIST_SYNC && !d->shm)
+        d->sum = xcalloc(largest(s->g, OP_APPLY_SGD_ALLREDUCE) + 1, sizeof *d->sum);
     if (c != GR_OK) {
         dist_close(d);
         s->dist = NULL;
@@ -331,6 +361,7 @@ void dist_close(rt_dist *d)
     if (!d) return;
     if (d->use_win) MPI_Win_free(&d->win);
     shm_reduce_close(d->shm);
+    free(d->sum);
     MPI_Comm_free(&d->comm);
     pthread_mutex_destroy(&d->mu);
     free(d->shared);

@@ -10,6 +10,8 @@
  *      touches that part of its segment in this phase);
  *   4. barrier: every part holds its mean;
  *   5. everyone copies part q from process q's segment into out, q != r.
+ * shm_reduce_sgd is the same call whose phases 3 and 5 subtract step times
+ * the mean from a variable instead of storing it in out.
  * Phase 5 of call k still reads segments that call k + 1 does not write
  * (the other buffer), and call k + 2's phase 1 comes after call k + 1's
  * first barrier, which every process reaches only after its phase 5 of
@@ -75,53 +77,93 @@ static void shm_barrier(shm_reduce *r)
     MPI_Win_sync(r->win);
 }
 
+/* Where a call's mean goes: into out, or (sgd) out -= step * mean, out
+ * being the variable an apply_sgd_allreduce updates. */
+typedef struct shm_dest {
+    float *out;
+    float step;
+    int sgd;
+} shm_dest;
+
+/* d's elements [i, i + m) from the mean's src[0..m). */
+static inline void put_mean(const shm_dest *d, size_t i, const float *src, size_t m)
+{
+    float *restrict out = d->out + i;
+    if (!d->sgd) {
+        memcpy(out, src, m * sizeof *out);
+        return;
+    }
+    for (size_t k = 0; k < m; k++) out[k] -= d->step * src[k];
+}
+
 /* Block [i, i + m) of the mean, m <= 16: the other processes' values from
- * their segments, this one's from its own in, summed in rank order; into
- * out and over this process's segment (at offset buf), for the others. */
-static inline void sum_block(shm_reduce *r, size_t buf, const float *in, float *out, size_t i,
-                             size_t m, float scale)
+ * their segments, this one's from its own in, summed in rank order; over
+ * this process's segment (at offset buf), for the others, and into d. */
+static inline void sum_block(shm_reduce *r, size_t buf, const float *in, const shm_dest *d,
+                             size_t i, size_t m, float scale)
 {
     float acc[16] = {0};
     for (int q = 0; q < r->size; q++) {
         const float *src = q == r->rank ? in + i : r->seg[q] + buf + i;
         for (size_t k = 0; k < m; k++) acc[k] += src[k];
     }
-    for (size_t k = 0; k < m; k++) out[i + k] = r->seg[r->rank][buf + i + k] = acc[k] * scale;
+    float *mine = r->seg[r->rank] + buf + i;
+    for (size_t k = 0; k < m; k++) mine[k] = acc[k] * scale;
+    put_mean(d, i, mine, m);
 }
 
 /* This process's part [lo, hi) of the mean; lo is a multiple of 16. */
-static void sum_part(shm_reduce *r, size_t buf, const float *in, float *out, size_t lo, size_t hi)
+static void sum_part(shm_reduce *r, size_t buf, const float *in, const shm_dest *d, size_t lo,
+                     size_t hi)
 {
     float scale = 1.0f / (float)r->size;
     size_t i = lo;
-    for (; i + 16 <= hi; i += 16) sum_block(r, buf, in, out, i, 16, scale); /* vectorised */
-    if (i < hi) sum_block(r, buf, in, out, i, hi - i, scale);
+    for (; i + 16 <= hi; i += 16) sum_block(r, buf, in, d, i, 16, scale); /* vectorised */
+    if (i < hi) sum_block(r, buf, in, d, i, hi - i, scale);
 }
 
-/* Copies what the other processes sum from this one (all but its own
- * part), or back the parts they summed (from their segments). */
-static void copy_others(shm_reduce *r, size_t buf, float *dst, const float *src, size_t n, int in)
+/* Copies what the other processes sum from this one: all but its own part. */
+static void copy_in(shm_reduce *r, size_t buf, const float *in, size_t n)
 {
     for (int q = 0; q < r->size; q++) {
         if (q == r->rank) continue;
         size_t lo = part_start(n, q, r->size), hi = part_start(n, q + 1, r->size);
-        if (in)
-            memcpy(r->seg[r->rank] + buf + lo, src + lo, (hi - lo) * sizeof *src);
-        else
-            memcpy(dst + lo, r->seg[q] + buf + lo, (hi - lo) * sizeof *dst);
+        memcpy(r->seg[r->rank] + buf + lo, in + lo, (hi - lo) * sizeof *in);
     }
+}
+
+/* The parts of the mean the others summed, from their segments into d. */
+static void copy_out(shm_reduce *r, size_t buf, const shm_dest *d, size_t n)
+{
+    for (int q = 0; q < r->size; q++) {
+        if (q == r->rank) continue;
+        size_t lo = part_start(n, q, r->size), hi = part_start(n, q + 1, r->size);
+        put_mean(d, lo, r->seg[q] + buf + lo, hi - lo);
+    }
+}
+
+static void reduce(shm_reduce *r, const float *in, const shm_dest *d, size_t n)
+{
+    GR_ASSERT(n <= r->max_n);
+    size_t buf = (r->calls++ & 1) * r->max_n;
+    copy_in(r, buf, in, n);
+    shm_barrier(r);
+    /* in == out: this part of in is read before it is written, block by block */
+    sum_part(r, buf, in, d, part_start(n, r->rank, r->size), part_start(n, r->rank + 1, r->size));
+    shm_barrier(r);
+    copy_out(r, buf, d, n);
 }
 
 void shm_reduce_mean(shm_reduce *r, const float *in, float *out, size_t n)
 {
-    GR_ASSERT(n <= r->max_n);
-    size_t buf = (r->calls++ & 1) * r->max_n;
-    copy_others(r, buf, NULL, in, n, 1);
-    shm_barrier(r);
-    /* in == out: this part of in is read before it is written, block by block */
-    sum_part(r, buf, in, out, part_start(n, r->rank, r->size), part_start(n, r->rank + 1, r->size));
-    shm_barrier(r);
-    copy_others(r, buf, out, NULL, n, 0);
+    shm_dest d = {.out = out};
+    reduce(r, in, &d, n);
+}
+
+void shm_reduce_sgd(shm_reduce *r, const float *in, float *var, size_t n, float step)
+{
+    shm_dest d = {.out = var, .step = step, .sgd = 1};
+    reduce(r, in, &d, n);
 }
 
 void shm_reduce_close(shm_reduce *r)

@@ -22,6 +22,10 @@ shm_reduce *shm_reduce_open(MPI_Comm comm, size_t max_n);
 /* out[0..n) = the mean of every process's in[0..n) (in == out allowed),
  * the same bits on every process.  Collective; n <= max_n. */
 void shm_reduce_mean(shm_reduce *r, const float *in, float *out, size_t n);
+/* var[0..n) -= step * that mean, the mean never stored (the variable of an
+ * apply_sgd_allreduce: each process applies its own part as it sums it, the
+ * others' from their segments).  in and var do not overlap. */
+void shm_reduce_sgd(shm_reduce *r, const float *in, float *var, size_t n, float step);
 void shm_reduce_close(shm_reduce *r);
 
 #endif

@@ -448,6 +448,9 @@ static const dev_case cases[] = {
     {.op = OP_GROUP, {"f32[a]", "f32[b]"}},
     {.op = OP_ALLREDUCE, {"f32[a,b]", "f32[b]", "f32[]"}},
     {.op = OP_ALLREDUCE, {"f32[a,b]"}},
+    {.op = OP_APPLY_SGD_ALLREDUCE,
+     {"var:f32[a,b]", "f32[a,b]", "f32[]", "f32[]"},
+     .fills = {ANY, ANY, LR, POS}},
 };
 
 /* How close the device must come to the CPU, per op.  Every op is listed
@@ -528,6 +531,7 @@ static tolerance op_tolerance(op_kind op)
     case OP_AVGPOOL_GRAD:
     case OP_MAXPOOL_GRAD:
     case OP_APPLY_SGD:
+    case OP_APPLY_SGD_ALLREDUCE: /* over one process: apply_sgd */
     case OP_APPLY_MOMENTUM:
     case OP_APPLY_ADAM:
     case OP_ASSIGN_ADD:
@@ -798,7 +802,14 @@ static int one_process_mean(kern_comm *c, const float *in, float *out, size_t n,
     memmove(out, in, n * sizeof *out);
     return 0;
 }
-static kern_comm one_process = {one_process_mean};
+static int one_process_sgd(kern_comm *c, const float *in, float *var, size_t n, float step,
+                           kern_fault *f)
+{
+    (void)c, (void)f;
+    for (size_t i = 0; i < n; i++) var[i] -= step * in[i];
+    return 0;
+}
+static kern_comm one_process = {one_process_mean, one_process_sgd};
 
 static kern_args opr_args(op_run *r, void *out, void **in, void *scratch, kern_fault *f)
 {

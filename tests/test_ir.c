@@ -609,6 +609,75 @@ static void test_data_scale_leaves_x_that_is_seen_unscaled(void **state)
     }
 }
 
+/* ---- fusing an update with its allreduce ---- */
+
+static int on_cpu(int id)
+{
+    g->nodes[id].device = IR_DEV(DEV_CPU, 0);
+    return id;
+}
+
+/* What autodiff makes for sync sgd: allreduce k of gradient gr waits for
+ * allreduce k - 1 (prev), its update for the barrier, allreduce k + 1
+ * (*next) for it.  Returns the update. */
+static int sync_sgd(int gr, int prev, int barrier, int *next)
+{
+    int w = irfx_var("w", "f32[4,3]", IR_DEV(DEV_CPU, 0), 1);
+    ir_attrs a = {.i = {1}}, b = {.i = {2}};
+    int r = on_cpu(ir_add(g, OP_ALLREDUCE, &gr, 1, &a, src, sp(0, 1)));
+    ir_add_ctrl(g, r, prev);
+    int in[4] = {w, r, on_cpu(ir_add_const(g, 0.1, NULL, src, sp(0, 1))),
+                 on_cpu(ir_add_const(g, 1, NULL, src, sp(0, 1)))};
+    int u = on_cpu(ir_add(g, OP_APPLY_SGD, in, 4, NULL, src, sp(0, 1)));
+    ir_add_ctrl(g, u, barrier);
+    *next = on_cpu(ir_add(g, OP_ALLREDUCE, &gr, 1, &b, src, sp(0, 1)));
+    ir_add_ctrl(g, *next, r);
+    ir_set_name(g, "train", u, 0);
+    return u;
+}
+
+static int has_ctrl(const ir_node *n, int dep)
+{
+    for (int k = 0; k < n->n_ctrl; k++)
+        if (n->ctrl[k] == dep) return 1;
+    return 0;
+}
+
+static int no_sgd_allreduce(void *ctx, op_kind op, int dev)
+{
+    (void)ctx, (void)dev;
+    return op != OP_APPLY_SGD_ALLREDUCE;
+}
+
+/* The fused update reads the gradient, keeps the allreduce's place in the
+ * sequence (attr, the edge to the one before, the next one's edge to it)
+ * and the update's wait for the barrier; where the device lacks the op,
+ * nothing fuses. */
+static void test_sgd_fuses_into_its_allreduce_in_sequence(void **state)
+{
+    (void)state;
+    for (int lacks = 0; lacks < 2; lacks++) {
+        int gr = on_cpu(irfx_input("g", "f32[4,3]")), next;
+        int prev = on_cpu(ir_add(g, OP_ALLREDUCE, &gr, 1, NULL, src, sp(0, 1)));
+        int barrier = on_cpu(ir_add(g, OP_GROUP, &gr, 1, NULL, src, sp(0, 1)));
+        int u = sync_sgd(gr, prev, barrier, &next);
+        pass_evaluator ev = {.implements = no_sgd_allreduce};
+        pass_run_all(g, PASS_CSE | PASS_FOLD, lacks ? &ev : NULL);
+        const ir_node *f = &g->nodes[g->names[0].node];
+        if (lacks) {
+            assert_int_equal(g->names[0].node, u);
+        } else {
+            assert_int_equal(f->op, OP_APPLY_SGD_ALLREDUCE);
+            assert_int_equal(f->in[1], gr);
+            assert_int_equal(f->attr.i[0], 1);
+            assert_true(has_ctrl(f, prev) && has_ctrl(f, barrier));
+            assert_true(has_ctrl(&g->nodes[next], g->names[0].node));
+        }
+        ir_free(g);
+        g = ir_new(&diags);
+    }
+}
+
 /* ---- CSE ---- */
 
 static void test_cse_merges_equal_constants_only(void **state)
@@ -783,6 +852,8 @@ int main(void)
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_fold_stops_at_its_byte_budget, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_fuse_conv_bias_relu_and_pool_grad, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_sgd_fuses_into_its_allreduce_in_sequence, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_pool_grad_read_elsewhere_keeps_its_relu_grad, setup,
                                         irfx_teardown),

@@ -243,25 +243,29 @@ static void test_schedule_resumes_from_a_checkpoint(void **state)
     unlink(path);
 }
 
-/* How many apply_sgd_matmul nodes the plan of train has. */
-static int fused_sgd_in_plan(const char *opt)
+/* How many `op` nodes the plan of train has, compiled for dist (w1's
+ * gradient, 256 KiB, is averaged alone in sync mode; b1's and w2's in a
+ * bucket). */
+static int in_plan(const char *opt, gr_distributed dist, const char *op)
 {
-    char text[512], *buf = NULL;
+    char text[512], *buf = NULL, pat[64];
     size_t len = 0;
     snprintf(text, sizeof text,
-             "input x: f32[64, 256]\ninput y: i32[64]\n"
-             "var w1 = glorot([256, 128])\nvar w2 = glorot([128, 10])\n"
-             "loss = mean(softmax_xent(relu(x @ w1) @ w2, y))\n"
+             "input x: f32[64, 512]\ninput y: i32[64]\n"
+             "var w1 = glorot([512, 128])\nvar b1 = zeros([128])\nvar w2 = glorot([128, 10])\n"
+             "loss = mean(softmax_xent(relu(x @ w1 + b1) @ w2, y))\n"
              "train = %s.minimize(loss)\n",
              opt);
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
-    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st), st);
+    gr_compile_options co = {.distributed = dist};
+    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), &co, &p, st), st);
     FILE *f = open_memstream(&buf, &len);
     assert_gr_ok(gr_program_emit(p, "plan", "train", f, st), st);
     fclose(f);
     int n = 0;
-    for (const char *at = buf; (at = strstr(at, " apply_sgd_matmul ")); at++) n++;
+    snprintf(pat, sizeof pat, " %s ", op);
+    for (const char *at = buf; (at = strstr(at, pat)); at++) n++;
     free(buf);
     gr_program_free(p);
     gr_status_free(st);
@@ -274,9 +278,43 @@ static int fused_sgd_in_plan(const char *opt)
 static void test_sgd_fuses_into_its_gemm_only_with_a_constant_rate(void **state)
 {
     (void)state;
-    assert_int_equal(fused_sgd_in_plan("sgd(0.1)"), 1);
-    assert_int_equal(fused_sgd_in_plan("sgd(warmup(0.1, steps=10))"), 0);
-    assert_int_equal(fused_sgd_in_plan("sgd(0.1, clip=1.0)"), 0);
+    assert_int_equal(in_plan("sgd(0.1)", GR_DIST_NONE, "apply_sgd_matmul"), 1);
+    assert_int_equal(in_plan("sgd(warmup(0.1, steps=10))", GR_DIST_NONE, "apply_sgd_matmul"), 0);
+    assert_int_equal(in_plan("sgd(0.1, clip=1.0)", GR_DIST_NONE, "apply_sgd_matmul"), 0);
+}
+
+/* Sync training: sgd's update of a gradient averaged alone joins its
+ * allreduce, whatever its rate (read on the device like apply_sgd's); a
+ * bucket's slices, momentum and clipping (whose norm reads the mean) keep
+ * the allreduce apart.  The weight gradient's GEMM then writes the
+ * gradient for the allreduce: no apply_sgd_matmul. */
+static void test_sync_sgd_fuses_into_its_allreduce(void **state)
+{
+    (void)state;
+    const char *sgd = "sgd(0.1)", *warm = "sgd(warmup(0.1, steps=10))";
+    assert_int_equal(in_plan(sgd, GR_DIST_SYNC, "apply_sgd_allreduce"), 1);
+    assert_int_equal(in_plan(sgd, GR_DIST_SYNC, "allreduce"), 1);
+    assert_int_equal(in_plan(sgd, GR_DIST_SYNC, "apply_sgd_matmul"), 0);
+    assert_int_equal(in_plan(warm, GR_DIST_SYNC, "apply_sgd_allreduce"), 1);
+    assert_int_equal(in_plan("momentum(0.1, 0.9)", GR_DIST_SYNC, "apply_sgd_allreduce"), 0);
+    assert_int_equal(in_plan("momentum(0.1, 0.9)", GR_DIST_SYNC, "allreduce"), 2);
+    assert_int_equal(in_plan("sgd(0.1, clip=1.0)", GR_DIST_SYNC, "apply_sgd_allreduce"), 0);
+}
+
+/* A bucket of one small gradient is averaged alone: its allreduce keeps
+ * the gradient's type, which has no packed vector to slice (it used to fail
+ * to compile). */
+static void test_sync_averages_a_lone_small_gradient(void **state)
+{
+    (void)state;
+    const char *text = "input x: f32[4, 3]\ninput y: i32[4]\nvar w = glorot([3, 2])\n"
+                       "train = sgd(0.1).minimize(mean(softmax_xent(x @ w, y)))\n";
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_compile_options co = {.distributed = GR_DIST_SYNC};
+    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), &co, &p, st), st);
+    gr_program_free(p);
+    gr_status_free(st);
 }
 
 int main(void)
@@ -289,6 +327,8 @@ int main(void)
         cmocka_unit_test(test_adamw_clip_and_cosine_train_a_net),
         cmocka_unit_test(test_schedule_resumes_from_a_checkpoint),
         cmocka_unit_test(test_sgd_fuses_into_its_gemm_only_with_a_constant_rate),
+        cmocka_unit_test(test_sync_sgd_fuses_into_its_allreduce),
+        cmocka_unit_test(test_sync_averages_a_lone_small_gradient),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

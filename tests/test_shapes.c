@@ -173,6 +173,7 @@ static const shape_case valid[] = {
     {OP_GROUP, {"f32[3]", "f32[2]"}, .want = "f32[0]"},
     {OP_ALLREDUCE, {"f32[3]", "f32[2,2]", "f32[]"}, .want = "f32[8]"},
     {OP_ALLREDUCE, {"f32[3,2]"}, .want = "f32[3,2]"},
+    {OP_APPLY_SGD_ALLREDUCE, {"var:f32[3,4]", "f32[3,4]", "f32[]", "f32[]"}, .want = "f32[0]"},
     {OP_LR_SCHEDULE, {"var:f32[]"}, .want = "f32[]"},
     {OP_CLIP_SCALE, {"f32[3,4]", "f32[7]"}, .want = "f32[]"},
     {OP_MATMUL_BIAS, {"f32[64,784]", "f32[784,10]", "f32[10]"}, .want = "f32[64,10]"},

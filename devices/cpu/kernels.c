@@ -64,6 +64,13 @@ static int k_group(const kern_args *a)
     return 0;
 }
 
+static int not_distributed(const kern_args *a)
+{
+    snprintf(a->fault->msg, sizeof a->fault->msg, "%s in a session that is not distributed",
+             ops_name(a->node->op));
+    return -1;
+}
+
 /* One gradient: its mean, straight into out.  More: packed back to back
  * into out, then averaged in place. */
 static int k_allreduce(const kern_args *a)
@@ -77,8 +84,7 @@ static int k_allreduce(const kern_args *a)
     }
     const float *in = a->n_in > 1 ? out : IN(0);
     if (a->comm) return a->comm->allreduce_mean(a->comm, in, out, (size_t)out_numel(a), a->fault);
-    snprintf(a->fault->msg, sizeof a->fault->msg, "allreduce in a session that is not distributed");
-    return -1;
+    return not_distributed(a);
 }
 
 static int k_copy(const kern_args *a)
@@ -513,6 +519,14 @@ static int k_apply_sgd_matmul(const kern_args *a)
     return 0;
 }
 
+/* lr * gscale is one rounding, as apply_sgd's. */
+static int k_apply_sgd_allreduce(const kern_args *a)
+{
+    if (!a->comm) return not_distributed(a);
+    return a->comm->allreduce_sgd(a->comm, INF(1), (float *)IN(0), (size_t)in_numel(a, 1), LR * GS,
+                                  a->fault);
+}
+
 static int k_apply_sgd_rows(const kern_args *a)
 {
     const ir_type *v = a->in_t[0];
@@ -561,7 +575,7 @@ static int k_clip_scale(const kern_args *a)
  * device whose table lacks its op, and tests/test_kernels.c walks every
  * (op, device) pair. */
 #define ROW(op, ...) [OP_##op] = ROW_FN,
-_Static_assert(OP_COUNT == 75, "ops.h changed: give the new op its row in cpu_kernels[]");
+_Static_assert(OP_COUNT == 76, "ops.h changed: give the new op its row in cpu_kernels[]");
 const kernel_fn cpu_kernels[OP_COUNT] = {
 #define ROW_FN k_binary
     CPU_ARITH(ROW) CPU_COMPARE(ROW)
@@ -621,4 +635,5 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_MATMUL_BIAS] = k_matmul_bias,
     [OP_CONV2D_BIAS] = k_conv2d,
     [OP_APPLY_SGD_MATMUL] = k_apply_sgd_matmul,
+    [OP_APPLY_SGD_ALLREDUCE] = k_apply_sgd_allreduce,
 };

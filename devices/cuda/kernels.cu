@@ -3,10 +3,11 @@
 // here; an op in none has a NULL row, and compiling a program that places it
 // on a GPU is an error (runtime/compile.c); tests/test_cuda.c checks that
 // every op the examples use has a row.  allreduce has none: MPI runs on the
-// host, so autodiff places it on cpu:0.
+// host, so autodiff places it on cpu:0; nor has apply_sgd_allreduce, its
+// fusion with an update, which the compiler makes only where a row is.
 #include "cuda_impl.cuh"
 
-static_assert(OP_COUNT == 75, "ops.h changed: give the new op its CUDA row (k_*.cu)");
+static_assert(OP_COUNT == 76, "ops.h changed: give the new op its CUDA row (k_*.cu)");
 
 kernel_fn cuda_kernels[OP_COUNT];
 

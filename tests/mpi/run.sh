@@ -4,7 +4,9 @@
 #   oracle-T  2 processes x batch 32 x 50 steps of target train_T leave the
 #             same variables (within 1e-5) as 1 process x batch 64, through the
 #             one-node shared-memory allreduce and through MPI_Allreduce (the
-#             path between nodes); sgd also with 3 processes (1e-5 of 1 x 96)
+#             path between nodes); sgd also with 3 processes (1e-5 of 1 x 96).
+#             sgd's update of fc1/w is fused with its allreduce on both paths
+#             (apply_sgd_allreduce in --profile), momentum's and adam's are not
 #   resume    25 steps, checkpoint, resume to 50 == 50 uninterrupted, bit for
 #             bit; resuming with another number of processes is an error
 #   kill      a rank killed mid-run ends the job, non-zero, within 10 s
@@ -40,11 +42,17 @@ acc() { sed -n 's/^accuracy = //p' "$1"; }
 case $case_ in
 oracle-*)
     t=train_${case_#oracle-}
-    train 2 "$t" 50 32 sync --checkpoint p2.st > /dev/null || fail "2 processes"
+    train 2 "$t" 50 32 sync --checkpoint p2.st --profile > p2.out 2>&1 || fail "2 processes"
     train 1 "$t" 50 64 --checkpoint p1.st > /dev/null || fail "1 process"
     $PY "$HERE/compare.py" p2.st p1.st 1e-5 || fail "2 x 32 differs from 1 x 64"
-    GR_MPI_ALLREDUCE=1 train 2 "$t" 50 32 sync --checkpoint pm.st > /dev/null || fail "MPI path"
+    GR_MPI_ALLREDUCE=1 train 2 "$t" 50 32 sync --checkpoint pm.st --profile > pm.out 2>&1 ||
+        fail "MPI path"
     $PY "$HERE/compare.py" pm.st p1.st 1e-5 || fail "2 x 32 through MPI_Allreduce differs"
+    # fc1/w's gradient is averaged alone: sgd's update joins its allreduce, others' do not
+    for out in p2.out pm.out; do
+        fused=$(grep -c " apply_sgd_allreduce *f32\[784,128\]" $out)
+        [ "$fused" = "$([ "$t" = train_sgd ] && echo 1 || echo 0)" ] || fail "$fused fused in $out"
+    done
     if [ "$t" = train_sgd ]; then
         train 3 "$t" 50 32 sync --checkpoint p3.st > /dev/null || fail "3 processes"
         train 1 "$t" 50 96 --checkpoint p96.st > /dev/null || fail "1 process x 96"
