@@ -140,18 +140,6 @@ static void filter_task(void *arg, int t)
  * lanes are one register whatever the loops become. */
 typedef float wl_vec __attribute__((vector_size(WL * sizeof(float))));
 
-static inline wl_vec wl_load(const float *p)
-{
-    wl_vec v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void wl_store(float *p, wl_vec v)
-{
-    memcpy(p, &v, sizeof v);
-}
-
 /* out[r][c] = sum_i m[r][i] in[i][c] (transpose_in: in[c][i]) */
 WINO_INLINE void lanes_mul(int rows, int inner, int cols, const float *m, const wl_vec *in,
                            int transpose_in, wl_vec *out)
@@ -181,13 +169,14 @@ WINO_INLINE void in_lanes(int a, const float *bt, const float *rows, int64_t pw,
     for (int i = 0; i < a; i++)
 #pragma GCC unroll 6
         for (int c = 0; c < a; c++)
-            d[i * a + c] = wl_load(rows + i * pw + (c & 1) * (pw / 2) + x0 + c / 2);
+            memcpy(&d[i * a + c], rows + i * pw + (c & 1) * (pw / 2) + x0 + c / 2, sizeof(wl_vec));
     lanes_mul(a, a, a, bt, d, 0, t); /* BT d */
     lanes_mul(a, a, a, bt, t, 1, d); /* (BT d) B, transposed: d[c][r] */
 #pragma GCC unroll 6
     for (int r = 0; r < a; r++)
 #pragma GCC unroll 6
-        for (int c = 0; c < a; c++) wl_store(v + (r * a + c) * vstride + x0, d[c * a + r]);
+        for (int c = 0; c < a; c++)
+            memcpy(v + (r * a + c) * vstride + x0, &d[c * a + r], sizeof(wl_vec));
 }
 
 /* A row of tiles of one channel plane: lanes past its last tile spill into
@@ -240,7 +229,7 @@ WINO_INLINE void out_lanes(const wino_job *j, int a, const float *at, const floa
 {
     wl_vec d[36], t[12], o[4];
 #pragma GCC unroll 36
-    for (int p = 0; p < a * a; p++) d[p] = wl_load(m + p * mstride + x0);
+    for (int p = 0; p < a * a; p++) memcpy(&d[p], m + p * mstride + x0, sizeof(wl_vec));
     lanes_mul(2, a, a, at, d, 0, t); /* AT M */
     lanes_mul(2, a, 2, at, t, 1, o); /* (AT M) A, transposed: o[e][i] */
     int64_t cols = j->ow - 2 * x0 < 2 * WL ? j->ow - 2 * x0 : 2 * WL;
@@ -375,7 +364,8 @@ WINO_INLINE void dy_lanes(int a, const float *at, const float *rows, int64_t pw,
 {
     wl_vec d[4], t[12], o[36];
     for (int i = 0; i < 2; i++)
-        for (int e = 0; e < 2; e++) d[i * 2 + e] = wl_load(rows + i * pw + e * (pw / 2) + x0);
+        for (int e = 0; e < 2; e++)
+            memcpy(&d[i * 2 + e], rows + i * pw + e * (pw / 2) + x0, sizeof(wl_vec));
     float a_t[12]; /* A = AT transposed: [a][2] */
     for (int r = 0; r < a; r++)
         for (int i = 0; i < 2; i++) a_t[r * 2 + i] = at[i * a + r];
@@ -384,7 +374,8 @@ WINO_INLINE void dy_lanes(int a, const float *at, const float *rows, int64_t pw,
 #pragma GCC unroll 6
     for (int r = 0; r < a; r++)
 #pragma GCC unroll 6
-        for (int c = 0; c < a; c++) wl_store(m + (r * a + c) * mstride + x0, o[c * a + r]);
+        for (int c = 0; c < a; c++)
+            memcpy(m + (r * a + c) * mstride + x0, &o[c * a + r], sizeof(wl_vec));
 }
 
 /* dM_p[co][tile] = (A dY AT)_p of one image's dy, 0 beyond the output. */
