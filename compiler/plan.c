@@ -6,8 +6,10 @@
  * in parallel.  Every tensor that is not a variable gets an arena offset,
  * chosen first-fit by liveness measured in levels: a buffer is reused once
  * the level of its last consumer is over, never within a level.  Constants, data
- * batches and inputs live for the whole run.  Executors lay out their arena
- * once from this plan, so a step allocates nothing. */
+ * batches and inputs live for the whole run.  A reshape is a view: it takes
+ * its input's buffer, which then lives as long as the view's consumers.
+ * Executors lay out their arena once from this plan, so a step allocates
+ * nothing. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -235,18 +237,39 @@ static int by_end(const void *a, const void *b, void *ls)
     return x - y;
 }
 
+/* The buffer node id reads through a view: its own, or the one its chain of
+ * reshapes views. */
+static int buffer_of(const int *view, int id)
+{
+    return view[id] >= 0 ? view[id] : id;
+}
+
+/* A reshape of a tensor of partition k in the arena, in k too, views its
+ * buffer (the executor's copy then has nothing to do: in == out). */
+static int is_view(const plan_graph *p, int k_part, int id)
+{
+    const ir_node *nd = &p->g->nodes[id];
+    return nd->op == OP_RESHAPE && p->part[id] == k_part && p->part[nd->in[0]] == k_part &&
+           needs_arena(&p->g->nodes[nd->in[0]]);
+}
+
 /* Lifetimes of partition k's tensors, in its own levels' terms: a buffer is
  * kept for consumers in k only (a crossing edge reads its own receive
- * buffer, pinned for the run, which follows the nodes at ls[n_nodes..]). */
-static void lifetimes(plan_graph *p, int k_part, live *ls, int *n_ls, int *pos)
+ * buffer, pinned for the run, which follows the nodes at ls[n_nodes..]),
+ * and for its views' consumers (view[id]: the buffer's node, else -1). */
+static void lifetimes(plan_graph *p, int k_part, live *ls, int *n_ls, int *pos, int *view)
 {
     const ir_graph *g = p->g;
     IR_WORK(3 * p->n + p->n_roots + p->n_xfers);
-    for (int i = 0; i < p->n; i++) pos[p->order[i]] = i;
+    for (int i = 0; i < p->n; i++) pos[p->order[i]] = i, view[p->order[i]] = -1;
     int n = 0;
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         int lv = p->level[p->order[i]];
+        if (is_view(p, k_part, p->order[i])) { /* inputs come first in the order */
+            view[p->order[i]] = buffer_of(view, nd->in[0]);
+            continue;
+        }
         if (!needs_arena(nd) || p->part[p->order[i]] != k_part) continue;
         ls[n++] = (live){.node = p->order[i],
                          .start = pinned(nd) ? -1 : lv,
@@ -259,14 +282,14 @@ static void lifetimes(plan_graph *p, int k_part, live *ls, int *n_ls, int *pos)
         int lv = p->level[p->order[i]];
         if (p->part[p->order[i]] != k_part) continue;
         for (int j = 0; j < nd->n_in; j++) {
-            int li = -pos[nd->in[j]] - 2;
+            int li = -pos[buffer_of(view, nd->in[j])] - 2;
             if (li >= 0 && ls[li].end < lv) ls[li].end = lv;
         }
     }
     for (int k = 0; k < n; k++)
         if (pinned(&g->nodes[ls[k].node])) ls[k].end = p->n_levels;
     for (int r = 0; r < p->n_roots; r++) {
-        int li = -pos[p->roots[r]] - 2;
+        int li = -pos[buffer_of(view, p->roots[r])] - 2;
         if (li >= 0) ls[li].end = p->n_levels;
     }
     for (int x = 0; x < p->n_xfers; x++) /* node -(x + 1) names transfer x */
@@ -308,8 +331,9 @@ static void assign_offsets(plan_graph *p, int k_part)
     live *ls = xmalloc(sizeof *ls * (size_t)(p->n + p->n_xfers + 1));
     size_t *off = xmalloc(sizeof *off * (size_t)(p->n + p->n_xfers + 1));
     int *pos = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1));
-    IR_WORK(p->n + p->n_xfers);
-    lifetimes(p, k_part, ls, &n_ls, pos);
+    int *view = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1));
+    IR_WORK(2 * p->n + p->n_xfers);
+    lifetimes(p, k_part, ls, &n_ls, pos, view);
     qsort(ls, (size_t)n_ls, sizeof *ls, by_start);
     place_all(ls, n_ls, off);
     for (int k = 0; k < n_ls; k++) {
@@ -319,12 +343,15 @@ static void assign_offsets(plan_graph *p, int k_part)
             p->xfers[-ls[k].node - 1].offset = base + off[k];
         if (base + off[k] + ls[k].bytes > top) top = base + off[k] + ls[k].bytes;
     }
+    for (int i = 0; i < p->n; i++)
+        if (view[p->order[i]] >= 0) p->offset[p->order[i]] = p->offset[view[p->order[i]]];
     p->part_base[k_part] = base;
     p->part_bytes[k_part] = top - base;
     p->arena_bytes = top;
     free(ls);
     free(off);
     free(pos);
+    free(view);
 }
 
 /* ---- partitions ---- */
@@ -530,7 +557,10 @@ void plan_dump(const plan_graph *p, FILE *out)
         if (p->offset[p->order[i]] != PLAN_NONE) {
             fprintf(out, " arena[%zu..%zu)", p->offset[p->order[i]],
                     p->offset[p->order[i]] + ir_nbytes(&nd->type));
-            naive += align_up(ir_nbytes(&nd->type));
+            if (nd->op == OP_RESHAPE && p->offset[nd->in[0]] == p->offset[p->order[i]])
+                fprintf(out, " view of %%%d", nd->in[0]);
+            else
+                naive += align_up(ir_nbytes(&nd->type));
         } else if (nd->op == OP_VARIABLE)
             fprintf(out, " var %s", g->vars[nd->var].name);
         fputc('\n', out);

@@ -733,29 +733,33 @@ static void test_cse_resolves_constants_added_by_folding(void **state)
 /* ---- the memory plan at scale ---- */
 
 /* The plan's rule written out plainly, O(n^2), to check the plan's
- * O(n log n) one: lifetimes in levels (sources and roots live throughout),
- * then in (start, id) order each buffer takes the lowest offset that
- * overlaps no buffer placed before it and still live at its start. */
+ * O(n log n) one: lifetimes in levels (sources and roots live throughout;
+ * a reshape is a view, its buffer its input's, which lives as long as the
+ * view's consumers), then in (start, id) order each buffer takes the
+ * lowest offset that overlaps no buffer placed before it and still live at
+ * its start. */
 static void reference_offsets(const plan_graph *p, size_t *want)
 {
     int n = p->n, *start = calloc((size_t)n, sizeof(int)), *end = calloc((size_t)n, sizeof(int));
-    int *at = malloc(sizeof(int) * (size_t)g->n_nodes);
+    int *at = malloc(sizeof(int) * (size_t)g->n_nodes), *buf = malloc(sizeof(int) * (size_t)n);
     size_t *bytes = calloc((size_t)n, sizeof(size_t));
     for (int i = 0; i < n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         int pinned = ops_has(nd->op, OPF_SOURCE);
         at[p->order[i]] = i;
+        buf[i] = nd->op == OP_RESHAPE ? buf[at[nd->in[0]]] : i;
         want[i] = PLAN_NONE;
         start[i] = pinned ? -1 : p->level[p->order[i]];
         end[i] = pinned ? p->n_levels : p->level[p->order[i]];
-        if (!ops_has(nd->op, OPF_EXTERNAL)) bytes[i] = (ir_nbytes(&nd->type) + 63) / 64 * 64;
+        if (!ops_has(nd->op, OPF_EXTERNAL) && buf[i] == i)
+            bytes[i] = (ir_nbytes(&nd->type) + 63) / 64 * 64;
         for (int r = 0; r < p->n_roots; r++)
-            if (p->roots[r] == p->order[i]) end[i] = p->n_levels;
+            if (p->roots[r] == p->order[i]) end[buf[i]] = p->n_levels;
     }
     for (int i = 0; i < n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
         for (int j = 0; j < nd->n_in; j++) {
-            int k = at[nd->in[j]];
+            int k = buf[at[nd->in[j]]];
             if (end[k] < p->level[p->order[i]]) end[k] = p->level[p->order[i]];
         }
     }
@@ -772,14 +776,17 @@ static void reference_offsets(const plan_graph *p, size_t *want)
             }
             want[i] = off;
         }
+    for (int i = 0; i < n; i++) want[i] = want[buf[i]];
     free(start);
     free(end);
     free(at);
+    free(buf);
     free(bytes);
 }
 
-/* A random DAG of adds, broadcasts and sums over many sizes, with many
- * buffers live at once: the plan's offsets are exactly first-fit's. */
+/* A random DAG of adds, broadcasts, sums and reshapes (views, chains of
+ * them too) over many sizes, with many buffers live at once: the plan's
+ * offsets are exactly first-fit's. */
 static void test_plan_places_first_fit_at_scale(void **state)
 {
     (void)state;
@@ -799,6 +806,10 @@ static void test_plan_places_first_fit_at_scale(void **state)
             at.n_list = 1;
             at.list[0] = 1;
             ir_add(g, OP_SUM_TO, &a, 1, &at, src, sp(0, 1));
+        } else if ((rnd >> 20) % 4 == 0) {
+            at.n_list = 1;
+            at.list[0] = ir_numel(&g->nodes[a].type);
+            ir_add(g, OP_RESHAPE, &a, 1, &at, src, sp(0, 1));
         } else {
             int in[2] = {a, a};
             ir_add(g, OP_ADD, in, 2, NULL, src, sp(0, 1));

@@ -87,9 +87,10 @@ static int k_allreduce(const kern_args *a)
     return not_distributed(a);
 }
 
+/* identity, and a reshape the plan did not make a view of its input */
 static int k_copy(const kern_args *a)
 {
-    cpu_copy(a->pool, a->out, IN(0), out_numel(a));
+    if (a->out != IN(0)) cpu_copy(a->pool, a->out, IN(0), out_numel(a));
     return 0;
 }
 
