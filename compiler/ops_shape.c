@@ -122,14 +122,19 @@ int ops_shape_matmul(ir_graph *g, int id)
     return matmul_type(g, id, 0, 0, 1, &t) < 0 ? -1 : set_type(g, id, t);
 }
 
+/* [M, K] @ [K, N], or [..., M, K] @ [K, N] (one GEMM over all the rows),
+ * plus bias[N]. */
 int ops_shape_matmul_bias(ir_graph *g, int id)
 {
     ir_type t;
-    if (matmul_type(g, id, 0, 0, 0, &t) < 0) return -1;
+    if (matmul_type(g, id, 0, 0, 1, &t) < 0) return -1;
     set_type(g, id, t);
     const ir_type *bias = ops_in_type(g, id, 2), *y = &NODE(id)->type;
-    if (bias->dtype != DT_F32 || bias->rank != 1 || bias->dim[0] != y->dim[1])
-        return ops_error(g, id, "matmul_bias: bias must be f32[%lld], got %s", (long long)y->dim[1],
+    if (y->rank > 2 && (ops_in_type(g, id, 1)->rank != 2 || NODE(id)->attr.i[0]))
+        return ops_error(g, id, "matmul_bias: batched a needs a 2-D b and a not transposed");
+    int64_t n = y->dim[y->rank - 1];
+    if (bias->dtype != DT_F32 || bias->rank != 1 || bias->dim[0] != n)
+        return ops_error(g, id, "matmul_bias: bias must be f32[%lld], got %s", (long long)n,
                          ops_ts(bias).s);
     return 0;
 }

@@ -254,6 +254,15 @@ static int is_channel_bias(const ir_type *b, const ir_type *y)
            b->dim[2] == 1 && b->dim[3] == 1;
 }
 
+/* b is a bias of every row of matmul m's output [..., N]: [N], where the
+ * product is one GEMM ([M, K] @ [K, N], or [..., M, K] @ [K, N]). */
+static int is_rows_bias(const ir_graph *g, const ir_node *m, const ir_type *b)
+{
+    const ir_type *y = &m->type;
+    int one_gemm = y->rank == 2 || (g->nodes[m->in[1]].type.rank == 2 && !m->attr.i[0]);
+    return one_gemm && b->rank == 1 && b->dim[0] == y->dim[y->rank - 1];
+}
+
 /* add(matmul(a, b), bias[N]) or add(conv2d(x, w), bias[1, C, 1, 1]) with
  * the product used only there: the fused op's kind into *op. */
 static int fusable_bias(const ir_graph *g, const ir_node *n, const int *uses, int *mm, int *bias,
@@ -265,9 +274,8 @@ static int fusable_bias(const ir_graph *g, const ir_node *n, const int *uses, in
         if ((m->op != OP_MATMUL && m->op != OP_CONV2D) || uses[n->in[k]] != 1 ||
             m->device != n->device || b->type.dtype != DT_F32 || !ir_type_eq(&m->type, &n->type))
             continue;
-        int ok = m->op == OP_MATMUL
-                     ? b->type.rank == 1 && m->type.rank == 2 && b->type.dim[0] == m->type.dim[1]
-                     : is_channel_bias(&b->type, &m->type);
+        int ok =
+            m->op == OP_MATMUL ? is_rows_bias(g, m, &b->type) : is_channel_bias(&b->type, &m->type);
         if (!ok) continue;
         *mm = n->in[k];
         *bias = n->in[1 - k];

@@ -535,6 +535,29 @@ static void test_fuse_conv_bias_relu_and_pool_grad(void **state)
     assert_int_equal(d->in[1], fused);
 }
 
+/* x @ w + b for x [2, 5, 6]: w [6, 7] makes one GEMM of all rows, which
+ * fuses with the bias (and the relu); a batched w does not. */
+static void test_fuse_batched_matmul_bias_only_with_a_2d_b(void **state)
+{
+    (void)state;
+    ir_type xt = irfx_type("f32[2,5,6]"), wt = irfx_type("f32[6,7]"), bt = irfx_type("f32[7]"),
+            w3t = irfx_type("f32[2,6,7]");
+    int x = ir_add_input(g, "x", &xt, src, sp(0, 1)), w = ir_add_input(g, "w", &wt, src, sp(0, 1));
+    int b = ir_add_input(g, "b", &bt, src, sp(0, 1)),
+        w3 = ir_add_input(g, "w3", &w3t, src, sp(0, 1));
+    ir_set_name(g, "y",
+                add_op(OP_RELU, add_op(OP_ADD, add_op(OP_MATMUL, x, w, 0, 0), b, 0, 0), -1, 0, 0),
+                0);
+    ir_set_name(g, "z", add_op(OP_ADD, add_op(OP_MATMUL, x, w3, 0, 0), b, 0, 0), 0);
+    pass_run_all(g, PASS_CSE | PASS_FOLD, NULL);
+    const ir_node *y = &g->nodes[g->names[0].node], *z = &g->nodes[g->names[1].node];
+    assert_int_equal(y->op, OP_MATMUL_BIAS);
+    assert_int_equal(y->attr.i[2], 1);
+    assert_int_equal(y->type.rank, 3);
+    assert_int_equal(z->op, OP_ADD);
+    assert_int_equal(g->nodes[z->in[0]].op, OP_MATMUL);
+}
+
 /* A maxpool2d_grad that something else reads keeps its value: no relu. */
 static void test_pool_grad_read_elsewhere_keeps_its_relu_grad(void **state)
 {
@@ -862,6 +885,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fold_skips_large_inputs_not_just_large_outputs, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_fold_stops_at_its_byte_budget, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_fuse_batched_matmul_bias_only_with_a_2d_b, setup,
+                                        irfx_teardown),
         cmocka_unit_test_setup_teardown(test_fuse_conv_bias_relu_and_pool_grad, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_sgd_fuses_into_its_allreduce_in_sequence, setup,

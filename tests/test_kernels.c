@@ -777,6 +777,31 @@ static void test_matmul_bias_relu(void **state)
             }
 }
 
+/* matmul_bias of a [3, 43, k] and a 2-D b: one GEMM of all 129 rows, the
+ * bias and relu on each. */
+static void test_matmul_bias_over_leading_axes(void **state)
+{
+    (void)state;
+    int64_t rows = 129, n = 65, k = 63;
+    ir_type at = ty(DT_F32, 3, 3, rows / 3, k), bt = ty(DT_F32, 2, k, n), vt = ty(DT_F32, 1, n);
+    ir_type ot = ty(DT_F32, 3, 3, rows / 3, n);
+    float *a = frandom(&at, -1, 1), *b = frandom(&bt, -1, 1), *bias = frandom(&vt, -1, 1);
+    float *out = falloc(&ot);
+    double *ref = dalloc(rows * n);
+    ref_matmul(a, b, rows, n, k, 0, 0, ref);
+    for (int64_t i = 0; i < rows * n; i++) ref[i] = fmax(ref[i] + bias[i % n], 0);
+    call c;
+    call_init(&c, OP_MATMUL_BIAS, &ot, out);
+    c.node.attr.i[2] = 1;
+    call_in(&c, a, &at);
+    call_in(&c, b, &bt);
+    call_in(&c, bias, &vt);
+    c.pool = pool2;
+    call_run(&c);
+    check_close_s(out, ref, rows * n, TOL, sqrt((double)k), "matmul_bias [3,43,63]");
+    free(a), free(b), free(bias), free(out), free(ref);
+}
+
 /* apply_sgd_matmul: var -= lr * a@b accumulated by the GEMM, serial and
  * split over the pool (rows, or columns when there are few rows). */
 static void check_sgd_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, cpu_pool *pool)
@@ -1939,6 +1964,7 @@ int main(void)
         cmocka_unit_test(test_mse),
         cmocka_unit_test(test_matmul_transpose_combos_pool_1_and_2),
         cmocka_unit_test(test_matmul_bias_relu),
+        cmocka_unit_test(test_matmul_bias_over_leading_axes),
         cmocka_unit_test(test_apply_sgd_matmul),
         cmocka_unit_test(test_matmul_batched_broadcast_and_transposed),
         cmocka_unit_test(test_softmax_causal_mask_and_grad),

@@ -153,9 +153,12 @@ static int k_matmul(const kern_args *a)
     return 0;
 }
 
+/* [M, K] @ [K, N] + bias, or [..., M, K] @ [K, N] + bias as one GEMM of all
+ * the rows (the shape rule allows no other batch). */
 static int k_matmul_bias(const kern_args *a)
 {
     cpu_gemm_args g = gemm_args(a, 0, OUTF);
+    if (g.n) g.m = out_numel(a) / g.n;
     g.bias = INF(2);
     g.relu = ATTR_I(2) != 0;
     cpu_matmul(a->pool, &g);

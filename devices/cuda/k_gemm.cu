@@ -162,10 +162,12 @@ __global__ static void bias_relu_kernel(float *c, const float *bias, int64_t m, 
     }
 }
 
-// in: a, b, bias[N]; attr i2: relu.
+// in: a, b, bias[N]; attr i2: relu.  [..., M, K] @ [K, N] is one GEMM of all
+// the rows (the shape rule allows no other batch).
 static int k_matmul_bias(const kern_args *a)
 {
     gemm_rm g = gemm_args(a, 0, OUT_F);
+    if (g.n) g.m = ir_numel(a->out_t) / g.n;
     gemm_run(a, &g);
     if (g.m * g.n == 0) return 0;
     bias_relu_kernel<<<cuda_blocks(g.m * g.n), CUDA_BLOCK, 0, cuda_stream(a)>>>(
