@@ -275,25 +275,6 @@ static void conv_gw_task(void *arg, int t)
     }
 }
 
-int cpu_tasks_open(const cpu_conv_ctx *cx, int64_t jobs, size_t need, cpu_tasks *t)
-{
-    int nt = pool_size(cx->pool);
-    if (nt > cx->max_tasks) nt = cx->max_tasks;
-    if (nt > jobs) nt = (int)jobs;
-    *t = (cpu_tasks){.scratch = cx->scratch, .task_bytes = cx->task_bytes, .n = nt < 1 ? 1 : nt};
-    if (need == 0 || (cx->scratch && cx->task_bytes >= need)) return 0;
-    /* The plan gave less than we need (or nothing): use our own. */
-    t->own = t->scratch = malloc(need * (size_t)t->n);
-    t->task_bytes = need;
-    return t->own ? 0 : -1;
-}
-
-void cpu_tasks_close(cpu_tasks *t)
-{
-    free(t->own);
-    t->own = NULL;
-}
-
 static void conv_run(const cpu_conv_ctx *cx, conv_job *j, size_t need, void (*fn)(void *, int))
 {
     if (cpu_tasks_open(cx, j->s->n, need, &j->tasks) == 0) pool_for(cx->pool, j->tasks.n, fn, j);

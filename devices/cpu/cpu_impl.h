@@ -246,9 +246,10 @@ typedef struct cpu_conv_ctx {
     size_t task_bytes;
     int max_tasks;
 } cpu_conv_ctx;
-/* Up to `jobs` tasks (no more than the context allows), each with a scratch
- * slice of `need` bytes: the plan's, or our own when the plan gave less (or
- * none).  0, or -1 when memory ran out; close it either way. */
+/* Up to `jobs` tasks (no more than the context allows), each with a
+ * scratch slice of `need` bytes: the plan's, or our own when the plan gave
+ * less (or none).  0, or -1 when memory ran out; close it either way
+ * (pool.c). */
 typedef struct cpu_tasks {
     char *scratch;
     size_t task_bytes;

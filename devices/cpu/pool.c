@@ -208,3 +208,24 @@ void cpu_par_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void 
     par_range r = {fn, ctx, n, nt};
     pool_for(p, nt, par_range_task, &r);
 }
+
+/* ---- tasks with scratch (cpu_impl.h) ---- */
+
+int cpu_tasks_open(const cpu_conv_ctx *cx, int64_t jobs, size_t need, cpu_tasks *t)
+{
+    int nt = pool_size(cx->pool);
+    if (nt > cx->max_tasks) nt = cx->max_tasks;
+    if (nt > jobs) nt = (int)jobs;
+    *t = (cpu_tasks){.scratch = cx->scratch, .task_bytes = cx->task_bytes, .n = nt < 1 ? 1 : nt};
+    if (need == 0 || (cx->scratch && cx->task_bytes >= need)) return 0;
+    /* The plan gave less than we need (or nothing): use our own. */
+    t->own = t->scratch = malloc(need * (size_t)t->n);
+    t->task_bytes = need;
+    return t->own ? 0 : -1;
+}
+
+void cpu_tasks_close(cpu_tasks *t)
+{
+    free(t->own);
+    t->own = NULL;
+}
