@@ -1,7 +1,8 @@
-/* train.h - private to the training command: the options cmd_train.c
+/* train.h - private to the training command: the options train_opts.c
  * parses, the reporting both training loops share (train_report.c) and the
  * concurrent loop (train_async.c).  Calls run one way: cmd_train.c ->
- * train_async.c -> train_report.c, and cmd_train.c -> train_report.c. */
+ * train_opts.c, cmd_train.c -> train_async.c -> train_report.c, and
+ * cmd_train.c -> train_report.c. */
 #ifndef GR_TRAIN_H
 #define GR_TRAIN_H
 
@@ -35,6 +36,10 @@ typedef struct train_opts {
     int quiet;
     int silent; /* --distributed, ranks other than 0: errors only */
 } train_opts;
+
+/* train_opts.c: parses argv into *o (zeroed by the caller); 0 when ready to
+ * train, -1 after printing --help, 2 after printing a usage error. */
+int parse_train_opts(int argc, char **argv, train_opts *o);
 
 /* train_report.c: progress lines, records (the JSON log and the TensorBoard
  * scalars, the same values), evaluations, checkpoints, Ctrl-C. */
