@@ -3,6 +3,7 @@
  * TensorFlow's reuse rules, compile-time loops, indexed names and device
  * annotations.  Builtins (ops, initializers, data, optimizers) are in
  * sema_builtins.c, values and their conversions in sema_value.c. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -693,23 +694,63 @@ static value sema_eval(sema *S, env *e, const ast_node *n)
 
 /* ---- statements ---- */
 
+/* What a --set did (sema.param_used): its param was declared; QUIET: no
+ * reassignment warning is due (given already, or the override failed). */
+enum { PARAM_SET = 1, PARAM_QUIET = 2 };
+
+/* An override's number as the language writes one, with an optional '-':
+ * "-?[0-9]+" for an integer param, and for a number param also
+ * "-?[0-9]+(.[0-9]+)?([eE][+-]?[0-9]+)?".  No spaces, '+', hex, inf or nan. */
+static int override_syntax(const char *s, int is_int)
+{
+    static const char digits[] = "0123456789";
+    size_t n = strspn(s += *s == '-', digits);
+    if (n == 0) return 0;
+    s += n;
+    if (!is_int && *s == '.') {
+        if (!(n = strspn(++s, digits))) return 0;
+        s += n;
+    }
+    if (!is_int && (*s == 'e' || *s == 'E')) {
+        s += 1 + (s[1] == '+' || s[1] == '-');
+        if (!(n = strspn(s, digits))) return 0;
+        s += n;
+    }
+    return *s == 0;
+}
+
+/* Integers are exact: parsed as integers, refused past 2^53, never rounded
+ * through a double.  Numbers must be finite doubles (an underflow rounds, as
+ * a literal's does). */
+static int override_num(sema *S, const ast_node *st, const char *text, int is_int, value *out)
+{
+    if (!override_syntax(text, is_int)) {
+        sema_err(S, st, "--set %s=%s: expected %s like the default", st->name, text,
+                 is_int ? "an integer" : "a number");
+        return -1;
+    }
+    errno = 0;
+    long long i = is_int ? strtoll(text, NULL, 10) : 0;
+    double x = is_int ? (double)i : strtod(text, NULL);
+    if (is_int && (errno == ERANGE || i > LIM_INT || i < -LIM_INT)) {
+        sema_err(S, st,
+                 "--set %s=%s: out of range: param %s is an integer, in [-%lld, %lld] (2^53)",
+                 st->name, text, st->name, LIM_INT, LIM_INT);
+        return -1;
+    }
+    if (isinf(x)) {
+        sema_err(S, st, "--set %s=%s: out of range: param %s is a number, a finite double",
+                 st->name, text, st->name);
+        return -1;
+    }
+    *out = sema_value_num(x, is_int);
+    return 0;
+}
+
 static int parse_override(sema *S, const ast_node *st, const char *text, value def, value *out)
 {
-    char *end = NULL;
-    if (def.k == V_NUM) {
-        double x = def.is_int ? (double)strtoll(text, &end, 10) : strtod(text, &end);
-        if (!*text || *end) {
-            sema_err(S, st, "--set %s=%s: expected %s like the default", st->name, text,
-                     def.is_int ? "an integer" : "a number");
-            return -1;
-        }
-        if (!isfinite(x) || (def.is_int && fabs(x) > (double)LIM_INT)) {
-            sema_err(S, st, "--set %s=%s: out of range (%s)", st->name, text,
-                     def.is_int ? "integers are at most 2^53 in magnitude" : "not finite");
-            return -1;
-        }
-        *out = sema_value_num(x, def.is_int);
-    } else if (def.k == V_BOOL) {
+    if (def.k == V_NUM) return override_num(S, st, text, def.is_int, out);
+    if (def.k == V_BOOL) {
         if (strcmp(text, "true") && strcmp(text, "false")) {
             sema_err(S, st, "--set %s=%s: expected true or false", st->name, text);
             return -1;
@@ -723,6 +764,26 @@ static int parse_override(sema *S, const ast_node *st, const char *text, value d
         return -1;
     }
     return 0;
+}
+
+/* `NAME = ...` or `for NAME in ...` at the top level rebinds NAME from that
+ * statement on.  When NAME is a param that --set gave its value, the rest
+ * of the file no longer sees that value: a warning says so, once per param. */
+static void param_rebound(sema *S, env *e, const ast_node *st, const char *name)
+{
+    binding *b = e == S->global ? env_find_local(e, name) : NULL;
+    if (!b || !b->decl || b->decl->kind != AST_PARAM) return;
+    int last = -1;
+    for (int i = 0; i < S->opt->n_params; i++)
+        if (S->param_used[i] && strcmp(S->opt->params[i].name, name) == 0) last = i;
+    if (last < 0 || S->param_used[last] == PARAM_QUIET) return;
+    for (int i = 0; i < S->opt->n_params; i++)
+        if (strcmp(S->opt->params[i].name, name) == 0) S->param_used[i] = PARAM_QUIET;
+    diag_add(S->g->diags, DIAG_WARNING, S->src, st->span,
+             "param '%s' is assigned again: from here on it no longer has the value --set "
+             "%s=%s gave it",
+             name, name, S->opt->params[last].value);
+    sema_note(S, b->decl, "'%s' is declared here", name);
 }
 
 static void stmt_param(sema *S, env *e, const ast_node *st)
@@ -740,9 +801,11 @@ static void stmt_param(sema *S, env *e, const ast_node *st)
     }
     for (int i = 0; i < S->opt->n_params; i++)
         if (strcmp(S->opt->params[i].name, st->name) == 0) {
-            S->param_used[i] = 1;
-            if (v.k != V_ERR && parse_override(S, st, S->opt->params[i].value, v, &v) < 0)
+            S->param_used[i] = PARAM_SET;
+            if (v.k != V_ERR && parse_override(S, st, S->opt->params[i].value, v, &v) < 0) {
                 v = sema_value_err();
+                S->param_used[i] = PARAM_QUIET;
+            }
         }
     env_declare(e, st, v);
 }
@@ -884,6 +947,7 @@ static int stmt_for(sema *S, env *e, const ast_node *st)
                   LIM_LOOP_TOTAL);
         return 0;
     }
+    if (hi > lo) param_rebound(S, e, st, st->name);
     for (int64_t i = lo; i < hi && !S->stop; i++) {
         env_set(e, st->name, sema_value_num((double)i, 1));
         int r = stmt_block(S, e, st->c);
@@ -941,6 +1005,7 @@ static void stmt_assign(sema *S, env *e, const ast_node *st)
         assign_index(S, e, st, v);
         return;
     }
+    param_rebound(S, e, st, st->a->name);
     env_set(e, st->a->name, v);
     if (e != S->global || v.k != V_TENSOR) return;
     ir_set_name(S->g, st->a->name, v.node, v.is_train);

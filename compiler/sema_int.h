@@ -100,7 +100,7 @@ typedef struct sema {
     value ret;
     int *data_x, *data_y; /* node per data source, -1 until used */
     int n_data_cache;
-    unsigned char *param_used;
+    unsigned char *param_used; /* per --set: 0 until its param is declared (sema.c) */
     /* Budgets (compiler/limits.h).  Past one, `stop` is set: every
      * evaluation then returns an error value and every block ends, so the
      * error at the limit is the last one. */
