@@ -118,8 +118,8 @@ typedef struct gr_param {
 typedef enum gr_distributed { GR_DIST_NONE = 0, GR_DIST_SYNC, GR_DIST_ASYNC } gr_distributed;
 
 typedef struct gr_compile_options {
-    const gr_param *params;
-    int n_params;
+    const gr_param *params; /* n_params of them, each name and value non-NULL */
+    int n_params;           /* >= 0; params may be NULL only when it is 0 */
     int soft_placement;         /* nodes on missing devices, or whose op the device lacks,
                                    move to cpu:0, with a warning */
     unsigned passes_off;        /* GR_PASS_* bits to switch passes off (tests, debugging) */
@@ -131,6 +131,7 @@ typedef struct gr_compile_options {
 
 enum { GR_PASS_CSE = 1, GR_PASS_FOLD = 2, GR_PASS_FUSE = 4 };
 
+/* opt may be NULL; bad n_params, params or distributed: GR_ERR_ARG naming the field. */
 gr_code gr_compile_file(const char *path, const gr_compile_options *opt, gr_program **out,
                         gr_status *st);
 gr_code gr_compile_string(const char *name, const char *text, size_t len,
@@ -184,13 +185,13 @@ gr_code gr_program_emit(const gr_program *p, const char *what, const char *targe
 
 /* ---- sessions ---- */
 typedef struct gr_session_options {
-    int threads;        /* total thread budget; 0 = number of cores */
+    int threads;        /* total thread budget, in [0, 1024]; 0 = number of cores */
     uint64_t seed;      /* variable initialisation, shuffling, dropout */
     int check_numerics; /* stop at the first NaN/Inf, naming the op and line */
     int locking;        /* every variable update takes that variable's lock, as if
                            each optimizer said locking=true (default: Hogwild!) */
-    int executors;      /* executors expected to run at once: each gets
-                           threads / executors intra-op threads (default 1) */
+    int executors;      /* executors expected to run at once, in [0, 1024]: each gets
+                           threads / executors intra-op threads (0: 1) */
     int no_step_graphs; /* on a GPU, enqueue each step's calls one by one instead of
                            replaying them as a recorded step graph (CUDA graphs) */
     /* A program compiled with .distributed: the processes it trains over, as a
@@ -203,13 +204,15 @@ typedef struct gr_session_options {
      * end the job (MPI_Abort), as the CLI does. */
     const void *mpi_comm;
     int sync_every; /* GR_DIST_ASYNC: average the variables every K steps instead of
-                       sharing them through rank 0 at every step (0) */
+                       sharing them through rank 0 at every step (0); K >= 0 */
     /* a folder (made if missing) for a TensorBoard event file, which
        gr_session_scalar writes; NULL: none */
     const char *tensorboard_dir;
     int profile; /* time every kernel call (gr_session_profile); CPU partitions only */
 } gr_session_options;
 
+/* opt may be NULL (all defaults); a field outside its range is refused
+ * with GR_ERR_ARG and a message naming it. */
 gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,
                        gr_status *st);
 void gr_session_free(gr_session *s);

@@ -175,6 +175,30 @@ static gr_code compile_machine(gr_program *p, const gr_compile_options *opt, gr_
     return rt_fail(st, GR_ERR_ARG, "%s\n", err);
 }
 
+static gr_code check_params(const char *fn, const gr_compile_options *opt, gr_status *st)
+{
+    if (opt->n_params < 0)
+        return rt_fail(st, GR_ERR_ARG, "%s: options.n_params is %d, must be >= 0\n", fn,
+                       opt->n_params);
+    if (opt->n_params > 0 && !opt->params)
+        return rt_fail(st, GR_ERR_ARG, "%s: options.params is NULL but options.n_params is %d\n",
+                       fn, opt->n_params);
+    for (int i = 0; i < opt->n_params; i++)
+        if (!opt->params[i].name || !opt->params[i].value)
+            return rt_fail(st, GR_ERR_ARG, "%s: options.params[%d].%s is NULL\n", fn, i,
+                           opt->params[i].name ? "value" : "name");
+    return GR_OK;
+}
+
+gr_code rt_compile_options_check(const char *fn, const gr_compile_options *opt, gr_status *st)
+{
+    if (!opt) return GR_OK;
+    if ((unsigned)opt->distributed > GR_DIST_ASYNC)
+        return rt_fail(st, GR_ERR_ARG, "%s: options.distributed is %d, not a gr_distributed mode\n",
+                       fn, (int)opt->distributed);
+    return check_params(fn, opt, st);
+}
+
 gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st)
 {
     return rt_compile_probe(p, opt, rt_probe_data, NULL, st);
@@ -185,9 +209,6 @@ gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data
 {
     gr_code c = compile_machine(p, opt, st);
     if (c != GR_OK) return c;
-    if (opt && (unsigned)opt->distributed > GR_DIST_ASYNC)
-        return rt_fail(st, GR_ERR_ARG, "gr_compile_options.distributed: bad mode %d\n",
-                       (int)opt->distributed);
     p->distributed = opt ? opt->distributed : GR_DIST_NONE;
     p->ast = ps_parse(p->src, &p->diags);
     if (p->diags.n_errors) return rt_fail_diags(st, GR_ERR_SYNTAX, &p->diags);

@@ -25,6 +25,7 @@ gr_code gr_compile_file(const char *path, const gr_compile_options *opt, gr_prog
 {
     char err[512];
     *out = NULL;
+    if (rt_compile_options_check("gr_compile_file", opt, st) != GR_OK) return GR_ERR_ARG;
     src_file *src = src_load(path, err, sizeof err);
     if (!src) return rt_fail(st, GR_ERR_IO, "%s\n", err);
     return program_from(src, opt, out, st);
@@ -35,6 +36,7 @@ gr_code gr_compile_string(const char *name, const char *text, size_t len,
 {
     *out = NULL;
     if (!name || !text) return rt_fail(st, GR_ERR_ARG, "gr_compile_string: NULL argument\n");
+    if (rt_compile_options_check("gr_compile_string", opt, st) != GR_OK) return GR_ERR_ARG;
     return program_from(src_from_string(name, text, len), opt, out, st);
 }
 

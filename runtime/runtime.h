@@ -112,6 +112,9 @@ gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st);
  * fuzzer's, which types data sources without reading any file. */
 gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data_probe probe,
                          void *probe_ctx, gr_status *st);
+/* The API's check of opt (may be NULL) before compiling: fn names the
+ * function in the message. */
+gr_code rt_compile_options_check(const char *fn, const gr_compile_options *opt, gr_status *st);
 /* sema's data probe (sema_data_probe): what the readers say of source d;
  * ctx is unused. */
 int rt_probe_data(void *ctx, const ir_data *d, sema_data_shape *out, char *err, size_t errlen);

@@ -1,5 +1,6 @@
 /* session.c - sessions: the variable store, data readers, plans and their
  * executor pools, and the thread-safe gr_run / gr_eval entry points. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -137,11 +138,33 @@ static gr_code init_vars(gr_session *s, gr_status *st)
     return c;
 }
 
+/* gr_session_options.threads and .executors (graphrun.h) */
+#define SESSION_MAX_THREADS 1024
+
+/* A field of gr_session_options outside [lo, hi], reported; 0 when inside. */
+static int opt_out_of_range(const char *field, int v, int lo, int hi, gr_status *st)
+{
+    if (v >= lo && v <= hi) return 0;
+    rt_fail(st, GR_ERR_ARG, "gr_session_new: options.%s is %d, outside [%d, %d]\n", field, v, lo,
+            hi);
+    return 1;
+}
+
+static gr_code check_session_options(const gr_session_options *o, gr_status *st)
+{
+    if (opt_out_of_range("threads", o->threads, 0, SESSION_MAX_THREADS, st) ||
+        opt_out_of_range("executors", o->executors, 0, SESSION_MAX_THREADS, st) ||
+        opt_out_of_range("sync_every", o->sync_every, 0, INT_MAX, st))
+        return GR_ERR_ARG;
+    return GR_OK;
+}
+
 gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,
                        gr_status *st)
 {
     *out = NULL;
     if (!p) return rt_fail(st, GR_ERR_ARG, "gr_session_new: program is NULL\n");
+    if (opt && check_session_options(opt, st) != GR_OK) return GR_ERR_ARG;
     static atomic_uint_fast64_t next_id = 1;
     gr_session *s = xcalloc(1, sizeof *s);
     s->id = atomic_fetch_add(&next_id, 1);
