@@ -118,8 +118,8 @@ typedef struct gr_param {
 typedef enum gr_distributed { GR_DIST_NONE = 0, GR_DIST_SYNC, GR_DIST_ASYNC } gr_distributed;
 
 typedef struct gr_compile_options {
-    const gr_param *params; /* n_params of them, each name and value non-NULL */
-    int n_params;           /* >= 0; params may be NULL only when it is 0 */
+    const gr_param *params;     /* n_params of them, each name and value non-NULL */
+    int n_params;               /* >= 0; params may be NULL only when it is 0 */
     int soft_placement;         /* nodes on missing devices, or whose op the device lacks,
                                    move to cpu:0, with a warning */
     unsigned passes_off;        /* GR_PASS_* bits to switch passes off (tests, debugging) */
@@ -288,8 +288,13 @@ gr_code gr_session_save(gr_session *s, const char *path, gr_status *st);
 gr_code gr_session_restore(gr_session *s, const char *path, const gr_restore_options *opt,
                            gr_status *st);
 /* The number of training steps (gr_run calls on a .minimize() target) the
- * session has done, including those restored from a checkpoint. */
+ * session has done, including those restored from a checkpoint.  At
+ * GR_MAX_STEPS a further train run is refused (GR_ERR_ARG), and a restore
+ * refuses a checkpoint that claims more. */
 uint64_t gr_session_step(const gr_session *s);
+/* 2^53: every step count is exact as a double (JSON logs, TensorBoard,
+ * steps/s), and a step plus any step count stays far from int64 overflow. */
+#define GR_MAX_STEPS (UINT64_C(1) << 53)
 /* A distributed session's rank and number of processes (0 and 1 for any
  * other session), and the seconds this process has spent communicating
  * (allreduce, reading and updating shared variables).  Any may be NULL. */

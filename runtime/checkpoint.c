@@ -115,7 +115,7 @@ static void ckpt_add_vocab(safet_meta *m, int *n, const ir_data *d)
 static safet_meta *ckpt_build_meta(const gr_session *s, const ckpt_snapshot *sn, int *n)
 {
     const ir_graph *g = s->g;
-    safet_meta *m = xcalloc(8 + 3 * (size_t)g->n_data, sizeof *m);
+    safet_meta *m = xcalloc(8 + 4 * (size_t)g->n_data, sizeof *m);
     char hex[65], key[512];
     sha256_hex(s->prog->src->text, s->prog->src->len, hex);
     *n = 0;
@@ -130,6 +130,8 @@ static safet_meta *ckpt_build_meta(const gr_session *s, const ckpt_snapshot *sn,
         ckpt_add_meta(m, n, key, "%llu", (unsigned long long)sn->cursor[d][0]);
         snprintf(key, sizeof key, "data.%s.position", g->data[d].name);
         ckpt_add_meta(m, n, key, "%llu", (unsigned long long)sn->cursor[d][1]);
+        snprintf(key, sizeof key, "data.%s.batch", g->data[d].name);
+        ckpt_add_meta(m, n, key, "%lld", (long long)g->data[d].batch);
         if (g->data[d].kind == DATA_TEXT) ckpt_add_vocab(m, n, &g->data[d]);
     }
     return m;
@@ -267,29 +269,64 @@ static gr_code ckpt_match_tensors(const gr_session *s, const safet_file *f,
     return GR_OK;
 }
 
-static int ckpt_parse_u64(const char *s, uint64_t *out)
+/* Decimal digits only (no sign, space or suffix), and no more than max:
+ * strtoull alone would take "-1" as 2^64 - 1 and " 7" as 7. */
+static int ckpt_parse_u64(const char *s, uint64_t max, uint64_t *out)
 {
-    char *end;
-    if (!s || !*s || *s == '-' || *s == ' ') return -1;
+    if (!*s || strspn(s, "0123456789") != strlen(s)) return -1;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno) return -1;
-    *out = v;
-    return 0;
+    *out = strtoull(s, NULL, 10);
+    return errno == ERANGE || *out > max ? -1 : 0;
 }
 
+/* Every number in the metadata is in [min, GR_MAX_STEPS]: steps, run
+ * counts, epochs, positions and batches all count at most one thing per
+ * step or example, so a larger one is damage, and it could overflow the
+ * step arithmetic of whoever resumes. */
 static gr_code ckpt_meta_u64(const ckpt_plan *rp, const safet_file *f, const char *key,
-                             int required, uint64_t *out, int *found, gr_status *st)
+                             int required, uint64_t min, uint64_t *out, int *found, gr_status *st)
 {
     const char *v = safet_meta_get(f, key);
+    char shown[48];
     *found = v != NULL;
     *out = 0;
     if (!v && !required) return GR_OK;
     if (!v) return rt_fail(st, GR_ERR_DATA, "%s: metadata '%s' is missing\n", rp->path, key);
-    if (ckpt_parse_u64(v, out) < 0)
+    if (ckpt_parse_u64(v, GR_MAX_STEPS, out) < 0 || *out < min)
         return rt_fail(st, GR_ERR_DATA,
-                       "%s: metadata '%s': '%.40s' is not a non-negative integer\n", rp->path, key,
-                       v);
+                       "%s: metadata '%s': '%s' is not a decimal integer in [%llu, %llu] (2^53)\n",
+                       rp->path, key, safet_shown(v, shown), (unsigned long long)min,
+                       (unsigned long long)GR_MAX_STEPS);
+    return GR_OK;
+}
+
+/* A position saved with another batch size counts other batches: it is
+ * converted through the examples it stands for, which must be a whole
+ * number of this program's batches (the shuffle of an epoch depends only on
+ * the seed and the epoch, so the same examples follow). */
+static gr_code ckpt_convert_position(const ckpt_plan *rp, const safet_file *f, const ir_data *d,
+                                     uint64_t *pos, gr_status *st)
+{
+    char kb[512];
+    uint64_t saved, examples;
+    int has_b = 0;
+    snprintf(kb, sizeof kb, "data.%s.batch", d->name);
+    gr_code c = ckpt_meta_u64(rp, f, kb, 0, 1, &saved, &has_b, st);
+    if (c != GR_OK || !has_b || saved == (uint64_t)d->batch) return c;
+    if (__builtin_mul_overflow(*pos, saved, &examples) || examples > (uint64_t)d->n)
+        return rt_fail(st, GR_ERR_DATA,
+                       "%s: metadata 'data.%s.position' = %llu batches of %llu examples, but data "
+                       "'%s' has %lld examples\n",
+                       rp->path, d->name, (unsigned long long)*pos, (unsigned long long)saved,
+                       d->name, (long long)d->n);
+    if (examples % (uint64_t)d->batch != 0)
+        return rt_fail(st, GR_ERR_DATA,
+                       "%s: data '%s' was saved after %llu examples of its epoch (%llu batches of "
+                       "%llu), not a whole number of this program's batches of %lld: resume with "
+                       "batch %llu, or load only the weights (--init-from)\n",
+                       rp->path, d->name, (unsigned long long)examples, (unsigned long long)*pos,
+                       (unsigned long long)saved, (long long)d->batch, (unsigned long long)saved);
+    *pos = examples / (uint64_t)d->batch;
     return GR_OK;
 }
 
@@ -300,8 +337,9 @@ static gr_code ckpt_match_cursor(const ckpt_plan *rp, const safet_file *f, const
     int has_e = 0, has_p = 0;
     snprintf(ke, sizeof ke, "data.%s.epoch", d->name);
     snprintf(kp, sizeof kp, "data.%s.position", d->name);
-    gr_code c = ckpt_meta_u64(rp, f, ke, 0, &rp->cursor[di][0], &has_e, st);
-    if (c == GR_OK) c = ckpt_meta_u64(rp, f, kp, has_e, &rp->cursor[di][1], &has_p, st);
+    gr_code c = ckpt_meta_u64(rp, f, ke, 0, 0, &rp->cursor[di][0], &has_e, st);
+    if (c == GR_OK) c = ckpt_meta_u64(rp, f, kp, has_e, 0, &rp->cursor[di][1], &has_p, st);
+    if (c == GR_OK && has_p) c = ckpt_convert_position(rp, f, d, &rp->cursor[di][1], st);
     if (c != GR_OK) return c;
     if (has_p && !has_e)
         return rt_fail(st, GR_ERR_DATA, "%s: metadata '%s' is missing\n", rp->path, ke);
@@ -339,7 +377,7 @@ static gr_code ckpt_match_processes(const ckpt_plan *rp, const safet_file *f, gr
 {
     uint64_t p;
     int found;
-    gr_code c = ckpt_meta_u64(rp, f, "processes", 0, &p, &found, st);
+    gr_code c = ckpt_meta_u64(rp, f, "processes", 0, 1, &p, &found, st);
     if (c != GR_OK || (found ? p : 1) == (uint64_t)rp->processes) return c;
     return rt_fail(st, GR_ERR_DATA,
                    "%s: saved by %llu process%s, restored by %d: resume with the same number "
@@ -352,8 +390,8 @@ static gr_code ckpt_match_state(const gr_session *s, const safet_file *f, ckpt_p
                                 gr_status *st)
 {
     int found;
-    gr_code c = ckpt_meta_u64(rp, f, "step", 0, &rp->steps, &found, st);
-    if (c == GR_OK) c = ckpt_meta_u64(rp, f, "run_counter", 0, &rp->runs, &found, st);
+    gr_code c = ckpt_meta_u64(rp, f, "step", 0, 0, &rp->steps, &found, st);
+    if (c == GR_OK) c = ckpt_meta_u64(rp, f, "run_counter", 0, 0, &rp->runs, &found, st);
     if (c == GR_OK && !found) rp->runs = rp->steps;
     if (c == GR_OK) c = ckpt_match_processes(rp, f, st);
     if (c == GR_OK) c = ckpt_check_data_keys(s, rp, f, st);

@@ -152,6 +152,95 @@ static int safet_parse_entry(const safet_ctx *c, const cJSON *e, safet_tensor *t
     return 0;
 }
 
+/* ---- names ---- */
+
+const char *safet_shown(const char *v, char buf[48])
+{
+    size_t n = strnlen(v, 40);
+    for (size_t i = 0; i < n; i++) buf[i] = v[i] >= 0x20 && v[i] < 0x7f ? v[i] : '?';
+    strcpy(buf + n, v[n] ? "..." : "");
+    return buf;
+}
+
+/* Code points that change how the text around them reads without showing:
+ * C0, DEL and C1 controls, zero-width and bidirectional formatting. */
+static int safet_hidden(uint32_t v)
+{
+    return v < 0x20 || (v >= 0x7f && v <= 0x9f) || (v >= 0x200b && v <= 0x200f) ||
+           (v >= 0x202a && v <= 0x202e) || (v >= 0x2060 && v <= 0x2069) || v == 0xfeff;
+}
+
+/* The code point at s (NUL-terminated) into *v: its length, or 0 when the
+ * bytes there are not UTF-8 (overlong forms and surrogates included).  The
+ * codec links alone (the fuzzer), so it has its own decoder. */
+static int safet_utf8(const unsigned char *s, uint32_t *v)
+{
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    unsigned c = s[0];
+    int len = c < 0x80 ? 1 : c < 0xC2 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF5 ? 4 : 0;
+    if (len == 0) return 0;
+    *v = len == 1 ? c : c & (0x3Fu >> (len - 1));
+    for (int k = 1; k < len; k++) {
+        if ((s[k] & 0xC0) != 0x80) return 0; /* the terminating NUL stops here too */
+        *v = *v << 6 | (s[k] & 0x3Fu);
+    }
+    if (*v < least[len] || *v > 0x10FFFF || (*v >= 0xD800 && *v <= 0xDFFF)) return 0;
+    return len;
+}
+
+/* What is wrong with a tensor name or metadata key, or NULL: it must read
+ * as what it is, so it is non-empty UTF-8 with no hidden code point. */
+static const char *safet_name_flaw(const char *name)
+{
+    const unsigned char *p = (const unsigned char *)name;
+    if (!*p) return "is empty";
+    for (uint32_t v; *p; p += safet_utf8(p, &v)) {
+        if (!safet_utf8(p, &v)) return "is not valid UTF-8";
+        if (safet_hidden(v)) return "holds a control or invisible formatting character";
+    }
+    return NULL;
+}
+
+static int safet_check_name(const safet_ctx *c, const char *what, const char *name)
+{
+    char shown[48];
+    const char *flaw = safet_name_flaw(name);
+    return flaw ? safet_err(c, "%s '%s' %s", what, safet_shown(name, shown), flaw) : 0;
+}
+
+/* The offset of the first JSON string in s[0..n) that holds a NUL, a raw
+ * byte or the escape \u0000, or -1.  Parsed strings end at their first
+ * NUL, so "w\u0000junk" would silently read as "w". */
+static long safet_find_nul(const char *s, size_t n)
+{
+    long start = -1; /* of the string being read */
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == 0) return start >= 0 ? start : (long)i;
+        if (start < 0 || s[i] == '"') {
+            start = start < 0 && s[i] == '"' ? (long)i : -1;
+            continue;
+        }
+        if (s[i] != '\\' || i + 1 == n) continue;
+        if (s[i + 1] == 'u' && n - i >= 6 && memcmp(s + i + 2, "0000", 4) == 0) return start;
+        if (s[i + 1]) i++; /* the escaped character; a raw NUL is found next round */
+    }
+    return -1;
+}
+
+static int safet_nul_err(const safet_ctx *c, const char *s, size_t n, long at)
+{
+    char text[41], shown[48];
+    const char *close = memchr(s + at + 1, '"', n - (size_t)at - 1); /* the string alone */
+    size_t k = (close ? (size_t)(close + 1 - s) : n) - (size_t)at;
+    if (k > 40) k = 40;
+    memcpy(text, s + at, k);
+    text[k] = 0;
+    return safet_err(c,
+                     "the header's string at byte %ld (%s) holds a NUL (\\u0000), which would "
+                     "cut a name or value short",
+                     at, safet_shown(text, shown));
+}
+
 /* ---- the header object ---- */
 
 static int safet_parse_meta(const safet_ctx *c, const cJSON *m, safet_file *f)
@@ -159,6 +248,7 @@ static int safet_parse_meta(const safet_ctx *c, const cJSON *m, safet_file *f)
     if (!cJSON_IsObject(m)) return safet_err(c, "\"__metadata__\" is not a JSON object");
     f->meta = xcalloc((size_t)cJSON_GetArraySize(m) + 1, sizeof *f->meta);
     for (const cJSON *e = m->child; e; e = e->next) {
+        if (safet_check_name(c, "metadata key", e->string) < 0) return -1;
         if (!cJSON_IsString(e))
             return safet_err(c, "metadata '%s': value is not a string", e->string);
         f->meta[f->n_meta].key = xstrdup(e->string);
@@ -235,7 +325,8 @@ static int safet_add_tensor(const safet_ctx *c, const cJSON *e, safet_file *f, s
 {
     safet_tensor *t = &f->t[f->n_t];
     uint64_t off[2] = {0, 0};
-    if (safet_parse_entry(c, e, t, off) < 0) return -1;
+    if (safet_check_name(c, "tensor name", e->string) < 0 || safet_parse_entry(c, e, t, off) < 0)
+        return -1;
     t->name = xstrdup(e->string);
     r[f->n_t] = (safet_range){off[0], off[1], f->n_t};
     f->n_t++;
@@ -273,6 +364,8 @@ static int safet_only_space(const char *p, const char *end)
 static int safet_parse_header(const safet_ctx *c, const uint8_t *json, size_t n, safet_file *f)
 {
     const char *s = (const char *)json, *end = NULL;
+    long nul = safet_find_nul(s, n);
+    if (nul >= 0) return safet_nul_err(c, s, n, nul);
     cJSON *root = cJSON_ParseWithLengthOpts(s, n, &end, 0);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();

@@ -10,8 +10,10 @@
  *      "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...}
  *
  * safet_parse checks everything that can be checked without knowing what
- * the tensors are for: sizes, JSON types, offsets, dtypes, byte counts, and
- * that the tensors tile the data section exactly.
+ * the tensors are for: sizes, JSON types, offsets, dtypes, byte counts,
+ * that the tensors tile the data section exactly, and that every name reads
+ * as what it is (no NUL in any string; tensor names and metadata keys
+ * non-empty UTF-8 without control or invisible formatting characters).
  *
  * Ownership: a safet_file points into the buffer it was parsed from (tensor
  * data) and owns its strings; free it with safet_file_free before the
@@ -57,6 +59,9 @@ void safet_file_free(safet_file *f);
 const char *safet_meta_get(const safet_file *f, const char *key);
 /* The tensor named name, or NULL. */
 const safet_tensor *safet_find(const safet_file *f, const char *name);
+/* v for a message: its first 40 bytes, those outside printable ASCII
+ * shown as '?', "..." when cut; returns buf. */
+const char *safet_shown(const char *v, char buf[48]);
 /* "F32" or "I32". */
 const char *safet_dtype_name(safet_dtype d);
 /* "[784,256]" into buf; returns buf. */

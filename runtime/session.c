@@ -495,6 +495,18 @@ gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, i
     return GR_OK;
 }
 
+/* A train run may start below GR_MAX_STEPS only: the step counters cannot
+ * overflow, and every step a session reaches restores from its checkpoint. */
+static gr_code step_room(gr_session *s, gr_status *st)
+{
+    uint64_t n = atomic_load(&s->train_steps);
+    if (n < GR_MAX_STEPS) return GR_OK;
+    return rt_fail(st, GR_ERR_ARG,
+                   "gr_run: the session is at step %llu, GR_MAX_STEPS (2^53): no further "
+                   "training step is counted\n",
+                   (unsigned long long)n);
+}
+
 gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_feeds,
                gr_fetch *fetches, int n_fetches, gr_status *st)
 {
@@ -506,7 +518,8 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
     rt_exec *e;
     gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, &is_train, st);
     if (c != GR_OK) return c;
-    int views = 0, dist = is_train && s->dist;
+    if (is_train) c = step_room(s, st);
+    int views = 0, dist = is_train && s->dist && c == GR_OK;
     if (dist) c = dist_step_begin(s, st);
     pthread_rwlock_rdlock(&s->pause);
     if (c == GR_OK) c = exec_run(e, feeds, n_feeds, fetches, n_fetches, &views, st);

@@ -536,6 +536,156 @@ static void test_bad_metadata_is_refused(void **state)
     fixture_free(&fx);
 }
 
+/* ---- numbers and names in the header (issue 23) ---- */
+
+/* A header with metadata `meta` (JSON members) and the three variables. */
+static void write_meta(const char *path, const char *meta)
+{
+    char json[1024];
+    snprintf(json, sizeof json, "{\"__metadata__\":{%s}," W_OK_ "," B_OK_ "," V_OK_ "}", meta);
+    write_st(path, json, 160);
+}
+
+/* Every number in the metadata is decimal digits in [min, 2^53]: a step of
+ * 2^63 - 1 would hang the training loop, 2^64 - 1 resume from step -1. */
+static void test_metadata_numbers_are_strict_and_at_most_2_53(void **state)
+{
+    (void)state;
+    static const char *bad[][2] = {
+        {"step", "9223372036854775807"},
+        {"step", "18446744073709551615"},
+        {"step", "99999999999999999999999"},
+        {"step", "9007199254740993"},
+        {"step", "+5"},
+        {"step", " 5"},
+        {"step", "5 "},
+        {"step", "0x10"},
+        {"step", ""},
+        {"run_counter", "9007199254740993"},
+        {"processes", "0"},
+        {"data.d.epoch", "18446744073709551615"},
+        {"data.d.batch", "0"},
+        {"data.d.batch", "-16"},
+    };
+    fixture fx;
+    fixture_init(&fx);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char meta[256], key[64];
+        const char *pos = strncmp(bad[i][0], "data.", 5) == 0 ? ",\"data.d.position\":\"1\"" : "";
+        const char *ep = strcmp(bad[i][0], "data.d.batch") == 0 ? ",\"data.d.epoch\":\"0\"" : "";
+        snprintf(meta, sizeof meta, "\"%s\":\"%s\"%s%s", bad[i][0], bad[i][1], pos, ep);
+        write_meta(tpath("num.safetensors"), meta);
+        snprintf(key, sizeof key, "metadata '%s'", bad[i][0]);
+        expect_refused(&fx, tpath("num.safetensors"), NULL, key, bad[i][1], "2^53", NULL);
+    }
+    fixture_free(&fx);
+}
+
+/* At GR_MAX_STEPS a checkpoint restores, and the next training step is
+ * refused rather than counted past it. */
+static void test_step_2_53_restores_then_refuses_to_train(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    write_meta(tpath("max.safetensors"), "\"step\":\"9007199254740992\"");
+    assert_gr_ok(gr_session_restore(fx.s, tpath("max.safetensors"), NULL, fx.st), fx.st);
+    assert_true(gr_session_step(fx.s) == GR_MAX_STEPS);
+    assert_int_equal(gr_run(fx.s, "train", NULL, 0, NULL, 0, fx.st), GR_ERR_ARG);
+    assert_non_null(strstr(gr_status_message(fx.st), "GR_MAX_STEPS"));
+    assert_true(gr_session_step(fx.s) == GR_MAX_STEPS);
+    fixture_free(&fx);
+}
+
+/* A name is what it reads as: "w\u0000junk" must not restore into w, and a
+ * control or invisible character, bad UTF-8 or an empty name is refused. */
+static void test_names_with_nul_or_hidden_characters_are_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *want;
+    } bad[] = {{"w\\u0000junk", "NUL"},    {"w\\u0000", "NUL"},
+               {"w\\u001b[2J", "control"}, {"w\\n", "control"},
+               {"w\\u0085", "control"},    {"w\\u202e", "invisible"},
+               {"w\\u200b", "invisible"},  {"w\xff", "UTF-8"},
+               {"w\xc0\xb7", "UTF-8"},     {"", "empty"}};
+    fixture fx;
+    fixture_init(&fx);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"%s\":{\"dtype\":\"F32\",\"shape\":[8,4],\"data_offsets\":[0,128]}," B_OK_
+                 "," V_OK_ "}",
+                 bad[i].name);
+        write_st(tpath("name.safetensors"), json, 160);
+        expect_refused(&fx, tpath("name.safetensors"), NULL, bad[i].want, NULL);
+    }
+    write_meta(tpath("name.safetensors"), "\"step\\u0000junk\":\"3\"");
+    expect_refused(&fx, tpath("name.safetensors"), NULL, "NUL", NULL);
+    write_meta(tpath("name.safetensors"), "\"step\":\"3\\u0000junk\"");
+    expect_refused(&fx, tpath("name.safetensors"), NULL, "NUL", NULL);
+    write_meta(tpath("name.safetensors"), "\"st\\u001bep\":\"3\"");
+    expect_refused(&fx, tpath("name.safetensors"), NULL, "metadata key", "control", NULL);
+    fixture_free(&fx);
+}
+
+/* Shuffled examples, batch as a param, and each step's batch fetchable. */
+static const char batch_prog[] =
+    "param batch = 4\n"
+    "data d = gaussian(n=64, dims=[2], batch=batch, seed=3, shuffle=true)\n"
+    "var w = zeros([2, 1])\n"
+    "x = d.x\n"
+    "train = sgd(0.1).minimize(mean(d.x @ w))\n";
+
+static gr_session *batch_session(int batch, gr_program **p, gr_status *st)
+{
+    char b[16];
+    snprintf(b, sizeof b, "%d", batch);
+    gr_param ps[] = {{"batch", b}};
+    gr_compile_options o = {.params = ps, .n_params = 1};
+    assert_gr_ok(gr_compile_string("batch.graph", batch_prog, strlen(batch_prog), &o, p, st), st);
+    return new_session(*p, st);
+}
+
+/* The examples of the next step (batch * 2 floats) into x. */
+static void next_examples(gr_session *s, float *x, size_t n, gr_status *st)
+{
+    gr_fetch f = {"x", x, n * sizeof *x, NULL};
+    assert_gr_ok(gr_run(s, "train", NULL, 0, &f, 1, st), st);
+}
+
+/* The cursor counts batches: saved after 3 batches of 4 (12 examples), a
+ * program with batch 6 resumes at example 12, batch 2 of its epoch; 5
+ * batches of 4 (20 examples) are no whole number of batches of 6. */
+static void test_restore_with_another_batch_resumes_at_the_same_example(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p4, *p6, *q6;
+    gr_session *s4 = batch_session(4, &p4, st), *s6 = batch_session(6, &p6, st);
+    gr_session *fresh = batch_session(6, &q6, st);
+    float x[12], want[12];
+    train(s4, 3, st);
+    assert_gr_ok(gr_session_save(s4, tpath("b4.safetensors"), st), st);
+    assert_gr_ok(gr_session_restore(s6, tpath("b4.safetensors"), NULL, st), st);
+    train(fresh, 2, st);
+    next_examples(fresh, want, 12, st);
+    next_examples(s6, x, 12, st);
+    assert_memory_equal(x, want, sizeof x);
+    train(s4, 2, st);
+    assert_gr_ok(gr_session_save(s4, tpath("b4.safetensors"), st), st);
+    assert_int_not_equal(gr_session_restore(s6, tpath("b4.safetensors"), NULL, st), GR_OK);
+    const char *msg = gr_status_message(st);
+    if (!strstr(msg, "20 examples") || !strstr(msg, "batches of 6")) fail_msg("message: %s", msg);
+    gr_session_free(s4);
+    gr_session_free(s6);
+    gr_session_free(fresh);
+    gr_program_free(p4);
+    gr_program_free(p6);
+    gr_program_free(q6);
+    gr_status_free(st);
+}
+
 static void test_missing_file_and_bad_save_path_fail_cleanly(void **state)
 {
     (void)state;
@@ -788,6 +938,10 @@ int main(void)
         cmocka_unit_test(test_missing_tensor_is_refused_unless_allowed),
         cmocka_unit_test(test_unexpected_tensor_is_refused),
         cmocka_unit_test(test_bad_metadata_is_refused),
+        cmocka_unit_test(test_metadata_numbers_are_strict_and_at_most_2_53),
+        cmocka_unit_test(test_step_2_53_restores_then_refuses_to_train),
+        cmocka_unit_test(test_names_with_nul_or_hidden_characters_are_refused),
+        cmocka_unit_test(test_restore_with_another_batch_resumes_at_the_same_example),
         cmocka_unit_test(test_missing_file_and_bad_save_path_fail_cleanly),
         cmocka_unit_test(test_save_replaces_atomically),
         cmocka_unit_test(test_save_removes_stale_temporaries_of_its_path_only),

@@ -1,5 +1,6 @@
 /* train_opts.c - the training command's options: `graphrun FILE --steps N
  * [options]` parsed into a train_opts (train.h), with the help text. */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -8,23 +9,58 @@
 
 #include "train.h"
 
+#define TRAIN_MAX_THREADS   1024 /* gr_session_options.threads' limit */
+#define TRAIN_MAX_EXECUTORS 64   /* per target: 16 targets of 64 = the session's limit, 1024 */
+
+enum {
+    O_STEPS = 256,
+    O_TARGET,
+    O_EVAL,
+    O_EVAL_EVERY,
+    O_SET,
+    O_SEED,
+    O_THREADS,
+    O_LOG,
+    O_QUIET,
+    O_NUMERICS,
+    O_SOFT,
+    O_CKPT,
+    O_CKPT_EVERY,
+    O_RESTORE,
+    O_INIT_FROM,
+    O_ALLOW_MISSING,
+    O_EXECUTORS,
+    O_LOCKING,
+    O_DEVICES,
+    O_NO_GRAPHS,
+    O_DISTRIBUTED,
+    O_SYNC_EVERY,
+    O_LOG_EVERY,
+    O_TENSORBOARD,
+    O_RUN_NAME,
+    O_PROFILE,
+    O_HELP
+};
+
 static const char train_usage[] =
     "usage: graphrun FILE --steps N [options]\n"
-    "  --steps N          train until step N (required; with --restore, N counts the\n"
-    "                     restored steps too: the run does N - S more)\n"
+    "  --steps N          train until step N, in [0, 2^53] (required; with --restore, N\n"
+    "                     counts the restored steps too: the run does N - S more)\n"
     "  --target NAME      target to run (default: the last .minimize()); repeat it to run\n"
     "                     several targets at once, one executor each (async towers)\n"
-    "  --executors K      K executors run each target concurrently, sharing the\n"
-    "                     variables without locks (Hogwild!); --steps is the total\n"
+    "  --executors K      K executors (1 to 64) run each target concurrently, sharing\n"
+    "                     the variables without locks (Hogwild!); --steps is the total\n"
     "  --locking          every variable update takes that variable's lock\n"
     "  --eval NAME        scalar target evaluated over its data at the end (repeatable)\n"
-    "  --eval-every K     also evaluate every K steps\n"
+    "  --eval-every K     also evaluate every K steps (K in [1, 2^53])\n"
     "  --set NAME=VALUE   override a param (repeatable)\n"
-    "  --seed S           seed for initialisation, shuffling and dropout (default 0)\n"
-    "  --threads T        total threads, split evenly between executors (default: all cores)\n"
+    "  --seed S           seed for initialisation, shuffling and dropout, in [0, 2^64 - 1]\n"
+    "                     (default 0)\n"
+    "  --threads T        total threads (1 to 1024), split evenly between executors\n"
+    "                     (default: all cores)\n"
     "  --log PATH         write JSON lines: a record every --log-every steps (loss,\n"
     "                     steps/s, examples/s, lr), evaluations, then a final summary\n"
-    "  --log-every K      steps between records in the log and TensorBoard\n"
+    "  --log-every K      steps between records in the log and TensorBoard, in [1, 2^53]\n"
     "                     (default: steps / 1000, rounded down, plus 1)\n"
     "  --tensorboard DIR  also write the records as TensorBoard scalars, into\n"
     "                     DIR/RUN (view: tensorboard --logdir DIR)\n"
@@ -38,7 +74,7 @@ static const char train_usage[] =
     "cpu:0\n"
     "  --quiet            print only errors and the final summary\n"
     "  --checkpoint PATH  save a checkpoint (safetensors) to PATH at the end\n"
-    "  --checkpoint-every K  also save it every K steps (needs --checkpoint)\n"
+    "  --checkpoint-every K  also save it every K steps, K in [1, 2^53] (needs --checkpoint)\n"
     "  --restore PATH     resume from a checkpoint: variables, optimizer slots, step and\n"
     "                     data positions; training continues from its step\n"
     "  --init-from PATH   load only the trainable weights of a checkpoint; start at step 0\n"
@@ -48,17 +84,81 @@ static const char train_usage[] =
     "                     as one of batch P*B); async shares the variables through rank 0\n"
     "                     without waiting (Hogwild! across processes)\n"
     "  --sync-every K     with --distributed async: average the variables every K steps\n"
-    "                     instead\n"
+    "                     instead (K in [1, 2^31 - 1])\n"
+    "Numbers are decimal digits only (no sign, spaces or suffix); one out of its range\n"
+    "is an error (exit 2).  2^53 = 9007199254740992.\n"
     "Ctrl-C stops training after the step in flight, completes the log and the TensorBoard\n"
     "file, and exits 130 (no final checkpoint or evaluation); a second Ctrl-C kills.\n";
 
-static int parse_long(const char *s, long min, long *out)
+/* Every number option: decimal digits only, checked against its range. */
+typedef struct num_opt {
+    int id;
+    const char *name;
+    uint64_t min, max;
+} num_opt;
+
+static const num_opt num_opts[] = {
+    {O_STEPS, "--steps", 0, GR_MAX_STEPS},
+    {O_EXECUTORS, "--executors", 1, TRAIN_MAX_EXECUTORS},
+    {O_EVAL_EVERY, "--eval-every", 1, GR_MAX_STEPS},
+    {O_SEED, "--seed", 0, UINT64_MAX},
+    {O_THREADS, "--threads", 1, TRAIN_MAX_THREADS},
+    {O_LOG_EVERY, "--log-every", 1, GR_MAX_STEPS},
+    {O_CKPT_EVERY, "--checkpoint-every", 1, GR_MAX_STEPS},
+    {O_SYNC_EVERY, "--sync-every", 1, INT_MAX},
+};
+
+static const num_opt *find_num_opt(int id)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < min) return -1;
-    *out = v;
-    return 0;
+    for (size_t i = 0; i < sizeof num_opts / sizeof *num_opts; i++)
+        if (num_opts[i].id == id) return &num_opts[i];
+    return NULL;
+}
+
+/* No sign, space, base prefix or trailing text: what strtoull would
+ * otherwise accept ("-1" as 2^64 - 1, " 7", "7x") is refused. */
+static int parse_num(const num_opt *n, const char *s, uint64_t *out)
+{
+    const char *why = "not a decimal integer";
+    if (*s && strspn(s, "0123456789") == strlen(s)) {
+        errno = 0;
+        *out = strtoull(s, NULL, 10);
+        if (errno != ERANGE && *out >= n->min && *out <= n->max) return 0;
+        why = "out of range";
+    }
+    fprintf(stderr, "graphrun: error: %s '%.64s': %s; %s takes an integer in [%llu, %llu]\n",
+            n->name, s, why, n->name, (unsigned long long)n->min, (unsigned long long)n->max);
+    return 2;
+}
+
+static void set_num(train_opts *o, int id, uint64_t v)
+{
+    switch (id) {
+    case O_STEPS:
+        o->steps = (long)v;
+        break;
+    case O_EXECUTORS:
+        o->executors = (int)v;
+        break;
+    case O_EVAL_EVERY:
+        o->eval_every = (long)v;
+        break;
+    case O_SEED:
+        o->sess.seed = v;
+        break;
+    case O_THREADS:
+        o->sess.threads = (int)v;
+        break;
+    case O_LOG_EVERY:
+        o->log_every = (long)v;
+        break;
+    case O_CKPT_EVERY:
+        o->ckpt_every = (long)v;
+        break;
+    default:
+        o->sess.sync_every = (int)v;
+        break;
+    }
 }
 
 static int bad_usage(const char *msg, const char *arg)
@@ -102,35 +202,6 @@ static int check_ckpt_opts(train_opts *o)
 
 int parse_train_opts(int argc, char **argv, train_opts *o)
 {
-    enum {
-        O_STEPS = 256,
-        O_TARGET,
-        O_EVAL,
-        O_EVAL_EVERY,
-        O_SET,
-        O_SEED,
-        O_THREADS,
-        O_LOG,
-        O_QUIET,
-        O_NUMERICS,
-        O_SOFT,
-        O_CKPT,
-        O_CKPT_EVERY,
-        O_RESTORE,
-        O_INIT_FROM,
-        O_ALLOW_MISSING,
-        O_EXECUTORS,
-        O_LOCKING,
-        O_DEVICES,
-        O_NO_GRAPHS,
-        O_DISTRIBUTED,
-        O_SYNC_EVERY,
-        O_LOG_EVERY,
-        O_TENSORBOARD,
-        O_RUN_NAME,
-        O_PROFILE,
-        O_HELP
-    };
     static const struct option longs[] = {{"steps", 1, 0, O_STEPS},
                                           {"target", 1, 0, O_TARGET},
                                           {"eval", 1, 0, O_EVAL},
@@ -159,23 +230,22 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
                                           {"profile", 0, 0, O_PROFILE},
                                           {"help", 0, 0, O_HELP},
                                           {0, 0, 0, 0}};
-    long v;
+    const num_opt *num;
+    uint64_t v;
     int c;
     o->steps = -1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {
+        if ((num = find_num_opt(c)) && parse_num(num, optarg, &v)) return 2;
+        if (num) {
+            set_num(o, c, v);
+            continue;
+        }
         switch (c) {
-        case O_STEPS:
-            if (parse_long(optarg, 0, &o->steps)) return bad_usage("bad --steps", optarg);
-            break;
         case O_TARGET:
             if (o->n_targets == MAX_TARGETS) return bad_usage("too many --target", NULL);
             o->targets[o->n_targets++] = optarg;
             o->target = o->targets[0];
-            break;
-        case O_EXECUTORS:
-            if (parse_long(optarg, 1, &v) || v > 64) return bad_usage("bad --executors", optarg);
-            o->executors = (int)v;
             break;
         case O_LOCKING:
             o->sess.locking = 1;
@@ -184,26 +254,12 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
             if (o->n_evals == MAX_EVALS) return bad_usage("too many --eval", NULL);
             o->evals[o->n_evals++] = optarg;
             break;
-        case O_EVAL_EVERY:
-            if (parse_long(optarg, 1, &o->eval_every)) return bad_usage("bad --eval-every", optarg);
-            break;
         case O_SET:
             if (cli_add_param(&o->params, optarg))
                 return bad_usage("--set needs NAME=VALUE, got", optarg);
             break;
-        case O_SEED:
-            if (parse_long(optarg, 0, &v)) return bad_usage("bad --seed", optarg);
-            o->sess.seed = (uint64_t)v;
-            break;
-        case O_THREADS:
-            if (parse_long(optarg, 1, &v) || v > 256) return bad_usage("bad --threads", optarg);
-            o->sess.threads = (int)v;
-            break;
         case O_LOG:
             o->log_path = optarg;
-            break;
-        case O_LOG_EVERY:
-            if (parse_long(optarg, 1, &o->log_every)) return bad_usage("bad --log-every", optarg);
             break;
         case O_TENSORBOARD:
             o->tb_dir = optarg;
@@ -234,10 +290,6 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
         case O_CKPT:
             o->ckpt_path = optarg;
             break;
-        case O_CKPT_EVERY:
-            if (parse_long(optarg, 1, &o->ckpt_every))
-                return bad_usage("bad --checkpoint-every", optarg);
-            break;
         case O_RESTORE:
             o->restore_path = optarg;
             break;
@@ -250,11 +302,6 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
         case O_DISTRIBUTED:
             if (parse_mode(optarg, &o->comp.distributed))
                 return bad_usage("--distributed takes sync or async, not", optarg);
-            break;
-        case O_SYNC_EVERY:
-            if (parse_long(optarg, 1, &v) || v > INT_MAX)
-                return bad_usage("bad --sync-every", optarg);
-            o->sess.sync_every = (int)v;
             break;
         case O_HELP:
             fputs(train_usage, stdout);
