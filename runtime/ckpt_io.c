@@ -294,6 +294,7 @@ static int ckio_create_tmp(const char *target, mode_t mode, char **tmp)
 
 static void ckio_output_free(gr_output *o)
 {
+    if (!o->err) o->err = ECANCELED; /* a discarded buffer is not written out */
     if (o->f) fclose(o->f);
     if (o->fd >= 0) {
         close(o->fd);
