@@ -143,10 +143,12 @@ void gr_program_free(gr_program *p);
 gr_code gr_format_file(const char *path, FILE *out, gr_status *st);
 /* The same for text in memory; name is the file name errors show. */
 gr_code gr_format_string(const char *name, const char *text, size_t len, FILE *out, gr_status *st);
-/* Rewrites path in canonical form, atomically (a temporary file in the
- * same folder, renamed over it), keeping its permission bits.  The file is
- * untouched when it is canonical already, when it has errors, and when it
- * is read-only (an error).  changed (may be NULL): 1 when it was rewritten. */
+/* Rewrites path in canonical form through a gr_output ("output files"
+ * below: a temporary file next to the target, renamed over it; a symbolic
+ * link is followed and stays a link), keeping its permission bits.  The
+ * file is untouched when it is canonical already, when it has errors, and
+ * when it is read-only or not a regular file (errors, found before it is
+ * read).  changed (may be NULL): 1 when it was rewritten. */
 gr_code gr_format_in_place(const char *path, int *changed, gr_status *st);
 /* Warnings from compilation (soft placement...), as diagnostics text. */
 const char *gr_program_warnings(const gr_program *p);
@@ -182,6 +184,14 @@ gr_code gr_program_vocab(const gr_program *p, const char *data, const char **cha
  * or "dot" (Graphviz). */
 gr_code gr_program_emit(const gr_program *p, const char *what, const char *target, FILE *out,
                         gr_status *st);
+/* The files the program reads, k in [0, count): the .graph file (when it
+ * was compiled from a file; the language has no include statement) and
+ * each data file, as the readers open it (resolved against the .graph
+ * file's folder, then /usr/share/datasets), each once.  A tool can compare
+ * them with its outputs before it writes any (the CLI refuses `--log
+ * model.graph`).  NULL outside. */
+int gr_program_file_count(const gr_program *p);
+const char *gr_program_file(const gr_program *p, int k);
 
 /* ---- sessions ---- */
 typedef struct gr_session_options {
@@ -274,7 +284,10 @@ gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double v
  * A save holds every variable (weights, optimizer slots, step counters),
  * the training step and each data source's cursor.  It may run while other
  * threads call gr_run: it copies a consistent snapshot between runs, then
- * writes a temp file and renames it over path, so path is never partial.
+ * writes it through a gr_output ("output files" below): path must be a
+ * regular file, a symbolic link to one, or new; a temp file is renamed over
+ * it, so path is never partial, and any write error fails the save with
+ * the old file untouched.
  * A restore checks the whole file against the program (names, dtypes,
  * shapes, sizes) before it changes anything: on error the session is as it
  * was and the message names the file and the tensor. */
@@ -335,6 +348,42 @@ gr_code gr_checkpoint_tensor(const gr_checkpoint *c, int k, gr_tensor **out, gr_
 int gr_checkpoint_meta_count(const gr_checkpoint *c);
 /* Metadata entry k: returns its key and sets *value; NULL outside. */
 const char *gr_checkpoint_meta(const gr_checkpoint *c, int k, const char **value);
+
+/* ---- output files ----
+ * Every file the library writes (gr_session_save, gr_format_in_place) goes
+ * through this, and embedders may use it for theirs (the CLI writes --log
+ * and `plot -o` so).  The target is resolved first: a path that exists must
+ * be a regular file that may be written (not read-only), or a symbolic link
+ * to one, followed (the link stays a link; its target is replaced); a
+ * dangling link, a FIFO, a device, a directory or a socket is GR_ERR_IO
+ * naming the path, and nothing is opened before that is known.  The output
+ * is written to TARGET.tmp.<pid>.XXXXXX in the target's folder; the commit
+ * renames it over TARGET, so TARGET holds the old file until then and the
+ * new one, complete, after it:
+ *     gr_output *o;
+ *     if (gr_output_open("run.jsonl", &o, st) != GR_OK) return ...;
+ *     fprintf(gr_output_file(o), "...\n");
+ *     if (gr_output_commit(o, st) != GR_OK) ...   // "run.jsonl: cannot write: No space left..."
+ * Any write error (short write, ENOSPC, EIO, fsync, close, rename) fails
+ * the flush or the commit with the path and the errno text; a failed
+ * commit removes the temporary and leaves TARGET untouched.  A replaced
+ * file's permission bits are kept; a new one gets 0666 less the umask.  A
+ * process killed before its commit leaves its temporary, which the next
+ * gr_output_open of the same target removes (docs/checkpoints.md, "Stale
+ * temporaries").  A gr_output is used by one thread at a time. */
+typedef struct gr_output gr_output;
+gr_code gr_output_open(const char *path, gr_output **out, gr_status *st);
+/* The stream to write to (fully buffered); NULL for a NULL output. */
+FILE *gr_output_file(gr_output *o);
+/* Pushes what is buffered to the temporary file; GR_ERR_IO when any write
+ * so far failed (the output can then only be discarded). */
+gr_code gr_output_flush(gr_output *o, gr_status *st);
+/* Flushes, fsyncs, closes and renames the temporary over the target, then
+ * fsyncs the folder; frees o whatever the result. */
+gr_code gr_output_commit(gr_output *o, gr_status *st);
+/* Removes the temporary, leaving the target as it was, and frees o (NULL:
+ * nothing). */
+void gr_output_discard(gr_output *o);
 
 /* ---- misc ---- */
 typedef void (*gr_abort_hook)(const char *msg);

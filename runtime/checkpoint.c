@@ -170,7 +170,7 @@ static gr_code ckpt_save(gr_session *s, const char *path, gr_status *st)
     }
     size_t hn = 0;
     uint8_t *h = ckpt_encode_header(s, &sn, &hn);
-    gr_code c = h ? ckio_replace(path, 0644, h, hn, sn.data, sn.bytes, st)
+    gr_code c = h ? ckio_replace(path, h, hn, sn.data, sn.bytes, st)
                   : rt_fail(st, GR_ERR_NOMEM, "%s: no memory for the checkpoint header\n", path);
     free(h);
     ckpt_snapshot_free(&sn);

@@ -1,11 +1,8 @@
 /* format.c - the gr_format_* API: the canonical form of a .graph file
  * (lang/printer.c), printed, or written back in place through ckpt_io's
- * atomic replace. */
-#include <errno.h>
+ * atomic replace (a symbolic link is followed and stays a link). */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ckpt_io.h"
 #include "runtime.h"
@@ -54,29 +51,20 @@ gr_code gr_format_string(const char *name, const char *text, size_t len, FILE *o
     return format_to(src_from_string(name, text, len), out, st);
 }
 
-/* Replaces path with text, keeping its permission bits; a file nobody may
- * write is an error even where the folder would allow the rename. */
-static gr_code rewrite(const char *path, const char *text, size_t len, gr_status *st)
-{
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return rt_fail(st, GR_ERR_IO, "%s: cannot open: %s\n", path, strerror(errno));
-    if ((sb.st_mode & 0222) == 0 || access(path, W_OK) != 0)
-        return rt_fail(st, GR_ERR_IO, "%s: the file is read-only; not rewritten\n", path);
-    return ckio_replace(path, sb.st_mode & 07777, (const uint8_t *)text, len, NULL, 0, st);
-}
-
 gr_code gr_format_in_place(const char *path, int *changed, gr_status *st)
 {
     char err[512];
     if (changed) *changed = 0;
+    if (!path) return rt_fail(st, GR_ERR_ARG, "gr_format_in_place: NULL path\n");
+    gr_code c = ckio_check_target(path, st); /* before reading: a FIFO would block */
+    if (c != GR_OK) return c;
     src_file *src = src_load(path, err, sizeof err);
     if (!src) return rt_fail(st, GR_ERR_IO, "%s\n", err);
     char *text = NULL;
     size_t len = 0;
-    gr_code c = format_src(src, &text, &len, st);
+    c = format_src(src, &text, &len, st);
     int same = c == GR_OK && len == src->len && memcmp(text, src->text, len) == 0;
-    if (c == GR_OK && !same) c = rewrite(path, text, len, st);
+    if (c == GR_OK && !same) c = ckio_replace(path, (const uint8_t *)text, len, NULL, 0, st);
     if (changed) *changed = c == GR_OK && !same;
     free(text);
     src_free(src);

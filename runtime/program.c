@@ -5,13 +5,37 @@
 
 #include "runtime.h"
 
-static gr_code program_from(src_file *src, const gr_compile_options *opt, gr_program **out,
-                            gr_status *st)
+/* Adds path to the program's files unless it is there. */
+static void program_add_file(gr_program *p, const char *path)
+{
+    for (int i = 0; i < p->n_files; i++)
+        if (strcmp(p->files[i], path) == 0) return;
+    p->files = xreallocarray(p->files, (size_t)p->n_files + 1, sizeof *p->files);
+    p->files[p->n_files++] = path;
+}
+
+/* gr_program_file's list: the data paths as sema resolved them, which are
+ * the paths the readers open. */
+static void program_list_files(gr_program *p, int from_file)
+{
+    if (from_file) program_add_file(p, p->src->name);
+    for (int d = 0; d < p->g->n_data; d++) {
+        const ir_data *src = &p->g->data[d];
+        int text = src->kind == DATA_TEXT;
+        const char *const *paths = text ? src->paths : src->path;
+        for (int i = 0; i < (text ? src->n_paths : 2); i++)
+            if (paths[i]) program_add_file(p, paths[i]);
+    }
+}
+
+static gr_code program_from(src_file *src, int from_file, const gr_compile_options *opt,
+                            gr_program **out, gr_status *st)
 {
     gr_program *p = calloc(1, sizeof *p);
     p->src = src;
     diag_init(&p->diags);
     gr_code c = rt_compile(p, opt, st);
+    if (c == GR_OK) program_list_files(p, from_file);
     if (c != GR_OK) {
         gr_program_free(p);
         p = NULL;
@@ -28,7 +52,7 @@ gr_code gr_compile_file(const char *path, const gr_compile_options *opt, gr_prog
     if (rt_compile_options_check("gr_compile_file", opt, st) != GR_OK) return GR_ERR_ARG;
     src_file *src = src_load(path, err, sizeof err);
     if (!src) return rt_fail(st, GR_ERR_IO, "%s\n", err);
-    return program_from(src, opt, out, st);
+    return program_from(src, 1, opt, out, st);
 }
 
 gr_code gr_compile_string(const char *name, const char *text, size_t len,
@@ -37,7 +61,7 @@ gr_code gr_compile_string(const char *name, const char *text, size_t len,
     *out = NULL;
     if (!name || !text) return rt_fail(st, GR_ERR_ARG, "gr_compile_string: NULL argument\n");
     if (rt_compile_options_check("gr_compile_string", opt, st) != GR_OK) return GR_ERR_ARG;
-    return program_from(src_from_string(name, text, len), opt, out, st);
+    return program_from(src_from_string(name, text, len), 0, opt, out, st);
 }
 
 void gr_program_free(gr_program *p)
@@ -48,6 +72,7 @@ void gr_program_free(gr_program *p)
     src_free(p->src);
     diag_free(&p->diags);
     free(p->warnings);
+    free(p->files);
     free(p);
 }
 
@@ -105,6 +130,16 @@ gr_code gr_program_emit(const gr_program *p, const char *what, const char *targe
     else
         return rt_fail(st, GR_ERR_ARG, "unknown dump '%s' (ast, ir, plan or dot)\n", what);
     return GR_OK;
+}
+
+int gr_program_file_count(const gr_program *p)
+{
+    return p ? p->n_files : 0;
+}
+
+const char *gr_program_file(const gr_program *p, int k)
+{
+    return p && k >= 0 && k < p->n_files ? p->files[k] : NULL;
 }
 
 const char *gr_version(void)

@@ -65,6 +65,8 @@ struct gr_program {
     ir_graph *g;
     diag_list diags;
     char *warnings;
+    const char **files; /* gr_program_file: the .graph file, then the data files */
+    int n_files;
 };
 
 typedef struct rt_exec rt_exec;

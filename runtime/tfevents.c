@@ -92,6 +92,20 @@ int tfev_flush(tfev_writer *w, char *err, size_t errlen)
     return 0;
 }
 
+/* One folder of make_dirs: made, or there already.  The last one must be a
+ * folder (or a link to one): a file of that name is an error here, where
+ * the mkdir of a folder below it reports one higher up. */
+static int make_dir(const char *p, int last, char *err, size_t errlen)
+{
+    struct stat sb;
+    if (mkdir(p, 0777) == 0 || (errno == EEXIST && !last)) return 0;
+    if (errno != EEXIST)
+        return tfev_err(err, errlen, "%s: cannot make the folder: %s", p, strerror(errno));
+    if (stat(p, &sb) != 0)
+        return tfev_err(err, errlen, "%s: cannot use the folder: %s", p, strerror(errno));
+    return S_ISDIR(sb.st_mode) ? 0 : tfev_err(err, errlen, "%s: not a directory", p);
+}
+
 /* mkdir -p: every missing folder of path. */
 static int make_dirs(const char *path, char *err, size_t errlen)
 {
@@ -101,8 +115,7 @@ static int make_dirs(const char *path, char *err, size_t errlen)
         char c = *s;
         if ((c != '/' || s == p) && c != 0) continue; /* a leading '/' is the root */
         *s = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            rc = tfev_err(err, errlen, "%s: cannot make the folder: %s", p, strerror(errno));
+        rc = make_dir(p, c == 0, err, errlen);
         *s = c;
         if (rc || !c) break;
     }
@@ -175,6 +188,8 @@ int tfev_close(tfev_writer *w, char *err, size_t errlen)
 {
     if (!w) return 0;
     int rc = tfev_flush(w, err, errlen);
+    if (rc == 0 && fsync(w->fd) != 0)
+        rc = tfev_err(err, errlen, "%s: cannot write: %s", w->path, strerror(errno));
     if (close(w->fd) != 0 && rc == 0)
         rc = tfev_err(err, errlen, "%s: cannot close: %s", w->path, strerror(errno));
     free(w->buf);

@@ -43,8 +43,28 @@ int cli_mpi_end(int rc);
 void cli_mpi_note(void);
 /* Exit status for a failed compile: a missing or unreadable file is misuse. */
 int cli_exit_code(gr_code c);
-/* Reads f to its end into a malloc'd, NUL-terminated *text; -1 on error. */
+/* Reads f to its end into a malloc'd, NUL-terminated *text: 0, -1 on a
+ * read error (errno set), -2 when f holds more than CLI_MAX_INPUT bytes
+ * (it is not read further: standard input may never end). */
+#define CLI_MAX_INPUT ((size_t)64 << 20)
 int cli_read_all(FILE *f, char **text, size_t *len);
+/* cli_out.c: a file a command reads or writes, and what it is for
+ * messages ("--log", "the model file"). */
+typedef struct cli_file {
+    const char *path; /* NULL: none (skipped) */
+    const char *what;
+} cli_file;
+/* Whether a and b name the same file: the same device and inode after
+ * following links, or, for files not there yet, the same name in the same
+ * folder.  Spelling does not matter ("x", "./x", a link to x). */
+int cli_same_file(const char *a, const char *b);
+/* 0 when no output is one of the inputs and no two outputs are the same
+ * file; else -1 after printing which ones. */
+int cli_check_outputs(const cli_file *outs, int n_outs, const cli_file *ins, int n_ins);
+/* 0 when path can be written as an output now (a gr_output opened and
+ * discarded: a regular file, a link to one, or new, in a folder that takes
+ * a temporary file); else -1 after printing why. */
+int cli_probe_output(const char *path);
 /* Prints a unified diff from a to b (lines, 3 of context), headed
  * "--- a/NAME" and "+++ b/NAME" (cli_diff.c). */
 void cli_diff(const char *name, const char *a, size_t alen, const char *b, size_t blen, FILE *out);

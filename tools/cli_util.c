@@ -38,11 +38,16 @@ int cli_read_all(FILE *f, char **text, size_t *len)
     FILE *m = open_memstream(text, len);
     if (!m) return -1;
     char chunk[4096];
-    for (size_t n; (n = fread(chunk, 1, sizeof chunk, f)) > 0;) fwrite(chunk, 1, n, m);
-    int bad = ferror(f);
-    if (fclose(m) != 0) bad = 1;
+    size_t total = 0;
+    int bad = 0;
+    for (size_t n; !bad && (n = fread(chunk, 1, sizeof chunk, f)) > 0;) {
+        total += n;
+        bad = total > CLI_MAX_INPUT ? -2 : fwrite(chunk, 1, n, m) != n;
+    }
+    if (!bad && ferror(f)) bad = -1;
+    if (fclose(m) != 0 && !bad) bad = -1;
     if (!bad) return 0;
     free(*text);
     *text = NULL;
-    return -1;
+    return bad < 0 ? bad : -1;
 }

@@ -2,6 +2,7 @@
  * each file (docs/language.md, "Canonical form"), printed, written back in
  * place, or compared.  Nothing is printed or written for a file with
  * errors, so a redirect never keeps a half-formatted program. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,16 +55,21 @@ static int fmt_one(const char *path, fmt_mode mode)
 {
     if (mode == FMT_WRITE) return fmt_write(path);
     int is_stdin = strcmp(path, "-") == 0;
+    const char *name = is_stdin ? "<stdin>" : path;
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     char *text = NULL;
     size_t len = 0;
-    if (!f || cli_read_all(f, &text, &len) != 0) {
-        fprintf(stderr, "graphrun: error: %s: cannot read\n", path);
+    int got = f ? cli_read_all(f, &text, &len) : -1;
+    if (got != 0) {
+        if (got == -2)
+            fprintf(stderr, "graphrun: error: %s: input larger than 64 MiB\n", name);
+        else
+            fprintf(stderr, "graphrun: error: %s: cannot read: %s\n", name, strerror(errno));
         if (f && !is_stdin) fclose(f);
         return CLI_USAGE;
     }
     if (!is_stdin) fclose(f);
-    int rc = fmt_text(is_stdin ? "<stdin>" : path, text, len, mode);
+    int rc = fmt_text(name, text, len, mode);
     free(text);
     return rc;
 }

@@ -24,6 +24,7 @@ static const char plot_help[] =
 typedef struct plot_src {
     const char *path;
     long line;
+    long nulls; /* values that were NaN or infinite when logged */
 } plot_src;
 
 static int plot_err(const plot_src *src, const char *msg, const char *key)
@@ -59,21 +60,26 @@ static plot_series *eval_series(plot_run *r, const char *name)
 }
 
 /* {"NAME": value or null, ...} at step. */
-static int read_evals(plot_run *r, const cJSON *ev, double step, const plot_src *src)
+static int read_evals(plot_run *r, const cJSON *ev, double step, plot_src *src)
 {
     if (!cJSON_IsObject(ev)) return plot_err(src, "\"eval\" is not an object", NULL);
     for (const cJSON *e = ev->child; e; e = e->next) {
-        if (cJSON_IsNull(e)) continue; /* NaN or Inf when it was written */
+        if (cJSON_IsNull(e)) { /* NaN or Inf when it was written */
+            src->nulls++;
+            continue;
+        }
         if (!cJSON_IsNumber(e)) return plot_err(src, "eval value is not a number:", e->string);
         series_add(eval_series(r, e->string), step, e->valuedouble);
     }
     return 0;
 }
 
-static int read_loss(plot_run *r, const cJSON *loss, double step, const plot_opts *o,
-                     const plot_src *src)
+static int read_loss(plot_run *r, const cJSON *loss, double step, const plot_opts *o, plot_src *src)
 {
-    if (cJSON_IsNull(loss)) return 0;
+    if (cJSON_IsNull(loss)) {
+        src->nulls++;
+        return 0;
+    }
     if (!cJSON_IsNumber(loss)) return plot_err(src, "\"loss\" is not a number", NULL);
     if (o->log_y && !(loss->valuedouble > 0))
         return plot_err(src, "--log-y: the loss is not positive here", NULL);
@@ -83,7 +89,7 @@ static int read_loss(plot_run *r, const cJSON *loss, double step, const plot_opt
 
 /* One line: a record ("step", "loss", ...), evaluations ("step", "eval"),
  * or the final summary ("event": "done", "step", "eval"). */
-static int read_line(plot_run *r, const char *text, const plot_opts *o, const plot_src *src)
+static int read_line(plot_run *r, const char *text, const plot_opts *o, plot_src *src)
 {
     cJSON *j = cJSON_Parse(text);
     if (!cJSON_IsObject(j)) {
@@ -113,7 +119,7 @@ static int read_run(plot_run *r, const char *path, const plot_opts *o)
 {
     FILE *f = fopen(path, "r");
     if (!f) return fprintf(stderr, "graphrun plot: %s: %s\n", path, strerror(errno)), CLI_USAGE;
-    plot_src src = {path, 0};
+    plot_src src = {path, 0, 0};
     char *line = NULL;
     size_t cap = 0;
     int rc = 0;
@@ -124,7 +130,11 @@ static int read_run(plot_run *r, const char *path, const plot_opts *o)
     free(line);
     fclose(f);
     if (rc == 0 && r->loss.n == 0 && r->n_evals == 0) {
-        fprintf(stderr, "graphrun plot: %s: no loss or eval records (written by --log?)\n", path);
+        fprintf(stderr,
+                src.nulls ? "graphrun plot: %s: every loss and eval value is null (NaN or "
+                            "infinite when logged): nothing to chart\n"
+                          : "graphrun plot: %s: no loss or eval records (written by --log?)\n",
+                path);
         rc = CLI_FAILED;
     }
     return rc;
@@ -164,12 +174,16 @@ static void free_runs(plot_run *runs, int n)
     free(runs);
 }
 
+/* A decimal number in [0, 1): no sign, space, hex, inf or nan, nothing
+ * after it, and not so small that it underflows. */
 static int parse_smooth(const char *arg, double *out)
 {
     char *end;
-    *out = strtod(arg, &end);
-    if (*arg && !*end && *out >= 0 && *out < 1) return 0;
-    fprintf(stderr, "graphrun plot: bad --smooth %s (0 to 0.99)\n", arg);
+    errno = 0;
+    int digit = (arg[0] >= '0' && arg[0] <= '9') || arg[0] == '.';
+    *out = digit && !strpbrk(arg, "xXpP") ? strtod(arg, &end) : -1;
+    if (*out >= 0 && *out < 1 && !*end && errno == 0) return 0;
+    fprintf(stderr, "graphrun plot: bad --smooth %s (a number from 0 to below 1, e.g. 0.6)\n", arg);
     return -1;
 }
 
@@ -194,16 +208,37 @@ static int parse_plot_opts(int argc, char **argv, plot_opts *o)
     return CLI_OK;
 }
 
+/* Standard output, or -o through a gr_output: the old chart stays until
+ * the new one is complete. */
 static int write_chart(const plot_run *runs, int n, const plot_opts *o)
 {
-    FILE *out = o->out ? fopen(o->out, "w") : stdout;
-    if (!out) return fprintf(stderr, "graphrun plot: %s: %s\n", o->out, strerror(errno)), -1;
-    plot_svg(runs, n, o, out);
-    if ((o->out ? fclose(out) : fflush(out)) != 0)
-        return fprintf(stderr, "graphrun plot: %s: %s\n", o->out ? o->out : "stdout",
-                       strerror(errno)),
-               -1;
-    return 0;
+    if (!o->out) {
+        plot_svg(runs, n, o, stdout);
+        if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+        return fprintf(stderr, "graphrun: error: standard output: %s\n", strerror(errno)), -1;
+    }
+    gr_status *st = gr_status_new();
+    gr_output *out;
+    int rc = gr_output_open(o->out, &out, st) == GR_OK ? 0 : -1;
+    if (rc == 0) {
+        plot_svg(runs, n, o, gr_output_file(out));
+        rc = gr_output_commit(out, st) == GR_OK ? 0 : -1;
+    }
+    if (rc) cli_print_status(st);
+    gr_status_free(st);
+    return rc;
+}
+
+/* -o must not be one of the logs read. */
+static int check_out(const plot_opts *o, char **paths, int n)
+{
+    const cli_file out = {o->out, "-o"};
+    cli_file *ins = calloc((size_t)n, sizeof *ins);
+    if (!ins) return fputs("graphrun: error: out of memory\n", stderr), -1;
+    for (int i = 0; i < n; i++) ins[i] = (cli_file){paths[i], "the log"};
+    int rc = cli_check_outputs(&out, 1, ins, n);
+    free(ins);
+    return rc;
 }
 
 int cmd_plot(int argc, char **argv)
@@ -213,6 +248,7 @@ int cmd_plot(int argc, char **argv)
     if (rc < 0) return CLI_OK;
     if (rc != CLI_OK) return fputs(plot_help, stderr), rc;
     int n = argc - optind;
+    if (check_out(&o, argv + optind, n) < 0) return CLI_USAGE;
     plot_run *runs = calloc((size_t)n, sizeof *runs);
     label_runs(runs, n, argv + optind);
     for (int i = 0; i < n && rc == 0; i++) rc = read_run(&runs[i], argv[optind + i], &o);

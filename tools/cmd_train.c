@@ -60,12 +60,12 @@ static long last_step(const train_opts *o)
     return o->steps > o->start ? o->steps : o->start;
 }
 
-static void summary(const train_opts *o, const gr_session *s, const gr_target_info *ti, double secs,
-                    float loss, const double *vals, FILE *log)
+static int summary(const train_opts *o, const gr_session *s, const gr_target_info *ti, double secs,
+                   float loss, const double *vals, trep_progress *pg)
 {
     long done = o->steps > o->start ? o->steps - o->start : 0;
     double sps = secs > 0 ? (double)done / secs : 0;
-    if (o->silent) return;
+    if (o->silent) return 0;
     printf("trained");
     for (int i = 0; i < o->n_targets; i++) printf("%s %s", i ? "," : "", o->targets[i]);
     printf(": %ld steps in %.2fs, %.1f steps/s", done, secs, sps);
@@ -73,13 +73,7 @@ static void summary(const train_opts *o, const gr_session *s, const gr_target_in
     printf("\n");
     for (int i = 0; i < o->n_evals; i++) printf("%s = %.4f\n", o->evals[i], vals[i]);
     if (o->comp.distributed) dist_summary(s, ti, secs, sps);
-    if (!log) return;
-    fprintf(log,
-            "{\"event\":\"done\",\"steps\":%ld,\"step\":%ld,\"steps_per_s\":%.2f,\"loss\":%.6g,"
-            "\"eval\":",
-            done, last_step(o), sps, (double)loss);
-    trep_eval_json(o, vals, log);
-    fputs("}\n", log);
+    return trep_log_done(o, pg, done, last_step(o), sps, loss, vals);
 }
 
 /* --restore / --init-from: load before the first step. */
@@ -170,19 +164,52 @@ static gr_session *open_session(train_opts *o, gr_program *prog, trep_progress *
     return s;
 }
 
+/* Ctrl-C or SIGTERM stopped the run after a step: the checkpoint unless
+ * saved already (and not with --distributed, whose processes may stop at
+ * different steps), then 128 + the signal's number, as a shell reports a
+ * process it killed. */
+static int interrupted(const train_opts *o, gr_session *s, int saved, gr_status *st)
+{
+    fprintf(stderr, "graphrun: interrupted at step %llu\n", (unsigned long long)gr_session_step(s));
+    if (o->ckpt_path && !saved && !o->comp.distributed && trep_save_checkpoint(o, s, st) < 0)
+        return 1;
+    return 128 + trep_interrupted();
+}
+
 /* After the last step: the checkpoint, the final evaluation, the summary.
  * The checkpoint comes first, so a resumed run continues exactly where an
- * uninterrupted one would be. */
+ * uninterrupted one would be.  A signal during them is honoured when the
+ * save or the evaluation in flight returns. */
 static int finish(const train_opts *o, gr_session *s, const gr_target_info *ti, double secs,
                   float loss, trep_progress *pg, gr_status *st)
 {
     double vals[MAX_EVALS] = {0};
-    if ((o->ckpt_path && trep_save_checkpoint(o, s, st) < 0) ||
-        trep_run_evals(o, s, vals, st) < 0 || trep_evals_done(o, pg, vals, last_step(o), 1) < 0)
+    if (o->ckpt_path && trep_save_checkpoint(o, s, st) < 0) return 1;
+    if (!trep_interrupted() && trep_run_evals(o, s, vals, st) < 0) return 1;
+    if (trep_interrupted()) return interrupted(o, s, 1, st);
+    if (trep_evals_done(o, pg, vals, last_step(o), 1) < 0 ||
+        summary(o, s, ti, secs, loss, vals, pg) < 0)
         return 1;
-    summary(o, s, ti, secs, loss, vals, pg->log);
-    if (!o->silent) trep_profile(s, o->steps - o->start, secs, pg->log);
-    return 0;
+    return !o->silent && trep_profile(s, o->steps - o->start, secs, pg) < 0;
+}
+
+/* Before anything is written: no output is one of the run's inputs (the
+ * model, its data, the checkpoint it starts from unless that is also the
+ * --checkpoint target), and no two outputs are one file. */
+static int check_files(const train_opts *o, const gr_program *prog)
+{
+    int n = gr_program_file_count(prog), n_in = 0;
+    cli_file *ins = calloc((size_t)n + 1, sizeof *ins);
+    if (!ins) return fputs("graphrun: error: out of memory\n", stderr), -1;
+    for (int k = 0; k < n; k++) /* the .graph file comes first */
+        ins[n_in++] = (cli_file){gr_program_file(prog, k), k ? "the data file" : "the model file"};
+    const char *from = o->restore_path ? o->restore_path : o->init_path;
+    if (from && !(o->ckpt_path && cli_same_file(from, o->ckpt_path)))
+        ins[n_in++] = (cli_file){from, o->restore_path ? "--restore" : "--init-from"};
+    const cli_file outs[] = {{o->log_path, "--log"}, {o->ckpt_path, "--checkpoint"}};
+    int rc = cli_check_outputs(outs, 2, ins, n_in);
+    free(ins);
+    return rc;
 }
 
 static int train_session(train_opts *o, gr_program *prog, gr_status *st)
@@ -197,29 +224,24 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
         cli_print_status(st);
         return 1;
     }
+    if (check_files(o, prog) < 0) return CLI_USAGE;
+    /* --checkpoint must be writable now, not only after the run */
+    if ((o->ckpt_path && !o->silent && cli_probe_output(o->ckpt_path) < 0) ||
+        trep_log_open(o, &pg) < 0)
+        return 1;
     gr_session *s = open_session(o, prog, &pg, st);
-    if (!s) return 1;
-    if (o->log_path && !(pg.log = fopen(o->log_path, "w"))) {
-        fprintf(stderr, "graphrun: error: cannot write the log %s: %s\n", o->log_path,
-                strerror(errno));
-        gr_session_free(s);
+    if (!s) {
+        gr_output_discard(pg.log);
         return 1;
     }
-    if (pg.log) setvbuf(pg.log, NULL, _IOLBF, 0); /* whole lines, even if killed */
     trep_catch_interrupt();
     int rc = restore_checkpoint(o, s, st) < 0 ||
              (concurrent(o) ? train_async(o, s, &secs, &loss, &pg, st)
                             : train_loop(o, s, &ti, &secs, &loss, &pg, st)) < 0;
-    if (!rc && trep_interrupted()) {
-        fprintf(stderr, "graphrun: interrupted at step %llu\n",
-                (unsigned long long)gr_session_step(s));
-        rc = 130;
-    } else if (!rc)
-        rc = finish(o, s, &ti, secs, loss, &pg, st);
-    if (pg.log && fclose(pg.log) != 0) {
-        perror(o->log_path);
-        rc = 1;
-    }
+    if (!rc)
+        rc = trep_interrupted() ? interrupted(o, s, 0, st) : finish(o, s, &ti, secs, loss, &pg, st);
+    if (trep_log_close(&pg) < 0)
+        rc = 1; /* the log is complete at its path, whatever ended the run */
     gr_session_free(s);
     return rc;
 }

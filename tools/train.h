@@ -42,11 +42,12 @@ typedef struct train_opts {
 int parse_train_opts(int argc, char **argv, train_opts *o);
 
 /* train_report.c: progress lines, records (the JSON log and the TensorBoard
- * scalars, the same values), evaluations, checkpoints, Ctrl-C. */
+ * scalars, the same values), evaluations, checkpoints, Ctrl-C and SIGTERM. */
 typedef struct trep_progress {
     double t0, last_print; /* trep_now() at the first step and the last progress line */
     int tty;               /* stderr is a terminal: redraw one line */
-    FILE *log;             /* --log, or NULL */
+    gr_output *log;        /* --log, or NULL: renamed into place by trep_log_close */
+    int log_failed;        /* a write to the log failed (printed): the run stops */
     gr_session *tb;        /* the session, when --tensorboard writes its scalars */
     long last_record;      /* the step of the last record: records only move forward */
 } trep_progress;
@@ -59,25 +60,34 @@ void trep_start(const train_opts *o, trep_progress *pg);
  * once with final set: a progress line on stderr when one is due (unless
  * --quiet), and a record when step reaches the next multiple of
  * --log-every, or is final; lr (NaN when the target has none) is recorded
- * too.  -1 when writing the TensorBoard file failed (printed). */
+ * too.  -1 when writing the log or the TensorBoard file failed (printed). */
 int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, float lr, int final);
 /* Each --eval into vals; on failure prints the status and returns -1. */
 int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st);
 /* Records the --eval values at step, and prints them unless final (the
- * summary does); -1 when writing the TensorBoard file failed (printed). */
+ * summary does); -1 when writing the log or the TensorBoard file failed
+ * (printed). */
 int trep_evals_done(const train_opts *o, trep_progress *pg, const double *vals, long step,
                     int final);
-/* The log's "eval" object: {"NAME":VALUE,...}. */
-void trep_eval_json(const train_opts *o, const double *vals, FILE *log);
-/* Ctrl-C: the first one asks training to stop after the step in flight (the
- * logs are then completed and closed); a second one kills the process. */
+/* --log: opens it (trep_log_close commits it: the file appears at the
+ * path, complete); -1 when it cannot be written there (printed). */
+int trep_log_open(const train_opts *o, trep_progress *pg);
+int trep_log_close(trep_progress *pg);
+/* The log's last line: {"event":"done",...}; -1 when the write failed. */
+int trep_log_done(const train_opts *o, trep_progress *pg, long done, long step, double sps,
+                  float loss, const double *vals);
+/* Ctrl-C (SIGINT) or SIGTERM: the first one asks training to stop after
+ * the step in flight (the caller then saves, completes and closes the
+ * logs); a second one takes the signal's default action at once.
+ * trep_interrupted: the first signal's number, 0 while none came. */
 void trep_catch_interrupt(void);
 int trep_interrupted(void);
 /* --profile: the costliest nodes' kernel time per step, then per op, on
- * stderr; every node in the log (when there is one) as a "profile" line. */
+ * stderr; every node in the log (when there is one) as a "profile" line;
+ * -1 when writing the log failed (printed). */
 #define TREP_PROFILE_ROWS 15
 #define TREP_PROFILE_OPS  8 /* and the total time of the costliest ops */
-void trep_profile(gr_session *s, long steps, double secs, FILE *log);
+int trep_profile(gr_session *s, long steps, double secs, trep_progress *pg);
 /* Saves to --checkpoint; on failure prints the status and returns -1. */
 int trep_save_checkpoint(const train_opts *o, gr_session *s, gr_status *st);
 

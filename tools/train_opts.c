@@ -60,6 +60,8 @@ static const char train_usage[] =
     "                     (default: all cores)\n"
     "  --log PATH         write JSON lines: a record every --log-every steps (loss,\n"
     "                     steps/s, examples/s, lr), evaluations, then a final summary\n"
+    "                     (the file appears at PATH when the run ends; until then\n"
+    "                     PATH.tmp.<pid>.*)\n"
     "  --log-every K      steps between records in the log and TensorBoard, in [1, 2^53]\n"
     "                     (default: steps / 1000, rounded down, plus 1)\n"
     "  --tensorboard DIR  also write the records as TensorBoard scalars, into\n"
@@ -87,8 +89,9 @@ static const char train_usage[] =
     "                     instead (K in [1, 2^31 - 1])\n"
     "Numbers are decimal digits only (no sign, spaces or suffix); one out of its range\n"
     "is an error (exit 2).  2^53 = 9007199254740992.\n"
-    "Ctrl-C stops training after the step in flight, completes the log and the TensorBoard\n"
-    "file, and exits 130 (no final checkpoint or evaluation); a second Ctrl-C kills.\n";
+    "Ctrl-C or SIGTERM stops training after the step in flight, saves --checkpoint, completes\n"
+    "the log and the TensorBoard file, and exits 130 (143 for SIGTERM; no final evaluation);\n"
+    "a second one kills.\n";
 
 /* Every number option: decimal digits only, checked against its range. */
 typedef struct num_opt {

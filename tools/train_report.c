@@ -1,11 +1,13 @@
 /* train_report.c - what both training loops (cmd_train.c's serial one and
  * train_async.c's watcher) do between steps: progress lines, records (the
  * JSON log and the TensorBoard scalars), --eval and --eval-every,
- * checkpoint saves, Ctrl-C.  It calls neither loop.
+ * checkpoint saves, Ctrl-C and SIGTERM.  It calls neither loop.
  *
  * A record's values are rounded to the 6 significant digits the log
  * prints before either sink gets them, so the log and the event file hold
- * the same numbers. */
+ * the same numbers.  Every log line is a cJSON object printed whole, with
+ * null for NaN and infinities, then flushed: a write error stops the run. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -20,19 +22,26 @@ typedef struct trep_scalar {
     float value;
 } trep_scalar;
 
-static atomic_int interrupted; /* lock-free: safe to set in a handler */
+static atomic_int interrupted; /* the first signal; lock-free: safe to set in a handler */
 
+/* The first SIGINT or SIGTERM asks training to stop; a second one of
+ * either takes its default action, at once. */
 static void on_interrupt(int sig)
 {
-    (void)sig;
-    atomic_store(&interrupted, 1);
+    int none = 0;
+    if (atomic_compare_exchange_strong(&interrupted, &none, sig)) return;
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered when this handler returns */
 }
 
 void trep_catch_interrupt(void)
 {
-    struct sigaction sa = {.sa_handler = on_interrupt, .sa_flags = SA_RESETHAND | SA_RESTART};
+    struct sigaction sa = {.sa_handler = on_interrupt, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 int trep_interrupted(void)
@@ -54,13 +63,80 @@ static float round6(double v)
     return isfinite(v) ? strtof(b, NULL) : (float)v;
 }
 
-/* A JSON number, or null for NaN and infinities (JSON has none). */
-static void json_number(FILE *f, double v)
+/* v rounded to prec significant digits (fixed: decimals) as a JSON number,
+ * through text and strtod so that cJSON prints "0.1", not
+ * 0.10000000149011612; null for NaN and infinities (JSON has neither). */
+static void json_add(cJSON *j, const char *key, double v, int prec, int fixed)
 {
-    if (isfinite(v))
-        fprintf(f, "%.6g", v);
-    else
-        fputs("null", f);
+    char b[64];
+    if (!isfinite(v)) {
+        cJSON_AddNullToObject(j, key);
+        return;
+    }
+    snprintf(b, sizeof b, fixed ? "%.*f" : "%.*g", prec, v);
+    cJSON_AddNumberToObject(j, key, strtod(b, NULL));
+}
+
+/* The log's "eval" object: {"NAME":VALUE,...}, added to j. */
+static void json_add_evals(cJSON *j, const train_opts *o, const double *vals)
+{
+    cJSON *ev = cJSON_AddObjectToObject(j, "eval");
+    for (int i = 0; i < o->n_evals; i++) json_add(ev, o->evals[i], vals[i], 6, 0);
+}
+
+/* Pushes the log's lines to its file; after the first failure (printed)
+ * always -1. */
+static int log_flush(trep_progress *pg)
+{
+    if (pg->log_failed) return -1;
+    gr_status *st = gr_status_new();
+    pg->log_failed = gr_output_flush(pg->log, st) != GR_OK;
+    if (pg->log_failed) cli_print_status(st);
+    gr_status_free(st);
+    return pg->log_failed ? -1 : 0;
+}
+
+/* Writes j as one line of the log and frees it; -1 when the log cannot
+ * be written (printed). */
+static int log_line(trep_progress *pg, cJSON *j)
+{
+    char *text = pg->log_failed ? NULL : cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (text) {
+        FILE *f = gr_output_file(pg->log);
+        fputs(text, f);
+        fputc('\n', f);
+        free(text);
+    } else if (!pg->log_failed) {
+        fputs("graphrun: error: out of memory for a line of the log\n", stderr);
+        pg->log_failed = 1;
+    }
+    return log_flush(pg);
+}
+
+int trep_log_open(const train_opts *o, trep_progress *pg)
+{
+    gr_status *st = gr_status_new();
+    int rc = o->log_path && gr_output_open(o->log_path, &pg->log, st) != GR_OK ? -1 : 0;
+    if (rc) cli_print_status(st);
+    gr_status_free(st);
+    return rc;
+}
+
+int trep_log_close(trep_progress *pg)
+{
+    if (!pg->log) return 0;
+    gr_output *log = pg->log;
+    pg->log = NULL;
+    if (pg->log_failed) { /* printed already */
+        gr_output_discard(log);
+        return -1;
+    }
+    gr_status *st = gr_status_new();
+    int rc = gr_output_commit(log, st) == GR_OK ? 0 : -1;
+    if (rc) cli_print_status(st);
+    gr_status_free(st);
+    return rc;
 }
 
 static int tb_scalar(trep_progress *pg, const char *group, const char *key, long step, float v)
@@ -77,12 +153,11 @@ static int tb_scalar(trep_progress *pg, const char *group, const char *key, long
 static int record(trep_progress *pg, long step, const trep_scalar *v, int n, double elapsed)
 {
     if (pg->log) {
-        fprintf(pg->log, "{\"step\":%ld", step);
-        for (int i = 0; i < n; i++) {
-            fprintf(pg->log, ",\"%s\":", v[i].key);
-            json_number(pg->log, v[i].value);
-        }
-        fprintf(pg->log, ",\"elapsed_s\":%.3f}\n", elapsed);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "step", (double)step);
+        for (int i = 0; i < n; i++) json_add(j, v[i].key, v[i].value, 6, 0);
+        json_add(j, "elapsed_s", elapsed, 3, 1);
+        if (log_line(pg, j) < 0) return -1;
     }
     for (int i = 0; pg->tb && i < n; i++)
         if (tb_scalar(pg, "train", v[i].key, step, v[i].value) < 0) return -1;
@@ -136,16 +211,6 @@ int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *
     return 0;
 }
 
-void trep_eval_json(const train_opts *o, const double *vals, FILE *log)
-{
-    fputc('{', log);
-    for (int i = 0; i < o->n_evals; i++) {
-        fprintf(log, "%s\"%s\":", i ? "," : "", o->evals[i]);
-        json_number(log, round6(vals[i]));
-    }
-    fputc('}', log);
-}
-
 int trep_evals_done(const train_opts *o, trep_progress *pg, const double *vals, long step,
                     int final)
 {
@@ -155,10 +220,24 @@ int trep_evals_done(const train_opts *o, trep_progress *pg, const double *vals, 
     for (int i = 0; pg->tb && i < o->n_evals; i++)
         if (tb_scalar(pg, "eval", o->evals[i], step, round6(vals[i])) < 0) return -1;
     if (!pg->log || final) return 0; /* the final values go in the "done" line */
-    fprintf(pg->log, "{\"step\":%ld,\"eval\":", step);
-    trep_eval_json(o, vals, pg->log);
-    fputs("}\n", pg->log);
-    return 0;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "step", (double)step);
+    json_add_evals(j, o, vals);
+    return log_line(pg, j);
+}
+
+int trep_log_done(const train_opts *o, trep_progress *pg, long done, long step, double sps,
+                  float loss, const double *vals)
+{
+    if (!pg->log) return 0;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "event", "done");
+    cJSON_AddNumberToObject(j, "steps", (double)done);
+    cJSON_AddNumberToObject(j, "step", (double)step);
+    json_add(j, "steps_per_s", sps, 2, 1);
+    json_add(j, "loss", loss, 6, 0);
+    json_add_evals(j, o, vals);
+    return log_line(pg, j);
 }
 
 void trep_start(const train_opts *o, trep_progress *pg)
@@ -206,51 +285,45 @@ static void profile_by_op(gr_profile_row *rows, int n, long steps, double total)
     fputc('\n', stderr);
 }
 
-/* s as a JSON string: quotes, backslashes and control bytes escaped. */
-static void json_string(FILE *f, const char *s)
+/* One node of the log's profile line. */
+static cJSON *profile_node(const gr_profile_row *r)
 {
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "op", r->op);
+    cJSON_AddStringToObject(j, "type", r->type);
+    cJSON_AddStringToObject(j, "device", r->device);
+    if (r->file)
+        cJSON_AddStringToObject(j, "file", r->file);
+    else
+        cJSON_AddNullToObject(j, "file");
+    cJSON_AddNumberToObject(j, "line", r->line);
+    cJSON_AddNumberToObject(j, "calls", (double)r->calls);
+    json_add(j, "seconds", r->seconds, 6, 0);
+    return j;
 }
 
 /* The log's profile line: every node that ran, costliest first. */
-static void profile_json(const gr_profile_row *rows, int n, long steps, FILE *log)
+static int profile_json(trep_progress *pg, const gr_profile_row *rows, int n, long steps)
 {
-    fprintf(log, "{\"event\":\"profile\",\"steps\":%ld,\"nodes\":[", steps);
-    for (int i = 0; i < n; i++) {
-        const gr_profile_row *r = &rows[i];
-        fprintf(log, "%s{\"op\":\"%s\",\"type\":", i ? "," : "", r->op);
-        json_string(log, r->type);
-        fputs(",\"device\":", log);
-        json_string(log, r->device);
-        fputs(",\"file\":", log);
-        if (r->file)
-            json_string(log, r->file);
-        else
-            fputs("null", log);
-        fprintf(log, ",\"line\":%d,\"calls\":%llu,\"seconds\":%.6g}", r->line,
-                (unsigned long long)r->calls, r->seconds);
-    }
-    fputs("]}\n", log);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "event", "profile");
+    cJSON_AddNumberToObject(j, "steps", (double)steps);
+    cJSON *nodes = cJSON_AddArrayToObject(j, "nodes");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(nodes, profile_node(&rows[i]));
+    return log_line(pg, j);
 }
 
-void trep_profile(gr_session *s, long steps, double secs, FILE *log)
+int trep_profile(gr_session *s, long steps, double secs, trep_progress *pg)
 {
     int n = gr_session_profile(s, NULL, 0);
-    if (n == 0 || steps <= 0) return;
+    if (n == 0 || steps <= 0) return 0;
     gr_profile_row *rows = calloc((size_t)n, sizeof *rows);
-    if (!rows) return;
+    if (!rows) return 0;
     n = gr_session_profile(s, rows, n);
-    if (log) profile_json(rows, n, steps, log);
+    if (pg->log && profile_json(pg, rows, n, steps) < 0) {
+        free(rows);
+        return -1;
+    }
     double total = 0, rest = 0;
     for (int i = 0; i < n; i++) total += rows[i].seconds;
     fflush(stdout); /* after the summary */
@@ -274,4 +347,5 @@ void trep_profile(gr_session *s, long steps, double secs, FILE *log)
             total * 1e3 / (double)steps, secs * 1e3 / (double)steps);
     profile_by_op(rows, n, steps, total);
     free(rows);
+    return 0;
 }

@@ -1,0 +1,231 @@
+#!/bin/sh
+# outputs_cli.sh GRAPHRUN SRCDIR PYTHON CASE - what the command line writes,
+# end to end, in a scratch folder (tests/outputs.cmake runs one CASE per
+# test):
+#   special    --checkpoint/--log/plot -o on a FIFO, a char device, a folder:
+#              refused at once, and each is still what it was
+#   symlinks   a link to a file is followed and stays a link (--checkpoint,
+#              --log, fmt -w); a dangling one is refused
+#   errors     --log /dev/full, a log cut by a full disk (ulimit -f): exit 1
+#              naming the path and the errno text, the old file intact
+#   inputs     an output that is an input (the model, a data file, --restore,
+#              a log plot reads) or two outputs that are one file: refused
+#              before any step, nothing written; --checkpoint = --restore works
+#   json       a NaN loss writes null: every line is JSON, and plot reads it
+#   signals    SIGTERM and SIGINT mid-run: 143 and 130, the log complete at its
+#              path ending in a record of the last step, the checkpoint saved
+#   eval       SIGINT during the final --eval: 130, no "done" line
+#   tensorboard --tensorboard DIR where DIR or DIR/RUN is not a folder: refused,
+#              the file untouched
+#   plotopts   plot --smooth: a decimal in [0, 1), anything else a usage error
+#   stdin      fmt - refuses more than 64 MiB
+set -u
+G=$1 SRC=$2 PY=$3 CASE=$4
+T=$(mktemp -d)
+trap 'chmod -R u+w "$T"; rm -rf "$T"' EXIT
+cd "$T" || exit 1
+fail() { echo "FAIL ($CASE): $*" >&2; exit 1; }
+MODEL=$SRC/examples/linear_regression.graph
+cp "$MODEL" m.graph
+
+# runs graphrun, at most 20 s (a FIFO opened for writing would block)
+gr() { timeout 20 "$G" "$@"; }
+# no temporaries left in the folder
+no_temps() { [ -z "$(ls -a | grep '\.tmp\.')" ] || fail "temporaries left: $(ls -a | grep '\.tmp\.')"; }
+# fails unless the last command failed and err.txt has $1
+refused() {
+    [ "$1" -ne 0 ] && [ "$1" -ne 124 ] || fail "$2: exit $1 (expected an error)"
+    grep -q -- "$3" err.txt || fail "$2: message: $(cat err.txt)"
+}
+
+case_special() {
+    mkfifo fifo && mkdir dir || fail "setup"
+    for out in fifo dir; do
+        gr m.graph --steps 5 --checkpoint $out --quiet 2> err.txt
+        refused $? "--checkpoint $out" "$out: not a regular file"
+        gr m.graph --steps 5 --log $out --quiet 2> err.txt
+        refused $? "--log $out" "$out: not a regular file"
+    done
+    [ -p fifo ] && [ -d dir ] || fail "a FIFO or a folder was replaced"
+    if [ "$(id -u)" = 0 ] && mknod null c 1 3 2> /dev/null; then
+        gr m.graph --steps 5 --checkpoint null --quiet 2> err.txt
+        refused $? "--checkpoint on a char device" "null: not a regular file (a character device)"
+        [ -c null ] || fail "the char device was replaced"
+    fi
+    gr m.graph --steps 5 --log l.jsonl --quiet && gr plot l.jsonl -o fifo 2> err.txt
+    refused $? "plot -o fifo" "fifo: not a regular file"
+    gr fmt -w fifo 2> err.txt
+    refused $? "fmt -w fifo" "fifo: not a regular file"
+    [ -p fifo ] || fail "plot or fmt replaced the FIFO"
+    no_temps
+}
+
+case_symlinks() {
+    gr m.graph --steps 5 --checkpoint ck --quiet || fail "first save"
+    ln -s ck ck.link && ln -s l.jsonl l.link && echo old > l.jsonl
+    gr m.graph --steps 7 --restore ck.link --checkpoint ck.link --log l.link --quiet 2> /dev/null ||
+        fail "--checkpoint and --log through links"
+    [ -L ck.link ] && [ -L l.link ] || fail "a link was replaced by a file"
+    gr m.graph --restore ck --steps 0 2>&1 | grep -q "resumed from step 7" ||
+        fail "the link's target was not updated"
+    tail -n 1 l.jsonl | grep -q '"event":"done","steps":2' || fail "the log's target: $(cat l.jsonl)"
+    printf 'param lr    = 0.1\nloss  = lr\n' > ugly.graph && ln -s ugly.graph fmt.link
+    gr fmt -w fmt.link || fail "fmt -w through a link"
+    [ -L fmt.link ] && grep -q '^param lr = 0.1$' ugly.graph || fail "fmt -w replaced the link"
+    ln -s nowhere dangling
+    gr m.graph --steps 5 --log dangling --quiet 2> err.txt
+    refused $? "--log to a dangling link" "dangling: a symbolic link to nothing"
+    [ -L dangling ] && [ ! -e nowhere ] || fail "the dangling link was followed or replaced"
+    no_temps
+}
+
+case_errors() {
+    gr m.graph --steps 5 --log /dev/full --quiet 2> err.txt
+    refused $? "--log /dev/full" "/dev/full"
+    [ -c /dev/full ] || fail "/dev/full is no longer a device"
+    # RLIMIT_FSIZE: a write past 16 KiB fails with EFBIG (SIGXFSZ ignored) part-way
+    echo old > l.jsonl
+    sh -c "trap '' XFSZ; ulimit -f 16; exec timeout 20 \"$G\" m.graph --steps 100000000 \
+        --log-every 1 --log l.jsonl --quiet" 2> err.txt
+    refused $? "a log past the size limit" "l.jsonl: cannot write: File too large"
+    [ "$(cat l.jsonl)" = old ] || fail "the old log was damaged"
+    sh -c "trap '' XFSZ; ulimit -f 16; exec timeout 20 \"$G\" m.graph --steps 300 \
+        --checkpoint ck --quiet" 2> /dev/null || fail "a small checkpoint under the limit"
+    sh -c "trap '' XFSZ; ulimit -f 16; exec timeout 20 \"$G\" $SRC/tests/models/ckpt_crash.graph \
+        --steps 1 --checkpoint ck --quiet" 2> err.txt
+    refused $? "a checkpoint past the size limit" "ck: cannot write: File too large"
+    gr m.graph --restore ck --steps 0 2>&1 | grep -q "resumed from step 300" ||
+        fail "the old checkpoint was damaged"
+    no_temps
+}
+
+case_inputs() {
+    printf 'f0,f1,label\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n' > d.csv
+    printf 'data d = csv("d.csv", batch=2)\nvar w = zeros([2, 2])\n%s\n%s\n' \
+        'loss = mean(softmax_xent(d.x @ w, d.y))' 'train = sgd(0.1).minimize(loss)' > c.graph
+    cp m.graph m.orig && cp d.csv d.orig
+    gr m.graph --steps 5 --log m.graph --quiet 2> err.txt
+    refused $? "--log MODEL" "the same file as the model file"
+    gr m.graph --steps 5 --checkpoint ./m.graph --quiet 2> err.txt
+    refused $? "--checkpoint MODEL" "the same file as the model file"
+    gr c.graph --steps 5 --log "$T/d.csv" --quiet 2> err.txt
+    refused $? "--log DATA" "the same file as the data file"
+    cmp -s m.graph m.orig && cmp -s d.csv d.orig || fail "an input was overwritten"
+    gr m.graph --steps 5 --log x --checkpoint ./x --quiet 2> err.txt
+    refused $? "--log X --checkpoint X" "are the same file"
+    [ ! -e x ] || fail "x was written"
+    gr m.graph --steps 5 --checkpoint ck --quiet && cp ck ck.orig || fail "a first checkpoint"
+    gr m.graph --steps 9 --restore ck --log ck --quiet 2> err.txt
+    refused $? "--log RESTORE" "the same file as --restore"
+    gr m.graph --steps 9 --init-from ck --log ck --quiet 2> err.txt
+    refused $? "--log INIT-FROM" "the same file as --init-from"
+    cmp -s ck ck.orig || fail "the restored checkpoint was overwritten"
+    gr m.graph --steps 9 --restore ck --checkpoint ck --quiet 2> /dev/null ||
+        fail "--checkpoint equal to --restore must work"
+    gr m.graph --steps 5 --log a.jsonl --quiet && cp a.jsonl a.orig || fail "a log"
+    gr plot a.jsonl -o ./a.jsonl 2> err.txt
+    refused $? "plot -o INPUT" "the same file as the log"
+    cmp -s a.jsonl a.orig || fail "plot overwrote its input"
+    no_temps
+}
+
+case_json() {
+    cat > nan.graph << 'EOF'
+# the loss is NaN on the steps whose example is negative (log of it: steps 2, 4 and 5),
+# finite on the others
+data d = gaussian(n=64, dims=[1], batch=1, seed=1)
+var w = zeros([1, 1])
+loss = mse(d.x @ w, d.x) + mean(log(d.x))
+train = sgd(0.1).minimize(loss)
+EOF
+    gr nan.graph --steps 5 --eval loss --eval-every 2 --log nan.jsonl --quiet --profile \
+        > /dev/null 2>&1 || fail "training the NaN model"
+    grep -q '"loss":null' nan.jsonl || fail "no null loss: $(cat nan.jsonl)"
+    "$PY" -c 'import json, sys
+for n, line in enumerate(open(sys.argv[1]), 1):
+    json.loads(line)' nan.jsonl || fail "a line is not JSON: $(cat nan.jsonl)"
+    gr plot nan.jsonl -o nan.svg || fail "plot refused graphrun's own log"
+    ! grep -q '0000000[0-9]' nan.jsonl || fail "numbers are not rounded: $(head -n 2 nan.jsonl)"
+}
+
+# starts a long run with a log and a checkpoint, waits for its first records,
+# sends $1 and checks the exit status $2
+signal_run() {
+    rm -f s.jsonl* ck
+    "$G" m.graph --steps 100000000 --log-every 1000 --log s.jsonl --checkpoint ck --quiet \
+        2> err.txt &
+    pid=$!
+    n=0
+    while [ $n -lt 500 ] && ! cat s.jsonl* 2> /dev/null | grep -q step; do
+        sleep 0.01
+        n=$((n + 1))
+    done
+    kill -"$1" $pid
+    wait $pid
+    rc=$?
+    [ $rc -eq "$2" ] || fail "SIG$1: exit $rc, expected $2: $(cat err.txt)"
+    step=$(sed -n 's/^graphrun: interrupted at step \([0-9]*\)$/\1/p' err.txt)
+    [ -n "$step" ] || fail "SIG$1: $(cat err.txt)"
+    tail -n 1 s.jsonl | grep -q "^{\"step\":$step,\"loss\":" ||
+        fail "SIG$1: the log's last line is not the record of step $step: $(tail -n 1 s.jsonl)"
+    "$G" m.graph --restore ck --steps 0 2>&1 | grep -q "resumed from step $step" ||
+        fail "SIG$1: no checkpoint of step $step"
+    no_temps
+}
+
+case_signals() {
+    signal_run TERM 143
+    signal_run INT 130
+}
+
+case_eval() {
+    cat > slow.graph << 'EOF'
+# a long final --eval: three million batches of one example
+data d = gaussian(n=3000000, dims=[1], batch=1, seed=1)
+var w = zeros([1, 1])
+loss = mse(d.x @ w, d.x)
+train = sgd(0.1).minimize(loss)
+EOF
+    "$G" slow.graph --steps 1 --eval loss --log e.jsonl --quiet > out.txt 2> err.txt &
+    pid=$!
+    n=0
+    while [ $n -lt 500 ] && ! cat e.jsonl* 2> /dev/null | grep -q '"step":1,'; do
+        sleep 0.01
+        n=$((n + 1))
+    done
+    kill -INT $pid
+    wait $pid
+    rc=$?
+    [ $rc -eq 130 ] || fail "Ctrl-C during the final --eval: exit $rc, expected 130"
+    ! grep -q '"event":"done"' e.jsonl || fail "an interrupted run wrote its done line"
+}
+
+case_tensorboard() {
+    echo file > tbfile
+    gr m.graph --steps 5 --tensorboard tbfile --quiet 2> err.txt
+    refused $? "--tensorboard FILE" "tbfile/m-[0-9-]*: cannot make the folder: Not a directory"
+    mkdir tb && echo file > tb/run
+    gr m.graph --steps 5 --tensorboard tb --run-name run --quiet 2> err.txt
+    refused $? "--tensorboard DIR with a file DIR/RUN" "tb/run: not a directory"
+    [ "$(cat tbfile)" = file ] && [ "$(cat tb/run)" = file ] || fail "a file was replaced"
+}
+
+case_plotopts() {
+    gr m.graph --steps 5 --log a.jsonl --quiet || fail "a log"
+    for bad in " 0.5" 0x0.8 1e-400 0.5e -0 nan inf 1 ""; do
+        gr plot a.jsonl --smooth "$bad" > /dev/null 2> err.txt
+        rc=$?
+        [ $rc -eq 2 ] && grep -q -- "bad --smooth" err.txt || fail "--smooth '$bad': exit $rc"
+    done
+    for good in 0 0.0 .5 0.99; do
+        gr plot a.jsonl --smooth $good > /dev/null || fail "--smooth $good refused"
+    done
+}
+
+case_stdin() {
+    head -c 67108865 /dev/zero | gr fmt - 2> err.txt
+    refused $? "fmt - of 64 MiB + 1" "<stdin>: input larger than 64 MiB"
+}
+
+"case_$CASE"
+echo "ok ($CASE)"
