@@ -165,22 +165,24 @@ const kernel_fn *machine_kernels(const rt_machine *m, int dev)
     return m->gpu == MACHINE_GPU_SIM ? sim_vtable.kernels : cuda_table();
 }
 
-/* gpu:N of a program compiled for other devices (--devices) than this
- * machine's. */
+/* gpu:idx of a program compiled for other devices (--devices) than this
+ * machine's `have` GPUs. */
+static gr_code cuda_lacking(int idx, int have, gr_status *st)
+{
+    char has[32] = "no GPU";
+    if (have == 1) snprintf(has, sizeof has, "only gpu:0");
+    if (have > 1) snprintf(has, sizeof has, "only gpu:0 to gpu:%d", have - 1);
+    return rt_fail(st, GR_ERR_ARG,
+                   "gr_session_new: the program uses gpu:%d, but this machine has %s (it was "
+                   "compiled for other devices: --devices)\n",
+                   idx, has);
+}
+
 static gr_code cuda_open(int dev, device_obj **out, gr_status *st)
 {
     int idx = IR_DEV_INDEX(dev), have = clamp_devices(cuda_gpus());
-    const char *why = idx < have ? cuda_unusable() : NULL;
-    if (idx >= have && have == 0)
-        return rt_fail(st, GR_ERR_ARG,
-                       "gr_session_new: the program uses gpu:%d, but this machine has no GPU (it "
-                       "was compiled for other devices: --devices)\n",
-                       idx);
-    if (idx >= have)
-        return rt_fail(st, GR_ERR_ARG,
-                       "gr_session_new: the program uses gpu:%d, but this machine has only gpu:0 "
-                       "to gpu:%d (it was compiled for other devices: --devices)\n",
-                       idx, have - 1);
+    if (idx >= have) return cuda_lacking(idx, have, st);
+    const char *why = cuda_unusable();
     if (why || !(*out = cuda_new(dev)))
         return rt_fail(st, GR_ERR_IO, "gr_session_new: gpu:%d cannot be used: %s\n", idx,
                        why ? why : "the CUDA device did not open");
