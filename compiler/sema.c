@@ -1185,9 +1185,12 @@ static void place_warn_unused(sema *S)
     for (int i = 0; i < S->n_annots; i++) {
         const ast_node *at = S->annots[i].at;
         if (S->annots[i].placed) continue;
+        const char *text = S->src->text + at->span.begin, *nl;
+        size_t len = at->span.end - at->span.begin;
+        if ((nl = memchr(text, '\n', len))) len = (size_t)(nl - text); /* its first line */
         diag_add(S->g->diags, DIAG_WARNING, S->src, at->span,
-                 "'%.*s' places nothing: no node made here takes its device from it",
-                 (int)(at->span.end - at->span.begin), S->src->text + at->span.begin);
+                 "'%.*s' places nothing: no node made here takes its device from it", (int)len,
+                 text);
     }
 }
 
