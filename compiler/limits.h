@@ -39,6 +39,14 @@
 /* Full names of variables and scopes, in bytes. */
 #define LIM_NAME 511
 
+/* ---- devices ---- */
+
+/* Devices of one kind: cpu:0 to cpu:15, gpu:0 to gpu:15.  The language
+ * (`@gpu:N`), --devices (gr_compile_options.devices) and the machine probe
+ * (which shows at most this many CUDA GPUs, and GR_SIM_GPU at most this
+ * many simulated ones) all hold to it. */
+#define LIM_DEVICES 16
+
 /* ---- evaluation (sema runs the program once, at compile time) ---- */
 
 /* Iterations of one `for` loop. */

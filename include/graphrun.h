@@ -124,7 +124,8 @@ typedef struct gr_compile_options {
                                    move to cpu:0, with a warning */
     unsigned passes_off;        /* GR_PASS_* bits to switch passes off (tests, debugging) */
     const char *devices;        /* the devices to compile for, e.g. "cpu:0-1,gpu:0" ("sim:N":
-                                   simulated GPUs for gpu:N); NULL: this machine's */
+                                   simulated GPUs for gpu:N; indices 0 to 15); NULL: this
+                                   machine's */
     gr_distributed distributed; /* a program for distributed training: its sessions need
                                    MPI (gr_session_options.mpi_comm) */
 } gr_compile_options;

@@ -125,14 +125,15 @@ int rt_check_kernels(ir_graph *g, const kernel_fn *(*kernels_of)(void *ctx, int 
 }
 
 /* GR_TEST_ON_GPU=1 (with GPUs, e.g. GR_SIM_GPU=2) moves every cpu:N node
- * and variable to gpu:N: how CI runs the CPU suite on the simulated GPU. */
+ * but the data sources (sema keeps them on the host), and every variable,
+ * to gpu:N: how CI runs the CPU suite on the simulated GPU. */
 static void test_on_gpu(ir_graph *g, const rt_machine *m)
 {
     const char *on = getenv("GR_TEST_ON_GPU");
     if (!on || strcmp(on, "1") || m->n_gpu == 0) return;
     for (int i = 0; i < g->n_nodes; i++) {
         int d = g->nodes[i].device;
-        if (IR_DEV_KIND(d) == DEV_CPU)
+        if (IR_DEV_KIND(d) == DEV_CPU && g->nodes[i].op != OP_DATA)
             g->nodes[i].device = IR_DEV(DEV_GPU, IR_DEV_INDEX(d) % m->n_gpu);
     }
     for (int i = 0; i < g->n_vars; i++) {
@@ -140,14 +141,6 @@ static void test_on_gpu(ir_graph *g, const rt_machine *m)
         if (IR_DEV_KIND(d) == DEV_CPU)
             g->vars[i].device = IR_DEV(DEV_GPU, IR_DEV_INDEX(d) % m->n_gpu);
     }
-}
-
-/* Data sources live on the host: their batches cross to other devices as
- * transfers. */
-static void data_on_host(ir_graph *g)
-{
-    for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].op == OP_DATA) g->nodes[i].device = IR_DEV(DEV_CPU, 0);
 }
 
 static int compile_implements(void *ctx, op_kind op, int dev)
@@ -228,7 +221,6 @@ gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data
     free(params);
     if (r < 0 || p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
     test_on_gpu(p->g, &p->machine);
-    data_on_host(p->g);
     int soft = opt && opt->soft_placement;
     if (rt_check_kernels(p->g, machine_table, &p->machine, soft) < 0)
         return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);

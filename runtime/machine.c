@@ -19,6 +19,7 @@
 
 #ifdef GR_HAVE_CUDA
 #include "../devices/cuda/cuda.h"
+enum { HAVE_CUDA = 1 };
 static int cuda_gpus(void)
 {
     return cuda_device_count();
@@ -27,11 +28,18 @@ static const kernel_fn *cuda_table(void)
 {
     return cuda_kernels;
 }
+/* NULL, or why gpu:N cannot be used (the CUDA device itself aborts when
+ * cuBLAS is missing: asked first, it is an error instead). */
+static const char *cuda_unusable(void)
+{
+    return cuda_blas_load();
+}
 static device_obj *cuda_new(int dev)
 {
     return cuda_device_new(dev);
 }
 #else
+enum { HAVE_CUDA = 0 };
 static int cuda_gpus(void)
 {
     return 0;
@@ -40,6 +48,10 @@ static const kernel_fn *cuda_table(void)
 {
     return NULL;
 }
+static const char *cuda_unusable(void)
+{
+    return "this graphrun was built without CUDA";
+}
 static device_obj *cuda_new(int dev)
 {
     (void)dev;
@@ -47,21 +59,29 @@ static device_obj *cuda_new(int dev)
 }
 #endif
 
-enum { MACHINE_CPUS = 16 }; /* cpu:0..cpu:15, as the language accepts */
-
 static rt_machine probed;
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+
+/* At most LIM_DEVICES of a kind: a machine with more GPUs shows its first
+ * LIM_DEVICES; GR_SIM_GPU=N asks for N in [0, LIM_DEVICES] (above: the
+ * limit; anything but a number: none). */
+static int clamp_devices(long n)
+{
+    return n < 0 ? 0 : n > LIM_DEVICES ? LIM_DEVICES : (int)n;
+}
 
 static void probe(void)
 {
     const char *sim = getenv("GR_SIM_GPU");
-    probed.n_cpu = MACHINE_CPUS;
+    probed.n_cpu = LIM_DEVICES;
     if (sim && *sim) {
-        probed.n_gpu = atoi(sim);
+        char *end;
+        long n = strtol(sim, &end, 10);
+        probed.n_gpu = *end ? 0 : clamp_devices(n);
         probed.gpu = probed.n_gpu > 0 ? MACHINE_GPU_SIM : MACHINE_GPU_NONE;
         return;
     }
-    probed.n_gpu = cuda_gpus();
+    probed.n_gpu = clamp_devices(cuda_gpus());
     probed.gpu = probed.n_gpu > 0 ? MACHINE_GPU_CUDA : MACHINE_GPU_NONE;
 }
 
@@ -71,7 +91,8 @@ const rt_machine *machine_probe(void)
     return &probed;
 }
 
-/* "KIND:N" or "KIND:A-B" at *s; advances *s past it. */
+/* "KIND:N" or "KIND:A-B" at *s; advances *s past it.  -1: not that form;
+ * -2: a number past the device limit. */
 static int parse_item(const char **s, char *kind, size_t nk, int *lo, int *hi)
 {
     const char *c = *s, *colon = strchr(c, ':');
@@ -86,7 +107,8 @@ static int parse_item(const char **s, char *kind, size_t nk, int *lo, int *hi)
         b = strtol(start, &end, 10);
         if (end == start || b < a) return -1;
     }
-    if (b > 0xfff || (*end && *end != ',')) return -1;
+    if (*end && *end != ',') return -1;
+    if (b >= LIM_DEVICES) return -2;
     *lo = (int)a, *hi = (int)b;
     *s = *end ? end + 1 : end;
     return 0;
@@ -115,8 +137,13 @@ int machine_parse(const char *spec, rt_machine *m, char *err, size_t errlen)
     const char *s = spec;
     while (*s) {
         char kind[8];
-        int lo, hi;
-        if (parse_item(&s, kind, sizeof kind, &lo, &hi) < 0 || add_item(m, kind, lo, hi) < 0) {
+        int lo, hi, r = parse_item(&s, kind, sizeof kind, &lo, &hi);
+        if (r == -2) {
+            snprintf(err, errlen, "--devices '%s': devices are numbered 0 to %d", spec,
+                     LIM_DEVICES - 1);
+            return -1;
+        }
+        if (r < 0 || add_item(m, kind, lo, hi) < 0) {
             snprintf(err, errlen,
                      "--devices '%s': expected a list such as cpu:0-1,gpu:0 (kinds cpu, gpu "
                      "or sim; numbers from 0; one kind of GPU)",
@@ -124,7 +151,12 @@ int machine_parse(const char *spec, rt_machine *m, char *err, size_t errlen)
             return -1;
         }
     }
-    return 0;
+    if (m->gpu != MACHINE_GPU_CUDA || HAVE_CUDA) return 0;
+    snprintf(err, errlen,
+             "--devices '%s': gpu:N needs CUDA, and this graphrun was built without it "
+             "(sim:N simulates GPUs)",
+             spec);
+    return -1;
 }
 
 const kernel_fn *machine_kernels(const rt_machine *m, int dev)
@@ -133,8 +165,40 @@ const kernel_fn *machine_kernels(const rt_machine *m, int dev)
     return m->gpu == MACHINE_GPU_SIM ? sim_vtable.kernels : cuda_table();
 }
 
-device_obj *machine_device_new(const rt_machine *m, int dev)
+/* gpu:idx of a program compiled for other devices (--devices) than this
+ * machine's `have` GPUs. */
+static gr_code cuda_lacking(int idx, int have, gr_status *st)
 {
-    if (IR_DEV_KIND(dev) == DEV_CPU) return cpu_device_new(dev);
-    return m->gpu == MACHINE_GPU_SIM ? sim_device_new(dev) : cuda_new(dev);
+    char has[32] = "no GPU";
+    if (have == 1) snprintf(has, sizeof has, "only gpu:0");
+    if (have > 1) snprintf(has, sizeof has, "only gpu:0 to gpu:%d", have - 1);
+    return rt_fail(st, GR_ERR_ARG,
+                   "gr_session_new: the program uses gpu:%d, but this machine has %s (it was "
+                   "compiled for other devices: --devices)\n",
+                   idx, has);
+}
+
+static gr_code cuda_open(int dev, device_obj **out, gr_status *st)
+{
+    int idx = IR_DEV_INDEX(dev), have = clamp_devices(cuda_gpus());
+    if (idx >= have) return cuda_lacking(idx, have, st);
+    const char *why = cuda_unusable();
+    if (why || !(*out = cuda_new(dev)))
+        return rt_fail(st, GR_ERR_IO, "gr_session_new: gpu:%d cannot be used: %s\n", idx,
+                       why ? why : "the CUDA device did not open");
+    return GR_OK;
+}
+
+gr_code machine_device_new(const rt_machine *m, int dev, device_obj **out, gr_status *st)
+{
+    *out = NULL;
+    if (IR_DEV_KIND(dev) == DEV_CPU) {
+        *out = cpu_device_new(dev);
+        return GR_OK;
+    }
+    if (m->gpu == MACHINE_GPU_CUDA) return cuda_open(dev, out, st);
+    if ((*out = sim_device_new(dev))) return GR_OK;
+    return rt_fail(st, GR_ERR_NOMEM,
+                   "gr_session_new: cannot reserve the memory of simulated gpu:%d\n",
+                   IR_DEV_INDEX(dev));
 }

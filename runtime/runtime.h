@@ -53,9 +53,10 @@ const rt_machine *machine_probe(void);
 int machine_parse(const char *spec, rt_machine *m, char *err, size_t errlen);
 /* The kernel table of device dev on m, NULL when it has none. */
 const kernel_fn *machine_kernels(const rt_machine *m, int dev);
-/* A new device object for dev on m (vt->close ends it), NULL when m has
- * no implementation of that kind. */
-device_obj *machine_device_new(const rt_machine *m, int dev);
+/* A new device object for dev on m into *out (vt->close ends it); an
+ * error naming the device when this machine lacks it (m is what a program
+ * was compiled for, which --devices may have made another machine's). */
+gr_code machine_device_new(const rt_machine *m, int dev, device_obj **out, gr_status *st);
 
 struct gr_program {
     rt_machine machine;         /* what it was compiled for: sessions make these devices */

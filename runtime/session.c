@@ -80,24 +80,27 @@ device_obj *rt_device(const gr_session *s, int dev)
     fatal("no device object for device %d", dev); /* compile.c placed nothing else */
 }
 
-static void add_device(gr_session *s, int dev)
+/* The program may have been compiled for another machine (--devices):
+ * a device this one lacks is an error here. */
+static gr_code add_device(gr_session *s, int dev, gr_status *st)
 {
     for (int i = 0; i < s->n_devs; i++)
-        if (s->devs[i]->id == dev) return;
-    device_obj *d = machine_device_new(&s->prog->machine, dev);
-    if (!d) fatal("device %d has no implementation", dev); /* compile.c checked kernels */
-    s->devs[s->n_devs++] = d;
+        if (s->devs[i]->id == dev) return GR_OK;
+    gr_code c = machine_device_new(&s->prog->machine, dev, &s->devs[s->n_devs], st);
+    if (c == GR_OK) s->n_devs++;
+    return c;
 }
 
 /* One object per device a variable or a live node sits on. */
-static void open_devices(gr_session *s)
+static gr_code open_devices(gr_session *s, gr_status *st)
 {
     const ir_graph *g = s->g;
     s->devs = xcalloc((size_t)(g->n_vars + g->n_nodes) + 1, sizeof *s->devs);
-    add_device(s, IR_DEV(DEV_CPU, 0)); /* the host: data sources, staging */
-    for (int i = 0; i < g->n_vars; i++) add_device(s, g->vars[i].device);
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!g->nodes[i].dead) add_device(s, g->nodes[i].device);
+    gr_code c = add_device(s, IR_DEV(DEV_CPU, 0), st); /* the host: data sources, staging */
+    for (int i = 0; c == GR_OK && i < g->n_vars; i++) c = add_device(s, g->vars[i].device, st);
+    for (int i = 0; c == GR_OK && i < g->n_nodes; i++)
+        if (!g->nodes[i].dead) c = add_device(s, g->nodes[i].device, st);
+    return c;
 }
 
 /* Initialised on the host, then copied to the variable's device, so values
@@ -184,8 +187,8 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     pthread_rwlockattr_destroy(&ra);
     s->readers = xcalloc((size_t)s->g->n_data + 1, sizeof *s->readers);
     cpu_blas_init();
-    open_devices(s);
-    gr_code c = init_vars(s, st);
+    gr_code c = open_devices(s, st);
+    if (c == GR_OK) c = init_vars(s, st);
     if (c == GR_OK && p->distributed) c = dist_open(s, st);
     if (c == GR_OK && s->opt.tensorboard_dir) c = rt_summary_open(s, s->opt.tensorboard_dir, st);
     s->opt.tensorboard_dir = NULL; /* the caller's string: not kept */

@@ -4,10 +4,12 @@
  *   diag/     syntax and lexical errors (at least 25 cases)
  *   compile/  names, shapes, dtypes, reuse, arity, devices, data, --set
  *             (at least 15 cases)
- * A first line `# args: --set NAME=VALUE ...` passes params.  Files are
- * compiled through the public API from the tests folder, so messages name
- * them as DIR/NAME.graph on every machine.  GR_UPDATE_GOLDEN=1 rewrites
- * the .expected files instead; review the diff before committing. */
+ * A first line `# args: --set NAME=VALUE ... --devices SPEC --soft-placement`
+ * passes params and options.  A case that compiles must print warnings:
+ * then they are what it prints.  Files are compiled through the public API
+ * from the tests folder, so messages name them as DIR/NAME.graph on every
+ * machine.  GR_UPDATE_GOLDEN=1 rewrites the .expected files instead;
+ * review the diff before committing. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,23 +38,27 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
-/* Params from a leading "# args: --set a=1 --set b=2" line. */
-static int case_params(const char *text, char *buf, size_t n, gr_param *ps)
+/* Params and options from a leading "# args: --set a=1 --devices cpu:0"
+ * line. */
+static void case_options(const char *text, char *buf, size_t n, gr_param *ps, gr_compile_options *o)
 {
-    int np = 0;
-    if (strncmp(text, "# args:", 7) != 0) return 0;
+    if (strncmp(text, "# args:", 7) != 0) return;
     snprintf(buf, n, "%.*s", (int)strcspn(text + 7, "\n"), text + 7);
-    for (char *tok = strtok(buf, " "); tok && np < MAX_ARGS; tok = strtok(NULL, " ")) {
+    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
         char *eq = strchr(tok, '=');
-        if (strcmp(tok, "--set") == 0 || !eq) continue;
-        *eq = 0;
-        ps[np++] = (gr_param){tok, eq + 1};
+        if (strcmp(tok, "--soft-placement") == 0)
+            o->soft_placement = 1;
+        else if (strcmp(tok, "--devices") == 0)
+            o->devices = strtok(NULL, " ");
+        else if (strcmp(tok, "--set") != 0 && eq && o->n_params < MAX_ARGS) {
+            *eq = 0;
+            ps[o->n_params++] = (gr_param){tok, eq + 1};
+        }
     }
-    return np;
 }
 
 /* Compiles DIR/NAME.graph and returns the status message, or the
- * warnings when it compiles. */
+ * warnings of a case that compiles. */
 static char *run_case(const char *dir, const char *name)
 {
     char path[512], args[512];
@@ -61,12 +67,14 @@ static char *run_case(const char *dir, const char *name)
     char *text = read_file(path, &len);
     if (!text) fail_msg("cannot read %s", path);
     gr_param ps[MAX_ARGS];
-    gr_compile_options o = {.params = ps, .n_params = case_params(text, args, sizeof args, ps)};
+    gr_compile_options o = {.params = ps};
+    case_options(text, args, sizeof args, ps, &o);
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
-    gr_code c = gr_compile_file(path, &o, &p, st);
-    char *out = strdup(c == GR_OK ? gr_program_warnings(p) : gr_status_message(st));
-    if (!*out) fail_msg("%s: expected errors or warnings, got none", path);
+    const char *got =
+        gr_compile_file(path, &o, &p, st) == GR_OK ? gr_program_warnings(p) : gr_status_message(st);
+    if (!*got) fail_msg("%s: expected errors or warnings, got none", path);
+    char *out = strdup(got);
     gr_program_free(p);
     gr_status_free(st);
     free(text);

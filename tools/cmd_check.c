@@ -20,7 +20,7 @@ static const char check_help[] =
     "  --target NAME      the target --emit plan lays out (default: the last .minimize())\n"
     "  --set NAME=VALUE   override a param (repeatable)\n"
     "  --devices SPEC     the devices to compile for, e.g. cpu:0-1,gpu:0 (sim:N: simulated\n"
-    "                     GPUs); default: this machine's\n"
+    "                     GPUs; each kind numbered 0 to 15); default: this machine's\n"
     "  --soft-placement   accept nodes on missing devices or without a kernel there (cpu:0)\n";
 
 static int valid_emit(const char *e)

@@ -3,8 +3,11 @@
  * Each input is compiled as gr_compile_string would (parse, sema with its
  * autodiff, the passes with the CPU kernels folding constants, the kernel
  * check; passes switched off and soft placement as the input's length
- * says), then every named target and all of them together get a memory
- * plan, and every dump is written to /dev/null.  Nothing is trained.
+ * says), then the first and the last named target and all of them
+ * together get a memory plan, and every dump is written to /dev/null.
+ * Nothing is trained.  Three plans at most: a plan costs what the graph
+ * has, and one per name made some inputs quadratic (461 names over a
+ * 100 000-node chain took 500 s), which the compile limits cannot bound.
  *
  * Data sources read no files: a fuzzer must not open whatever path an
  * input names (/dev/zero, a FIFO).  fake_probe types idx, csv, raw and
@@ -85,11 +88,10 @@ static void check_program(const gr_program *prog, FILE *sink)
     const ir_graph *g = prog->g;
     int *roots = malloc(sizeof(int) * (size_t)(g->n_names + 1));
     check_types(g);
-    for (int i = 0; i < g->n_names; i++) {
-        roots[i] = g->names[i].node;
-        check_plan(g, &roots[i], 1, sink);
-    }
-    if (g->n_names > 1) check_plan(g, roots, g->n_names, sink);
+    for (int i = 0; i < g->n_names; i++) roots[i] = g->names[i].node;
+    if (g->n_names > 0) check_plan(g, &roots[0], 1, sink);
+    if (g->n_names > 1) check_plan(g, &roots[g->n_names - 1], 1, sink);
+    if (g->n_names > 2) check_plan(g, roots, g->n_names, sink);
     free(roots);
     ir_dump(g, sink);
     ir_dot(g, sink);
