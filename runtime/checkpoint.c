@@ -181,7 +181,7 @@ static gr_code ckpt_save(gr_session *s, const char *path, gr_status *st)
 /* A distributed session: rank 0 writes the file, every process waits for it. */
 gr_code gr_session_save(gr_session *s, const char *path, gr_status *st)
 {
-    if (!s || !path) return rt_fail(st, GR_ERR_ARG, "gr_session_save: NULL argument\n");
+    if (!s || !path) return rt_null(st, "gr_session_save", s ? "path" : "session");
     return s->dist ? dist_save(s, path, ckpt_save, st) : ckpt_save(s, path, st);
 }
 
@@ -505,7 +505,7 @@ static gr_code ckpt_load(gr_session *s, const char *path, uint8_t **buf, safet_f
 gr_code gr_session_restore(gr_session *s, const char *path, const gr_restore_options *opt,
                            gr_status *st)
 {
-    if (!s || !path) return rt_fail(st, GR_ERR_ARG, "gr_session_restore: NULL argument\n");
+    if (!s || !path) return rt_null(st, "gr_session_restore", s ? "path" : "session");
     gr_restore_options o = {0};
     if (opt) o = *opt;
     uint8_t *buf;
@@ -528,9 +528,9 @@ struct gr_checkpoint {
 
 gr_code gr_checkpoint_open(const char *path, gr_checkpoint **out, gr_status *st)
 {
-    if (!out) return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_open: NULL argument\n");
+    if (!out) return rt_null(st, "gr_checkpoint_open", "out");
     *out = NULL;
-    if (!path) return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_open: NULL argument\n");
+    if (!path) return rt_null(st, "gr_checkpoint_open", "path");
     gr_checkpoint *k = xcalloc(1, sizeof *k);
     gr_code c = ckpt_load(NULL, path, &k->buf, &k->f, st);
     if (c != GR_OK) {
@@ -562,7 +562,7 @@ const char *gr_checkpoint_tensor_name(const gr_checkpoint *c, int k)
 
 gr_code gr_checkpoint_tensor(const gr_checkpoint *c, int k, gr_tensor **out, gr_status *st)
 {
-    if (!out) return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_tensor: NULL argument\n");
+    if (!out || !c) return rt_null(st, "gr_checkpoint_tensor", c ? "out" : "checkpoint");
     *out = NULL;
     if (!gr_checkpoint_tensor_name(c, k))
         return rt_fail(st, GR_ERR_ARG, "gr_checkpoint_tensor: no tensor %d\n", k);

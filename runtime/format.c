@@ -40,6 +40,7 @@ static gr_code format_to(src_file *src, FILE *out, gr_status *st)
 gr_code gr_format_file(const char *path, FILE *out, gr_status *st)
 {
     char err[512];
+    if (!path || !out) return rt_null(st, "gr_format_file", path ? "out" : "path");
     src_file *src = src_load(path, err, sizeof err);
     if (!src) return rt_fail(st, GR_ERR_IO, "%s\n", err);
     return format_to(src, out, st);
@@ -47,7 +48,8 @@ gr_code gr_format_file(const char *path, FILE *out, gr_status *st)
 
 gr_code gr_format_string(const char *name, const char *text, size_t len, FILE *out, gr_status *st)
 {
-    if (!name || !text || !out) return rt_fail(st, GR_ERR_ARG, "gr_format_string: NULL argument\n");
+    if (!name || !text || !out)
+        return rt_null(st, "gr_format_string", !name ? "name" : !text ? "text" : "out");
     return format_to(src_from_string(name, text, len), out, st);
 }
 
@@ -55,7 +57,7 @@ gr_code gr_format_in_place(const char *path, int *changed, gr_status *st)
 {
     char err[512];
     if (changed) *changed = 0;
-    if (!path) return rt_fail(st, GR_ERR_ARG, "gr_format_in_place: NULL path\n");
+    if (!path) return rt_null(st, "gr_format_in_place", "path");
     gr_code c = ckio_check_target(path, st); /* before reading: a FIFO would block */
     if (c != GR_OK) return c;
     src_file *src = src_load(path, err, sizeof err);

@@ -69,7 +69,7 @@ int gr_session_profile(gr_session *s, gr_profile_row *rows, int cap)
     for (int i = 0; i < s->g->n_nodes; i++)
         if (t[i].calls) t[n] = t[i], t[n++].node = i;
     qsort(t, (size_t)n, sizeof *t, by_time_desc);
-    for (int i = 0; i < n && i < cap; i++) fill_row(s, &t[i], &rows[i]);
+    for (int i = 0; rows && i < n && i < cap; i++) fill_row(s, &t[i], &rows[i]);
     free(t);
     return n;
 }

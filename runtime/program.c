@@ -32,6 +32,11 @@ static gr_code program_from(src_file *src, int from_file, const gr_compile_optio
                             gr_program **out, gr_status *st)
 {
     gr_program *p = calloc(1, sizeof *p);
+    if (!p) {
+        src_free(src);
+        *out = NULL;
+        return rt_fail(st, GR_ERR_NOMEM, "no memory for a program\n");
+    }
     p->src = src;
     diag_init(&p->diags);
     gr_code c = rt_compile(p, opt, st);
@@ -48,7 +53,9 @@ gr_code gr_compile_file(const char *path, const gr_compile_options *opt, gr_prog
                         gr_status *st)
 {
     char err[512];
+    if (!out) return rt_null(st, "gr_compile_file", "out");
     *out = NULL;
+    if (!path) return rt_null(st, "gr_compile_file", "path");
     if (rt_compile_options_check("gr_compile_file", opt, st) != GR_OK) return GR_ERR_ARG;
     src_file *src = src_load(path, err, sizeof err);
     if (!src) return rt_fail(st, GR_ERR_IO, "%s\n", err);
@@ -58,8 +65,9 @@ gr_code gr_compile_file(const char *path, const gr_compile_options *opt, gr_prog
 gr_code gr_compile_string(const char *name, const char *text, size_t len,
                           const gr_compile_options *opt, gr_program **out, gr_status *st)
 {
+    if (!out) return rt_null(st, "gr_compile_string", "out");
     *out = NULL;
-    if (!name || !text) return rt_fail(st, GR_ERR_ARG, "gr_compile_string: NULL argument\n");
+    if (!name || !text) return rt_null(st, "gr_compile_string", name ? "text" : "name");
     if (rt_compile_options_check("gr_compile_string", opt, st) != GR_OK) return GR_ERR_ARG;
     return program_from(src_from_string(name, text, len), 0, opt, out, st);
 }
@@ -90,7 +98,7 @@ const char *gr_program_default_target(const gr_program *p)
 gr_code gr_program_vocab(const gr_program *p, const char *data, const char **chars, int64_t *size,
                          gr_status *st)
 {
-    if (!p) return rt_fail(st, GR_ERR_ARG, "gr_program_vocab: NULL program\n");
+    if (!p) return rt_null(st, "gr_program_vocab", "program");
     for (int d = 0; d < p->g->n_data; d++) {
         const ir_data *src = &p->g->data[d];
         if (src->kind != DATA_TEXT || (data && strcmp(src->name, data) != 0)) continue;
@@ -118,6 +126,8 @@ static gr_code emit_plan(const gr_program *p, const char *target, FILE *out, gr_
 gr_code gr_program_emit(const gr_program *p, const char *what, const char *target, FILE *out,
                         gr_status *st)
 {
+    if (!p || !what || !out)
+        return rt_null(st, "gr_program_emit", !p ? "program" : !what ? "what" : "out");
     rt_ok(st);
     if (strcmp(what, "ast") == 0)
         ast_dump(p->ast, out);
@@ -156,8 +166,10 @@ const char *gr_blas_kernels(const char **better)
 gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_info *info,
                            gr_status *st)
 {
+    if (!info) return rt_null(st, "gr_target_info_get", "info");
     memset(info, 0, sizeof *info);
-    int k = p && target ? ir_find_name(p->g, target) : -1;
+    if (!p || !target) return rt_null(st, "gr_target_info_get", !p ? "program" : "target");
+    int k = ir_find_name(p->g, target);
     if (k < 0) return rt_fail(st, GR_ERR_ARG, "no target named '%s'\n", target ? target : "(null)");
     const ir_graph *g = p->g;
     const ir_type *t = &g->nodes[g->names[k].node].type;

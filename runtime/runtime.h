@@ -27,6 +27,9 @@ struct gr_status {
 /* Sets st (if any) and returns code. Message is printf-style. */
 gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The API's rule for a pointer argument that may not be NULL: GR_ERR_ARG
+ * with "FN: ARG is NULL" (return rt_null(st, "gr_run", "target")). */
+gr_code rt_null(gr_status *st, const char *fn, const char *arg);
 /* An error at node n's place in the .graph file: "FILE:LINE:COL: error:
  * MSG", the source line and a caret, as compile errors print. */
 gr_code rt_fail_at(gr_status *st, gr_code code, const ir_node *n, const char *fmt, ...)

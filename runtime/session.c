@@ -165,8 +165,9 @@ static gr_code check_session_options(const gr_session_options *o, gr_status *st)
 gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,
                        gr_status *st)
 {
+    if (!out) return rt_null(st, "gr_session_new", "out");
     *out = NULL;
-    if (!p) return rt_fail(st, GR_ERR_ARG, "gr_session_new: program is NULL\n");
+    if (!p) return rt_null(st, "gr_session_new", "program");
     if (opt && check_session_options(opt, st) != GR_OK) return GR_ERR_ARG;
     static atomic_uint_fast64_t next_id = 1;
     gr_session *s = xcalloc(1, sizeof *s);
@@ -482,13 +483,43 @@ static int keep_held(gr_session *s, int plan_index, rt_exec *e)
     return -1;
 }
 
+/* The arguments gr_run and gr_prepare share: the target, the counts, the
+ * arrays and the names in them; a feed given twice. */
+static gr_code check_fetches(const char *fn, const gr_fetch *fetches, int n_fetches, gr_status *st)
+{
+    if (n_fetches < 0) return rt_fail(st, GR_ERR_ARG, "%s: n_fetches is %d\n", fn, n_fetches);
+    if (n_fetches > 0 && !fetches) return rt_null(st, fn, "fetches");
+    for (int k = 0; k < n_fetches; k++)
+        if (!fetches[k].name)
+            return rt_fail(st, GR_ERR_ARG, "%s: fetches[%d].name is NULL\n", fn, k);
+    return GR_OK;
+}
+
+static gr_code check_feeds(const gr_feed *feeds, int n_feeds, gr_status *st)
+{
+    if (n_feeds < 0) return rt_fail(st, GR_ERR_ARG, "gr_run: n_feeds is %d\n", n_feeds);
+    if (n_feeds > 0 && !feeds) return rt_null(st, "gr_run", "feeds");
+    for (int k = 0; k < n_feeds; k++) {
+        if (!feeds[k].name || !feeds[k].data)
+            return rt_fail(st, GR_ERR_ARG, "gr_run: feeds[%d].%s is NULL\n", k,
+                           feeds[k].name ? "data" : "name");
+        for (int j = 0; j < k; j++)
+            if (strcmp(feeds[j].name, feeds[k].name) == 0)
+                return rt_fail(st, GR_ERR_ARG,
+                               "gr_run: feeds[%d] feeds '%s' again (feeds[%d] did)\n", k,
+                               feeds[k].name, j);
+    }
+    return GR_OK;
+}
+
 gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
                    gr_status *st)
 {
     gr_code bad = check_session(s, "gr_prepare", st);
     if (bad != GR_OK) return bad;
     drop_held(s);
-    if (!target) return rt_fail(st, GR_ERR_ARG, "gr_prepare: target is NULL\n");
+    if (!target) return rt_null(st, "gr_prepare", "target");
+    if (check_fetches("gr_prepare", fetches, n_fetches, st) != GR_OK) return GR_ERR_ARG;
     int pi = 0, is_train;
     rt_exec *e;
     gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, &is_train, st);
@@ -516,7 +547,10 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
     gr_code bad = check_session(s, "gr_run", st);
     if (bad != GR_OK) return bad;
     drop_held(s);
-    if (!target) return rt_fail(st, GR_ERR_ARG, "gr_run: target is NULL\n");
+    if (!target) return rt_null(st, "gr_run", "target");
+    if (check_feeds(feeds, n_feeds, st) != GR_OK ||
+        check_fetches("gr_run", fetches, n_fetches, st) != GR_OK)
+        return GR_ERR_ARG;
     int pi = 0, is_train = 0;
     rt_exec *e;
     gr_code c = acquire(s, target, fetches, n_fetches, &e, &pi, &is_train, st);
@@ -586,7 +620,7 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     gr_code bad = check_session(s, "gr_eval", st);
     if (bad != GR_OK) return bad;
     drop_held(s);
-    if (!target || !value) return rt_fail(st, GR_ERR_ARG, "gr_eval: NULL argument\n");
+    if (!target || !value) return rt_null(st, "gr_eval", target ? "value" : "target");
     int id = rt_find_tensor(s, target, st);
     if (id < 0) return GR_ERR_ARG;
     const ir_type *t = &s->g->nodes[id].type;
@@ -627,30 +661,34 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     return c;
 }
 
-static gr_code var_find(gr_session *s, const char *name, int *vi, gr_status *st)
+static gr_code var_find(gr_session *s, const char *fn, const char *name, int *vi, gr_status *st)
 {
-    gr_code bad = check_session(s, "variable access", st);
+    gr_code bad = check_session(s, fn, st);
     if (bad != GR_OK) return bad;
-    if (!name) return rt_fail(st, GR_ERR_ARG, "variable access: name is NULL\n");
+    if (!name) return rt_null(st, fn, "name");
     *vi = ir_find_var(s->g, name);
-    if (*vi < 0) return rt_fail(st, GR_ERR_ARG, "no variable named '%s'\n", name);
+    if (*vi < 0) return rt_fail(st, GR_ERR_ARG, "%s: no variable named '%s'\n", fn, name);
     return GR_OK;
 }
 
-static gr_code var_lookup(gr_session *s, const char *name, size_t bytes, int *vi, gr_status *st)
+/* gr_variable_read and _write: the variable, and a buffer of its size. */
+static gr_code var_lookup(gr_session *s, const char *fn, const char *name, const void *data,
+                          size_t bytes, int *vi, gr_status *st)
 {
-    gr_code c = var_find(s, name, vi, st);
+    gr_code c = var_find(s, fn, name, vi, st);
     if (c != GR_OK) return c;
+    if (!data) return rt_null(st, fn, "data");
     size_t want = ir_nbytes(&s->g->vars[*vi].type);
     if (bytes != want)
-        return rt_fail(st, GR_ERR_ARG, "variable '%s' has %zu bytes, not %zu\n", name, want, bytes);
+        return rt_fail(st, GR_ERR_ARG, "%s: variable '%s' has %zu bytes, not %zu\n", fn, name, want,
+                       bytes);
     return GR_OK;
 }
 
 gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t bytes, gr_status *st)
 {
     int vi = -1;
-    gr_code c = var_lookup(s, name, bytes, &vi, st);
+    gr_code c = var_lookup(s, "gr_variable_read", name, data, bytes, &vi, st);
     if (c != GR_OK) return c;
     device_obj *d = rt_device(s, s->g->vars[vi].device);
     pthread_rwlock_wrlock(&s->pause);
@@ -662,10 +700,10 @@ gr_code gr_variable_read(gr_session *s, const char *name, void *data, size_t byt
 
 gr_code gr_variable_get(gr_session *s, const char *name, gr_tensor **out, gr_status *st)
 {
-    if (!out) return rt_fail(st, GR_ERR_ARG, "gr_variable_get: out is NULL\n");
+    if (!out) return rt_null(st, "gr_variable_get", "out");
     *out = NULL;
     int vi = -1;
-    gr_code c = var_find(s, name, &vi, st);
+    gr_code c = var_find(s, "gr_variable_get", name, &vi, st);
     if (c == GR_OK) c = rt_tensor_like(&s->g->vars[vi].type, out, st);
     if (c != GR_OK) return c;
     device_obj *d = rt_device(s, s->g->vars[vi].device);
@@ -680,7 +718,7 @@ gr_code gr_variable_write(gr_session *s, const char *name, const void *data, siz
                           gr_status *st)
 {
     int vi = -1;
-    gr_code c = var_lookup(s, name, bytes, &vi, st);
+    gr_code c = var_lookup(s, "gr_variable_write", name, data, bytes, &vi, st);
     if (c != GR_OK) return c;
     device_obj *d = rt_device(s, s->g->vars[vi].device);
     pthread_rwlock_wrlock(&s->pause);

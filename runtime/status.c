@@ -68,6 +68,11 @@ gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
     return code;
 }
 
+gr_code rt_null(gr_status *st, const char *fn, const char *arg)
+{
+    return rt_fail(st, GR_ERR_ARG, "%s: %s is NULL\n", fn, arg);
+}
+
 gr_code rt_fail_at(gr_status *st, gr_code code, const ir_node *n, const char *fmt, ...)
 {
     if (!st) return code;

@@ -59,7 +59,8 @@ static int summary_advance(rt_summary *m, const char *tag, int64_t step)
 
 gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double value, gr_status *st)
 {
-    if (!s || !tag || !*tag) return rt_fail(st, GR_ERR_ARG, "gr_session_scalar: no tag\n");
+    if (!s || !tag) return rt_null(st, "gr_session_scalar", s ? "tag" : "session");
+    if (!*tag) return rt_fail(st, GR_ERR_ARG, "gr_session_scalar: tag is empty\n");
     rt_summary *m = s->summary;
     if (!m)
         return rt_fail(st, GR_ERR_ARG,

@@ -100,12 +100,11 @@ static const ir_type *named_type(const ir_graph *g, const char *name)
 
 gr_code gr_program_tensor(const gr_program *p, const char *name, gr_tensor **out, gr_status *st)
 {
-    if (!out) return rt_fail(st, GR_ERR_ARG, "gr_program_tensor: out is NULL\n");
+    if (!out) return rt_null(st, "gr_program_tensor", "out");
     *out = NULL;
-    const ir_type *ty = p && name ? named_type(p->g, name) : NULL;
-    if (!ty)
-        return rt_fail(st, GR_ERR_ARG, "no input, variable or tensor named '%s'\n",
-                       name ? name : "(null)");
+    if (!p || !name) return rt_null(st, "gr_program_tensor", p ? "name" : "program");
+    const ir_type *ty = named_type(p->g, name);
+    if (!ty) return rt_fail(st, GR_ERR_ARG, "no input, variable or tensor named '%s'\n", name);
     gr_code c = rt_tensor_like(ty, out, st);
     if (c == GR_OK) rt_ok(st);
     return c;
