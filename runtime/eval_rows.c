@@ -4,8 +4,8 @@
  *  - NB: it does not depend on the data;
  *  - rows (g, off): axis 0 holds rows of the batch's examples, row r of
  *    example (r + off) / g and depending on that example alone;
- *  - LIN: a linear form of row sums of such tensors (eval_term), one per
- *    element (a scalar, or a short vector such as towers' losses stacked);
+ *  - LIN: a linear form of row sums of such tensors (rows_term), the value
+ *    of a scalar or the sum of a short vector (towers' losses stacked);
  *  - MIXED: anything else.
  * A node's label follows from its inputs' by a rule per op; an op without
  * a rule, or with the data along an axis it mixes, is MIXED.  A data-free
@@ -25,10 +25,11 @@ typedef struct rows_lbl {
     int64_t g, off; /* g >= 1: rows; else ROWS_NB, ROWS_MIXED or ROWS_LIN */
 } rows_lbl;
 
-/* A LIN node's form: element elem of the node is the sum of its terms. */
+/* A LIN node's form: its value (each element's, for a vector: only full
+ * reductions end a form, so which element a term is of does not matter)
+ * is the sum of its terms. */
 typedef struct rows_term {
     int m, t; /* node ids: m's rows (t >= 0: (m - t)^2) */
-    int64_t elem;
     double coef;
 } rows_term;
 
@@ -227,21 +228,19 @@ static rows_lbl rows_rule(const rows_ctx *c, const ir_node *n)
 
 /* ---- linear forms ---- */
 
-static void lin_add(rows_lin *l, int m, int t, int64_t elem, double coef)
+static void lin_add(rows_lin *l, int m, int t, double coef)
 {
     rows_term *nt = realloc(l->term, (size_t)(l->n + 1) * sizeof *nt);
     GR_ASSERT(nt);
     l->term = nt;
-    l->term[l->n++] = (rows_term){m, t, elem, coef};
+    l->term[l->n++] = (rows_term){m, t, coef};
 }
 
-/* Appends src's terms to dst, their coefficients times scale and their
- * elements moved by shift. */
-static void lin_copy(rows_lin *dst, const rows_lin *src, double scale, int64_t shift)
+/* Appends src's terms to dst, their coefficients times scale. */
+static void lin_copy(rows_lin *dst, const rows_lin *src, double scale)
 {
     for (int k = 0; k < src->n; k++)
-        lin_add(dst, src->term[k].m, src->term[k].t, src->term[k].elem + shift,
-                src->term[k].coef * scale);
+        lin_add(dst, src->term[k].m, src->term[k].t, src->term[k].coef * scale);
 }
 
 /* A reduction of every element: mean or sum of rows, or of a form. */
@@ -251,14 +250,10 @@ static int lin_reduce(rows_ctx *c, const ir_node *n, rows_lin *out)
     int all = n->attr.i[0] == OP_AXIS_ALL || (in->type.rank == 1 && n->attr.i[0] == 0);
     double scale = n->op == OP_MEAN ? 1.0 / (double)ir_numel(&in->type) : 1.0;
     if (!all || (n->op != OP_MEAN && n->op != OP_SUM)) return -1;
-    if (c->lbl[n->in[0]].g >= 1) {
-        lin_add(out, n->in[0], -1, 0, scale);
-        return 0;
-    }
-    for (int k = 0; k < c->lin[n->in[0]].n; k++) {
-        const rows_term *t = &c->lin[n->in[0]].term[k];
-        lin_add(out, t->m, t->t, 0, t->coef * scale);
-    }
+    if (c->lbl[n->in[0]].g >= 1)
+        lin_add(out, n->in[0], -1, scale);
+    else
+        lin_copy(out, &c->lin[n->in[0]], scale);
     return 0;
 }
 
@@ -279,7 +274,7 @@ static int lin_scale(rows_ctx *c, const ir_node *n, rows_lin *out)
     double k = lin_const(c, n->in[1 - form]);
     if (n->op == OP_DIV) k = form == 0 ? 1.0 / k : NAN;
     if (!isfinite(k) || ir_numel(&n->type) != ir_numel(&c->g->nodes[n->in[form]].type)) return -1;
-    lin_copy(out, &c->lin[n->in[form]], k, 0);
+    lin_copy(out, &c->lin[n->in[form]], k);
     return 0;
 }
 
@@ -289,7 +284,7 @@ static int lin_add_forms(rows_ctx *c, const ir_node *n, rows_lin *out)
     for (int j = 0; j < 2; j++) {
         const ir_type *t = &c->g->nodes[n->in[j]].type;
         if (c->lbl[n->in[j]].g != ROWS_LIN || ir_numel(t) != ir_numel(&n->type)) return -1;
-        lin_copy(out, &c->lin[n->in[j]], j == 1 && n->op == OP_SUB ? -1 : 1, 0);
+        lin_copy(out, &c->lin[n->in[j]], j == 1 && n->op == OP_SUB ? -1 : 1);
     }
     return 0;
 }
@@ -297,12 +292,9 @@ static int lin_add_forms(rows_ctx *c, const ir_node *n, rows_lin *out)
 /* Forms of rank 0 or 1 joined end to end (towers' losses stacked). */
 static int lin_concat(rows_ctx *c, const ir_node *n, rows_lin *out)
 {
-    int64_t at = 0;
     for (int j = 0; j < n->n_in; j++) {
-        const ir_type *t = &c->g->nodes[n->in[j]].type;
-        if (c->lbl[n->in[j]].g != ROWS_LIN || t->rank > 1) return -1;
-        lin_copy(out, &c->lin[n->in[j]], 1, at);
-        at += ir_numel(t);
+        if (c->lbl[n->in[j]].g != ROWS_LIN || c->g->nodes[n->in[j]].type.rank > 1) return -1;
+        lin_copy(out, &c->lin[n->in[j]], 1);
     }
     return 0;
 }
@@ -316,7 +308,7 @@ static int lin_rule(rows_ctx *c, const ir_node *n, rows_lin *out)
         return lin_reduce(c, n, out);
     case OP_MSE:
         if (c->lbl[n->in[0]].g < 1 || !rows_is(c->lbl[n->in[0]], c->lbl[n->in[1]])) return -1;
-        lin_add(out, n->in[0], n->in[1], 0, 1.0 / (double)ir_numel(&c->g->nodes[n->in[0]].type));
+        lin_add(out, n->in[0], n->in[1], 1.0 / (double)ir_numel(&c->g->nodes[n->in[0]].type));
         return 0;
     case OP_MUL:
     case OP_DIV:
@@ -326,11 +318,11 @@ static int lin_rule(rows_ctx *c, const ir_node *n, rows_lin *out)
         return lin_add_forms(c, n, out);
     case OP_NEG:
     case OP_IDENTITY:
-        lin_copy(out, &c->lin[n->in[0]], n->op == OP_NEG ? -1 : 1, 0);
+        lin_copy(out, &c->lin[n->in[0]], n->op == OP_NEG ? -1 : 1);
         return 0;
     case OP_RESHAPE: /* a form stays a scalar or a vector */
         if (n->type.rank > 1) return -1;
-        lin_copy(out, &c->lin[n->in[0]], 1, 0);
+        lin_copy(out, &c->lin[n->in[0]], 1);
         return 0;
     case OP_CONCAT:
         return lin_concat(c, n, out);
@@ -353,10 +345,11 @@ static int rows_full(const rows_ctx *c, const ir_node *n)
 static rows_lbl rows_label(rows_ctx *c, int id)
 {
     const ir_node *n = &c->g->nodes[id];
-    int data = n->op == OP_DATA, mixed = 0, form = 0;
+    int data = n->op == OP_DATA, mixed = 0, form = 0, rows = 0;
     for (int j = 0; j < n->n_in; j++) {
         mixed |= c->lbl[n->in[j]].g == ROWS_MIXED;
         form |= c->lbl[n->in[j]].g == ROWS_LIN;
+        rows |= c->lbl[n->in[j]].g >= 1;
         data |= c->lbl[n->in[j]].g != ROWS_NB;
     }
     if (mixed) return rows_mixed;
@@ -370,7 +363,7 @@ static rows_lbl rows_label(rows_ctx *c, int id)
         l = rows_rule(c, n);
     if (l.g == ROWS_MIXED && c->culprit < 0) {
         c->culprit = id;
-        c->culprit_form = form;
+        c->culprit_form = form && !rows; /* e.g. 1 - mean(...), not x - mean(x) */
     }
     return l;
 }
@@ -424,6 +417,7 @@ static int rows_steps(const rows_ctx *c, const rows_term *t, rows_step *s)
     const ir_type *m = &c->g->nodes[t->m].type;
     rows_lbl l = c->lbl[t->m];
     int64_t rows = m->dim[0], first = l.off / l.g, last = (l.off + rows - 1) / l.g;
+    if (rows == 0) return 0;
     double w = t->coef * (double)(ir_numel(m) / rows);
     /* the first and last examples may have fewer than g rows here */
     int64_t head = (first + 1) * l.g - l.off, tail = l.off + rows - last * l.g;
@@ -522,8 +516,7 @@ int eval_rows_find(const ir_graph *g, int target, int64_t batch, eval_rows *out,
     int rc = -1;
     if (c.lbl[target].g != ROWS_LIN && c.culprit >= 0)
         rows_why(&c, c.culprit,
-                 c.culprit_form ? "it is no sum of values per example, such as a mean or a "
-                                  "multiple of one"
+                 c.culprit_form ? "it is not a sum, mean or multiple of values per example"
                                 : "it mixes the examples of a batch",
                  why, whylen);
     else if (c.lbl[target].g != ROWS_LIN)

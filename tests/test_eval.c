@@ -176,8 +176,8 @@ static void test_tail_that_cannot_be_split_by_example_is_refused(void **state)
 {
     (void)state;
     expect_refused(3, "", "not_linear",
-                   "but it is no sum of values per example, such as a mean or a multiple of one "
-                   "(sub at line 11): only");
+                   "but it is not a sum, mean or multiple of values per example (sub at line "
+                   "11): only");
     expect_refused(4, "", "centered",
                    "but it mixes the examples of a batch (mean at line 10): only");
     expect_refused(4, towers, "half",
