@@ -588,8 +588,8 @@ static int data_room(sema *S, const ast_node *call)
 static value call_data(sema *S, int b, const sema_args *args)
 {
     const ast_node *call = args->call;
-    static const argspec spec[] = {{"x", 0},    {"y", 0},     {"batch", 1},   {"shuffle", 0},
-                                   {"seed", 0}, {"shape", 0}, {"classes", 0}, {"label", 0},
+    static const argspec spec[] = {{"x", 0},    {"y", 0},     {"batch", 1},    {"shuffle", 0},
+                                   {"seed", 0}, {"shape", 0}, {"classes", 0},  {"label", 0},
                                    {"n", 0},    {"dims", 0},  {"nonfinite", 0}};
     data_call c;
     if (bind_args(S, builtin_names[b], spec, 11, args, 0, &c.paths[0]) < 0 || data_room(S, call))
