@@ -97,6 +97,7 @@ typedef struct ir_data {
     int64_t x_dims[4];
     int64_t gen_n;     /* gaussian: examples to generate */
     int64_t n_classes; /* label range check, 0 = none */
+    int nonfinite;     /* csv, raw, idx: nan and infinities are values (else an error) */
     float x_scale;     /* the reader multiplies x by it (pass_data_scale); 0 = none */
     /* text: every path (path[0] is the first), windows of block + 1 ids every stride of
        the first `split` of the text or (val_part) the rest; the vocabulary */

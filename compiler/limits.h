@@ -9,6 +9,12 @@
 #ifndef GR_LIMITS_H
 #define GR_LIMITS_H
 
+/* ---- the source ---- */
+
+/* Bytes of one .graph file: read whole before it is parsed (the parser's
+ * offsets are 32-bit, and no program needs more). */
+#define LIM_SOURCE_BYTES (64LL << 20)
+
 /* ---- shapes ---- */
 
 /* One dimension: the CPU kernels hand dimensions to BLAS, whose sizes are

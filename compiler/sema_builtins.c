@@ -457,7 +457,7 @@ static value call_schedule(sema *S, int b, const sema_args *args)
 /* ---- data sources ---- */
 
 typedef struct data_call {
-    value paths[2], batch, shuffle, seed, shape, classes, label, n, dims;
+    value paths[2], batch, shuffle, seed, shape, classes, label, n, dims, nonfinite;
 } data_call;
 
 static const char *resolve_path(sema *S, const char *p)
@@ -490,7 +490,7 @@ static int data_from_call(sema *S, const ast_node *call, int b, const data_call 
 {
     static const ir_data_kind kinds[] = {
         [B_IDX] = DATA_IDX, [B_CSV] = DATA_CSV, [B_RAW] = DATA_RAW, [B_GAUSSIAN] = DATA_GAUSSIAN};
-    double shuffle = 0;
+    double shuffle = 0, nonfinite = 0;
     int64_t seed, classes, label, n;
     ir_type dims = {0};
     /* the readers take these as ints and counts: bounded here, never cast */
@@ -498,6 +498,7 @@ static int data_from_call(sema *S, const ast_node *call, int b, const data_call 
         str_or_none(S, call, c->paths[1], &d->path[1]) < 0 ||
         sema_int_in(S, call, "batch", c->batch, 0, 1, LIM_DIM, &d->batch) < 0 ||
         num_arg(S, call, c->shuffle, 0, &shuffle) < 0 ||
+        num_arg(S, call, c->nonfinite, 0, &nonfinite) < 0 ||
         sema_int_in(S, call, "seed", c->seed, 0, 0, LIM_INT, &seed) < 0 ||
         sema_int_in(S, call, "classes", c->classes, 0, 0, LIM_DIM, &classes) < 0 ||
         sema_int_in(S, call, "label", c->label, -1, -2, LIM_DIM, &label) < 0 ||
@@ -510,6 +511,7 @@ static int data_from_call(sema *S, const ast_node *call, int b, const data_call 
     }
     d->kind = kinds[b];
     d->shuffle = shuffle != 0;
+    d->nonfinite = nonfinite != 0;
     d->seed = (uint64_t)seed;
     d->n_classes = classes;
     d->label_col = (int)label;
@@ -586,11 +588,11 @@ static int data_room(sema *S, const ast_node *call)
 static value call_data(sema *S, int b, const sema_args *args)
 {
     const ast_node *call = args->call;
-    static const argspec spec[] = {{"x", 0},    {"y", 0},     {"batch", 1},   {"shuffle", 0},
-                                   {"seed", 0}, {"shape", 0}, {"classes", 0}, {"label", 0},
-                                   {"n", 0},    {"dims", 0}};
+    static const argspec spec[] = {{"x", 0},    {"y", 0},     {"batch", 1},    {"shuffle", 0},
+                                   {"seed", 0}, {"shape", 0}, {"classes", 0},  {"label", 0},
+                                   {"n", 0},    {"dims", 0},  {"nonfinite", 0}};
     data_call c;
-    if (bind_args(S, builtin_names[b], spec, 10, args, 0, &c.paths[0]) < 0 || data_room(S, call))
+    if (bind_args(S, builtin_names[b], spec, 11, args, 0, &c.paths[0]) < 0 || data_room(S, call))
         return sema_value_err();
     ir_data d = {.src = S->src, .span = call->span};
     sema_data_shape info;

@@ -254,7 +254,14 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
 gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
                    gr_status *st);
 /* Evaluates a scalar target over one full pass of its data sources, from
- * their start, and returns the mean (e.g. test-set accuracy). */
+ * their start, and returns the mean (e.g. test-set accuracy), every
+ * example counted once.  When the batch does not divide the data set, the
+ * last batch is read padded with examples from the start and only its
+ * real examples are counted: the target must then be a sum over the batch
+ * of a value per example, every position weighted alike (mean(argmax(...)
+ * == y), mean(softmax_xent(...)), mse(...), multiples and sums of such),
+ * which gr_eval checks from the graph; another target is refused with
+ * GR_ERR_ARG, naming why and a batch that divides the data (docs/api.md). */
 gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st);
 
 /* Variables, by full scoped name ("model/fc1/w"): read or write exactly

@@ -2,8 +2,13 @@
 #include "diag.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../compiler/limits.h"
 
 #define DIAG_DEFAULT_CAP 20
 
@@ -48,36 +53,65 @@ src_file *src_from_string(const char *name, const char *text, size_t len)
     return s;
 }
 
-static char *read_all(FILE *f, size_t *len)
+/* Reads the len bytes of fd into a new buffer; NULL on a read error, or
+ * when the file has shrunk (errno EIO then). */
+static char *read_all(int fd, size_t len)
 {
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = cap > (size_t)UINT32_MAX ? NULL : realloc(buf, cap * 2);
-        if (!nb) free(buf);
-        buf = nb;
-        cap *= 2;
+    char *buf = malloc(len + 1);
+    size_t n = 0;
+    while (buf && n < len) {
+        ssize_t r = read(fd, buf + n, len - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            if (r == 0) errno = EIO;
+            free(buf);
+            return NULL;
+        }
+        n += (size_t)r;
     }
-    *len = n;
     return buf;
+}
+
+/* Opens path to read it: a regular file (a FIFO is never waited for) of at
+ * most LIM_SOURCE_BYTES, its size into *len; -1 with the message in err. */
+static int open_source(const char *path, size_t *len, char *err, size_t errlen)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size > LIM_SOURCE_BYTES) {
+        if (!S_ISREG(st.st_mode))
+            snprintf(err, errlen, "%s: not a regular file", path);
+        else
+            snprintf(err, errlen,
+                     "%s: the file is %lld bytes, above the limit of %lld MiB for a source", path,
+                     (long long)st.st_size, LIM_SOURCE_BYTES >> 20);
+        close(fd);
+        return -1;
+    }
+    *len = (size_t)st.st_size;
+    return fd;
 }
 
 src_file *src_load(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    size_t len = 0;
+    int fd = open_source(path, &len, err, errlen);
+    if (fd < 0) return NULL;
+    char *buf = read_all(fd, len);
+    if (!buf) {
+        snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
+        close(fd);
         return NULL;
     }
-    size_t len = 0;
-    char *buf = read_all(f, &len);
-    int bad = ferror(f);
-    fclose(f);
-    src_file *s = (buf && !bad) ? src_from_string(path, buf, len) : NULL;
+    close(fd);
+    src_file *s = src_from_string(path, buf, len);
     free(buf);
-    if (!s) snprintf(err, errlen, "%s: cannot read file (I/O error or too large)", path);
+    if (!s) snprintf(err, errlen, "%s: out of memory", path);
     return s;
 }
 

@@ -22,6 +22,7 @@ void rt_data_spec(const ir_data *d, data_spec *s)
                      .seed = d->seed,
                      .label_col = d->label_col,
                      .n_classes = d->n_classes,
+                     .nonfinite = d->nonfinite,
                      .n = d->gen_n,
                      .x_rank = d->x_rank,
                      .x_scale = d->x_scale,

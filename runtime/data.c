@@ -142,6 +142,11 @@ static int data_check_batch(const data_spec *s, int64_t n, char *err, size_t err
 {
     int64_t p = spec_shards(s);
     const char *what = s->kind == DATA_KIND_GAUSSIAN ? "gaussian" : s->path[0];
+    if (n > DATA_MAX_EXAMPLES) {
+        data_err(err, errlen, "%s: %lld examples, above the limit of %lld per data source", what,
+                 (long long)n, (long long)DATA_MAX_EXAMPLES);
+        return -1;
+    }
     if (s->batch <= n / p) return 0;
     if (p == 1)
         data_err(err, errlen, "%s: batch %lld is larger than the %lld examples in the data set",
@@ -218,20 +223,29 @@ static void perm_drop(data_reader *r, uint64_t epoch)
     if (--r->perm[epoch & 1].users == 0) pthread_cond_broadcast(&r->space);
 }
 
+/* The example at position at of an epoch's order; positions past n are
+ * those of a tail batch (pos == per_epoch), which starts the order again. */
+static int64_t order_at(const data_reader *r, const int64_t *perm, int64_t at)
+{
+    if (at >= r->ds.info.n) at -= r->ds.info.n;
+    return perm ? perm[at] : at;
+}
+
 static void build_batch(const data_reader *r, data_slot *slot, const int64_t *perm, uint64_t pos)
 {
     int64_t ex = r->ds.ex_elems, p = r->shards, first = (int64_t)pos * r->batch * p + r->shard;
     for (int64_t i = 0; i < r->batch; i++) {
-        int64_t at = first + i * p, idx = perm ? perm[at] : at;
-        if (perm && i + 2 < r->batch) data_set_prefetch(&r->ds, perm[at + 2 * p]);
+        int64_t at = first + i * p, idx = order_at(r, perm, at);
+        if (perm && i + 2 < r->batch) data_set_prefetch(&r->ds, order_at(r, perm, at + 2 * p));
         data_set_example(&r->ds, idx, slot->x + i * ex);
         data_set_labels(&r->ds, idx, slot->y + i * r->ds.info.y_per);
     }
 }
 
+/* The batch after (epoch, pos); after the tail (pos == per_epoch) too. */
 static void reader_advance(const data_reader *r, uint64_t *epoch, uint64_t *pos)
 {
-    if (++*pos == r->per_epoch) {
+    if (++*pos >= r->per_epoch) {
         ++*epoch;
         *pos = 0;
     }
@@ -449,13 +463,9 @@ void data_cursor(const data_reader *r, uint64_t *epoch, uint64_t *pos)
     pthread_mutex_unlock(&m->mu);
 }
 
-int data_seek(data_reader *r, uint64_t epoch, uint64_t pos)
+/* Moves both cursors to (epoch, pos); pos may be per_epoch, the tail. */
+static void reader_move(data_reader *r, uint64_t epoch, uint64_t pos)
 {
-    if (pos > r->per_epoch) return -1;
-    if (pos == r->per_epoch) {
-        epoch++;
-        pos = 0;
-    }
     pthread_mutex_lock(&r->mu);
     r->gen++;
     /* Prepared batches belong to the old cursor. A FILLING slot is left to
@@ -470,5 +480,26 @@ int data_seek(data_reader *r, uint64_t epoch, uint64_t pos)
     r->p_pos = r->c_pos = pos;
     pthread_cond_broadcast(&r->space);
     pthread_mutex_unlock(&r->mu);
+}
+
+int data_seek(data_reader *r, uint64_t epoch, uint64_t pos)
+{
+    if (pos > r->per_epoch) return -1;
+    if (pos == r->per_epoch) {
+        epoch++;
+        pos = 0;
+    }
+    reader_move(r, epoch, pos);
     return 0;
+}
+
+void data_seek_tail(data_reader *r, uint64_t epoch)
+{
+    reader_move(r, epoch, r->per_epoch);
+}
+
+int64_t data_tail_rows(const data_reader *r)
+{
+    int64_t rem = r->ds.info.n - (int64_t)r->per_epoch * r->batch * r->shards;
+    return rem > r->shard ? (rem - r->shard + r->shards - 1) / r->shards : 0;
 }

@@ -6,7 +6,8 @@
  * batch in cursor order; any number of threads may call it at once.
  *
  * Epochs: floor(n / (batch * shards)) batches each; the remainder is dropped
- * for that epoch. With shuffle on, epoch e uses a permutation derived from
+ * for that epoch (an evaluation reads it as the epoch's tail batch, see
+ * data_seek_tail). With shuffle on, epoch e uses a permutation derived from
  * (seed, e), so a cursor (epoch, pos) names one batch forever: that is what
  * checkpoints store and data_seek restores.
  *
@@ -42,6 +43,8 @@ typedef struct data_spec {
     int64_t x_dims[4];
     /* csv: which column holds the label (-1 = last, -2 = no label); header row auto-detected */
     int label_col;
+    /* csv, raw, idx: nan and infinities are values (else an error at open) */
+    int nonfinite;
     /* labels must be in [0, n_classes) when n_classes > 0 (checked at open) */
     int64_t n_classes;
     /* gaussian: n examples of shape x_dims, standard normal, generated from seed; no labels */
@@ -121,6 +124,17 @@ void data_release(data_reader *r, data_batch *b);
  * flight. It returns -1 when pos > batches per epoch. */
 void data_cursor(const data_reader *r, uint64_t *epoch, uint64_t *pos);
 int data_seek(data_reader *r, uint64_t epoch, uint64_t pos);
+
+/* The tail of an epoch: the examples that its floor(n / (batch * shards))
+ * batches leave out, r = n mod (batch * shards) of them, as one more batch
+ * of the usual shape whose slots past the r are filled from the start of
+ * the epoch's order (they repeat examples).  data_seek_tail makes the next
+ * batch epoch's tail (the one after it is (epoch + 1, 0)); call it as
+ * data_seek.  data_tail_rows is how many leading rows of this reader's
+ * share of the tail are real examples: 0 when r is 0 (then there is no
+ * tail) or every real one went to other shards. */
+void data_seek_tail(data_reader *r, uint64_t epoch);
+int64_t data_tail_rows(const data_reader *r);
 
 /* Text: the vocabulary of the spec's files, the characters in id order as
  * UTF-8, into *chars (malloc'd, the caller frees it); NULL for a byte

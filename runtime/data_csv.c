@@ -1,28 +1,47 @@
-/* CSV: numeric fields separated by commas, an optional header row (the first
- * row, when one of its fields is not a number), one optional label column. */
+/* CSV: decimal numbers separated by commas, one optional label column and
+ * an optional header row.  The rules (docs/language.md, "Data sources"):
+ *  - a UTF-8 byte order mark is skipped; lines end in LF or CRLF; blank
+ *    lines are skipped;
+ *  - a field may be quoted ("1.5", "a, b" with "" for a quote inside), so
+ *    a header name can hold a comma; a quote cannot span lines;
+ *  - the first non-blank row is a header when none of its fields reads as
+ *    a number and at least one is not empty, so an empty field or a BOM
+ *    never turns a data row into a header;
+ *  - every later row has the first row's number of fields, each a decimal
+ *    number that is a finite f32 (nan and inf only with nonfinite=true).
+ * Each error is "FILE:LINE:COL: ...", COL counting characters from 1. */
 #include "runtime/data_impl.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define CSV_SHOW_MAX 64 /* characters of a bad field quoted in a message */
 
 typedef struct csv_text {
-    char *buf; /* len bytes, then a NUL that stops strtod at the end of the file */
-    size_t len;
+    char *buf;               /* the file, NUL-terminated */
+    const char *start, *end; /* the text after any BOM */
 } csv_text;
 
-/* One field of a line, blanks around it trimmed. */
+/* One field of a line: its text [s, e), blanks trimmed and quotes removed. */
 typedef struct csv_field {
     const char *s, *e;
+    const char *at; /* where it starts on the line (for COL) */
+    int quoted;
 } csv_field;
+
+/* One line, and the file it is in (for messages). */
+typedef struct csv_line {
+    const char *path;
+    const char *s, *e; /* without its line ending */
+    int64_t no;        /* 1-based */
+} csv_line;
 
 typedef struct csv_cursor {
     const char *p, *end;
-    int64_t line; /* 1-based number of the line last returned */
+    int64_t line; /* number of the line last returned */
 } csv_cursor;
 
 /* What a first pass learns: enough for probe, and the sizes for load. */
@@ -35,44 +54,29 @@ typedef struct csv_shape {
 
 static int csv_read_file(const char *path, csv_text *t, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        data_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    int64_t len;
+    if (data_read_whole(path, DATA_CSV_MAX_BYTES, "a CSV file", &t->buf, &len, err, errlen))
         return -1;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    size_t r;
-    while (buf && (r = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += r;
-        if (len == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        data_err(err, errlen, "%s: %s", path, bad ? "read error" : "out of memory");
-        return -1;
-    }
-    buf[len] = '\0'; /* the loop leaves len < cap */
-    t->buf = buf;
-    t->len = len;
+    t->start = t->buf;
+    t->end = t->buf + len;
+    if (len >= 3 && memcmp(t->buf, "\xEF\xBB\xBF", 3) == 0) t->start += 3;
     return 0;
+}
+
+static int csv_is_blank(char c)
+{
+    return c == ' ' || c == '\t';
 }
 
 static int csv_blank(const char *s, const char *e)
 {
     for (; s < e; s++)
-        if (*s != ' ' && *s != '\t' && *s != '\r') return 0;
+        if (!csv_is_blank(*s)) return 0;
     return 1;
 }
 
-/* Next non-blank line as [*ls, *le) without its line ending; 0 at the end. */
-static int csv_next_line(csv_cursor *c, const char **ls, const char **le)
+/* The next non-blank line into *l, without its LF or CRLF; 0 at the end. */
+static int csv_next_line(csv_cursor *c, const char *path, csv_line *l)
 {
     while (c->p < c->end) {
         const char *s = c->p, *nl = memchr(s, '\n', (size_t)(c->end - s));
@@ -81,57 +85,152 @@ static int csv_next_line(csv_cursor *c, const char **ls, const char **le)
         c->line++;
         if (e > s && e[-1] == '\r') e--;
         if (!csv_blank(s, e)) {
-            *ls = s;
-            *le = e;
+            *l = (csv_line){path, s, e, c->line};
             return 1;
         }
     }
     return 0;
 }
 
-static int csv_count_fields(const char *s, const char *e)
+/* Column (characters, 1-based) of p on line l. */
+static int csv_col(const csv_line *l, const char *p)
 {
-    int n = 1;
-    for (; s < e; s++) n += *s == ',';
-    return n;
+    int col = 1;
+    for (const char *q = l->s; q < p; q++) col += ((unsigned char)*q & 0xC0) != 0x80;
+    return col;
 }
 
-static csv_field csv_trim(const char *s, const char *e)
+/* "FILE:LINE:COL: " then the message. */
+static int csv_err_at(const csv_line *l, const char *p, char *err, size_t errlen, const char *what,
+                      const char *detail)
 {
-    while (s < e && (*s == ' ' || *s == '\t')) s++;
-    while (e > s && (e[-1] == ' ' || e[-1] == '\t')) e--;
-    return (csv_field){s, e};
+    data_err(err, errlen, "%s:%lld:%d: %s%s", l->path, (long long)l->no, csv_col(l, p), what,
+             detail);
+    return -1;
 }
 
-/* How much of a field a message quotes. */
-static int csv_show(csv_field f)
+/* A quoted field from q (its opening quote): *f gets the text between the
+ * quotes, *next what follows the closing one. */
+static int csv_quoted(const csv_line *l, const char *q, csv_field *f, const char **next, char *err,
+                      size_t errlen)
 {
-    return f.e - f.s < CSV_SHOW_MAX ? (int)(f.e - f.s) : CSV_SHOW_MAX;
+    const char *p = q + 1;
+    for (; p < l->e; p++) {
+        if (*p != '"') continue;
+        if (p + 1 < l->e && p[1] == '"') {
+            p++; /* "" is a quote inside the field */
+            continue;
+        }
+        *f = (csv_field){q + 1, p, q, 1};
+        *next = p + 1;
+        return 0;
+    }
+    return csv_err_at(l, q, err, errlen, "this quoted field does not end on its line",
+                      " (a line break inside quotes is not supported)");
 }
 
-/* strtod reads the file buffer in place, so a field of any length is judged
- * whole (the terminating NUL keeps it inside the buffer), and it must use up
- * exactly the field.  ERANGE fails only on overflow: an underflow still
- * gives a number, 0 or a subnormal. */
-static int csv_parse_num(csv_field f, double *v)
+/* Splits the field at *p off the line: its text, blanks trimmed and any
+ * quotes removed, into *f; *p moves past its comma, or to NULL after the
+ * last field of the line. */
+static int csv_split(const csv_line *l, const char **p, csv_field *f, char *err, size_t errlen)
+{
+    const char *s = *p, *e;
+    while (s < l->e && csv_is_blank(*s)) s++;
+    if (s < l->e && *s == '"') {
+        if (csv_quoted(l, s, f, &e, err, errlen)) return -1;
+        while (e < l->e && csv_is_blank(*e)) e++;
+        if (e < l->e && *e != ',')
+            return csv_err_at(l, e, err, errlen, "text after a closing quote",
+                              " (write a quote inside a quoted field as \"\")");
+    } else {
+        e = memchr(s, ',', (size_t)(l->e - s));
+        if (!e) e = l->e;
+        const char *te = e;
+        while (te > s && csv_is_blank(te[-1])) te--;
+        *f = (csv_field){s, te, s, 0};
+    }
+    *p = e < l->e ? e + 1 : NULL;
+    return 0;
+}
+
+/* Fields of line l into *n; -1 on a bad quote. */
+static int csv_count_fields(const csv_line *l, int *n, char *err, size_t errlen)
+{
+    csv_field f;
+    *n = 0;
+    for (const char *p = l->s; p; (*n)++)
+        if (csv_split(l, &p, &f, err, errlen)) return -1;
+    return 0;
+}
+
+/* A decimal number as people write one: [+-] digits [. digits] [e [+-]
+ * digits], digits on at least one side of the point. */
+static int csv_decimal(const char *s, const char *e)
+{
+    if (s < e && (*s == '+' || *s == '-')) s++;
+    const char *d = s;
+    while (s < e && *s >= '0' && *s <= '9') s++;
+    int digits = s > d;
+    if (s < e && *s == '.') {
+        const char *f = ++s;
+        while (s < e && *s >= '0' && *s <= '9') s++;
+        digits |= s > f;
+    }
+    if (!digits) return 0;
+    if (s < e && (*s == 'e' || *s == 'E')) {
+        if (++s < e && (*s == '+' || *s == '-')) s++;
+        const char *x = s;
+        while (s < e && *s >= '0' && *s <= '9') s++;
+        if (s == x) return 0;
+    }
+    return s == e;
+}
+
+/* nan, inf or infinity, any case, with an optional sign: its value. */
+static int csv_nonfinite_word(csv_field f, double *v)
+{
+    const char *s = f.s;
+    int neg = s < f.e && *s == '-';
+    if (s < f.e && (*s == '-' || *s == '+')) s++;
+    size_t n = (size_t)(f.e - s);
+    if (n == 3 && strncasecmp(s, "nan", 3) == 0) {
+        *v = neg ? -NAN : NAN;
+        return 1;
+    }
+    if ((n == 3 && strncasecmp(s, "inf", 3) == 0) ||
+        (n == 8 && strncasecmp(s, "infinity", 8) == 0)) {
+        *v = neg ? -INFINITY : INFINITY;
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether strtod takes the whole field as a number in any of its forms
+ * (hex, nan, inf too): such a field is never a header name.  strtod stops
+ * inside the buffer: a field ends at a comma, quote, blank or line end. */
+static int csv_looks_numeric(csv_field f)
 {
     char *end;
     if (f.s == f.e) return 0;
-    errno = 0;
-    *v = strtod(f.s, &end);
-    return end == f.e && !(errno == ERANGE && isinf(*v));
+    (void)strtod(f.s, &end);
+    return end == f.e;
 }
 
-static int csv_line_numeric(const char *s, const char *e)
+/* The header rule: no field reads as a number, and not every one is empty. */
+static int csv_is_header(const csv_line *l, char *err, size_t errlen, int *header)
 {
-    double v;
-    for (const char *fs = s; fs <= e;) {
-        const char *fe = memchr(fs, ',', (size_t)(e - fs));
-        if (!fe) fe = e;
-        if (!csv_parse_num(csv_trim(fs, fe), &v)) return 0;
-        fs = fe + 1;
+    csv_field f;
+    int named = 0;
+    for (const char *p = l->s; p;) {
+        if (csv_split(l, &p, &f, err, errlen)) return -1;
+        if (csv_looks_numeric(f)) {
+            *header = 0;
+            return 0;
+        }
+        named |= f.e > f.s;
     }
-    return 1;
+    *header = named;
+    return 0;
 }
 
 static int csv_resolve_label(const data_spec *s, csv_shape *sh, char *err, size_t errlen)
@@ -155,17 +254,18 @@ static int csv_resolve_label(const data_spec *s, csv_shape *sh, char *err, size_
 
 static int csv_scan(const data_spec *s, const csv_text *t, csv_shape *sh, char *err, size_t errlen)
 {
-    csv_cursor c = {t->buf, t->buf + t->len, 0};
-    const char *ls, *le;
+    csv_cursor c = {t->start, t->end, 0};
+    csv_line l;
     memset(sh, 0, sizeof *sh);
-    if (!csv_next_line(&c, &ls, &le)) {
+    if (!csv_next_line(&c, s->path[0], &l)) {
         data_err(err, errlen, "%s: no data rows", s->path[0]);
         return -1;
     }
-    sh->ncols = csv_count_fields(ls, le);
-    sh->header = !csv_line_numeric(ls, le);
+    if (csv_count_fields(&l, &sh->ncols, err, errlen) ||
+        csv_is_header(&l, err, errlen, &sh->header))
+        return -1;
     sh->rows = !sh->header;
-    while (csv_next_line(&c, &ls, &le)) sh->rows++;
+    while (csv_next_line(&c, s->path[0], &l)) sh->rows++;
     if (sh->rows == 0) {
         data_err(err, errlen, "%s: no data rows", s->path[0]);
         return -1;
@@ -193,45 +293,96 @@ int data_csv_probe(const data_spec *s, data_info *info, char *err, size_t errlen
     return rc;
 }
 
-static int csv_store_label(const char *path, int64_t line, int col, csv_field f, double v,
-                           int32_t *y, char *err, size_t errlen)
+/* How much of a field a message quotes. */
+static int csv_show(csv_field f)
 {
-    if (v < 0 || v > INT32_MAX || v != floor(v)) {
-        data_err(err, errlen, "%s:%lld: label '%.*s' in column %d is not a non-negative integer",
-                 path, (long long)line, csv_show(f), f.s, col + 1);
-        return -1;
+    return f.e - f.s < CSV_SHOW_MAX ? (int)(f.e - f.s) : CSV_SHOW_MAX;
+}
+
+/* Why field f of line l (CSV column col, 1-based) is not a value. */
+static int csv_bad_field(const csv_line *l, csv_field f, int col, const char *why, int first,
+                         char *err, size_t errlen)
+{
+    char what[160];
+    if (f.s == f.e)
+        snprintf(what, sizeof what, "column %d is empty", col);
+    else
+        snprintf(what, sizeof what, "column %d: '%.*s' %s", col, csv_show(f), f.s, why);
+    return csv_err_at(l, f.at, err, errlen, what,
+                      first ? " (the first row is a header only when none of its fields is a "
+                              "number)"
+                            : "");
+}
+
+/* Field f's value: a decimal number that is a finite f32, or with
+ * nonfinite a nan or an infinity. */
+static int csv_value(const data_spec *s, const csv_line *l, csv_field f, int col, int first,
+                     double *v, char *err, size_t errlen)
+{
+    if (csv_nonfinite_word(f, v)) {
+        if (s->nonfinite) return 0;
+        return csv_bad_field(l, f, col,
+                             "is not a finite number; csv(..., nonfinite=true) reads "
+                             "nan and inf",
+                             first, err, errlen);
+    }
+    if (!csv_decimal(f.s, f.e))
+        return csv_bad_field(l, f, col,
+                             csv_looks_numeric(f) ? "is not a decimal number (as -1.5e3)"
+                                                  : "is not a number",
+                             first, err, errlen);
+    char *end;
+    *v = strtod(f.s, &end);
+    if (end != f.e)
+        return csv_bad_field(l, f, col, "is not a number in this locale", first, err, errlen);
+    if (isinf((float)*v))
+        return csv_bad_field(l, f, col, "is beyond the range of f32", first, err, errlen);
+    return 0;
+}
+
+static int csv_store_label(const csv_line *l, csv_field f, int col, double v, int32_t *y, char *err,
+                           size_t errlen)
+{
+    if (!(v >= 0 && v <= INT32_MAX && v == floor(v))) {
+        char what[160];
+        snprintf(what, sizeof what, "label '%.*s' in column %d is not a non-negative integer",
+                 csv_show(f), f.s, col);
+        return csv_err_at(l, f.at, err, errlen, what, "");
     }
     *y = (int32_t)v;
     return 0;
 }
 
-/* Parses one data row into x (features) and y (label, if any). */
-static int csv_parse_row(const char *path, const csv_shape *sh, int64_t line, const char *s,
-                         const char *e, float *x, int32_t *y, char *err, size_t errlen)
+/* A row of n fields where the first row has sh->ncols: the error points
+ * at the first field too many, or at the end of the line. */
+static int csv_ragged(const csv_line *l, const csv_shape *sh, int n, char *err, size_t errlen)
 {
-    int nf = csv_count_fields(s, e);
-    if (nf != sh->ncols) {
-        data_err(err, errlen, "%s:%lld: expected %d columns, found %d", path, (long long)line,
-                 sh->ncols, nf);
-        return -1;
-    }
+    csv_field f;
+    const char *p = l->s;
+    for (int k = 0; k < sh->ncols && n > sh->ncols; k++) csv_split(l, &p, &f, err, errlen);
+    char what[96];
+    snprintf(what, sizeof what, "expected %d columns, found %d", sh->ncols, n);
+    return csv_err_at(l, n > sh->ncols ? p : l->e, err, errlen, what, "");
+}
+
+/* Parses one data row into x (features) and y (label, if any). */
+static int csv_parse_row(const data_spec *s, const csv_shape *sh, const csv_line *l, int first,
+                         float *x, int32_t *y, char *err, size_t errlen)
+{
+    csv_field f;
     double v;
-    int col = 0;
-    for (const char *fs = s; fs <= e; col++) {
-        const char *fe = memchr(fs, ',', (size_t)(e - fs));
-        if (!fe) fe = e;
-        csv_field f = csv_trim(fs, fe);
-        if (!csv_parse_num(f, &v)) {
-            data_err(err, errlen, "%s:%lld: column %d: '%.*s' is not a number", path,
-                     (long long)line, col + 1, csv_show(f), f.s);
-            return -1;
-        }
+    int n;
+    if (csv_count_fields(l, &n, err, errlen)) return -1;
+    if (n != sh->ncols) return csv_ragged(l, sh, n, err, errlen);
+    const char *p = l->s;
+    for (int col = 0; col < sh->ncols; col++) {
+        csv_split(l, &p, &f, err, errlen); /* counted above: no quote errors left */
+        if (csv_value(s, l, f, col + 1, first, &v, err, errlen)) return -1;
         if (col == sh->label) {
-            if (csv_store_label(path, line, col, f, v, y, err, errlen)) return -1;
+            if (csv_store_label(l, f, col + 1, v, y, err, errlen)) return -1;
         } else {
             *x++ = (float)v;
         }
-        fs = fe + 1;
     }
     return 0;
 }
@@ -239,14 +390,14 @@ static int csv_parse_row(const char *path, const csv_shape *sh, int64_t line, co
 static int csv_parse_all(const data_spec *s, const csv_text *t, const csv_shape *sh, data_set *ds,
                          char *err, size_t errlen)
 {
-    csv_cursor c = {t->buf, t->buf + t->len, 0};
-    const char *ls, *le;
+    csv_cursor c = {t->start, t->end, 0};
+    csv_line l;
     int64_t nx = ds->ex_elems;
-    if (sh->header) csv_next_line(&c, &ls, &le);
-    for (int64_t i = 0; csv_next_line(&c, &ls, &le); i++) {
+    if (sh->header) csv_next_line(&c, s->path[0], &l);
+    for (int64_t i = 0; csv_next_line(&c, s->path[0], &l); i++) {
         float *x = (float *)ds->x + i * nx;
         int32_t *y = ds->y ? ds->y + i : NULL;
-        if (csv_parse_row(s->path[0], sh, c.line, ls, le, x, y, err, errlen)) return -1;
+        if (csv_parse_row(s, sh, &l, i == 0 && !sh->header, x, y, err, errlen)) return -1;
     }
     return 0;
 }

@@ -1,9 +1,12 @@
 /* IDX files (the MNIST format), plain or gzipped. zlib's gzread reads both
- * transparently, so the gzip magic is detected for us. */
+ * transparently, so the gzip magic is detected for us.  The header says
+ * exactly how many bytes of data follow it, and a file must hold exactly
+ * those: a plain file is measured at probe, a gzipped one as it is read
+ * (no more than the header's count plus one byte is ever decompressed, and
+ * that count is at most DATA_BIN_MAX_BYTES, so a gzip bomb costs no more). */
 #include "runtime/data_impl.h"
 
-#include <errno.h>
-#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,8 +14,7 @@
 
 #define IDX_MAGIC_IMAGES 0x00000803u
 #define IDX_MAGIC_LABELS 0x00000801u
-#define IDX_MAX_DIMS     5 /* n plus at most 4 per-example dims */
-#define IDX_MAX_BYTES    (INT64_C(1) << 40)
+#define IDX_MAX_DIMS     5                  /* n plus at most 4 per-example dims */
 #define IDX_FIRST_CHUNK  (INT64_C(1) << 20) /* a body is read in growing chunks from here */
 
 typedef struct idx_header {
@@ -22,16 +24,15 @@ typedef struct idx_header {
     int64_t dims[IDX_MAX_DIMS];
     int64_t ex_elems; /* prod(dims[1..]) */
     int64_t bytes;    /* of the data after the header */
+    int64_t file;     /* bytes of the file as it is stored (compressed or not) */
 } idx_header;
 
-/* open() first so that a missing file reports errno, not zlib's guess. */
-static gzFile idx_open(const char *path, char *err, size_t errlen)
+/* data_open_file first: a missing file reports errno, not zlib's guess,
+ * and a FIFO or device is refused before zlib reads from it. */
+static gzFile idx_open(const char *path, int64_t *size, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        data_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+    int fd = data_open_file(path, DATA_BIN_MAX_BYTES, "an IDX file", size, err, errlen);
+    if (fd < 0) return NULL;
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {
         close(fd);
@@ -115,17 +116,43 @@ static int idx_sizes(const char *path, idx_header *h, char *err, size_t errlen)
             data_err(err, errlen, "%s: IDX dimension %d is 0; examples must not be empty", path, d);
             return -1;
         }
-        if (!data_mul_ok(ex, h->dims[d], IDX_MAX_BYTES, &ex)) goto too_big;
+        if (!data_mul_ok(ex, h->dims[d], DATA_BIN_MAX_BYTES, &ex)) goto too_big;
     }
-    if (!data_mul_ok(ex, h->dims[0], IDX_MAX_BYTES, &total) ||
-        !data_mul_ok(total, (int64_t)data_elem_size(h->elem), IDX_MAX_BYTES, &total))
+    if (!data_mul_ok(ex, h->dims[0], DATA_BIN_MAX_BYTES, &total) ||
+        !data_mul_ok(total, (int64_t)data_elem_size(h->elem), DATA_BIN_MAX_BYTES, &total))
         goto too_big;
     h->ex_elems = ex;
     h->bytes = total;
     return 0;
 too_big:
-    data_err(err, errlen, "%s: IDX header dimensions are implausibly large", path);
+    data_err(err, errlen,
+             "%s: the IDX header's dimensions make more than %lld bytes of data, the limit", path,
+             (long long)DATA_BIN_MAX_BYTES);
     return -1;
+}
+
+/* "N bytes (K examples)": what the header declares, for messages. */
+static void idx_promise(const idx_header *h, char *buf, size_t n)
+{
+    snprintf(buf, n, "%lld bytes (%lld examples)", (long long)h->bytes, (long long)h->dims[0]);
+}
+
+/* The data's bytes against the header's: a file must hold exactly what its
+ * header declares, no fewer and no more examples. */
+static int idx_check_length(const char *path, const idx_header *h, int64_t got, char *err,
+                            size_t errlen)
+{
+    char promise[96];
+    idx_promise(h, promise, sizeof promise);
+    if (got < h->bytes)
+        data_err(err, errlen, "%s: truncated: header promises %lld bytes of data, file has %lld",
+                 path, (long long)h->bytes, (long long)got);
+    else if (got > h->bytes)
+        data_err(err, errlen,
+                 "%s: the file holds more data than its header declares, %s; the header's "
+                 "counts must match the file",
+                 path, promise);
+    return got == h->bytes ? 0 : -1;
 }
 
 /* gzerror's text, without the "<fd:N>: " that gzdopen streams put first. */
@@ -163,13 +190,16 @@ static int idx_read_header(gzFile gz, const char *path, int labels, idx_header *
         return -1;
     }
     for (int d = 0; d < h->ndims; d++) h->dims[d] = be32(buf + 4 * d);
-    return idx_sizes(path, h, err, errlen);
+    if (idx_sizes(path, h, err, errlen)) return -1;
+    /* a plain file is measured now; a gzipped one as its data is read */
+    int64_t after = h->file - 4 - 4 * (int64_t)h->ndims;
+    return gzdirect(gz) ? idx_check_length(path, h, after, err, errlen) : 0;
 }
 
 /* Opens path, reads its header, and leaves gz positioned at the data. */
 static gzFile idx_open_header(const char *path, int labels, idx_header *h, char *err, size_t errlen)
 {
-    gzFile gz = idx_open(path, err, errlen);
+    gzFile gz = idx_open(path, &h->file, err, errlen);
     if (gz && idx_read_header(gz, path, labels, h, err, errlen)) {
         gzclose(gz);
         return NULL;
@@ -286,9 +316,14 @@ static int idx_read_body(gzFile gz, const char *path, const idx_header *h, void 
         data_err(err, errlen, "%s: read error: %s", path, idx_gzmsg(gz));
         return -1;
     }
-    if (got < h->bytes) {
-        data_err(err, errlen, "%s: truncated: header promises %lld bytes of data, file has %lld",
-                 path, (long long)h->bytes, (long long)got);
+    unsigned char extra;
+    int64_t more = got == h->bytes ? idx_read(gz, &extra, 1) : 0; /* one byte past: too long */
+    if (more < 0) {
+        data_err(err, errlen, "%s: read error: %s", path, idx_gzmsg(gz));
+        free(buf);
+        return -1;
+    }
+    if (idx_check_length(path, h, got + more, err, errlen)) {
         free(buf);
         return -1;
     }
@@ -339,6 +374,9 @@ int data_idx_load(const data_spec *s, data_set *ds, char *err, size_t errlen)
     ds->ex_elems = img.ex_elems;
     ds->x_path = s->path[0];
     ds->y_path = s->path[1];
+    if ((img.elem == DATA_ELEM_F32 || img.elem == DATA_ELEM_F64) &&
+        data_check_finite(ds, img.dims[0] * img.ex_elems, s->nonfinite, err, errlen))
+        return -1;
     if (s->path[1] && idx_load_labels(s, &img, ds, err, errlen)) return -1;
     return 0;
 }

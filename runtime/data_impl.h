@@ -5,6 +5,22 @@
 
 #include "runtime/data.h"
 
+/* ---- what a reader reads (docs/language.md, "Data sources": change both) ----
+ * A file that is not a regular file (a FIFO, a device, a directory) is
+ * refused before anything is read, and so is one past its limit: each
+ * reader holds its data in memory, so the limits bound that memory. */
+
+/* A CSV file, held whole as text while it is parsed. */
+#define DATA_CSV_MAX_BYTES (INT64_C(1) << 30)
+/* The data of an IDX file (after decompression) or of a raw file. */
+#define DATA_BIN_MAX_BYTES (INT64_C(1) << 34)
+/* The text of one text(...) source, its files together (ids are i32, and
+ * so are the windows' offsets). */
+#define DATA_TEXT_MAX_BYTES (INT64_C(1) << 30)
+/* Examples in one source: each costs a slot of the shuffle (8 bytes), and
+ * a gaussian source has as many as it is told. */
+#define DATA_MAX_EXAMPLES INT64_C(2147483647)
+
 /* How x is stored. IDX keeps its file element type (converted to host byte
  * order) so that Fashion-MNIST stays one byte per pixel; GAUSS stores
  * nothing and regenerates each example from (seed, index). */
@@ -34,6 +50,25 @@ typedef struct data_set {
 
 /* Writes a formatted one-line message into err (tolerates err == NULL). */
 void data_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Opens path for reading without blocking on it (a FIFO is never waited
+ * for): a regular file of at most limit bytes, its size into *size.  Else
+ * -1 with "PATH: not a regular file" or "PATH: the file is N bytes, above
+ * the limit of L bytes for WHAT" in err. */
+int data_open_file(const char *path, int64_t limit, const char *what, int64_t *size, char *err,
+                   size_t errlen);
+/* Reads exactly len bytes of fd into buf; -1 with a message naming path
+ * (a read error, or a file that shrank since it was opened). */
+int data_read_exact(int fd, const char *path, void *buf, int64_t len, char *err, size_t errlen);
+/* All of path, checked as data_open_file does, into a new buffer (*buf,
+ * NUL-terminated after its *len bytes). */
+int data_read_whole(const char *path, int64_t limit, const char *what, char **buf, int64_t *len,
+                    char *err, size_t errlen);
+/* 0 when each of the first count values of a set of f32 or f64 elements
+ * is a finite f32, or (allow) is nan or an infinity itself; else -1 and
+ * "PATH: value K (example E) is nan, not a finite number; ..." or "... is
+ * 1e+300, beyond the range of f32". */
+int data_check_finite(const data_set *ds, int64_t count, int allow, char *err, size_t errlen);
 
 /* Size in bytes of one stored element. */
 size_t data_elem_size(data_elem e);

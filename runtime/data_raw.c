@@ -2,24 +2,16 @@
  * synthetic Gaussian source. */
 #include "runtime/data_impl.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
+/* The size of a raw file, checked as data_open_file does. */
 static int raw_size(const char *path, int64_t *size, char *err, size_t errlen)
 {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        data_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        data_err(err, errlen, "%s: not a regular file", path);
-        return -1;
-    }
-    *size = (int64_t)st.st_size;
+    int fd = data_open_file(path, DATA_BIN_MAX_BYTES, "a raw file", size, err, errlen);
+    if (fd < 0) return -1;
+    close(fd);
     return 0;
 }
 
@@ -63,21 +55,18 @@ int data_raw_probe(const data_spec *s, data_info *info, char *err, size_t errlen
     return 0;
 }
 
+/* Reads the len bytes of path, which must still have exactly that size. */
 static int raw_read_all(const char *path, void *buf, int64_t len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        data_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t got = fread(buf, 1, (size_t)len, f);
-    fclose(f);
-    if ((int64_t)got != len) {
-        data_err(err, errlen, "%s: short read (%lld of %lld bytes); did the file change?", path,
-                 (long long)got, (long long)len);
-        return -1;
-    }
-    return 0;
+    int64_t size;
+    int fd = data_open_file(path, DATA_BIN_MAX_BYTES, "a raw file", &size, err, errlen);
+    if (fd < 0) return -1;
+    int rc = size == len ? data_read_exact(fd, path, buf, len, err, errlen) : -1;
+    close(fd);
+    if (size != len)
+        data_err(err, errlen, "%s: the file is %lld bytes now, %lld when it was probed", path,
+                 (long long)size, (long long)len);
+    return rc;
 }
 
 /* The files are little-endian; swap in place on a big-endian host. */
@@ -111,6 +100,7 @@ int data_raw_load(const data_spec *s, data_set *ds, char *err, size_t errlen)
     }
     if (raw_read_all(s->path[0], ds->x, n * ds->ex_elems * 4, err, errlen)) return -1;
     raw_le_to_host(ds->x, n * ds->ex_elems);
+    if (data_check_finite(ds, n * ds->ex_elems, s->nonfinite, err, errlen)) return -1;
     if (ds->y) {
         if (raw_read_all(s->path[1], ds->y, n * 4, err, errlen)) return -1;
         raw_le_to_host(ds->y, n);

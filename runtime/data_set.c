@@ -2,11 +2,15 @@
  * conversion and the PRNG used for shuffling and synthetic data. */
 #include "runtime/data_impl.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void data_err(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -15,6 +19,93 @@ void data_err(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
+}
+
+/* ---- files ---- */
+
+int data_open_file(const char *path, int64_t limit, const char *what, int64_t *size, char *err,
+                   size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        data_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        data_err(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    if ((int64_t)st.st_size > limit) {
+        data_err(err, errlen, "%s: the file is %lld bytes, above the limit of %lld bytes for %s",
+                 path, (long long)st.st_size, (long long)limit, what);
+        close(fd);
+        return -1;
+    }
+    *size = (int64_t)st.st_size;
+    return fd;
+}
+
+int data_read_exact(int fd, const char *path, void *buf, int64_t len, char *err, size_t errlen)
+{
+    int64_t got = 0;
+    while (got < len) {
+        size_t chunk = len - got > (INT64_C(1) << 30) ? (size_t)1 << 30 : (size_t)(len - got);
+        ssize_t r = read(fd, (char *)buf + got, chunk);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            data_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+            return -1;
+        }
+        if (r == 0) break;
+        got += r;
+    }
+    if (got == len) return 0;
+    data_err(err, errlen, "%s: short read (%lld of %lld bytes); did the file change?", path,
+             (long long)got, (long long)len);
+    return -1;
+}
+
+int data_read_whole(const char *path, int64_t limit, const char *what, char **buf, int64_t *len,
+                    char *err, size_t errlen)
+{
+    int fd = data_open_file(path, limit, what, len, err, errlen);
+    if (fd < 0) return -1;
+    *buf = malloc((size_t)*len + 1);
+    int rc = *buf ? data_read_exact(fd, path, *buf, *len, err, errlen) : -1;
+    close(fd);
+    if (!*buf) data_err(err, errlen, "%s: out of memory for %lld bytes", path, (long long)*len);
+    if (rc == 0) {
+        (*buf)[*len] = '\0';
+        return 0;
+    }
+    free(*buf);
+    *buf = NULL;
+    return -1;
+}
+
+int data_check_finite(const data_set *ds, int64_t count, int allow, char *err, size_t errlen)
+{
+    for (int64_t k = 0; k < count; k++) {
+        double v =
+            ds->elem == DATA_ELEM_F64 ? ((const double *)ds->x)[k] : ((const float *)ds->x)[k];
+        if (isfinite((float)v) || (allow && !isfinite(v))) continue;
+        if (isfinite(v))
+            data_err(err, errlen, "%s: value %lld (example %lld) is %g, beyond the range of f32",
+                     ds->x_path, (long long)k, (long long)(k / ds->ex_elems), v);
+        else
+            data_err(err, errlen,
+                     "%s: value %lld (example %lld) is %s, not a finite number; nonfinite=true "
+                     "reads nan and inf as they are",
+                     ds->x_path, (long long)k, (long long)(k / ds->ex_elems),
+                     isnan(v) ? "nan"
+                     : v < 0  ? "-inf"
+                              : "inf");
+        return -1;
+    }
+    return 0;
 }
 
 size_t data_elem_size(data_elem e)

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#define TEXT_MAX_BYTES  (INT64_C(1) << 30) /* ids are i32 and so are the windows' offsets */
 #define TEXT_CODEPOINTS 0x110000
 
 /* The concatenated bytes, and where each file starts (for messages). */
@@ -43,9 +43,9 @@ static int text_oom(const char *path, char *err, size_t errlen)
 
 static int text_grow(text_buf *t, int64_t more, const char *path, char *err, size_t errlen)
 {
-    if (t->len + more > TEXT_MAX_BYTES) {
+    if (t->len + more > DATA_TEXT_MAX_BYTES) {
         data_err(err, errlen, "%s: the text is larger than %lld bytes, the limit", path,
-                 (long long)TEXT_MAX_BYTES);
+                 (long long)DATA_TEXT_MAX_BYTES);
         return -1;
     }
     if (t->n == t->cap_files) {
@@ -66,28 +66,19 @@ static int text_grow(text_buf *t, int64_t more, const char *path, char *err, siz
     return 0;
 }
 
-/* Appends file path (size bytes); an empty file is an error when the
- * program named it, and skipped when a directory held it. */
-static int text_add_file(text_buf *t, const char *path, int64_t size, int named, char *err,
-                         size_t errlen)
+/* Appends file path; an empty file is an error when the program named it,
+ * and skipped when a directory held it. */
+static int text_add_file(text_buf *t, const char *path, int named, char *err, size_t errlen)
 {
-    if (size == 0) {
-        if (named) data_err(err, errlen, "%s: the file is empty", path);
-        return named ? -1 : 0;
-    }
-    if (text_grow(t, size, path, err, errlen)) return -1;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        data_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t got = fread(t->bytes + t->len, 1, (size_t)size, f);
-    fclose(f);
-    if ((int64_t)got != size) {
-        data_err(err, errlen, "%s: short read (%lld of %lld bytes); did the file change?", path,
-                 (long long)got, (long long)size);
-        return -1;
-    }
+    int64_t size;
+    int fd = data_open_file(path, DATA_TEXT_MAX_BYTES, "text", &size, err, errlen);
+    if (fd < 0) return -1;
+    int rc = size == 0 && named ? -1 : 0;
+    if (rc) data_err(err, errlen, "%s: the file is empty", path);
+    if (rc == 0 && size > 0) rc = text_grow(t, size, path, err, errlen);
+    if (rc == 0 && size > 0) rc = data_read_exact(fd, path, t->bytes + t->len, size, err, errlen);
+    close(fd);
+    if (rc || size == 0) return rc;
     if (!(t->names[t->n] = strdup(path))) return text_oom(path, err, errlen);
     t->start[t->n++] = t->len;
     t->len += size;
@@ -150,7 +141,7 @@ static int text_add_dir(text_buf *t, const char *dir, char *err, size_t errlen)
         snprintf(path, sizeof path, "%s/%s", dir, names[k]);
         if (text_skipped(names, n, names[k]) || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
-        rc = text_add_file(t, path, (int64_t)st.st_size, 0, err, errlen);
+        rc = text_add_file(t, path, 0, err, errlen);
     }
     if (rc == 0 && t->n == before) {
         data_err(err, errlen,
@@ -173,7 +164,7 @@ static int text_add_path(text_buf *t, const char *p, char *err, size_t errlen)
         return -1;
     }
     if (S_ISDIR(st.st_mode)) return text_add_dir(t, p, err, errlen);
-    if (S_ISREG(st.st_mode)) return text_add_file(t, p, (int64_t)st.st_size, 1, err, errlen);
+    if (S_ISREG(st.st_mode)) return text_add_file(t, p, 1, err, errlen);
     data_err(err, errlen, "%s: not a regular file or a directory", p);
     return -1;
 }
