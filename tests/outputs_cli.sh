@@ -19,6 +19,8 @@
 #              the file untouched
 #   plotopts   plot --smooth: a decimal in [0, 1), anything else a usage error
 #   stdin      fmt - refuses more than 64 MiB
+#   readers    fmt, fmt --check and plot refuse a FIFO and /dev/zero as input
+#              at once (not regular files: nothing blocks or reads for ever)
 set -u
 G=$1 SRC=$2 PY=$3 CASE=$4
 T=$(mktemp -d)
@@ -225,6 +227,15 @@ case_plotopts() {
 case_stdin() {
     head -c 67108865 /dev/zero | gr fmt - 2> err.txt
     refused $? "fmt - of 64 MiB + 1" "<stdin>: input larger than 64 MiB"
+}
+
+case_readers() {
+    mkfifo fifo || fail "mkfifo"
+    for args in "fmt fifo" "fmt --check fifo" "plot fifo" "fmt /dev/zero" "plot /dev/zero"; do
+        # shellcheck disable=SC2086
+        gr $args > /dev/null 2> err.txt
+        refused $? "$args" "not a regular file"
+    done
 }
 
 "case_$CASE"

@@ -43,6 +43,9 @@ int cli_mpi_end(int rc);
 void cli_mpi_note(void);
 /* Exit status for a failed compile: a missing or unreadable file is misuse. */
 int cli_exit_code(gr_code c);
+/* Opens path for reading if it is a regular file (a FIFO or a device never
+ * blocks the open), else NULL with *why saying why not. */
+FILE *cli_open_regular(const char *path, const char **why);
 /* Reads f to its end into a malloc'd, NUL-terminated *text: 0, -1 on a
  * read error (errno set), -2 when f holds more than CLI_MAX_INPUT bytes
  * (it is not read further: standard input may never end). */

@@ -1,7 +1,11 @@
 /* cli_util.c - option and input helpers shared by the subcommands. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -50,4 +54,19 @@ int cli_read_all(FILE *f, char **text, size_t *len)
     free(*text);
     *text = NULL;
     return bad < 0 ? bad : -1;
+}
+
+FILE *cli_open_regular(const char *path, const char **why)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    FILE *f = NULL;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        *why = "not a regular file";
+        close(fd);
+        return NULL;
+    }
+    if (fd >= 0 && !(f = fdopen(fd, "rb"))) close(fd);
+    if (!f) *why = strerror(errno);
+    return f;
 }

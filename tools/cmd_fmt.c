@@ -56,7 +56,8 @@ static int fmt_one(const char *path, fmt_mode mode)
     if (mode == FMT_WRITE) return fmt_write(path);
     int is_stdin = strcmp(path, "-") == 0;
     const char *name = is_stdin ? "<stdin>" : path;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    const char *why = NULL;
+    FILE *f = is_stdin ? stdin : cli_open_regular(path, &why);
     char *text = NULL;
     size_t len = 0;
     int got = f ? cli_read_all(f, &text, &len) : -1;
@@ -64,7 +65,8 @@ static int fmt_one(const char *path, fmt_mode mode)
         if (got == -2)
             fprintf(stderr, "graphrun: error: %s: input larger than 64 MiB\n", name);
         else
-            fprintf(stderr, "graphrun: error: %s: cannot read: %s\n", name, strerror(errno));
+            fprintf(stderr, "graphrun: error: %s: cannot read: %s\n", name,
+                    why ? why : strerror(errno));
         if (f && !is_stdin) fclose(f);
         return CLI_USAGE;
     }

@@ -117,8 +117,9 @@ static int blank(const char *s)
 
 static int read_run(plot_run *r, const char *path, const plot_opts *o)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return fprintf(stderr, "graphrun plot: %s: %s\n", path, strerror(errno)), CLI_USAGE;
+    const char *why;
+    FILE *f = cli_open_regular(path, &why);
+    if (!f) return fprintf(stderr, "graphrun plot: %s: %s\n", path, why), CLI_USAGE;
     plot_src src = {path, 0, 0};
     char *line = NULL;
     size_t cap = 0;
