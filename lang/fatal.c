@@ -33,36 +33,79 @@ void fatal(const char *fmt, ...)
     abort(); /* the hook must not return */
 }
 
+static _Thread_local jmp_buf *oom_catch;
+static _Thread_local long alloc_calls, fail_at; /* fail_at: the call that fails; 0 none */
+
+jmp_buf *fatal_catch_push(jmp_buf *jb)
+{
+    jmp_buf *prev = oom_catch;
+    oom_catch = jb;
+    return prev;
+}
+
+void fatal_catch_pop(jmp_buf *prev)
+{
+    oom_catch = prev;
+}
+
+long fatal_fail_alloc_after(long n)
+{
+    long calls = alloc_calls;
+    alloc_calls = 0;
+    fail_at = n > 0 ? n : 0;
+    return calls;
+}
+
+/* Out of memory: the thread's catch point, or the hook. */
+static void out_of_memory(size_t n, size_t size)
+{
+    if (oom_catch) {
+        jmp_buf *jb = oom_catch;
+        oom_catch = NULL; /* the catcher restores its predecessor */
+        longjmp(*jb, 1);
+    }
+    fatal("out of memory (allocating %zu x %zu bytes)", n, size);
+}
+
+/* The test hook's failure, counted per call. */
+static int injected(void)
+{
+    return ++alloc_calls == fail_at;
+}
+
 static void *checked(void *p, size_t n)
 {
-    if (!p) fatal("out of memory (allocating %zu bytes)", n);
+    if (!p) out_of_memory(1, n);
     return p;
 }
 
 void *xmalloc(size_t n)
 {
+    if (injected()) out_of_memory(1, n);
     return checked(malloc(n ? n : 1), n);
 }
 
 void *xcalloc(size_t n, size_t size)
 {
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) fatal("out of memory (allocating %zu x %zu bytes)", n, size);
+    void *p = injected() ? NULL : calloc(n ? n : 1, size ? size : 1);
+    if (!p) out_of_memory(n, size);
     return p;
 }
 
 void *xreallocarray(void *p, size_t n, size_t size)
 {
-    if (size && n > SIZE_MAX / size) fatal("out of memory (allocating %zu x %zu bytes)", n, size);
+    if (size && n > SIZE_MAX / size) out_of_memory(n, size);
     return xrealloc(p, n * size);
 }
 
 void *xrealloc(void *p, size_t n)
 {
+    if (injected()) out_of_memory(1, n);
     return checked(realloc(p, n ? n : 1), n);
 }
 
 char *xstrdup(const char *s)
 {
+    if (s && injected()) out_of_memory(1, strlen(s) + 1);
     return s ? checked(strdup(s), strlen(s) + 1) : NULL;
 }

@@ -11,6 +11,7 @@
 #ifndef GR_FATAL_H
 #define GR_FATAL_H
 
+#include <setjmp.h>
 #include <stddef.h>
 
 typedef void (*fatal_hook)(const char *msg);
@@ -23,6 +24,20 @@ void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)))
 /* Checked in every build type: keep them off hot loops. */
 #define GR_ASSERT(cond)                                                                            \
     ((cond) ? (void)0 : fatal("%s:%d: assertion failed: %s", __FILE__, __LINE__, #cond))
+
+/* Out of memory, recoverably.  While a thread has a catch point (set by
+ * fatal_catch_push(&jb) after setjmp(jb) returned 0, ended by
+ * fatal_catch_pop with what push returned), a failed x*alloc on that
+ * thread longjmps to it instead of calling the hook.  Set one only around
+ * work that holds no lock and starts no thread, whose partial results can
+ * be dropped (compiling, planning, formatting): what it had allocated is
+ * lost, not freed.  runtime/status.c: rt_catch_oom. */
+jmp_buf *fatal_catch_push(jmp_buf *jb);
+void fatal_catch_pop(jmp_buf *prev);
+/* Tests: the n-th x*alloc from now on this thread fails (n >= 1), as if
+ * memory had run out; 0 turns it off.  Returns how many x*alloc calls were
+ * made on this thread since the last call. */
+long fatal_fail_alloc_after(long n);
 
 /* Never return NULL.  xcalloc and xreallocarray check n * size. */
 void *xmalloc(size_t n);

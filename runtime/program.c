@@ -28,6 +28,25 @@ static void program_list_files(gr_program *p, int from_file)
     }
 }
 
+typedef struct compile_job {
+    gr_program *p;
+    const gr_compile_options *opt;
+    int from_file;
+    gr_status *st;
+    int returned; /* rt_compile returned (memory did not run out inside it) */
+} compile_job;
+
+static gr_code compile_job_run(void *arg)
+{
+    compile_job *j = arg;
+    gr_code c = rt_compile(j->p, j->opt, j->st);
+    j->returned = 1;
+    if (c == GR_OK) program_list_files(j->p, j->from_file);
+    return c;
+}
+
+/* Compiles src into *out.  When memory runs out part-way, what the
+ * compiler had built is left allocated: its structures may be half made. */
 static gr_code program_from(src_file *src, int from_file, const gr_compile_options *opt,
                             gr_program **out, gr_status *st)
 {
@@ -39,8 +58,9 @@ static gr_code program_from(src_file *src, int from_file, const gr_compile_optio
     }
     p->src = src;
     diag_init(&p->diags);
-    gr_code c = rt_compile(p, opt, st);
-    if (c == GR_OK) program_list_files(p, from_file);
+    compile_job j = {p, opt, from_file, st, 0};
+    gr_code c = rt_catch_oom(compile_job_run, &j, src->name, st);
+    if (!j.returned) p = NULL; /* half made: not freed */
     if (c != GR_OK) {
         gr_program_free(p);
         p = NULL;
@@ -116,18 +136,28 @@ static gr_code emit_plan(const gr_program *p, const char *target, FILE *out, gr_
     if (!target) target = gr_program_default_target(p);
     int k = target ? ir_find_name(p->g, target) : -1;
     if (k < 0) return rt_fail(st, GR_ERR_ARG, "no target named '%s'\n", target ? target : "(none)");
-    plan_graph *plan = plan_build(p->g, &p->g->names[k].node, 1);
+    plan_graph *plan = rt_plan_build(p->g, &p->g->names[k].node, 1, st);
+    if (!plan) return GR_ERR_NOMEM;
     fprintf(out, "target %s\n", target);
     plan_dump(plan, out);
     plan_free(plan);
     return GR_OK;
 }
 
-gr_code gr_program_emit(const gr_program *p, const char *what, const char *target, FILE *out,
-                        gr_status *st)
+typedef struct emit_job {
+    const gr_program *p;
+    const char *what, *target;
+    FILE *out;
+    gr_status *st;
+} emit_job;
+
+static gr_code emit_job_run(void *arg)
 {
-    if (!p || !what || !out)
-        return rt_null(st, "gr_program_emit", !p ? "program" : !what ? "what" : "out");
+    const emit_job *j = arg;
+    const gr_program *p = j->p;
+    const char *what = j->what, *target = j->target;
+    FILE *out = j->out;
+    gr_status *st = j->st;
     rt_ok(st);
     if (strcmp(what, "ast") == 0)
         ast_dump(p->ast, out);
@@ -140,6 +170,15 @@ gr_code gr_program_emit(const gr_program *p, const char *what, const char *targe
     else
         return rt_fail(st, GR_ERR_ARG, "unknown dump '%s' (ast, ir, plan or dot)\n", what);
     return GR_OK;
+}
+
+gr_code gr_program_emit(const gr_program *p, const char *what, const char *target, FILE *out,
+                        gr_status *st)
+{
+    if (!p || !what || !out)
+        return rt_null(st, "gr_program_emit", !p ? "program" : !what ? "what" : "out");
+    emit_job j = {p, what, target, out, st};
+    return rt_catch_oom(emit_job_run, &j, "gr_program_emit", st);
 }
 
 int gr_program_file_count(const gr_program *p)
@@ -183,7 +222,8 @@ gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_in
         snprintf(buf, sizeof buf, "%s/lr", target);
         if ((l = ir_find_name(g, buf)) >= 0) info->lr = g->names[l].name;
     }
-    plan_graph *plan = plan_build(g, &g->names[k].node, 1);
+    plan_graph *plan = rt_plan_build(g, &g->names[k].node, 1, st);
+    if (!plan) return GR_ERR_NOMEM;
     if (plan->n_data_used) info->batch = g->data[plan->data_used[0]].batch;
     plan_free(plan);
     rt_ok(st);

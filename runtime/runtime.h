@@ -30,6 +30,13 @@ gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
 /* The API's rule for a pointer argument that may not be NULL: GR_ERR_ARG
  * with "FN: ARG is NULL" (return rt_null(st, "gr_run", "target")). */
 gr_code rt_null(gr_status *st, const char *fn, const char *arg);
+/* Runs fn(arg) with running out of memory caught (lang/fatal.h): its code,
+ * or GR_ERR_NOMEM "WHAT: out of memory" when an x*alloc failed.  Only for
+ * work that holds no lock and starts no thread; what it had allocated then
+ * stays allocated. */
+gr_code rt_catch_oom(gr_code (*fn)(void *arg), void *arg, const char *what, gr_status *st);
+/* plan_build, with running out of memory an error: NULL and GR_ERR_NOMEM. */
+plan_graph *rt_plan_build(const ir_graph *g, const int *roots, int n_roots, gr_status *st);
 /* An error at node n's place in the .graph file: "FILE:LINE:COL: error:
  * MSG", the source line and a caret, as compile errors print. */
 gr_code rt_fail_at(gr_status *st, gr_code code, const ir_node *n, const char *fmt, ...)

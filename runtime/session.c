@@ -316,19 +316,16 @@ static int plan_matches(const rt_plan_entry *pe, uint64_t h, const char *target,
 
 /* Root 0 is the target, root k + 1 fetch k: the executor copies fetches
  * out by these ids, so names are looked up only here. */
-static plan_graph *new_plan(gr_session *s, const char *target, const gr_fetch *fetches,
-                            int n_fetches, gr_status *st)
+static gr_code new_plan(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
+                        plan_graph **p, gr_status *st)
 {
     int *roots = xcalloc((size_t)n_fetches + 1, sizeof *roots);
-    plan_graph *p = NULL;
     int ok = (roots[0] = rt_find_tensor(s, target, st)) >= 0;
-    for (int i = 0; ok && i < n_fetches; i++) {
-        if (!fetches[i].name) ok = rt_fail(st, GR_ERR_ARG, "fetch %d has no name\n", i) == GR_OK;
-        ok = ok && (roots[i + 1] = rt_find_tensor(s, fetches[i].name, st)) >= 0;
-    }
-    if (ok) p = plan_build(s->g, roots, n_fetches + 1);
+    for (int i = 0; ok && i < n_fetches; i++)
+        ok = (roots[i + 1] = rt_find_tensor(s, fetches[i].name, st)) >= 0;
+    *p = ok ? rt_plan_build(s->g, roots, n_fetches + 1, st) : NULL;
     free(roots);
-    return p;
+    return !ok ? GR_ERR_ARG : *p ? GR_OK : GR_ERR_NOMEM;
 }
 
 static int find_plan(const gr_session *s, uint64_t h, const char *target, const gr_fetch *fetches,
@@ -369,16 +366,15 @@ static void insert_plan(gr_session *s, uint64_t h, plan_graph *p, const char *ta
 static gr_code session_plan(gr_session *s, const char *target, const gr_fetch *fetches,
                             int n_fetches, int *pi, gr_status *st)
 {
-    for (int i = 0; i < n_fetches; i++)
-        if (!fetches[i].name) return rt_fail(st, GR_ERR_ARG, "fetch %d has no name\n", i);
     uint64_t h = plan_hash(target, fetches, n_fetches);
     pthread_mutex_lock(&s->mu);
     *pi = find_plan(s, h, target, fetches, n_fetches);
     pthread_mutex_unlock(&s->mu);
     if (*pi >= 0) return GR_OK;
-    plan_graph *p = new_plan(s, target, fetches, n_fetches, st);
-    if (!p) return GR_ERR_ARG;
-    gr_code c = open_readers(s, p, st);
+    plan_graph *p;
+    gr_code c = new_plan(s, target, fetches, n_fetches, &p, st);
+    if (c != GR_OK) return c;
+    c = open_readers(s, p, st);
     if (c != GR_OK) {
         plan_free(p);
         return c;
@@ -418,8 +414,6 @@ static gr_code acquire(gr_session *s, const char *target, const gr_fetch *fetche
                        rt_exec **e, int *plan_index, int *is_train, gr_status *st)
 {
     *e = NULL;
-    if (n_fetches < 0 || (n_fetches > 0 && !fetches))
-        return rt_fail(st, GR_ERR_ARG, "%d fetches, but no fetch array\n", n_fetches);
     gr_code c = session_plan(s, target, fetches, n_fetches, plan_index, st);
     if (c != GR_OK) return c;
     pthread_mutex_lock(&s->mu);
@@ -689,8 +683,9 @@ static gr_code eval_tail_open(gr_session *s, const char *target, int id, const e
         t->f[k] = (gr_fetch){target, xmalloc(bytes ? bytes : 1), bytes, NULL};
         t->vals[k] = t->f[k].data;
     }
-    t->plan = plan_build(s->g, roots, n + 1);
+    t->plan = rt_plan_build(s->g, roots, n + 1, st);
     free(roots);
+    if (!t->plan) return GR_ERR_NOMEM;
     gr_code c = open_readers(s, t->plan, st);
     return c == GR_OK ? exec_new(s, t->plan, &t->e, st) : c;
 }

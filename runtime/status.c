@@ -73,6 +73,40 @@ gr_code rt_null(gr_status *st, const char *fn, const char *arg)
     return rt_fail(st, GR_ERR_ARG, "%s: %s is NULL\n", fn, arg);
 }
 
+gr_code rt_catch_oom(gr_code (*fn)(void *arg), void *arg, const char *what, gr_status *st)
+{
+    jmp_buf jb;
+    jmp_buf *volatile prev = NULL;
+    if (setjmp(jb)) {
+        fatal_catch_pop(prev);
+        return rt_fail(st, GR_ERR_NOMEM, "%s: out of memory\n", what);
+    }
+    prev = fatal_catch_push(&jb);
+    gr_code c = fn(arg);
+    fatal_catch_pop(prev);
+    return c;
+}
+
+typedef struct plan_job {
+    const ir_graph *g;
+    const int *roots;
+    int n_roots;
+    plan_graph *plan;
+} plan_job;
+
+static gr_code plan_job_run(void *arg)
+{
+    plan_job *j = arg;
+    j->plan = plan_build(j->g, j->roots, j->n_roots);
+    return GR_OK;
+}
+
+plan_graph *rt_plan_build(const ir_graph *g, const int *roots, int n_roots, gr_status *st)
+{
+    plan_job j = {g, roots, n_roots, NULL};
+    return rt_catch_oom(plan_job_run, &j, "planning", st) == GR_OK ? j.plan : NULL;
+}
+
 gr_code rt_fail_at(gr_status *st, gr_code code, const ir_node *n, const char *fmt, ...)
 {
     if (!st) return code;
