@@ -467,6 +467,10 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
     }
     gr_session *s = open_session(o, prog, &pg, st);
     if (!s) return 1;
+    if (cli_mpi_agree(o, s, st) < 0) { /* --distributed: every rank, the same schedule */
+        gr_session_free(s);
+        return 1;
+    }
     if (o->log_path && !(pg.log = fopen(o->log_path, "w"))) {
         fprintf(stderr, "graphrun: error: cannot write the log %s: %s\n", o->log_path,
                 strerror(errno));
