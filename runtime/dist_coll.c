@@ -11,8 +11,10 @@
 
 #define DEFAULT_TIMEOUT 600.0
 #define MAX_TIMEOUT     1e9
-#define ANNOUNCE_AFTER  0.1  /* seconds of waiting before telling the others */
-#define YIELD_AFTER     1e-3 /* then the core is given up between looks */
+#define ANNOUNCE_AFTER  0.1 /* seconds of waiting before telling the others */
+#define YIELD_AFTER                                                                                \
+    20e-6 /* then the core is given up between looks: a process the                                \
+             wait is for may need it (more processes than cores) */
 
 #define PREFIX "distributed: "
 
