@@ -104,11 +104,12 @@ typedef struct grad_wait {
 static int grad_poll(shm_wait *w, int missing, double waited)
 {
     grad_wait *g = (grad_wait *)w;
-    if (waited < 1e-3) { /* the usual wait: no MPI call; past a few microseconds the */
-        if (waited > 20e-6) sched_yield(); /* core may be needed by another process */
-        return 0;
-    }
-    return coll_poll(&g->d->sched, waited, missing, g->f->msg, sizeof g->f->msg);
+    if (waited >= 1e-3)
+        return coll_poll(&g->d->sched, waited, missing, g->f->msg, sizeof g->f->msg);
+    /* the usual wait, no MPI call; past a few microseconds the process
+       waited for may need this core (more processes than cores) */
+    if (waited > 20e-6) sched_yield();
+    return 0;
 }
 
 /* The shm call's result: 0, or -1 with why in f. */

@@ -32,6 +32,8 @@
 #   stop-M    rank 1 stops calling after 3 steps: GR_DIST_TIMEOUT=2 ends the
 #             job naming the collective, the step and rank 1
 #   other-eval  rank 1 evaluates while rank 0 trains: caught at once
+#   other-target-M  rank 1 trains another target (M: sync, mpi), whose
+#             gradients have another length: caught at the first step
 #   together  the same calls on both ranks end normally, in every mode (and
 #             async ranks may train different numbers of steps)
 set -u
@@ -230,6 +232,14 @@ other-eval)
     quick_failure sched.out
     grep -q "^rank [01]: .*(evaluation total, after step 3)" sched.out &&
         grep -q "^rank [01]: .*(gradient allreduce, step 4)" sched.out || fail "$(cat sched.out)"
+    ;;
+other-target-sync | other-target-mpi)
+    [ "$case_" = other-target-mpi ] && export GR_MPI_ALLREDUCE=1
+    schedule target sync
+    quick_failure sched.out
+    grep -Eq "^rank [01]: .*(\(4 to 6 floats\)|averages [46] floats).*\(gradient allreduce, step 1\)" \
+        sched.out ||
+        fail "$(cat sched.out)"
     ;;
 together)
     for mode in sync async every; do

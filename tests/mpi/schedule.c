@@ -8,6 +8,7 @@
  *         leave     rank 1 frees its session after 3 steps; rank 0 goes on to 10
  *         stop      rank 1 stops calling after 3 steps (sleeps for a minute)
  *         eval      rank 1 evaluates after 3 steps while rank 0 trains
+ *         target    rank 1 trains another target (other lengths to average)
  *         agree     rank 1 gives gr_session_dist_agree another value
  *   MODE  sync (default), async, or every (async with sync_every 2)
  *
@@ -30,10 +31,12 @@ static void die(const gr_status *st)
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+static const char *target = "train";
+
 static void train(gr_session *s, int steps, gr_status *st)
 {
     for (int i = 0; i < steps; i++)
-        if (gr_run(s, "train", NULL, 0, NULL, 0, st) != GR_OK) die(st);
+        if (gr_run(s, target, NULL, 0, NULL, 0, st) != GR_OK) die(st);
 }
 
 /* Both ranks: the same calls, every kind of collective. */
@@ -59,7 +62,8 @@ static int run_case(gr_session *s, const char *what, gr_status *st)
         fprintf(stderr, "rank %d: %s", rank, gr_status_message(st));
         return 3;
     }
-    train(s, rank == 1 ? 3 : 10, st);
+    if (rank == 1 && strcmp(what, "target") == 0) target = "train_b";
+    train(s, rank == 1 && strcmp(what, "target") != 0 ? 3 : 10, st);
     if (rank == 1 && strcmp(what, "stop") == 0) sleep(60);
     if (rank == 1 && strcmp(what, "eval") == 0 && gr_eval(s, "loss", &loss, st) != GR_OK) die(st);
     return 0;
