@@ -210,9 +210,13 @@ typedef struct gr_session_options {
      * (MPI_THREAD_SERIALIZED at least) before gr_session_new and finalised
      * after gr_session_free; every process of the communicator makes its
      * session, runs the same train target the same number of times and calls
-     * gr_eval, gr_session_save and gr_session_restore at the same points.
-     * When a call fails on one process, the others would wait for it:
-     * end the job (MPI_Abort), as the CLI does. */
+     * gr_eval, gr_session_save and gr_session_restore at the same points,
+     * and frees its session after the same calls.  A process that leaves
+     * this schedule (frees its session early, makes another collective) makes
+     * the others' waiting call fail, naming it; a wait that lasts longer than
+     * GR_DIST_TIMEOUT seconds (environment; default 600) fails too.  After
+     * any failed call, end the job (MPI_Abort), as the CLI does: the other
+     * processes may still be waiting inside MPI. */
     const void *mpi_comm;
     int sync_every; /* GR_DIST_ASYNC: average the variables every K steps instead of
                        sharing them through rank 0 at every step (0); K >= 0 */
@@ -320,6 +324,21 @@ uint64_t gr_session_step(const gr_session *s);
  * other session), and the seconds this process has spent communicating
  * (allreduce, reading and updating shared variables).  Any may be NULL. */
 void gr_session_dist_info(const gr_session *s, int *rank, int *size, double *comm_secs);
+/* Distributed sessions: checks that every process runs with the same
+ * `value` of `what` (an option of the embedding program, as text), e.g.
+ *     gr_session_dist_agree(s, "--steps", "200", st);
+ * Collective: every process calls it with the same `what`s in the same
+ * order (what and value: at most 4 KiB together).  When a process's value
+ * differs from rank 0's, every process gets GR_ERR_ARG and the same
+ * message, naming the first such rank and both values:
+ *     distributed: rank 1: --steps 200 differs from rank 0's --steps 100; ...
+ * so all of them can stop cleanly (gr_session_free, MPI_Finalize).  Any
+ * other failure of a distributed call (a process that left, a timeout:
+ * GR_ERR_IO) is this process's alone: end the job with MPI_Abort.
+ * gr_session_new compares its own options the same way, named as the
+ * CLI's flags: --distributed, --seed, --sync-every, --locking and
+ * --check-numerics.  GR_OK at once for a session that is not distributed. */
+gr_code gr_session_dist_agree(gr_session *s, const char *what, const char *value, gr_status *st);
 
 /* With gr_session_options.profile: where the kernels' time went, one row
  * per graph node (fused nodes under the fused op's name), summed over every

@@ -15,6 +15,11 @@
  *    sync_every K, there is no window: every K steps the variables are
  *    averaged (MPI_Allreduce).
  *
+ * Every collective is numbered and waited for by polling (dist_coll.h): a
+ * process that left the schedule (freed its session, or is in another
+ * collective) or a wait past GR_DIST_TIMEOUT fails the call, with a
+ * message naming the processes, the collectives and the step.
+ *
  * Built without MPI (GR_HAVE_MPI unset), dist_open is an error and nothing
  * else is ever called. */
 #ifndef GR_RUNTIME_DIST_H
@@ -27,12 +32,18 @@
 
 typedef struct rt_dist rt_dist;
 
-/* Joins the session to its processes: checks that every process compiled
+/* Joins the session to its processes: checks that every process has the
+ * same options (mode, seed, sync_every, locking, check_numerics), compiled
  * the same graph and initialised the same variables, and in async mode
  * makes rank 0's window.  On error (the same on every process) s->dist
  * stays NULL. */
 gr_code dist_open(gr_session *s, gr_status *st);
+/* Says goodbye to the others and waits for theirs (GR_DIST_TIMEOUT at
+ * most); frees the MPI objects when every process left after the same
+ * collective, else leaves them. */
 void dist_close(rt_dist *d);
+/* gr_session_dist_agree on a distributed session. */
+gr_code dist_agree(gr_session *s, const char *what, const char *value, gr_status *st);
 int dist_rank(const rt_dist *d);
 int dist_size(const rt_dist *d);
 /* How many processes split data source di's batches: the number of
@@ -49,8 +60,9 @@ double dist_comm_seconds(const rt_dist *d);
 gr_code dist_step_begin(gr_session *s, gr_status *st);
 /* ran: the step succeeded (else only the lock taken by begin is let go). */
 gr_code dist_step_end(gr_session *s, int ran, gr_status *st);
-/* Before an evaluation or a save: async, the local variables become the
- * shared ones; sync_every, they are averaged now (on every process). */
+/* Before an evaluation: async, the local variables become the shared
+ * ones; sync_every, they are averaged now (on every process).  A failure
+ * breaks the schedule: the session's next collective reports it. */
 void dist_refresh(gr_session *s);
 
 /* A checkpoint's bytes, read by rank 0 and sent to every process: all
@@ -58,7 +70,7 @@ void dist_refresh(gr_session *s);
 gr_code dist_read_file(gr_session *s, const char *path, uint8_t **buf, size_t *len, gr_status *st);
 /* After a restore changed the variables (async: rank 0's go to the window). */
 gr_code dist_restored(gr_session *s, gr_status *st);
-/* Runs save on rank 0 only (after dist_refresh);
+/* Runs save on rank 0 only (after the refresh dist_refresh would do);
  * every process returns its result. */
 gr_code dist_save(gr_session *s, const char *path,
                   gr_code (*save)(gr_session *s, const char *path, gr_status *st), gr_status *st);

@@ -1,18 +1,21 @@
-/* dist_mpi.c - distributed training over MPI (dist.h). */
+/* dist_mpi.c - distributed training over MPI (dist.h).  Every collective
+ * goes through dist_coll.c, which numbers it and never waits for ever. */
 #include <limits.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "ckpt_io.h"
 #include "dist.h"
+#include "dist_coll.h"
 #include "dist_shm.h"
 #include "runtime.h"
 
 struct rt_dist {
     kern_comm kc; /* first: the allreduce kernels hand it back */
-    MPI_Comm comm;
+    coll_sched sched;
     int rank, size;
     shm_reduce *shm; /* sync, every process on one node: the allreduce, else NULL */
     float *sum;      /* sync without shm: where apply_sgd_allreduce's sums land */
@@ -32,6 +35,12 @@ struct rt_dist {
     double comm_secs;
 };
 
+#define WHY 192 /* a failure's message (kern_fault's size) */
+/* A collective that failed: a process left or went elsewhere, a timeout.
+ * (A difference that every process finds, such as another option, is
+ * GR_ERR_ARG, and the schedule goes on.) */
+#define COLL_ERR GR_ERR_IO
+
 static double now(void)
 {
     struct timespec t;
@@ -44,57 +53,118 @@ static size_t max_size(size_t a, size_t b)
     return a > b ? a : b;
 }
 
+/* Takes the session's MPI lock; the collectives that follow belong to the
+ * step the session has reached. */
+static void dist_lock(gr_session *s)
+{
+    pthread_mutex_lock(&s->dist->mu);
+    coll_set_step(&s->dist->sched, atomic_load(&s->train_steps), 0);
+}
+
+static void dist_unlock(gr_session *s)
+{
+    pthread_mutex_unlock(&s->dist->mu);
+}
+
 /* ---- counts over INT_MAX go in pieces ---- */
 
 #define CHUNK ((size_t)1 << 30)
 
-static void allreduce_sum(rt_dist *d, const float *in, float *out, size_t n)
+/* Blocking: only where every process is known to be in the same
+ * collective (after its header, or its length check). */
+static void allreduce_sum(MPI_Comm comm, const float *in, float *out, size_t n)
 {
     for (size_t i = 0; i < n; i += CHUNK) {
         int k = (int)(n - i < CHUNK ? n - i : CHUNK);
-        MPI_Allreduce(in == out ? MPI_IN_PLACE : in + i, out + i, k, MPI_FLOAT, MPI_SUM, d->comm);
+        MPI_Allreduce(in == out ? MPI_IN_PLACE : in + i, out + i, k, MPI_FLOAT, MPI_SUM, comm);
     }
 }
 
-static void bcast_bytes(rt_dist *d, uint8_t *buf, size_t n)
+/* Rank 0's buf to every process; rank 0 may still be reading it, so the
+ * others wait through coll_wait. */
+static int bcast_bytes(rt_dist *d, uint8_t *buf, size_t n, char *why)
 {
     for (size_t i = 0; i < n; i += CHUNK) {
         int k = (int)(n - i < CHUNK ? n - i : CHUNK);
-        MPI_Bcast(buf + i, k, MPI_BYTE, 0, d->comm);
+        MPI_Request rq;
+        MPI_Ibcast(buf + i, k, MPI_BYTE, 0, d->sched.comm, &rq);
+        if (coll_wait(&d->sched, &rq, why, WHY)) return -1;
     }
+    return 0;
+}
+
+/* ---- the gradient allreduce (kern_comm) ---- */
+
+typedef struct grad_wait {
+    shm_wait w; /* first */
+    rt_dist *d;
+    kern_fault *f;
+} grad_wait;
+
+static int grad_poll(shm_wait *w, int missing, double waited)
+{
+    grad_wait *g = (grad_wait *)w;
+    if (waited >= 1e-3)
+        return coll_poll(&g->d->sched, waited, missing, g->f->msg, sizeof g->f->msg);
+    /* the usual wait, no MPI call; past a few microseconds the process
+       waited for may need this core (more processes than cores) */
+    if (waited > 20e-6) sched_yield();
+    return 0;
+}
+
+/* The shm call's result: 0, or -1 with why in f. */
+static int shm_result(rt_dist *d, int rc, const shm_wait *w, size_t n, kern_fault *f)
+{
+    char a[96];
+    if (rc == SHM_MISMATCH)
+        coll_fail(&d->sched, f->msg, sizeof f->msg,
+                  "distributed: rank %d averages %llu floats in its collective %llu while rank %d "
+                  "averages %zu in its %s",
+                  w->odd_rank, (unsigned long long)w->odd_n, (unsigned long long)w->odd_seq,
+                  d->rank, n, coll_where_str(&d->sched.now, a, sizeof a));
+    return rc == SHM_OK ? 0 : -1;
+}
+
+/* in[0..n)'s mean over the processes into out, or (step not NULL) var -= *step * mean. */
+static int grad_allreduce(rt_dist *d, const float *in, float *out, size_t n, const float *step,
+                          kern_fault *f)
+{
+    if (coll_enter(&d->sched, COLL_GRADIENT, f->msg, sizeof f->msg)) return -1;
+    if (d->shm) {
+        grad_wait g = {.w = {.poll = grad_poll, .seq = (uint64_t)d->sched.now.seq}, .d = d, .f = f};
+        int rc = step ? shm_reduce_sgd(d->shm, in, out, n, *step, &g.w)
+                      : shm_reduce_mean(d->shm, in, out, n, &g.w);
+        return shm_result(d, rc, &g.w, n, f);
+    }
+    if (coll_fast_check(&d->sched, n, f->msg, sizeof f->msg)) return -1;
+    float scale = 1.0f / (float)d->size;
+    if (!step) {
+        allreduce_sum(d->sched.fast, in, out, n);
+        for (size_t i = 0; i < n; i++) out[i] *= scale;
+        return 0;
+    }
+    allreduce_sum(d->sched.fast, in, d->sum, n);
+    for (size_t i = 0; i < n; i++) out[i] -= *step * (d->sum[i] * scale);
+    return 0;
 }
 
 static int comm_allreduce_mean(kern_comm *kc, const float *in, float *out, size_t n, kern_fault *f)
 {
     rt_dist *d = (rt_dist *)kc;
-    (void)f; /* MPI's errors end the job (MPI_ERRORS_ARE_FATAL) */
     double t = now();
-    if (d->shm) {
-        shm_reduce_mean(d->shm, in, out, n);
-    } else {
-        allreduce_sum(d, in, out, n);
-        float scale = 1.0f / (float)d->size;
-        for (size_t i = 0; i < n; i++) out[i] *= scale;
-    }
+    int rc = grad_allreduce(d, in, out, n, NULL, f);
     d->comm_secs += now() - t;
-    return 0;
+    return rc;
 }
 
 static int comm_allreduce_sgd(kern_comm *kc, const float *in, float *var, size_t n, float step,
                               kern_fault *f)
 {
     rt_dist *d = (rt_dist *)kc;
-    (void)f;
     double t = now();
-    if (d->shm) {
-        shm_reduce_sgd(d->shm, in, var, n, step);
-    } else {
-        allreduce_sum(d, in, d->sum, n);
-        float scale = 1.0f / (float)d->size;
-        for (size_t i = 0; i < n; i++) var[i] -= step * (d->sum[i] * scale);
-    }
+    int rc = grad_allreduce(d, in, var, n, &step, f);
     d->comm_secs += now() - t;
-    return 0;
+    return rc;
 }
 
 /* The most floats a node of op (allreduce, apply_sgd_allreduce) averages
@@ -185,8 +255,8 @@ static uint64_t graph_fingerprint(const gr_session *s)
 {
     const ir_graph *g = s->g;
     uint64_t h = 14695981039346656037ull;
-    int mode[2] = {(int)s->prog->distributed, s->opt.sync_every};
-    h = fnv(h, mode, sizeof mode);
+    int mode = (int)s->prog->distributed;
+    h = fnv(h, &mode, sizeof mode);
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         if (n->dead) continue;
@@ -225,12 +295,14 @@ static uint64_t vars_fingerprint(gr_session *s)
     return h;
 }
 
-/* Every process's value of h; the ranks that differ from rank 0 into
- * `which` (as text).  Returns how many differ. */
-static int differing_ranks(rt_dist *d, uint64_t h, char *which, size_t len)
+/* Every process's value of h (after a header); the ranks that differ
+ * from rank 0 into `which` (as text).  Returns how many differ, or -1 with
+ * why. */
+static int differing_ranks(rt_dist *d, uint64_t h, char *which, size_t len, char *why)
 {
+    if (coll_begin(&d->sched, COLL_OPEN, why, WHY)) return -1;
     uint64_t *all = xcalloc((size_t)d->size, sizeof *all);
-    MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, d->comm);
+    MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, d->sched.comm);
     int n = 0;
     size_t used = 0;
     which[0] = 0;
@@ -247,19 +319,116 @@ static int differing_ranks(rt_dist *d, uint64_t h, char *which, size_t len)
 static gr_code check_same(gr_session *s, gr_status *st)
 {
     rt_dist *d = s->dist;
-    char which[256];
-    if (differing_ranks(d, graph_fingerprint(s), which, sizeof which))
+    char which[256], why[WHY];
+    int n = differing_ranks(d, graph_fingerprint(s), which, sizeof which, why);
+    if (n > 0)
         return rt_fail(st, GR_ERR_ARG,
                        "distributed: rank %s compiled a different graph than rank 0 (another "
                        ".graph file, --set value or --devices, or another mode); every process "
                        "must run the same program\n",
                        which);
-    if (differing_ranks(d, vars_fingerprint(s), which, sizeof which))
+    if (n == 0) n = differing_ranks(d, vars_fingerprint(s), which, sizeof which, why);
+    if (n > 0)
         return rt_fail(st, GR_ERR_ARG,
-                       "distributed: rank %s initialised its variables differently from rank 0 "
-                       "(another --seed?)\n",
+                       "distributed: rank %s initialised its variables differently from rank 0\n",
                        which);
-    return GR_OK;
+    return n < 0 ? rt_fail(st, COLL_ERR, "%s\n", why) : GR_OK;
+}
+
+/* ---- gr_session_dist_agree: one text, compared ---- */
+
+#define AGREE_MAX 4096
+
+/* Every process's text (what, NUL, value, NUL) into one buffer, rank r's
+ * at (*at)[r].  Blocking: after the header. */
+static char *gather_texts(rt_dist *d, const char *text, int len, int **at)
+{
+    int *lens = xcalloc((size_t)d->size, sizeof *lens);
+    *at = xcalloc((size_t)d->size, sizeof **at);
+    MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, d->sched.comm);
+    int total = 0;
+    for (int r = 0; r < d->size; r++) (*at)[r] = total, total += lens[r];
+    char *all = xmalloc((size_t)total + 1);
+    MPI_Allgatherv(text, len, MPI_CHAR, all, lens, *at, MPI_CHAR, d->sched.comm);
+    free(lens);
+    return all;
+}
+
+static int same_text(const char *a, const char *b)
+{
+    return strcmp(a, b) == 0 && strcmp(a + strlen(a) + 1, b + strlen(b) + 1) == 0;
+}
+
+/* The first process whose text is not rank 0's fails everywhere, named. */
+static gr_code compare_texts(const rt_dist *d, const char *all, const int *at, gr_status *st)
+{
+    const char *w0 = all + at[0], *v0 = w0 + strlen(w0) + 1;
+    int first = -1, more = 0;
+    for (int r = 1; r < d->size; r++) {
+        if (same_text(all + at[r], w0)) continue;
+        if (first < 0)
+            first = r;
+        else
+            more++;
+    }
+    if (first < 0) {
+        rt_ok(st);
+        return GR_OK;
+    }
+    const char *w = all + at[first], *v = w + strlen(w) + 1;
+    char extra[48] = "";
+    if (more) snprintf(extra, sizeof extra, " (and %d more rank%s)", more, more > 1 ? "s" : "");
+    if (strcmp(w, w0) != 0)
+        return rt_fail(st, GR_ERR_ARG,
+                       "distributed: rank %d compares %s while rank 0 compares %s%s: every "
+                       "process must call gr_session_dist_agree in the same order\n",
+                       first, w, w0, extra);
+    return rt_fail(st, GR_ERR_ARG,
+                   "distributed: rank %d: %s %s differs from rank 0's %s %s%s; every process "
+                   "must run the same schedule\n",
+                   first, w, v, w0, v0, extra);
+}
+
+gr_code dist_agree(gr_session *s, const char *what, const char *value, gr_status *st)
+{
+    rt_dist *d = s->dist;
+    size_t lw = strlen(what), lv = strlen(value);
+    if (lw + lv + 2 > AGREE_MAX)
+        return rt_fail(st, GR_ERR_ARG, "gr_session_dist_agree: %.40s: over %d bytes\n", what,
+                       AGREE_MAX);
+    char text[AGREE_MAX], why[WHY];
+    memcpy(text, what, lw + 1);
+    memcpy(text + lw + 1, value, lv + 1);
+    int *at = NULL;
+    char *all = NULL;
+    dist_lock(s);
+    int rc = coll_begin(&d->sched, COLL_AGREE, why, sizeof why);
+    if (rc == 0) all = gather_texts(d, text, (int)(lw + lv + 2), &at);
+    dist_unlock(s);
+    if (rc != 0) return rt_fail(st, COLL_ERR, "%s\n", why);
+    gr_code c = compare_texts(d, all, at, st);
+    free(all);
+    free(at);
+    return c;
+}
+
+/* What the sessions' own options must agree on, named as the CLI's flags. */
+static gr_code agree_options(gr_session *s, gr_status *st)
+{
+    static const char *const modes[] = {"none", "sync", "async"};
+    const gr_session_options *o = &s->opt;
+    char seed[24], every[16];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+    snprintf(every, sizeof every, "%d", o->sync_every);
+    const char *pairs[][2] = {{"--distributed", modes[s->prog->distributed]},
+                              {"--seed", seed},
+                              {"--sync-every", every},
+                              {"--locking", o->locking ? "on" : "off"},
+                              {"--check-numerics", o->check_numerics ? "on" : "off"}};
+    gr_code c = GR_OK;
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs && c == GR_OK; i++)
+        c = dist_agree(s, pairs[i][0], pairs[i][1], st);
+    return c;
 }
 
 /* ---- async: rank 0's window ---- */
@@ -268,22 +437,27 @@ static void window_open(gr_session *s)
 {
     rt_dist *d = s->dist;
     MPI_Aint bytes = d->rank == 0 ? (MPI_Aint)(d->total * sizeof(float)) : 0;
-    MPI_Win_allocate(bytes, sizeof(float), MPI_INFO_NULL, d->comm, &d->win_mem, &d->win);
+    MPI_Win_allocate(bytes, sizeof(float), MPI_INFO_NULL, d->sched.comm, &d->win_mem, &d->win);
     d->use_win = 1;
 }
 
-/* Rank 0's variables become the shared ones (at the start, after a restore). */
-static void window_fill(gr_session *s)
+/* Rank 0's variables become the shared ones (at the start, after a
+ * restore); the header that follows is the barrier after which the others
+ * read them. */
+static gr_code window_fill(gr_session *s, coll_kind kind, gr_status *st)
 {
     rt_dist *d = s->dist;
+    char why[WHY];
     if (d->rank == 0) {
         MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, d->win);
         pack_vars(s, d->win_mem);
         MPI_Win_unlock(0, d->win);
     }
-    MPI_Barrier(d->comm);
+    if (coll_begin(&d->sched, kind, why, sizeof why)) return rt_fail(st, COLL_ERR, "%s\n", why);
+    return GR_OK;
 }
 
+/* Passive-target reads and updates of rank 0's window: not collectives. */
 static void window_rma(rt_dist *d, float *buf, int get)
 {
     double t = now();
@@ -299,23 +473,59 @@ static void window_rma(rt_dist *d, float *buf, int get)
     d->comm_secs += now() - t;
 }
 
-/* Local variables <- the shared ones (async), or <- their mean (sync_every). */
-static void refresh(gr_session *s)
+/* Local variables <- the shared ones (async). */
+static void pull_shared(gr_session *s)
+{
+    rt_dist *d = s->dist;
+    window_rma(d, d->base, 1);
+    unpack_vars(s, d->base);
+}
+
+/* sync_every: every process's variables become their mean (after the
+ * collective's header). */
+static void average_vars(gr_session *s)
+{
+    rt_dist *d = s->dist;
+    pack_vars(s, d->cur);
+    double t = now();
+    allreduce_sum(d->sched.comm, d->cur, d->cur, d->total);
+    d->comm_secs += now() - t;
+    float scale = 1.0f / (float)d->size;
+    for (size_t i = 0; i < d->total; i++) d->cur[i] *= scale;
+    unpack_vars(s, d->cur);
+}
+
+/* Before an evaluation or a save (async): the shared values, or the mean. */
+static int refresh(gr_session *s, coll_kind kind, char *why)
 {
     rt_dist *d = s->dist;
     if (d->use_win) {
-        window_rma(d, d->base, 1);
-        unpack_vars(s, d->base);
+        pull_shared(s);
     } else if (d->mode == GR_DIST_ASYNC) {
-        pack_vars(s, d->cur);
-        comm_allreduce_mean(&d->kc, d->cur, d->cur, d->total, NULL);
-        unpack_vars(s, d->cur);
+        if (coll_begin(&d->sched, kind, why, WHY)) return -1;
+        average_vars(s);
     }
+    return 0;
 }
 
 /* ---- the interface ---- */
 
-gr_code dist_open(gr_session *s, gr_status *st)
+/* The mode's own means: the window, the one-node allreduce. */
+static gr_code open_mode(gr_session *s, gr_status *st)
+{
+    rt_dist *d = s->dist;
+    if (d->mode == GR_DIST_ASYNC && d->sync_every == 0) {
+        window_open(s);
+        return window_fill(s, COLL_OPEN, st);
+    }
+    if (d->mode != GR_DIST_SYNC) return GR_OK;
+    size_t max_n = max_size(largest(s->g, OP_ALLREDUCE), largest(s->g, OP_APPLY_SGD_ALLREDUCE));
+    d->shm = shm_reduce_open(d->sched.comm, max_n, !getenv("GR_MPI_ALLREDUCE"));
+    if (!d->shm) d->sum = xcalloc(largest(s->g, OP_APPLY_SGD_ALLREDUCE) + 1, sizeof *d->sum);
+    return GR_OK;
+}
+
+static gr_code check_mpi(gr_status *st)
 {
     int init = 0, level = 0;
     MPI_Initialized(&init);
@@ -327,28 +537,33 @@ gr_code dist_open(gr_session *s, gr_status *st)
     if (level < MPI_THREAD_SERIALIZED)
         return rt_fail(st, GR_ERR_ARG,
                        "distributed: MPI was initialised below MPI_THREAD_SERIALIZED\n");
+    return GR_OK;
+}
+
+gr_code dist_open(gr_session *s, gr_status *st)
+{
+    double timeout = 0;
+    char why[WHY];
+    gr_code c = check_mpi(st);
+    if (c != GR_OK) return c;
+    if (coll_timeout_env(&timeout, why, sizeof why)) return rt_fail(st, GR_ERR_ARG, "%s\n", why);
     rt_dist *d = xcalloc(1, sizeof *d);
     d->kc.allreduce_mean = comm_allreduce_mean;
     d->kc.allreduce_sgd = comm_allreduce_sgd;
-    MPI_Comm_dup(s->opt.mpi_comm ? *(const MPI_Comm *)s->opt.mpi_comm : MPI_COMM_WORLD, &d->comm);
-    MPI_Comm_rank(d->comm, &d->rank);
-    MPI_Comm_size(d->comm, &d->size);
     d->mode = s->prog->distributed;
     d->sync_every = s->opt.sync_every;
     pthread_mutex_init(&d->mu, NULL);
     s->dist = d;
     pick_shared(d, s->g);
     pick_sharded(d, s->g);
-    gr_code c = check_same(s, st);
-    if (c == GR_OK && d->mode == GR_DIST_ASYNC && d->sync_every == 0) {
-        window_open(s);
-        window_fill(s);
-    }
-    if (c == GR_OK && d->mode == GR_DIST_SYNC && !getenv("GR_MPI_ALLREDUCE"))
-        d->shm = shm_reduce_open(
-            d->comm, max_size(largest(s->g, OP_ALLREDUCE), largest(s->g, OP_APPLY_SGD_ALLREDUCE)));
-    if (c == GR_OK && d->mode == GR_DIST_SYNC && !d->shm)
-        d->sum = xcalloc(largest(s->g, OP_APPLY_SGD_ALLREDUCE) + 1, sizeof *d->sum);
+    MPI_Comm user = s->opt.mpi_comm ? *(const MPI_Comm *)s->opt.mpi_comm : MPI_COMM_WORLD;
+    if (coll_open(&d->sched, user, timeout, why, sizeof why))
+        c = rt_fail(st, COLL_ERR, "%s\n", why);
+    d->rank = d->sched.rank;
+    d->size = d->sched.size;
+    if (c == GR_OK) c = agree_options(s, st);
+    if (c == GR_OK) c = check_same(s, st);
+    if (c == GR_OK) c = open_mode(s, st);
     if (c != GR_OK) {
         dist_close(d);
         s->dist = NULL;
@@ -356,20 +571,27 @@ gr_code dist_open(gr_session *s, gr_status *st)
     return c;
 }
 
+/* Together (every process left after the same collective), the MPI
+ * objects are freed; otherwise the others may still be inside them, and
+ * this process leaves them (the job is to end with MPI_Abort). */
 void dist_close(rt_dist *d)
 {
     if (!d) return;
-    if (d->use_win) MPI_Win_free(&d->win);
-    shm_reduce_close(d->shm);
-    free(d->sum);
-    MPI_Comm_free(&d->comm);
+    int together = coll_close(&d->sched);
+    if (together && d->use_win) MPI_Win_free(&d->win);
+    if (together)
+        shm_reduce_close(d->shm);
+    else
+        shm_reduce_abandon(d->shm);
+    coll_free(&d->sched, together);
     pthread_mutex_destroy(&d->mu);
+    free(d->sum);
     free(d->shared);
     free(d->sharded);
     free(d->off);
     free(d->base);
     free(d->cur);
-    free(d);
+    if (!d->sched.abandoned) free(d); /* else a pending duplicate may write d->sched */
 }
 
 int dist_rank(const rt_dist *d)
@@ -400,40 +622,56 @@ double dist_comm_seconds(const rt_dist *d)
 gr_code dist_step_begin(gr_session *s, gr_status *st)
 {
     rt_dist *d = s->dist;
-    (void)st;
-    pthread_mutex_lock(&d->mu);
-    if (d->use_win) refresh(s);
+    dist_lock(s);
+    coll_set_step(&d->sched, atomic_load(&s->train_steps), 1);
+    if (d->sched.broken) /* the lock stays taken: dist_step_end lets it go */
+        return rt_fail(st, COLL_ERR, "distributed: an earlier collective failed: %s\n",
+                       coll_failure(&d->sched));
+    if (d->use_win) pull_shared(s);
     return GR_OK;
 }
 
 gr_code dist_step_end(gr_session *s, int ran, gr_status *st)
 {
     rt_dist *d = s->dist;
-    (void)st;
+    char why[WHY];
+    gr_code c = GR_OK;
+    coll_set_step(&d->sched, atomic_load(&s->train_steps), 0);
     if (ran && d->use_win) {
         pack_vars(s, d->cur);
         for (size_t i = 0; i < d->total; i++) d->cur[i] -= d->base[i];
         window_rma(d, d->cur, 0);
-    } else if (ran && d->mode == GR_DIST_ASYNC && ++d->steps % (uint64_t)d->sync_every == 0)
-        refresh(s);
-    pthread_mutex_unlock(&d->mu);
-    return GR_OK;
+    } else if (ran && d->mode == GR_DIST_ASYNC && ++d->steps % (uint64_t)d->sync_every == 0) {
+        if (coll_begin(&d->sched, COLL_AVERAGE, why, sizeof why))
+            c = rt_fail(st, COLL_ERR, "%s\n", why);
+        else
+            average_vars(s);
+    }
+    dist_unlock(s);
+    return c;
 }
 
 gr_code dist_read_file(gr_session *s, const char *path, uint8_t **buf, size_t *len, gr_status *st)
 {
     rt_dist *d = s->dist;
-    uint64_t head[2] = {0, 0}; /* code, length */
+    int64_t head[2] = {GR_OK, 0}; /* code, length */
+    char why[WHY];
     *buf = NULL;
-    pthread_mutex_lock(&d->mu);
-    if (d->rank == 0) {
-        head[0] = (uint64_t)ckio_read(path, buf, len, st);
-        head[1] = head[0] == GR_OK ? (uint64_t)*len : 0;
+    dist_lock(s);
+    int rc = coll_begin(&d->sched, COLL_RESTORE, why, sizeof why);
+    if (rc == 0 && d->rank == 0) {
+        head[0] = ckio_read(path, buf, len, st);
+        head[1] = head[0] == GR_OK ? (int64_t)*len : 0;
     }
-    MPI_Bcast(head, 2, MPI_UINT64_T, 0, d->comm);
-    if (head[0] == GR_OK && d->rank != 0) *buf = xmalloc((size_t)head[1] + 1);
-    if (head[0] == GR_OK) bcast_bytes(d, *buf, (size_t)head[1]);
-    pthread_mutex_unlock(&d->mu);
+    if (rc == 0) rc = coll_bcast_words(&d->sched, head, 2, why, sizeof why);
+    if (rc == 0 && head[0] == GR_OK && d->rank != 0) *buf = xmalloc((size_t)head[1] + 1);
+    if (rc == 0 && head[0] == GR_OK) rc = bcast_bytes(d, *buf, (size_t)head[1], why);
+    dist_unlock(s);
+    if (rc != 0) {
+        if (!d->sched.abandoned) free(*buf); /* else the broadcast may still write it */
+        *buf = NULL;
+        return rt_fail(st, COLL_ERR, "%s: %s\n", path, why);
+    }
     *len = (size_t)head[1];
     if (head[0] == GR_OK || d->rank == 0) return (gr_code)head[0];
     return rt_fail(st, (gr_code)head[0], "%s: rank 0 could not read the checkpoint\n", path);
@@ -441,31 +679,35 @@ gr_code dist_read_file(gr_session *s, const char *path, uint8_t **buf, size_t *l
 
 gr_code dist_restored(gr_session *s, gr_status *st)
 {
-    rt_dist *d = s->dist;
-    (void)st;
-    pthread_mutex_lock(&d->mu);
-    if (d->use_win) window_fill(s);
-    pthread_mutex_unlock(&d->mu);
-    return GR_OK;
+    if (!s->dist->use_win) return GR_OK;
+    dist_lock(s);
+    gr_code c = window_fill(s, COLL_RESTORED, st);
+    dist_unlock(s);
+    return c;
 }
 
 void dist_refresh(gr_session *s)
 {
-    rt_dist *d = s->dist;
-    pthread_mutex_lock(&d->mu);
-    refresh(s);
-    pthread_mutex_unlock(&d->mu);
+    char why[WHY];
+    dist_lock(s);
+    refresh(s, COLL_REFRESH, why); /* a failure breaks the schedule: the next call reports it */
+    dist_unlock(s);
 }
 
 gr_code dist_save(gr_session *s, const char *path,
                   gr_code (*save)(gr_session *s, const char *path, gr_status *st), gr_status *st)
 {
     rt_dist *d = s->dist;
-    dist_refresh(s);
-    int code = d->rank == 0 ? (int)save(s, path, st) : GR_OK;
-    pthread_mutex_lock(&d->mu);
-    MPI_Bcast(&code, 1, MPI_INT, 0, d->comm);
-    pthread_mutex_unlock(&d->mu);
+    int64_t code = GR_OK;
+    char why[WHY];
+    dist_lock(s);
+    int rc = coll_begin(&d->sched, COLL_SAVE, why, sizeof why);
+    if (rc == 0 && d->use_win) pull_shared(s);
+    if (rc == 0 && !d->use_win && d->mode == GR_DIST_ASYNC) average_vars(s);
+    if (rc == 0 && d->rank == 0) code = save(s, path, st);
+    if (rc == 0) rc = coll_bcast_words(&d->sched, &code, 1, why, sizeof why);
+    dist_unlock(s);
+    if (rc != 0) return rt_fail(st, COLL_ERR, "%s: %s\n", path, why);
     if (code == GR_OK || d->rank == 0) return (gr_code)code;
     return rt_fail(st, (gr_code)code, "%s: rank 0 could not save the checkpoint\n", path);
 }
@@ -474,10 +716,12 @@ gr_code dist_eval_total(gr_session *s, double *sum, int64_t *batches, gr_status 
 {
     rt_dist *d = s->dist;
     double v[2] = {*sum, (double)*batches};
-    (void)st;
-    pthread_mutex_lock(&d->mu);
-    MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, d->comm);
-    pthread_mutex_unlock(&d->mu);
+    char why[WHY];
+    dist_lock(s);
+    int rc = coll_begin(&d->sched, COLL_EVAL, why, sizeof why);
+    if (rc == 0) MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, d->sched.comm);
+    dist_unlock(s);
+    if (rc != 0) return rt_fail(st, COLL_ERR, "%s\n", why);
     *sum = v[0];
     *batches = (int64_t)v[1];
     return GR_OK;

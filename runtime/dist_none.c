@@ -86,6 +86,12 @@ gr_code dist_save(gr_session *s, const char *path,
     NO_SESSION;
 }
 
+gr_code dist_agree(gr_session *s, const char *what, const char *value, gr_status *st)
+{
+    (void)s, (void)what, (void)value, (void)st;
+    NO_SESSION;
+}
+
 gr_code dist_eval_total(gr_session *s, double *sum, int64_t *batches, gr_status *st)
 {
     (void)s, (void)sum, (void)batches, (void)st;

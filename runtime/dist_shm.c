@@ -1,9 +1,11 @@
 /* dist_shm.c - the one-node allreduce (dist_shm.h).
  *
- * Each process owns two segments of max_n floats in the window (double
- * buffering: call k uses segment k % 2).  A call:
+ * Each process owns a slot (its barrier counter, and its call's length and
+ * collective number) and two segments of max_n floats in the window
+ * (double buffering: call k uses segment k % 2).  A call:
  *   1. copies in into its segment, but for its own part;
  *   2. barrier: every segment holds what the others need of its vector;
+ *      every process checks that the others' calls are its own;
  *   3. process r sums part r of the vector, the others' values from their
  *      segments and its own from in, in rank order, scales it by 1/P and
  *      writes it into out and over part r of its own segment (only it
@@ -15,21 +17,48 @@
  * Phase 5 of call k still reads segments that call k + 1 does not write
  * (the other buffer), and call k + 2's phase 1 comes after call k + 1's
  * first barrier, which every process reaches only after its phase 5 of
- * call k: two barriers a call suffice. */
+ * call k: two barriers a call suffice.
+ *
+ * A barrier: the process stores its count of barriers reached (release),
+ * then spins until every other one's count is as high (acquire), so what
+ * each wrote before its barrier is seen by the others after theirs.  The
+ * counters are lock-free atomics, which work across processes sharing the
+ * memory. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dist_shm.h"
+#include <time.h>
 #include "runtime.h"
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "barrier counters shared between processes");
+
+typedef struct shm_slot {
+    atomic_ullong arrived; /* barriers this process has reached */
+    uint64_t n, seq;       /* its call's length and collective number */
+} shm_slot;
+
+#define SLOT_BYTES 64 /* a cache line: the segments that follow stay aligned */
+_Static_assert(sizeof(shm_slot) <= SLOT_BYTES, "a slot fits its line");
 
 struct shm_reduce {
     MPI_Comm node;
     MPI_Win win;
     int rank, size;
     size_t max_n;
-    float **seg; /* per process: its two segments, back to back */
+    shm_slot **slot; /* per process: its slot */
+    float **seg;     /* per process: its two segments, back to back */
     unsigned calls;
+    unsigned long long barriers; /* this process has reached */
 };
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 /* Parts start on 16-float boundaries (64 bytes: a cache line each). */
 static size_t part_start(size_t n, int q, int parts)
@@ -39,14 +68,14 @@ static size_t part_start(size_t n, int q, int parts)
     return at < n ? at : n;
 }
 
-shm_reduce *shm_reduce_open(MPI_Comm comm, size_t max_n)
+shm_reduce *shm_reduce_open(MPI_Comm comm, size_t max_n, int wanted)
 {
     MPI_Comm node;
     int size, node_size;
     MPI_Comm_size(comm, &size);
     MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_size(node, &node_size);
-    int all_here = node_size == size, everywhere = 0;
+    int all_here = node_size == size && wanted, everywhere = 0;
     MPI_Allreduce(&all_here, &everywhere, 1, MPI_INT, MPI_LAND, comm);
     if (!everywhere || size < 2 || max_n == 0) {
         MPI_Comm_free(&node);
@@ -55,26 +84,63 @@ shm_reduce *shm_reduce_open(MPI_Comm comm, size_t max_n)
     shm_reduce *r = xcalloc(1, sizeof *r);
     r->node = node, r->size = size, r->max_n = max_n;
     MPI_Comm_rank(node, &r->rank);
-    float *mine;
-    MPI_Win_allocate_shared((MPI_Aint)(2 * max_n * sizeof(float)), sizeof(float), MPI_INFO_NULL,
-                            node, &mine, &r->win);
+    char *mine;
+    size_t bytes =
+        SLOT_BYTES + (2 * max_n * sizeof(float) + SLOT_BYTES - 1) / SLOT_BYTES * SLOT_BYTES;
+    MPI_Win_allocate_shared((MPI_Aint)bytes, 1, MPI_INFO_NULL, node, &mine, &r->win);
+    r->slot = xcalloc((size_t)size, sizeof *r->slot);
     r->seg = xcalloc((size_t)size, sizeof *r->seg);
     for (int q = 0; q < size; q++) {
-        MPI_Aint bytes;
+        MPI_Aint got;
         int unit;
-        MPI_Win_shared_query(r->win, q, &bytes, &unit, &r->seg[q]);
+        char *base;
+        MPI_Win_shared_query(r->win, q, &got, &unit, &base);
+        r->slot[q] = (shm_slot *)base;
+        r->seg[q] = (float *)(base + SLOT_BYTES);
     }
+    atomic_init(&r->slot[r->rank]->arrived, 0);
     MPI_Win_lock_all(MPI_MODE_NOCHECK, r->win);
+    MPI_Win_sync(r->win); /* every counter is 0 before anyone's first barrier */
+    MPI_Barrier(node);
+    MPI_Win_sync(r->win);
     return r;
 }
 
-/* Makes this process's writes to the window visible to the others, and
- * theirs to it, across a barrier (the unified memory model's recipe). */
-static void shm_barrier(shm_reduce *r)
+/* Spins until process q has reached barrier b, polling w every 64 spins. */
+static int wait_for(shm_reduce *r, int q, unsigned long long b, shm_wait *w)
 {
-    MPI_Win_sync(r->win);
-    MPI_Barrier(r->node);
-    MPI_Win_sync(r->win);
+    atomic_ullong *a = &r->slot[q]->arrived;
+    double t0 = 0;
+    for (unsigned spins = 1; atomic_load_explicit(a, memory_order_acquire) < b; spins++) {
+        cpu_relax();
+        if (spins % 64) continue;
+        double t = now();
+        if (t0 == 0) t0 = t;
+        if (w->poll(w, q, t - t0)) return SHM_STOPPED;
+    }
+    return SHM_OK;
+}
+
+static int shm_barrier(shm_reduce *r, shm_wait *w)
+{
+    unsigned long long b = ++r->barriers;
+    atomic_store_explicit(&r->slot[r->rank]->arrived, b, memory_order_release);
+    for (int q = 0; q < r->size; q++)
+        if (q != r->rank && wait_for(r, q, b, w) != SHM_OK) return SHM_STOPPED;
+    return SHM_OK;
+}
+
+/* After the first barrier: every process makes the same call (each one
+ * compares all, so all of them find a difference). */
+static int same_call(const shm_reduce *r, size_t n, shm_wait *w)
+{
+    for (int q = 0; q < r->size; q++) {
+        const shm_slot *o = r->slot[q];
+        if (q == r->rank || (o->n == n && o->seq == w->seq)) continue;
+        w->odd_rank = q, w->odd_n = o->n, w->odd_seq = o->seq;
+        return SHM_MISMATCH;
+    }
+    return SHM_OK;
 }
 
 /* Where a call's mean goes: into out, or (sgd) out -= step * mean, out
@@ -142,28 +208,33 @@ static void copy_out(shm_reduce *r, size_t buf, const shm_dest *d, size_t n)
     }
 }
 
-static void reduce(shm_reduce *r, const float *in, const shm_dest *d, size_t n)
+static int reduce(shm_reduce *r, const float *in, const shm_dest *d, size_t n, shm_wait *w)
 {
     GR_ASSERT(n <= r->max_n);
     size_t buf = (r->calls++ & 1) * r->max_n;
+    shm_slot *me = r->slot[r->rank];
+    me->n = n, me->seq = w->seq;
     copy_in(r, buf, in, n);
-    shm_barrier(r);
+    int rc = shm_barrier(r, w);
+    if (rc == SHM_OK) rc = same_call(r, n, w);
+    if (rc != SHM_OK) return rc;
     /* in == out: this part of in is read before it is written, block by block */
     sum_part(r, buf, in, d, part_start(n, r->rank, r->size), part_start(n, r->rank + 1, r->size));
-    shm_barrier(r);
+    if ((rc = shm_barrier(r, w)) != SHM_OK) return rc;
     copy_out(r, buf, d, n);
+    return SHM_OK;
 }
 
-void shm_reduce_mean(shm_reduce *r, const float *in, float *out, size_t n)
+int shm_reduce_mean(shm_reduce *r, const float *in, float *out, size_t n, shm_wait *w)
 {
     shm_dest d = {.out = out};
-    reduce(r, in, &d, n);
+    return reduce(r, in, &d, n, w);
 }
 
-void shm_reduce_sgd(shm_reduce *r, const float *in, float *var, size_t n, float step)
+int shm_reduce_sgd(shm_reduce *r, const float *in, float *var, size_t n, float step, shm_wait *w)
 {
     shm_dest d = {.out = var, .step = step, .sgd = 1};
-    reduce(r, in, &d, n);
+    return reduce(r, in, &d, n, w);
 }
 
 void shm_reduce_close(shm_reduce *r)
@@ -172,6 +243,13 @@ void shm_reduce_close(shm_reduce *r)
     MPI_Win_unlock_all(r->win);
     MPI_Win_free(&r->win);
     MPI_Comm_free(&r->node);
+    shm_reduce_abandon(r);
+}
+
+void shm_reduce_abandon(shm_reduce *r)
+{
+    if (!r) return;
+    free(r->slot);
     free(r->seg);
     free(r);
 }

@@ -877,3 +877,13 @@ void gr_session_dist_info(const gr_session *s, int *rank, int *size, double *com
     if (size) *size = dist_size(d);
     if (comm_secs) *comm_secs = dist_comm_seconds(d);
 }
+
+gr_code gr_session_dist_agree(gr_session *s, const char *what, const char *value, gr_status *st)
+{
+    gr_code bad = check_session(s, "gr_session_dist_agree", st);
+    if (bad != GR_OK) return bad;
+    if (!what || !value) return rt_fail(st, GR_ERR_ARG, "gr_session_dist_agree: NULL argument\n");
+    if (s->dist) return dist_agree(s, what, value, st);
+    rt_ok(st);
+    return GR_OK;
+}

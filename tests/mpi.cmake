@@ -1,17 +1,36 @@
 # tests/mpi.cmake - distributed training over Open MPI (tests/mpi/run.sh):
-# label `mpi`, registered when the build has MPI, mpirun exists and
-# Fashion-MNIST is installed (scripts/bootstrap.sh installs all three).
+# label `mpi`, registered when the build has MPI and mpirun exists; the
+# training cases also need Fashion-MNIST (scripts/bootstrap.sh installs all
+# three), the schedule cases (tests/mpi/tiny.graph, tests/mpi/schedule.c)
+# nothing more.  A schedule case that hangs on code without the checks
+# fails at its TIMEOUT.
 set(GR_MPI_DATA /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz)
-if(GR_HAVE_MPI AND MPIEXEC_EXECUTABLE AND EXISTS ${GR_MPI_DATA} AND EXISTS /usr/bin/python3)
-  foreach(c oracle-sgd oracle-momentum oracle-adam resume kill mismatch async cli)
+set(GR_MPI_TRAIN_CASES oracle-sgd oracle-momentum oracle-adam resume kill mismatch async cli)
+set(GR_MPI_SCHEDULE_CASES agree-steps agree-seed agree-eval agree-eval-every agree-sync-every
+    agree-checkpoint agree-checkpoint-every agree-api leave-sync leave-mpi leave-every stop-sync
+    stop-mpi other-eval other-target-sync other-target-mpi together)
+if(GR_HAVE_MPI AND MPIEXEC_EXECUTABLE AND EXISTS /usr/bin/python3)
+  add_executable(mpi_schedule ${CMAKE_CURRENT_SOURCE_DIR}/mpi/schedule.c)
+  target_link_libraries(mpi_schedule PRIVATE graphrun_internal)
+  set(GR_MPI_CASES ${GR_MPI_SCHEDULE_CASES})
+  if(EXISTS ${GR_MPI_DATA})
+    list(APPEND GR_MPI_CASES ${GR_MPI_TRAIN_CASES})
+  else()
+    message(STATUS "graphrun: the MPI training tests are off (no Fashion-MNIST)")
+  endif()
+  foreach(c ${GR_MPI_CASES})
     set(dir ${CMAKE_CURRENT_BINARY_DIR}/mpi/${c})
     file(MAKE_DIRECTORY ${dir})
     add_test(NAME mpi_${c}
       COMMAND sh ${PROJECT_SOURCE_DIR}/tests/mpi/run.sh ${c} $<TARGET_FILE:graphrun>
-              ${MPIEXEC_EXECUTABLE}
+              ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:mpi_schedule>
       WORKING_DIRECTORY ${dir})
     # two processes each: never two such tests at once on a small machine
-    set_tests_properties(mpi_${c} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+    set(timeout 120)
+    if(c IN_LIST GR_MPI_SCHEDULE_CASES)
+      set(timeout 60)
+    endif()
+    set_tests_properties(mpi_${c} PROPERTIES LABELS mpi TIMEOUT ${timeout} RUN_SERIAL ON)
     if(CMAKE_BUILD_TYPE STREQUAL "Tsan")
       # Open MPI's own locks and threads (tests/mpi/tsan.supp); no Hogwild!
       # here (one executor a process), so not devices/cpu/tsan.supp
@@ -26,5 +45,5 @@ if(GR_HAVE_MPI AND MPIEXEC_EXECUTABLE AND EXISTS ${GR_MPI_DATA} AND EXISTS /usr/
     endif()
   endforeach()
 else()
-  message(STATUS "graphrun: the MPI tests are off (no MPI, mpirun or Fashion-MNIST)")
+  message(STATUS "graphrun: the MPI tests are off (no MPI, mpirun or python3)")
 endif()

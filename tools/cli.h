@@ -41,6 +41,13 @@ extern const char *cli_rank_prefix;
 int cli_mpi_start(int *argc, char ***argv, int *rank, int *size);
 int cli_mpi_end(int rc);
 void cli_mpi_note(void);
+/* --distributed, after the session opens: every rank gives the options that
+ * decide its collectives (--target, --steps, --eval, --eval-every, the
+ * checkpoint and restore policy) as rank 0 does (gr_session_dist_agree);
+ * -1 after printing the difference (every rank does, then ends without
+ * aborting the job).  0 without --distributed. */
+struct train_opts;
+int cli_mpi_agree(const struct train_opts *o, gr_session *s, gr_status *st);
 /* Exit status for a failed compile: a missing or unreadable file is misuse. */
 int cli_exit_code(gr_code c);
 /* Opens path for reading if it is a regular file (a FIFO or a device never

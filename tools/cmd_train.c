@@ -230,8 +230,9 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
         trep_log_open(o, &pg) < 0)
         return 1;
     gr_session *s = open_session(o, prog, &pg, st);
-    if (!s) {
+    if (!s || cli_mpi_agree(o, s, st) < 0) { /* --distributed: every rank, the same schedule */
         gr_output_discard(pg.log);
+        gr_session_free(s);
         return 1;
     }
     trep_catch_interrupt();

@@ -17,10 +17,29 @@
 #             (Release), 0.848-0.852 (ASan), once 0.829 in CI, against sync's
 #             0.845; a run that loses its updates or diverges ends far below
 #   cli       usage errors, and the note for mpirun without --distributed
+# The schedule cases use tests/mpi/tiny.graph (no data files) and, for the
+# embedding side, PROGRAM (tests/mpi/schedule.c); each job must end by
+# itself within seconds (30 s is a hang):
+#   agree-OPT  the ranks give another --steps, --seed, --eval, --eval-every,
+#             --sync-every, --checkpoint or --checkpoint-every: an error on
+#             both ranks naming the option and both values, no checkpoint
+#   agree-api  gr_session_dist_agree with another value on rank 1: the
+#             error on both ranks, each ending cleanly (no MPI_Abort)
+#   leave-M   rank 1 frees its session after 3 steps, rank 0 trains on: the
+#             job ends naming rank 1 and where each one is (M: sync through
+#             the shared-memory allreduce, mpi through MPI_Allreduce, every:
+#             async --sync-every 2)
+#   stop-M    rank 1 stops calling after 3 steps: GR_DIST_TIMEOUT=2 ends the
+#             job naming the collective, the step and rank 1
+#   other-eval  rank 1 evaluates while rank 0 trains: caught at once
+#   other-target-M  rank 1 trains another target (M: sync, mpi), whose
+#             gradients have another length: caught at the first step
+#   together  the same calls on both ranks end normally, in every mode (and
+#             async ranks may train different numbers of steps)
 set -u
-case_=$1 G=$2 MPIRUN=$3
+case_=$1 G=$2 MPIRUN=$3 P=${4:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
-M=$HERE/mlp.graph
+M=$HERE/mlp.graph T=$HERE/tiny.graph
 PY=/usr/bin/python3
 export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers: no CMA
 R="$MPIRUN -np 2 --oversubscribe --allow-run-as-root"
@@ -38,6 +57,47 @@ train() { # train NPROC TARGET STEPS BATCH EXTRA...
 }
 
 acc() { sed -n 's/^accuracy = //p' "$1"; }
+
+job() { # job OUT CMD...: the job's exit status in $rc and its seconds in $secs
+    out=$1
+    shift
+    t0=$(date +%s)
+    timeout 30 "$@" > "$out" 2>&1
+    rc=$? secs=$(($(date +%s) - t0))
+    [ $rc -ne 124 ] || fail "the job hung (killed after 30 s): $(cat "$out")"
+}
+
+quick_failure() { # quick_failure OUT: non-zero, within 10 s
+    [ $rc -ne 0 ] || fail "exit status 0: $(cat "$1")"
+    [ $secs -le 10 ] || fail "the job took ${secs}s to end: $(cat "$1")"
+}
+
+twice() { # twice TEXT OUT: TEXT printed by both ranks
+    [ "$(grep -F -o -- "$1" "$2" | wc -l)" = 2 ] || fail "not from both ranks: $1: $(cat "$2")"
+}
+
+agree() { # agree MODE "RANK 0'S OPTIONS" "RANK 1'S OPTIONS" MESSAGE
+    rm -f a.st b.st
+    # shellcheck disable=SC2086 # the options are words
+    job agree.out "$MPIRUN" --oversubscribe --allow-run-as-root \
+        -np 1 "$G" "$T" --steps 20 --quiet --distributed $1 $2 : \
+        -np 1 "$G" "$T" --steps 20 --quiet --distributed $1 $3
+    quick_failure agree.out
+    twice "$4" agree.out
+    [ ! -e a.st ] && [ ! -e b.st ] || fail "a checkpoint was written"
+}
+
+schedule() { # schedule CASE MODE [EXPECTED]: mpi_schedule's job, and its message
+    job sched.out $R "$P" "$T" "$1" "$2"
+    [ $# -lt 3 ] && return
+    quick_failure sched.out
+    grep -q "^rank 0: .*$3" sched.out || fail "no message: $3: $(cat sched.out)"
+}
+
+left() { # left WHERE: rank 1's goodbye, seen by rank 0 in WHERE
+    echo "rank 1 left (gr_session_free) after its collective [0-9]*, at step 3, while rank 0 \
+waits in its collective [0-9]* ($1)"
+}
 
 case $case_ in
 oracle-*)
@@ -115,6 +175,83 @@ cli)
     $R "$G" "$M" --target train_sgd --steps 2 --threads 1 --quiet > alone.out 2> alone.err ||
         fail "without --distributed"
     [ "$(grep -c 'without --distributed' alone.err)" = 1 ] || fail "note: $(cat alone.err)"
+    ;;
+agree-steps)
+    agree sync "" "--steps 30" "rank 1: --steps 30 differs from rank 0's --steps 20"
+    ;;
+agree-seed)
+    agree sync "--seed 1" "" "rank 1: --seed 0 differs from rank 0's --seed 1"
+    ;;
+agree-eval)
+    agree sync "--eval loss" "" "rank 1: --eval (none) differs from rank 0's --eval loss"
+    ;;
+agree-eval-every)
+    agree sync "--eval loss --eval-every 5" "--eval loss --eval-every 10" \
+        "rank 1: --eval-every 10 differs from rank 0's --eval-every 5"
+    ;;
+agree-sync-every)
+    agree async "--sync-every 5" "--sync-every 10" \
+        "rank 1: --sync-every 10 differs from rank 0's --sync-every 5"
+    ;;
+agree-checkpoint)
+    agree sync "--checkpoint a.st" "" \
+        "rank 1: --checkpoint (none) differs from rank 0's --checkpoint (given)"
+    ;;
+agree-checkpoint-every)
+    agree sync "--checkpoint a.st --checkpoint-every 5" "--checkpoint b.st --checkpoint-every 10" \
+        "rank 1: --checkpoint-every 10 differs from rank 0's --checkpoint-every 5"
+    ;;
+agree-api)
+    schedule agree sync
+    [ $rc -ne 0 ] || fail "exit status 0: $(cat sched.out)"
+    for r in 0 1; do
+        grep -q "^rank $r: distributed: rank 1: --colour blue differs from rank 0's --colour red" \
+            sched.out || fail "rank $r: $(cat sched.out)"
+    done
+    ! grep -q MPI_ABORT sched.out || fail "the ranks did not end by themselves: $(cat sched.out)"
+    ;;
+leave-sync)
+    schedule leave sync "$(left "gradient allreduce, step 4")"
+    ;;
+leave-mpi)
+    export GR_MPI_ALLREDUCE=1
+    schedule leave sync "$(left "gradient allreduce, step 4")"
+    ;;
+leave-every)
+    schedule leave every "$(left "averaging (sync_every), after step 4")"
+    ;;
+stop-sync | stop-mpi)
+    [ "$case_" = stop-mpi ] && export GR_MPI_ALLREDUCE=1
+    export GR_DIST_TIMEOUT=2
+    schedule stop sync "rank 0 waited 2[.0-9]* s in its collective [0-9]* \
+(gradient allreduce, step 4) for rank 1, which stopped calling (GR_DIST_TIMEOUT)"
+    [ $secs -ge 2 ] || fail "ended before the timeout: $(cat sched.out)"
+    ;;
+other-eval)
+    schedule eval sync
+    quick_failure sched.out
+    grep -q "^rank [01]: .*(evaluation total, after step 3)" sched.out &&
+        grep -q "^rank [01]: .*(gradient allreduce, step 4)" sched.out || fail "$(cat sched.out)"
+    ;;
+other-target-sync | other-target-mpi)
+    [ "$case_" = other-target-mpi ] && export GR_MPI_ALLREDUCE=1
+    schedule target sync
+    quick_failure sched.out
+    grep -Eq "^rank [01]: .*(\(4 to 6 floats\)|averages [46] floats).*\(gradient allreduce, step 1\)" \
+        sched.out ||
+        fail "$(cat sched.out)"
+    ;;
+together)
+    for mode in sync async every; do
+        schedule together $mode
+        [ $rc -eq 0 ] || fail "$mode: exit status $rc: $(cat sched.out)"
+    done
+    # async steps are not collectives: rank 1 may stop first
+    schedule leave async
+    [ $rc -eq 0 ] || fail "async, rank 1 leaving: exit status $rc: $(cat sched.out)"
+    export GR_MPI_ALLREDUCE=1
+    schedule together sync
+    [ $rc -eq 0 ] || fail "MPI_Allreduce: exit status $rc: $(cat sched.out)"
     ;;
 *)
     fail "unknown case $case_"
