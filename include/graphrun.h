@@ -38,9 +38,23 @@
  *    calls may run beside them (they wait for the steps in flight and copy
  *    between whole steps).  Everything else on a given object must not
  *    race with other calls on that object.
- *  - The library never calls exit() and never prints; internal bugs call
- *    the abort hook (gr_set_abort_hook), which by default prints the message
- *    to stderr and calls abort().
+ *  - Arguments: a pointer argument may be NULL only where its comment says
+ *    so (st everywhere; outputs such as gr_status_location's, chars and
+ *    size of gr_program_vocab; a fetch's data, asking for a view; *_free of
+ *    NULL does nothing; accessors of a NULL object answer 0 or NULL).  Any
+ *    other NULL, a negative count, an array that is NULL with a count
+ *    above 0, a NULL name in a feed or fetch and a feed given twice are
+ *    refused with GR_ERR_ARG and a message naming the function and the
+ *    argument ("gr_run: feeds[1].name is NULL"); nothing changes.
+ *  - Memory: running out of memory is GR_ERR_NOMEM wherever memory is
+ *    sized by the model, its data, a checkpoint or an argument, and
+ *    anywhere while compiling or planning a target.  Memory a call had
+ *    taken when it ran out may stay allocated.
+ *  - The library never calls exit() and never prints; internal bugs (a
+ *    broken invariant), and running out of memory in a session's own
+ *    small bookkeeping (gr_session_new, the executor a target's first
+ *    gr_run makes), call the abort hook (gr_set_abort_hook), which by
+ *    default prints the message to stderr and calls abort().
  */
 #ifndef GRAPHRUN_H
 #define GRAPHRUN_H
@@ -413,6 +427,12 @@ gr_code gr_output_commit(gr_output *o, gr_status *st);
 void gr_output_discard(gr_output *o);
 
 /* ---- misc ---- */
+/* The abort hook gets the message ("out of memory (allocating ...)",
+ * "FILE:LINE: assertion failed: ..."), from whatever thread met it.  It
+ * must not return (abort() follows if it does) and must not call the
+ * library: it may log, flush the embedder's own files, and end the process
+ * or longjmp to a point of the embedder's that never calls this library
+ * again.  NULL restores the default (print, then abort()).  Process-wide. */
 typedef void (*gr_abort_hook)(const char *msg);
 void gr_set_abort_hook(gr_abort_hook hook);
 const char *gr_version(void);

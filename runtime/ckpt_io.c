@@ -320,9 +320,10 @@ static int ckio_output_start(gr_output *o, const struct stat *old)
 
 gr_code gr_output_open(const char *path, gr_output **out, gr_status *st)
 {
-    if (!out) return rt_fail(st, GR_ERR_ARG, "gr_output_open: NULL out\n");
+    if (!out) return rt_null(st, "gr_output_open", "out");
     *out = NULL;
-    if (!path || !*path) return rt_fail(st, GR_ERR_ARG, "gr_output_open: no path\n");
+    if (!path) return rt_null(st, "gr_output_open", "path");
+    if (!*path) return rt_fail(st, GR_ERR_ARG, "gr_output_open: path is empty\n");
     struct stat old;
     char *target;
     gr_code c = ckio_resolve(path, &target, &old, st);
@@ -360,7 +361,7 @@ static int ckio_output_push(gr_output *o)
 
 gr_code gr_output_flush(gr_output *o, gr_status *st)
 {
-    if (!o) return rt_fail(st, GR_ERR_ARG, "gr_output_flush: NULL output\n");
+    if (!o) return rt_null(st, "gr_output_flush", "output");
     if (ckio_output_push(o))
         return rt_fail(st, GR_ERR_IO, "%s: cannot write: %s\n", o->path, strerror(o->err));
     rt_ok(st);
@@ -395,7 +396,7 @@ static int ckio_fsync_dir(const char *path)
 
 gr_code gr_output_commit(gr_output *o, gr_status *st)
 {
-    if (!o) return rt_fail(st, GR_ERR_ARG, "gr_output_commit: NULL output\n");
+    if (!o) return rt_null(st, "gr_output_commit", "output");
     int err = ckio_output_finish(o);
     gr_code c = GR_OK;
     if (err)

@@ -882,7 +882,7 @@ gr_code gr_session_dist_agree(gr_session *s, const char *what, const char *value
 {
     gr_code bad = check_session(s, "gr_session_dist_agree", st);
     if (bad != GR_OK) return bad;
-    if (!what || !value) return rt_fail(st, GR_ERR_ARG, "gr_session_dist_agree: NULL argument\n");
+    if (!what || !value) return rt_null(st, "gr_session_dist_agree", what ? "value" : "what");
     if (s->dist) return dist_agree(s, what, value, st);
     rt_ok(st);
     return GR_OK;
