@@ -305,6 +305,12 @@ gr_code gr_variable_write(gr_session *s, const char *name, const void *data, siz
  * tensorboard_dir. */
 gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double value,
                           gr_status *st);
+/* Writes the values gr_session_scalar buffered and syncs the file to disk:
+ * call it before gr_session_free to learn whether the last ones reached it
+ * (gr_session_free writes them too, but cannot report a failure).
+ * GR_ERR_IO with the path and the reason; GR_OK for a session without a
+ * tensorboard_dir. */
+gr_code gr_session_scalar_flush(gr_session *s, gr_status *st);
 
 /* ---- checkpoints (safetensors; see docs/checkpoints.md) ----
  * A save holds every variable (weights, optimizer slots, step counters),

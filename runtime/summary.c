@@ -35,7 +35,7 @@ void rt_summary_close(gr_session *s)
 {
     rt_summary *m = s->summary;
     if (!m) return;
-    tfev_close(m->w, NULL, 0); /* best effort: a failed flush was reported by the last scalar */
+    tfev_close(m->w, NULL, 0); /* best effort: gr_session_scalar_flush reports errors */
     for (int i = 0; i < m->n_tags; i++) free(m->tags[i].tag);
     free(m->tags);
     pthread_mutex_destroy(&m->mu);
@@ -55,6 +55,22 @@ static int summary_advance(rt_summary *m, const char *tag, int64_t step)
     m->tags = xreallocarray(m->tags, (size_t)m->n_tags + 1, sizeof *m->tags);
     m->tags[m->n_tags++] = (summary_tag){xstrdup(tag), step};
     return 1;
+}
+
+gr_code gr_session_scalar_flush(gr_session *s, gr_status *st)
+{
+    if (!s) return rt_null(st, "gr_session_scalar_flush", "session");
+    rt_summary *m = s->summary;
+    char err[512];
+    int rc = 0;
+    if (m) {
+        pthread_mutex_lock(&m->mu);
+        rc = tfev_sync(m->w, err, sizeof err);
+        pthread_mutex_unlock(&m->mu);
+    }
+    if (rc < 0) return rt_fail(st, GR_ERR_IO, "tensorboard: %s\n", err);
+    rt_ok(st);
+    return GR_OK;
 }
 
 gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double value, gr_status *st)

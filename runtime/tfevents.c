@@ -184,12 +184,17 @@ int tfev_scalar(tfev_writer *w, const char *tag, int64_t step, float value, char
     return tfev_flush(w, err, errlen);
 }
 
+int tfev_sync(tfev_writer *w, char *err, size_t errlen)
+{
+    if (tfev_flush(w, err, errlen) < 0) return -1;
+    if (fsync(w->fd) == 0) return 0;
+    return tfev_err(err, errlen, "%s: cannot write: %s", w->path, strerror(errno));
+}
+
 int tfev_close(tfev_writer *w, char *err, size_t errlen)
 {
     if (!w) return 0;
-    int rc = tfev_flush(w, err, errlen);
-    if (rc == 0 && fsync(w->fd) != 0)
-        rc = tfev_err(err, errlen, "%s: cannot write: %s", w->path, strerror(errno));
+    int rc = tfev_sync(w, err, errlen);
     if (close(w->fd) != 0 && rc == 0)
         rc = tfev_err(err, errlen, "%s: cannot close: %s", w->path, strerror(errno));
     free(w->buf);

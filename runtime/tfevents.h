@@ -47,6 +47,8 @@ int tfev_scalar(tfev_writer *w, const char *tag, int64_t step, float value, char
                 size_t errlen);
 /* Writes what is pending.  0, or -1 with a message. */
 int tfev_flush(tfev_writer *w, char *err, size_t errlen);
+/* Writes what is pending and fsyncs the file.  0, or -1 with a message. */
+int tfev_sync(tfev_writer *w, char *err, size_t errlen);
 /* Flushes and closes; -1 with a message when the last flush failed. */
 int tfev_close(tfev_writer *w, char *err, size_t errlen);
 

@@ -16,7 +16,8 @@
 #              path ending in a record of the last step, the checkpoint saved
 #   eval       SIGINT during the final --eval: 130, no "done" line
 #   tensorboard --tensorboard DIR where DIR or DIR/RUN is not a folder: refused,
-#              the file untouched
+#              the file untouched; the values written when the run ends
+#              past a size limit: exit 1 naming the event file
 #   plotopts   plot --smooth: a decimal in [0, 1), anything else a usage error
 #   stdin      fmt - refuses more than 64 MiB
 #   readers    fmt, fmt --check and plot refuse a FIFO and /dev/zero as input
@@ -210,6 +211,10 @@ case_tensorboard() {
     gr m.graph --steps 5 --tensorboard tb --run-name run --quiet 2> err.txt
     refused $? "--tensorboard DIR with a file DIR/RUN" "tb/run: not a directory"
     [ "$(cat tbfile)" = file ] && [ "$(cat tb/run)" = file ] || fail "a file was replaced"
+    # the last values, written when the run ends, do not fit (RLIMIT_FSIZE)
+    sh -c "trap '' XFSZ; ulimit -f 16; exec timeout 20 \"$G\" m.graph --steps 100 \
+        --log-every 1 --tensorboard tb --run-name full --quiet" 2> err.txt
+    refused $? "TensorBoard's last values past the size limit" "tb/full/events.out.tfevents.*: cannot write: File too large"
 }
 
 case_plotopts() {

@@ -241,6 +241,10 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
                             : train_loop(o, s, &ti, &secs, &loss, &pg, st)) < 0;
     if (!rc)
         rc = trep_interrupted() ? interrupted(o, s, 0, st) : finish(o, s, &ti, secs, loss, &pg, st);
+    if (pg.tb && gr_session_scalar_flush(s, st) != GR_OK) { /* the last TensorBoard values */
+        cli_print_status(st);
+        if (!rc) rc = 1;
+    }
     if (trep_log_close(&pg) < 0)
         rc = 1; /* the log is complete at its path, whatever ended the run */
     gr_session_free(s);
