@@ -281,6 +281,11 @@ gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, i
  * which gr_eval checks from the graph; another target is refused with
  * GR_ERR_ARG, naming why and a batch that divides the data (docs/api.md). */
 gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st);
+/* Whether gr_eval can evaluate target, without evaluating it: GR_OK, or
+ * the error gr_eval would give (not a scalar, a last partial batch it
+ * cannot count, sources that do not pair up), so a program can learn it
+ * before hours of training rather than after.  Opens the target's data. */
+gr_code gr_eval_check(gr_session *s, const char *target, gr_status *st);
 
 /* Variables, by full scoped name ("model/fc1/w"): read or write exactly
  * the variable's size, or get a copy as a new tensor with its shape. */

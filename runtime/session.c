@@ -768,25 +768,34 @@ static gr_code eval_mean(gr_session *s, const plan_graph *p, const eval_pass *ep
     return c;
 }
 
-gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
+/* What gr_eval and gr_eval_check start with: the target, a scalar, and an
+ * executor of its plan (release it) fetching it into f. */
+static gr_code eval_begin(gr_session *s, const char *fn, const char *target, gr_fetch *f, int *id,
+                          rt_exec **e, int *pi, gr_status *st)
 {
-    gr_code bad = check_session(s, "gr_eval", st);
+    gr_code bad = check_session(s, fn, st);
     if (bad != GR_OK) return bad;
     drop_held(s);
-    if (!target || !value) return rt_null(st, "gr_eval", target ? "value" : "target");
-    int id = rt_find_tensor(s, target, st);
-    if (id < 0) return GR_ERR_ARG;
-    const ir_type *t = &s->g->nodes[id].type;
+    if (!target) return rt_null(st, fn, "target");
+    if ((*id = rt_find_tensor(s, target, st)) < 0) return GR_ERR_ARG;
+    const ir_type *t = &s->g->nodes[*id].type;
     if (ir_numel(t) != 1 || t->dtype != DT_F32) {
         char b[96];
-        return rt_fail(st, GR_ERR_ARG, "gr_eval: '%s' is %s, not a scalar\n", target,
+        return rt_fail(st, GR_ERR_ARG, "%s: '%s' is %s, not a scalar\n", fn, target,
                        ir_type_str(t, b, sizeof b));
     }
+    int is_train;
+    return acquire(s, target, f, 1, e, pi, &is_train, st);
+}
+
+gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
+{
+    if (!value) return rt_null(st, "gr_eval", "value");
     float x;
     gr_fetch f = {target, &x, sizeof x, NULL};
-    int pi = 0, is_train;
+    int pi = 0, id;
     rt_exec *e;
-    gr_code c = acquire(s, target, &f, 1, &e, &pi, &is_train, st);
+    gr_code c = eval_begin(s, "gr_eval", target, &f, &id, &e, &pi, st);
     if (c != GR_OK) return c;
     const plan_graph *plan = exec_plan(e); /* s->plans may move: not read unlocked */
     eval_pass ep;
@@ -799,6 +808,22 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     eval_tail_free(&tail, &ep.rows);
     release(s, pi, e);
     if (c == GR_OK) c = eval_mean(s, plan, &ep, sum, tail_sum, value, st);
+    if (c == GR_OK) rt_ok(st);
+    return c;
+}
+
+gr_code gr_eval_check(gr_session *s, const char *target, gr_status *st)
+{
+    float x;
+    gr_fetch f = {target, &x, sizeof x, NULL};
+    int pi = 0, id;
+    rt_exec *e;
+    gr_code c = eval_begin(s, "gr_eval_check", target, &f, &id, &e, &pi, st);
+    if (c != GR_OK) return c;
+    eval_pass ep;
+    c = eval_pass_of(s, exec_plan(e), target, id, &ep, st);
+    eval_rows_free(&ep.rows);
+    release(s, pi, e);
     if (c == GR_OK) rt_ok(st);
     return c;
 }

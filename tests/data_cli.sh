@@ -53,4 +53,16 @@ refused "nan.graph:1:10: error: data 'd': nan.csv:3:3: column 2: 'NaN' is not a 
 sed -i 's/batch=2)/batch=2, nonfinite=true)/' nan.graph
 "$G" nan.graph --steps 1 --quiet > out.txt 2>&1 || fail "nonfinite=true: $(cat out.txt)"
 grep -q "final loss nan" out.txt || fail "nonfinite=true: the NaN is not read: $(cat out.txt)"
+
+# an --eval that cannot count its last partial batch is refused before any step
+printf 'a,b,label\n1,2,0\n3,4,1\n5,6,0\n' > three.csv
+cat > tail.graph <<'GRAPH'
+data d = csv("three.csv", batch=2)
+var w = zeros([2, 2])
+loss = mean(softmax_xent(d.x @ w, d.y))
+train = sgd(0.1).minimize(loss)
+not_linear = 1 - mean(argmax(d.x @ w, 1) == d.y) * mean(argmax(d.x @ w, 1) == d.y)
+GRAPH
+refused "'not_linear' cannot cover all 3 examples of 'd' in batches of 2" \
+    tail.graph --steps 100000000 --eval not_linear --quiet
 exit 0

@@ -104,6 +104,8 @@ static void test_sessions_refuse_null_arguments(void **state)
     REFUSED(gr_prepare(f->s, NULL, NULL, 0, f->st), "gr_prepare", "target");
     REFUSED(gr_eval(f->s, "loss", NULL, f->st), "gr_eval", "value");
     REFUSED(gr_eval(f->s, NULL, &v, f->st), "gr_eval", "target");
+    REFUSED(gr_eval_check(f->s, NULL, f->st), "gr_eval_check", "target");
+    REFUSED(gr_eval_check(NULL, "loss", f->st), "gr_eval_check", "session");
     REFUSED(gr_variable_read(f->s, "w", NULL, sizeof f->w, f->st), "gr_variable_read", "data");
     REFUSED(gr_variable_read(f->s, NULL, f->w, sizeof f->w, f->st), "gr_variable_read", "name");
     REFUSED(gr_variable_write(f->s, "w", NULL, sizeof f->w, f->st), "gr_variable_write", "data");

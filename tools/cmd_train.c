@@ -110,6 +110,18 @@ static int check_evals(const train_opts *o, const gr_program *prog, gr_status *s
     return 0;
 }
 
+/* Every --eval can count all its examples (a last partial batch too):
+ * checked before training, not after it (printed). */
+static int evals_possible(const train_opts *o, gr_session *s, gr_status *st)
+{
+    for (int i = 0; i < o->n_evals; i++)
+        if (gr_eval_check(s, o->evals[i], st) != GR_OK) {
+            cli_print_status(st);
+            return -1;
+        }
+    return 0;
+}
+
 /* Checks every --target exists and records its loss name. */
 static int target_infos(train_opts *o, const gr_program *prog, gr_target_info *first, gr_status *st)
 {
@@ -230,7 +242,7 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
         trep_log_open(o, &pg) < 0)
         return 1;
     gr_session *s = open_session(o, prog, &pg, st);
-    if (!s || cli_mpi_agree(o, s, st) < 0) { /* --distributed: every rank, the same schedule */
+    if (!s || cli_mpi_agree(o, s, st) < 0 || evals_possible(o, s, st) < 0) {
         gr_output_discard(pg.log);
         gr_session_free(s);
         return 1;
