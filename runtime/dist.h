@@ -61,9 +61,8 @@ gr_code dist_step_begin(gr_session *s, gr_status *st);
 /* ran: the step succeeded (else only the lock taken by begin is let go). */
 gr_code dist_step_end(gr_session *s, int ran, gr_status *st);
 /* Before an evaluation: async, the local variables become the shared
- * ones; sync_every, they are averaged now (on every process).  A failure
- * breaks the schedule: the session's next collective reports it. */
-void dist_refresh(gr_session *s);
+ * ones; sync_every, they are averaged now (on every process). */
+gr_code dist_refresh(gr_session *s, gr_status *st);
 
 /* A checkpoint's bytes, read by rank 0 and sent to every process: all
  * restore exactly what rank 0 read, or all fail. */
@@ -74,8 +73,9 @@ gr_code dist_restored(gr_session *s, gr_status *st);
  * every process returns its result. */
 gr_code dist_save(gr_session *s, const char *path,
                   gr_code (*save)(gr_session *s, const char *path, gr_status *st), gr_status *st);
-/* An evaluation's sum of batch means and its batch count, summed over the
- * processes (each evaluated its own shard). */
+/* An evaluation's sum and its count (of batch means and batches, or of
+ * example values and examples when a partial batch is counted), summed
+ * over the processes (each evaluated its own shard). */
 gr_code dist_eval_total(gr_session *s, double *sum, int64_t *batches, gr_status *st);
 
 #endif

@@ -686,12 +686,13 @@ gr_code dist_restored(gr_session *s, gr_status *st)
     return c;
 }
 
-void dist_refresh(gr_session *s)
+gr_code dist_refresh(gr_session *s, gr_status *st)
 {
     char why[WHY];
     dist_lock(s);
-    refresh(s, COLL_REFRESH, why); /* a failure breaks the schedule: the next call reports it */
+    int rc = refresh(s, COLL_REFRESH, why);
     dist_unlock(s);
+    return rc == 0 ? GR_OK : rt_fail(st, COLL_ERR, "%s\n", why);
 }
 
 gr_code dist_save(gr_session *s, const char *path,

@@ -61,9 +61,9 @@ gr_code dist_step_end(gr_session *s, int ran, gr_status *st)
     NO_SESSION;
 }
 
-void dist_refresh(gr_session *s)
+gr_code dist_refresh(gr_session *s, gr_status *st)
 {
-    (void)s;
+    (void)s, (void)st;
     NO_SESSION;
 }
 

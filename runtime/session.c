@@ -803,7 +803,7 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     double sum = 0, tail_sum = 0;
     c = eval_pass_of(s, plan, target, id, &ep, st);
     if (c == GR_OK && ep.tail_rows > 0) c = eval_tail_open(s, target, id, &ep, &tail, st);
-    if (c == GR_OK && s->dist) dist_refresh(s);
+    if (c == GR_OK && s->dist) c = dist_refresh(s, st);
     if (c == GR_OK) c = eval_locked(s, plan, e, &f, &ep, &tail, &sum, &tail_sum, st);
     eval_tail_free(&tail, &ep.rows);
     release(s, pi, e);
