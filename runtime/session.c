@@ -667,7 +667,6 @@ static void eval_tail_free(eval_tail *t, eval_rows *rows)
     for (int k = 0; t->f && k < rows->n_fetch; k++) free(t->f[k].data);
     free(t->f);
     free(t->vals);
-    eval_rows_free(rows);
 }
 
 static gr_code eval_tail_open(gr_session *s, const char *target, int id, const eval_pass *ep,
@@ -768,64 +767,75 @@ static gr_code eval_mean(gr_session *s, const plan_graph *p, const eval_pass *ep
     return c;
 }
 
-/* What gr_eval and gr_eval_check start with: the target, a scalar, and an
- * executor of its plan (release it) fetching it into f. */
-static gr_code eval_begin(gr_session *s, const char *fn, const char *target, gr_fetch *f, int *id,
-                          rt_exec **e, int *pi, gr_status *st)
+/* An evaluation under way: its fetch, an executor of its plan and its
+ * pass over the data. */
+typedef struct eval_call {
+    float x;
+    gr_fetch f;
+    int id, pi;
+    rt_exec *e;
+    eval_pass ep;
+} eval_call;
+
+/* What gr_eval and gr_eval_check start with: the target, a scalar, an
+ * executor fetching it, and a pass over its data it can count (eval_end
+ * ends it). */
+static gr_code eval_begin(gr_session *s, const char *fn, const char *target, eval_call *ec,
+                          gr_status *st)
 {
     gr_code bad = check_session(s, fn, st);
     if (bad != GR_OK) return bad;
     drop_held(s);
     if (!target) return rt_null(st, fn, "target");
-    if ((*id = rt_find_tensor(s, target, st)) < 0) return GR_ERR_ARG;
-    const ir_type *t = &s->g->nodes[*id].type;
+    if ((ec->id = rt_find_tensor(s, target, st)) < 0) return GR_ERR_ARG;
+    const ir_type *t = &s->g->nodes[ec->id].type;
     if (ir_numel(t) != 1 || t->dtype != DT_F32) {
         char b[96];
         return rt_fail(st, GR_ERR_ARG, "%s: '%s' is %s, not a scalar\n", fn, target,
                        ir_type_str(t, b, sizeof b));
     }
     int is_train;
-    return acquire(s, target, f, 1, e, pi, &is_train, st);
+    ec->f = (gr_fetch){target, &ec->x, sizeof ec->x, NULL};
+    gr_code c = acquire(s, target, &ec->f, 1, &ec->e, &ec->pi, &is_train, st);
+    if (c != GR_OK) return c;
+    c = eval_pass_of(s, exec_plan(ec->e), target, ec->id, &ec->ep, st);
+    if (c != GR_OK) release(s, ec->pi, ec->e);
+    return c;
+}
+
+static void eval_end(gr_session *s, eval_call *ec)
+{
+    eval_rows_free(&ec->ep.rows);
+    release(s, ec->pi, ec->e);
 }
 
 gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
 {
     if (!value) return rt_null(st, "gr_eval", "value");
-    float x;
-    gr_fetch f = {target, &x, sizeof x, NULL};
-    int pi = 0, id;
-    rt_exec *e;
-    gr_code c = eval_begin(s, "gr_eval", target, &f, &id, &e, &pi, st);
+    eval_call ec;
+    gr_code c = eval_begin(s, "gr_eval", target, &ec, st);
     if (c != GR_OK) return c;
-    const plan_graph *plan = exec_plan(e); /* s->plans may move: not read unlocked */
-    eval_pass ep;
+    const plan_graph *plan = exec_plan(ec.e); /* s->plans may move: not read unlocked */
     eval_tail tail = {0};
     double sum = 0, tail_sum = 0;
-    c = eval_pass_of(s, plan, target, id, &ep, st);
-    if (c == GR_OK && ep.tail_rows > 0) c = eval_tail_open(s, target, id, &ep, &tail, st);
+    if (ec.ep.tail_rows > 0) c = eval_tail_open(s, target, ec.id, &ec.ep, &tail, st);
     if (c == GR_OK && s->dist) c = dist_refresh(s, st);
-    if (c == GR_OK) c = eval_locked(s, plan, e, &f, &ep, &tail, &sum, &tail_sum, st);
-    eval_tail_free(&tail, &ep.rows);
-    release(s, pi, e);
-    if (c == GR_OK) c = eval_mean(s, plan, &ep, sum, tail_sum, value, st);
+    if (c == GR_OK) c = eval_locked(s, plan, ec.e, &ec.f, &ec.ep, &tail, &sum, &tail_sum, st);
+    eval_tail_free(&tail, &ec.ep.rows);
+    eval_end(s, &ec);
+    if (c == GR_OK) c = eval_mean(s, plan, &ec.ep, sum, tail_sum, value, st);
     if (c == GR_OK) rt_ok(st);
     return c;
 }
 
 gr_code gr_eval_check(gr_session *s, const char *target, gr_status *st)
 {
-    float x;
-    gr_fetch f = {target, &x, sizeof x, NULL};
-    int pi = 0, id;
-    rt_exec *e;
-    gr_code c = eval_begin(s, "gr_eval_check", target, &f, &id, &e, &pi, st);
+    eval_call ec;
+    gr_code c = eval_begin(s, "gr_eval_check", target, &ec, st);
     if (c != GR_OK) return c;
-    eval_pass ep;
-    c = eval_pass_of(s, exec_plan(e), target, id, &ep, st);
-    eval_rows_free(&ep.rows);
-    release(s, pi, e);
-    if (c == GR_OK) rt_ok(st);
-    return c;
+    eval_end(s, &ec);
+    rt_ok(st);
+    return GR_OK;
 }
 
 static gr_code var_find(gr_session *s, const char *fn, const char *name, int *vi, gr_status *st)
