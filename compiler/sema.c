@@ -868,10 +868,12 @@ static void stmt_param(sema *S, env *e, const ast_node *st)
     for (int i = 0; i < S->opt->n_params; i++)
         if (strcmp(S->opt->params[i].name, st->name) == 0) {
             S->param_used[i] = PARAM_SET;
-            if (v.k != V_ERR && parse_override(S, st, S->opt->params[i].value, v, &v) < 0) {
-                v = sema_value_err();
+            value given = v; /* a bad value is reported; the default then stands, so
+                                no error follows from it */
+            if (v.k != V_ERR && parse_override(S, st, S->opt->params[i].value, v, &given) < 0)
                 S->param_used[i] = PARAM_QUIET;
-            }
+            else
+                v = given;
         }
     env_declare(e, st, v);
 }
