@@ -134,7 +134,7 @@ static int csv_quoted(const csv_line *l, const char *q, csv_field *f, const char
  * last field of the line. */
 static int csv_split(const csv_line *l, const char **p, csv_field *f, char *err, size_t errlen)
 {
-    const char *s = *p, *e;
+    const char *s = *p, *e = NULL;
     while (s < l->e && csv_is_blank(*s)) s++;
     if (s < l->e && *s == '"') {
         if (csv_quoted(l, s, f, &e, err, errlen)) return -1;
@@ -370,7 +370,7 @@ static int csv_parse_row(const data_spec *s, const csv_shape *sh, const csv_line
                          float *x, int32_t *y, char *err, size_t errlen)
 {
     csv_field f;
-    double v;
+    double v = 0;
     int n;
     if (csv_count_fields(l, &n, err, errlen)) return -1;
     if (n != sh->ncols) return csv_ragged(l, sh, n, err, errlen);

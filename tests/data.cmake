@@ -6,13 +6,17 @@ add_test(NAME data_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/data_cli.sh $<TARG
 set_tests_properties(data_cli PROPERTIES TIMEOUT 120)
 
 if(GR_HAVE_MPI AND MPIEXEC_EXECUTABLE)
-  add_test(NAME data_eval_mpi
+  add_test(NAME mpi_data_eval
     COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/data_eval_mpi.sh $<TARGET_FILE:graphrun>
             ${MPIEXEC_EXECUTABLE})
   # two processes: never beside the other MPI tests on a small machine
-  set_tests_properties(data_eval_mpi PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+  set_tests_properties(mpi_data_eval PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
   if(CMAKE_BUILD_TYPE STREQUAL "Asan")
-    set_property(TEST data_eval_mpi APPEND PROPERTY ENVIRONMENT
+    set_property(TEST mpi_data_eval APPEND PROPERTY ENVIRONMENT
       "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/mpi/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0")
+  endif()
+  if(CMAKE_BUILD_TYPE STREQUAL "Tsan") # Open MPI's own locks (named mpi_*: not the CPU's suppressions)
+    set_property(TEST mpi_data_eval APPEND PROPERTY ENVIRONMENT
+      "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/mpi/tsan.supp halt_on_error=1")
   endif()
 endif()
