@@ -46,15 +46,16 @@
  *    above 0, a NULL name in a feed or fetch and a feed given twice are
  *    refused with GR_ERR_ARG and a message naming the function and the
  *    argument ("gr_run: feeds[1].name is NULL"); nothing changes.
- *  - Memory: running out of memory is GR_ERR_NOMEM wherever memory is
- *    sized by the model, its data, a checkpoint or an argument, and
- *    anywhere while compiling or planning a target.  Memory a call had
- *    taken when it ran out may stay allocated.
+ *  - Memory: running out of memory is GR_ERR_NOMEM for every buffer of
+ *    data (variables, activation arenas, data sets, tensors, checkpoint
+ *    files) and anywhere while compiling or planning a target.  Memory a
+ *    call had taken when it ran out may stay allocated.
  *  - The library never calls exit() and never prints; internal bugs (a
- *    broken invariant), and running out of memory in a session's own
- *    small bookkeeping (gr_session_new, the executor a target's first
- *    gr_run makes), call the abort hook (gr_set_abort_hook), which by
- *    default prints the message to stderr and calls abort().
+ *    broken invariant), and running out of memory in the tables a session
+ *    and its executors keep (a few pointers per graph node, made by
+ *    gr_session_new and a target's first gr_run), call the abort hook
+ *    (gr_set_abort_hook), which by default prints the message to stderr
+ *    and calls abort().
  */
 #ifndef GRAPHRUN_H
 #define GRAPHRUN_H
