@@ -67,7 +67,7 @@ static void collect_ancestors(ad_ctx *c, int loss)
 {
     ir_graph *g = c->g;
     int cap = 64, n = 0;
-    int *anc = xmalloc(sizeof(int) * (size_t)cap);
+    int *anc = base_xmalloc(sizeof(int) * (size_t)cap);
     ir_walk_begin(g);
     ir_walk_set(g, loss, 0);
     anc[n++] = loss;
@@ -77,7 +77,7 @@ static void collect_ancestors(ad_ctx *c, int loss)
         for (int k = 0; k < nd->n_in; k++) {
             if (ir_walk_get(g, nd->in[k]) >= 0) continue;
             ir_walk_set(g, nd->in[k], 0);
-            if (n == cap) anc = xreallocarray(anc, (size_t)(cap *= 2), sizeof(int));
+            if (n == cap) anc = base_xreallocarray(anc, (size_t)(cap *= 2), sizeof(int));
             anc[n++] = nd->in[k];
         }
     }
@@ -92,7 +92,7 @@ static void collect_ancestors(ad_ctx *c, int loss)
 static void mark_path(ad_ctx *c)
 {
     ir_graph *g = c->g;
-    char *dep = xcalloc((size_t)c->n_anc, 1);
+    char *dep = base_xcalloc((size_t)c->n_anc, 1);
     IR_WORK(2 * c->n_anc);
     for (int i = 0; i < c->n_anc; i++) {
         const ir_node *nd = &g->nodes[c->anc[i]];
@@ -143,7 +143,7 @@ static int backprop_node(ad_ctx *c, int n)
     int n_in = g->nodes[n].n_in;
     if (op == OP_VARIABLE || n_in == 0) return 0;
     if (!ops_table[op].grad) return no_grad_error(c, n);
-    int *dx = xmalloc(sizeof(int) * (size_t)n_in);
+    int *dx = base_xmalloc(sizeof(int) * (size_t)n_in);
     for (int k = 0; k < n_in; k++) dx[k] = -1;
     int rc = ops_table[op].grad(g, n, c->grad[at(c, n)], dx);
     for (int k = 0; rc == 0 && k < n_in; k++) {
@@ -168,7 +168,7 @@ static int backprop(ad_ctx *c, int loss)
 static const char *unique_var_name(ir_graph *g, const char *base)
 {
     size_t n = strlen(base) + 24;
-    char *buf = xmalloc(n);
+    char *buf = base_xmalloc(n);
     snprintf(buf, n, "%s", base);
     for (int i = 1; IR_WORK(1), ir_find_var(g, buf) >= 0; i++) snprintf(buf, n, "%s_%d", base, i);
     const char *s = ir_strdup(g, buf);
@@ -198,7 +198,7 @@ static int make_slot(ad_ctx *c, int vi, const char *suffix)
 {
     const ir_var *v = &c->g->vars[vi];
     size_t n = strlen(v->name) + strlen(suffix) + 2;
-    char *name = xmalloc(n);
+    char *name = base_xmalloc(n);
     snprintf(name, n, "%s/%s", v->name, suffix);
     int node = new_state_var(c, name, &v->type, v->device, vi, v->src, v->span);
     free(name);
@@ -363,7 +363,7 @@ static int flush_bucket(ad_ctx *c, ad_buckets *b)
         b->n = 0, b->bytes = 0;
         return allreduce_alone(c, b, b->idx[0]);
     }
-    int *in = xmalloc(sizeof(int) * (size_t)b->n), rc = 0;
+    int *in = base_xmalloc(sizeof(int) * (size_t)b->n), rc = 0;
     for (int k = 0; k < b->n; k++) in[k] = c->grad[b->idx[k]];
     int r = allreduce_node(c, b, in, b->n);
     free(in);
@@ -387,7 +387,7 @@ static int trained_here(const ad_ctx *c, int i);
 
 static int allreduce_grads(ad_ctx *c)
 {
-    ad_buckets b = {.idx = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), .prev = -1};
+    ad_buckets b = {.idx = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), .prev = -1};
     int rc = 0;
     IR_WORK(c->n_anc);
     for (int i = c->n_anc - 1; i >= 0 && rc == 0; i--)
@@ -475,7 +475,7 @@ static int make_gscale(ad_ctx *c, int device, const int *grads, int n)
  * for the allreduces after its own. */
 static int make_barrier(ad_ctx *c)
 {
-    int *grads = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), device = -1;
+    int *grads = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), device = -1;
     int n = trained_grads(c, grads, &device);
     c->barrier = n ? ir_add(c->g, OP_GROUP, grads, n, NULL, c->src, c->span) : 0;
     free(grads);
@@ -486,7 +486,7 @@ static int make_barrier(ad_ctx *c)
  * live with the first variable. */
 static int make_lr_gscale(ad_ctx *c)
 {
-    int *grads = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), device = -1, rc = 0;
+    int *grads = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), device = -1, rc = 0;
     int n = trained_grads(c, grads, &device);
     if (n && (make_lr(c, device) < 0 || make_gscale(c, device, grads, n) < 0)) rc = -1;
     free(grads);
@@ -496,7 +496,7 @@ static int make_lr_gscale(ad_ctx *c)
 static int make_updates(ad_ctx *c)
 {
     ir_graph *g = c->g;
-    c->updates = xmalloc(sizeof(int) * (size_t)(c->n_anc + 1));
+    c->updates = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1));
     if ((!c->opt->allreduce && make_barrier(c) < 0) || make_lr_gscale(c) < 0) return -1;
     IR_WORK(c->n_anc);
     for (int i = 0, vi; i < c->n_anc; i++) /* slots appended here are not ancestors */
@@ -514,8 +514,8 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *
     ad_ctx c = {.g = g, .opt = opt, .src = src, .span = span, .step_node = -1, .step_inc = -1};
     if (check_loss(&c, loss) < 0) return -1;
     collect_ancestors(&c, loss);
-    c.path = xcalloc((size_t)c.n_anc, 1);
-    c.grad = xmalloc(sizeof(int) * (size_t)c.n_anc);
+    c.path = base_xcalloc((size_t)c.n_anc, 1);
+    c.grad = base_xmalloc(sizeof(int) * (size_t)c.n_anc);
     for (int i = 0; i < c.n_anc; i++) c.grad[i] = -1;
     mark_path(&c);
     int rc = -1;

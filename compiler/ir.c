@@ -28,7 +28,7 @@ void *ir_alloc(ir_graph *g, size_t n)
     if (!b || b->size - b->used < n) {
         size_t size = n > IR_BLOCK_MIN ? n : IR_BLOCK_MIN;
         GR_ASSERT(size < SIZE_MAX - sizeof(ir_block));
-        ir_block *nb = xmalloc(sizeof(ir_block) + size);
+        ir_block *nb = base_xmalloc(sizeof(ir_block) + size);
         g->mem_bytes += (long long)size;
         nb->next = b;
         nb->size = size;
@@ -52,7 +52,7 @@ const char *ir_strdup(ir_graph *g, const char *s)
 
 ir_graph *ir_new(diag_list *d)
 {
-    ir_graph *g = xcalloc(1, sizeof(*g));
+    ir_graph *g = base_xcalloc(1, sizeof(*g));
     g->diags = d;
     g->default_target = -1;
     return g;
@@ -101,7 +101,7 @@ static void grow(ir_graph *g, void **v, int n, int *cap, size_t sz)
     if (n < *cap) return;
     GR_ASSERT(*cap < INT32_MAX / 2);
     int nc = *cap ? *cap * 2 : 64;
-    *v = xreallocarray(*v, (size_t)nc, sz);
+    *v = base_xreallocarray(*v, (size_t)nc, sz);
     g->mem_bytes += (long long)((size_t)(nc - *cap) * sz);
     *cap = nc;
 }
@@ -151,7 +151,7 @@ static void index_add(ir_graph *g, ir_index *x, name_of_fn name_of, int i, int n
         int cap = 64;
         while (cap < 4 * n) cap *= 2;
         free(x->slot);
-        x->slot = xmalloc(sizeof(int) * (size_t)cap);
+        x->slot = base_xmalloc(sizeof(int) * (size_t)cap);
         g->mem_bytes += (long long)(sizeof(int) * (size_t)(cap - x->cap));
         x->cap = cap;
         memset(x->slot, -1, sizeof(int) * (size_t)cap);
@@ -167,8 +167,8 @@ void ir_walk_begin(ir_graph *g)
 {
     if (g->walk_cap < g->cap_nodes) { /* grown with the nodes: O(1) amortised */
         int cap = g->cap_nodes;
-        g->walk_stamp = xreallocarray(g->walk_stamp, (size_t)cap, sizeof(int));
-        g->walk_val = xreallocarray(g->walk_val, (size_t)cap, sizeof(int));
+        g->walk_stamp = base_xreallocarray(g->walk_stamp, (size_t)cap, sizeof(int));
+        g->walk_val = base_xreallocarray(g->walk_val, (size_t)cap, sizeof(int));
         memset(g->walk_stamp + g->walk_cap, 0, sizeof(int) * (size_t)(cap - g->walk_cap));
         g->mem_bytes += (long long)(2 * sizeof(int) * (size_t)(cap - g->walk_cap));
         g->walk_cap = cap;

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "../lang/diag.h"
-#include "../lang/fatal.h"
+#include "base/fatal.h"
 #include "limits.h"
 #include "ops.h"
 

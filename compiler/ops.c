@@ -7,7 +7,7 @@
 #include "conv_algo.h"
 #include "ops_impl.h"
 
-#include "../lang/fatal.h"
+#include "base/fatal.h"
 
 #include <math.h>
 #include <string.h>

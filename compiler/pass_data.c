@@ -25,7 +25,7 @@ static double scale_of(const ir_graph *g, const ir_node *n, int x)
  * only), NaN when there is none, or -inf after two uses disagree. */
 static double *use_scales(const ir_graph *g)
 {
-    double *s = xmalloc(sizeof(double) * (size_t)(g->n_nodes + 1));
+    double *s = base_xmalloc(sizeof(double) * (size_t)(g->n_nodes + 1));
     for (int i = 0; i < g->n_nodes; i++) s[i] = NAN;
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
@@ -57,7 +57,7 @@ void pass_data_scale(ir_graph *g)
 {
     int n = g->n_nodes, found = 0;
     double *scale = use_scales(g);
-    int *to = xmalloc(sizeof(int) * (size_t)(n + 1));
+    int *to = base_xmalloc(sizeof(int) * (size_t)(n + 1));
     for (int i = 0; i < n; i++) {
         const ir_node *m = &g->nodes[i];
         int x = m->op == OP_MUL && !m->dead ? m->in[g->nodes[m->in[0]].op != OP_DATA] : 0;

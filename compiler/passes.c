@@ -50,7 +50,7 @@ typedef struct repl {
 
 static repl repl_new(const ir_graph *g)
 {
-    repl r = {xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1)), g->n_nodes};
+    repl r = {base_xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1)), g->n_nodes};
     IR_WORK(r.n);
     for (int i = 0; i < r.n; i++) r.to[i] = i;
     return r;
@@ -141,7 +141,7 @@ static void pass_cse(ir_graph *g)
 {
     int cap = 1;
     while (cap < 2 * g->n_nodes) cap <<= 1;
-    int *table = xmalloc(sizeof(int) * (size_t)cap);
+    int *table = base_xmalloc(sizeof(int) * (size_t)cap);
     memset(table, -1, sizeof(int) * (size_t)cap);
     repl r = repl_new(g);
     IR_WORK(cap + 2 * g->n_nodes);
@@ -236,7 +236,7 @@ static void pass_fold(ir_graph *g, const pass_evaluator *ev)
 
 static int *use_counts(const ir_graph *g)
 {
-    int *uses = xcalloc((size_t)g->n_nodes + 1, sizeof *uses);
+    int *uses = base_xcalloc((size_t)g->n_nodes + 1, sizeof *uses);
     IR_WORK(g->n_nodes + g->n_names);
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
@@ -325,7 +325,7 @@ static void pass_fuse(ir_graph *g, const pass_evaluator *ev)
  * are relu_grad nodes reading f as their x, else -1 (one sweep for all). */
 static int *fusable_relus(const ir_graph *g)
 {
-    int *relu = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1)); /* -2: not fusable */
+    int *relu = base_xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1)); /* -2: not fusable */
     IR_WORK(2 * g->n_nodes + g->n_names);
     for (int i = 0; i < g->n_nodes; i++) relu[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -402,9 +402,9 @@ static void edge_add(group_edges *e, int node, int group, int slot)
 {
     if (e->n == e->cap) {
         e->cap = e->cap ? 2 * e->cap : 64;
-        e->next = xreallocarray(e->next, (size_t)e->cap, sizeof(int));
-        e->group = xreallocarray(e->group, (size_t)e->cap, sizeof(int));
-        e->slot = xreallocarray(e->slot, (size_t)e->cap, sizeof(int));
+        e->next = base_xreallocarray(e->next, (size_t)e->cap, sizeof(int));
+        e->group = base_xreallocarray(e->group, (size_t)e->cap, sizeof(int));
+        e->slot = base_xreallocarray(e->slot, (size_t)e->cap, sizeof(int));
     }
     e->next[e->n] = e->head[node];
     e->group[e->n] = group;
@@ -416,8 +416,8 @@ static void edge_add(group_edges *e, int node, int group, int slot)
 static group_edges group_edges_build(const ir_graph *g)
 {
     group_edges e = {0};
-    e.head = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
-    e.count = xcalloc((size_t)g->n_nodes + 1, sizeof(int));
+    e.head = base_xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+    e.count = base_xcalloc((size_t)g->n_nodes + 1, sizeof(int));
     IR_WORK(2 * g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++) e.head[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -479,7 +479,7 @@ static int ctrl_set_put(ctrl_set *c, uint64_t key)
 static int ctrl_set_add(ctrl_set *c, int group, int dep)
 {
     if (2 * (c->n + 1) > c->cap) {
-        ctrl_set big = {xcalloc((size_t)c->cap * 2, sizeof *c->key), c->cap * 2, 0};
+        ctrl_set big = {base_xcalloc((size_t)c->cap * 2, sizeof *c->key), c->cap * 2, 0};
         IR_WORK(c->cap);
         for (int i = 0; i < c->cap; i++)
             if (c->key[i]) ctrl_set_put(&big, c->key[i]);
@@ -491,7 +491,7 @@ static int ctrl_set_add(ctrl_set *c, int group, int dep)
 
 static ctrl_set ctrl_set_build(const ir_graph *g)
 {
-    ctrl_set c = {xcalloc(64, sizeof(uint64_t)), 64, 0};
+    ctrl_set c = {base_xcalloc(64, sizeof(uint64_t)), 64, 0};
     IR_WORK(g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; !g->nodes[i].dead && g->nodes[i].op == OP_GROUP && k < g->nodes[i].n_ctrl;
@@ -514,7 +514,7 @@ static int by_edge(const void *a, const void *b, void *ctx)
 static void regroup(ir_graph *g, int m, group_edges *e, ctrl_set *c)
 {
     int a = g->nodes[m].in[0], b = g->nodes[m].in[1], n = 0;
-    int *edges = xmalloc(sizeof(int) * (size_t)(e->count[m] + 1));
+    int *edges = base_xmalloc(sizeof(int) * (size_t)(e->count[m] + 1));
     IR_WORK(e->count[m]);
     for (int k = e->head[m]; k >= 0; k = e->next[k]) edges[n++] = k;
     qsort_r(edges, (size_t)n, sizeof(int), by_edge, e);

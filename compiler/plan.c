@@ -41,7 +41,7 @@ static int pinned(const ir_node *n)
 static void assign_levels(plan_graph *p)
 {
     const ir_graph *g = p->g;
-    p->level = xcalloc((size_t)g->n_nodes + 1, sizeof(int));
+    p->level = base_xcalloc((size_t)g->n_nodes + 1, sizeof(int));
     IR_WORK(p->n);
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &g->nodes[p->order[i]];
@@ -65,8 +65,8 @@ static int by_level(const void *a, const void *b, void *levels)
 /* Iterative DFS post-order over inputs and control deps. */
 static int schedule(const ir_graph *g, const int *roots, int n_roots, int *order)
 {
-    unsigned char *state = xcalloc((size_t)g->n_nodes, 1); /* 0 new, 1 open, 2 done */
-    int *stack = xmalloc(sizeof(int) * 2 * (size_t)(g->n_nodes + 1)), sp = 0, n = 0;
+    unsigned char *state = base_xcalloc((size_t)g->n_nodes, 1); /* 0 new, 1 open, 2 done */
+    int *stack = base_xmalloc(sizeof(int) * 2 * (size_t)(g->n_nodes + 1)), sp = 0, n = 0;
     IR_WORK(g->n_nodes + n_roots);
     for (int r = 0; r < n_roots; r++) {
         if (state[roots[r]]) continue;
@@ -304,8 +304,8 @@ static void lifetimes(plan_graph *p, int k_part, live *ls, int *n_ls, int *pos, 
  * before the first buffer that starts after it. */
 static void place_all(live *ls, int n, size_t *off)
 {
-    plan_alloc a = {.t = xmalloc(sizeof(fit_node) * (size_t)(n + 1)), .root = -1};
-    int *dying = xmalloc(sizeof(int) * (size_t)(n + 1)), n_dying = 0, d = 0;
+    plan_alloc a = {.t = base_xmalloc(sizeof(fit_node) * (size_t)(n + 1)), .root = -1};
+    int *dying = base_xmalloc(sizeof(int) * (size_t)(n + 1)), n_dying = 0, d = 0;
     IR_WORK(2 * n);
     for (int k = 0; k < n; k++)
         if (ls[k].start >= 0) dying[n_dying++] = k;
@@ -328,10 +328,10 @@ static void assign_offsets(plan_graph *p, int k_part)
 {
     int n_ls;
     size_t base = align_up(p->arena_bytes), top = base;
-    live *ls = xmalloc(sizeof *ls * (size_t)(p->n + p->n_xfers + 1));
-    size_t *off = xmalloc(sizeof *off * (size_t)(p->n + p->n_xfers + 1));
-    int *pos = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1));
-    int *view = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1));
+    live *ls = base_xmalloc(sizeof *ls * (size_t)(p->n + p->n_xfers + 1));
+    size_t *off = base_xmalloc(sizeof *off * (size_t)(p->n + p->n_xfers + 1));
+    int *pos = base_xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1));
+    int *view = base_xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1));
     IR_WORK(2 * p->n + p->n_xfers);
     lifetimes(p, k_part, ls, &n_ls, pos, view);
     qsort(ls, (size_t)n_ls, sizeof *ls, by_start);
@@ -365,8 +365,8 @@ static int by_int(const void *a, const void *b)
 static void assign_parts(plan_graph *p)
 {
     const ir_graph *g = p->g;
-    p->part = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
-    p->part_dev = xmalloc(sizeof(int) * (size_t)(p->n + 1));
+    p->part = base_xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+    p->part_dev = base_xmalloc(sizeof(int) * (size_t)(p->n + 1));
     IR_WORK(g->n_nodes + 2 * p->n);
     for (int i = 0; i < g->n_nodes; i++) p->part[i] = -1;
     for (int i = 0; i < p->n; i++) {
@@ -432,7 +432,7 @@ static void collect_xfers(plan_graph *p)
         const ir_node *nd = &g->nodes[p->order[i]];
         cap += nd->n_in + nd->n_ctrl;
     }
-    p->xfers = xcalloc((size_t)cap + 1, sizeof *p->xfers);
+    p->xfers = base_xcalloc((size_t)cap + 1, sizeof *p->xfers);
     for (int i = 0; i < p->n && p->n_parts > 1; i++) {
         int v = p->order[i];
         const ir_node *nd = &g->nodes[v];
@@ -448,7 +448,7 @@ static void collect_xfers(plan_graph *p)
 
 static void collect_data(plan_graph *p)
 {
-    p->data_used = xcalloc((size_t)p->g->n_data + 1, sizeof(int));
+    p->data_used = base_xcalloc((size_t)p->g->n_data + 1, sizeof(int));
     IR_WORK(p->n);
     for (int i = 0; i < p->n; i++) {
         const ir_node *nd = &p->g->nodes[p->order[i]];
@@ -462,13 +462,13 @@ static void collect_data(plan_graph *p)
 
 plan_graph *plan_build(const ir_graph *g, const int *roots, int n_roots)
 {
-    plan_graph *p = xcalloc(1, sizeof *p);
+    plan_graph *p = base_xcalloc(1, sizeof *p);
     p->g = g;
-    p->order = xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
-    p->offset = xmalloc(sizeof(size_t) * (size_t)(g->n_nodes + 1));
+    p->order = base_xmalloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+    p->offset = base_xmalloc(sizeof(size_t) * (size_t)(g->n_nodes + 1));
     IR_WORK(g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++) p->offset[i] = PLAN_NONE;
-    p->roots = xmalloc(sizeof(int) * (size_t)(n_roots + 1));
+    p->roots = base_xmalloc(sizeof(int) * (size_t)(n_roots + 1));
     memcpy(p->roots, roots, sizeof(int) * (size_t)n_roots);
     p->n_roots = n_roots;
     p->n = schedule(g, roots, n_roots, p->order);
@@ -476,8 +476,8 @@ plan_graph *plan_build(const ir_graph *g, const int *roots, int n_roots)
     qsort_r(p->order, (size_t)p->n, sizeof(int), by_level, p->level);
     assign_parts(p);
     collect_xfers(p);
-    p->part_base = xcalloc((size_t)p->n_parts + 1, sizeof *p->part_base);
-    p->part_bytes = xcalloc((size_t)p->n_parts + 1, sizeof *p->part_bytes);
+    p->part_base = base_xcalloc((size_t)p->n_parts + 1, sizeof *p->part_base);
+    p->part_bytes = base_xcalloc((size_t)p->n_parts + 1, sizeof *p->part_bytes);
     for (int k = 0; k < p->n_parts; k++) assign_offsets(p, k);
     IR_WORK(p->n);
     for (int i = 0; i < p->n; i++) {

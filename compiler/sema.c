@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lang/fatal.h"
+#include "base/fatal.h"
 #include "sema_int.h"
 
 static value sema_eval(sema *S, env *e, const ast_node *n);
@@ -45,7 +45,7 @@ static void env_index_add(env *e, int i)
         free(e->index);
         e->index_cap = 64;
         while (e->index_cap < 4 * e->n) e->index_cap *= 2;
-        e->index = xmalloc(sizeof(int) * (size_t)e->index_cap);
+        e->index = base_xmalloc(sizeof(int) * (size_t)e->index_cap);
         memset(e->index, -1, sizeof(int) * (size_t)e->index_cap);
         for (int j = 0; j < e->n; j++) env_index_put(e, j);
         return;
@@ -91,7 +91,8 @@ static binding *env_set(env *e, const char *name, value v)
     }
     if (e->n == e->cap) {
         int cap = e->cap ? 2 * e->cap : 16;
-        binding *grown = xreallocarray(e->v == e->small ? NULL : e->v, (size_t)cap, sizeof *grown);
+        binding *grown =
+            base_xreallocarray(e->v == e->small ? NULL : e->v, (size_t)cap, sizeof *grown);
         if (e->v == e->small) memcpy(grown, e->small, sizeof e->small);
         e->v = grown;
         e->cap = cap;
@@ -196,7 +197,7 @@ static void scope_pop(sema *S)
  * functions finds each by hash. */
 static int scope_count(vscope *v, const char *fn)
 {
-    if (!v->counters) v->counters = xcalloc(1, sizeof *v->counters);
+    if (!v->counters) v->counters = base_xcalloc(1, sizeof *v->counters);
     binding *b = env_find_local(v->counters, fn);
     if (b) return (int)b->v.num++;
     env_set(v->counters, fn, (value){.k = V_NUM, .is_int = 1, .num = 1});
@@ -229,7 +230,7 @@ static int annot_of(sema *S, const ast_node *spec)
     if (b) return (int)b->v.num;
     if (S->n_annots == S->cap_annots) {
         S->cap_annots = S->cap_annots ? 2 * S->cap_annots : 16;
-        S->annots = xreallocarray(S->annots, (size_t)S->cap_annots, sizeof *S->annots);
+        S->annots = base_xreallocarray(S->annots, (size_t)S->cap_annots, sizeof *S->annots);
     }
     S->annots[S->n_annots] = (sema_annot){.at = spec};
     env_set(&S->annot_env, ir_strdup(S->g, key), sema_value_num(S->n_annots, 1));
@@ -614,10 +615,10 @@ static int eval_args(sema *S, env *e, const ast_node *n, sema_args *args, args_b
     size_t cap = (size_t)n->n_items + 1;
     int bad = 0, small = n->n_items <= ARGS_INLINE;
     *args = (sema_args){.call = n,
-                        .pos = small ? buf->pos : xcalloc(cap, sizeof(value)),
-                        .pos_at = small ? buf->pos_at : xcalloc(cap, sizeof(ast_node *)),
-                        .kw = small ? buf->kw : xcalloc(cap, sizeof(value)),
-                        .kw_at = small ? buf->kw_at : xcalloc(cap, sizeof(ast_node *))};
+                        .pos = small ? buf->pos : base_xcalloc(cap, sizeof(value)),
+                        .pos_at = small ? buf->pos_at : base_xcalloc(cap, sizeof(ast_node *)),
+                        .kw = small ? buf->kw : base_xcalloc(cap, sizeof(value)),
+                        .kw_at = small ? buf->kw_at : base_xcalloc(cap, sizeof(ast_node *))};
     for (int i = 0; i < n->n_items; i++) {
         const ast_node *it = n->items[i];
         value v = sema_eval(S, e, it->kind == AST_KWARG ? it->a : it);
@@ -647,10 +648,10 @@ static args_buf *call_buf(sema *S, int depth)
 {
     if (depth == S->cap_argbufs) {
         S->cap_argbufs = S->cap_argbufs ? 2 * S->cap_argbufs : 16;
-        S->argbufs = xreallocarray(S->argbufs, (size_t)S->cap_argbufs, sizeof *S->argbufs);
+        S->argbufs = base_xreallocarray(S->argbufs, (size_t)S->cap_argbufs, sizeof *S->argbufs);
         memset(S->argbufs + depth, 0, sizeof *S->argbufs * (size_t)(S->cap_argbufs - depth));
     }
-    if (!S->argbufs[depth]) S->argbufs[depth] = xmalloc(sizeof(args_buf));
+    if (!S->argbufs[depth]) S->argbufs[depth] = base_xmalloc(sizeof(args_buf));
     return S->argbufs[depth];
 }
 
@@ -1278,7 +1279,7 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
     sema S = {
         .g = g, .src = t->src, .opt = opt ? opt : &defaults, .global = &global, .scope = &top};
     int errs = g->diags->n_errors;
-    S.param_used = xcalloc((size_t)S.opt->n_params + 1, 1);
+    S.param_used = base_xcalloc((size_t)S.opt->n_params + 1, 1);
     if (t->root) stmt_block(&S, &global, t->root);
     check_params_used(&S);
     if (g->diags->n_errors == errs) {

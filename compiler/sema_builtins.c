@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lang/fatal.h"
+#include "base/fatal.h"
 #include "sema_int.h"
 
 #define GR_DATASETS_DIR "/usr/share/datasets"
@@ -725,8 +725,8 @@ value sema_data_field(sema *S, const ast_node *at, int data, const char *field)
     }
     if (data >= S->n_data_cache) {
         int n = data + 8;
-        S->data_x = xreallocarray(S->data_x, (size_t)n, sizeof(int));
-        S->data_y = xreallocarray(S->data_y, (size_t)n, sizeof(int));
+        S->data_x = base_xreallocarray(S->data_x, (size_t)n, sizeof(int));
+        S->data_y = base_xreallocarray(S->data_y, (size_t)n, sizeof(int));
         for (int i = S->n_data_cache; i < n; i++) S->data_x[i] = S->data_y[i] = -1;
         S->n_data_cache = n;
     }

@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
-#include "../lang/fatal.h"
+#include "base/fatal.h"
 #include "sema_int.h"
 
 void sema_err(sema *S, const ast_node *n, const char *fmt, ...)
@@ -209,7 +209,7 @@ static int stack_tensors(sema *S, const ast_node *at, value v, int depth)
                  IR_MAX_DIMS);
         return -1;
     }
-    int *parts = xcalloc((size_t)v.n_items, sizeof *parts), node = -1;
+    int *parts = base_xcalloc((size_t)v.n_items, sizeof *parts), node = -1;
     for (int i = 0; i < v.n_items; i++) {
         int x = to_tensor(S, at, v.items[i], DT_F32, depth + 1);
         if (x < 0) goto out;

@@ -3,7 +3,7 @@
 
 #include "device.h"
 
-int kern_run(kernel_fn fn, const kern_args *a)
+int dev_kern_run(kernel_fn fn, const kern_args *a)
 {
     pthread_mutex_t *m = a->lock;
     if (m) pthread_mutex_lock(m);

@@ -65,7 +65,7 @@ typedef struct kern_args {
     uint64_t seed;             /* session seed (dropout mixes in its mask key, attr i2) */
     uint64_t step;             /* run counter of this executor run (dropout) */
     void *lock;                /* a pthread_mutex_t held around this update
-                                  (locking=true), else NULL: kern_run takes it */
+                                  (locking=true), else NULL: dev_kern_run takes it */
     kern_fault *fault;         /* where a failing kernel says why */
     kern_comm *comm;           /* a distributed sync session's processes, else NULL */
     dev_queue *queue;          /* async devices: the queue the call is launched on (its
@@ -80,7 +80,7 @@ typedef int (*kernel_fn)(const kern_args *a);
 
 /* Runs one kernel call, holding its variable lock if it has one: what every
  * device does to run a call, on whatever thread it runs it. */
-int kern_run(kernel_fn fn, const kern_args *a);
+int dev_kern_run(kernel_fn fn, const kern_args *a);
 
 typedef struct device_obj device_obj;
 typedef struct dev_event dev_event; /* each device's own */

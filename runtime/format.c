@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt_io.h"
+#include "runtime/ckpt/ckpt_io.h"
 #include "runtime.h"
 
 /* The canonical text of src, malloc'd, into *text and *len. */

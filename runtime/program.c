@@ -10,7 +10,7 @@ static void program_add_file(gr_program *p, const char *path)
 {
     for (int i = 0; i < p->n_files; i++)
         if (strcmp(p->files[i], path) == 0) return;
-    p->files = xreallocarray(p->files, (size_t)p->n_files + 1, sizeof *p->files);
+    p->files = base_xreallocarray(p->files, (size_t)p->n_files + 1, sizeof *p->files);
     p->files[p->n_files++] = path;
 }
 

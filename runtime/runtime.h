@@ -14,8 +14,8 @@
 #include "../compiler/compiler.h"
 #include "../devices/cpu/cpu.h"
 #include "../include/graphrun.h"
-#include "../lang/fatal.h"
-#include "data.h"
+#include "base/fatal.h"
+#include "runtime/data/data.h"
 
 struct gr_status {
     gr_code code;
@@ -30,8 +30,8 @@ gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
 /* The API's rule for a pointer argument that may not be NULL: GR_ERR_ARG
  * with "FN: ARG is NULL" (return rt_null(st, "gr_run", "target")). */
 gr_code rt_null(gr_status *st, const char *fn, const char *arg);
-/* Runs fn(arg) with running out of memory caught (lang/fatal.h): its code,
- * or GR_ERR_NOMEM "WHAT: out of memory" when an x*alloc failed.  Only for
+/* Runs fn(arg) with running out of memory caught (base/fatal.h): its code,
+ * or GR_ERR_NOMEM "WHAT: out of memory" when an base_x*alloc failed.  Only for
  * work that holds no lock and starts no thread; what it had allocated then
  * stays allocated. */
 gr_code rt_catch_oom(gr_code (*fn)(void *arg), void *arg, const char *what, gr_status *st);

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist.h"
+#include "runtime/dist/dist.h"
 #include "eval_rows.h"
 #include "runtime.h"
 
@@ -26,7 +26,7 @@ static void live_add(const gr_session *s)
     pthread_mutex_lock(&live_mu);
     if (n_live == cap_live) {
         cap_live = cap_live ? 2 * cap_live : 16;
-        live = xreallocarray(live, (size_t)cap_live, sizeof *live);
+        live = base_xreallocarray(live, (size_t)cap_live, sizeof *live);
     }
     live[n_live++] = (live_session){s, s->id};
     pthread_mutex_unlock(&live_mu);
@@ -96,7 +96,7 @@ static gr_code add_device(gr_session *s, int dev, gr_status *st)
 static gr_code open_devices(gr_session *s, gr_status *st)
 {
     const ir_graph *g = s->g;
-    s->devs = xcalloc((size_t)(g->n_vars + g->n_nodes) + 1, sizeof *s->devs);
+    s->devs = base_xcalloc((size_t)(g->n_vars + g->n_nodes) + 1, sizeof *s->devs);
     gr_code c = add_device(s, IR_DEV(DEV_CPU, 0), st); /* the host: data sources, staging */
     for (int i = 0; c == GR_OK && i < g->n_vars; i++) c = add_device(s, g->vars[i].device, st);
     for (int i = 0; c == GR_OK && i < g->n_nodes; i++)
@@ -134,8 +134,8 @@ static gr_code init_var(gr_session *s, int i, gr_status *st)
 static gr_code init_vars(gr_session *s, gr_status *st)
 {
     const ir_graph *g = s->g;
-    s->var = xcalloc((size_t)g->n_vars + 1, sizeof *s->var);
-    s->var_mu = xcalloc((size_t)g->n_vars + 1, sizeof *s->var_mu);
+    s->var = base_xcalloc((size_t)g->n_vars + 1, sizeof *s->var);
+    s->var_mu = base_xcalloc((size_t)g->n_vars + 1, sizeof *s->var_mu);
     for (int i = 0; i < g->n_vars; i++) pthread_mutex_init(&s->var_mu[i], NULL);
     gr_code c = GR_OK;
     for (int i = 0; i < g->n_vars && c == GR_OK; i++) c = init_var(s, i, st);
@@ -171,7 +171,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     if (!p) return rt_null(st, "gr_session_new", "program");
     if (opt && check_session_options(opt, st) != GR_OK) return GR_ERR_ARG;
     static atomic_uint_fast64_t next_id = 1;
-    gr_session *s = xcalloc(1, sizeof *s);
+    gr_session *s = base_xcalloc(1, sizeof *s);
     s->id = atomic_fetch_add(&next_id, 1);
     s->prog = p;
     s->g = p->g;
@@ -187,7 +187,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     pthread_rwlock_init(&s->pause, &ra);
     pthread_rwlockattr_destroy(&ra);
-    s->readers = xcalloc((size_t)s->g->n_data + 1, sizeof *s->readers);
+    s->readers = base_xcalloc((size_t)s->g->n_data + 1, sizeof *s->readers);
     cpu_blas_init();
     gr_code c = open_devices(s, st);
     if (c == GR_OK) c = init_vars(s, st);
@@ -319,7 +319,7 @@ static int plan_matches(const rt_plan_entry *pe, uint64_t h, const char *target,
 static gr_code new_plan(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
                         plan_graph **p, gr_status *st)
 {
-    int *roots = xcalloc((size_t)n_fetches + 1, sizeof *roots);
+    int *roots = base_xcalloc((size_t)n_fetches + 1, sizeof *roots);
     int ok = (roots[0] = rt_find_tensor(s, target, st)) >= 0;
     for (int i = 0; ok && i < n_fetches; i++)
         ok = (roots[i + 1] = rt_find_tensor(s, fetches[i].name, st)) >= 0;
@@ -347,17 +347,17 @@ static void insert_plan(gr_session *s, uint64_t h, plan_graph *p, const char *ta
     }
     if (s->n_plans == s->cap_plans) {
         s->cap_plans = s->cap_plans ? 2 * s->cap_plans : 4;
-        s->plans = xreallocarray(s->plans, (size_t)s->cap_plans, sizeof *s->plans);
+        s->plans = base_xreallocarray(s->plans, (size_t)s->cap_plans, sizeof *s->plans);
     }
     int k = ir_find_name(s->g, target);
     rt_plan_entry *pe = &s->plans[ *pi = s->n_plans++];
     *pe = (rt_plan_entry){.hash = h,
-                          .names = xcalloc((size_t)n_fetches + 1, sizeof(char *)),
+                          .names = base_xcalloc((size_t)n_fetches + 1, sizeof(char *)),
                           .n_fetches = n_fetches,
                           .plan = p,
                           .is_train = k >= 0 && s->g->names[k].is_train};
-    pe->names[0] = xstrdup(target);
-    for (int i = 0; i < n_fetches; i++) pe->names[i + 1] = xstrdup(fetches[i].name);
+    pe->names[0] = base_xstrdup(target);
+    for (int i = 0; i < n_fetches; i++) pe->names[i + 1] = base_xstrdup(fetches[i].name);
 }
 
 /* The plan for (target, fetches): found by hash under s->mu, or made
@@ -402,7 +402,7 @@ static gr_code exec_take(gr_session *s, int pi, rt_exec **out, gr_status *st)
     pe = &s->plans[pi];
     if (pe->n_all == pe->cap_all) {
         pe->cap_all = pe->cap_all ? 2 * pe->cap_all : 4;
-        pe->all = xreallocarray(pe->all, (size_t)pe->cap_all, sizeof *pe->all);
+        pe->all = base_xreallocarray(pe->all, (size_t)pe->cap_all, sizeof *pe->all);
     }
     pe->all[pe->n_all++] = e;
     pthread_mutex_unlock(&s->mu);
@@ -429,7 +429,7 @@ static void release(gr_session *s, int plan_index, rt_exec *e)
     if (pe->n_free == pe->cap_free) {
         pe->cap_free = pe->cap_free ? 2 * pe->cap_free : 4;
         pe->free_execs =
-            xreallocarray(pe->free_execs, (size_t)pe->cap_free, sizeof *pe->free_execs);
+            base_xreallocarray(pe->free_execs, (size_t)pe->cap_free, sizeof *pe->free_execs);
     }
     pe->free_execs[pe->n_free++] = e;
     pthread_mutex_unlock(&s->mu);
@@ -672,14 +672,14 @@ static void eval_tail_free(eval_tail *t, eval_rows *rows)
 static gr_code eval_tail_open(gr_session *s, const char *target, int id, const eval_pass *ep,
                               eval_tail *t, gr_status *st)
 {
-    int n = ep->rows.n_fetch, *roots = xcalloc((size_t)n + 1, sizeof *roots);
-    t->f = xcalloc((size_t)n, sizeof *t->f);
-    t->vals = xcalloc((size_t)n, sizeof *t->vals);
+    int n = ep->rows.n_fetch, *roots = base_xcalloc((size_t)n + 1, sizeof *roots);
+    t->f = base_xcalloc((size_t)n, sizeof *t->f);
+    t->vals = base_xcalloc((size_t)n, sizeof *t->vals);
     roots[0] = id;
     for (int k = 0; k < n; k++) {
         roots[k + 1] = ep->rows.fetch[k].node;
         size_t bytes = ir_nbytes(&s->g->nodes[roots[k + 1]].type);
-        t->f[k] = (gr_fetch){target, xmalloc(bytes ? bytes : 1), bytes, NULL};
+        t->f[k] = (gr_fetch){target, base_xmalloc(bytes ? bytes : 1), bytes, NULL};
         t->vals[k] = t->f[k].data;
     }
     t->plan = rt_plan_build(s->g, roots, n + 1, st);
@@ -741,7 +741,7 @@ static gr_code eval_locked(gr_session *s, const plan_graph *p, rt_exec *e, gr_fe
                            const eval_pass *ep, eval_tail *t, double *sum, double *tail_sum,
                            gr_status *st)
 {
-    uint64_t(*saved)[2] = xcalloc((size_t)p->n_data_used + 1, sizeof *saved);
+    uint64_t(*saved)[2] = base_xcalloc((size_t)p->n_data_used + 1, sizeof *saved);
     pthread_rwlock_wrlock(&s->pause);
     eval_cursors(s, p, saved, 0);
     gr_code c = eval_run_pass(s, p, e, f, ep, t, sum, tail_sum, st);

@@ -3,7 +3,7 @@
 set(GR_CKPT_SRC ${PROJECT_SOURCE_DIR})
 
 # ---- libFuzzer target for the safetensors parser (clang only) ----
-# Only the codec (runtime/safetensors.c), its abort path and cJSON are linked:
+# Only the codec (runtime/ckpt/safetensors.c), its abort path and cJSON are linked:
 # no session, no IR.
 find_program(GR_CKPT_CLANG clang)
 if(GR_FUZZ AND GR_CKPT_CLANG)
@@ -13,11 +13,11 @@ if(GR_FUZZ AND GR_CKPT_CLANG)
     COMMAND ${GR_CKPT_CLANG} -std=c11 -g -O1 -D_GNU_SOURCE
             -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
             -I${GR_CKPT_SRC} ${CJSON_CFLAGS}
-            ${GR_CKPT_SRC}/tests/fuzz/fuzz_checkpoint.c ${GR_CKPT_SRC}/runtime/safetensors.c
-            ${GR_CKPT_SRC}/lang/fatal.c ${CJSON_LDFLAGS} -o ${GR_CKPT_FUZZ_BIN}
-    DEPENDS ${GR_CKPT_SRC}/tests/fuzz/fuzz_checkpoint.c ${GR_CKPT_SRC}/runtime/safetensors.c
-            ${GR_CKPT_SRC}/runtime/safetensors.h ${GR_CKPT_SRC}/lang/fatal.c
-            ${GR_CKPT_SRC}/lang/fatal.h
+            ${GR_CKPT_SRC}/tests/fuzz/fuzz_checkpoint.c ${GR_CKPT_SRC}/runtime/ckpt/safetensors.c
+            ${GR_CKPT_SRC}/base/fatal.c ${CJSON_LDFLAGS} -o ${GR_CKPT_FUZZ_BIN}
+    DEPENDS ${GR_CKPT_SRC}/tests/fuzz/fuzz_checkpoint.c ${GR_CKPT_SRC}/runtime/ckpt/safetensors.c
+            ${GR_CKPT_SRC}/runtime/ckpt/safetensors.h ${GR_CKPT_SRC}/base/fatal.c
+            ${GR_CKPT_SRC}/base/fatal.h
     COMMENT "Building libFuzzer target fuzz_checkpoint with clang"
     VERBATIM)
   add_custom_target(fuzz_checkpoint ALL DEPENDS ${GR_CKPT_FUZZ_BIN})

@@ -49,10 +49,10 @@ if(GR_FUZZ AND GR_CLANG)
   set(GR_FZ ${CMAKE_CURRENT_BINARY_DIR}/fuzz_compile_obj)
   file(MAKE_DIRECTORY ${GR_FZ})
   file(GLOB GR_FZ_SRCS CONFIGURE_DEPENDS
-       ${GR_FUZZ_SRC}/lang/*.c ${GR_FUZZ_SRC}/compiler/*.c ${GR_FUZZ_SRC}/runtime/*.c
+       ${GR_FUZZ_SRC}/base/*.c ${GR_FUZZ_SRC}/lang/*.c ${GR_FUZZ_SRC}/compiler/*.c
+       ${GR_FUZZ_SRC}/runtime/*.c ${GR_FUZZ_SRC}/runtime/*/*.c
        ${GR_FUZZ_SRC}/devices/*.c ${GR_FUZZ_SRC}/devices/cpu/*.c ${GR_FUZZ_SRC}/devices/sim/*.c)
-  list(REMOVE_ITEM GR_FZ_SRCS ${GR_FUZZ_SRC}/runtime/dist_mpi.c ${GR_FUZZ_SRC}/runtime/dist_shm.c
-       ${GR_FUZZ_SRC}/runtime/dist_coll.c) # dist_none.c: no MPI here
+  list(FILTER GR_FZ_SRCS EXCLUDE REGEX "/runtime/dist/dist_(mpi|shm|coll)\\.c$") # no MPI here
   set_source_files_properties(${GR_PROTO_C} PROPERTIES GENERATED TRUE)
   list(APPEND GR_FZ_SRCS ${GR_FUZZ_GEN} ${GR_PROTO_C} ${GR_FUZZ_SRC}/tests/fuzz/fuzz_compile.c)
   set(GR_FZ_CFLAGS -std=c11 -g -O1 -D_GNU_SOURCE "-DGR_VERSION=\"${PROJECT_VERSION}\""

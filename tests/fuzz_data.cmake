@@ -1,15 +1,15 @@
 # tests/fuzz_data.cmake - libFuzzer targets for the data readers (IDX, CSV,
-# raw, text), built with clang straight from runtime/data*.c and run briefly under
+# raw, text), built with clang straight from runtime/data/*.c and run briefly under
 # CTest.  Without clang, or with GR_FUZZ=OFF, there are no such tests.
 find_program(GR_FZD_CLANG clang)
 if(GR_FUZZ AND GR_FZD_CLANG)
   set(GR_FZD_SRC ${PROJECT_SOURCE_DIR})
   set(GR_FZD_READERS
-      ${GR_FZD_SRC}/runtime/data.c ${GR_FZD_SRC}/runtime/data_idx.c
-      ${GR_FZD_SRC}/runtime/data_csv.c ${GR_FZD_SRC}/runtime/data_raw.c
-      ${GR_FZD_SRC}/runtime/data_set.c ${GR_FZD_SRC}/runtime/data_text.c)
+      ${GR_FZD_SRC}/runtime/data/data.c ${GR_FZD_SRC}/runtime/data/data_idx.c
+      ${GR_FZD_SRC}/runtime/data/data_csv.c ${GR_FZD_SRC}/runtime/data/data_raw.c
+      ${GR_FZD_SRC}/runtime/data/data_set.c ${GR_FZD_SRC}/runtime/data/data_text.c)
   set(GR_FZD_HEADERS
-      ${GR_FZD_SRC}/runtime/data.h ${GR_FZD_SRC}/runtime/data_impl.h
+      ${GR_FZD_SRC}/runtime/data/data.h ${GR_FZD_SRC}/runtime/data/data_impl.h
       ${GR_FZD_SRC}/tests/fuzz/fuzz_data.h)
   set(GR_FZD_COMMON ${GR_FZD_SRC}/tests/fuzz/fuzz_data_common.c)
   set(GR_FZD_RUNS_idx 6000)

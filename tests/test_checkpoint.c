@@ -23,8 +23,8 @@
 
 #include "graphrun.h"
 #include "gr_test.h"
-#include "runtime/safetensors.h" /* the codec, to read metadata back */
-#include "runtime/sha256.h"
+#include "runtime/ckpt/safetensors.h" /* the codec, to read metadata back */
+#include "runtime/ckpt/sha256.h"
 
 #define EX      GR_SOURCE_DIR "/examples/"
 #define FASHION "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "runtime/data.h"
+#include "runtime/data/data.h"
 
 #define MAX_FILES 128
 

@@ -835,7 +835,7 @@ static kern_args opr_args(op_run *r, void *out, void **in, void *scratch, kern_f
 static int opr_cpu(op_run *r)
 {
     r->ha = opr_args(r, r->h_out, r->h_in, r->h_scratch, &r->h_fault);
-    return kern_run(cpu_kernels[r->c->op], &r->ha);
+    return dev_kern_run(cpu_kernels[r->c->op], &r->ha);
 }
 
 /* The device's kernel on its buffers, on the queue (not synced). */

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "graphrun.h"
-#include "lang/fatal.h"
+#include "base/fatal.h"
 
 static jmp_buf back;
 static char seen[512];
@@ -49,7 +49,7 @@ static void test_allocation_overflow_calls_the_hook(void **state)
 {
     (void)state;
     assert_fires();
-    if (setjmp(back) == 0) (void)xreallocarray(NULL, SIZE_MAX / 2, 4);
+    if (setjmp(back) == 0) (void)base_xreallocarray(NULL, SIZE_MAX / 2, 4);
     gr_set_abort_hook(NULL);
     assert_int_equal(fired, 1);
     assert_non_null(strstr(seen, "out of memory"));
@@ -59,9 +59,9 @@ static void test_checked_allocations_succeed_quietly(void **state)
 {
     (void)state;
     assert_fires();
-    char *s = xstrdup("abc");
-    int *v = xcalloc(4, sizeof *v);
-    v = xreallocarray(v, 8, sizeof *v);
+    char *s = base_xstrdup("abc");
+    int *v = base_xcalloc(4, sizeof *v);
+    v = base_xreallocarray(v, 8, sizeof *v);
     gr_set_abort_hook(NULL);
     assert_string_equal(s, "abc");
     assert_int_equal(v[3], 0);

@@ -1877,15 +1877,15 @@ static void test_pool_for_repeated_tiny_calls(void **state)
         int64_t want[8] = {0};
         for (int i = 0; i < 100000; i++) {
             int nt = 1 + i % 5;
-            pool_for(p, nt, count_task, &c);
+            cpu_pool_for(p, nt, count_task, &c);
             for (int t = 0; t < nt; t++) want[t]++;
         }
         for (int t = 0; t < 8; t++) assert_int_equal(c.hits[t], want[t]);
         pool_free(p);
     }
     count_ctx c = {{0}};
-    pool_for(NULL, 3, count_task, &c); /* NULL pool: serial */
-    pool_for(pool2, 0, count_task, &c);
+    cpu_pool_for(NULL, 3, count_task, &c); /* NULL pool: serial */
+    cpu_pool_for(pool2, 0, count_task, &c);
     assert_true(c.hits[0] == 1 && c.hits[2] == 1 && c.hits[3] == 0);
 }
 
@@ -1897,13 +1897,13 @@ typedef struct nest_ctx {
 static void nest_task(void *arg, int t)
 {
     nest_ctx *n = arg;
-    pool_for(n->pool, 3, count_task, &n->inner[t]); /* runs serially inside a task */
+    cpu_pool_for(n->pool, 3, count_task, &n->inner[t]); /* runs serially inside a task */
 }
 
 static void *hammer_pool(void *arg)
 {
     nest_ctx *n = arg;
-    for (int i = 0; i < 20000; i++) pool_for(n->pool, 2, count_task, &n->inner[0]);
+    for (int i = 0; i < 20000; i++) cpu_pool_for(n->pool, 2, count_task, &n->inner[0]);
     return NULL;
 }
 
@@ -1911,7 +1911,7 @@ static void test_pool_for_nested_and_concurrent_callers(void **state)
 {
     (void)state;
     nest_ctx n = {.pool = pool2};
-    pool_for(pool2, 4, nest_task, &n);
+    cpu_pool_for(pool2, 4, nest_task, &n);
     for (int t = 0; t < 4; t++)
         assert_true(n.inner[t].hits[0] == 1 && n.inner[t].hits[2] == 1 && n.inner[t].hits[3] == 0);
     /* two threads share one pool: the loser of the race runs serially */

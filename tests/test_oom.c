@@ -1,5 +1,5 @@
 /* test_oom.c - running out of memory is GR_ERR_NOMEM, not the abort hook
- * (issue 23).  lang/fatal.h's test switch makes the k-th internal
+ * (issue 23).  base/fatal.h's test switch makes the k-th internal
  * allocation fail, for every k up to the number a call makes: compiling
  * and planning a target (gr_target_info_get, gr_program_emit "plan") must
  * each return GR_ERR_NOMEM with a message, never call the hook, and work
@@ -16,7 +16,7 @@
 
 #include "graphrun.h"
 #include "gr_test.h"
-#include "lang/fatal.h"
+#include "base/fatal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -129,7 +129,7 @@ static void test_uncaught_out_of_memory_calls_the_hook(void **state)
     LSAN_OFF();
     if (setjmp(hook_jb) == 0) {
         fatal_fail_alloc_after(1);
-        free(xmalloc(16));
+        free(base_xmalloc(16));
     } else
         ran = 1;
     fatal_fail_alloc_after(0);

@@ -26,7 +26,7 @@
 
 #include "graphrun.h"
 #include "gr_test.h"
-#include "runtime/tfevents.h"
+#include "runtime/record/tfevents.h"
 #include "tensorboard.pb-c.h"
 
 #define MODEL GR_SOURCE_DIR "/tests/models/tiny_cnn.graph"

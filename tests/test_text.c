@@ -18,7 +18,7 @@
 
 #include "graphrun.h"
 #include "gr_test.h"
-#include "runtime/data.h"
+#include "runtime/data/data.h"
 
 #define TINY GR_TEST_DIR "/text/tiny.txt"
 

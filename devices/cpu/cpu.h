@@ -12,13 +12,13 @@ device_obj *cpu_device_new(int id);
 extern const kernel_fn cpu_kernels[OP_COUNT];
 
 /* Intra-op thread pool.  pool_new(n) starts n-1 workers (the caller is the
- * n-th); pool_for runs fn(arg, 0..n_tasks-1) across them and returns when all
- * are done.  Safe to call pool_for with p == NULL (runs serially). One pool is
+ * n-th); cpu_pool_for runs fn(arg, 0..n_tasks-1) across them and returns when all
+ * are done.  Safe to call cpu_pool_for with p == NULL (runs serially). One pool is
  * used by one executor at a time. */
 cpu_pool *pool_new(int nthreads);
 void pool_free(cpu_pool *p);
 int pool_size(const cpu_pool *p);
-void pool_for(cpu_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *arg);
+void cpu_pool_for(cpu_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *arg);
 
 /* The hint for a spin-wait loop: lets the core's sibling thread run and
  * saves power while waiting. */

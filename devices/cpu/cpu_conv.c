@@ -277,7 +277,8 @@ static void conv_gw_task(void *arg, int t)
 
 static void conv_run(const cpu_conv_ctx *cx, conv_job *j, size_t need, void (*fn)(void *, int))
 {
-    if (cpu_tasks_open(cx, j->s->n, need, &j->tasks) == 0) pool_for(cx->pool, j->tasks.n, fn, j);
+    if (cpu_tasks_open(cx, j->s->n, need, &j->tasks) == 0)
+        cpu_pool_for(cx->pool, j->tasks.n, fn, j);
     cpu_tasks_close(&j->tasks);
 }
 
@@ -326,7 +327,7 @@ void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *d
     conv_job j = {.s = s, .x = x, .dy = dy};
     size_t need = (size_t)(conv_ckk(s) * conv_ohw(s) + wn) * 4;
     if (cpu_tasks_open(cx, s->n, need, &j.tasks) == 0) {
-        pool_for(cx->pool, j.tasks.n, conv_gw_task, &j);
+        cpu_pool_for(cx->pool, j.tasks.n, conv_gw_task, &j);
         memcpy(dw, conv_gw_partial(&j, 0), (size_t)wn * sizeof *dw);
         for (int t = 1; t < j.tasks.n; t++) {
             const float *restrict part = conv_gw_partial(&j, t);

@@ -72,7 +72,7 @@ void cpu_matmul(cpu_pool *p, const cpu_gemm_args *g)
         gemm_block(g, 0, g->m, 0, g->n);
         return;
     }
-    pool_for(p, nt, gemm_task, &x);
+    cpu_pool_for(p, nt, gemm_task, &x);
 }
 
 /* ---- batched products: [..., M, K] @ [..., K, N] ---- */

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../lang/fatal.h"
+#include "base/fatal.h"
 #include "cpu.h"
 
 /* Below this many elements a loop is not worth splitting over the pool. */

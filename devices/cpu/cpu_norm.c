@@ -112,7 +112,7 @@ void cpu_layernorm_grad_params(cpu_pool *p, const cpu_norm_args *n)
     if (nt > pool_size(p)) nt = pool_size(p);
     if (nt < 1 || !n->scratch) nt = 1;
     ln_params_ctx x = {n, (int)nt};
-    pool_for(p, (int)nt, ln_params_task, &x);
+    cpu_pool_for(p, (int)nt, ln_params_task, &x);
     for (int t = 1; t < nt; t++) {
         const float *restrict part = ln_part(n, t);
         for (int64_t i = 0; i < 2 * c; i++) n->out[i] += part[i];

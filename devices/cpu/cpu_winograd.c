@@ -308,8 +308,8 @@ static int wino_open(const cpu_conv_ctx *cx, wino_job *j)
 static void wino_pass(const cpu_conv_ctx *cx, wino_job *j)
 {
     if (wino_open(cx, j) == 0) {
-        pool_for(cx->pool, j->tasks.n, filter_task, j);
-        pool_for(cx->pool, j->tasks.n, fwd_task, j);
+        cpu_pool_for(cx->pool, j->tasks.n, filter_task, j);
+        cpu_pool_for(cx->pool, j->tasks.n, fwd_task, j);
     }
     cpu_tasks_close(&j->tasks);
 }
@@ -451,8 +451,8 @@ void cpu_wino_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, flo
     wino_job j = forward_job(s);
     j.x = x, j.dy = dy, j.y = dw;
     if (wino_open(cx, &j) == 0) {
-        pool_for(cx->pool, j.tasks.n, gw_task, &j);
-        pool_for(cx->pool, j.tasks.n, gw_finish_task, &j);
+        cpu_pool_for(cx->pool, j.tasks.n, gw_task, &j);
+        cpu_pool_for(cx->pool, j.tasks.n, gw_finish_task, &j);
     }
     cpu_tasks_close(&j.tasks);
 }

@@ -39,7 +39,7 @@ static void cpu_memcpy(device_obj *d, void *dst, const void *src, size_t n)
 static dev_queue *cpu_queue_new(device_obj *d)
 {
     (void)d;
-    return xcalloc(1, sizeof(dev_queue));
+    return base_xcalloc(1, sizeof(dev_queue));
 }
 
 static void cpu_queue_free(device_obj *d, dev_queue *q)
@@ -51,7 +51,7 @@ static void cpu_queue_free(device_obj *d, dev_queue *q)
 static void cpu_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a)
 {
     (void)d;
-    if (!q->failed && kern_run(fn, a) != 0) q->failed = a;
+    if (!q->failed && dev_kern_run(fn, a) != 0) q->failed = a;
 }
 
 static void cpu_copy_async(device_obj *d, dev_queue *q, void *dst, const void *src, size_t n,
@@ -73,7 +73,7 @@ static const kern_args *cpu_queue_sync(device_obj *d, dev_queue *q)
 static dev_event *cpu_event_new(device_obj *d)
 {
     (void)d;
-    return xcalloc(1, 1);
+    return base_xcalloc(1, 1);
 }
 
 static void cpu_event_free(device_obj *d, dev_event *e)
@@ -127,7 +127,7 @@ const device_vtable cpu_vtable = {
 
 device_obj *cpu_device_new(int id)
 {
-    device_obj *d = xcalloc(1, sizeof *d);
+    device_obj *d = base_xcalloc(1, sizeof *d);
     *d = (device_obj){.vt = &cpu_vtable, .id = id};
     return d;
 }

@@ -5,10 +5,10 @@
  * so a worker that wakes late for an old job can never claim a task of the
  * new one: its compare-and-swap fails on the generation.  Workers and the
  * caller spin briefly before sleeping on a condvar, because kernels call
- * pool_for back to back and a futex round trip per call would dominate small
+ * cpu_pool_for back to back and a futex round trip per call would dominate small
  * ops; an idle pool sleeps and burns no CPU.
  *
- * pool_for never deadlocks on misuse: a call from inside a task, or from a
+ * cpu_pool_for never deadlocks on misuse: a call from inside a task, or from a
  * second thread while the pool is busy, simply runs its tasks serially on
  * the calling thread. */
 #include <pthread.h>
@@ -19,7 +19,7 @@
 
 #define POOL_SPIN 4000
 
-/* > 0 while this thread runs a pool task (nested pool_for runs serially). */
+/* > 0 while this thread runs a pool task (nested cpu_pool_for runs serially). */
 static _Thread_local int pool_depth;
 
 typedef void (*pool_fn)(void *arg, int task);
@@ -32,7 +32,7 @@ struct cpu_pool {
     _Atomic uint32_t gen;
     _Atomic uint64_t ticket;
     _Atomic int done;
-    atomic_flag busy; /* held by the thread inside pool_for */
+    atomic_flag busy; /* held by the thread inside cpu_pool_for */
     int stop;         /* under mu */
     pool_fn fn;       /* under mu */
     void *arg;        /* under mu */
@@ -151,7 +151,7 @@ static void pool_wait_done(cpu_pool *p, int n_tasks)
     pthread_mutex_unlock(&p->mu);
 }
 
-void pool_for(cpu_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *arg)
+void cpu_pool_for(cpu_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *arg)
 {
     if (n_tasks <= 0) return;
     if (!p || p->n == 1 || n_tasks == 1 || pool_depth > 0 || atomic_flag_test_and_set(&p->busy)) {
@@ -173,7 +173,7 @@ void pool_for(cpu_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *a
     atomic_flag_clear(&p->busy);
 }
 
-/* ---- range splitting on top of pool_for ---- */
+/* ---- range splitting on top of cpu_pool_for ---- */
 
 typedef struct par_range {
     cpu_range_fn fn;
@@ -206,7 +206,7 @@ void cpu_par_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void 
         return;
     }
     par_range r = {fn, ctx, n, nt};
-    pool_for(p, nt, par_range_task, &r);
+    cpu_pool_for(p, nt, par_range_task, &r);
 }
 
 /* ---- tasks with scratch (cpu_impl.h) ---- */

@@ -98,7 +98,7 @@ static void cu_to_host(device_obj *d, void *dst, const void *src, size_t n)
 
 static dev_queue *cu_queue_new(device_obj *d)
 {
-    dev_queue *q = (dev_queue *)xcalloc(1, sizeof *q);
+    dev_queue *q = (dev_queue *)base_xcalloc(1, sizeof *q);
     q->device = gpu_of(d);
     CUDA_CHECK(cudaSetDevice(q->device), NULL);
     CUDA_CHECK(cudaStreamCreateWithFlags(&q->stream, cudaStreamNonBlocking), NULL);
@@ -135,12 +135,12 @@ static void cu_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args
     (void)d;
     if (++q->seq >= q->cap_launched) {
         q->cap_launched = q->cap_launched ? 2 * q->cap_launched : 256;
-        q->launched = (const kern_args **)xreallocarray(q->launched, (size_t)q->cap_launched,
+        q->launched = (const kern_args **)base_xreallocarray(q->launched, (size_t)q->cap_launched,
                                                         sizeof *q->launched);
     }
     q->launched[q->seq] = a;
     CUDA_CHECK(cudaSetDevice(q->device), a);
-    kern_run(fn, a); // a failure the host sees (shapes) would be a bug: faults come from the GPU
+    dev_kern_run(fn, a); // a failure the host sees (shapes) would be a bug: faults come from the GPU
 }
 
 static void cu_copy_async(device_obj *d, dev_queue *q, void *dst, const void *src, size_t n,
@@ -182,7 +182,7 @@ static const kern_args *cu_queue_sync(device_obj *d, dev_queue *q)
 
 static dev_event *cu_event_new(device_obj *d)
 {
-    dev_event *e = (dev_event *)xcalloc(1, sizeof *e);
+    dev_event *e = (dev_event *)base_xcalloc(1, sizeof *e);
     e->device = gpu_of(d);
     CUDA_CHECK(cudaSetDevice(e->device), NULL);
     CUDA_CHECK(cudaEventCreateWithFlags(&e->ev, cudaEventDisableTiming), NULL);
@@ -258,10 +258,10 @@ static dev_graph *cu_capture_end(device_obj *d, dev_queue *q)
         return NULL;
     }
     CUDA_CHECK(cudaGraphDestroy(graph), NULL);
-    dev_graph *g = (dev_graph *)xcalloc(1, sizeof *g);
+    dev_graph *g = (dev_graph *)base_xcalloc(1, sizeof *g);
     *g = dev_graph{q, exec, begin, end, NULL};
     g->launched =
-        (const kern_args **)xreallocarray(NULL, (size_t)(end - begin) + 1, sizeof *g->launched);
+        (const kern_args **)base_xreallocarray(NULL, (size_t)(end - begin) + 1, sizeof *g->launched);
     memcpy(g->launched, q->launched + begin + 1, sizeof *g->launched * (size_t)(end - begin));
     return g;
 }
@@ -272,7 +272,7 @@ static void cu_graph_launch(device_obj *d, dev_queue *q, dev_graph *g)
     GR_ASSERT(g->q == q && q->seq == g->seq_begin);
     while (g->seq_end >= q->cap_launched) {
         q->cap_launched = q->cap_launched ? 2 * q->cap_launched : 256;
-        q->launched = (const kern_args **)xreallocarray(q->launched, (size_t)q->cap_launched,
+        q->launched = (const kern_args **)base_xreallocarray(q->launched, (size_t)q->cap_launched,
                                                         sizeof *q->launched);
     }
     memcpy(q->launched + g->seq_begin + 1, g->launched,
@@ -346,7 +346,7 @@ extern "C" device_obj *cuda_device_new(int id)
     if (IR_DEV_INDEX(id) >= cuda_device_count()) return NULL;
     const char *why = cuda_blas_load();
     if (why) fatal("the CUDA device needs cuBLAS: %s", why);
-    device_obj *d = (device_obj *)xcalloc(1, sizeof *d);
+    device_obj *d = (device_obj *)base_xcalloc(1, sizeof *d);
     d->vt = &cuda_vtable;
     d->id = id;
     return d;

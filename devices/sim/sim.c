@@ -129,14 +129,14 @@ static unsigned sim_env_delay_us(void)
 
 device_obj *sim_device_new_sized(int id, size_t region_bytes)
 {
-    sim_dev *s = xcalloc(1, sizeof *s);
+    sim_dev *s = base_xcalloc(1, sizeof *s);
     if (sim_region_init(&s->mem, region_bytes) != 0) {
         free(s);
         return NULL;
     }
     atomic_init(&s->delay_us, sim_env_delay_us());
     pthread_mutex_init(&s->queues_mu, NULL);
-    device_obj *d = xcalloc(1, sizeof *d);
+    device_obj *d = base_xcalloc(1, sizeof *d);
     *d = (device_obj){.vt = &sim_vtable, .id = id, .impl = s};
     return d;
 }

@@ -26,13 +26,13 @@ void sim_graph_add(dev_graph *g, const sim_call *c)
 {
     if (g->n == g->cap) {
         g->cap = g->cap ? 2 * g->cap : 64;
-        g->calls = xreallocarray(g->calls, (size_t)g->cap, sizeof *g->calls);
+        g->calls = base_xreallocarray(g->calls, (size_t)g->cap, sizeof *g->calls);
     }
     sim_call *r = &g->calls[g->n++];
     *r = *c;
     if (c->op != SIM_CALL_LAUNCH) return;
     r->a = *c->orig;
-    r->in = xmalloc(sizeof *r->in * (size_t)(r->a.n_in + 1));
+    r->in = base_xmalloc(sizeof *r->in * (size_t)(r->a.n_in + 1));
     for (int j = 0; j < r->a.n_in; j++) r->in[j] = c->orig->in[j];
     r->a.in = r->in;
 }
@@ -42,7 +42,7 @@ void sim_capture_begin(device_obj *d, dev_queue *q)
     (void)d;
     dev_graph **rec = sim_queue_rec(q);
     GR_ASSERT(*rec == NULL);
-    *rec = xcalloc(1, sizeof **rec);
+    *rec = base_xcalloc(1, sizeof **rec);
     (*rec)->q = q;
 }
 

@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-#include "../../lang/fatal.h"
+#include "base/fatal.h"
 #include "sim.h"
 
 /* ---- memory (sim_mem.c) ---- */

@@ -31,7 +31,7 @@ static void sim_blocks_insert(sim_blocks *b, size_t at, sim_block blk)
 {
     if (b->n == b->cap) {
         b->cap = b->cap ? 2 * b->cap : 64;
-        b->v = xreallocarray(b->v, b->cap, sizeof *b->v);
+        b->v = base_xreallocarray(b->v, b->cap, sizeof *b->v);
     }
     memmove(b->v + at + 1, b->v + at, (b->n - at) * sizeof *b->v);
     b->v[at] = blk;

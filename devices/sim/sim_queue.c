@@ -135,7 +135,7 @@ static void sim_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 
 static sim_entry *sim_entry_new(sim_op op, int n_in)
 {
-    sim_entry *e = xcalloc(1, sizeof *e + (size_t)n_in * sizeof e->in[0]);
+    sim_entry *e = base_xcalloc(1, sizeof *e + (size_t)n_in * sizeof e->in[0]);
     e->op = op;
     return e;
 }
@@ -190,7 +190,7 @@ static void sim_sleep_us(unsigned us)
  * that has faulted runs nothing more of that step. */
 static void sim_run_launch(dev_queue *q, sim_entry *e)
 {
-    if (e->gen == q->fail_gen || kern_run(e->fn, &e->a) == 0) return;
+    if (e->gen == q->fail_gen || dev_kern_run(e->fn, &e->a) == 0) return;
     q->fail_gen = e->gen;
     q->fail_args = e->orig;
 }
@@ -260,7 +260,7 @@ dev_graph **sim_queue_rec(dev_queue *q)
 
 dev_queue *sim_queue_new(device_obj *d)
 {
-    dev_queue *q = xcalloc(1, sizeof *q);
+    dev_queue *q = base_xcalloc(1, sizeof *q);
     q->d = d;
     q->head = q->tail = sim_entry_new(SIM_STOP, 0); /* the first sentinel */
     q->gen = 1;
@@ -397,7 +397,7 @@ void sim_copy_async(device_obj *d, dev_queue *q, void *dst, const void *src, siz
 dev_event *sim_event_new(device_obj *d)
 {
     (void)d;
-    dev_event *ev = xcalloc(1, sizeof *ev);
+    dev_event *ev = base_xcalloc(1, sizeof *ev);
     atomic_init(&ev->recorded, 0);
     pthread_mutex_init(&ev->mu, NULL);
     pthread_cond_init(&ev->cv, NULL);

@@ -1,5 +1,5 @@
 /* fuzz_checkpoint.c - libFuzzer target: any bytes through the checkpoint
- * parser (runtime/safetensors.c, linked with cJSON and lang/fatal.c only).
+ * parser (runtime/ckpt/safetensors.c, linked with cJSON and base/fatal.c only).
  * An accepted file must describe tensors that lie inside the input, do not
  * overlap and have the byte count of their shape; its header, rebuilt by
  * the writer, must parse again to the same tensors. */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/safetensors.h"
+#include "runtime/ckpt/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

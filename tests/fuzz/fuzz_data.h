@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/data.h"
+#include "runtime/data/data.h"
 
 #define FZ_COMMON_BYTES 5
 

@@ -1,5 +1,5 @@
 /* fuzz_data_csv.c - libFuzzer target: any bytes as a CSV file through
- * runtime/data*.c.
+ * the readers of runtime/data/.
  *
  * Input: the common option bytes (fuzz_data.h), one byte choosing the
  * label column ((b % 12) - 3: -3 is refused, -2 none, -1 last, 0..8 a

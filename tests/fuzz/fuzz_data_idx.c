@@ -1,5 +1,5 @@
 /* fuzz_data_idx.c - libFuzzer target: any bytes as IDX images, and
- * optionally labels, through runtime/data*.c.
+ * optionally labels, through the readers of runtime/data/.
  *
  * Input: the common option bytes (fuzz_data.h), then two bytes choosing
  * where the rest splits into images | labels, then the contents.  Bits of

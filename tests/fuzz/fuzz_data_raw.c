@@ -1,5 +1,5 @@
 /* fuzz_data_raw.c - libFuzzer target: any bytes as raw little-endian x
- * (f32) and y (i32) files through runtime/data*.c.
+ * (f32) and y (i32) files through the readers of runtime/data/.
  *
  * Input: the common option bytes (fuzz_data.h), one byte for the example
  * rank (b % 6: 5 is refused), four for its dims (b % 8: 0 is refused), two

@@ -1,5 +1,5 @@
 /* fuzz_data_text.c - libFuzzer target: any bytes as the text of text(...)
- * through runtime/data*.c, as one file or split in two.
+ * through the readers of runtime/data/, as one file or split in two.
  *
  * Input: the common option bytes (fuzz_data.h), one for the block (1 + b %
  * 16), one for the stride (1 + b % 4), one for the split ((b + 1) / 256),

@@ -30,7 +30,7 @@
 
 #include "dist_shm.h"
 #include <time.h>
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "barrier counters shared between processes");
 
@@ -81,15 +81,15 @@ shm_reduce *shm_reduce_open(MPI_Comm comm, size_t max_n, int wanted)
         MPI_Comm_free(&node);
         return NULL;
     }
-    shm_reduce *r = xcalloc(1, sizeof *r);
+    shm_reduce *r = base_xcalloc(1, sizeof *r);
     r->node = node, r->size = size, r->max_n = max_n;
     MPI_Comm_rank(node, &r->rank);
     char *mine;
     size_t bytes =
         SLOT_BYTES + (2 * max_n * sizeof(float) + SLOT_BYTES - 1) / SLOT_BYTES * SLOT_BYTES;
     MPI_Win_allocate_shared((MPI_Aint)bytes, 1, MPI_INFO_NULL, node, &mine, &r->win);
-    r->slot = xcalloc((size_t)size, sizeof *r->slot);
-    r->seg = xcalloc((size_t)size, sizeof *r->seg);
+    r->slot = base_xcalloc((size_t)size, sizeof *r->slot);
+    r->seg = base_xcalloc((size_t)size, sizeof *r->seg);
     for (int q = 0; q < size; q++) {
         MPI_Aint got;
         int unit;

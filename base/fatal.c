@@ -79,32 +79,32 @@ static void *checked(void *p, size_t n)
     return p;
 }
 
-void *xmalloc(size_t n)
+void *base_xmalloc(size_t n)
 {
     if (injected()) out_of_memory(1, n);
     return checked(malloc(n ? n : 1), n);
 }
 
-void *xcalloc(size_t n, size_t size)
+void *base_xcalloc(size_t n, size_t size)
 {
     void *p = injected() ? NULL : calloc(n ? n : 1, size ? size : 1);
     if (!p) out_of_memory(n, size);
     return p;
 }
 
-void *xreallocarray(void *p, size_t n, size_t size)
+void *base_xreallocarray(void *p, size_t n, size_t size)
 {
     if (size && n > SIZE_MAX / size) out_of_memory(n, size);
-    return xrealloc(p, n * size);
+    return base_xrealloc(p, n * size);
 }
 
-void *xrealloc(void *p, size_t n)
+void *base_xrealloc(void *p, size_t n)
 {
     if (injected()) out_of_memory(1, n);
     return checked(realloc(p, n ? n : 1), n);
 }
 
-char *xstrdup(const char *s)
+char *base_xstrdup(const char *s)
 {
     if (s && injected()) out_of_memory(1, strlen(s) + 1);
     return s ? checked(strdup(s), strlen(s) + 1) : NULL;

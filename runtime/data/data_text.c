@@ -6,7 +6,7 @@
  * Windows start every stride ids of the first `split` of the text (the
  * training part) or of the rest (the validation part); the vocabulary comes
  * from the whole text, so both parts agree on it. */
-#include "runtime/data_impl.h"
+#include "data_impl.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist.h"
+#include "runtime/dist/dist.h"
 #include "exec_int.h"
 
 static void bind_buffers(rt_exec *e)
@@ -104,11 +104,11 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
     int total_in = 0, used_in = 0;
     IR_WORK(e->p->n * (1 + e->n_parts));
     for (int i = 0; i < e->p->n; i++) total_in += g->nodes[e->p->order[i]].n_in;
-    e->args = xcalloc((size_t)e->p->n + 1, sizeof *e->args);
-    e->fn = xcalloc((size_t)e->p->n + 1, sizeof *e->fn);
-    e->in_ptrs = xcalloc((size_t)total_in + 1, sizeof *e->in_ptrs);
-    e->in_types = xcalloc((size_t)total_in + 1, sizeof *e->in_types);
-    e->faults = xcalloc((size_t)e->p->n + 1, sizeof *e->faults);
+    e->args = base_xcalloc((size_t)e->p->n + 1, sizeof *e->args);
+    e->fn = base_xcalloc((size_t)e->p->n + 1, sizeof *e->fn);
+    e->in_ptrs = base_xcalloc((size_t)total_in + 1, sizeof *e->in_ptrs);
+    e->in_types = base_xcalloc((size_t)total_in + 1, sizeof *e->in_types);
+    e->faults = base_xcalloc((size_t)e->p->n + 1, sizeof *e->faults);
     gr_code c = GR_OK;
     for (int i = 0; i < e->p->n * e->n_parts && c == GR_OK; i++) { /* partition by partition */
         int id = e->p->order[i % e->p->n];
@@ -129,8 +129,8 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
 static void find_patches(rt_exec *e, exec_data *d)
 {
     int cap = 4;
-    d->patch = xreallocarray(NULL, (size_t)cap, sizeof *d->patch);
-    d->patch_y = xreallocarray(NULL, (size_t)cap, sizeof *d->patch_y);
+    d->patch = base_xreallocarray(NULL, (size_t)cap, sizeof *d->patch);
+    d->patch_y = base_xreallocarray(NULL, (size_t)cap, sizeof *d->patch_y);
     IR_WORK(e->n_calls);
     for (int i = 0; i < e->n_calls; i++)
         for (int j = 0; j < e->args[i].n_in; j++) {
@@ -141,8 +141,8 @@ static void find_patches(rt_exec *e, exec_data *d)
             if (which < 0 || e->p->part[src] != e->p->part[here]) continue;
             if (d->n_patch == cap) {
                 cap *= 2;
-                d->patch = xreallocarray(d->patch, (size_t)cap, sizeof *d->patch);
-                d->patch_y = xreallocarray(d->patch_y, (size_t)cap, sizeof *d->patch_y);
+                d->patch = base_xreallocarray(d->patch, (size_t)cap, sizeof *d->patch);
+                d->patch_y = base_xreallocarray(d->patch_y, (size_t)cap, sizeof *d->patch_y);
             }
             d->patch[d->n_patch] = (void **)&e->args[i].in[j];
             d->patch_y[d->n_patch++] = which;
@@ -152,7 +152,7 @@ static void find_patches(rt_exec *e, exec_data *d)
 static void prepare_data(rt_exec *e)
 {
     const ir_graph *g = e->p->g;
-    e->data = xcalloc((size_t)e->p->n_data_used + 1, sizeof *e->data);
+    e->data = base_xcalloc((size_t)e->p->n_data_used + 1, sizeof *e->data);
     e->n_data = e->p->n_data_used;
     for (int k = 0; k < e->n_data; k++) {
         exec_data *d = &e->data[k];
@@ -242,7 +242,7 @@ static gr_code alloc_part(rt_exec *e, int k, int threads, gr_status *st)
 static gr_code alloc_parts(rt_exec *e, gr_status *st)
 {
     int per = e->s->opt.threads / e->s->opt.executors / e->p->n_parts;
-    e->parts = xcalloc((size_t)e->n_parts, sizeof *e->parts);
+    e->parts = base_xcalloc((size_t)e->n_parts, sizeof *e->parts);
     gr_code c = GR_OK;
     for (int k = 0; k < e->n_parts && c == GR_OK; k++) c = alloc_part(e, k, per, st);
     return c;
@@ -252,7 +252,7 @@ static gr_code alloc_parts(rt_exec *e, gr_status *st)
  * (valid as long as a view of host memory is). */
 static gr_code alloc_views(rt_exec *e, gr_status *st)
 {
-    e->views = xcalloc((size_t)e->p->n_roots + 1, sizeof *e->views);
+    e->views = base_xcalloc((size_t)e->p->n_roots + 1, sizeof *e->views);
     for (int r = 1; r < e->p->n_roots; r++) {
         int id = e->p->roots[r];
         size_t bytes = ir_nbytes(&e->p->g->nodes[id].type);
@@ -265,11 +265,11 @@ static gr_code alloc_views(rt_exec *e, gr_status *st)
 
 gr_code exec_new(gr_session *s, const plan_graph *p, rt_exec **out, gr_status *st)
 {
-    rt_exec *e = xcalloc(1, sizeof *e);
+    rt_exec *e = base_xcalloc(1, sizeof *e);
     e->s = s;
     e->p = p;
     e->n_parts = p->n_parts;
-    e->buf = xcalloc((size_t)p->g->n_nodes + 1, sizeof *e->buf);
+    e->buf = base_xcalloc((size_t)p->g->n_nodes + 1, sizeof *e->buf);
     gr_code c = alloc_parts(e, st);
     if (c == GR_OK) c = alloc_views(e, st);
     if (c == GR_OK) {

@@ -3,7 +3,7 @@
  * Bugs assert, errors return: a .graph file, a data file or a caller's
  * argument that is wrong gets an error status, never one of these.  What is
  * left is a broken invariant (GR_ASSERT) or a small internal allocation that
- * failed (x*alloc), where no caller could do better than stop.  Both format
+ * failed (base_x*alloc), where no caller could do better than stop.  Both format
  * a message and call the embedder's abort hook (gr_set_abort_hook in the
  * API, fatal_set_hook here), then abort() if the hook returns.  Big buffers
  * whose size comes from the model (arenas, variables) are not allocated
@@ -27,23 +27,23 @@ void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)))
 
 /* Out of memory, recoverably.  While a thread has a catch point (set by
  * fatal_catch_push(&jb) after setjmp(jb) returned 0, ended by
- * fatal_catch_pop with what push returned), a failed x*alloc on that
+ * fatal_catch_pop with what push returned), a failed base_x*alloc on that
  * thread longjmps to it instead of calling the hook.  Set one only around
  * work that holds no lock and starts no thread, whose partial results can
  * be dropped (compiling, planning, formatting): what it had allocated is
  * lost, not freed.  runtime/status.c: rt_catch_oom. */
 jmp_buf *fatal_catch_push(jmp_buf *jb);
 void fatal_catch_pop(jmp_buf *prev);
-/* Tests: the n-th x*alloc from now on this thread fails (n >= 1), as if
- * memory had run out; 0 turns it off.  Returns how many x*alloc calls were
+/* Tests: the n-th base_x*alloc from now on this thread fails (n >= 1), as if
+ * memory had run out; 0 turns it off.  Returns how many base_x*alloc calls were
  * made on this thread since the last call. */
 long fatal_fail_alloc_after(long n);
 
-/* Never return NULL.  xcalloc and xreallocarray check n * size. */
-void *xmalloc(size_t n);
-void *xcalloc(size_t n, size_t size);
-void *xrealloc(void *p, size_t n);
-void *xreallocarray(void *p, size_t n, size_t size);
-char *xstrdup(const char *s);
+/* Never return NULL.  base_xcalloc and base_xreallocarray check n * size. */
+void *base_xmalloc(size_t n);
+void *base_xcalloc(size_t n, size_t size);
+void *base_xrealloc(void *p, size_t n);
+void *base_xreallocarray(void *p, size_t n, size_t size);
+char *base_xstrdup(const char *s);
 
 #endif

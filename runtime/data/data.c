@@ -9,7 +9,7 @@
  * lock too, so batches are handed out strictly in cursor order whoever
  * built them. data_seek bumps a generation number so that a batch built for
  * the old cursor is thrown away, not published. */
-#include "runtime/data_impl.h"
+#include "data_impl.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,11 +1,11 @@
 /* exec_int.h - private to the executor's files: its state, shared by
- * runtime/exec.c (setup, a step's feeds, batches and fetches), parts.c
+ * runtime/exec/exec.c (setup, a step's feeds, batches and fetches), parts.c
  * (partitions and transfers) and schedule.c (levels and running them).
  * Calls go exec.c -> parts.c -> schedule.c, never back. */
 #ifndef GR_EXEC_INT_H
 #define GR_EXEC_INT_H
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 /* One level of mutually independent calls of one partition (schedule.c). */
 typedef struct exec_level {

@@ -4,7 +4,7 @@
  * those: a plain file is measured at probe, a gzipped one as it is read
  * (no more than the header's count plus one byte is ever decompressed, and
  * that count is at most DATA_BIN_MAX_BYTES, so a gzip bomb costs no more). */
-#include "runtime/data_impl.h"
+#include "data_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
  *  - every later row has the first row's number of fields, each a decimal
  *    number that is a finite f32 (nan and inf only with nonfinite=true).
  * Each error is "FILE:LINE:COL: ...", COL counting characters from 1. */
-#include "runtime/data_impl.h"
+#include "data_impl.h"
 
 #include <math.h>
 #include <stdio.h>

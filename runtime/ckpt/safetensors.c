@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lang/fatal.h"
+#include "base/fatal.h"
 
 /* JSON numbers are doubles: offsets and dims must be exact integers. */
 #define SAFET_MAX_INT 9007199254740992.0 /* 2^53 */
@@ -246,13 +246,13 @@ static int safet_nul_err(const safet_ctx *c, const char *s, size_t n, long at)
 static int safet_parse_meta(const safet_ctx *c, const cJSON *m, safet_file *f)
 {
     if (!cJSON_IsObject(m)) return safet_err(c, "\"__metadata__\" is not a JSON object");
-    f->meta = xcalloc((size_t)cJSON_GetArraySize(m) + 1, sizeof *f->meta);
+    f->meta = base_xcalloc((size_t)cJSON_GetArraySize(m) + 1, sizeof *f->meta);
     for (const cJSON *e = m->child; e; e = e->next) {
         if (safet_check_name(c, "metadata key", e->string) < 0) return -1;
         if (!cJSON_IsString(e))
             return safet_err(c, "metadata '%s': value is not a string", e->string);
-        f->meta[f->n_meta].key = xstrdup(e->string);
-        f->meta[f->n_meta++].value = xstrdup(e->valuestring);
+        f->meta[f->n_meta].key = base_xstrdup(e->string);
+        f->meta[f->n_meta++].value = base_xstrdup(e->valuestring);
     }
     return 0;
 }
@@ -306,7 +306,7 @@ static int safet_name_cmp(const void *a, const void *b)
  * make a header of many tensors quadratic. */
 static int safet_first_repeat(const cJSON *root, int n)
 {
-    safet_name *v = xcalloc((size_t)n + 1, sizeof *v);
+    safet_name *v = base_xcalloc((size_t)n + 1, sizeof *v);
     int m = 0, first = INT_MAX;
     for (const cJSON *e = root->child; e; e = e->next)
         if (strcmp(e->string, "__metadata__") != 0) {
@@ -327,7 +327,7 @@ static int safet_add_tensor(const safet_ctx *c, const cJSON *e, safet_file *f, s
     uint64_t off[2] = {0, 0};
     if (safet_check_name(c, "tensor name", e->string) < 0 || safet_parse_entry(c, e, t, off) < 0)
         return -1;
-    t->name = xstrdup(e->string);
+    t->name = base_xstrdup(e->string);
     r[f->n_t] = (safet_range){off[0], off[1], f->n_t};
     f->n_t++;
     return 0;
@@ -336,8 +336,8 @@ static int safet_add_tensor(const safet_ctx *c, const cJSON *e, safet_file *f, s
 static int safet_parse_entries(const safet_ctx *c, const cJSON *root, safet_file *f)
 {
     int n = cJSON_GetArraySize(root), rc = 0, repeat = safet_first_repeat(root, n);
-    safet_range *r = xcalloc((size_t)n + 1, sizeof *r);
-    f->t = xcalloc((size_t)n + 1, sizeof *f->t);
+    safet_range *r = base_xcalloc((size_t)n + 1, sizeof *r);
+    f->t = base_xcalloc((size_t)n + 1, sizeof *f->t);
     for (const cJSON *e = root->child; e && rc == 0; e = e->next) {
         if (strcmp(e->string, "__metadata__") != 0 && f->n_t == repeat)
             rc = safet_err(c, "tensor '%s' appears twice in the header", e->string);

@@ -41,7 +41,8 @@
 /* Appends x to a list whose capacity is the next power of two of *n. */
 static void list_push(int **list, int *n, int x)
 {
-    if ((*n & (*n - 1)) == 0) *list = xreallocarray(*list, *n ? 2 * (size_t)*n : 1, sizeof(int));
+    if ((*n & (*n - 1)) == 0)
+        *list = base_xreallocarray(*list, *n ? 2 * (size_t)*n : 1, sizeof(int));
     (*list)[(*n)++] = x;
 }
 
@@ -78,7 +79,7 @@ static xfer_mode mode_of(const exec_part *from, const exec_part *to)
 static gr_code link_xfers(rt_exec *e, gr_status *st)
 {
     const plan_graph *p = e->p;
-    e->xfers = xcalloc((size_t)p->n_xfers + 1, sizeof *e->xfers);
+    e->xfers = base_xcalloc((size_t)p->n_xfers + 1, sizeof *e->xfers);
     for (int x = 0; x < p->n_xfers; x++) {
         const plan_xfer *t = &p->xfers[x];
         exec_part *from = &e->parts[p->part[t->src]], *to = &e->parts[t->dst_part];
@@ -205,7 +206,7 @@ static void seg_sends(const rt_exec *e, const exec_part *pt, const exec_seg *sg,
  * of this file needs every send as early as before). */
 static void build_segs(rt_exec *e, exec_part *pt)
 {
-    pt->segs = xcalloc((size_t)pt->n_levels + 2, sizeof *pt->segs);
+    pt->segs = base_xcalloc((size_t)pt->n_levels + 2, sizeof *pt->segs);
     if (pt->n_send0) pt->segs[pt->n_segs++] = (exec_seg){.send0 = 1, .first = pt->first_level};
     exec_seg *cur = NULL;
     for (int l = pt->first_level; l < pt->first_level + pt->n_levels; l++) {
@@ -306,8 +307,8 @@ static void run_part(rt_exec *e, int k, uint64_t gen)
 gr_code parts_link(rt_exec *e, gr_status *st)
 {
     const plan_graph *p = e->p;
-    int *sent_at = xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1)); /* level of each call */
-    int *waited = xcalloc((size_t)p->n_xfers + 1, sizeof(int));
+    int *sent_at = base_xmalloc(sizeof(int) * (size_t)(p->g->n_nodes + 1)); /* level of each call */
+    int *waited = base_xcalloc((size_t)p->n_xfers + 1, sizeof(int));
     IR_WORK(p->g->n_nodes + e->n_calls + p->n_xfers);
     for (int i = 0; i < p->g->n_nodes; i++) sent_at[i] = -1;
     for (int l = 0; l < e->n_levels; l++) {
@@ -334,7 +335,7 @@ gr_code parts_link(rt_exec *e, gr_status *st)
         mark_recordable(e, &e->parts[k]);
     }
     if (c == GR_OK) /* parts_stop's sign that parts_start ran */
-        e->xfer_ready = xcalloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
+        e->xfer_ready = base_xcalloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
     return c;
 }
 
@@ -376,7 +377,7 @@ gr_code parts_start(rt_exec *e, gr_status *st)
         exec_part *pt = &e->parts[k];
         if (!(pt->st = gr_status_new())) return rt_fail(st, GR_ERR_NOMEM, "out of memory\n");
         if (k == 0) continue; /* the caller's thread */
-        part_arg *a = xmalloc(sizeof *a);
+        part_arg *a = base_xmalloc(sizeof *a);
         *a = (part_arg){e, k};
         if (pthread_create(&pt->thread, NULL, part_main, a) != 0) {
             free(a);

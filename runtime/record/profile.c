@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec_int.h"
+#include "runtime/exec/exec_int.h"
 
 typedef struct node_time {
     int node;
@@ -60,7 +60,7 @@ static void fill_row(const gr_session *s, const node_time *t, gr_profile_row *r)
 int gr_session_profile(gr_session *s, gr_profile_row *rows, int cap)
 {
     if (!s || !s->opt.profile) return 0;
-    node_time *t = xcalloc((size_t)s->g->n_nodes + 1, sizeof *t);
+    node_time *t = base_xcalloc((size_t)s->g->n_nodes + 1, sizeof *t);
     pthread_mutex_lock(&s->mu);
     for (int p = 0; p < s->n_plans; p++)
         for (int k = 0; k < s->plans[p].n_all; k++) add_exec(s->plans[p].all[k], t);

@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "ckpt_io.h"
-#include "dist.h"
-#include "runtime.h"
+#include "runtime/dist/dist.h"
+#include "runtime/runtime.h"
 #include "safetensors.h"
 #include "sha256.h"
 
@@ -60,7 +60,7 @@ static int ckpt_snapshot_take(gr_session *s, ckpt_snapshot *sn)
     sn->bytes = ckpt_vars_bytes(s->g);
     sn->data = malloc(sn->bytes + 1);
     if (!sn->data) return -1;
-    sn->cursor = xcalloc((size_t)s->g->n_data + 1, sizeof *sn->cursor);
+    sn->cursor = base_xcalloc((size_t)s->g->n_data + 1, sizeof *sn->cursor);
     pthread_rwlock_wrlock(&s->pause);
     ckpt_snapshot_copy(s, sn);
     pthread_rwlock_unlock(&s->pause);
@@ -96,8 +96,8 @@ static void ckpt_add_meta(safet_meta *m, int *n, const char *key, const char *fm
     va_start(ap, fmt);
     vsnprintf(value, sizeof value, fmt, ap);
     va_end(ap);
-    m[*n].key = xstrdup(key);
-    m[*n].value = xstrdup(value);
+    m[*n].key = base_xstrdup(key);
+    m[*n].value = base_xstrdup(value);
     (*n)++;
 }
 
@@ -107,15 +107,15 @@ static void ckpt_add_vocab(safet_meta *m, int *n, const ir_data *d)
 {
     char key[512];
     snprintf(key, sizeof key, "data.%s.vocab", d->name);
-    m[*n].key = xstrdup(key);
-    m[*n].value = xstrdup(d->vocab_chars ? d->vocab_chars : "");
+    m[*n].key = base_xstrdup(key);
+    m[*n].value = base_xstrdup(d->vocab_chars ? d->vocab_chars : "");
     (*n)++;
 }
 
 static safet_meta *ckpt_build_meta(const gr_session *s, const ckpt_snapshot *sn, int *n)
 {
     const ir_graph *g = s->g;
-    safet_meta *m = xcalloc(8 + 4 * (size_t)g->n_data, sizeof *m);
+    safet_meta *m = base_xcalloc(8 + 4 * (size_t)g->n_data, sizeof *m);
     char hex[65], key[512];
     sha256_hex(s->prog->src->text, s->prog->src->len, hex);
     *n = 0;
@@ -151,7 +151,7 @@ static void ckpt_meta_free(safet_meta *m, int n)
 static uint8_t *ckpt_encode_header(const gr_session *s, const ckpt_snapshot *sn, size_t *hn)
 {
     const ir_graph *g = s->g;
-    safet_tensor *t = xcalloc((size_t)g->n_vars + 1, sizeof *t);
+    safet_tensor *t = base_xcalloc((size_t)g->n_vars + 1, sizeof *t);
     for (int i = 0; i < g->n_vars; i++) ckpt_var_tensor(&g->vars[i], &t[i]);
     int n_meta = 0;
     safet_meta *meta = ckpt_build_meta(s, sn, &n_meta);
@@ -216,7 +216,7 @@ static int ckpt_foreign_state(const ir_graph *g, const char *name)
     const char *slash = strrchr(name, '/');
     if (!slash) return 0;
     size_t n = (size_t)(slash - name);
-    char *owner = memcpy(xmalloc(n + 1), name, n);
+    char *owner = memcpy(base_xmalloc(n + 1), name, n);
     owner[n] = 0;
     int vi = ir_find_var(g, owner);
     free(owner);
@@ -471,9 +471,9 @@ static gr_code ckpt_restore_parsed(gr_session *s, const char *path, const safet_
     ckpt_plan rp = {.path = path,
                     .processes = dist_size(s->dist),
                     .dist = s->dist,
-                    .src = xcalloc((size_t)nv + 1, sizeof *rp.src),
-                    .cursor = xcalloc((size_t)nd + 1, sizeof *rp.cursor),
-                    .has_cursor = xcalloc((size_t)nd + 1, sizeof *rp.has_cursor)};
+                    .src = base_xcalloc((size_t)nv + 1, sizeof *rp.src),
+                    .cursor = base_xcalloc((size_t)nd + 1, sizeof *rp.cursor),
+                    .has_cursor = base_xcalloc((size_t)nd + 1, sizeof *rp.has_cursor)};
     gr_code c = ckpt_match_vocab(s, f, path, st);
     if (c == GR_OK) c = ckpt_match_tensors(s, f, o, &rp, st);
     if (c == GR_OK && !o->weights_only) c = ckpt_match_state(s, f, &rp, st);
@@ -531,7 +531,7 @@ gr_code gr_checkpoint_open(const char *path, gr_checkpoint **out, gr_status *st)
     if (!out) return rt_null(st, "gr_checkpoint_open", "out");
     *out = NULL;
     if (!path) return rt_null(st, "gr_checkpoint_open", "path");
-    gr_checkpoint *k = xcalloc(1, sizeof *k);
+    gr_checkpoint *k = base_xcalloc(1, sizeof *k);
     gr_code c = ckpt_load(NULL, path, &k->buf, &k->f, st);
     if (c != GR_OK) {
         gr_checkpoint_free(k);

@@ -80,8 +80,8 @@ static void bind_level_tasks(rt_exec *e, const exec_level *L)
 
 static void reorder_calls(rt_exec *e, const int *order)
 {
-    kern_args *args = xmalloc(sizeof *args * (size_t)(e->n_calls + 1));
-    kernel_fn *fn = xmalloc(sizeof *fn * (size_t)(e->n_calls + 1));
+    kern_args *args = base_xmalloc(sizeof *args * (size_t)(e->n_calls + 1));
+    kernel_fn *fn = base_xmalloc(sizeof *fn * (size_t)(e->n_calls + 1));
     for (int i = 0; i < e->n_calls; i++) args[i] = e->args[order[i]], fn[i] = e->fn[order[i]];
     free(e->args);
     free(e->fn);
@@ -106,13 +106,13 @@ static int part_threads(const rt_exec *e, int k)
 void sched_build(rt_exec *e)
 {
     int n = e->n_calls;
-    int *order = xmalloc(sizeof(int) * (size_t)(n + 1)),
-        *task_of = xcalloc((size_t)n + 1, sizeof(int));
-    int *calls = xmalloc(sizeof(int) * (size_t)(n + 1));
-    double *cost = xmalloc(sizeof(double) * (size_t)(n + 1));
+    int *order = base_xmalloc(sizeof(int) * (size_t)(n + 1)),
+        *task_of = base_xcalloc((size_t)n + 1, sizeof(int));
+    int *calls = base_xmalloc(sizeof(int) * (size_t)(n + 1));
+    double *cost = base_xmalloc(sizeof(double) * (size_t)(n + 1));
     IR_WORK(2 * n);
     for (int i = 0; i < n; i++) cost[i] = ops_cost(e->p->g, node_id(e, i));
-    e->levels = xcalloc((size_t)n + 1, sizeof *e->levels);
+    e->levels = base_xcalloc((size_t)n + 1, sizeof *e->levels);
     for (int i = 0; i < n;) { /* calls come partition by partition, by level in each */
         int lv = e->p->level[node_id(e, i)], pt = e->p->part[node_id(e, i)], m = 0;
         exec_level *L = &e->levels[e->n_levels++];
@@ -123,12 +123,12 @@ void sched_build(rt_exec *e)
             calls[m++] = i++;
         L->n = m;
         int threads = part_threads(e, pt);
-        L->task_first = xmalloc(sizeof(int) * (size_t)(threads + 2));
+        L->task_first = base_xmalloc(sizeof(int) * (size_t)(threads + 2));
         plan_level(e, cost, calls, m, threads, L, order, task_of);
     }
     reorder_calls(e, order);
     for (int l = 0; l < e->n_levels; l++) bind_level_tasks(e, &e->levels[l]);
-    if (e->s->opt.profile) e->prof = xcalloc((size_t)n + 1, sizeof *e->prof);
+    if (e->s->opt.profile) e->prof = base_xcalloc((size_t)n + 1, sizeof *e->prof);
     free(order), free(task_of), free(calls), free(cost);
 }
 
@@ -204,7 +204,7 @@ gr_code sched_run_level(const rt_exec *e, const exec_level *L, gr_status *st)
     }
     level_job job = {e, L, -1};
     if (L->n_tasks > 1)
-        pool_for(e->parts[L->part].pool, L->n_tasks, level_task, &job);
+        cpu_pool_for(e->parts[L->part].pool, L->n_tasks, level_task, &job);
     else
         for (int i = L->first; i < L->first + L->n && job.faulted < 0; i++)
             if (run_call(e, i) != 0) job.faulted = i;

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 /* mkstemp replaces XXXXXX with six characters of [A-Za-z0-9]. */
 #define CKIO_RAND_LEN 6
@@ -71,9 +71,9 @@ static char *ckio_split(const char *path, const char **base)
 {
     const char *slash = strrchr(path, '/');
     *base = slash ? slash + 1 : path;
-    if (!slash) return xstrdup(".");
+    if (!slash) return base_xstrdup(".");
     size_t n = slash == path ? 1 : (size_t)(slash - path);
-    char *dir = memcpy(xmalloc(n + 1), path, n);
+    char *dir = memcpy(base_xmalloc(n + 1), path, n);
     dir[n] = 0;
     return dir;
 }
@@ -201,13 +201,13 @@ static gr_code ckio_resolve(const char *path, char **target, struct stat *sb, gr
         memset(sb, 0, sizeof *sb);
         if (errno != ENOENT)
             return rt_fail(st, GR_ERR_IO, "%s: cannot write there: %s\n", path, strerror(errno));
-        *target = xstrdup(path);
+        *target = base_xstrdup(path);
         return GR_OK;
     }
     if (S_ISLNK(sb->st_mode))
         c = ckio_follow(path, target, sb, st);
     else
-        *target = xstrdup(path);
+        *target = base_xstrdup(path);
     if (c == GR_OK) c = ckio_check_kind(path, sb, st);
     if (c != GR_OK) {
         free(*target);
@@ -281,7 +281,7 @@ static void ckio_rand_name(char *s)
 static int ckio_create_tmp(const char *target, mode_t mode, char **tmp)
 {
     size_t n = strlen(target) + 40;
-    *tmp = xmalloc(n);
+    *tmp = base_xmalloc(n);
     int k = snprintf(*tmp, n, "%s.tmp.%ld.", target, (long)getpid()), fd = -1;
     for (int tries = 0; fd < 0 && tries < 100; tries++) {
         ckio_rand_name(*tmp + k);
@@ -333,8 +333,8 @@ gr_code gr_output_open(const char *path, gr_output **out, gr_status *st)
         return c;
     }
     ckio_sweep_stale(target); /* first: a full disk may be full of them */
-    gr_output *o = xcalloc(1, sizeof *o);
-    *o = (gr_output){.path = xstrdup(path), .target = target, .fd = -1};
+    gr_output *o = base_xcalloc(1, sizeof *o);
+    *o = (gr_output){.path = base_xstrdup(path), .target = target, .fd = -1};
     int err = ckio_output_start(o, &old);
     if (err) {
         ckio_output_free(o);
@@ -385,7 +385,7 @@ static int ckio_output_finish(gr_output *o)
 /* Makes the rename durable: the directory entry must reach the disk too. */
 static int ckio_fsync_dir(const char *path)
 {
-    char *copy = xstrdup(path);
+    char *copy = base_xstrdup(path);
     int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     free(copy);
     if (fd < 0) return -1;

@@ -27,8 +27,8 @@
 
 #include <stdint.h>
 
-#include "../devices/device.h"
-#include "../include/graphrun.h"
+#include "devices/device.h"
+#include "include/graphrun.h"
 
 typedef struct rt_dist rt_dist;
 

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "dist_coll.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #define DEFAULT_TIMEOUT 600.0
 #define MAX_TIMEOUT     1e9
@@ -100,11 +100,11 @@ int coll_open(coll_sched *c, MPI_Comm user, double timeout, char *why, size_t le
     MPI_Comm_rank(user, &c->rank);
     MPI_Comm_size(user, &c->size);
     size_t p = (size_t)c->size;
-    c->peers = xcalloc(p, sizeof *c->peers);
+    c->peers = base_xcalloc(p, sizeof *c->peers);
     for (size_t r = 0; r < p; r++) c->peers[r].bye_seq = -1;
-    c->bufs = xcalloc(p + 2, sizeof *c->bufs);
-    c->out = xcalloc(p, sizeof *c->out);
-    c->sends = xcalloc(p, sizeof *c->sends);
+    c->bufs = base_xcalloc(p + 2, sizeof *c->bufs);
+    c->out = base_xcalloc(p, sizeof *c->out);
+    c->sends = base_xcalloc(p, sizeof *c->sends);
     for (size_t r = 0; r < p; r++) c->sends[r] = MPI_REQUEST_NULL;
     if (open_comm(c, user, &c->comm, why, len) || open_comm(c, c->comm, &c->fast, why, len))
         return -1;

@@ -1,6 +1,6 @@
 /* Raw little-endian files (f32 examples, optional i32 labels) and the
  * synthetic Gaussian source. */
-#include "runtime/data_impl.h"
+#include "data_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 #include "tfevents.h"
 
 typedef struct summary_tag {
@@ -25,7 +25,7 @@ gr_code rt_summary_open(gr_session *s, const char *dir, gr_status *st)
     char err[512];
     tfev_writer *w = tfev_open(dir, err, sizeof err);
     if (!w) return rt_fail(st, GR_ERR_IO, "tensorboard: %s\n", err);
-    s->summary = xcalloc(1, sizeof *s->summary);
+    s->summary = base_xcalloc(1, sizeof *s->summary);
     s->summary->w = w;
     pthread_mutex_init(&s->summary->mu, NULL);
     return GR_OK;
@@ -52,8 +52,8 @@ static int summary_advance(rt_summary *m, const char *tag, int64_t step)
         m->tags[i].step = step;
         return 1;
     }
-    m->tags = xreallocarray(m->tags, (size_t)m->n_tags + 1, sizeof *m->tags);
-    m->tags[m->n_tags++] = (summary_tag){xstrdup(tag), step};
+    m->tags = base_xreallocarray(m->tags, (size_t)m->n_tags + 1, sizeof *m->tags);
+    m->tags[m->n_tags++] = (summary_tag){base_xstrdup(tag), step};
     return 1;
 }
 

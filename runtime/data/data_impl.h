@@ -1,9 +1,9 @@
-/* Internal to the data readers (runtime/data*.c): the in-memory data set
+/* Internal to the data readers (the .c files of runtime/data/): the in-memory data set
  * that every format loader fills, the format entry points, and the PRNG. */
 #ifndef GR_RUNTIME_DATA_IMPL_H
 #define GR_RUNTIME_DATA_IMPL_H
 
-#include "runtime/data.h"
+#include "data.h"
 
 /* ---- what a reader reads (docs/language.md, "Data sources": change both) ----
  * A file that is not a regular file (a FIFO, a device, a directory) is

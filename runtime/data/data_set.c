@@ -1,6 +1,6 @@
 /* The in-memory data set shared by all formats: helpers, element
  * conversion and the PRNG used for shuffling and synthetic data. */
-#include "runtime/data_impl.h"
+#include "data_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../include/graphrun.h"
+#include "include/graphrun.h"
 
 /* Reads the regular file at path into a malloc'd buffer (*buf, *len).
  * GR_ERR_IO or GR_ERR_NOMEM with a message naming the file. */

@@ -7,11 +7,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "ckpt_io.h"
+#include "runtime/ckpt/ckpt_io.h"
 #include "dist.h"
 #include "dist_coll.h"
 #include "dist_shm.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 struct rt_dist {
     kern_comm kc; /* first: the allreduce kernels hand it back */
@@ -205,8 +205,8 @@ static void unpack_vars(gr_session *s, const float *in)
 
 static void pick_shared(rt_dist *d, const ir_graph *g)
 {
-    d->shared = xcalloc((size_t)g->n_vars + 1, sizeof *d->shared);
-    d->off = xcalloc((size_t)g->n_vars + 1, sizeof *d->off);
+    d->shared = base_xcalloc((size_t)g->n_vars + 1, sizeof *d->shared);
+    d->off = base_xcalloc((size_t)g->n_vars + 1, sizeof *d->off);
     for (int i = 0; i < g->n_vars; i++) {
         const ir_var *v = &g->vars[i];
         if (!v->trainable || v->slot_of >= 0 || v->type.dtype != DT_F32) continue;
@@ -214,17 +214,17 @@ static void pick_shared(rt_dist *d, const ir_graph *g)
         d->shared[d->n_shared++] = i;
         d->total += (size_t)ir_numel(&v->type);
     }
-    d->base = xcalloc(d->total + 1, sizeof *d->base);
-    d->cur = xcalloc(d->total + 1, sizeof *d->cur);
+    d->base = base_xcalloc(d->total + 1, sizeof *d->base);
+    d->cur = base_xcalloc(d->total + 1, sizeof *d->cur);
 }
 
 /* The data sources a train target reads, whose batches the processes split
  * (data_spec.shards); a source only evaluations read is read whole. */
 static void pick_sharded(rt_dist *d, const ir_graph *g)
 {
-    char *seen = xcalloc((size_t)g->n_nodes + 1, 1);
-    int *stack = xmalloc(sizeof(int) * ((size_t)g->n_nodes + 1)), n = 0;
-    d->sharded = xcalloc((size_t)g->n_data + 1, 1);
+    char *seen = base_xcalloc((size_t)g->n_nodes + 1, 1);
+    int *stack = base_xmalloc(sizeof(int) * ((size_t)g->n_nodes + 1)), n = 0;
+    d->sharded = base_xcalloc((size_t)g->n_data + 1, 1);
     for (int k = 0; k < g->n_names; k++)
         if (g->names[k].is_train && !seen[g->names[k].node])
             seen[stack[n++] = g->names[k].node] = 1;
@@ -286,7 +286,7 @@ static uint64_t vars_fingerprint(gr_session *s)
     uint64_t h = 14695981039346656037ull;
     for (int i = 0; i < s->g->n_vars; i++) {
         size_t n = ir_nbytes(&s->g->vars[i].type);
-        void *host = xmalloc(n + 1);
+        void *host = base_xmalloc(n + 1);
         device_obj *dev = rt_device(s, s->g->vars[i].device);
         dev->vt->to_host(dev, host, s->var[i], n);
         h = fnv(h, host, n);
@@ -301,7 +301,7 @@ static uint64_t vars_fingerprint(gr_session *s)
 static int differing_ranks(rt_dist *d, uint64_t h, char *which, size_t len, char *why)
 {
     if (coll_begin(&d->sched, COLL_OPEN, why, WHY)) return -1;
-    uint64_t *all = xcalloc((size_t)d->size, sizeof *all);
+    uint64_t *all = base_xcalloc((size_t)d->size, sizeof *all);
     MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, d->sched.comm);
     int n = 0;
     size_t used = 0;
@@ -343,12 +343,12 @@ static gr_code check_same(gr_session *s, gr_status *st)
  * at (*at)[r].  Blocking: after the header. */
 static char *gather_texts(rt_dist *d, const char *text, int len, int **at)
 {
-    int *lens = xcalloc((size_t)d->size, sizeof *lens);
-    *at = xcalloc((size_t)d->size, sizeof **at);
+    int *lens = base_xcalloc((size_t)d->size, sizeof *lens);
+    *at = base_xcalloc((size_t)d->size, sizeof **at);
     MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, d->sched.comm);
     int total = 0;
     for (int r = 0; r < d->size; r++) (*at)[r] = total, total += lens[r];
-    char *all = xmalloc((size_t)total + 1);
+    char *all = base_xmalloc((size_t)total + 1);
     MPI_Allgatherv(text, len, MPI_CHAR, all, lens, *at, MPI_CHAR, d->sched.comm);
     free(lens);
     return all;
@@ -521,7 +521,7 @@ static gr_code open_mode(gr_session *s, gr_status *st)
     if (d->mode != GR_DIST_SYNC) return GR_OK;
     size_t max_n = max_size(largest(s->g, OP_ALLREDUCE), largest(s->g, OP_APPLY_SGD_ALLREDUCE));
     d->shm = shm_reduce_open(d->sched.comm, max_n, !getenv("GR_MPI_ALLREDUCE"));
-    if (!d->shm) d->sum = xcalloc(largest(s->g, OP_APPLY_SGD_ALLREDUCE) + 1, sizeof *d->sum);
+    if (!d->shm) d->sum = base_xcalloc(largest(s->g, OP_APPLY_SGD_ALLREDUCE) + 1, sizeof *d->sum);
     return GR_OK;
 }
 
@@ -547,7 +547,7 @@ gr_code dist_open(gr_session *s, gr_status *st)
     gr_code c = check_mpi(st);
     if (c != GR_OK) return c;
     if (coll_timeout_env(&timeout, why, sizeof why)) return rt_fail(st, GR_ERR_ARG, "%s\n", why);
-    rt_dist *d = xcalloc(1, sizeof *d);
+    rt_dist *d = base_xcalloc(1, sizeof *d);
     d->kc.allreduce_mean = comm_allreduce_mean;
     d->kc.allreduce_sgd = comm_allreduce_sgd;
     d->mode = s->prog->distributed;
@@ -664,7 +664,7 @@ gr_code dist_read_file(gr_session *s, const char *path, uint8_t **buf, size_t *l
         head[1] = head[0] == GR_OK ? (int64_t)*len : 0;
     }
     if (rc == 0) rc = coll_bcast_words(&d->sched, head, 2, why, sizeof why);
-    if (rc == 0 && head[0] == GR_OK && d->rank != 0) *buf = xmalloc((size_t)head[1] + 1);
+    if (rc == 0 && head[0] == GR_OK && d->rank != 0) *buf = base_xmalloc((size_t)head[1] + 1);
     if (rc == 0 && head[0] == GR_OK) rc = bcast_bytes(d, *buf, (size_t)head[1], why);
     dist_unlock(s);
     if (rc != 0) {

@@ -1,4 +1,4 @@
-/* dist_coll.h - private to runtime/dist_mpi.c: the schedule of a
+/* dist_coll.h - private to runtime/dist/dist_mpi.c: the schedule of a
  * distributed session's collectives, and waits that never last for ever
  * (docs/distributed.md, "Failure"; built with MPI only).
  *

@@ -5,7 +5,7 @@
  *
  *     uint64  length of data, little-endian
  *     uint32  masked CRC-32C of those 8 bytes
- *     data    one tb.Event (runtime/tensorboard.proto), protobuf-encoded
+ *     data    one tb.Event (runtime/record/tensorboard.proto), protobuf-encoded
  *     uint32  masked CRC-32C of data
  *
  * where masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8.  The first

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../lang/fatal.h"
+#include "base/fatal.h"
 #include "tensorboard.pb-c.h"
 
 struct tfev_writer {
@@ -68,7 +68,7 @@ static void tfev_append(tfev_writer *w, const Tb__Event *ev)
     size_t n = tb__event__get_packed_size(ev), need = w->n + TFEV_HEADER + n + TFEV_FOOTER;
     if (need > w->cap) {
         w->cap = need > 2 * w->cap ? need : 2 * w->cap;
-        w->buf = xrealloc(w->buf, w->cap);
+        w->buf = base_xrealloc(w->buf, w->cap);
     }
     uint8_t *r = w->buf + w->n;
     put_le(r, n, 8);
@@ -109,7 +109,7 @@ static int make_dir(const char *p, int last, char *err, size_t errlen)
 /* mkdir -p: every missing folder of path. */
 static int make_dirs(const char *path, char *err, size_t errlen)
 {
-    char *p = xstrdup(path);
+    char *p = base_xstrdup(path);
     int rc = 0;
     for (char *s = p;; s++) {
         char c = *s;
@@ -137,7 +137,7 @@ static char *event_file_name(const char *dir)
 tfev_writer *tfev_open(const char *dir, char *err, size_t errlen)
 {
     if (make_dirs(dir, err, errlen) < 0) return NULL;
-    tfev_writer *w = xcalloc(1, sizeof *w);
+    tfev_writer *w = base_xcalloc(1, sizeof *w);
     w->path = event_file_name(dir);
     w->fd = open(w->path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0666);
     if (w->fd < 0) {

@@ -2,7 +2,7 @@
  * session is an error, so no session has an rt_dist and the calls that
  * need one are never made. */
 #include "dist.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 gr_code dist_open(gr_session *s, gr_status *st)
 {

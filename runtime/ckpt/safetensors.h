@@ -1,7 +1,7 @@
 /* safetensors.h - private to runtime/: the safetensors container, parsed
  * and written.  Knows nothing of sessions or the IR: checkpoint.c maps
  * variables onto it, and the libFuzzer target links this codec alone (with
- * cJSON and lang/fatal.c).
+ * cJSON and base/fatal.c).
  *
  * A file is an 8-byte little-endian header length N, N bytes of JSON, then
  * the raw tensor data:
@@ -17,7 +17,7 @@
  *
  * Ownership: a safet_file points into the buffer it was parsed from (tensor
  * data) and owns its strings; free it with safet_file_free before the
- * buffer.  Allocation failures while parsing abort through lang/fatal.h:
+ * buffer.  Allocation failures while parsing abort through base/fatal.h:
  * they are bounded by the size of a buffer already in memory. */
 #ifndef GR_RUNTIME_SAFETENSORS_H
 #define GR_RUNTIME_SAFETENSORS_H
