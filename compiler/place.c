@@ -8,15 +8,15 @@
  * machine and what each device implements come from the caller
  * (place_options; runtime/compile.c passes the machine's kernel tables).
  * The rules, in the order they apply (docs/architecture.md, "Placement"):
- *   1-4. place_asked, per node in id order: a data source, and an
- *        allreduce (MPI), runs on the host (4); a node that goes with another takes its device (3);
- *        else its annotation's device, innermost first (1), which is also
- *        what an annotated block gives what is made inside it (2); else
- *        cpu:0.
- *   6.   place_missing: a device the machine lacks is an error, or with
+ *   1-4. place_asked, per node in id order: the device of the innermost
+ *        annotation open when the node was made (1), which is also what an
+ *        annotated block gives what is made inside it (2); but a node that
+ *        goes with another takes its device (3), and a data source or an
+ *        allreduce (MPI) runs on the host (4); else cpu:0.
+ *   5.   place_missing: a device the machine lacks is an error, or with
  *        soft placement cpu:0 and one warning per device.
- *   5.   place_cpu_as_gpu: cpu:N runs on gpu:(N mod GPUs), data sources
- *        excepted (after 6, so a missing cpu:N stays an error).
+ *   6.   place_cpu_as_gpu: cpu:N runs on gpu:(N mod GPUs), data sources
+ *        excepted (after 5, so a missing cpu:N stays an error).
  *   7.   place_kernels: an op its device has no kernel for is an error, or
  *        with soft placement cpu:0 and a warning (an update stays with its
  *        variable: an error); then the record fusion reads.
@@ -82,7 +82,7 @@ typedef struct place_seen {
     int n;
 } place_seen;
 
-/* Rule 6 for one node: 0 when its device exists (after soft placement),
+/* Rule 5 for one node: 0 when its device exists (after soft placement),
  * else -1, reported at the first node on each missing device. */
 static int place_missing_node(ir_graph *g, ir_node *n, const place_options *o, place_seen *s)
 {
@@ -104,7 +104,7 @@ static int place_missing_node(ir_graph *g, ir_node *n, const place_options *o, p
     return -1;
 }
 
-/* Rule 6; constants last, so an error names the op the user wrote. */
+/* Rule 5; constants last, so an error names the op the user wrote. */
 static int place_missing(ir_graph *g, const place_options *o)
 {
     place_seen s = {.n = 0};
@@ -119,7 +119,7 @@ static int place_missing(ir_graph *g, const place_options *o)
     return rc;
 }
 
-/* Rule 5: how CI runs the CPU suite on a GPU (no effect without one). */
+/* Rule 6: how CI runs the CPU suite on a GPU (no effect without one). */
 static void place_cpu_as_gpu(ir_graph *g, const place_options *o)
 {
     if (!o->cpu_as_gpu || o->n_gpu == 0) return;
