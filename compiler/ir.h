@@ -1,7 +1,8 @@
 /* ir.h - the IR graph: one node per op, edges are tensors.
  *
- * Built by compiler/sema.c from the AST, extended by autodiff, rewritten by
- * passes, then lowered to a plan.  Node ids are indices into g->nodes and are
+ * Built by compiler/sema.c from the AST, extended by autodiff, placed by
+ * place.c (the one pass that sets devices), rewritten by passes, then
+ * lowered to a plan.  Node ids are indices into g->nodes and are
  * stable; passes mark nodes dead instead of compacting. */
 #ifndef GR_IR_H
 #define GR_IR_H
