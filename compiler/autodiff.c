@@ -109,8 +109,8 @@ static void mark_path(ad_ctx *c)
     free(dep);
 }
 
-/* Adds gradient gx into grad[x]; several consumers sum with ADD, placed on
- * x's device (a variable's gradients meet where the variable lives). */
+/* Adds gradient gx into grad[x]; several consumers sum with ADD, which goes
+ * with x (a variable's gradients meet where the variable lives). */
 static int accumulate(ad_ctx *c, int x, int gx)
 {
     int *gr = &c->grad[at(c, x)];
@@ -176,8 +176,17 @@ static const char *unique_var_name(ir_graph *g, const char *base)
     return s;
 }
 
-/* A zero-initialised, untrainable variable; returns its node. */
-static int new_state_var(ad_ctx *c, const char *name, const ir_type *t, int device, int slot_of,
+/* Node id (id < 0: the error it is), now placed with node `with`: autodiff
+ * records where what it makes goes, the placement pass (place.c) decides. */
+static int colocated(ad_ctx *c, int id, int with)
+{
+    if (id >= 0) c->g->nodes[id].coloc = with;
+    return id;
+}
+
+/* A zero-initialised, untrainable variable, placed with node `with`;
+ * returns its node. */
+static int new_state_var(ad_ctx *c, const char *name, const ir_type *t, int with, int slot_of,
                          const src_file *src, src_span span)
 {
     ir_var v;
@@ -185,13 +194,13 @@ static int new_state_var(ad_ctx *c, const char *name, const ir_type *t, int devi
     v.name = unique_var_name(c->g, name);
     v.type = *t;
     v.init = INIT_ZEROS;
-    v.device = device;
+    v.device = -1;
     v.slot_of = slot_of;
     v.trainable = 0;
     v.src = src;
     v.span = span;
     int vi = ir_add_var(c->g, &v);
-    return c->g->vars[vi].node;
+    return colocated(c, c->g->vars[vi].node, with);
 }
 
 static int make_slot(ad_ctx *c, int vi, const char *suffix)
@@ -200,7 +209,7 @@ static int make_slot(ad_ctx *c, int vi, const char *suffix)
     size_t n = strlen(v->name) + strlen(suffix) + 2;
     char *name = base_xmalloc(n);
     snprintf(name, n, "%s/%s", v->name, suffix);
-    int node = new_state_var(c, name, &v->type, v->device, vi, v->src, v->span);
+    int node = new_state_var(c, name, &v->type, v->node, vi, v->src, v->span);
     free(name);
     return node;
 }
@@ -208,18 +217,16 @@ static int make_slot(ad_ctx *c, int vi, const char *suffix)
 /* The step counter of Adam and of schedules: one per minimize, incremented
  * once per run before any apply_adam or lr_schedule reads it (control
  * dependencies). */
-static int make_step(ad_ctx *c, int device)
+static int make_step(ad_ctx *c, int with)
 {
     ir_type scalar;
     memset(&scalar, 0, sizeof(scalar));
-    c->step_node = new_state_var(c, "global_step", &scalar, device, -1, c->src, c->span);
-    int one = ir_add_const(c->g, 1.0, &scalar, c->src, c->span);
+    c->step_node = new_state_var(c, "global_step", &scalar, with, -1, c->src, c->span);
+    int one = colocated(c, ir_add_const(c->g, 1.0, &scalar, c->src, c->span), with);
     int in[2] = {c->step_node, one};
     if (one < 0) return -1;
-    c->g->nodes[one].device = device;
-    c->step_inc = ir_add(c->g, OP_ASSIGN_ADD, in, 2, NULL, c->src, c->span);
+    c->step_inc = colocated(c, ir_add(c->g, OP_ASSIGN_ADD, in, 2, NULL, c->src, c->span), with);
     if (c->step_inc < 0) return -1;
-    c->g->nodes[c->step_inc].device = device;
     c->g->nodes[c->step_inc].attr.i[5] = c->opt->locking;
     return 0;
 }
@@ -267,7 +274,7 @@ static double decay_of(const ad_ctx *c, int vi)
 
 static int make_update(ad_ctx *c, int vi)
 {
-    int device = c->g->vars[vi].device;
+    int with = c->g->vars[vi].node;
     int in[7] = {c->g->vars[vi].node, var_grad(c, vi), -1, -1, -1, -1, -1}, n_in = 2;
     op_kind op = OP_APPLY_SGD;
     int sp = sparse_grad(c, vi);
@@ -280,7 +287,7 @@ static int make_update(ad_ctx *c, int vi)
         in[n_in++] = make_slot(c, vi, "momentum");
     } else if (c->opt->kind == AD_ADAM) {
         op = OP_APPLY_ADAM;
-        if (c->step_node < 0 && make_step(c, device) < 0) return -1;
+        if (c->step_node < 0 && make_step(c, with) < 0) return -1;
         in[n_in++] = make_slot(c, vi, "adam_m");
         in[n_in++] = make_slot(c, vi, "adam_v");
         in[n_in++] = c->step_node;
@@ -289,9 +296,8 @@ static int make_update(ad_ctx *c, int vi)
     in[n_in++] = c->gscale;
     ir_attrs a = update_attrs(c->opt);
     if (op == OP_APPLY_ADAM) a.f[4] = decay_of(c, vi);
-    int u = ir_add(c->g, op, in, n_in, &a, c->src, c->span);
+    int u = colocated(c, ir_add(c->g, op, in, n_in, &a, c->src, c->span), with);
     if (u < 0) return -1;
-    c->g->nodes[u].device = device;
     if (op == OP_APPLY_ADAM) ir_add_ctrl(c->g, u, c->step_inc);
     ir_add_ctrl(c->g, u, c->barrier);
     c->updates[c->n_updates++] = u;
@@ -299,7 +305,8 @@ static int make_update(ad_ctx *c, int vi)
 }
 
 /* Distributed sync training: each trained variable's gradient is averaged
- * over the processes (OP_ALLREDUCE, on cpu:0, where MPI runs) before any
+ * over the processes (OP_ALLREDUCE, which placement puts on cpu:0, where
+ * MPI runs) before any
  * update reads it.  A large gradient (AD_ALONE_BYTES or more) has its own
  * allreduce, which writes the mean straight into its output; smaller ones
  * are packed into buckets of at most AD_BUCKET_BYTES, one allreduce each,
@@ -324,7 +331,6 @@ static int allreduce_node(ad_ctx *c, ad_buckets *b, const int *in, int n)
     ir_attrs a = {.i = {b->number++}};
     int r = ir_add(g, OP_ALLREDUCE, in, n, &a, c->src, c->span);
     if (r < 0) return -1;
-    g->nodes[r].device = IR_DEV(DEV_CPU, 0);
     if (b->prev >= 0) ir_add_ctrl(g, r, b->prev);
     b->prev = r;
     return r;
@@ -338,11 +344,10 @@ static int unpack_grad(ad_ctx *c, int i, int bucket, int64_t *off)
     ir_attrs sa = {.i = {0, *off, *off + n}}, ra = {.n_list = t.rank};
     for (int d = 0; d < t.rank; d++) ra.list[d] = t.dim[d];
     *off += n;
-    int sl = ir_add(g, OP_SLICE, &bucket, 1, &sa, c->src, c->span);
+    int sl = colocated(c, ir_add(g, OP_SLICE, &bucket, 1, &sa, c->src, c->span), bucket);
     if (sl < 0) return -1;
-    int r = ir_add(g, OP_RESHAPE, &sl, 1, &ra, c->src, c->span);
+    int r = colocated(c, ir_add(g, OP_RESHAPE, &sl, 1, &ra, c->src, c->span), bucket);
     if (r < 0) return -1;
-    g->nodes[sl].device = g->nodes[r].device = g->nodes[bucket].device;
     c->grad[i] = r;
     return 0;
 }
@@ -408,25 +413,18 @@ static int trained_here(const ad_ctx *c, int i)
 }
 
 /* The gradient of every trained variable (its rows, for a sparse one),
- * into grads ([n_anc]), and the first variable's device; returns how many. */
-static int trained_grads(ad_ctx *c, int *grads, int *device)
+ * into grads ([n_anc]), and the first variable's node; returns how many. */
+static int trained_grads(ad_ctx *c, int *grads, int *with)
 {
     int n = 0;
     IR_WORK(c->n_anc);
     for (int i = 0, vi; i < c->n_anc; i++) {
         if ((vi = trained_here(c, i)) < 0) continue;
-        if (n == 0) *device = c->g->vars[vi].device;
+        if (n == 0) *with = c->g->vars[vi].node;
         int sp = sparse_grad(c, vi);
         grads[n++] = sp >= 0 ? c->g->nodes[sp].in[0] : var_grad(c, vi);
     }
     return n;
-}
-
-/* Node id, now placed on device (id < 0: the error it is). */
-static int placed(ad_ctx *c, int id, int device)
-{
-    if (id >= 0) c->g->nodes[id].device = device;
-    return id;
 }
 
 static int scalar_const(ad_ctx *c, double v)
@@ -438,11 +436,11 @@ static int scalar_const(ad_ctx *c, double v)
 
 /* The learning rate: a constant, or the schedule of the step counter, read
  * after its increment. */
-static int make_lr(ad_ctx *c, int device)
+static int make_lr(ad_ctx *c, int with)
 {
     const ad_schedule *s = &c->opt->sched;
-    if (!s->on) return c->lr = placed(c, scalar_const(c, c->opt->lr), device);
-    if (c->step_node < 0 && make_step(c, device) < 0) return -1;
+    if (!s->on) return c->lr = colocated(c, scalar_const(c, c->opt->lr), with);
+    if (c->step_node < 0 && make_step(c, with) < 0) return -1;
     ir_attrs a;
     memset(&a, 0, sizeof(a));
     a.i[0] = s->kind;
@@ -451,20 +449,20 @@ static int make_lr(ad_ctx *c, int device)
     a.i[3] = s->warmup;
     a.i[4] = s->steps;
     c->lr = ir_add(c->g, OP_LR_SCHEDULE, &c->step_node, 1, &a, c->src, c->span);
-    if (placed(c, c->lr, device) < 0) return -1;
+    if (colocated(c, c->lr, with) < 0) return -1;
     ir_add_ctrl(c->g, c->lr, c->step_inc);
     return c->lr;
 }
 
 /* The gradients' scale: 1, or min(1, clip / global norm) of them all. */
-static int make_gscale(ad_ctx *c, int device, const int *grads, int n)
+static int make_gscale(ad_ctx *c, int with, const int *grads, int n)
 {
     ir_attrs a;
     memset(&a, 0, sizeof(a));
     a.f[0] = c->opt->clip;
     int id = c->opt->clip > 0 ? ir_add(c->g, OP_CLIP_SCALE, grads, n, &a, c->src, c->span)
                               : scalar_const(c, 1.0);
-    return c->gscale = placed(c, id, device);
+    return c->gscale = colocated(c, id, with);
 }
 
 /* Every update waits until every gradient is computed: a gradient that reads
@@ -475,8 +473,8 @@ static int make_gscale(ad_ctx *c, int device, const int *grads, int n)
  * for the allreduces after its own. */
 static int make_barrier(ad_ctx *c)
 {
-    int *grads = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), device = -1;
-    int n = trained_grads(c, grads, &device);
+    int *grads = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), with = -1;
+    int n = trained_grads(c, grads, &with);
     c->barrier = n ? ir_add(c->g, OP_GROUP, grads, n, NULL, c->src, c->span) : 0;
     free(grads);
     return c->barrier;
@@ -486,9 +484,9 @@ static int make_barrier(ad_ctx *c)
  * live with the first variable. */
 static int make_lr_gscale(ad_ctx *c)
 {
-    int *grads = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), device = -1, rc = 0;
-    int n = trained_grads(c, grads, &device);
-    if (n && (make_lr(c, device) < 0 || make_gscale(c, device, grads, n) < 0)) rc = -1;
+    int *grads = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), with = -1, rc = 0;
+    int n = trained_grads(c, grads, &with);
+    if (n && (make_lr(c, with) < 0 || make_gscale(c, with, grads, n) < 0)) rc = -1;
     free(grads);
     return rc;
 }

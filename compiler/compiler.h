@@ -2,6 +2,7 @@
  *
  *   sema_compile:  AST -> IR (params, functions, scopes/reuse, loops, data)
  *   ad_minimize:   appends the backward pass and the optimizer updates
+ *   place_run:     decides every node's device (the one placement pass)
  *   passes:        prune per target, CSE, constant folding, fusion
  *   plan_build:    schedule + static memory plan for one target */
 #ifndef GR_COMPILER_H
@@ -40,16 +41,16 @@ typedef int (*sema_data_probe)(void *ctx, const ir_data *d, sema_data_shape *out
 typedef struct sema_options {
     const sema_param *params;
     int n_params;
-    int soft_placement;         /* move nodes on missing devices to cpu:0 */
-    int n_cpu, n_gpu;           /* devices the machine has */
     int allreduce;              /* distributed sync: every minimize averages its gradients
                                    over the processes (OP_ALLREDUCE) */
     sema_data_probe probe_data; /* NULL: every data source is an error */
     void *probe_ctx;
 } sema_options;
 
-/* Builds the IR for a parsed program. Errors go to g->diags; returns 0 on
- * success, -1 if any error was reported. */
+/* Builds the IR for a parsed program, autodiff included. Errors go to
+ * g->diags; returns 0 on success, -1 if any error was reported.  Devices
+ * are not decided yet: each node records what the program asks for
+ * (ir_node.place_req, ir_node.coloc) and place_run decides. */
 int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt);
 
 /* ---- autodiff ---- */
@@ -83,6 +84,26 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *
  * ad_minimize returned) read: a constant or the schedule. */
 int ad_lr_of(const ir_graph *g, int train);
 
+/* ---- placement (place.c): the one pass that decides devices ---- */
+typedef struct place_options {
+    int n_cpu, n_gpu;   /* devices the machine has */
+    int soft_placement; /* a missing device or kernel: cpu:0 and a warning, not an error */
+    int cpu_as_gpu;     /* cpu:N runs on gpu:(N mod n_gpu), data sources excepted */
+    /* Whether device dev has a kernel for op (sources need none); NULL:
+     * every device runs every op. */
+    int (*implements)(void *ctx, op_kind op, int dev);
+    void *ctx;
+} place_options;
+
+/* Runs after sema_compile and before the passes: sets every node's and
+ * variable's device by the rules listed in place.c, records what each
+ * used device implements (place_implements), reports at the nodes; returns
+ * 0, or -1 when it reported an error. */
+int place_run(ir_graph *g, const place_options *opt);
+/* Whether device dev implements op, as place_run recorded it (a graph it
+ * has not run on: every device runs every op).  Fusion asks this. */
+int place_implements(const ir_graph *g, op_kind op, int dev);
+
 /* ---- passes (passes.c): each is IR -> IR and can be switched off ---- */
 enum { PASS_CSE = 1, PASS_FOLD = 2, PASS_FUSE = 4 };
 
@@ -99,10 +120,6 @@ typedef struct pass_evaluator {
     int (*eval)(void *ctx, const ir_graph *g, int node, void *out, void *const *in, char *err,
                 size_t errlen);
     void *ctx;
-    /* Whether device dev runs op: fusion makes only ops the device of the
-     * fused node implements (NULL: every device runs every op). */
-    int (*implements)(void *ctx, op_kind op, int dev);
-    void *implements_ctx;
 } pass_evaluator;
 
 /* Without an evaluator (ev NULL) folding only rewrites x / c as x * (1/c). */

@@ -55,6 +55,7 @@ ir_graph *ir_new(diag_list *d)
     ir_graph *g = base_xcalloc(1, sizeof(*g));
     g->diags = d;
     g->default_target = -1;
+    g->place_cur = -1;
     return g;
 }
 
@@ -76,6 +77,8 @@ void ir_free(ir_graph *g)
     free(g->name_index.slot);
     free(g->walk_stamp);
     free(g->walk_val);
+    free(g->place_reqs);
+    free(g->dev_ops);
     free(g);
 }
 
@@ -200,6 +203,8 @@ static int new_node(ir_graph *g, op_kind op, const src_file *src, src_span span)
     memset(n, 0, sizeof(*n));
     n->op = op;
     n->device = -1;
+    n->place_req = g->place_cur;
+    n->coloc = -1;
     n->var = -1;
     n->data = -1;
     n->src = src;
@@ -314,7 +319,7 @@ int ir_add_like(ir_graph *g, int like, op_kind op, const int *in, int n_in, cons
     const ir_node *l = &g->nodes[like];
     int dev = l->device;
     int id = ir_add(g, op, in, n_in, attr, l->src, l->span);
-    if (id >= 0) g->nodes[id].device = dev;
+    if (id >= 0) g->nodes[id].device = dev, g->nodes[id].coloc = like;
     return id;
 }
 
@@ -337,7 +342,7 @@ int ir_add_const_like(ir_graph *g, int like, double value, const ir_type *t)
     const ir_node *l = &g->nodes[like];
     int dev = l->device;
     int id = ir_add_const(g, value, t, l->src, l->span);
-    if (id >= 0) g->nodes[id].device = dev;
+    if (id >= 0) g->nodes[id].device = dev, g->nodes[id].coloc = like;
     return id;
 }
 
@@ -391,6 +396,13 @@ int ir_add_data(ir_graph *g, const ir_data *d)
     nd->name = ir_strdup(g, d->name);
     for (int k = 0; k < 2; k++) nd->path[k] = ir_strdup(g, d->path[k]);
     return di;
+}
+
+int ir_add_place_req(ir_graph *g, const ir_place_req *r)
+{
+    grow(g, (void **)&g->place_reqs, g->n_place_reqs, &g->cap_place_reqs, sizeof *r);
+    g->place_reqs[g->n_place_reqs] = *r;
+    return g->n_place_reqs++;
 }
 
 int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const src_file *src, src_span sp)

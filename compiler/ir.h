@@ -1,7 +1,8 @@
 /* ir.h - the IR graph: one node per op, edges are tensors.
  *
- * Built by compiler/sema.c from the AST, extended by autodiff, rewritten by
- * passes, then lowered to a plan.  Node ids are indices into g->nodes and are
+ * Built by compiler/sema.c from the AST, extended by autodiff, placed by
+ * place.c (the one pass that sets devices), rewritten by passes, then
+ * lowered to a plan.  Node ids are indices into g->nodes and are
  * stable; passes mark nodes dead instead of compacting. */
 #ifndef GR_IR_H
 #define GR_IR_H
@@ -48,7 +49,9 @@ typedef struct ir_node {
     int *ctrl; /* control dependencies: run after these */
     ir_attrs attr;
     ir_type type;
-    int device;
+    int device;          /* decided by placement (place.c); -1 before it */
+    int place_req;       /* the innermost annotation open when it was made (g->place_reqs), or -1 */
+    int coloc;           /* the node whose device it takes (autodiff, ir_add_like), or -1 */
     const src_file *src; /* where in the .graph file it came from */
     src_span span;
     const char *name;  /* user-visible name, if any (may be NULL) */
@@ -73,7 +76,7 @@ typedef struct ir_var {
     ir_type type;
     ir_init init;
     double a, b; /* constant: a; uniform: [a,b); normal: mean a, std b */
-    int device;
+    int device;  /* its node's, decided by placement (place.c); -1 before it */
     int node;    /* its OP_VARIABLE node */
     int slot_of; /* optimizer slot: the variable it belongs to, else -1 */
     int trainable;
@@ -131,6 +134,25 @@ typedef struct ir_index {
     int cap; /* a power of two, or 0 */
 } ir_index;
 
+/* A device annotation, one per evaluation of `@gpu:0` on an expression or
+ * a scope: what the program asks for.  Sema records them (and stamps each
+ * node made while one is open with the innermost, g->place_cur); the
+ * placement pass (place.c) decides the devices. */
+typedef struct ir_place_req {
+    int dev;  /* IR_DEV(kind, index) as written */
+    int site; /* the annotation in the source (one per place, however often evaluated) */
+    int up;   /* the request it is nested in, or -1 */
+    const src_file *src;
+    src_span span; /* the annotation: the unused-annotation warning points here */
+} ir_place_req;
+
+/* Which ops one device implements, as the placement pass found them: fusion
+ * makes only ops the device of the fused node has (place_implements). */
+typedef struct ir_dev_ops {
+    int dev;
+    unsigned char has[OP_COUNT];
+} ir_dev_ops;
+
 typedef struct ir_graph {
     ir_node *nodes;
     int n_nodes, cap_nodes;
@@ -150,6 +172,11 @@ typedef struct ir_graph {
     int walk_cap, walk_now;
     long long mem_bytes; /* arena plus arrays: checked against LIM_COMPILE_BYTES */
     int over_budget;     /* a budget error was reported: later ones stay quiet */
+    ir_place_req *place_reqs;
+    int n_place_reqs, cap_place_reqs;
+    int place_cur;       /* the innermost open request (new nodes take it), or -1 */
+    ir_dev_ops *dev_ops; /* [n_dev_ops], malloc'd: placement's record for fusion */
+    int n_dev_ops;       /* 0: no record (every device runs every op) */
 } ir_graph;
 
 ir_graph *ir_new(diag_list *d);
@@ -171,17 +198,21 @@ int ir_budget(ir_graph *g, long long more, const src_file *src, src_span span);
 int ir_add(ir_graph *g, op_kind op, const int *in, int n_in, const ir_attrs *attr,
            const src_file *src, src_span span);
 /* Convenience for nodes built by the compiler itself (autodiff, passes): the
- * span is copied from node `like`. Returns -1 on error. */
+ * span and device are copied from node `like`, and the node colocates with
+ * it (placement gives it like's device). Returns -1 on error. */
 int ir_add_like(ir_graph *g, int like, op_kind op, const int *in, int n_in, const ir_attrs *attr);
 int ir_add_const(ir_graph *g, double value, const ir_type *t, const src_file *src, src_span sp);
-/* A constant built by the compiler: src, span and device copied from `like`. */
+/* A constant built by the compiler: src, span and device copied from `like`,
+ * colocated with it as ir_add_like's nodes are. */
 int ir_add_const_like(ir_graph *g, int like, double value, const ir_type *t);
 /* Writes a constant's value (its literal, or attr f0 in every element) into
  * dst, host memory of ir_nbytes(&n->type) bytes. */
 void ir_const_fill(const ir_node *n, void *dst);
 /* The value of node id when it is a scalar f32 constant, else NaN. */
 double ir_const_scalar(const ir_graph *g, int id);
-int ir_add_var(ir_graph *g, const ir_var *v);   /* returns var index; creates its node */
+int ir_add_var(ir_graph *g, const ir_var *v); /* returns var index; creates its node */
+/* Appends a placement request; returns its index. */
+int ir_add_place_req(ir_graph *g, const ir_place_req *r);
 int ir_add_data(ir_graph *g, const ir_data *d); /* returns data index */
 int ir_add_input(ir_graph *g, const char *name, const ir_type *t, const src_file *src, src_span sp);
 int ir_set_name(ir_graph *g, const char *name, int node, int is_train);

@@ -291,13 +291,14 @@ static int is_bias_op(op_kind op)
     return op == OP_MATMUL_BIAS || op == OP_CONV2D_BIAS;
 }
 
-/* Whether node `like`'s device runs op, the fused op that would replace it. */
-static int can_make(const ir_graph *g, const pass_evaluator *ev, op_kind op, int like)
+/* Whether node `like`'s device runs op, the fused op that would replace it
+ * (as placement recorded it). */
+static int can_make(const ir_graph *g, op_kind op, int like)
 {
-    return !ev || !ev->implements || ev->implements(ev->implements_ctx, op, g->nodes[like].device);
+    return place_implements(g, op, g->nodes[like].device);
 }
 
-static void pass_fuse(ir_graph *g, const pass_evaluator *ev)
+static void pass_fuse(ir_graph *g)
 {
     int *uses = use_counts(g), n0 = g->n_nodes;
     repl r = repl_new(g);
@@ -306,7 +307,7 @@ static void pass_fuse(ir_graph *g, const pass_evaluator *ev)
         int mm, bias;
         op_kind op;
         if (g->nodes[i].dead || !fusable_bias(g, &g->nodes[i], uses, &mm, &bias, &op) ||
-            !can_make(g, ev, op, i))
+            !can_make(g, op, i))
             continue;
         ir_attrs a = g->nodes[mm].attr;
         a.i[2] = 0;
@@ -529,7 +530,7 @@ static void regroup(ir_graph *g, int m, group_edges *e, ctrl_set *c)
     free(edges);
 }
 
-static void pass_fuse_sgd(ir_graph *g, const pass_evaluator *ev)
+static void pass_fuse_sgd(ir_graph *g)
 {
     int *uses = use_counts(g), n0 = g->n_nodes;
     group_edges e = group_edges_build(g);
@@ -538,7 +539,7 @@ static void pass_fuse_sgd(ir_graph *g, const pass_evaluator *ev)
     IR_WORK(n0);
     for (int u = 0; u < n0; u++) {
         if (g->nodes[u].dead || !fusable_sgd(g, &g->nodes[u], uses, &e) ||
-            !can_make(g, ev, OP_APPLY_SGD_MATMUL, u))
+            !can_make(g, OP_APPLY_SGD_MATMUL, u))
             continue;
         int m = g->nodes[u].in[1];
         ir_attrs a = g->nodes[u].attr;
@@ -580,14 +581,14 @@ static int fusable_allreduce_sgd(const ir_graph *g, const ir_node *u, const int 
 /* The fused node keeps the allreduce's place in the sequence of collectives
  * (its attr and its control edge to the one before; the next one's edge
  * moves to it) and the update's wait for the barrier. */
-static void pass_fuse_allreduce_sgd(ir_graph *g, const pass_evaluator *ev)
+static void pass_fuse_allreduce_sgd(ir_graph *g)
 {
     int *uses = use_counts(g), n0 = g->n_nodes;
     repl r = repl_new(g);
     IR_WORK(n0);
     for (int u = 0; u < n0; u++) {
         if (g->nodes[u].dead || !fusable_allreduce_sgd(g, &g->nodes[u], uses) ||
-            !can_make(g, ev, OP_APPLY_SGD_ALLREDUCE, u))
+            !can_make(g, OP_APPLY_SGD_ALLREDUCE, u))
             continue;
         const ir_node *un = &g->nodes[u];
         int ar = un->in[1];
@@ -610,7 +611,7 @@ void pass_run_all(ir_graph *g, unsigned off, const pass_evaluator *ev)
     if (!(off & PASS_FOLD)) pass_fold(g, ev);
     if (!(off & PASS_CSE)) pass_cse(g);
     if (!(off & PASS_FUSE)) {
-        pass_data_scale(g), pass_fuse(g, ev), pass_fuse_relu(g);
-        pass_fuse_pool_relu(g), pass_fuse_sgd(g, ev), pass_fuse_allreduce_sgd(g, ev);
+        pass_data_scale(g), pass_fuse(g), pass_fuse_relu(g);
+        pass_fuse_pool_relu(g), pass_fuse_sgd(g), pass_fuse_allreduce_sgd(g);
     }
 }

@@ -218,77 +218,38 @@ static int eval_device(sema *S, env *e, const ast_node *spec)
     return IR_DEV(strcmp(spec->name, "gpu") == 0 ? DEV_GPU : DEV_CPU, (int)idx);
 }
 
-/* The record of annotation `spec`, made at its first evaluation: one per
- * place in the source, however often a loop or calls evaluate it.  They
- * are found by their offset in the source, through an environment of
- * their own. */
-static int annot_of(sema *S, const ast_node *spec)
+/* The site of annotation `spec`: one per place in the source, however
+ * often a loop or calls evaluate it, numbered by the first request made
+ * from it (the unused-annotation warning counts by site).  Sites are found
+ * by their offset in the source, through an environment of their own. */
+static int annot_site(sema *S, const ast_node *spec)
 {
     char key[24];
     snprintf(key, sizeof key, "@%u", (unsigned)spec->span.begin);
     binding *b = env_find_local(&S->annot_env, key);
     if (b) return (int)b->v.num;
-    if (S->n_annots == S->cap_annots) {
-        S->cap_annots = S->cap_annots ? 2 * S->cap_annots : 16;
-        S->annots = base_xreallocarray(S->annots, (size_t)S->cap_annots, sizeof *S->annots);
-    }
-    S->annots[S->n_annots] = (sema_annot){.at = spec};
-    env_set(&S->annot_env, ir_strdup(S->g, key), sema_value_num(S->n_annots, 1));
-    return S->n_annots++;
+    env_set(&S->annot_env, ir_strdup(S->g, key), sema_value_num(S->g->n_place_reqs, 1));
+    return S->g->n_place_reqs;
 }
 
 /* Evaluates annotation `spec` and opens it: nodes made from now on until
- * place_close are its to place. */
-static int place_open(sema *S, env *e, const ast_node *spec, sema_place *f)
+ * place_close take it as their innermost request.  Returns the request,
+ * or -1 on error.  Sema records; the placement pass (place.c) decides. */
+static int place_open(sema *S, env *e, const ast_node *spec)
 {
     int dev = eval_device(S, e, spec);
     if (dev < 0) return -1;
-    *f =
-        (sema_place){.mark = S->g->n_nodes, .dev = dev, .annot = annot_of(S, spec), .up = S->place};
-    S->place = f;
-    return 0;
+    ir_place_req r = {.dev = dev,
+                      .site = annot_site(S, spec),
+                      .up = S->g->place_cur,
+                      .src = S->src,
+                      .span = spec->span};
+    return S->g->place_cur = ir_add_place_req(S->g, &r);
 }
 
-/* The device a node or variable made now takes from the annotations (-1:
- * none); the annotation that gives it has placed something. */
-static int place_here(sema *S)
+static void place_close(sema *S, int req)
 {
-    if (!S->place) return -1;
-    S->annots[S->place->annot].placed = 1;
-    return S->place->dev;
-}
-
-/* Nodes of f (made since its mark) that have no device yet get f's: the
- * innermost annotation places first, so it wins.  Data sources stay on the
- * host (place_all): an annotation does not place them. */
-static void place_since(sema *S, const sema_place *f)
-{
-    int from = f->mark > S->placed_upto ? f->mark : S->placed_upto;
-    IR_WORK(S->g->n_nodes - from);
-    for (int i = from; i < S->g->n_nodes; i++) {
-        ir_node *n = &S->g->nodes[i];
-        if (n->device >= 0 || n->op == OP_DATA) continue;
-        n->device = f->dev;
-        S->annots[f->annot].placed = 1;
-    }
-}
-
-static void place_close(sema *S, const sema_place *f)
-{
-    place_since(S, f);
-    S->place = f->up;
-}
-
-/* Every node made so far gets its device now, as place_close and place_all
- * would give it later: autodiff places each gradient with the node it
- * differentiates, so those must be placed first. */
-static void place_pending(sema *S)
-{
-    for (const sema_place *f = S->place; f; f = f->up) place_since(S, f);
-    IR_WORK(S->g->n_nodes - S->placed_upto);
-    for (int i = S->placed_upto; i < S->g->n_nodes; i++)
-        if (S->g->nodes[i].device < 0) S->g->nodes[i].device = IR_DEV(DEV_CPU, 0);
-    S->placed_upto = S->g->n_nodes;
+    S->g->place_cur = S->g->place_reqs[req].up;
 }
 
 /* ---- expressions ---- */
@@ -471,7 +432,6 @@ static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
         return sema_value_err();
     }
     obj.opt.allreduce = S->opt->allreduce;
-    place_pending(S);
     value v = sema_value_tensor(ad_minimize(S->g, l, &obj.opt, S->src, n->span));
     v.is_train = 1;
     v.id = l;
@@ -680,11 +640,11 @@ static EVAL_FRAME value eval_call(sema *S, env *e, const ast_node *n)
  * takes that device (stmt_var). */
 static EVAL_FRAME value eval_device_expr(sema *S, env *e, const ast_node *n)
 {
-    sema_place f;
-    if (place_open(S, e, n->b, &f) < 0) return sema_value_err();
+    int req = place_open(S, e, n->b);
+    if (req < 0) return sema_value_err();
     value v = sema_eval(S, e, n->a);
-    place_close(S, &f);
-    if (v.k == V_INIT && !v.init_annot) v.init_annot = f.annot + 1, v.init_dev = f.dev;
+    place_close(S, req);
+    if (v.k == V_INIT && !v.init_annot) v.init_annot = req + 1;
     return v;
 }
 
@@ -904,7 +864,6 @@ static void stmt_input(sema *S, env *e, const ast_node *st)
     snprintf(what, sizeof what, "input '%s'", st->name);
     if (sema_check_type(S, ty, what, &t) < 0 || sema_budget(S, st, 0) < 0) return;
     int node = ir_add_input(S->g, st->name, &t, S->src, st->span);
-    S->g->nodes[node].device = place_here(S);
     env_set(e, st->name, sema_value_tensor(node));
 }
 
@@ -927,19 +886,6 @@ static int reuse_var(sema *S, const ast_node *st, const char *full, int old, con
         return -1;
     }
     return ov->node;
-}
-
-/* A new variable's device, fixed where it is declared: an annotation on
- * its initializer, else the innermost around the statement, else cpu:0.
- * Its slots and updates go with it (autodiff). */
-static int var_device(sema *S, const value *init)
-{
-    if (!init->init_annot) {
-        int dev = place_here(S);
-        return dev >= 0 ? dev : IR_DEV(DEV_CPU, 0);
-    }
-    S->annots[init->init_annot - 1].placed = 1;
-    return init->init_dev;
 }
 
 static void stmt_var(sema *S, env *e, const ast_node *st)
@@ -979,13 +925,17 @@ static void stmt_var(sema *S, env *e, const ast_node *st)
                     .init = init.init,
                     .a = init.ia,
                     .b = init.ib,
-                    .device = var_device(S, &init),
+                    .device = -1,
                     .slot_of = -1,
                     .trainable = 1,
                     .src = S->src,
                     .span = st->span};
         int vi = ir_add_var(S->g, &v);
         node = S->g->vars[vi].node;
+        /* its device: the annotation on its initializer, else the innermost
+         * around the statement (its node took that one); slots and updates
+         * go with it (autodiff) */
+        if (init.init_annot) S->g->nodes[node].place_req = init.init_annot - 1;
     }
     if (node >= 0) env_set(e, st->name, sema_value_tensor(node));
 }
@@ -1003,14 +953,14 @@ static void stmt_scope(sema *S, env *e, const ast_node *st)
         }
         reuse = r.num != 0;
     }
-    sema_place f;
-    if (st->b && place_open(S, e, st->b, &f) < 0) return;
+    int req = st->b ? place_open(S, e, st->b) : -1;
+    if (st->b && req < 0) return;
     vscope v;
     if (scope_push(S, &v, st, st->name, reuse) == 0) {
         stmt_block(S, e, st->c);
         scope_pop(S);
     }
-    if (st->b) place_close(S, &f);
+    if (st->b) place_close(S, req);
 }
 
 static int stmt_for(sema *S, env *e, const ast_node *st)
@@ -1185,83 +1135,6 @@ static int stmt_block(sema *S, env *e, const ast_node *blk)
     return 0;
 }
 
-/* ---- placement ---- */
-
-/* Returns 1 when n's device exists (after soft placement), else reports
- * the first node on each missing device and returns 0. */
-static int place_node(sema *S, ir_node *n, int *reported, int *n_reported)
-{
-    if (n->device < 0) n->device = IR_DEV(DEV_CPU, 0);
-    int kind = IR_DEV_KIND(n->device), idx = IR_DEV_INDEX(n->device);
-    int have = kind == DEV_GPU ? S->opt->n_gpu : S->opt->n_cpu;
-    const char *kn = kind == DEV_GPU ? "gpu" : "cpu";
-    if (idx < have) return 1;
-    int dev = n->device, seen = 0;
-    for (int i = 0; i < *n_reported; i++) seen |= reported[i] == dev;
-    if (!seen && *n_reported < 8) reported[(*n_reported)++] = dev;
-    if (S->opt->soft_placement) {
-        n->device = IR_DEV(DEV_CPU, 0);
-        if (n->op == OP_VARIABLE) S->g->vars[n->var].device = n->device; /* its memory too */
-        if (!seen)
-            diag_add(S->g->diags, DIAG_WARNING, n->src, n->span,
-                     "%s:%d is not available; its nodes run on cpu:0 (--soft-placement)", kn, idx);
-        return 1;
-    }
-    if (seen) return 0;
-    char what[LIM_NAME + 16];
-    if (n->op == OP_VARIABLE)
-        snprintf(what, sizeof what, "variable '%s'", S->g->vars[n->var].name);
-    else if (n->op == OP_GROUP) /* only minimize() makes them */
-        snprintf(what, sizeof what, "the step of minimize() (its group of updates)");
-    else
-        snprintf(what, sizeof what, "'%s'", ops_name(n->op));
-    if (have == 0)
-        diag_error(S->g->diags, n->src, n->span,
-                   "%s is placed on %s:%d, but this machine has no GPU (use --soft-placement to "
-                   "run it on the CPU)",
-                   what, kn, idx);
-    else if (have == 1)
-        diag_error(S->g->diags, n->src, n->span,
-                   "%s is placed on %s:%d, but this machine has only %s:0 (use "
-                   "--soft-placement to run it on cpu:0)",
-                   what, kn, idx, kn);
-    else
-        diag_error(S->g->diags, n->src, n->span,
-                   "%s is placed on %s:%d, but this machine has only %s:0 to %s:%d (use "
-                   "--soft-placement to run it on cpu:0)",
-                   what, kn, idx, kn, kn, have - 1);
-    return 0;
-}
-
-static void place_all(sema *S)
-{
-    int reported[8], n_reported = 0;
-    IR_WORK(2 * S->g->n_nodes);
-    /* constants last, so an error names the op the user wrote */
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < S->g->n_nodes; i++) {
-            ir_node *n = &S->g->nodes[i];
-            if (!n->dead && (n->op == OP_CONST) == pass) place_node(S, n, reported, &n_reported);
-        }
-}
-
-/* Once every node is placed: an annotation that placed no node or variable
- * anywhere it was evaluated does nothing, which its author should know. */
-static void place_warn_unused(sema *S)
-{
-    IR_WORK(S->n_annots);
-    for (int i = 0; i < S->n_annots; i++) {
-        const ast_node *at = S->annots[i].at;
-        if (S->annots[i].placed) continue;
-        const char *text = S->src->text + at->span.begin, *nl;
-        size_t len = at->span.end - at->span.begin;
-        if ((nl = memchr(text, '\n', len))) len = (size_t)(nl - text); /* its first line */
-        diag_add(S->g->diags, DIAG_WARNING, S->src, at->span,
-                 "'%.*s' places nothing: no node made here takes its device from it", (int)len,
-                 text);
-    }
-}
-
 static void check_params_used(sema *S)
 {
     src_span none = {0, 0};
@@ -1273,7 +1146,7 @@ static void check_params_used(sema *S)
 
 int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
 {
-    static const sema_options defaults = {.n_cpu = LIM_DEVICES};
+    static const sema_options defaults = {0};
     env global = {0};
     vscope top = {.path = ""};
     sema S = {
@@ -1282,11 +1155,6 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
     S.param_used = base_xcalloc((size_t)S.opt->n_params + 1, 1);
     if (t->root) stmt_block(&S, &global, t->root);
     check_params_used(&S);
-    if (g->diags->n_errors == errs) {
-        place_all(&S);
-        place_warn_unused(&S);
-    }
-    free(S.annots);
     env_free(&S.annot_env);
     free(S.param_used);
     for (int i = 0; i < S.cap_argbufs; i++) free(S.argbufs[i]);

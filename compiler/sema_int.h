@@ -46,8 +46,7 @@ struct value {
     ir_init init;     /* V_INIT */
     double ia, ib;    /* V_INIT parameters */
     ir_type itype;    /* V_INIT shape */
-    int init_annot;   /* V_INIT: the annotation on it (index + 1 into sema.annots), 0 none */
-    int init_dev;     /* V_INIT with init_annot: that annotation's device */
+    int init_annot;   /* V_INIT: the annotation on it (request + 1 into g->place_reqs), 0 none */
 };
 
 /* One call's arguments, evaluated: positional ones in order, then keyword
@@ -90,32 +89,13 @@ typedef struct vscope {
 
 typedef struct args_buf args_buf;
 
-/* A device annotation (`@gpu:0` on an expression or a scope), one per place
- * in the source: whether it ever placed a node or variable.  Sema warns
- * about each one that did not (sema.c, place_warn_unused). */
-typedef struct sema_annot {
-    const ast_node *at; /* its AST_DEVSPEC */
-    int placed;
-} sema_annot;
-
-/* An annotation being evaluated: nodes made since `mark` that have no
- * device when it closes get `dev`; `up` is the one around it. */
-typedef struct sema_place {
-    int mark, dev, annot;
-    struct sema_place *up;
-} sema_place;
-
 typedef struct sema {
     ir_graph *g;
     const src_file *src;
     const sema_options *opt;
     env *global;
     vscope *scope;
-    sema_place *place; /* innermost annotation being evaluated, NULL none */
-    int placed_upto;   /* nodes below it all have a device (place_pending) */
-    sema_annot *annots;
-    int n_annots, cap_annots;
-    env annot_env; /* annotations by offset in the source: index into annots */
+    env annot_env; /* annotation sites by offset in the source (sema.c, annot_site) */
     int depth;     /* user fn call depth */
     int in_fn;
     value ret;

@@ -143,6 +143,10 @@ typedef struct gr_compile_options {
                                    machine's */
     gr_distributed distributed; /* a program for distributed training: its sessions need
                                    MPI (gr_session_options.mpi_comm) */
+    int cpu_as_gpu;             /* every node and variable that would run on cpu:N runs on
+                                   gpu:(N mod GPUs) instead, data sources excepted (they stay
+                                   on the host); no effect on a machine without GPUs.  How
+                                   the CPU tests run on a GPU (--cpu-as-gpu) */
 } gr_compile_options;
 
 enum { GR_PASS_CSE = 1, GR_PASS_FOLD = 2, GR_PASS_FUSE = 4 };

@@ -1,7 +1,8 @@
-/* compile.c - the compile driver: parse -> sema -> passes -> kernel check
- * for one gr_program, with what the compiler needs from the machine: its
- * GPUs, the data readers' probe (sema types a data source by its headers)
- * and the CPU kernels (constant folding runs them at compile time).  The
+/* compile.c - the compile driver: parse -> sema -> placement -> passes for
+ * one gr_program, with what the compiler needs from the machine: its
+ * devices and kernel tables (placement decides devices with them), the
+ * data readers' probe (sema types a data source by its headers) and the
+ * CPU kernels (constant folding runs them at compile time).  The
  * plan of each target is made later, by the session that runs it. */
 #include <stdlib.h>
 #include <string.h>
@@ -85,68 +86,12 @@ static int compile_eval(void *ctx, const ir_graph *g, int node, void *out, void 
     return -1;
 }
 
-static const kernel_fn *machine_table(void *m, int dev)
+/* The placement pass's "does device dev implement op": the machine's
+ * kernel table for dev. */
+static int compile_implements(void *m, op_kind op, int dev)
 {
-    return machine_kernels(m, dev);
-}
-
-static int has_kernel(const kernel_fn *(*kernels_of)(void *ctx, int dev), void *ctx, op_kind op,
-                      int dev)
-{
-    const kernel_fn *k = kernels_of(ctx, dev);
-    return ops_has(op, OPF_SOURCE) || (k && k[op]);
-}
-
-/* With --soft-placement a node whose op its device lacks moves to cpu:0,
- * with one warning per (op, device); an update stays with its variable. */
-static int kernel_missing(ir_graph *g, ir_node *n, int soft)
-{
-    char dev[32];
-    ir_dev_str(n->device, dev, sizeof dev);
-    if (!soft || ops_has(n->op, OPF_UPDATE)) {
-        diag_error(g->diags, n->src, n->span, "'%s' has no kernel on %s", ops_name(n->op), dev);
-        return 1;
-    }
-    diag_add(g->diags, DIAG_WARNING, n->src, n->span,
-             "'%s' has no kernel on %s; it runs on cpu:0 (--soft-placement)", ops_name(n->op), dev);
-    n->device = IR_DEV(DEV_CPU, 0);
-    return 0;
-}
-
-int rt_check_kernels(ir_graph *g, const kernel_fn *(*kernels_of)(void *ctx, int dev), void *ctx,
-                     int soft)
-{
-    int missing = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        ir_node *n = &g->nodes[i];
-        if (!n->dead && !has_kernel(kernels_of, ctx, n->op, n->device))
-            missing += kernel_missing(g, n, soft);
-    }
-    return missing ? -1 : 0;
-}
-
-/* GR_TEST_ON_GPU=1 (with GPUs, e.g. GR_SIM_GPU=2) moves every cpu:N node
- * but the data sources (sema keeps them on the host), and every variable,
- * to gpu:N: how CI runs the CPU suite on the simulated GPU. */
-static void test_on_gpu(ir_graph *g, const rt_machine *m)
-{
-    const char *on = getenv("GR_TEST_ON_GPU");
-    if (!on || strcmp(on, "1") || m->n_gpu == 0) return;
-    for (int i = 0; i < g->n_nodes; i++) {
-        int d = g->nodes[i].device;
-        if (IR_DEV_KIND(d) == DEV_CPU && g->nodes[i].op != OP_DATA)
-            g->nodes[i].device = IR_DEV(DEV_GPU, IR_DEV_INDEX(d) % m->n_gpu);
-    }
-    for (int i = 0; i < g->n_vars; i++) {
-        int d = g->vars[i].device;
-        if (IR_DEV_KIND(d) == DEV_CPU)
-            g->vars[i].device = IR_DEV(DEV_GPU, IR_DEV_INDEX(d) % m->n_gpu);
-    }
-}
-
-static int compile_implements(void *ctx, op_kind op, int dev)
-{
-    return has_kernel(machine_table, ctx, op, dev);
+    const kernel_fn *k = machine_kernels(m, dev);
+    return k && k[op];
 }
 
 static void compile_warnings(gr_program *p)
@@ -207,28 +152,25 @@ gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data
     p->ast = ps_parse(p->src, &p->diags);
     if (p->diags.n_errors) return rt_fail_diags(st, GR_ERR_SYNTAX, &p->diags);
     p->g = ir_new(&p->diags);
-    sema_param *params = calloc((size_t)(opt ? opt->n_params : 0) + 1, sizeof *params);
+    sema_param *params = base_xcalloc((size_t)(opt ? opt->n_params : 0) + 1, sizeof *params);
     for (int i = 0; opt && i < opt->n_params; i++)
         params[i] = (sema_param){opt->params[i].name, opt->params[i].value};
     sema_options so = {.params = params,
                        .n_params = opt ? opt->n_params : 0,
-                       .soft_placement = opt && opt->soft_placement,
-                       .n_cpu = p->machine.n_cpu,
-                       .n_gpu = p->machine.n_gpu,
                        .allreduce = opt && opt->distributed == GR_DIST_SYNC,
                        .probe_data = probe,
                        .probe_ctx = probe_ctx};
     int r = sema_compile(p->g, p->ast, &so);
     free(params);
     if (r < 0 || p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
-    test_on_gpu(p->g, &p->machine);
-    int soft = opt && opt->soft_placement;
-    if (rt_check_kernels(p->g, machine_table, &p->machine, soft) < 0)
-        return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
-    pass_evaluator ev = {.can_eval = compile_can_eval,
-                         .eval = compile_eval,
-                         .implements = compile_implements,
-                         .implements_ctx = &p->machine};
+    place_options po = {.n_cpu = p->machine.n_cpu,
+                        .n_gpu = p->machine.n_gpu,
+                        .soft_placement = opt && opt->soft_placement,
+                        .cpu_as_gpu = opt && opt->cpu_as_gpu,
+                        .implements = compile_implements,
+                        .ctx = &p->machine};
+    if (place_run(p->g, &po) < 0) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
+    pass_evaluator ev = {.can_eval = compile_can_eval, .eval = compile_eval};
     pass_run_all(p->g, opt ? opt->passes_off : 0, &ev);
     if (p->diags.n_errors) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
     compile_warnings(p);

@@ -134,12 +134,6 @@ int rt_probe_data(void *ctx, const ir_data *d, sema_data_shape *out, char *err, 
 /* The reader spec of data source d, as sema probed it and a session opens
  * it. Paths point into the graph. */
 void rt_data_spec(const ir_data *d, data_spec *s);
-/* Every live node's op has a kernel on its device (kernels_of(ctx, dev):
- * that device's table, NULL for none), else an error at the node naming the
- * op and the device (returns -1), or with soft (--soft-placement) a
- * warning, and the node moves to cpu:0. */
-int rt_check_kernels(ir_graph *g, const kernel_fn *(*kernels_of)(void *ctx, int dev), void *ctx,
-                     int soft);
 
 /* session.c: the session's object for device id dev (one the program uses). */
 device_obj *rt_device(const gr_session *s, int dev);

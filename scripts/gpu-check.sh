@@ -25,7 +25,7 @@
 #               suite again with GR_TEST_ON_GPU=1 (without a GPU: ctest -L
 #               gpu must skip every test cleanly)
 #   sanitizer   compute-sanitizer (memcheck) on test_devices cuda
-#   train-mlp   examples/fashion_mlp.graph on gpu:0 (GR_TEST_ON_GPU=1) and
+#   train-mlp   examples/fashion_mlp.graph on gpu:0 (--cpu-as-gpu) and
 #   train-cnn   on the CPU, same seed and steps: test accuracies within 2 and
 #               3 points of each other
 #   hogwild     the MLP with two executors sharing gpu:0 (Hogwild!)
@@ -320,8 +320,8 @@ st_sanitizer() {
 train() {
     local name=$1 graph=$2 steps=$3
     shift 3
-    env "$@" "$BUILD/graphrun" "$ROOT/$graph" --steps "$steps" --seed 1 --eval accuracy --quiet \
-        --log "$WORK/$name.jsonl"
+    "$BUILD/graphrun" "$ROOT/$graph" --steps "$steps" --seed 1 --eval accuracy --quiet \
+        --log "$WORK/$name.jsonl" "$@"
 }
 
 # compare NAME MAX_POINTS MIN_ACC: the gpu and cpu runs of NAME agree.
@@ -338,19 +338,19 @@ compare_acc() {
 }
 
 st_train_mlp() {
-    train mlp_gpu examples/fashion_mlp.graph 2000 GR_TEST_ON_GPU=1 || return 1
+    train mlp_gpu examples/fashion_mlp.graph 2000 --cpu-as-gpu || return 1
     train mlp_cpu examples/fashion_mlp.graph 2000 || return 1
     compare_acc mlp 2 0.75
 }
 
 st_train_cnn() {
-    train cnn_gpu examples/fashion_cnn.graph 300 GR_TEST_ON_GPU=1 || return 1
+    train cnn_gpu examples/fashion_cnn.graph 300 --cpu-as-gpu || return 1
     train cnn_cpu examples/fashion_cnn.graph 300 || return 1
     compare_acc cnn 3 0.65
 }
 
 st_hogwild() {
-    GR_TEST_ON_GPU=1 "$BUILD/graphrun" "$ROOT/examples/fashion_mlp.graph" --steps 2000 --executors 2 \
+    "$BUILD/graphrun" "$ROOT/examples/fashion_mlp.graph" --steps 2000 --executors 2 --cpu-as-gpu \
         --seed 1 --eval accuracy --quiet --log "$WORK/hogwild.jsonl" || return 1
     local a s
     a=$(done_field "$WORK/hogwild.jsonl" accuracy)
@@ -396,11 +396,11 @@ graph_row() {
 st_bench() {
     local py=python3 ts tm tc
     cd "$ROOT" || return 1
-    train sm_gpu examples/fashion_softmax.graph 5000 GR_TEST_ON_GPU=1
+    train sm_gpu examples/fashion_softmax.graph 5000 --cpu-as-gpu
     train sm_cpu examples/fashion_softmax.graph 5000
-    GR_TEST_ON_GPU=1 "$BUILD/graphrun" "$ROOT/examples/fashion_softmax.graph" --steps 5000 --seed 1 \
+    "$BUILD/graphrun" "$ROOT/examples/fashion_softmax.graph" --steps 5000 --seed 1 --cpu-as-gpu \
         --quiet --no-step-graphs --log "$WORK/sm_gpu_calls.jsonl"
-    GR_TEST_ON_GPU=1 "$BUILD/graphrun" "$ROOT/examples/fashion_mlp.graph" --steps 2000 --seed 1 \
+    "$BUILD/graphrun" "$ROOT/examples/fashion_mlp.graph" --steps 2000 --seed 1 --cpu-as-gpu \
         --quiet --no-step-graphs --log "$WORK/mlp_gpu_calls.jsonl"
     ts=$(timeout 90 $py bench/gpu/torch_cuda.py softmax 5000 2>&1 | tail -1)
     tm=$(timeout 90 $py bench/gpu/torch_cuda.py mlp 2000 2>&1 | tail -1)

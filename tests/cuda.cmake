@@ -9,9 +9,11 @@
 #
 # Label `gpu` (a real GPU; `ctest -L gpu`, run by scripts/gpu-check.sh):
 #   gpu_devices    test_devices on CUDA
-#   gpu_<test>     the CPU suite again with GR_TEST_ON_GPU=1, which moves
+#   gpu_<test>     the CPU suite again with GR_TEST_ON_GPU=1: each test
+#                  compiles with cpu_as_gpu (tests/gr_test.h), which moves
 #                  every cpu:N node and variable to gpu:N (as tests/sim.cmake
-#                  does on the simulated GPU)
+#                  does on the simulated GPU); the embedding examples get
+#                  --cpu-as-gpu
 # Without a usable GPU each exits 77 and CTest reports it skipped; with
 # GR_REQUIRE_GPU=1 in the environment it fails instead.  `test_devices --gpu`
 # is the probe the gpu_<test> wrappers run first.
@@ -36,13 +38,13 @@ if(EXISTS /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz)
   add_test(NAME gpu_embed_hogwild
     COMMAND sh -c "${GR_GPU_FIRST}" $<TARGET_FILE:test_devices>
             sh -c "${GR_GPU_EXPECT}" "^accuracy 0\\.[5-9]"
-            $<TARGET_FILE:hogwild> ${PROJECT_SOURCE_DIR}/examples/fashion_mlp.graph 2 100)
+            $<TARGET_FILE:hogwild> ${PROJECT_SOURCE_DIR}/examples/fashion_mlp.graph 2 100 --cpu-as-gpu)
   add_test(NAME gpu_embed_towers_async
     COMMAND sh -c "${GR_GPU_FIRST}" $<TARGET_FILE:test_devices>
             sh -c "${GR_GPU_EXPECT}" "^training loss [0-9.]+ -> [0-9.]+$"
-            $<TARGET_FILE:towers_async> ${PROJECT_SOURCE_DIR}/examples/two_towers.graph 100)
+            $<TARGET_FILE:towers_async> ${PROJECT_SOURCE_DIR}/examples/two_towers.graph 100 --cpu-as-gpu)
   set_tests_properties(gpu_embed_hogwild gpu_embed_towers_async PROPERTIES
-    LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT "GR_TEST_ON_GPU=1")
+    LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
 
 # The towers split across gpu:0 and cpu:0 compile for such a machine on any

@@ -3,8 +3,9 @@
 # indices 0 to 15 (LIM_DEVICES) and refuses 16; a run of a program compiled
 # for a GPU this machine lacks (--devices cpu:0,gpu:0-15, placed on gpu:15)
 # is an error naming it, in a build with CUDA or without, never an abort;
-# and a variable annotated on a missing GPU trains on cpu:0 under
-# --soft-placement.
+# a variable annotated on a missing GPU trains on cpu:0 under
+# --soft-placement; and --cpu-as-gpu, not GR_TEST_ON_GPU in the
+# environment, moves cpu:0 to gpu:0 (data sources stay on the host).
 set -u
 G=$1
 T=$(mktemp -d)
@@ -33,4 +34,12 @@ fi
 "$G" "$T/m.graph" --steps 2 --quiet --devices cpu:0 --soft-placement 2> "$T/err" ||
     fail "--soft-placement of a variable: $(cat "$T/err")"
 grep -q "gpu:15 is not available" "$T/err" || fail "no soft-placement warning: $(cat "$T/err")"
+sed 's/ @gpu:15$//' "$T/m.graph" > "$T/c.graph"
+GR_TEST_ON_GPU=1 "$G" check --emit ir --devices cpu:0,sim:0 "$T/c.graph" > "$T/ir" 2>&1 ||
+    fail "check --emit ir: $(cat "$T/ir")"
+grep -q "@gpu:0" "$T/ir" && fail "GR_TEST_ON_GPU=1 placed a node: $(cat "$T/ir")"
+"$G" check --emit ir --cpu-as-gpu --devices cpu:0,sim:0 "$T/c.graph" > "$T/ir" 2>&1 ||
+    fail "check --cpu-as-gpu: $(cat "$T/ir")"
+grep -q "^%0 = variable() f32\[3,2\] @gpu:0" "$T/ir" || fail "--cpu-as-gpu: $(cat "$T/ir")"
+grep -q "= data() .* @cpu:0" "$T/ir" || fail "--cpu-as-gpu moved the data: $(cat "$T/ir")"
 echo ok

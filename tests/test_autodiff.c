@@ -169,16 +169,21 @@ static void test_matmul_gradients_use_transpose_attrs(void **state)
     assert_int_equal(dw2->type.dim[1], 5);
 }
 
+/* Autodiff decides no device: it records what goes with what, and the
+ * placement pass (place.c) follows the records. */
 static void test_gradient_ops_live_on_forward_device(void **state)
 {
     (void)state;
     int x = irfx_input("x", "f32[3]");
     int w = irfx_var("w", "f32[3]", IR_DEV(DEV_CPU, 0), 1);
     int y = op2(OP_MUL, x, w);
-    g->nodes[y].device = IR_DEV(DEV_GPU, 1);
     int train = minimize(sum_all(y), AD_SGD);
     int u = update_of(train, w);
-    assert_int_equal(g->nodes[u].device, IR_DEV(DEV_CPU, 0)); /* colocated with w */
+    assert_int_equal(g->nodes[u].coloc, w);                 /* with its variable */
+    assert_int_equal(g->nodes[g->nodes[u].in[1]].coloc, y); /* dw = dy * x goes with y */
+    g->nodes[y].place_req = ir_add_place_req(g, &(ir_place_req){.dev = IR_DEV(DEV_GPU, 1)});
+    assert_int_equal(place_run(g, &(place_options){.n_cpu = 1, .n_gpu = 2}), 0);
+    assert_int_equal(g->nodes[u].device, IR_DEV(DEV_CPU, 0));
     assert_int_equal(g->nodes[g->nodes[u].in[1]].device, IR_DEV(DEV_GPU, 1));
 }
 
@@ -194,7 +199,7 @@ static void test_momentum_slots_named_typed_and_colocated(void **state)
     assert_int_equal(si, n_vars);
     const ir_var *s = &g->vars[si];
     assert_true(ir_type_eq(&s->type, &g->nodes[w].type));
-    assert_int_equal(s->device, IR_DEV(DEV_CPU, 2));
+    assert_int_equal(g->nodes[s->node].coloc, w); /* placed with w */
     assert_int_equal(s->slot_of, g->nodes[w].var);
     assert_int_equal(s->trainable, 0);
     assert_int_equal(s->init, INIT_ZEROS);
@@ -203,7 +208,7 @@ static void test_momentum_slots_named_typed_and_colocated(void **state)
     assert_int_equal(g->nodes[u].in[2], s->node);
     assert_true(g->nodes[u].attr.f[1] == 0.9);
     assert_int_equal(g->nodes[u].attr.i[2], 1);
-    assert_int_equal(g->nodes[u].device, IR_DEV(DEV_CPU, 2));
+    assert_int_equal(g->nodes[u].coloc, w);
 }
 
 static void test_adam_creates_slots_and_one_step_counter(void **state)

@@ -79,7 +79,8 @@ static gr_program *compile_opt(const char *optimizer, gr_status *st)
     char text[1024];
     snprintf(text, sizeof text, prog_fmt, optimizer);
     gr_program *p = NULL;
-    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st), st);
+    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), gr_test_options(), &p, st),
+                 st);
     return p;
 }
 
@@ -209,7 +210,7 @@ static void test_resume_equals_uninterrupted_fashion_mlp(void **state)
     if (access(FASHION, R_OK) != 0) skip();
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
-    assert_gr_ok(gr_compile_file(EX "fashion_mlp.graph", NULL, &p, st), st);
+    assert_gr_ok(gr_compile_file(EX "fashion_mlp.graph", gr_test_options(), &p, st), st);
     gr_session *a = new_session(p, st), *b = new_session(p, st), *c = new_session(p, st);
     float *w1a = malloc(784 * 512 * 4), *w1c = malloc(784 * 512 * 4), w3a[2560], w3c[2560];
     train(a, 100, st);
@@ -642,7 +643,7 @@ static gr_session *batch_session(int batch, gr_program **p, gr_status *st)
     char b[16];
     snprintf(b, sizeof b, "%d", batch);
     gr_param ps[] = {{"batch", b}};
-    gr_compile_options o = {.params = ps, .n_params = 1};
+    gr_compile_options o = {.params = ps, .n_params = 1, .cpu_as_gpu = gr_test_on_gpu()};
     assert_gr_ok(gr_compile_string("batch.graph", batch_prog, strlen(batch_prog), &o, p, st), st);
     return new_session(*p, st);
 }

@@ -63,7 +63,7 @@ static gr_session *session_for(const char *text, gr_program **p, gr_status *st, 
 {
     gr_session *s = NULL;
     gr_session_options so = {.threads = 1, .locking = locking};
-    assert_gr_ok(gr_compile_string("c.graph", text, strlen(text), NULL, p, st), st);
+    assert_gr_ok(gr_compile_string("c.graph", text, strlen(text), gr_test_options(), p, st), st);
     assert_gr_ok(gr_session_new(*p, &so, &s, st), st);
     return s;
 }

@@ -22,6 +22,7 @@
 
 #include "compiler/ops_impl.h"
 #include "graphrun.h"
+#include "gr_test.h"
 
 #define EPS       1e-2
 #define TOL       1e-3
@@ -200,7 +201,8 @@ static void setup_case(const gc_case *c, gc_run *r)
              "%s\ny = %s\nloss = sum(y * y) / 2\ntrain = sgd(1.0).minimize(loss)\n", c->vars,
              c->expr);
     r->st = gr_status_new();
-    ok(gr_compile_string("gradcheck.graph", text, strlen(text), NULL, &r->p, r->st), r);
+    ok(gr_compile_string("gradcheck.graph", text, strlen(text), gr_test_options(), &r->p, r->st),
+       r);
     ok(gr_session_new(r->p, NULL, &r->s, r->st), r);
     for (r->n_vars = 0; r->n_vars < MAX_VARS; r->n_vars++) {
         int v = r->n_vars;

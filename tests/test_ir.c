@@ -674,8 +674,8 @@ static int no_sgd_allreduce(void *ctx, op_kind op, int dev)
 
 /* The fused update reads the gradient, keeps the allreduce's place in the
  * sequence (attr, the edge to the one before, the next one's edge to it)
- * and the update's wait for the barrier; where the device lacks the op,
- * nothing fuses. */
+ * and the update's wait for the barrier; where the device lacks the op
+ * (as placement recorded it), nothing fuses. */
 static void test_sgd_fuses_into_its_allreduce_in_sequence(void **state)
 {
     (void)state;
@@ -684,8 +684,9 @@ static void test_sgd_fuses_into_its_allreduce_in_sequence(void **state)
         int prev = on_cpu(ir_add(g, OP_ALLREDUCE, &gr, 1, NULL, src, sp(0, 1)));
         int barrier = on_cpu(ir_add(g, OP_GROUP, &gr, 1, NULL, src, sp(0, 1)));
         int u = sync_sgd(gr, prev, barrier, &next);
-        pass_evaluator ev = {.implements = no_sgd_allreduce};
-        pass_run_all(g, PASS_CSE | PASS_FOLD, lacks ? &ev : NULL);
+        place_options po = {.n_cpu = 1, .implements = no_sgd_allreduce};
+        if (lacks) assert_int_equal(place_run(g, &po), 0); /* the record fusion reads */
+        pass_run_all(g, PASS_CSE | PASS_FOLD, NULL);
         const ir_node *f = &g->nodes[g->names[0].node];
         if (lacks) {
             assert_int_equal(g->names[0].node, u);

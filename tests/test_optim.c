@@ -28,7 +28,9 @@ typedef struct run {
 static void run_open(run *r, const char *text)
 {
     r->st = gr_status_new();
-    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), NULL, &r->p, r->st), r->st);
+    assert_gr_ok(
+        gr_compile_string("inline.graph", text, strlen(text), gr_test_options(), &r->p, r->st),
+        r->st);
     gr_session_options so = {.seed = 5, .threads = 2};
     assert_gr_ok(gr_session_new(r->p, &so, &r->s, r->st), r->st);
 }
@@ -258,7 +260,7 @@ static int in_plan(const char *opt, gr_distributed dist, const char *op)
              opt);
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
-    gr_compile_options co = {.distributed = dist};
+    gr_compile_options co = {.distributed = dist, .cpu_as_gpu = gr_test_on_gpu()};
     assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), &co, &p, st), st);
     FILE *f = open_memstream(&buf, &len);
     assert_gr_ok(gr_program_emit(p, "plan", "train", f, st), st);
@@ -311,7 +313,7 @@ static void test_sync_averages_a_lone_small_gradient(void **state)
                        "train = sgd(0.1).minimize(mean(softmax_xent(x @ w, y)))\n";
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
-    gr_compile_options co = {.distributed = GR_DIST_SYNC};
+    gr_compile_options co = {.distributed = GR_DIST_SYNC, .cpu_as_gpu = gr_test_on_gpu()};
     assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), &co, &p, st), st);
     gr_program_free(p);
     gr_status_free(st);

@@ -39,7 +39,8 @@
 static gr_program *compile(const char *text, gr_status *st)
 {
     gr_program *p = NULL;
-    assert_gr_ok(gr_compile_string("parts.graph", text, strlen(text), NULL, &p, st), st);
+    assert_gr_ok(gr_compile_string("parts.graph", text, strlen(text), gr_test_options(), &p, st),
+                 st);
     return p;
 }
 

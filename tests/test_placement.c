@@ -4,7 +4,10 @@
  * variables; soft placement moves a variable with its node; a session of
  * a program compiled for devices this machine lacks fails cleanly; and
  * device indices have one limit (LIM_DEVICES) in the language, in
- * gr_compile_options.devices and in the machine probe.  The golden
+ * gr_compile_options.devices and in the machine probe; a var on a missing
+ * GPU is an error (a warning with soft placement); whatever autodiff
+ * colocates ends together; cpu_as_gpu moves all but the data sources; and
+ * the environment (GR_TEST_ON_GPU) places nothing.  The golden
  * diagnostics of the same rules are tests/compile/device_*.graph. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,12 +22,17 @@
 #include "gr_test.h"
 #include "runtime/runtime.h"
 
+static gr_program *compile_with(const char *src, const gr_compile_options *o, gr_status *st)
+{
+    gr_program *p = NULL;
+    assert_gr_ok(gr_compile_string("place.graph", src, strlen(src), o, &p, st), st);
+    return p;
+}
+
 static gr_program *compile(const char *src, const char *devices, int soft, gr_status *st)
 {
     gr_compile_options o = {.devices = devices, .soft_placement = soft};
-    gr_program *p = NULL;
-    assert_gr_ok(gr_compile_string("place.graph", src, strlen(src), &o, &p, st), st);
-    return p;
+    return compile_with(src, &o, st);
 }
 
 static gr_code compile_code(const char *src, const char *devices, gr_status *st)
@@ -185,6 +193,133 @@ static void test_device_indices_stop_at_the_limit_everywhere(void **state)
     gr_status_free(st);
 }
 
+/* The classic case: a variable annotated with a GPU the machine lacks is
+ * an error at its declaration, or with soft placement one warning, and the
+ * variable runs on cpu:0. */
+static void test_a_var_on_a_missing_gpu_is_an_error_or_soft_placed(void **state)
+{
+    (void)state;
+    const char *src = "var w = zeros([2]) @gpu:3\ny = sum(w)\n";
+    gr_status *st = gr_status_new();
+    assert_int_equal(compile_code(src, "cpu:0,sim:0-1", st), GR_ERR_COMPILE);
+    assert_non_null(strstr(gr_status_message(st),
+                           "place.graph:1:1: error: variable 'w' is placed on gpu:3, but this "
+                           "machine has only gpu:0 to gpu:1"));
+    gr_program *p = compile(src, "cpu:0,sim:0-1", 1, st);
+    assert_string_equal(gr_program_warnings(p),
+                        "place.graph:1:1: warning: gpu:3 is not available; its nodes run on "
+                        "cpu:0 (--soft-placement)\n"
+                        "var w = zeros([2]) @gpu:3\n"
+                        "^~~~~~~~~~~~~~~~~~~~~~~~~\n");
+    assert_int_equal(var_device(p, "w"), IR_DEV(DEV_CPU, 0));
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* Every node autodiff made to go with another (a gradient with the op it
+ * differentiates, a slot or update with its variable) ends on that one's
+ * device, whichever rule placed it. */
+static void assert_colocated(const ir_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->coloc >= 0 && n->device != g->nodes[n->coloc].device)
+            fail_msg("node %d (%s) is on %#x, not with node %d on %#x", i, ops_name(n->op),
+                     n->device, n->coloc, g->nodes[n->coloc].device);
+        if (ops_has(n->op, OPF_UPDATE) && n->device != g->nodes[n->in[0]].device)
+            fail_msg("update %d is not on its variable's device", i);
+    }
+}
+
+static void test_gradients_slots_and_updates_go_with_their_nodes(void **state)
+{
+    (void)state;
+    const char *src = "input x: f32[4, 3]\n"
+                      "var w = ones([3, 2]) @gpu:1\n"
+                      "var b = zeros([2])\n"
+                      "h = relu(x @ w + b) @gpu:0\n"
+                      "loss = mean(h)\n"
+                      "train = adam(0.1).minimize(loss)\n";
+    gr_status *st = gr_status_new();
+    gr_program *p = compile(src, "cpu:0,sim:0-1", 0, st);
+    const ir_graph *g = p->g;
+    assert_colocated(g);
+    assert_int_equal(var_device(p, "w/adam_m"), IR_DEV(DEV_GPU, 1));
+    assert_int_equal(var_device(p, "b/adam_v"), IR_DEV(DEV_CPU, 0));
+    int relu_grads = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && g->nodes[i].op == OP_RELU_GRAD) {
+            assert_int_equal(g->nodes[i].device, IR_DEV(DEV_GPU, 0));
+            relu_grads++;
+        }
+    assert_int_equal(relu_grads, 1);
+    run_two_steps(p, st);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+static int op_device(const ir_graph *g, op_kind op)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && g->nodes[i].op == op) return g->nodes[i].device;
+    fail_msg("no live %s", ops_name(op));
+    return -1;
+}
+
+/* A data source stays on the host under an annotation and under
+ * cpu_as_gpu; cpu_as_gpu moves every other node and every variable from
+ * cpu:N to gpu:(N mod GPUs), and does nothing on a machine without GPUs. */
+static void test_cpu_as_gpu_moves_all_but_the_data_sources(void **state)
+{
+    (void)state;
+    const char *src = "data d = gaussian(n=8, dims=[3], batch=2)\n"
+                      "var w = ones([3, 2])\n"
+                      "var v = ones([2]) @cpu:1\n"
+                      "scope s @gpu:0 { h = relu(d.x @ w) }\n"
+                      "loss = mean(h * v) @cpu:1\n"
+                      "train = sgd(0.1).minimize(loss)\n";
+    gr_status *st = gr_status_new();
+    gr_compile_options o = {.devices = "cpu:0-1,sim:0-1"};
+    gr_program *p = compile_with(src, &o, st);
+    assert_int_equal(op_device(p->g, OP_DATA), IR_DEV(DEV_CPU, 0));
+    assert_int_equal(op_device(p->g, OP_RELU), IR_DEV(DEV_GPU, 0));
+    assert_int_equal(op_device(p->g, OP_MEAN), IR_DEV(DEV_CPU, 1));
+    assert_int_equal(var_device(p, "w"), IR_DEV(DEV_CPU, 0));
+    gr_program_free(p);
+    o.cpu_as_gpu = 1;
+    p = compile_with(src, &o, st);
+    assert_int_equal(op_device(p->g, OP_DATA), IR_DEV(DEV_CPU, 0));
+    assert_int_equal(op_device(p->g, OP_RELU), IR_DEV(DEV_GPU, 0));
+    assert_int_equal(op_device(p->g, OP_MEAN), IR_DEV(DEV_GPU, 1));
+    assert_int_equal(var_device(p, "w"), IR_DEV(DEV_GPU, 0));
+    assert_int_equal(var_device(p, "v"), IR_DEV(DEV_GPU, 1));
+    assert_colocated(p->g);
+    gr_program_free(p);
+    const char *cpu1 = "input x: f32[2]\ny = relu(x) @cpu:1\n";
+    o.devices = "cpu:0-1,sim:0";
+    p = compile_with(cpu1, &o, st);
+    assert_int_equal(op_device(p->g, OP_RELU), IR_DEV(DEV_GPU, 0)); /* 1 mod 1 */
+    gr_program_free(p);
+    o.devices = "cpu:0-1"; /* no GPU: no effect */
+    p = compile_with(cpu1, &o, st);
+    assert_int_equal(op_device(p->g, OP_RELU), IR_DEV(DEV_CPU, 1));
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* The library reads no GR_TEST_ON_GPU: only the option moves nodes. */
+static void test_the_environment_does_not_place(void **state)
+{
+    (void)state;
+    setenv("GR_TEST_ON_GPU", "1", 1);
+    gr_status *st = gr_status_new();
+    gr_program *p = compile("input x: f32[2]\ny = relu(x)\n", "cpu:0,sim:0", 0, st);
+    assert_int_equal(op_device(p->g, OP_RELU), IR_DEV(DEV_CPU, 0));
+    gr_program_free(p);
+    gr_status_free(st);
+    unsetenv("GR_TEST_ON_GPU");
+}
+
 int main(void)
 {
     setenv("GR_SIM_GPU", "99", 1); /* before the process probes its machine */
@@ -194,6 +329,10 @@ int main(void)
         cmocka_unit_test(test_soft_placement_moves_a_variable_with_its_node),
         cmocka_unit_test(test_a_device_the_machine_lacks_is_an_error_not_an_abort),
         cmocka_unit_test(test_device_indices_stop_at_the_limit_everywhere),
+        cmocka_unit_test(test_a_var_on_a_missing_gpu_is_an_error_or_soft_placed),
+        cmocka_unit_test(test_gradients_slots_and_updates_go_with_their_nodes),
+        cmocka_unit_test(test_cpu_as_gpu_moves_all_but_the_data_sources),
+        cmocka_unit_test(test_the_environment_does_not_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

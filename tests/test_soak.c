@@ -627,7 +627,7 @@ static void soak_init(soak *sk, gr_status *st)
     size_t n = strlen(data) + strlen(body);
     char *text = malloc(n + 1);
     snprintf(text, n + 1, "%s%s", data, body);
-    assert_gr_ok(gr_compile_string("soak.graph", text, n, NULL, &sk->p, st), st);
+    assert_gr_ok(gr_compile_string("soak.graph", text, n, gr_test_options(), &sk->p, st), st);
     free(text);
     sk->n_workers = TARGETS * sk->cfg.per_target;
     gr_session_options so = {.threads = 2, .seed = SEED, .executors = sk->n_workers};
@@ -915,7 +915,8 @@ static void test_eval_beside_training_keeps_its_cursor(void **state)
              path, RB);
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
-    assert_gr_ok(gr_compile_string("repro.graph", text, strlen(text), NULL, &p, st), st);
+    assert_gr_ok(gr_compile_string("repro.graph", text, strlen(text), gr_test_options(), &p, st),
+                 st);
     int bad = 0, round = 0;
     for (; round < ROUNDS && !bad; round++) bad = repro_round(p, &r, msg, sizeof msg) < 0;
     gr_program_free(p);

@@ -320,7 +320,7 @@ static const char *model = "param steps = 40\n"
 static gr_session *session(gr_program **p, const char *text, gr_status *st)
 {
     gr_session *s = NULL;
-    gr_compile_options co = {0};
+    gr_compile_options co = {.cpu_as_gpu = gr_test_on_gpu()};
     assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), &co, p, st), st);
     gr_session_options so = {.seed = 9, .threads = 1};
     assert_gr_ok(gr_session_new(*p, &so, &s, st), st);

@@ -22,7 +22,9 @@
 static gr_program *compile_str(const char *text, const gr_compile_options *o, gr_status *st)
 {
     gr_program *p = NULL;
-    assert_gr_ok(gr_compile_string("inline.graph", text, strlen(text), o, &p, st), st);
+    assert_gr_ok(
+        gr_compile_string("inline.graph", text, strlen(text), o ? o : gr_test_options(), &p, st),
+        st);
     return p;
 }
 
@@ -39,7 +41,7 @@ static void test_linear_regression_recovers_true_weights(void **state)
     gr_program *p = NULL;
     gr_session *s = NULL;
     float loss, w[3], b;
-    assert_gr_ok(gr_compile_file(EX "linear_regression.graph", NULL, &p, st), st);
+    assert_gr_ok(gr_compile_file(EX "linear_regression.graph", gr_test_options(), &p, st), st);
     assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
     train_steps(s, "train", 500, &loss, st);
     assert_gr_ok(gr_variable_read(s, "w", w, sizeof w, st), st);
@@ -96,7 +98,9 @@ static void test_attention_block_loss_falls(void **state)
     gr_program *p = NULL;
     gr_session *s = NULL;
     float first, loss, last5 = 0;
-    assert_gr_ok(gr_compile_file(GR_SOURCE_DIR "/tests/models/attention.graph", NULL, &p, st), st);
+    assert_gr_ok(
+        gr_compile_file(GR_SOURCE_DIR "/tests/models/attention.graph", gr_test_options(), &p, st),
+        st);
     assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
     train_steps(s, "train", 1, &first, st);
     train_steps(s, "train", 34, &loss, st);
@@ -115,7 +119,7 @@ static void run_mlp_threads(uint64_t seed, unsigned passes_off, int threads, int
                             float *w_out, size_t n, double *acc)
 {
     gr_status *st = gr_status_new();
-    gr_compile_options co = {.passes_off = passes_off};
+    gr_compile_options co = {.passes_off = passes_off, .cpu_as_gpu = gr_test_on_gpu()};
     gr_session_options so = {.seed = seed, .threads = threads};
     gr_program *p = NULL;
     gr_session *s = NULL;
@@ -190,7 +194,7 @@ static gr_session *open_tiny_cnn(const gr_compile_options *co, const gr_session_
 static void run_tiny_cnn(unsigned passes_off, float *w, size_t n)
 {
     gr_status *st = gr_status_new();
-    gr_compile_options co = {.passes_off = passes_off};
+    gr_compile_options co = {.passes_off = passes_off, .cpu_as_gpu = gr_test_on_gpu()};
     gr_session_options so = {.seed = 11, .threads = 2};
     gr_program *p = NULL;
     gr_session *s = open_tiny_cnn(&co, &so, &p, st);
@@ -402,7 +406,7 @@ static void test_compile_error_has_location(void **state)
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
     const char *text = "var w = zeros([4, 3])\nx = ones([2, 5])\ny = x @ w\n";
-    assert_int_equal(gr_compile_string("m.graph", text, strlen(text), NULL, &p, st),
+    assert_int_equal(gr_compile_string("m.graph", text, strlen(text), gr_test_options(), &p, st),
                      GR_ERR_COMPILE);
     assert_null(p);
     const char *file;
@@ -514,7 +518,7 @@ static void test_set_overrides_params_and_rejects_unknown(void **state)
     gr_status *st = gr_status_new();
     const char *text = "param n = 2\nvar w = ones([n])\ny = sum(w)\n";
     gr_param ok = {"n", "5"}, unknown = {"m", "1"}, bad = {"n", "two"};
-    gr_compile_options o = {.params = &ok, .n_params = 1};
+    gr_compile_options o = {.params = &ok, .n_params = 1, .cpu_as_gpu = gr_test_on_gpu()};
     gr_program *p = compile_str(text, &o, st);
     gr_session *s = NULL;
     float y;

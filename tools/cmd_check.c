@@ -21,7 +21,9 @@ static const char check_help[] =
     "  --set NAME=VALUE   override a param (repeatable)\n"
     "  --devices SPEC     the devices to compile for, e.g. cpu:0-1,gpu:0 (sim:N: simulated\n"
     "                     GPUs; each kind numbered 0 to 15); default: this machine's\n"
-    "  --soft-placement   accept nodes on missing devices or without a kernel there (cpu:0)\n";
+    "  --soft-placement   accept nodes on missing devices or without a kernel there (cpu:0)\n"
+    "  --cpu-as-gpu       compile what is placed on cpu:N for gpu:(N mod GPUs), data\n"
+    "                     sources excepted (no effect without a GPU)\n";
 
 static int valid_emit(const char *e)
 {
@@ -31,11 +33,12 @@ static int valid_emit(const char *e)
 /* Returns CLI_OK, CLI_USAGE, or -1 after --help. */
 static int parse_check_opts(int argc, char **argv, check_opts *o)
 {
-    enum { O_EMIT = 256, O_TARGET, O_SET, O_SOFT, O_DEVICES };
+    enum { O_EMIT = 256, O_TARGET, O_SET, O_SOFT, O_DEVICES, O_CPU_AS_GPU };
     static const struct option longs[] = {{"emit", 1, 0, O_EMIT},
                                           {"target", 1, 0, O_TARGET},
                                           {"set", 1, 0, O_SET},
                                           {"soft-placement", 0, 0, O_SOFT},
+                                          {"cpu-as-gpu", 0, 0, O_CPU_AS_GPU},
                                           {"devices", 1, 0, O_DEVICES},
                                           {"help", 0, 0, 'h'},
                                           {0, 0, 0, 0}};
@@ -49,6 +52,8 @@ static int parse_check_opts(int argc, char **argv, check_opts *o)
             o->target = optarg;
         else if (c == O_SOFT)
             o->comp.soft_placement = 1;
+        else if (c == O_CPU_AS_GPU)
+            o->comp.cpu_as_gpu = 1;
         else if (c == O_DEVICES)
             o->comp.devices = optarg;
         else if (c != O_SET || cli_add_param(&o->params, optarg) < 0)

@@ -24,6 +24,7 @@ enum {
     O_QUIET,
     O_NUMERICS,
     O_SOFT,
+    O_CPU_AS_GPU,
     O_CKPT,
     O_CKPT_EVERY,
     O_RESTORE,
@@ -74,6 +75,8 @@ static const char train_usage[] =
     "  --no-step-graphs   on a GPU, launch each step's calls one by one (no CUDA graphs)\n"
     "  --soft-placement   run nodes placed on missing devices, or without a kernel there, on "
     "cpu:0\n"
+    "  --cpu-as-gpu       run what is placed on cpu:N on gpu:(N mod GPUs) instead, data\n"
+    "                     sources excepted (no effect without a GPU)\n"
     "  --quiet            print only errors and the final summary\n"
     "  --checkpoint PATH  save a checkpoint (safetensors) to PATH at the end\n"
     "  --checkpoint-every K  also save it every K steps, K in [1, 2^53] (needs --checkpoint)\n"
@@ -216,6 +219,7 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
                                           {"quiet", 0, 0, O_QUIET},
                                           {"check-numerics", 0, 0, O_NUMERICS},
                                           {"soft-placement", 0, 0, O_SOFT},
+                                          {"cpu-as-gpu", 0, 0, O_CPU_AS_GPU},
                                           {"devices", 1, 0, O_DEVICES},
                                           {"no-step-graphs", 0, 0, O_NO_GRAPHS},
                                           {"checkpoint", 1, 0, O_CKPT},
@@ -283,6 +287,9 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
             break;
         case O_SOFT:
             o->comp.soft_placement = 1;
+            break;
+        case O_CPU_AS_GPU:
+            o->comp.cpu_as_gpu = 1;
             break;
         case O_DEVICES:
             o->comp.devices = optarg;

@@ -6,7 +6,7 @@
  * same session; gr_run is thread-safe, variables are updated in place
  * without locks, and each run takes the next batch from the shared reader.
  *
- *     hogwild [GRAPH] [THREADS] [STEPS_PER_THREAD]
+ *     hogwild [GRAPH] [THREADS] [STEPS_PER_THREAD] [--cpu-as-gpu]
  *
  * The session is told how many executors will run at once, so each run's
  * GEMMs get their share of the thread budget instead of oversubscribing
@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "graphrun.h"
@@ -84,8 +85,11 @@ int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : GR_EXAMPLES_DIR "/fashion_mlp.graph";
     int threads = argc > 2 ? atoi(argv[2]) : 2, steps = argc > 3 ? atoi(argv[3]) : 1000;
-    if (threads < 1 || steps < 1) {
-        fprintf(stderr, "usage: hogwild [GRAPH] [THREADS>=1] [STEPS_PER_THREAD>=1]\n");
+    /* --cpu-as-gpu: what the program places on cpu:N runs on a GPU (CI's GPU runs) */
+    gr_compile_options co = {.cpu_as_gpu = argc > 4 && strcmp(argv[4], "--cpu-as-gpu") == 0};
+    if (threads < 1 || steps < 1 || argc > 4 + co.cpu_as_gpu) {
+        fprintf(stderr,
+                "usage: hogwild [GRAPH] [THREADS>=1] [STEPS_PER_THREAD>=1] [--cpu-as-gpu]\n");
         return 2;
     }
     gr_status *st = gr_status_new();
@@ -94,7 +98,7 @@ int main(int argc, char **argv)
     gr_session *s = NULL;
     double acc = 0;
     int rc = 1;
-    if (gr_compile_file(path, NULL, &prog, st) == GR_OK &&
+    if (gr_compile_file(path, &co, &prog, st) == GR_OK &&
         gr_session_new(prog, &so, &s, st) == GR_OK && run_workers(s, threads, steps) == 0 &&
         gr_eval(s, "accuracy", &acc, st) == GR_OK) {
         printf("accuracy %.4f\n", acc);

@@ -8,7 +8,7 @@
  * on train_t, so the towers update the shared weights without waiting for
  * each other.
  *
- *     towers_async [GRAPH] [STEPS_PER_TOWER]
+ *     towers_async [GRAPH] [STEPS_PER_TOWER] [--cpu-as-gpu]
  *
  * Prints each tower's steps and last loss and the mean training loss over
  * one pass of the data before and after; exits non-zero on any error or
@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graphrun.h"
 
@@ -82,8 +83,10 @@ int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : GR_EXAMPLES_DIR "/two_towers.graph";
     int steps = argc > 2 ? atoi(argv[2]) : 1000;
-    if (steps < 1) {
-        fprintf(stderr, "usage: towers_async [GRAPH] [STEPS_PER_TOWER>=1]\n");
+    /* --cpu-as-gpu: what the program places on cpu:N runs on a GPU (CI's GPU runs) */
+    gr_compile_options co = {.cpu_as_gpu = argc > 3 && strcmp(argv[3], "--cpu-as-gpu") == 0};
+    if (steps < 1 || argc > 3 + co.cpu_as_gpu) {
+        fprintf(stderr, "usage: towers_async [GRAPH] [STEPS_PER_TOWER>=1] [--cpu-as-gpu]\n");
         return 2;
     }
     gr_status *st = gr_status_new();
@@ -92,7 +95,7 @@ int main(int argc, char **argv)
     gr_session *s = NULL;
     double before = 0, after = 0;
     int rc = 1;
-    if (gr_compile_file(path, NULL, &prog, st) == GR_OK &&
+    if (gr_compile_file(path, &co, &prog, st) == GR_OK &&
         gr_session_new(prog, &so, &s, st) == GR_OK && gr_eval(s, "loss", &before, st) == GR_OK &&
         run_towers(prog, s, steps) == 0 && gr_eval(s, "loss", &after, st) == GR_OK) {
         printf("training loss %.4f -> %.4f\n", before, after);
