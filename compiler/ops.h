@@ -281,7 +281,7 @@ enum op_flag {
     OPF_STATEFUL = 1 << 3,    /* depends on or changes state beyond its inputs (variables,
                                  feeds, data cursors, the step for dropout, a barrier): never
                                  folded or merged */
-    OPF_UPDATE = 1 << 4,      /* writes in[0], a variable, in place (attr i5 = locking) */
+    OPF_UPDATE = 1 << 4,      /* writes in[0], a variable, in place (ATTR_LOCKING) */
     OPF_ELEMENTWISE = 1 << 5, /* fusable unary/binary elementwise */
     OPF_PER_RUN = 1 << 6,     /* its kernel reads kern_args.step (dropout's mask): a step
                                  graph, which replays the arguments it recorded, cannot
