@@ -327,7 +327,7 @@ int ir_add_const(ir_graph *g, double value, const ir_type *t, const src_file *sr
 {
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    a.f[0] = value;
+    a.f[ATTR_CONST_VALUE] = value;
     /* t may point into g->nodes (a gradient seed shaped like its loss),
      * which adding the node can move: copy it first */
     ir_type type = t ? *t : (ir_type){0};
@@ -350,7 +350,7 @@ double ir_const_scalar(const ir_graph *g, int id)
 {
     const ir_node *c = &g->nodes[id];
     if (c->op != OP_CONST || c->type.dtype != DT_F32 || c->type.rank != 0) return NAN;
-    return c->cdata ? (double)*(const float *)c->cdata : (double)(float)c->attr.f[0];
+    return c->cdata ? (double)*(const float *)c->cdata : (double)(float)c->attr.f[ATTR_CONST_VALUE];
 }
 
 void ir_const_fill(const ir_node *n, void *dst)
@@ -360,10 +360,10 @@ void ir_const_fill(const ir_node *n, void *dst)
     if (n->cdata) {
         memcpy(dst, n->cdata, ir_nbytes(&n->type));
     } else if (n->type.dtype == DT_I32) {
-        int32_t *d = dst, v = (int32_t)n->attr.f[0];
+        int32_t *d = dst, v = (int32_t)n->attr.f[ATTR_CONST_VALUE];
         for (int64_t i = 0; i < count; i++) d[i] = v;
     } else {
-        float *d = dst, v = (float)n->attr.f[0];
+        float *d = dst, v = (float)n->attr.f[ATTR_CONST_VALUE];
         for (int64_t i = 0; i < count; i++) d[i] = v;
     }
 }
@@ -690,7 +690,7 @@ static void dump_node(const ir_graph *g, int id, FILE *out)
     const ir_node *n = &g->nodes[id];
     char tb[160];
     fprintf(out, "%%%d = %s(", id, ops_name(n->op));
-    if (n->op == OP_CONST && !n->cdata) fprintf(out, "%g", n->attr.f[0]);
+    if (n->op == OP_CONST && !n->cdata) fprintf(out, "%g", n->attr.f[ATTR_CONST_VALUE]);
     for (int k = 0; k < n->n_in; k++) fprintf(out, "%s%%%d", k ? ", " : "", n->in[k]);
     for (int k = 0; k < n->n_ctrl; k++)
         fprintf(out, "%s^%%%d", (k || n->n_in) ? ", " : "", n->ctrl[k]);

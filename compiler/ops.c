@@ -3,7 +3,8 @@
  * and cost rules.
  *
  * Attribute slot j of an op is attrs[j]; its value lives in ir_attrs.i[j]
- * (ints, bools, dtypes), f[j] (floats) or list[] (the one list). */
+ * (ints, bools, dtypes), f[j] (floats) or list[] (the one list).  The table
+ * places each attribute at its named slot (enum op_attr_slot, ops.h). */
 #include "conv_algo.h"
 #include "ops_impl.h"
 
@@ -19,18 +20,18 @@
 #define A_BOOL(n, d) {n, ATTR_BOOL, d}
 #define A_FLT(n, d) {n, ATTR_FLOAT, d}
 #define A_LIST(n, d) {n, ATTR_LIST, d}
-#define A_NONE {NULL, ATTR_NONE, 0}
 
 /* Attribute sets shared by an op and its gradient helpers. */
-#define ATTRS_MATMUL {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0)}
-#define ATTRS_REDUCE {A_INT("axis", OP_AXIS_ALL), A_BOOL("keepdims", 0)}
-#define ATTRS_SLICE {A_INT("axis", REQ), A_INT("begin", REQ), A_INT("end", REQ), A_LIST("shape", REQ)}
-#define ATTRS_CONV {A_INT("stride", 1), A_INT("padding", 0), A_LIST("shape", REQ)}
-#define ATTRS_POOL {A_INT("size", REQ), A_INT("stride", 0), A_LIST("shape", REQ)}
+#define ATTRS_MATMUL {[ATTR_TRANS_A] = A_BOOL("transpose_a", 0), [ATTR_TRANS_B] = A_BOOL("transpose_b", 0)}
+#define ATTRS_REDUCE {[ATTR_AXIS] = A_INT("axis", OP_AXIS_ALL), [ATTR_KEEPDIMS] = A_BOOL("keepdims", 0)}
+#define ATTRS_SLICE {[ATTR_AXIS] = A_INT("axis", REQ), [ATTR_SLICE_BEGIN] = A_INT("begin", REQ), \
+                     [ATTR_SLICE_END] = A_INT("end", REQ), A_LIST("shape", REQ)}
+#define ATTRS_CONV {[ATTR_CONV_STRIDE] = A_INT("stride", 1), [ATTR_CONV_PAD] = A_INT("padding", 0), A_LIST("shape", REQ)}
+#define ATTRS_POOL {[ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0), A_LIST("shape", REQ)}
 #define ATTRS_SHAPE {A_LIST("shape", REQ)}
-#define LOCK A_BOOL("locking", 0)
-#define A_MASK {"mask", ATTR_CHOICE, OP_MASK_NONE, ops_mask_names}
-#define ATTRS_NORM {A_INT("axis", -1), A_FLT("eps", 1e-5)}
+#define LOCK [ATTR_LOCKING] = A_BOOL("locking", 0)
+#define A_MASK [ATTR_MASK] = {"mask", ATTR_CHOICE, OP_MASK_NONE, ops_mask_names}
+#define ATTRS_NORM {[ATTR_AXIS] = A_INT("axis", -1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5)}
 
 /* E(op, arity, flags, shape, grad); the name comes from OPS_LIST (ops.h). */
 #define E(op, ar, fl, sh, gr) [op] = {.arity = ar, .flags = fl, .shape = sh, .grad = gr
@@ -43,10 +44,10 @@
 #define HELPER(op, ar, sh) E(op, ar, 0, sh, NULL) }
 
 const op_info ops_table[OP_COUNT] = {
-    E(OP_CONST, 0, OPF_SOURCE, NULL, NULL), .attrs = {A_FLT("value", 0)}},
+    E(OP_CONST, 0, OPF_SOURCE, NULL, NULL), .attrs = {[ATTR_CONST_VALUE] = A_FLT("value", 0)}},
     E(OP_INPUT, 0, OPF_SOURCE | OPF_STATEFUL, NULL, NULL)},
     E(OP_DATA, 0, OPF_SOURCE | OPF_EXTERNAL | OPF_STATEFUL, ops_shape_data, NULL),
-        .attrs = {A_INT("which", 0), A_INT("index", 0)}},
+        .attrs = {[ATTR_DATA_WHICH] = A_INT("which", 0), [ATTR_DATA_INDEX] = A_INT("index", 0)}},
     E(OP_VARIABLE, 0, OPF_SOURCE | OPF_EXTERNAL | OPF_STATEFUL, NULL, NULL)},
     E(OP_MATMUL, 2, PUB, ops_shape_matmul, ops_grad_matmul), .attrs = ATTRS_MATMUL, .cost = ops_cost_matmul},
     BIN(OP_ADD, ops_grad_add),
@@ -75,25 +76,25 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_SUM, 1, PUB, ops_shape_reduce, ops_grad_sum_mean), .attrs = ATTRS_REDUCE},
     E(OP_MEAN, 1, PUB, ops_shape_reduce, ops_grad_sum_mean), .attrs = ATTRS_REDUCE},
     E(OP_MAX, 1, PUB, ops_shape_reduce, ops_grad_max), .attrs = ATTRS_REDUCE},
-    E(OP_ARGMAX, 1, PUB, ops_shape_argmax, ops_grad_none), .attrs = {A_INT("axis", -1)}},
+    E(OP_ARGMAX, 1, PUB, ops_shape_argmax, ops_grad_none), .attrs = {[ATTR_AXIS] = A_INT("axis", -1)}},
     E(OP_RESHAPE, 1, PUB, ops_shape_reshape, ops_grad_reshape), .attrs = ATTRS_SHAPE},
     E(OP_TRANSPOSE, 1, PUB, ops_shape_transpose, ops_grad_transpose), .attrs = {A_LIST("perm", 0)}},
-    E(OP_CONCAT, -1, PUB, ops_shape_concat, ops_grad_concat), .attrs = {A_INT("axis", 0)}},
+    E(OP_CONCAT, -1, PUB, ops_shape_concat, ops_grad_concat), .attrs = {[ATTR_AXIS] = A_INT("axis", 0)}},
     E(OP_SLICE, 1, PUB, ops_shape_slice, ops_grad_slice),
-        .attrs = {A_INT("axis", REQ), A_INT("begin", REQ), A_INT("end", REQ)}},
+        .attrs = {[ATTR_AXIS] = A_INT("axis", REQ), [ATTR_SLICE_BEGIN] = A_INT("begin", REQ), [ATTR_SLICE_END] = A_INT("end", REQ)}},
     E(OP_GATHER, 2, PUB, ops_shape_gather, ops_grad_gather)},
-    E(OP_CAST, 1, PUB, ops_shape_cast, ops_grad_cast), .attrs = {{"dtype", ATTR_DTYPE, REQ}}},
-    E(OP_ONE_HOT, 1, PUB, ops_shape_one_hot, ops_grad_none), .attrs = {A_INT("depth", REQ)}},
+    E(OP_CAST, 1, PUB, ops_shape_cast, ops_grad_cast), .attrs = {[ATTR_CAST_DTYPE] = {"dtype", ATTR_DTYPE, REQ}}},
+    E(OP_ONE_HOT, 1, PUB, ops_shape_one_hot, ops_grad_none), .attrs = {[ATTR_DEPTH] = A_INT("depth", REQ)}},
     E(OP_BROADCAST, 1, 0, ops_shape_broadcast, ops_grad_broadcast), .attrs = ATTRS_SHAPE},
     E(OP_SUM_TO, 1, 0, ops_shape_sum_to, ops_grad_sum_to), .attrs = ATTRS_SHAPE},
     E(OP_CONV2D, 2, PUB, ops_shape_conv2d, ops_grad_conv2d),
-        .attrs = {A_INT("stride", 1), A_INT("padding", 0)}, .scratch = ops_scratch_conv2d,
+        .attrs = {[ATTR_CONV_STRIDE] = A_INT("stride", 1), [ATTR_CONV_PAD] = A_INT("padding", 0)}, .scratch = ops_scratch_conv2d,
         .cost = ops_cost_conv},
-    E(OP_MAXPOOL2D, 1, PUB, ops_shape_pool, ops_grad_maxpool), .attrs = {A_INT("size", REQ), A_INT("stride", 0)}},
-    E(OP_AVGPOOL2D, 1, PUB, ops_shape_pool, ops_grad_avgpool), .attrs = {A_INT("size", REQ), A_INT("stride", 0)}},
+    E(OP_MAXPOOL2D, 1, PUB, ops_shape_pool, ops_grad_maxpool), .attrs = {[ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0)}},
+    E(OP_AVGPOOL2D, 1, PUB, ops_shape_pool, ops_grad_avgpool), .attrs = {[ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0)}},
     /* stateful: the mask depends on the run's step */
     E(OP_DROPOUT, 1, PUB | OPF_STATEFUL | OPF_PER_RUN, ops_shape_dropout, ops_grad_dropout),
-        .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1)}},
+        .attrs = {[ATTR_DROPOUT_RATE] = A_FLT("rate", REQ), [ATTR_DROPOUT_TRAINING] = A_BOOL("training", 1)}},
     E(OP_LAYERNORM, 3, PUB, ops_shape_layernorm, ops_grad_layernorm), .attrs = ATTRS_NORM},
     E(OP_LAYERNORM_GRAD, 3, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM},
     E(OP_LAYERNORM_GRAD_PARAMS, 2, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM,
@@ -112,45 +113,46 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_CONV2D_GRAD_W, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_CONV,
         .scratch = ops_scratch_conv2d_grad_w, .cost = ops_cost_conv},
     E(OP_MAXPOOL_GRAD, 2, 0, ops_shape_like_in1, NULL),
-        .attrs = {A_INT("size", REQ), A_INT("stride", 0), A_LIST("shape", REQ), A_BOOL("relu", 0)}},
+        .attrs = {[ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0), A_LIST("shape", REQ), [ATTR_POOL_RELU] = A_BOOL("relu", 0)}},
     E(OP_AVGPOOL_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_POOL},
     E(OP_DROPOUT_GRAD, 1, OPF_STATEFUL | OPF_PER_RUN, ops_shape_like_in0, NULL),
-        .attrs = {A_FLT("rate", REQ), A_BOOL("training", 1), A_INT("forward", REQ)}},
+        .attrs = {[ATTR_DROPOUT_RATE] = A_FLT("rate", REQ), [ATTR_DROPOUT_TRAINING] = A_BOOL("training", 1), [ATTR_DROPOUT_KEY] = A_INT("forward", REQ)}},
     E(OP_GATHER_GRAD, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SHAPE},
     E(OP_SLICE_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SLICE},
     /* lr and gscale are inputs (ops.h), read on the device each run */
     E(OP_APPLY_SGD, 4, UPD, ops_shape_update, NULL),
-        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+        .attrs = {LOCK}},
     E(OP_APPLY_SGD_ROWS, 5, UPD, ops_shape_update_rows, NULL),
-        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+        .attrs = {LOCK}},
     E(OP_APPLY_MOMENTUM, 5, UPD, ops_shape_update, NULL),
-        .attrs = {A_NONE, A_FLT("m", REQ), A_BOOL("nesterov", 0), A_NONE, A_NONE, LOCK}},
+        .attrs = {[ATTR_MOMENTUM_M] = A_FLT("m", REQ), [ATTR_NESTEROV] = A_BOOL("nesterov", 0), LOCK}},
     E(OP_APPLY_ADAM, 7, UPD, ops_shape_update, NULL),
-        .attrs = {A_NONE, A_FLT("b1", 0.9), A_FLT("b2", 0.999), A_FLT("eps", 1e-8), A_FLT("weight_decay", 0), LOCK}},
+        .attrs = {[ATTR_ADAM_B1] = A_FLT("b1", 0.9), [ATTR_ADAM_B2] = A_FLT("b2", 0.999), [ATTR_ADAM_EPS] = A_FLT("eps", 1e-8),
+                  [ATTR_ADAM_WD] = A_FLT("weight_decay", 0), LOCK}},
     E(OP_ASSIGN_ADD, 2, UPD, ops_shape_assign_add, NULL),
-        .attrs = {A_NONE, A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+        .attrs = {LOCK}},
     /* a barrier: merging two would merge the targets they end */
     E(OP_GROUP, -1, OPF_STATEFUL, ops_shape_token, NULL)},
     /* a collective: every process must run the same ones in the same order */
-    E(OP_ALLREDUCE, -1, OPF_STATEFUL, ops_shape_allreduce, NULL), .attrs = {A_INT("bucket", 0)}},
+    E(OP_ALLREDUCE, -1, OPF_STATEFUL, ops_shape_allreduce, NULL), .attrs = {[ATTR_BUCKET] = A_INT("bucket", 0)}},
     E(OP_LR_SCHEDULE, 1, 0, ops_shape_lr_schedule, NULL),
-        .attrs = {A_INT("kind", 0), A_FLT("lr", REQ), A_FLT("min", 0), A_INT("warmup", 0), A_INT("steps", 0)}},
-    E(OP_CLIP_SCALE, -1, 0, ops_shape_clip_scale, NULL), .attrs = {A_FLT("clip", REQ)},
+        .attrs = {[ATTR_LR_KIND] = A_INT("kind", 0), [ATTR_LR_LR] = A_FLT("lr", REQ), [ATTR_LR_MIN] = A_FLT("min", 0),
+                  [ATTR_LR_WARMUP] = A_INT("warmup", 0), [ATTR_LR_STEPS] = A_INT("steps", 0)}},
+    E(OP_CLIP_SCALE, -1, 0, ops_shape_clip_scale, NULL), .attrs = {[ATTR_CLIP] = A_FLT("clip", REQ)},
         .scratch = ops_scratch_clip_scale},
     E(OP_MATMUL_BIAS, 3, 0, ops_shape_matmul_bias, NULL),
-        .attrs = {A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_BOOL("relu", 0)},
+        .attrs = {[ATTR_TRANS_A] = A_BOOL("transpose_a", 0), [ATTR_TRANS_B] = A_BOOL("transpose_b", 0), [ATTR_BIAS_RELU] = A_BOOL("relu", 0)},
         .cost = ops_cost_matmul},
     E(OP_CONV2D_BIAS, 3, 0, ops_shape_conv2d_bias, NULL),
-        .attrs = {A_INT("stride", 1), A_INT("padding", 0), A_BOOL("relu", 0)},
+        .attrs = {[ATTR_CONV_STRIDE] = A_INT("stride", 1), [ATTR_CONV_PAD] = A_INT("padding", 0), [ATTR_BIAS_RELU] = A_BOOL("relu", 0)},
         .scratch = ops_scratch_conv2d, .cost = ops_cost_conv},
     E(OP_APPLY_SGD_MATMUL, 3, UPD, ops_shape_update_matmul, NULL),
-        .attrs = {A_FLT("lr", REQ), A_BOOL("transpose_a", 0), A_BOOL("transpose_b", 0), A_NONE, A_NONE, LOCK},
+        .attrs = {[ATTR_SGDMM_LR] = A_FLT("lr", REQ), [ATTR_SGDMM_TRANS_A] = A_BOOL("transpose_a", 0), [ATTR_SGDMM_TRANS_B] = A_BOOL("transpose_b", 0), LOCK},
         .cost = ops_cost_matmul},
     /* a collective too: it keeps the allreduce's place in the sequence */
     E(OP_APPLY_SGD_ALLREDUCE, 4, UPD, ops_shape_update, NULL),
-        .attrs = {A_INT("bucket", 0), A_NONE, A_NONE, A_NONE, A_NONE, LOCK}},
+        .attrs = {[ATTR_BUCKET] = A_INT("bucket", 0), LOCK}},
 };
-_Static_assert(OP_COUNT == 76, "OPS_LIST (ops.h) changed: give the new op its entry here");
 /* clang-format on */
 
 const char *const ops_mask_names[] = {"none", "causal", NULL};
@@ -228,7 +230,8 @@ static size_t conv_scratch(const ir_node *n, const ir_type *x, const ir_type *w,
 {
     size_t col = conv_im2col_bytes(w->dim[1], w->dim[2], w->dim[3], y->dim[2], y->dim[3]), wino;
     if (n->op == OP_CONV2D_GRAD_W) col += (size_t)ir_numel(w) * 4;
-    int64_t stride = n->attr.i[0] > 0 ? n->attr.i[0] : 1, pad = n->attr.i[1];
+    int64_t stride = n->attr.i[ATTR_CONV_STRIDE] > 0 ? n->attr.i[ATTR_CONV_STRIDE] : 1;
+    int64_t pad = n->attr.i[ATTR_CONV_PAD];
     if (!conv_wino_ok(x->dim[1], y->dim[1], w->dim[2], w->dim[3], stride, pad)) return col;
     conv_wino p;
     if (grad_x)
@@ -283,7 +286,8 @@ double ops_cost_matmul(const ir_graph *g, int id)
     const ir_node *n = &g->nodes[id];
     int upd = n->op == OP_APPLY_SGD_MATMUL;
     const ir_type *a = ops_in_type(g, id, upd), *c = upd ? ops_in_type(g, id, 0) : &n->type;
-    return (double)ir_numel(c) * (double)a->dim[a->rank - (n->attr.i[upd] ? 2 : 1)];
+    int ta = n->attr.i[upd ? ATTR_SGDMM_TRANS_A : ATTR_TRANS_A] != 0;
+    return (double)ir_numel(c) * (double)a->dim[a->rank - (ta ? 2 : 1)];
 }
 
 /* Every conv2d-family op does one multiply-add per (dy element, C*KH*KW). */

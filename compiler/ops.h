@@ -3,12 +3,15 @@
  * OPS_LIST below names every op once; the enum and the name table are
  * generated from it.  One entry per op in ops.c holds its arity, flags,
  * attributes, shape/dtype rule, gradient rule, scratch and cost rules.  Each
- * device has one kernel table indexed by op_kind (devices/cpu/kernels.c),
- * with a static_assert on OP_COUNT beside it; an op without a kernel on the
- * device it is placed on is a compile error (runtime/compile.c).
+ * device has one kernel table indexed by op_kind (devices/cpu/kernels.c,
+ * devices/cuda/k_*.cu); an op without a kernel on the device it is placed on
+ * is a compile error (runtime/compile.c).  No table holds a count to bump:
+ * tests walk OP_COUNT and fail for an op without its registry entry
+ * (test_shapes), CPU kernel (test_kernels) or CUDA row (test_cuda_rows, in
+ * the CPU suite).
  *
  * Conventions used by every op below ("in" = inputs by position, "attr" =
- * attribute slots by position, see ir_attrs):
+ * attribute slots by position, named by enum op_attr_slot below):
  *  - elementwise binaries broadcast like numpy; output dtype = input dtype
  *  - reductions: attr0 axis (OP_AXIS_ALL = all axes -> scalar; a negative
  *    axis in the source is normalised to [0,rank) by the shape rule, so
@@ -137,6 +140,91 @@ typedef enum op_kind {
         OP_COUNT
 } op_kind;
 
+/* The attribute slots, by name.  A node's attribute j lives in attr.i[j]
+ * (ints, bools, dtypes, choices) or attr.f[j] (floats), as its op's
+ * ops_table[op].attrs[j] says (ops.c); attr.list is the one list.  Code reads
+ * a slot by its name here, never by its number.  Slots not named are unused.
+ *   op (family)              slot                        holds
+ *   const                    f ATTR_CONST_VALUE          the fill value (no cdata)
+ *   data                     i ATTR_DATA_WHICH           0 = x, 1 = y
+ *                            i ATTR_DATA_INDEX           the data source (-> node->data)
+ *   matmul, matmul_bias      i ATTR_TRANS_A, ATTR_TRANS_B  transpose a, b
+ *   matmul_bias, conv2d_bias i ATTR_BIAS_RELU            relu after the bias
+ *   apply_sgd_matmul         f ATTR_SGDMM_LR             the learning rate
+ *                            i ATTR_SGDMM_TRANS_A, _B    transpose a (in[1]), b (in[2])
+ *   softmax, softmax_grad    i ATTR_MASK                 OP_MASK_*
+ *   sum mean max max_grad    i ATTR_AXIS                 OP_AXIS_ALL or 0..rank-1
+ *     argmax concat slice slice_grad layernorm(+_grad, _grad_params): ATTR_AXIS too
+ *   sum mean max max_grad    i ATTR_KEEPDIMS             keep the reduced axis
+ *   slice, slice_grad        i ATTR_SLICE_BEGIN, _END    [begin, end) along the axis
+ *                            list                        slice_grad: x's shape
+ *   cast                     i ATTR_CAST_DTYPE           the target ir_dtype
+ *   one_hot                  i ATTR_DEPTH                classes
+ *   conv2d and its family    i ATTR_CONV_STRIDE          stride (0 reads as 1)
+ *                            i ATTR_CONV_PAD             zero padding
+ *                            list                        grads: x's / w's shape
+ *   maxpool2d avgpool2d (+_grad) i ATTR_POOL_SIZE        the window
+ *                            i ATTR_POOL_STRIDE          stride (0 = size)
+ *                            list                        grads: x's shape
+ *   maxpool2d_grad           i ATTR_POOL_RELU            a relu after the pool, fused
+ *   dropout, dropout_grad    f ATTR_DROPOUT_RATE         the rate
+ *                            i ATTR_DROPOUT_TRAINING     0 = identity
+ *                            i ATTR_DROPOUT_KEY          the forward node's id: the mask
+ *   layernorm (+_grad, _grad_params) f ATTR_NORM_EPS     eps
+ *   reshape broadcast sum_to gather_grad  list           the output's shape
+ *   transpose                list                        the permutation (empty: reverse)
+ *   every update (OPF_UPDATE) i ATTR_LOCKING             hold the variable's lock
+ *   apply_momentum           f ATTR_MOMENTUM_M           momentum
+ *                            i ATTR_NESTEROV             Nesterov's variant
+ *   apply_adam               f ATTR_ADAM_B1, _B2, _EPS   betas and eps
+ *                            f ATTR_ADAM_WD              decoupled weight decay
+ *   allreduce, apply_sgd_allreduce i ATTR_BUCKET         its place in the sequence
+ *   lr_schedule              i ATTR_LR_KIND              op_lr_kind
+ *                            f ATTR_LR_LR, ATTR_LR_MIN   peak and final rates
+ *                            i ATTR_LR_WARMUP, _STEPS    warmup steps, total steps
+ *   clip_scale               f ATTR_CLIP                 the global-norm bound */
+enum op_attr_slot {
+    ATTR_CONST_VALUE = 0,
+    ATTR_DATA_WHICH = 0,
+    ATTR_DATA_INDEX = 1,
+    ATTR_TRANS_A = 0,
+    ATTR_TRANS_B = 1,
+    ATTR_BIAS_RELU = 2,
+    ATTR_SGDMM_LR = 0,
+    ATTR_SGDMM_TRANS_A = 1,
+    ATTR_SGDMM_TRANS_B = 2,
+    ATTR_MASK = 0,
+    ATTR_AXIS = 0,
+    ATTR_KEEPDIMS = 1,
+    ATTR_SLICE_BEGIN = 1,
+    ATTR_SLICE_END = 2,
+    ATTR_CAST_DTYPE = 0,
+    ATTR_DEPTH = 0,
+    ATTR_CONV_STRIDE = 0,
+    ATTR_CONV_PAD = 1,
+    ATTR_POOL_SIZE = 0,
+    ATTR_POOL_STRIDE = 1,
+    ATTR_POOL_RELU = 3,
+    ATTR_DROPOUT_RATE = 0,
+    ATTR_DROPOUT_TRAINING = 1,
+    ATTR_DROPOUT_KEY = 2,
+    ATTR_NORM_EPS = 1,
+    ATTR_LOCKING = 5,
+    ATTR_MOMENTUM_M = 1,
+    ATTR_NESTEROV = 2,
+    ATTR_ADAM_B1 = 1,
+    ATTR_ADAM_B2 = 2,
+    ATTR_ADAM_EPS = 3,
+    ATTR_ADAM_WD = 4,
+    ATTR_BUCKET = 0,
+    ATTR_LR_KIND = 0,
+    ATTR_LR_LR = 1,
+    ATTR_LR_MIN = 2,
+    ATTR_LR_WARMUP = 3,
+    ATTR_LR_STEPS = 4,
+    ATTR_CLIP = 0,
+};
+
 /* lr_schedule's attr i0: the shape of the schedule (devices/optim.h). */
 typedef enum op_lr_kind { OP_LR_WARMUP, OP_LR_LINEAR, OP_LR_COSINE } op_lr_kind;
 /* clip_scale's kernels sum squares in chunks of this many elements of one
@@ -193,7 +281,7 @@ enum op_flag {
     OPF_STATEFUL = 1 << 3,    /* depends on or changes state beyond its inputs (variables,
                                  feeds, data cursors, the step for dropout, a barrier): never
                                  folded or merged */
-    OPF_UPDATE = 1 << 4,      /* writes in[0], a variable, in place (attr i5 = locking) */
+    OPF_UPDATE = 1 << 4,      /* writes in[0], a variable, in place (ATTR_LOCKING) */
     OPF_ELEMENTWISE = 1 << 5, /* fusable unary/binary elementwise */
     OPF_PER_RUN = 1 << 6,     /* its kernel reads kern_args.step (dropout's mask): a step
                                  graph, which replays the arguments it recorded, cannot

@@ -115,8 +115,8 @@ static int mm(ir_graph *g, int id, int x, int y, int tx, int ty)
 {
     int in[2] = {x, y};
     ir_attrs a = no_attrs();
-    a.i[0] = tx;
-    a.i[1] = ty;
+    a.i[ATTR_TRANS_A] = tx;
+    a.i[ATTR_TRANS_B] = ty;
     return ir_add_like(g, id, OP_MATMUL, in, 2, &a);
 }
 
@@ -156,7 +156,7 @@ static int flatten_rows(ir_graph *g, int id, int v)
 int ops_grad_matmul(ir_graph *g, int id, int dy, int *dx)
 {
     int a = IN(0), b = IN(1);
-    int ta = g->nodes[id].attr.i[0] != 0, tb = g->nodes[id].attr.i[1] != 0;
+    int ta = g->nodes[id].attr.i[ATTR_TRANS_A] != 0, tb = g->nodes[id].attr.i[ATTR_TRANS_B] != 0;
     int ga = mm_grad_a(g, id, b, dy, ta, tb), gb;
     if (g->nodes[b].type.rank == 2 && g->nodes[a].type.rank > 2 && !ta) {
         int af = flatten_rows(g, id, a), dyf = flatten_rows(g, id, dy);
@@ -243,7 +243,7 @@ int ops_grad_softmax(ir_graph *g, int id, int dy, int *dx)
 {
     int in[2] = {dy, id};
     ir_attrs a = no_attrs();
-    a.i[0] = g->nodes[id].attr.i[0];
+    a.i[ATTR_MASK] = g->nodes[id].attr.i[ATTR_MASK];
     return finish1(dx, ir_add_like(g, id, OP_SOFTMAX_GRAD, in, 2, &a));
 }
 
@@ -304,7 +304,7 @@ int ops_grad_sum_mean(ir_graph *g, int id, int dy, int *dx)
 {
     ir_node n = g->nodes[id];
     ir_type xt = g->nodes[n.in[0]].type;
-    int64_t axis = n.attr.i[0];
+    int64_t axis = n.attr.i[ATTR_AXIS];
     ir_type kt = keep_type(&xt, axis);
     int d = reshape_to(g, id, dy, &kt);
     ir_attrs a = list_attrs(no_attrs(), &xt);
@@ -318,13 +318,13 @@ int ops_grad_sum_mean(ir_graph *g, int id, int dy, int *dx)
 int ops_grad_max(ir_graph *g, int id, int dy, int *dx)
 {
     ir_node n = g->nodes[id];
-    ir_type kt = keep_type(&g->nodes[n.in[0]].type, n.attr.i[0]);
+    ir_type kt = keep_type(&g->nodes[n.in[0]].type, n.attr.i[ATTR_AXIS]);
     int dk = reshape_to(g, id, dy, &kt);
     int yk = reshape_to(g, id, id, &kt);
     if (dk < 0 || yk < 0) return -1;
     int in[3] = {dk, n.in[0], yk};
     ir_attrs a = n.attr;
-    a.i[1] = 1;
+    a.i[ATTR_KEEPDIMS] = 1;
     return finish1(dx, ir_add_like(g, id, OP_MAX_GRAD, in, 3, &a));
 }
 
@@ -349,13 +349,13 @@ int ops_grad_transpose(ir_graph *g, int id, int dy, int *dx)
 int ops_grad_concat(ir_graph *g, int id, int dy, int *dx)
 {
     int n_in = g->nodes[id].n_in;
-    int64_t axis = g->nodes[id].attr.i[0], off = 0;
+    int64_t axis = g->nodes[id].attr.i[ATTR_AXIS], off = 0;
     for (int k = 0; k < n_in; k++) {
         ir_attrs a = no_attrs();
         int64_t len = ops_in_type(g, id, k)->dim[axis];
-        a.i[0] = axis;
-        a.i[1] = off;
-        a.i[2] = off + len;
+        a.i[ATTR_AXIS] = axis;
+        a.i[ATTR_SLICE_BEGIN] = off;
+        a.i[ATTR_SLICE_END] = off + len;
         off += len;
         dx[k] = add1(g, id, OP_SLICE, dy, &a);
         if (dx[k] < 0) return -1;
@@ -434,8 +434,8 @@ int ops_grad_layernorm(ir_graph *g, int id, int dy, int *dx)
     int p = ir_add_like(g, id, OP_LAYERNORM_GRAD_PARAMS, in, 2, &a);
     for (int k = 0; k < 2 && p >= 0; k++) {
         ir_attrs s = no_attrs();
-        s.i[1] = k * c;
-        s.i[2] = (k + 1) * c;
+        s.i[ATTR_SLICE_BEGIN] = k * c;
+        s.i[ATTR_SLICE_END] = (k + 1) * c;
         dx[1 + k] = add1(g, id, OP_SLICE, p, &s);
     }
     return dx[0] < 0 || p < 0 || dx[1] < 0 || dx[2] < 0 ? -1 : 0;

@@ -68,7 +68,7 @@ static int ops_broadcast(const ir_type *a, const ir_type *b, ir_type *o)
 int ops_shape_data(ir_graph *g, int id)
 {
     ir_node *n = NODE(id);
-    int64_t di = n->attr.i[1], which = n->attr.i[0];
+    int64_t di = n->attr.i[ATTR_DATA_INDEX], which = n->attr.i[ATTR_DATA_WHICH];
     if (di < 0 || di >= g->n_data || (which != 0 && which != 1))
         return ops_error(g, id, "data: bad data source %lld.%lld", (long long)di, (long long)which);
     const ir_data *d = &g->data[di];
@@ -87,10 +87,11 @@ static int matmul_rank_ok(const ir_type *a, const ir_type *b, int batched)
 }
 
 /* The type of in[k] @ in[k+1]: [..., M, K] @ [..., K, N] -> [..., M, N], the
- * last two axes of a (b) swapped when attr i[ta_slot] (i[ta_slot+1]) says
- * so, the leading (batch) axes broadcast like numpy.  The fused ops
- * (`batched` 0) take matrices only. */
-static int matmul_type(ir_graph *g, int id, int k, int ta_slot, int batched, ir_type *out)
+ * last two axes of a (b) swapped when attr i[ATTR_TRANS_A] (i[ATTR_TRANS_B])
+ * says so, or i[ATTR_SGDMM_TRANS_A] (_B) for apply_sgd_matmul (k = 1), the
+ * leading (batch) axes broadcast like numpy.  The fused ops (`batched` 0)
+ * take matrices only. */
+static int matmul_type(ir_graph *g, int id, int k, int batched, ir_type *out)
 {
     const ir_type *a = ops_in_type(g, id, k), *b = ops_in_type(g, id, k + 1);
     if (!matmul_rank_ok(a, b, batched))
@@ -100,7 +101,9 @@ static int matmul_type(ir_graph *g, int id, int k, int ta_slot, int batched, ir_
     if (a->dtype != DT_F32 || b->dtype != DT_F32)
         return ops_error(g, id, "%s: operands must be f32, got %s @ %s", OPNAME(id), ops_ts(a).s,
                          ops_ts(b).s);
-    int ta = NODE(id)->attr.i[ta_slot] != 0, tb = NODE(id)->attr.i[ta_slot + 1] != 0;
+    const int64_t *at = NODE(id)->attr.i;
+    int ta = at[k ? ATTR_SGDMM_TRANS_A : ATTR_TRANS_A] != 0;
+    int tb = at[k ? ATTR_SGDMM_TRANS_B : ATTR_TRANS_B] != 0;
     int ra = a->rank - 2, rb = b->rank - 2; /* the batch ranks */
     int64_t m = a->dim[ra + ta], ka = a->dim[ra + !ta], kb = b->dim[rb + tb], nn = b->dim[rb + !tb];
     if (ka != kb)
@@ -119,7 +122,7 @@ static int matmul_type(ir_graph *g, int id, int k, int ta_slot, int batched, ir_
 int ops_shape_matmul(ir_graph *g, int id)
 {
     ir_type t;
-    return matmul_type(g, id, 0, 0, 1, &t) < 0 ? -1 : set_type(g, id, t);
+    return matmul_type(g, id, 0, 1, &t) < 0 ? -1 : set_type(g, id, t);
 }
 
 /* [M, K] @ [K, N], or [..., M, K] @ [K, N] (one GEMM over all the rows),
@@ -127,10 +130,10 @@ int ops_shape_matmul(ir_graph *g, int id)
 int ops_shape_matmul_bias(ir_graph *g, int id)
 {
     ir_type t;
-    if (matmul_type(g, id, 0, 0, 1, &t) < 0) return -1;
+    if (matmul_type(g, id, 0, 1, &t) < 0) return -1;
     set_type(g, id, t);
     const ir_type *bias = ops_in_type(g, id, 2), *y = &NODE(id)->type;
-    if (y->rank > 2 && (ops_in_type(g, id, 1)->rank != 2 || NODE(id)->attr.i[0]))
+    if (y->rank > 2 && (ops_in_type(g, id, 1)->rank != 2 || NODE(id)->attr.i[ATTR_TRANS_A]))
         return ops_error(g, id, "matmul_bias: batched a needs a 2-D b and a not transposed");
     int64_t n = y->dim[y->rank - 1];
     if (bias->dtype != DT_F32 || bias->rank != 1 || bias->dim[0] != n)
@@ -187,7 +190,7 @@ int ops_shape_softmax(ir_graph *g, int id)
     if (need_f32(g, id, x, "input") < 0) return -1;
     if (x->rank < 1)
         return ops_error(g, id, "%s: input must have rank >= 1, got %s", OPNAME(id), ops_ts(x).s);
-    if (NODE(id)->op == OP_SOFTMAX && NODE(id)->attr.i[0] == OP_MASK_CAUSAL &&
+    if (NODE(id)->op == OP_SOFTMAX && NODE(id)->attr.i[ATTR_MASK] == OP_MASK_CAUSAL &&
         (x->rank < 2 || x->dim[x->rank - 1] != x->dim[x->rank - 2]))
         return ops_error(g, id,
                          "softmax: mask=\"causal\" needs scores [..., T, T], square in the last "
@@ -226,15 +229,15 @@ int ops_shape_reduce(ir_graph *g, int id)
     ir_node *n = NODE(id);
     const ir_type *x = ops_in_type(g, id, 0);
     if (n->op == OP_MEAN && need_f32(g, id, x, "input") < 0) return -1;
-    int keep = n->attr.i[1] != 0;
+    int keep = n->attr.i[ATTR_KEEPDIMS] != 0;
     ir_type o = *x;
-    if (n->attr.i[0] == OP_AXIS_ALL) {
+    if (n->attr.i[ATTR_AXIS] == OP_AXIS_ALL) {
         for (int i = 0; i < o.rank; i++) o.dim[i] = 1;
         if (!keep) o.rank = 0;
         return set_type(g, id, o);
     }
-    if (norm_axis(g, id, &n->attr.i[0], x) < 0) return -1;
-    int ax = (int)n->attr.i[0];
+    if (norm_axis(g, id, &n->attr.i[ATTR_AXIS], x) < 0) return -1;
+    int ax = (int)n->attr.i[ATTR_AXIS];
     if (keep) {
         o.dim[ax] = 1;
     } else {
@@ -248,9 +251,9 @@ int ops_shape_argmax(ir_graph *g, int id)
 {
     ir_node *n = NODE(id);
     const ir_type *x = ops_in_type(g, id, 0);
-    if (norm_axis(g, id, &n->attr.i[0], x) < 0) return -1;
+    if (norm_axis(g, id, &n->attr.i[ATTR_AXIS], x) < 0) return -1;
     ir_type o = *x;
-    for (int i = (int)n->attr.i[0]; i + 1 < o.rank; i++) o.dim[i] = o.dim[i + 1];
+    for (int i = (int)n->attr.i[ATTR_AXIS]; i + 1 < o.rank; i++) o.dim[i] = o.dim[i + 1];
     o.rank--;
     o.dtype = DT_I32;
     return set_type(g, id, o);
@@ -344,8 +347,8 @@ int ops_shape_concat(ir_graph *g, int id)
     ir_node *n = NODE(id);
     if (n->n_in < 1) return ops_error(g, id, "concat: needs at least one input");
     const ir_type *a = ops_in_type(g, id, 0);
-    if (norm_axis(g, id, &n->attr.i[0], a) < 0) return -1;
-    int ax = (int)n->attr.i[0];
+    if (norm_axis(g, id, &n->attr.i[ATTR_AXIS], a) < 0) return -1;
+    int ax = (int)n->attr.i[ATTR_AXIS];
     ir_type o = *a;
     for (int k = 1; k < n->n_in; k++) {
         const ir_type *b = ops_in_type(g, id, k);
@@ -362,20 +365,21 @@ int ops_shape_slice(ir_graph *g, int id)
 {
     ir_attrs *a = &NODE(id)->attr;
     const ir_type *x = ops_in_type(g, id, 0);
-    if (norm_axis(g, id, &a->i[0], x) < 0) return -1;
-    int64_t d = x->dim[a->i[0]];
+    if (norm_axis(g, id, &a->i[ATTR_AXIS], x) < 0) return -1;
+    int64_t ax = a->i[ATTR_AXIS], d = x->dim[ax];
+    int64_t *begin = &a->i[ATTR_SLICE_BEGIN], *end = &a->i[ATTR_SLICE_END];
     /* begin and end come from the source: bound them before adding */
-    int in_range = a->i[1] >= -d && a->i[1] <= d && a->i[2] >= -d && a->i[2] <= d;
-    int64_t b = a->i[1] < 0 && in_range ? a->i[1] + d : a->i[1];
-    int64_t e = a->i[2] < 0 && in_range ? a->i[2] + d : a->i[2];
+    int in_range = *begin >= -d && *begin <= d && *end >= -d && *end <= d;
+    int64_t b = *begin < 0 && in_range ? *begin + d : *begin;
+    int64_t e = *end < 0 && in_range ? *end + d : *end;
     if (!in_range || b < 0 || e > d || b >= e)
         return ops_error(g, id,
                          "slice: range [%lld, %lld) is empty or out of bounds for axis %lld of %s",
-                         (long long)a->i[1], (long long)a->i[2], (long long)a->i[0], ops_ts(x).s);
-    a->i[1] = b;
-    a->i[2] = e;
+                         (long long)*begin, (long long)*end, (long long)ax, ops_ts(x).s);
+    *begin = b;
+    *end = e;
     ir_type o = *x;
-    o.dim[a->i[0]] = e - b;
+    o.dim[ax] = e - b;
     return set_type(g, id, o);
 }
 
@@ -396,7 +400,7 @@ int ops_shape_gather(ir_graph *g, int id)
 
 int ops_shape_cast(ir_graph *g, int id)
 {
-    int64_t dt = NODE(id)->attr.i[0];
+    int64_t dt = NODE(id)->attr.i[ATTR_CAST_DTYPE];
     if (dt < 0 || dt >= DT_COUNT)
         return ops_error(g, id, "cast: unknown dtype %lld", (long long)dt);
     ir_type o = *ops_in_type(g, id, 0);
@@ -407,7 +411,7 @@ int ops_shape_cast(ir_graph *g, int id)
 int ops_shape_one_hot(ir_graph *g, int id)
 {
     const ir_type *ids = ops_in_type(g, id, 0);
-    int64_t depth = NODE(id)->attr.i[0];
+    int64_t depth = NODE(id)->attr.i[ATTR_DEPTH];
     if (ids->dtype != DT_I32 || ids->rank >= IR_MAX_DIMS)
         return ops_error(g, id, "one_hot: ids must be i32 of rank < %d, got %s", IR_MAX_DIMS,
                          ops_ts(ids).s);
@@ -499,7 +503,7 @@ static int conv_gemm_check(ir_graph *g, int id, const ir_type *x, const ir_type 
 int ops_shape_conv2d(ir_graph *g, int id)
 {
     const ir_type *x = ops_in_type(g, id, 0), *w = ops_in_type(g, id, 1);
-    int64_t s = NODE(id)->attr.i[0], p = NODE(id)->attr.i[1];
+    int64_t s = NODE(id)->attr.i[ATTR_CONV_STRIDE], p = NODE(id)->attr.i[ATTR_CONV_PAD];
     if (conv_check(g, id, x, w) < 0) return -1;
     if (s < 1 || p < 0 || s > LIM_DIM || p > LIM_DIM)
         return ops_error(g, id,
@@ -533,8 +537,8 @@ int ops_shape_pool(ir_graph *g, int id)
     ir_attrs *a = &NODE(id)->attr;
     const ir_type *x = ops_in_type(g, id, 0);
     if (need_nchw(g, id, x) < 0) return -1;
-    if (a->i[1] == 0) a->i[1] = a->i[0];
-    int64_t k = a->i[0], s = a->i[1];
+    if (a->i[ATTR_POOL_STRIDE] == 0) a->i[ATTR_POOL_STRIDE] = a->i[ATTR_POOL_SIZE];
+    int64_t k = a->i[ATTR_POOL_SIZE], s = a->i[ATTR_POOL_STRIDE];
     if (k < 1 || s < 1)
         return ops_error(g, id, "%s: need size >= 1 and stride >= 1, got %lld and %lld", OPNAME(id),
                          (long long)k, (long long)s);
@@ -547,9 +551,9 @@ int ops_shape_pool(ir_graph *g, int id)
 
 int ops_shape_dropout(ir_graph *g, int id)
 {
-    double r = NODE(id)->attr.f[0];
+    double r = NODE(id)->attr.f[ATTR_DROPOUT_RATE];
     if (!(r >= 0 && r < 1)) return ops_error(g, id, "dropout: rate must be in [0, 1), got %g", r);
-    NODE(id)->attr.i[2] = id; /* the mask key; dropout_grad copies it */
+    NODE(id)->attr.i[ATTR_DROPOUT_KEY] = id; /* the mask key; dropout_grad copies it */
     return ops_shape_unary_f32(g, id);
 }
 
@@ -572,13 +576,14 @@ static int need_last_axis(ir_graph *g, int id, const ir_type *x)
     if (need_f32(g, id, x, "input") < 0) return -1;
     if (x->rank < 1)
         return ops_error(g, id, "%s: input must have rank >= 1, got %s", OPNAME(id), ops_ts(x).s);
-    if (norm_axis(g, id, &n->attr.i[0], x) < 0) return -1;
-    if (n->attr.i[0] != x->rank - 1)
+    if (norm_axis(g, id, &n->attr.i[ATTR_AXIS], x) < 0) return -1;
+    if (n->attr.i[ATTR_AXIS] != x->rank - 1)
         return ops_error(g, id,
                          "%s: only the last axis can be normalised (axis=-1), got axis %lld of %s",
-                         OPNAME(id), (long long)n->attr.i[0], ops_ts(x).s);
-    if (!(n->attr.f[1] > 0))
-        return ops_error(g, id, "%s: eps must be > 0, got %g", OPNAME(id), n->attr.f[1]);
+                         OPNAME(id), (long long)n->attr.i[ATTR_AXIS], ops_ts(x).s);
+    if (!(n->attr.f[ATTR_NORM_EPS] > 0))
+        return ops_error(g, id, "%s: eps must be > 0, got %g", OPNAME(id),
+                         n->attr.f[ATTR_NORM_EPS]);
     return 0;
 }
 
@@ -687,7 +692,7 @@ int ops_shape_update(ir_graph *g, int id)
 int ops_shape_update_matmul(ir_graph *g, int id)
 {
     ir_type t;
-    if (need_var(g, id) < 0 || matmul_type(g, id, 1, 1, 0, &t) < 0) return -1;
+    if (need_var(g, id) < 0 || matmul_type(g, id, 1, 0, &t) < 0) return -1;
     const ir_type *v = ops_in_type(g, id, 0);
     if (!ir_type_eq(&t, v))
         return ops_error(g, id, "apply_sgd_matmul: product %s does not match variable %s",

@@ -31,7 +31,7 @@ static double *use_scales(const ir_graph *g)
         const ir_node *n = &g->nodes[i];
         for (int j = 0; !n->dead && j < n->n_in; j++) {
             int x = n->in[j];
-            if (g->nodes[x].op != OP_DATA || g->nodes[x].attr.i[0] != 0) continue;
+            if (g->nodes[x].op != OP_DATA || g->nodes[x].attr.i[ATTR_DATA_WHICH] != 0) continue;
             double c = scale_of(g, n, x);
             s[x] = c != c || (s[x] == s[x] && s[x] != c) ? -INFINITY : c;
         }

@@ -699,7 +699,7 @@ static int64_t ids_limit(const op_run *r)
     const ir_node *n = r->n;
     switch (n->op) {
     case OP_ONE_HOT:
-        return n->attr.i[0];
+        return n->attr.i[ATTR_DEPTH];
     case OP_SOFTMAX_XENT:
     case OP_XENT_GRAD:
         return r->in_t[0]->dim[r->in_t[0]->rank - 1];
@@ -714,8 +714,8 @@ static int64_t ids_limit(const op_run *r)
 static void fill_maxof(op_run *r, int j)
 {
     ir_node mx = {.op = OP_MAX};
-    mx.attr.i[0] = r->n->attr.i[0];
-    mx.attr.i[1] = 1;
+    mx.attr.i[ATTR_AXIS] = r->n->attr.i[ATTR_AXIS];
+    mx.attr.i[ATTR_KEEPDIMS] = 1;
     void *in[1] = {r->h_in[1]};
     const ir_type *in_t[1] = {r->in_t[1]};
     kern_fault f = {{0}};

@@ -139,7 +139,7 @@ static void test_add_rejects_bad_inputs_and_marks_dead(void **state)
     int in[2] = {x, x};
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    a.i[0] = 5; /* axis out of range: the node exists but is dead */
+    a.i[ATTR_AXIS] = 5; /* axis out of range: the node exists but is dead */
     int n0 = g->n_nodes;
     assert_int_equal(ir_add(g, OP_CONCAT, in, 2, &a, src, sp(0, 1)), -1);
     assert_int_equal(g->n_nodes, n0 + 1);
@@ -152,10 +152,10 @@ static void test_null_attrs_take_registry_defaults(void **state)
     ir_type t = irfx_type("f32[4,5]");
     int x = ir_add_input(g, "x", &t, src, sp(0, 1));
     int s = ir_add(g, OP_SUM, &x, 1, NULL, src, sp(0, 1));
-    assert_int_equal(g->nodes[s].attr.i[0], OP_AXIS_ALL);
+    assert_int_equal(g->nodes[s].attr.i[ATTR_AXIS], OP_AXIS_ALL);
     assert_int_equal(g->nodes[s].type.rank, 0);
     int a = ir_add(g, OP_ARGMAX, &x, 1, NULL, src, sp(0, 1));
-    assert_int_equal(g->nodes[a].attr.i[0], 1); /* -1 normalised */
+    assert_int_equal(g->nodes[a].attr.i[ATTR_AXIS], 1); /* -1 normalised */
     assert_int_equal(g->nodes[a].type.dtype, DT_I32);
 }
 
@@ -171,7 +171,7 @@ static void test_add_like_copies_span_and_device(void **state)
     assert_ptr_equal(g->nodes[n].src, src);
     int c = ir_add_const_like(g, x, 2.5, &t);
     assert_int_equal(g->nodes[c].device, IR_DEV(DEV_CPU, 2));
-    assert_true(g->nodes[c].attr.f[0] == 2.5);
+    assert_true(g->nodes[c].attr.f[ATTR_CONST_VALUE] == 2.5);
     assert_true(ir_type_eq(&g->nodes[c].type, &t));
 }
 
@@ -181,7 +181,7 @@ static void test_const_scalar_and_tensor(void **state)
     int c = ir_add_const(g, 3.0, NULL, src, sp(0, 1));
     assert_int_equal(g->nodes[c].op, OP_CONST);
     assert_int_equal(g->nodes[c].type.rank, 0);
-    assert_true(g->nodes[c].attr.f[0] == 3.0);
+    assert_true(g->nodes[c].attr.f[ATTR_CONST_VALUE] == 3.0);
     ir_type t = irfx_type("i32[2,3]");
     int d = ir_add_const(g, 0.0, &t, src, sp(0, 1));
     assert_true(ir_type_eq(&g->nodes[d].type, &t));
@@ -222,8 +222,8 @@ static void test_data_is_appended_with_copies(void **state)
     assert_null(g->data[0].path[1]);
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    a.i[0] = 1;
-    a.i[1] = di;
+    a.i[ATTR_DATA_WHICH] = 1;
+    a.i[ATTR_DATA_INDEX] = di;
     int n = ir_add(g, OP_DATA, NULL, 0, &a, src, sp(0, 1));
     assert_true(n >= 0);
     assert_int_equal(g->nodes[n].data, di);
@@ -260,7 +260,7 @@ static void test_arena_survives_many_allocations(void **state)
     /* many nodes force the node array to grow; ids stay valid */
     int first = ir_add_const(g, 7, NULL, src, sp(0, 1));
     for (int i = 0; i < 1000; i++) ir_add_const(g, i, NULL, src, sp(0, 1));
-    assert_true(g->nodes[first].attr.f[0] == 7);
+    assert_true(g->nodes[first].attr.f[ATTR_CONST_VALUE] == 7);
 }
 
 static void test_dump_lists_nodes_vars_and_data(void **state)
@@ -275,7 +275,7 @@ static void test_dump_lists_nodes_vars_and_data(void **state)
     ir_set_name(g, "model/fc1", y, 0);
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    a.i[0] = -1; /* normalised to 1 before it is printed */
+    a.i[ATTR_AXIS] = -1; /* normalised to 1 before it is printed */
     ir_add(g, OP_SUM, &y, 1, &a, src, sp(14, 19));
     ir_add_const(g, 0.5, NULL, src, sp(0, 1));
     ir_data d;
@@ -451,7 +451,7 @@ static int sum_all(int x)
 {
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    a.i[0] = OP_AXIS_ALL;
+    a.i[ATTR_AXIS] = OP_AXIS_ALL;
     return ir_add(g, OP_SUM, &x, 1, &a, src, sp(0, 1));
 }
 
@@ -527,11 +527,11 @@ static void test_fuse_conv_bias_relu_and_pool_grad(void **state)
     int fused = g->nodes[g->names[0].node].in[0];
     const ir_node *f = &g->nodes[fused], *d = &g->nodes[g->names[1].node];
     assert_int_equal(f->op, OP_CONV2D_BIAS);
-    assert_int_equal(f->attr.i[0], 1);
-    assert_int_equal(f->attr.i[1], 1);
-    assert_int_equal(f->attr.i[2], 1);
+    assert_int_equal(f->attr.i[ATTR_CONV_STRIDE], 1);
+    assert_int_equal(f->attr.i[ATTR_CONV_PAD], 1);
+    assert_int_equal(f->attr.i[ATTR_BIAS_RELU], 1);
     assert_int_equal(d->op, OP_MAXPOOL_GRAD);
-    assert_int_equal(d->attr.i[3], 1);
+    assert_int_equal(d->attr.i[ATTR_POOL_RELU], 1);
     assert_int_equal(d->in[1], fused);
 }
 
@@ -552,7 +552,7 @@ static void test_fuse_batched_matmul_bias_only_with_a_2d_b(void **state)
     pass_run_all(g, PASS_CSE | PASS_FOLD, NULL);
     const ir_node *y = &g->nodes[g->names[0].node], *z = &g->nodes[g->names[1].node];
     assert_int_equal(y->op, OP_MATMUL_BIAS);
-    assert_int_equal(y->attr.i[2], 1);
+    assert_int_equal(y->attr.i[ATTR_BIAS_RELU], 1);
     assert_int_equal(y->type.rank, 3);
     assert_int_equal(z->op, OP_ADD);
     assert_int_equal(g->nodes[z->in[0]].op, OP_MATMUL);
@@ -568,7 +568,7 @@ static void test_pool_grad_read_elsewhere_keeps_its_relu_grad(void **state)
     pass_run_all(g, PASS_CSE | PASS_FOLD, NULL);
     assert_int_equal(g->nodes[g->names[1].node].op, OP_RELU_GRAD);
     assert_int_equal(g->nodes[g->names[2].node].op, OP_MAXPOOL_GRAD);
-    assert_int_equal(g->nodes[g->names[2].node].attr.i[3], 0);
+    assert_int_equal(g->nodes[g->names[2].node].attr.i[ATTR_POOL_RELU], 0);
 }
 
 /* ---- the data scale ---- */
@@ -584,7 +584,7 @@ static int data_x(void)
     d.y = irfx_type("i32[4]");
     ir_attrs a;
     memset(&a, 0, sizeof a);
-    a.i[1] = ir_add_data(g, &d);
+    a.i[ATTR_DATA_INDEX] = ir_add_data(g, &d);
     return ir_add(g, OP_DATA, NULL, 0, &a, src, sp(0, 1));
 }
 
@@ -693,7 +693,7 @@ static void test_sgd_fuses_into_its_allreduce_in_sequence(void **state)
         } else {
             assert_int_equal(f->op, OP_APPLY_SGD_ALLREDUCE);
             assert_int_equal(f->in[1], gr);
-            assert_int_equal(f->attr.i[0], 1);
+            assert_int_equal(f->attr.i[ATTR_BUCKET], 1);
             assert_true(has_ctrl(f, prev) && has_ctrl(f, barrier));
             assert_true(has_ctrl(&g->nodes[next], g->names[0].node));
         }
@@ -724,7 +724,7 @@ static void test_cse_merges_equal_constants_only(void **state)
         int k = g->names[i].node;
         assert_false(g->nodes[k].dead);
         assert_false(g->nodes[g->nodes[k].in[1]].dead);
-        assert_true(g->nodes[g->nodes[k].in[1]].attr.f[0] == i % 1000);
+        assert_true(g->nodes[g->nodes[k].in[1]].attr.f[ATTR_CONST_VALUE] == i % 1000);
         assert_int_equal(k, g->names[i % 1000].node);
     }
 }
@@ -751,7 +751,7 @@ static void test_cse_resolves_constants_added_by_folding(void **state)
     assert_int_equal(m->op, OP_MUL);
     assert_false(m->dead);
     assert_false(g->nodes[m->in[1]].dead);
-    assert_true(g->nodes[m->in[1]].attr.f[0] == 0.5);
+    assert_true(g->nodes[m->in[1]].attr.f[ATTR_CONST_VALUE] == 0.5);
 }
 
 /* ---- the memory plan at scale ---- */

@@ -467,8 +467,8 @@ static void check_reduce(op_kind op, const ir_type *t, int64_t axis, int keep, c
     double *ref = dalloc(numel(&ot));
     call c;
     call_init(&c, op, &ot, out);
-    c.node.attr.i[0] = axis;
-    c.node.attr.i[1] = keep;
+    c.node.attr.i[ATTR_AXIS] = axis;
+    c.node.attr.i[ATTR_KEEPDIMS] = keep;
     call_in(&c, x, t);
     c.pool = pool;
     call_run(&c);
@@ -517,7 +517,7 @@ static void test_argmax_first_max_wins(void **state)
     int32_t out[2];
     call c;
     call_init(&c, OP_ARGMAX, &ot, out);
-    c.node.attr.i[0] = 1;
+    c.node.attr.i[ATTR_AXIS] = 1;
     call_in(&c, x, &t);
     call_run(&c);
     assert_int_equal(out[0], 1);
@@ -538,7 +538,7 @@ static void test_max_grad_routes_to_maxima(void **state)
         for (int64_t i = 0; i < numel(&kt); i++) y[i] = (float)ym[i];
         call c;
         call_init(&c, OP_MAX_GRAD, &t, out);
-        c.node.attr.i[0] = axis;
+        c.node.attr.i[ATTR_AXIS] = axis;
         call_in(&c, dy, &kt);
         call_in(&c, x, &t);
         call_in(&c, y, &kt);
@@ -723,9 +723,9 @@ static float *run_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, const 
     float *out = falloc(&ot);
     call c;
     call_init(&c, bias ? OP_MATMUL_BIAS : OP_MATMUL, &ot, out);
-    c.node.attr.i[0] = ta;
-    c.node.attr.i[1] = tb;
-    c.node.attr.i[2] = relu;
+    c.node.attr.i[ATTR_TRANS_A] = ta;
+    c.node.attr.i[ATTR_TRANS_B] = tb;
+    c.node.attr.i[ATTR_BIAS_RELU] = relu;
     call_in(&c, (void *)a, &at);
     call_in(&c, (void *)b, &bt);
     if (bias) call_in(&c, (void *)bias, &vt);
@@ -792,7 +792,7 @@ static void test_matmul_bias_over_leading_axes(void **state)
     for (int64_t i = 0; i < rows * n; i++) ref[i] = fmax(ref[i] + bias[i % n], 0);
     call c;
     call_init(&c, OP_MATMUL_BIAS, &ot, out);
-    c.node.attr.i[2] = 1;
+    c.node.attr.i[ATTR_BIAS_RELU] = 1;
     call_in(&c, a, &at);
     call_in(&c, b, &bt);
     call_in(&c, bias, &vt);
@@ -815,9 +815,9 @@ static void check_sgd_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, cp
     for (int64_t i = 0; i < m * n; i++) ref[i] = var[i] - 0.25 * ref[i];
     call c;
     call_init(&c, OP_APPLY_SGD_MATMUL, &tok, NULL);
-    c.node.attr.f[0] = 0.25;
-    c.node.attr.i[1] = ta;
-    c.node.attr.i[2] = tb;
+    c.node.attr.f[ATTR_SGDMM_LR] = 0.25;
+    c.node.attr.i[ATTR_SGDMM_TRANS_A] = ta;
+    c.node.attr.i[ATTR_SGDMM_TRANS_B] = tb;
     call_in(&c, var, &vt);
     call_in(&c, a, &a2);
     call_in(&c, b, &b2);
@@ -859,8 +859,8 @@ static void check_matmul_batched(ir_type ab, ir_type bb, int64_t m, int64_t n, i
     float *a = frandom(&at, -1, 1), *b = frandom(&bt, -1, 1), *out = falloc(&ot);
     call c;
     call_init(&c, OP_MATMUL, &ot, out);
-    c.node.attr.i[0] = ta;
-    c.node.attr.i[1] = tb;
+    c.node.attr.i[ATTR_TRANS_A] = ta;
+    c.node.attr.i[ATTR_TRANS_B] = tb;
     call_in(&c, a, &at);
     call_in(&c, b, &bt);
     c.pool = pool;
@@ -906,12 +906,12 @@ static void check_causal_softmax(int64_t blocks, int64_t t, cpu_pool *pool)
     double *ry = dalloc(numel(&xt)), *rg = dalloc(numel(&xt)), lse;
     call c;
     call_init(&c, OP_SOFTMAX, &xt, y);
-    c.node.attr.i[0] = OP_MASK_CAUSAL;
+    c.node.attr.i[ATTR_MASK] = OP_MASK_CAUSAL;
     call_in(&c, x, &xt);
     c.pool = pool;
     call_run(&c);
     call_init(&c, OP_SOFTMAX_GRAD, &xt, g);
-    c.node.attr.i[0] = OP_MASK_CAUSAL;
+    c.node.attr.i[ATTR_MASK] = OP_MASK_CAUSAL;
     call_in(&c, dy, &xt);
     call_in(&c, y, &xt);
     c.pool = pool;
@@ -967,8 +967,8 @@ static void run_norm(op_kind op, const ir_type *ot, void *out, float **in, const
 {
     call c;
     call_init(&c, op, ot, out);
-    c.node.attr.i[0] = it[0]->rank - 1;
-    c.node.attr.f[1] = 1e-5;
+    c.node.attr.i[ATTR_AXIS] = it[0]->rank - 1;
+    c.node.attr.f[ATTR_NORM_EPS] = 1e-5;
     for (int k = 0; k < n_in; k++) call_in(&c, in[k], it[k]);
     c.pool = pool;
     c.scratch = scratch;
@@ -1082,8 +1082,8 @@ static void conv_call(call *c, op_kind op, const conv_case *q, void *out, const 
         wino = conv_wino_plan(&pl, q->n, q->c, q->oc, q->kh, oh, ow);
     if (wino > per) per = wino;
     call_init(c, op, ot, out);
-    c->node.attr.i[0] = q->s;
-    c->node.attr.i[1] = q->p;
+    c->node.attr.i[ATTR_CONV_STRIDE] = q->s;
+    c->node.attr.i[ATTR_CONV_PAD] = q->p;
     c->pool = threads > 1 ? pool2 : NULL;
     c->max_tasks = threads;
     c->task_bytes = per;
@@ -1107,7 +1107,7 @@ static void check_conv_bias(const conv_case *q, float *x, float *w, const double
         void *scratch;
         call c;
         conv_call(&c, OP_CONV2D_BIAS, q, y, &yt, threads, &scratch);
-        c.node.attr.i[2] = relu;
+        c.node.attr.i[ATTR_BIAS_RELU] = relu;
         call_in(&c, x, &xt);
         call_in(&c, w, &wt);
         call_in(&c, b, &bt);
@@ -1229,8 +1229,8 @@ static void check_pool(int64_t n, int64_t ch, int64_t h, int64_t w, int64_t size
     for (int k = 0; k < 4; k++) {
         call c;
         call_init(&c, ops[k], k < 2 ? &yt : &xt, outs[k]);
-        c.node.attr.i[0] = size;
-        c.node.attr.i[1] = stride;
+        c.node.attr.i[ATTR_POOL_SIZE] = size;
+        c.node.attr.i[ATTR_POOL_STRIDE] = stride;
         call_in(&c, k < 2 ? x : dy, k < 2 ? &xt : &yt);
         if (k == 2) call_in(&c, x, &xt);
         c.pool = pool2;
@@ -1262,7 +1262,7 @@ static void test_maxpool_grad_first_max_in_window(void **state)
     float x[4] = {1, 3, 3, 2}, dy[1] = {5}, dx[4];
     call c;
     call_init(&c, OP_MAXPOOL_GRAD, &xt, dx);
-    c.node.attr.i[0] = 2;
+    c.node.attr.i[ATTR_POOL_SIZE] = 2;
     call_in(&c, dy, &yt);
     call_in(&c, x, &xt);
     call_run(&c);
@@ -1309,7 +1309,7 @@ static void test_one_hot(void **state)
     float out[24];
     call c;
     call_init(&c, OP_ONE_HOT, &ot, out);
-    c.node.attr.i[0] = 4;
+    c.node.attr.i[ATTR_DEPTH] = 4;
     call_in(&c, ids, &it);
     call_run(&c);
     for (int i = 0; i < 6; i++)
@@ -1328,11 +1328,13 @@ static void test_slice_and_slice_grad(void **state)
         float *y = falloc(&st), *g = frandom(&xt, 7, 8), *dy = frandom(&st, -1, 1);
         call c;
         call_init(&c, OP_SLICE, &st, y);
-        c.node.attr.i[0] = ax, c.node.attr.i[1] = b, c.node.attr.i[2] = e;
+        c.node.attr.i[ATTR_AXIS] = ax, c.node.attr.i[ATTR_SLICE_BEGIN] = b,
+        c.node.attr.i[ATTR_SLICE_END] = e;
         call_in(&c, x, &xt);
         call_run(&c);
         call_init(&c, OP_SLICE_GRAD, &xt, g);
-        c.node.attr.i[0] = ax, c.node.attr.i[1] = b, c.node.attr.i[2] = e;
+        c.node.attr.i[ATTR_AXIS] = ax, c.node.attr.i[ATTR_SLICE_BEGIN] = b,
+        c.node.attr.i[ATTR_SLICE_END] = e;
         call_in(&c, dy, &st);
         call_run(&c);
         double *ry = dalloc(numel(&st)), *rg = dalloc(numel(&xt));
@@ -1368,7 +1370,7 @@ static void test_concat_any_axis(void **state)
         float *out = falloc(&ot);
         call c;
         call_init(&c, OP_CONCAT, &ot, out);
-        c.node.attr.i[0] = ax;
+        c.node.attr.i[ATTR_AXIS] = ax;
         for (int k = 0; k < 3; k++) call_in(&c, in[k], &t[k]);
         call_run(&c);
         double *ref = dalloc(numel(&ot));
@@ -1457,7 +1459,7 @@ static void test_reshape_identity_cast_const(void **state)
     float back[12], y[12];
     call c;
     call_init(&c, OP_CAST, &it, xi);
-    c.node.attr.i[0] = DT_I32;
+    c.node.attr.i[ATTR_CAST_DTYPE] = DT_I32;
     call_in(&c, x, &ft);
     call_run(&c);
     for (int i = 0; i < 12; i++) assert_int_equal(xi[i], want[i]);
@@ -1478,12 +1480,12 @@ static void test_reshape_identity_cast_const(void **state)
     /* constants are filled on the host, once per executor, not by a kernel */
     call_init(&c, OP_CONST, &ft, y);
     c.node.type = ft;
-    c.node.attr.f[0] = 2.5;
+    c.node.attr.f[ATTR_CONST_VALUE] = 2.5;
     ir_const_fill(&c.node, y);
     for (int i = 0; i < 12; i++) assert_true(y[i] == 2.5f);
     call_init(&c, OP_CONST, &it, xi);
     c.node.type = it;
-    c.node.attr.f[0] = 7;
+    c.node.attr.f[ATTR_CONST_VALUE] = 7;
     ir_const_fill(&c.node, xi);
     for (int i = 0; i < 12; i++) assert_int_equal(xi[i], 7);
     call_init(&c, OP_CONST, &ft, y);
@@ -1506,8 +1508,8 @@ static void test_every_op_has_a_kernel_on_every_device(void **state)
         for (int op = 0; op < OP_COUNT; op++) {
             int want = !ops_has(op, OPF_SOURCE), have = devices[d]->kernels[op] != NULL;
             if (want == have) continue;
-            print_error("%s: %s %s a kernel\n", devices[d]->name, ops_name(op),
-                        have ? "is a source but has" : "has no");
+            print_error("%s: %s %s\n", devices[d]->name, ops_name(op),
+                        have ? "is a source but has a kernel" : "has no kernel");
             holes++;
         }
     assert_int_equal(holes, 0);
@@ -1631,8 +1633,8 @@ static void run_dropout(op_kind op, float *y, const float *x, const ir_type *t, 
 {
     call c;
     call_init(&c, op, t, y);
-    c.node.attr.f[0] = rate;
-    c.node.attr.i[1] = training;
+    c.node.attr.f[ATTR_DROPOUT_RATE] = rate;
+    c.node.attr.i[ATTR_DROPOUT_TRAINING] = training;
     call_in(&c, (void *)x, t);
     c.seed = 42;
     c.step = step;
@@ -1682,7 +1684,7 @@ static void run_update(op_kind op, const ir_type *t, void **bufs, int n, const d
     call_in(&c, &lr, &sc);
     call_in(&c, &gs, &sc);
     for (int k = 0; k < 5; k++) c.node.attr.f[k] = f[k];
-    c.node.attr.i[2] = nest;
+    c.node.attr.i[ATTR_NESTEROV] = nest;
     c.pool = pool2;
     call_run(&c);
 }
@@ -1765,11 +1767,11 @@ static float lr_at(int kind, double lr, double min, int64_t warmup, int64_t step
     call c;
     call_init(&c, OP_LR_SCHEDULE, &sc, &out);
     call_in(&c, &t, &sc);
-    c.node.attr.i[0] = kind;
-    c.node.attr.f[1] = lr;
-    c.node.attr.f[2] = min;
-    c.node.attr.i[3] = warmup;
-    c.node.attr.i[4] = steps;
+    c.node.attr.i[ATTR_LR_KIND] = kind;
+    c.node.attr.f[ATTR_LR_LR] = lr;
+    c.node.attr.f[ATTR_LR_MIN] = min;
+    c.node.attr.i[ATTR_LR_WARMUP] = warmup;
+    c.node.attr.i[ATTR_LR_STEPS] = steps;
     call_run(&c);
     return out;
 }
@@ -1809,7 +1811,7 @@ static float clip_of(void **g, const ir_type **t, int n, float clip, cpu_pool *p
     call c;
     call_init(&c, OP_CLIP_SCALE, &sc, &out);
     for (int k = 0; k < n; k++) call_in(&c, g[k], t[k]);
-    c.node.attr.f[0] = clip;
+    c.node.attr.f[ATTR_CLIP] = clip;
     c.scratch = part;
     c.task_bytes = chunks * sizeof(double);
     c.pool = pool;

@@ -222,7 +222,7 @@ static void test_attributes_are_normalised(void **state)
     (void)state;
     shape_case mean = {OP_MEAN, {"f32[64,10]"}, {-1, 0}, .want = ""};
     int id = build(&mean);
-    assert_int_equal(g->nodes[id].attr.i[0], 1);
+    assert_int_equal(g->nodes[id].attr.i[ATTR_AXIS], 1);
     shape_case rs = {OP_RESHAPE, {"f32[64,784]"}, .n_list = 2, .list = {-1, 28}};
     id = build(&rs);
     assert_int_equal(g->nodes[id].attr.list[0], 64 * 28);
@@ -235,16 +235,16 @@ static void test_attributes_are_normalised(void **state)
     assert_int_equal(a->list[2], 0);
     shape_case pool = {OP_MAXPOOL2D, {"f32[1,1,8,8]"}, {2, 0}, .want = NULL};
     id = build(&pool);
-    assert_int_equal(g->nodes[id].attr.i[1], 2);
+    assert_int_equal(g->nodes[id].attr.i[ATTR_POOL_STRIDE], 2);
     shape_case sl = {OP_SLICE, {"f32[4,10]"}, {-1, -3, -1}, .want = NULL};
     id = build(&sl);
     a = &g->nodes[id].attr;
-    assert_int_equal(a->i[0], 1);
-    assert_int_equal(a->i[1], 7);
-    assert_int_equal(a->i[2], 9);
+    assert_int_equal(a->i[ATTR_AXIS], 1);
+    assert_int_equal(a->i[ATTR_SLICE_BEGIN], 7);
+    assert_int_equal(a->i[ATTR_SLICE_END], 9);
     shape_case ln = {OP_LAYERNORM, {"f32[2,3,4]", "f32[4]", "f32[4]"}, {-1}, .f1 = 1e-5};
     id = build(&ln);
-    assert_int_equal(g->nodes[id].attr.i[0], 2);
+    assert_int_equal(g->nodes[id].attr.i[ATTR_AXIS], 2);
 }
 
 static const shape_case errors[] = {
@@ -530,6 +530,22 @@ static void test_errors_have_exact_text(void **state)
     }
 }
 
+/* Every op of OPS_LIST has its entry in ops_table (ops.c): a source
+ * (OPF_SOURCE), or an op with a shape rule.  The table has no count to
+ * bump; an op added to OPS_LIST without its entry is a zero row, caught
+ * here. */
+static void test_every_op_has_a_registry_entry(void **state)
+{
+    (void)state;
+    int missing = 0;
+    for (int op = 0; op < OP_COUNT; op++) {
+        if (ops_has(op, OPF_SOURCE) || ops_table[op].shape) continue;
+        print_error("%s has no entry in ops_table (compiler/ops.c)\n", ops_name(op));
+        missing++;
+    }
+    assert_int_equal(missing, 0);
+}
+
 /* Names come from OPS_LIST; each is set and no two ops share one (a
  * lookup by name would find only the first). */
 static void test_registry_names_are_unique(void **state)
@@ -654,6 +670,7 @@ int main(void)
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_attributes_are_normalised, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_errors_have_exact_text, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_every_op_has_a_registry_entry, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_registry_names_are_unique, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_lookup_finds_public_ops_only, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_language_attribute_names_and_defaults, setup,

@@ -521,7 +521,7 @@ static void test_launch_with_many_inputs(void **state)
         bufs[k] = dev_floats(d, v, 2);
         kc_in(&c, bufs[k], vec(DT_F32, 2));
     }
-    c.node.attr.i[0] = 0; /* axis */
+    c.node.attr.i[ATTR_AXIS] = 0;
     dev_queue *q = d->vt->queue_new(d);
     d->vt->launch(d, q, cpu_kernels[OP_CONCAT], &c.a);
     sync_ok(d, q);

@@ -15,6 +15,12 @@ extern const device_vtable cuda_vtable;
 /* The kernel table, filled from the op families when the library loads;
  * NULL rows: ops the CUDA device does not implement. */
 extern kernel_fn cuda_kernels[OP_COUNT];
+/* The ops besides the sources that have no CUDA row, and why: allreduce
+ * runs MPI on the host (autodiff places it on cpu:0), and
+ * apply_sgd_allreduce, its fusion with an update, is made only where a row
+ * is.  Every other op has one; tests/test_cuda_rows.c reads the k_*.cu
+ * files and checks it, without nvcc or a GPU. */
+#define CUDA_NO_ROW(X) X(ALLREDUCE) X(APPLY_SGD_ALLREDUCE)
 
 /* Usable CUDA devices: 0 when there is no GPU or no driver. */
 int cuda_device_count(void);

@@ -314,12 +314,12 @@ __global__ static void dropout_kernel(float *out, const float *x, int64_t n, uin
 static int k_dropout(const kern_args *a)
 {
     int64_t n = ir_numel(a->out_t);
-    if (!cua_attr_i(a, 1)) {
+    if (!cua_attr_i(a, ATTR_DROPOUT_TRAINING)) {
         copy(a, a->out, a->in[0], n);
         return 0;
     }
-    float rate = cua_attr_f(a, 0);
-    uint64_t seed = a->seed ^ ((uint64_t)cua_attr_i(a, 2) * 0x9e3779b97f4a7c15ull);
+    float rate = cua_attr_f(a, ATTR_DROPOUT_RATE);
+    uint64_t seed = a->seed ^ ((uint64_t)cua_attr_i(a, ATTR_DROPOUT_KEY) * 0x9e3779b97f4a7c15ull);
     cua_launch(a, n, dropout_kernel, (float *)a->out, (const float *)a->in[0], n,
                dropout_key(seed, a->step), rate, dropout_scale(rate));
     return 0;

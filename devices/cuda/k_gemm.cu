@@ -15,6 +15,7 @@
 // 1x1, stride 1, unpadded convolutions use the images themselves, the whole
 // batch in one strided-batched GEMM.
 #include "cuda_impl.cuh"
+#include "devices/gemm.h"
 
 #define IN_F(k)   ((const float *)a->in[k])
 #define OUT_F     ((float *)a->out)
@@ -65,34 +66,24 @@ static void gemm_run(const kern_args *a, const gemm_rm *g)
                  a);
 }
 
-// in[k] @ in[k+1] into c, transposed as attrs k and k+1 say (matmul's
-// operands and attrs are slots 0 and 1, apply_sgd_matmul's 1 and 2); with
-// batch axes, the first batch's product: the CPU's gemm_args.
-static gemm_rm gemm_args(const kern_args *a, int k, float *c)
+// The node's product (devices/gemm.h) into c, alpha 1, beta 0; with batch
+// axes, the first batch's product.
+static gemm_rm gemm_args(const kern_args *a, float *c)
 {
-    const ir_type *at = a->in_t[k], *bt = a->in_t[k + 1];
-    const int64_t *ad = at->dim + at->rank - 2, *bd = bt->dim + bt->rank - 2;
+    gemm_dims d = gemm_dims_of(a);
     gemm_rm g = {};
-    g.ta = ATTR_I(k) != 0;
-    g.tb = ATTR_I(k + 1) != 0;
-    g.m = g.ta ? ad[1] : ad[0];
-    g.k = g.ta ? ad[0] : ad[1];
-    g.n = g.tb ? bd[0] : bd[1];
-    g.a = IN_F(k);
-    g.b = IN_F(k + 1);
+    g.m = d.m;
+    g.n = d.n;
+    g.k = d.k;
+    g.ta = d.ta;
+    g.tb = d.tb;
+    g.a = IN_F(d.a);
+    g.b = IN_F(d.b);
     g.c = c;
     g.alpha = 1.0f;
     g.beta = 0.0f;
     g.batch = 1;
     return g;
-}
-
-// t without its last two axes.
-static ir_type batch_type(const ir_type *t)
-{
-    ir_type b = *t;
-    b.rank -= 2;
-    return b;
 }
 
 // Where run q of the plan (every axis but the innermost) reads a and b,
@@ -115,7 +106,8 @@ static void batch_run_at(const ir_bcast *bc, int64_t q, int64_t *ia, int64_t *ib
 // axes are a loop of such calls, the same every step.
 static void matmul_batched(const kern_args *a, gemm_rm g)
 {
-    ir_type ob = batch_type(a->out_t), ab = batch_type(a->in_t[0]), bb = batch_type(a->in_t[1]);
+    ir_type ob = gemm_batch_type(a->out_t), ab = gemm_batch_type(a->in_t[0]),
+            bb = gemm_batch_type(a->in_t[1]);
     ir_bcast bc;
     ir_bcast_plan(&bc, &ob, &ab, &bb);
     int64_t len = bc.dim[bc.nd - 1], va = bc.sa[bc.nd - 1], vb = bc.sb[bc.nd - 1];
@@ -142,7 +134,7 @@ static void matmul_batched(const kern_args *a, gemm_rm g)
 
 static int k_matmul(const kern_args *a)
 {
-    gemm_rm g = gemm_args(a, 0, OUT_F);
+    gemm_rm g = gemm_args(a, OUT_F);
     if (a->out_t->rank > 2)
         matmul_batched(a, g);
     else
@@ -162,16 +154,15 @@ __global__ static void bias_relu_kernel(float *c, const float *bias, int64_t m, 
     }
 }
 
-// in: a, b, bias[N]; attr i2: relu.  [..., M, K] @ [K, N] is one GEMM of all
-// the rows (the shape rule allows no other batch).
+// in: a, b, bias[N]; ATTR_BIAS_RELU.  [..., M, K] @ [K, N] is one GEMM of
+// all the rows (gemm_dims_of).
 static int k_matmul_bias(const kern_args *a)
 {
-    gemm_rm g = gemm_args(a, 0, OUT_F);
-    if (g.n) g.m = ir_numel(a->out_t) / g.n;
+    gemm_rm g = gemm_args(a, OUT_F);
     gemm_run(a, &g);
     if (g.m * g.n == 0) return 0;
     bias_relu_kernel<<<cuda_blocks(g.m * g.n), CUDA_BLOCK, 0, cuda_stream(a)>>>(
-        g.c, IN_F(2), g.m, g.n, ATTR_I(2) != 0);
+        g.c, IN_F(2), g.m, g.n, ATTR_I(ATTR_BIAS_RELU) != 0);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -179,8 +170,8 @@ static int k_matmul_bias(const kern_args *a)
 // in[0] (the variable) -= lr * in[1] @ in[2]: one GEMM with beta = 1.
 static int k_apply_sgd_matmul(const kern_args *a)
 {
-    gemm_rm g = gemm_args(a, 1, (float *)a->in[0]);
-    g.alpha = -(float)a->node->attr.f[0];
+    gemm_rm g = gemm_args(a, (float *)a->in[0]);
+    g.alpha = -(float)a->node->attr.f[ATTR_SGDMM_LR];
     g.beta = 1.0f;
     gemm_run(a, &g);
     return 0;
@@ -209,8 +200,8 @@ static conv_shape conv_shape_of(const kern_args *a, const ir_type *xt, const ir_
     s.kw = wt->dim[3];
     s.oh = yt->dim[2];
     s.ow = yt->dim[3];
-    s.stride = ATTR_I(0) > 0 ? ATTR_I(0) : 1;
-    s.pad = ATTR_I(1);
+    s.stride = ATTR_I(ATTR_CONV_STRIDE) > 0 ? ATTR_I(ATTR_CONV_STRIDE) : 1;
+    s.pad = ATTR_I(ATTR_CONV_PAD);
     return s;
 }
 
@@ -348,7 +339,7 @@ __global__ static void chan_bias_relu_kernel(float *y, const float *bias, int64_
     }
 }
 
-// conv2d, and conv2d_bias: in[2] a bias per output channel, attr i2 relu.
+// conv2d, and conv2d_bias: in[2] a bias per output channel, ATTR_BIAS_RELU.
 static int k_conv2d(const kern_args *a)
 {
     conv2d_run(a);
@@ -356,7 +347,7 @@ static int k_conv2d(const kern_args *a)
     if (a->node->op != OP_CONV2D_BIAS || total == 0) return 0;
     chan_bias_relu_kernel<<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(
         OUT_F, IN_F(2), total, a->out_t->dim[2] * a->out_t->dim[3], a->out_t->dim[1],
-        ATTR_I(2) != 0);
+        ATTR_I(ATTR_BIAS_RELU) != 0);
     CUDA_LAUNCHED(a);
     return 0;
 }

@@ -104,7 +104,7 @@ static int64_t last_dim(const ir_type *t)
 
 static float eps_of(const kern_args *a)
 {
-    return (float)a->node->attr.f[1];
+    return (float)a->node->attr.f[ATTR_NORM_EPS];
 }
 
 static int layernorm_rows(const kern_args *a, int grad)

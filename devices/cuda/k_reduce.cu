@@ -207,7 +207,7 @@ static red_plan axis_plan(const ir_type *t, int64_t axis)
 
 template <class Op> static int reduce_axis(const kern_args *a, float scale_mean)
 {
-    red_plan p = axis_plan(a->in_t[0], a->node->attr.i[0]);
+    red_plan p = axis_plan(a->in_t[0], a->node->attr.i[ATTR_AXIS]);
     float scale = scale_mean && p.n > 0 ? 1.0f / (float)p.n : 1.0f;
     reduce_launch<Op>(a, (typename Op::out_t *)a->out, (const float *)a->in[0], p, scale);
     return 0;
@@ -280,7 +280,7 @@ __global__ static void max_grad_kernel(float *out, const float *dy, const float 
 static int k_max_grad(const kern_args *a)
 {
     const ir_type *xt = a->in_t[1];
-    int64_t axis = a->node->attr.i[0], n = ir_numel(xt), inner = 1;
+    int64_t axis = a->node->attr.i[ATTR_AXIS], n = ir_numel(xt), inner = 1;
     if (axis != OP_AXIS_ALL) {
         n = xt->dim[axis];
         for (int d = (int)axis + 1; d < xt->rank; d++) inner *= xt->dim[d];

@@ -133,7 +133,7 @@ static void outer_inner(const ir_type *t, int64_t axis, int64_t *outer, int64_t 
 // its band of columns; one launch per input (no pointer table to upload).
 static int k_concat(const kern_args *a)
 {
-    int64_t axis = a->node->attr.i[0], outer, inner;
+    int64_t axis = a->node->attr.i[ATTR_AXIS], outer, inner;
     outer_inner(a->out_t, axis, &outer, &inner);
     int64_t total = a->out_t->dim[axis] * inner, col = 0;
     for (int k = 0; k < a->n_in; k++) {
@@ -145,11 +145,12 @@ static int k_concat(const kern_args *a)
     return 0;
 }
 
-// attr i0 axis, i1 begin; the output's axis gives the length.
+// ATTR_AXIS, ATTR_SLICE_BEGIN; the output's axis gives the length.
 static int k_slice(const kern_args *a)
 {
     const ir_type *it = a->in_t[0];
-    int64_t axis = a->node->attr.i[0], begin = a->node->attr.i[1], outer, inner;
+    int64_t axis = a->node->attr.i[ATTR_AXIS], begin = a->node->attr.i[ATTR_SLICE_BEGIN], outer,
+            inner;
     int64_t len = a->out_t->dim[axis], n = it->dim[axis];
     outer_inner(it, axis, &outer, &inner);
     copy_rows_launch(a, (uint32_t *)a->out, len * inner, (const uint32_t *)a->in[0] + begin * inner,
@@ -161,7 +162,8 @@ static int k_slice(const kern_args *a)
 static int k_slice_grad(const kern_args *a)
 {
     const ir_type *xt = a->out_t;
-    int64_t axis = a->node->attr.i[0], begin = a->node->attr.i[1], outer, inner;
+    int64_t axis = a->node->attr.i[ATTR_AXIS], begin = a->node->attr.i[ATTR_SLICE_BEGIN], outer,
+            inner;
     int64_t len = a->in_t[0]->dim[axis], n = xt->dim[axis], total = ir_numel(xt);
     outer_inner(xt, axis, &outer, &inner);
     if (total <= 0) return 0;
@@ -262,11 +264,11 @@ struct pool_shape {
     int64_t oh, ow, size, stride;
 };
 
-// x is the forward input (xt), y the pooled output (yt); attr i0 size, i1
-// stride (0 = size), as kernels.c's pool_shape.
+// x is the forward input (xt), y the pooled output (yt); ATTR_POOL_SIZE,
+// ATTR_POOL_STRIDE (0 = size), as kernels.c's pool_shape.
 static pool_shape pool_shape_of(const kern_args *a, const ir_type *xt, const ir_type *yt)
 {
-    int64_t size = a->node->attr.i[0], stride = a->node->attr.i[1];
+    int64_t size = a->node->attr.i[ATTR_POOL_SIZE], stride = a->node->attr.i[ATTR_POOL_STRIDE];
     return pool_shape{
         xt->dim[0] * xt->dim[1],   xt->dim[2], xt->dim[3], yt->dim[2], yt->dim[3], size,
         stride > 0 ? stride : size};
@@ -373,7 +375,7 @@ template <int AVG> static int pool_grad_launch(const kern_args *a)
     if (total <= 0) return 0;
     pool_grad<AVG><<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(
         (float *)a->out, (const float *)a->in[0], AVG ? NULL : (const float *)a->in[1], s, inv,
-        AVG ? 0 : a->node->attr.i[3] != 0);
+        AVG ? 0 : a->node->attr.i[ATTR_POOL_RELU] != 0);
     CUDA_LAUNCHED(a);
     return 0;
 }

@@ -115,7 +115,7 @@ static int64_t last_dim(const ir_type *t)
     return t->rank ? t->dim[t->rank - 1] : 1;
 }
 
-// causal: softmax's mask (attr 0) is OP_MASK_CAUSAL.
+// causal: softmax's mask (ATTR_MASK) is OP_MASK_CAUSAL.
 static void softmax(const kern_args *a, int is_log, int causal)
 {
     int64_t c = last_dim(a->out_t), n = ir_numel(a->out_t);
@@ -133,7 +133,7 @@ static void softmax_grad(const kern_args *a, int is_log, int causal)
 
 static int causal(const kern_args *a)
 {
-    return a->node->attr.i[0] == OP_MASK_CAUSAL;
+    return a->node->attr.i[ATTR_MASK] == OP_MASK_CAUSAL;
 }
 
 static int k_softmax(const kern_args *a)

@@ -102,7 +102,8 @@ static int k_apply_momentum(const kern_args *a)
 {
     int64_t n = cua_in_numel(a, 0);
     cua_launch(a, n, momentum_kernel, (float *)a->in[0], (const float *)a->in[1], (float *)a->in[2],
-               n, upd_lr(a), upd_gs(a), cua_attr_f(a, 1), cua_attr_i(a, 2) != 0);
+               n, upd_lr(a), upd_gs(a), cua_attr_f(a, ATTR_MOMENTUM_M),
+               cua_attr_i(a, ATTR_NESTEROV) != 0);
     return 0;
 }
 
@@ -151,7 +152,8 @@ __global__ static void adam_kernel(float *var, const float *g, float *m, float *
 
 static int k_apply_adam(const kern_args *a)
 {
-    adam_hp hp = {cua_attr_f(a, 1), cua_attr_f(a, 2), cua_attr_f(a, 3), cua_attr_f(a, 4)};
+    adam_hp hp = {cua_attr_f(a, ATTR_ADAM_B1), cua_attr_f(a, ATTR_ADAM_B2),
+                  cua_attr_f(a, ATTR_ADAM_EPS), cua_attr_f(a, ATTR_ADAM_WD)};
     int64_t n = cua_in_numel(a, 0);
     cua_launch(a, n, adam_kernel, (float *)a->in[0], (const float *)a->in[1], (float *)a->in[2],
                (float *)a->in[3], n, (const float *)a->in[4], upd_lr(a), upd_gs(a), hp);
@@ -203,9 +205,9 @@ __global__ static void lr_schedule_kernel(float *out, const float *step, int kin
 static int k_lr_schedule(const kern_args *a)
 {
     const ir_attrs *at = &a->node->attr;
-    lr_schedule_kernel<<<1, 1, 0, cuda_stream(a)>>>((float *)a->out, (const float *)a->in[0],
-                                                    (int)at->i[0], at->f[1], at->f[2],
-                                                    (double)at->i[3], (double)at->i[4]);
+    lr_schedule_kernel<<<1, 1, 0, cuda_stream(a)>>>(
+        (float *)a->out, (const float *)a->in[0], (int)at->i[ATTR_LR_KIND], at->f[ATTR_LR_LR],
+        at->f[ATTR_LR_MIN], (double)at->i[ATTR_LR_WARMUP], (double)at->i[ATTR_LR_STEPS]);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -283,7 +285,7 @@ static int k_clip_scale(const kern_args *a)
         b.first[0] = chunks;
     }
     clip_total_kernel<<<1, CUDA_BLOCK, 0, cuda_stream(a)>>>((float *)a->out, part, chunks,
-                                                            a->node->attr.f[0]);
+                                                            a->node->attr.f[ATTR_CLIP]);
     CUDA_LAUNCHED(a);
     return 0;
 }

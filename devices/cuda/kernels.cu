@@ -1,13 +1,11 @@
 // kernels.cu - the CUDA kernel table, merged from each family's rows
-// (k_*.cu) when the library loads.  An op in two families is a bug found
-// here; an op in none has a NULL row, and compiling a program that places it
-// on a GPU is an error (runtime/compile.c); tests/test_cuda.c checks that
-// every op the examples use has a row.  allreduce has none: MPI runs on the
-// host, so autodiff places it on cpu:0; nor has apply_sgd_allreduce, its
-// fusion with an update, which the compiler makes only where a row is.
+// (k_*.cu) when the library loads.  An op in two families, or one of
+// CUDA_NO_ROW (cuda.h) given a row, is a bug found here; an op in none has a
+// NULL row, and compiling a program that places it on a GPU is an error
+// (runtime/compile.c).  tests/test_cuda_rows.c reads the families' rows and
+// checks that every op but the sources and CUDA_NO_ROW has one, in the CPU
+// suite; tests/test_cuda.c checks that every op the examples use has a row.
 #include "cuda_impl.cuh"
-
-static_assert(OP_COUNT == 76, "ops.h changed: give the new op its CUDA row (k_*.cu)");
 
 kernel_fn cuda_kernels[OP_COUNT];
 
@@ -28,6 +26,9 @@ struct table_fill {
                                       cuda_rows_norm,        cuda_rows_gemm,   cuda_rows_shape,
                                       cuda_rows_update};
         for (const cuda_row *f : families) add_rows(f);
+#define NO_ROW(id) GR_ASSERT(!cuda_kernels[OP_##id]);
+        CUDA_NO_ROW(NO_ROW)
+#undef NO_ROW
     }
 } fill_at_load;
 } // namespace
