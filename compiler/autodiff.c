@@ -227,7 +227,7 @@ static int make_step(ad_ctx *c, int with)
     if (one < 0) return -1;
     c->step_inc = colocated(c, ir_add(c->g, OP_ASSIGN_ADD, in, 2, NULL, c->src, c->span), with);
     if (c->step_inc < 0) return -1;
-    c->g->nodes[c->step_inc].attr.i[5] = c->opt->locking;
+    c->g->nodes[c->step_inc].attr.i[ATTR_LOCKING] = c->opt->locking;
     return 0;
 }
 
@@ -236,14 +236,14 @@ static ir_attrs update_attrs(const ad_optimizer *o)
     ir_attrs a;
     memset(&a, 0, sizeof(a));
     if (o->kind == AD_MOMENTUM) {
-        a.f[1] = o->m;
-        a.i[2] = o->nesterov;
+        a.f[ATTR_MOMENTUM_M] = o->m;
+        a.i[ATTR_NESTEROV] = o->nesterov;
     } else if (o->kind == AD_ADAM) {
-        a.f[1] = o->b1;
-        a.f[2] = o->b2;
-        a.f[3] = o->eps;
+        a.f[ATTR_ADAM_B1] = o->b1;
+        a.f[ATTR_ADAM_B2] = o->b2;
+        a.f[ATTR_ADAM_EPS] = o->eps;
     }
-    a.i[5] = o->locking;
+    a.i[ATTR_LOCKING] = o->locking;
     return a;
 }
 
@@ -295,7 +295,7 @@ static int make_update(ad_ctx *c, int vi)
     in[n_in++] = c->lr;
     in[n_in++] = c->gscale;
     ir_attrs a = update_attrs(c->opt);
-    if (op == OP_APPLY_ADAM) a.f[4] = decay_of(c, vi);
+    if (op == OP_APPLY_ADAM) a.f[ATTR_ADAM_WD] = decay_of(c, vi);
     int u = colocated(c, ir_add(c->g, op, in, n_in, &a, c->src, c->span), with);
     if (u < 0) return -1;
     if (op == OP_APPLY_ADAM) ir_add_ctrl(c->g, u, c->step_inc);
@@ -328,7 +328,7 @@ typedef struct ad_buckets {
 static int allreduce_node(ad_ctx *c, ad_buckets *b, const int *in, int n)
 {
     ir_graph *g = c->g;
-    ir_attrs a = {.i = {b->number++}};
+    ir_attrs a = {.i = {[ATTR_BUCKET] = b->number++}};
     int r = ir_add(g, OP_ALLREDUCE, in, n, &a, c->src, c->span);
     if (r < 0) return -1;
     if (b->prev >= 0) ir_add_ctrl(g, r, b->prev);
@@ -341,7 +341,8 @@ static int unpack_grad(ad_ctx *c, int i, int bucket, int64_t *off)
     ir_graph *g = c->g;
     const ir_type t = g->nodes[c->grad[i]].type;
     int64_t n = ir_numel(&t);
-    ir_attrs sa = {.i = {0, *off, *off + n}}, ra = {.n_list = t.rank};
+    ir_attrs sa = {.i = {[ATTR_AXIS] = 0, [ATTR_SLICE_BEGIN] = *off, [ATTR_SLICE_END] = *off + n}},
+             ra = {.n_list = t.rank};
     for (int d = 0; d < t.rank; d++) ra.list[d] = t.dim[d];
     *off += n;
     int sl = colocated(c, ir_add(g, OP_SLICE, &bucket, 1, &sa, c->src, c->span), bucket);
@@ -443,11 +444,11 @@ static int make_lr(ad_ctx *c, int with)
     if (c->step_node < 0 && make_step(c, with) < 0) return -1;
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    a.i[0] = s->kind;
-    a.f[1] = c->opt->lr;
-    a.f[2] = s->min;
-    a.i[3] = s->warmup;
-    a.i[4] = s->steps;
+    a.i[ATTR_LR_KIND] = s->kind;
+    a.f[ATTR_LR_LR] = c->opt->lr;
+    a.f[ATTR_LR_MIN] = s->min;
+    a.i[ATTR_LR_WARMUP] = s->warmup;
+    a.i[ATTR_LR_STEPS] = s->steps;
     c->lr = ir_add(c->g, OP_LR_SCHEDULE, &c->step_node, 1, &a, c->src, c->span);
     if (colocated(c, c->lr, with) < 0) return -1;
     ir_add_ctrl(c->g, c->lr, c->step_inc);
@@ -459,7 +460,7 @@ static int make_gscale(ad_ctx *c, int with, const int *grads, int n)
 {
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    a.f[0] = c->opt->clip;
+    a.f[ATTR_CLIP] = c->opt->clip;
     int id = c->opt->clip > 0 ? ir_add(c->g, OP_CLIP_SCALE, grads, n, &a, c->src, c->span)
                               : scalar_const(c, 1.0);
     return c->gscale = colocated(c, id, with);

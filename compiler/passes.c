@@ -203,10 +203,10 @@ static void reciprocal(ir_graph *g, int id)
     if (n->op != OP_DIV) return;
     const ir_node *c = &g->nodes[n->in[1]];
     if (c->op != OP_CONST || c->cdata || c->type.rank != 0 || c->type.dtype != DT_F32 ||
-        c->attr.f[0] == 0)
+        c->attr.f[ATTR_CONST_VALUE] == 0)
         return;
     ir_type t = c->type;
-    int r = ir_add_const(g, 1.0 / c->attr.f[0], &t, c->src, c->span);
+    int r = ir_add_const(g, 1.0 / c->attr.f[ATTR_CONST_VALUE], &t, c->src, c->span);
     if (r < 0) return;
     n = &g->nodes[id]; /* ir_add_const may have moved the array */
     n->in[1] = r;
@@ -259,7 +259,7 @@ static int is_channel_bias(const ir_type *b, const ir_type *y)
 static int is_rows_bias(const ir_graph *g, const ir_node *m, const ir_type *b)
 {
     const ir_type *y = &m->type;
-    int one_gemm = y->rank == 2 || (g->nodes[m->in[1]].type.rank == 2 && !m->attr.i[0]);
+    int one_gemm = y->rank == 2 || (g->nodes[m->in[1]].type.rank == 2 && !m->attr.i[ATTR_TRANS_A]);
     return one_gemm && b->rank == 1 && b->dim[0] == y->dim[y->rank - 1];
 }
 
@@ -310,7 +310,7 @@ static void pass_fuse(ir_graph *g)
             !can_make(g, op, i))
             continue;
         ir_attrs a = g->nodes[mm].attr;
-        a.i[2] = 0;
+        a.i[ATTR_BIAS_RELU] = 0;
         int in[3] = {repl_find(&r, g->nodes[mm].in[0]), repl_find(&r, g->nodes[mm].in[1]),
                      repl_find(&r, bias)};
         int f = ir_add_like(g, i, op, in, 3, &a);
@@ -351,9 +351,10 @@ static void pass_fuse_relu(ir_graph *g)
     repl r = repl_new(g);
     IR_WORK(g->n_nodes);
     for (int f = 0; f < g->n_nodes; f++) {
-        if (g->nodes[f].dead || !is_bias_op(g->nodes[f].op) || g->nodes[f].attr.i[2] || relu[f] < 0)
+        if (g->nodes[f].dead || !is_bias_op(g->nodes[f].op) || g->nodes[f].attr.i[ATTR_BIAS_RELU] ||
+            relu[f] < 0)
             continue;
-        g->nodes[f].attr.i[2] = 1;
+        g->nodes[f].attr.i[ATTR_BIAS_RELU] = 1;
         repl_set(g, &r, relu[f], f);
     }
     repl_apply(g, &r);
@@ -368,7 +369,8 @@ static int fusable_pool_relu(const ir_graph *g, const ir_node *n, const int *use
 {
     if (n->op != OP_RELU_GRAD) return 0;
     const ir_node *m = &g->nodes[n->in[0]];
-    if (m->op != OP_MAXPOOL_GRAD || uses[n->in[0]] != 1 || m->attr.i[3] || m->device != n->device)
+    if (m->op != OP_MAXPOOL_GRAD || uses[n->in[0]] != 1 || m->attr.i[ATTR_POOL_RELU] ||
+        m->device != n->device)
         return 0;
     int p = m->in[1], x = n->in[1];
     return p == x || (g->nodes[p].op == OP_RELU && g->nodes[p].in[0] == x);
@@ -382,7 +384,7 @@ static void pass_fuse_pool_relu(ir_graph *g)
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].dead || !fusable_pool_relu(g, &g->nodes[i], uses)) continue;
         int m = g->nodes[i].in[0];
-        g->nodes[m].attr.i[3] = 1;
+        g->nodes[m].attr.i[ATTR_POOL_RELU] = 1;
         repl_set(g, &r, i, m);
     }
     repl_apply(g, &r);
@@ -543,9 +545,9 @@ static void pass_fuse_sgd(ir_graph *g)
             continue;
         int m = g->nodes[u].in[1];
         ir_attrs a = g->nodes[u].attr;
-        a.f[0] = ir_const_scalar(g, g->nodes[u].in[2]);
-        a.i[1] = g->nodes[m].attr.i[0];
-        a.i[2] = g->nodes[m].attr.i[1];
+        a.f[ATTR_SGDMM_LR] = ir_const_scalar(g, g->nodes[u].in[2]);
+        a.i[ATTR_SGDMM_TRANS_A] = g->nodes[m].attr.i[ATTR_TRANS_A];
+        a.i[ATTR_SGDMM_TRANS_B] = g->nodes[m].attr.i[ATTR_TRANS_B];
         int in[3] = {g->nodes[u].in[0], g->nodes[m].in[0], g->nodes[m].in[1]};
         int f = ir_add_like(g, u, OP_APPLY_SGD_MATMUL, in, 3, &a);
         if (f < 0) continue;
@@ -593,7 +595,7 @@ static void pass_fuse_allreduce_sgd(ir_graph *g)
         const ir_node *un = &g->nodes[u];
         int ar = un->in[1];
         ir_attrs a = un->attr;
-        a.i[0] = g->nodes[ar].attr.i[0];
+        a.i[ATTR_BUCKET] = g->nodes[ar].attr.i[ATTR_BUCKET];
         int in[4] = {un->in[0], g->nodes[ar].in[0], un->in[2], un->in[3]};
         int f = ir_add_like(g, u, OP_APPLY_SGD_ALLREDUCE, in, 4, &a);
         if (f < 0) continue;

@@ -332,7 +332,8 @@ static value call_shard(sema *S, const sema_args *args)
         return sema_value_err();
     }
     int64_t step = t->dim[0] / n;
-    ir_attrs a = {.i = {0, i * step, (i + 1) * step}};
+    ir_attrs a = {
+        .i = {[ATTR_AXIS] = 0, [ATTR_SLICE_BEGIN] = i * step, [ATTR_SLICE_END] = (i + 1) * step}};
     return sema_value_tensor(ir_add(S->g, OP_SLICE, &x, 1, &a, S->src, call->span));
 }
 
@@ -731,7 +732,7 @@ value sema_data_field(sema *S, const ast_node *at, int data, const char *field)
         S->n_data_cache = n;
     }
     int *slot = which ? &S->data_y[data] : &S->data_x[data];
-    ir_attrs a = {.i = {which, data}};
+    ir_attrs a = {.i = {[ATTR_DATA_WHICH] = which, [ATTR_DATA_INDEX] = data}};
     if (*slot < 0) *slot = ir_add(S->g, OP_DATA, NULL, 0, &a, S->src, at->span);
     return sema_value_tensor(*slot);
 }

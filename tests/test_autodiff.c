@@ -87,7 +87,7 @@ static void test_grad_of_sum_x_times_w_is_x(void **state)
     assert_int_equal(g->nodes[u].in[0], w);
     assert_true(ir_const_scalar(g, g->nodes[u].in[2]) == (float)0.1); /* lr */
     assert_true(ir_const_scalar(g, g->nodes[u].in[3]) == 1.0);        /* no clipping */
-    assert_int_equal(g->nodes[u].attr.i[5], 1);                       /* locking */
+    assert_int_equal(g->nodes[u].attr.i[ATTR_LOCKING], 1);
     /* dw = dy * x, dy = broadcast(1) over x's shape */
     const ir_node *dw = &g->nodes[g->nodes[u].in[1]];
     assert_int_equal(dw->op, OP_MUL);
@@ -149,7 +149,7 @@ static void test_matmul_gradients_use_transpose_attrs(void **state)
     int in[2] = {x, w2};
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    a.i[1] = 1; /* x @ w2^T : [4,7] */
+    a.i[ATTR_TRANS_B] = 1; /* x @ w2^T : [4,7] */
     int y2 = ir_add(g, OP_MATMUL, in, 2, &a, src, line2);
     int loss = op2(OP_ADD, sum_all(op2(OP_MATMUL, x, w)), sum_all(y2));
     int train = minimize(loss, AD_SGD);
@@ -157,14 +157,14 @@ static void test_matmul_gradients_use_transpose_attrs(void **state)
     const ir_node *dw = &g->nodes[grad_of(train, w)];
     assert_int_equal(dw->op, OP_MATMUL);
     assert_int_equal(dw->in[0], x); /* x^T @ dy */
-    assert_int_equal(dw->attr.i[0], 1);
-    assert_int_equal(dw->attr.i[1], 0);
+    assert_int_equal(dw->attr.i[ATTR_TRANS_A], 1);
+    assert_int_equal(dw->attr.i[ATTR_TRANS_B], 0);
     assert_int_equal(dw->type.dim[0], 5);
     assert_int_equal(dw->type.dim[1], 3);
     const ir_node *dw2 = &g->nodes[grad_of(train, w2)];
     assert_int_equal(dw2->in[1], x); /* dy^T @ x */
-    assert_int_equal(dw2->attr.i[0], 1);
-    assert_int_equal(dw2->attr.i[1], 0);
+    assert_int_equal(dw2->attr.i[ATTR_TRANS_A], 1);
+    assert_int_equal(dw2->attr.i[ATTR_TRANS_B], 0);
     assert_int_equal(dw2->type.dim[0], 7);
     assert_int_equal(dw2->type.dim[1], 5);
 }
@@ -206,8 +206,8 @@ static void test_momentum_slots_named_typed_and_colocated(void **state)
     int u = update_of(train, w);
     assert_int_equal(g->nodes[u].op, OP_APPLY_MOMENTUM);
     assert_int_equal(g->nodes[u].in[2], s->node);
-    assert_true(g->nodes[u].attr.f[1] == 0.9);
-    assert_int_equal(g->nodes[u].attr.i[2], 1);
+    assert_true(g->nodes[u].attr.f[ATTR_MOMENTUM_M] == 0.9);
+    assert_int_equal(g->nodes[u].attr.i[ATTR_NESTEROV], 1);
     assert_int_equal(g->nodes[u].coloc, w);
 }
 
@@ -237,9 +237,9 @@ static void test_adam_creates_slots_and_one_step_counter(void **state)
     const ir_node *inc = &g->nodes[g->nodes[uw].ctrl[0]];
     assert_int_equal(inc->op, OP_ASSIGN_ADD);
     assert_int_equal(inc->in[0], g->vars[st].node);
-    assert_true(g->nodes[inc->in[1]].attr.f[0] == 1.0);
+    assert_true(g->nodes[inc->in[1]].attr.f[ATTR_CONST_VALUE] == 1.0);
     assert_int_equal(g->nodes[ub].ctrl[0], g->nodes[uw].ctrl[0]);
-    assert_true(g->nodes[uw].attr.f[3] == 1e-8);
+    assert_true(g->nodes[uw].attr.f[ATTR_ADAM_EPS] == 1e-8);
     /* the slots are not trained by a second minimize; a new step counter is */
     int train2 = minimize(loss, AD_ADAM);
     assert_true(train2 >= 0);
@@ -282,10 +282,10 @@ static void test_every_differentiable_op_on_a_path(void **state)
     memset(&a, 0, sizeof(a));
     int t = ir_add(g, OP_TRANSPOSE, &r, 1, &a, src, line2); /* [4,6] */
     int in[2] = {t, w};
-    a.i[0] = 1;
+    a.i[ATTR_AXIS] = 1;
     int c = ir_add(g, OP_CONCAT, in, 2, &a, src, line2); /* [4,12] */
     memset(&a, 0, sizeof(a));
-    a.i[0] = 1, a.i[1] = 2, a.i[2] = 12;
+    a.i[ATTR_AXIS] = 1, a.i[ATTR_SLICE_BEGIN] = 2, a.i[ATTR_SLICE_END] = 12;
     int s = ir_add(g, OP_SLICE, &c, 1, &a, src, line2); /* [4,10] */
     int m = op1(OP_MAX, s, 1, 1);                       /* [4,1] */
     int sm = op1(OP_SOFTMAX, op2(OP_SUB, s, m), 0, 0);
@@ -310,8 +310,8 @@ static void test_conv_pool_gather_gradients(void **state)
     int ids = irfx_input("ids", "i32[5]");
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    a.i[0] = 1;
-    a.i[1] = 1;
+    a.i[ATTR_CONV_STRIDE] = 1;
+    a.i[ATTR_CONV_PAD] = 1;
     int in[2] = {x, k};
     int y = ir_add(g, OP_CONV2D, in, 2, &a, src, line2); /* [2,4,8,8] */
     int p = op1(OP_MAXPOOL2D, y, 2, 0);                  /* [2,4,4,4] */
@@ -372,7 +372,7 @@ static void test_argmax_path_stops_gradient(void **state)
     int w = irfx_var("w", "f32[5]", IR_DEV(DEV_CPU, 0), 1);
     ir_attrs a;
     memset(&a, 0, sizeof(a));
-    a.i[0] = DT_F32;
+    a.i[ATTR_CAST_DTYPE] = DT_F32;
     int am = op1(OP_ARGMAX, w, 0, 0);
     int c = ir_add(g, OP_CAST, &am, 1, &a, src, line2);
     assert_int_equal(minimize(c, AD_SGD), -1);
