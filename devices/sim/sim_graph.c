@@ -68,7 +68,7 @@ static void sim_graph_add(dev_graph *g, const sim_call *c)
 
 void sim_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a)
 {
-    dev_graph *g = *sim_queue_capture(q);
+    dev_graph *g = *sim_queue_capture(d, q);
     if (g)
         sim_graph_add(g, &(sim_call){.op = SIM_CALL_LAUNCH, .fn = fn, .orig = a});
     else
@@ -78,7 +78,7 @@ void sim_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a)
 void sim_copy_async(device_obj *d, dev_queue *q, void *dst, const void *src, size_t n,
                     dev_copy_kind kind)
 {
-    dev_graph *g = *sim_queue_capture(q);
+    dev_graph *g = *sim_queue_capture(d, q);
     if (g)
         sim_graph_add(
             g, &(sim_call){.op = SIM_CALL_COPY, .dst = dst, .src = src, .n = n, .kind = kind});
@@ -88,7 +88,7 @@ void sim_copy_async(device_obj *d, dev_queue *q, void *dst, const void *src, siz
 
 void sim_event_record(device_obj *d, dev_event *ev, dev_queue *q)
 {
-    dev_graph *g = *sim_queue_capture(q);
+    dev_graph *g = *sim_queue_capture(d, q);
     if (g)
         sim_graph_add(g, &(sim_call){.op = SIM_CALL_RECORD, .ev = ev});
     else
@@ -97,7 +97,7 @@ void sim_event_record(device_obj *d, dev_event *ev, dev_queue *q)
 
 void sim_event_wait(device_obj *d, dev_queue *q, dev_event *ev)
 {
-    dev_graph *g = *sim_queue_capture(q);
+    dev_graph *g = *sim_queue_capture(d, q);
     if (g)
         sim_graph_add(g, &(sim_call){.op = SIM_CALL_WAIT, .ev = ev});
     else
@@ -108,8 +108,7 @@ void sim_event_wait(device_obj *d, dev_queue *q, dev_event *ev)
 
 void sim_capture_begin(device_obj *d, dev_queue *q)
 {
-    (void)d;
-    dev_graph **rec = sim_queue_capture(q);
+    dev_graph **rec = sim_queue_capture(d, q);
     GR_ASSERT(*rec == NULL);
     *rec = base_xcalloc(1, sizeof **rec);
     (*rec)->q = q;
@@ -117,8 +116,7 @@ void sim_capture_begin(device_obj *d, dev_queue *q)
 
 dev_graph *sim_capture_end(device_obj *d, dev_queue *q)
 {
-    (void)d;
-    dev_graph **rec = sim_queue_capture(q), *g = *rec;
+    dev_graph **rec = sim_queue_capture(d, q), *g = *rec;
     GR_ASSERT(g != NULL);
     *rec = NULL;
     return g;
@@ -143,7 +141,7 @@ static const char *changed_field(const sim_call *c)
 
 void sim_graph_launch(device_obj *d, dev_queue *q, dev_graph *g)
 {
-    GR_ASSERT(g->q == q && *sim_queue_capture(q) == NULL);
+    GR_ASSERT(g->q == q && *sim_queue_capture(d, q) == NULL);
     atomic_fetch_add(&sim_of(d)->graph_launches, 1);
     for (int i = 0; i < g->n; i++) {
         const sim_call *c = &g->calls[i];

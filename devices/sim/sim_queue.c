@@ -256,8 +256,9 @@ static void *sim_worker(void *arg)
 
 /* ---- queues ---- */
 
-dev_graph **sim_queue_capture(dev_queue *q)
+dev_graph **sim_queue_capture(device_obj *d, dev_queue *q)
 {
+    GR_ASSERT(q->d == d);
     return &q->capture;
 }
 

@@ -24,9 +24,9 @@ void sim_queue_copy(device_obj *d, dev_queue *q, void *dst, const void *src, siz
 void sim_queue_record(device_obj *d, dev_queue *q, dev_event *e);
 void sim_queue_wait(device_obj *d, dev_queue *q, dev_event *e);
 
-/* A slot of q that the queue keeps for sim_graph.c and never reads: the
- * step graph being recorded on q (NULL: none). */
-dev_graph **sim_queue_capture(dev_queue *q);
+/* A slot of q (a queue of d) that the queue keeps for sim_graph.c and
+ * never reads: the step graph being recorded on q (NULL: none). */
+dev_graph **sim_queue_capture(device_obj *d, dev_queue *q);
 
 dev_event *sim_event_new(device_obj *d);
 void sim_event_free(device_obj *d, dev_event *e);
