@@ -3,7 +3,10 @@
  * (ops.c's scratch rules) and the CPU device runs what they describe
  * (devices/cpu/cpu_conv.c, cpu_winograd.c), so the two cannot disagree.
  *
- * Header only: the devices do not link against compiler/.
+ * The compiler owns it because it needs it first: a plan's scratch is
+ * sized at compile time, before any device runs, and compiler/ may not
+ * include devices/ (a layer above it).  Included by compiler/ops.c, the
+ * CPU's convolution kernels and tests/test_kernels.c; header only.
  *
  *  - im2col + GEMM, any convolution: one column matrix of an image per task.
  *  - Winograd F(2x2, kxk), stride 1 with 3x3 or 5x5 filters between layers

@@ -256,20 +256,6 @@ size_t ir_nbytes(const ir_type *t);
 /* Row-major strides of t, in elements: st[d] = the product of t's dims
  * after d. */
 void ir_row_strides(const ir_type *t, int64_t *st);
-/* t's strides along out's axes when t is broadcast to out (numpy aligns
- * the trailing axes): 0 on an axis t has as 1 or lacks. */
-void ir_bcast_strides(const ir_type *out, const ir_type *t, int64_t *s);
-/* How out's elements read a and b (b may be NULL) when they are broadcast
- * to it: per axis of out, its size and each operand's stride (0 where
- * broadcast).  Axes of size 1 are dropped and neighbours every operand walks
- * as one are merged, so the usual cases (same shape, a scalar, a bias row)
- * are one axis; nd >= 1. */
-typedef struct ir_bcast {
-    int nd;
-    int64_t dim[IR_MAX_DIMS];
-    int64_t sa[IR_MAX_DIMS], sb[IR_MAX_DIMS];
-} ir_bcast;
-void ir_bcast_plan(ir_bcast *bc, const ir_type *out, const ir_type *a, const ir_type *b);
 /* Elements of dims[0..rank), or -1 when a dimension is negative or above
  * LIM_DIM or the elements are more than LIM_TENSOR_BYTES / 4: the one
  * checked size computation every rule uses. */

@@ -35,7 +35,8 @@ typedef struct kern_fault {
     char msg[192];
 } kern_fault;
 
-/* The processes a distributed sync run averages over (runtime/dist.c). */
+/* The processes a distributed sync run averages over (runtime/dist/dist.h;
+ * made over MPI by dist_mpi.c). */
 typedef struct kern_comm kern_comm;
 struct kern_comm {
     /* Every process passes its in[0..n); each gets the mean of them all in
@@ -93,7 +94,7 @@ typedef enum dev_copy_kind {
 } dev_copy_kind;
 
 typedef struct device_vtable {
-    const char *name; /* "cpu", "sim" */
+    const char *name; /* "cpu", "sim", "cuda" */
     int async;        /* see the top of this file */
     /* Memory of this device; NULL when it does not fit. */
     void *(*alloc)(device_obj *d, size_t bytes);

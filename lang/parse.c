@@ -120,14 +120,14 @@ static uint32_t eof_position(const src_file *s)
 static int run_parser(ps_ctx *c)
 {
     yyscan_t scanner;
-    if (yylex_init_extra(c, &scanner) != 0) return -1;
+    if (lang_yylex_init_extra(c, &scanner) != 0) return -1;
     const src_file *s = c->src;
     uint32_t skip = s->lines[0]; /* the BOM, if any */
     c->pos = skip;
-    YY_BUFFER_STATE buf = yy_scan_bytes(s->text + skip, (int)(s->len - skip), scanner);
-    int rc = buf ? yyparse(scanner) : -1;
-    if (buf) yy_delete_buffer(buf, scanner);
-    yylex_destroy(scanner);
+    YY_BUFFER_STATE buf = lang_yy_scan_bytes(s->text + skip, (int)(s->len - skip), scanner);
+    int rc = buf ? lang_yyparse(scanner) : -1;
+    if (buf) lang_yy_delete_buffer(buf, scanner);
+    lang_yylex_destroy(scanner);
     return rc;
 }
 

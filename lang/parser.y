@@ -2,8 +2,11 @@
  *
  * Pure and reentrant; every semantic value is an arena-owned ast_node, so no
  * %destructor is needed.  Errors recover at statement level: a bad statement
- * is skipped up to the next newline, ';' or the '}' that closes its block. */
+ * is skipped up to the next newline, ';' or the '}' that closes its block.
+ * Its names carry the prefix lang_yy (lang_yyparse, LANG_YYLTYPE, ...), as
+ * the scanner's do. */
 %define api.pure full
+%define api.prefix {lang_yy}
 %define api.value.type {ast_node *}
 %define parse.error detailed
 %define parse.lac full
@@ -15,10 +18,10 @@
 #include <stdint.h>
 #include "ast.h"
 typedef void *yyscan_t;
-typedef struct YYLTYPE {
+typedef struct LANG_YYLTYPE {
     uint32_t begin, end;
-} YYLTYPE;
-#define YYLTYPE_IS_DECLARED 1
+} LANG_YYLTYPE;
+#define LANG_YYLTYPE_IS_DECLARED 1
 #define YYLLOC_DEFAULT(Cur, Rhs, N)                                                                \
     do {                                                                                           \
         if (N) {                                                                                   \
@@ -31,7 +34,10 @@ typedef struct YYLTYPE {
 }
 
 %code provides {
-int yylex(YYSTYPE *yylval, YYLTYPE *yylloc, yyscan_t scanner);
+/* flex's bison-bridge code names the value and location types unprefixed. */
+#define YYSTYPE LANG_YYSTYPE
+#define YYLTYPE LANG_YYLTYPE
+int lang_yylex(YYSTYPE *yylval, YYLTYPE *yylloc, yyscan_t scanner);
 }
 
 %code {
@@ -39,7 +45,7 @@ int yylex(YYSTYPE *yylval, YYLTYPE *yylloc, yyscan_t scanner);
 #include "ps_internal.h"
 #include "lexer.h"
 
-#define CTX ((ps_ctx *)yyget_extra(scanner))
+#define CTX ((ps_ctx *)lang_yyget_extra(scanner))
 #define N(kind, loc) ps_node(CTX, (kind), (loc).begin, (loc).end)
 
 static void yyerror(const YYLTYPE *loc, yyscan_t scanner, const char *msg);

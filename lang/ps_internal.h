@@ -1,5 +1,7 @@
-/* ps_internal.h - what the lexer, the parser and ast.c share inside lang/.
- * Not for other folders: they read ast.h only. */
+/* ps_internal.h - what the lexer (lexer.l), the parser (parser.y) and
+ * their helpers (parse.c: ps_parse and the node helpers; arena.c) share
+ * inside lang/.  Not for other folders: they read ast.h only (a test of
+ * the scanner alone, tests/test_lexer.c, includes it too). */
 #ifndef GR_PS_INTERNAL_H
 #define GR_PS_INTERNAL_H
 

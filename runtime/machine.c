@@ -3,10 +3,11 @@
  * A machine is a number of CPU devices (cpu:0..cpu:N-1, logical: each is
  * its own partition with its own threads) and of GPUs, of one kind: CUDA,
  * or the simulated GPU (devices/sim), which stands in for gpu:N on machines
- * without one.  The machine a process runs on is probed once: GR_SIM_GPU=N
- * in the environment gives N simulated GPUs (tests use it); otherwise the
- * CUDA device count.  A spec (gr_compile_options.devices, `--devices`)
- * replaces the probe, so that goldens and tests say the same on any host:
+ * without one.  The machine a process runs on is probed once: LIM_DEVICES
+ * CPU devices (compiler/limits.h), and GR_SIM_GPU=N in the environment
+ * gives N simulated GPUs (tests use it); otherwise the CUDA device count.
+ * A spec (gr_compile_options.devices, `--devices`) replaces the probe, so
+ * that goldens and tests say the same on any host:
  *
  *     cpu:0-1,gpu:0        two CPU devices and one real GPU
  *     cpu:0,sim:0-1        one CPU device and two simulated GPUs */

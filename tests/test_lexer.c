@@ -31,19 +31,19 @@ static lexed *lex(const char *text, size_t len)
     diag_init(&L->d);
     L->c = (ps_ctx){.src = L->src, .d = &L->d, .arena = ps_arena_new(), .eof_pos = (uint32_t)len};
     yyscan_t sc;
-    assert_int_equal(yylex_init_extra(&L->c, &sc), 0);
+    assert_int_equal(lang_yylex_init_extra(&L->c, &sc), 0);
     L->c.pos = L->src->lines[0];
-    YY_BUFFER_STATE b = yy_scan_bytes(text + L->c.pos, (int)(len - L->c.pos), sc);
+    YY_BUFFER_STATE b = lang_yy_scan_bytes(text + L->c.pos, (int)(len - L->c.pos), sc);
     YYSTYPE v;
     YYLTYPE loc;
-    for (int t; L->n < MAX_TOKS && (t = yylex(&v, &loc, sc)) != YYEOF; L->n++) {
+    for (int t; L->n < MAX_TOKS && (t = lang_yylex(&v, &loc, sc)) != LANG_YYEOF; L->n++) {
         L->tok[L->n] = t;
         L->span[L->n] = (src_span){loc.begin, loc.end};
         L->text[L->n] = (t == NAME || t == STRING || t == DEVICE) ? v->name : NULL;
         L->num[L->n] = (t == INT || t == FLOAT) ? v->num : 0;
     }
-    yy_delete_buffer(b, sc);
-    yylex_destroy(sc);
+    lang_yy_delete_buffer(b, sc);
+    lang_yylex_destroy(sc);
     return L;
 }
 

@@ -120,7 +120,7 @@ void cpu_binary(cpu_pool *p, op_kind op, void *out, const ir_type *ot, const voi
     const bin_fns *f = &binary_fns[op];
     bin_ctx c = {.fn = at->dtype == DT_I32 ? f->i32 : f->f32, .out = out, .a = a, .b = b};
     GR_ASSERT(c.fn); /* kernels.c maps only CPU_ARITH and CPU_COMPARE ops here */
-    ir_bcast_plan(&c.bc, ot, at, bt);
+    bcast_plan(&c.bc, ot, at, bt);
     cpu_par_range(p, cpu_numel(ot), CPU_PAR_MIN, bin_range, &c);
 }
 

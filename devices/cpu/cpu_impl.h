@@ -12,13 +12,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../bcast.h"
 #include "base/fatal.h"
 #include "cpu.h"
 
 /* Below this many elements a loop is not worth splitting over the pool. */
 #define CPU_PAR_MIN 65536
 
-/* Elements of a type; our own so the device does not link against compiler/. */
+/* Elements of a type: ir_numel inline and without its check (every type a
+ * kernel sees was checked when it was made). */
 static inline int64_t cpu_numel(const ir_type *t)
 {
     int64_t n = 1;
@@ -37,7 +39,7 @@ void cpu_par_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void 
  * on broadcast axes.  Axes are coalesced, so the common cases (same shape,
  * scalar, bias row, NCHW channel) become one or two flat loops whose inner
  * strides are 0 or 1. */
-typedef ir_bcast cpu_bcast; /* made by ir_bcast_plan (b may be NULL: a unary broadcast) */
+typedef bcast_axes cpu_bcast; /* made by bcast_plan (b may be NULL: a unary broadcast) */
 /* Row callback: out offset, a offset, b offset, run length. */
 typedef void (*cpu_row_fn)(void *ctx, int64_t o, int64_t ia, int64_t ib, int64_t len);
 void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, void *ctx);

@@ -192,7 +192,7 @@ void cpu_sum_to(float *out, const ir_type *ot, const float *x, const ir_type *xt
 {
     sumto_ctx c = {.out = out, .x = x};
     memset(out, 0, (size_t)cpu_numel(ot) * sizeof *out);
-    ir_bcast_plan(&c.bc, xt, ot, NULL);
+    bcast_plan(&c.bc, xt, ot, NULL);
     cpu_bcast_walk(&c.bc, 0, cpu_numel(xt), sumto_row, &c);
 }
 
@@ -227,6 +227,6 @@ static void bcopy_range(void *vctx, int64_t lo, int64_t hi)
 void cpu_broadcast(cpu_pool *p, void *out, const ir_type *ot, const void *x, const ir_type *xt)
 {
     bcopy_ctx c = {.out = out, .x = x};
-    ir_bcast_plan(&c.bc, ot, xt, NULL);
+    bcast_plan(&c.bc, ot, xt, NULL);
     cpu_par_range(p, cpu_numel(ot), CPU_PAR_MIN, bcopy_range, &c);
 }

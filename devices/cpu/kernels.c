@@ -140,7 +140,7 @@ static int k_matmul(const kern_args *a)
     ir_type ob = gemm_batch_type(a->out_t), ab = gemm_batch_type(a->in_t[0]),
             bb = gemm_batch_type(a->in_t[1]);
     cpu_bcast bc;
-    ir_bcast_plan(&bc, &ob, &ab, &bb);
+    bcast_plan(&bc, &ob, &ab, &bb);
     cpu_matmul_batched(a->pool, &g, &bc, cpu_numel(&ob));
     return 0;
 }

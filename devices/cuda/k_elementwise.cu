@@ -4,10 +4,11 @@
 // devices/cpu/cpu_elementwise.c computes.  +, -, *, /, sqrt and the casts
 // are IEEE-exact on both, so those results are bit-identical; expf, logf
 // and tanhf are CUDA's (within 2 ulp of glibc's, not equal to them).
+#include "../bcast.h"
 #include "../dropout.h"
 #include "cu_a_args.cuh"
 
-// ---- numpy broadcasting: ir_bcast_plan's axes, walked on the GPU ----
+// ---- numpy broadcasting: bcast_plan's axes, walked on the GPU ----
 // out is contiguous; a and b are read with per-axis strides that are 0 on
 // broadcast axes (merged axes: the usual cases cost no division).
 // I: the index type, 32 bits when the output allows (64-bit division is slow).
@@ -17,12 +18,12 @@ template <typename I> struct bcast {
     I dim[IR_MAX_DIMS], sa[IR_MAX_DIMS], sb[IR_MAX_DIMS];
 };
 
-// ir_bcast_plan's axes in the index type I.
+// bcast_plan's axes in the index type I.
 template <typename I>
 static void bc_init(bcast<I> *bc, const ir_type *out, const ir_type *a, const ir_type *b)
 {
-    ir_bcast p;
-    ir_bcast_plan(&p, out, a, b);
+    bcast_axes p;
+    bcast_plan(&p, out, a, b);
     bc->nd = p.nd;
     for (int d = 0; d < p.nd; d++) {
         bc->dim[d] = (I)p.dim[d];

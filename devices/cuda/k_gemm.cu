@@ -15,6 +15,7 @@
 // 1x1, stride 1, unpadded convolutions use the images themselves, the whole
 // batch in one strided-batched GEMM.
 #include "cuda_impl.cuh"
+#include "devices/bcast.h"
 #include "devices/gemm.h"
 
 #define IN_F(k)   ((const float *)a->in[k])
@@ -88,7 +89,7 @@ static gemm_rm gemm_args(const kern_args *a, float *c)
 
 // Where run q of the plan (every axis but the innermost) reads a and b,
 // in matrices.
-static void batch_run_at(const ir_bcast *bc, int64_t q, int64_t *ia, int64_t *ib)
+static void batch_run_at(const bcast_axes *bc, int64_t q, int64_t *ia, int64_t *ib)
 {
     *ia = *ib = 0;
     for (int d = bc->nd - 2; d >= 0; d--) {
@@ -100,7 +101,7 @@ static void batch_run_at(const ir_bcast *bc, int64_t q, int64_t *ia, int64_t *ib
 }
 
 // [..., M, K] @ [..., K, N]: the batch axes planned as the CPU plans them
-// (ir_bcast_plan); the innermost is one strided-batched GEMM (stride 0
+// (bcast_plan); the innermost is one strided-batched GEMM (stride 0
 // where an operand is broadcast), or, when only a moves along it and is
 // not transposed, one GEMM of len * M rows ([B, T, C] @ [C, N]); the outer
 // axes are a loop of such calls, the same every step.
@@ -108,8 +109,8 @@ static void matmul_batched(const kern_args *a, gemm_rm g)
 {
     ir_type ob = gemm_batch_type(a->out_t), ab = gemm_batch_type(a->in_t[0]),
             bb = gemm_batch_type(a->in_t[1]);
-    ir_bcast bc;
-    ir_bcast_plan(&bc, &ob, &ab, &bb);
+    bcast_axes bc;
+    bcast_plan(&bc, &ob, &ab, &bb);
     int64_t len = bc.dim[bc.nd - 1], va = bc.sa[bc.nd - 1], vb = bc.sb[bc.nd - 1];
     int64_t sa = g.m * g.k, sb = g.k * g.n, sc = g.m * g.n, runs = len ? ir_numel(&ob) / len : 0;
     const float *a0 = g.a, *b0 = g.b;

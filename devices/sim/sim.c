@@ -1,6 +1,10 @@
 /* sim.c - the simulated GPU: a device object, its vtable and its
  * synchronous calls.  Memory is in sim_mem.c, queues and events in
- * sim_queue.c.
+ * sim_queue.c, step graphs in sim_graph.c.  The calls run one way: sim.c
+ * names the other three; the device's enqueueing calls go to sim_graph.c,
+ * which records them while a queue captures and otherwise, as when it
+ * replays, hands them to sim_queue.c, which checks their pointers with
+ * sim_mem.c.
  *
  * Design.  The sim exists to make host code that forgets it talks to a
  * device fail loudly on a machine without one, in four ways:
@@ -46,7 +50,10 @@
 #include <string.h>
 
 #include "../cpu/cpu.h"
-#include "sim_impl.h"
+#include "sim.h"
+#include "sim_dev.h"
+#include "sim_graph.h"
+#include "sim_queue.h"
 
 static void *sim_alloc(device_obj *d, size_t bytes)
 {
@@ -149,4 +156,9 @@ device_obj *sim_device_new(int id)
 void sim_set_delay_us(device_obj *d, unsigned us)
 {
     atomic_store_explicit(&sim_of(d)->delay_us, us, memory_order_relaxed);
+}
+
+uint64_t sim_graph_launches(device_obj *d)
+{
+    return atomic_load(&sim_of(d)->graph_launches);
 }

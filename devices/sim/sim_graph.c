@@ -1,5 +1,8 @@
 /* sim_graph.c - the simulated GPU's step graphs (device.h: capture_begin,
- * capture_end, graph_launch), as hostile as CUDA graphs are:
+ * capture_end, graph_launch), recorded by wrapping the queue: the device's
+ * launch, copy_async, event_record and event_wait come here first, and go
+ * on to sim_queue.c unless the queue captures.  As hostile as CUDA graphs
+ * are:
  *  - while a queue records, nothing it is given runs: a caller that records
  *    a step and forgets to launch the recording computes nothing;
  *  - a launch replays the kern_args as they were when recorded, never as
@@ -14,7 +17,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_impl.h"
+#include "sim_dev.h"
+#include "sim_graph.h"
+#include "sim_queue.h"
+
+/* One recorded call: what was asked (a launch's kern_args are copied when
+ * recorded, see sim_graph_add). */
+typedef enum sim_call_op {
+    SIM_CALL_LAUNCH,
+    SIM_CALL_COPY,
+    SIM_CALL_RECORD,
+    SIM_CALL_WAIT
+} sim_call_op;
+
+typedef struct sim_call {
+    sim_call_op op;
+    kernel_fn fn;
+    const kern_args *orig; /* the caller's kern_args */
+    kern_args a;           /* *orig when recorded; a.in points at in */
+    void **in;
+    void *dst;
+    const void *src;
+    size_t n;
+    dev_copy_kind kind;
+    dev_event *ev;
+} sim_call;
 
 struct dev_graph {
     dev_queue *q; /* recorded on, and launched on */
@@ -22,7 +49,7 @@ struct dev_graph {
     int n, cap;
 };
 
-void sim_graph_add(dev_graph *g, const sim_call *c)
+static void sim_graph_add(dev_graph *g, const sim_call *c)
 {
     if (g->n == g->cap) {
         g->cap = g->cap ? 2 * g->cap : 64;
@@ -37,10 +64,51 @@ void sim_graph_add(dev_graph *g, const sim_call *c)
     r->a.in = r->in;
 }
 
+/* ---- the device's enqueueing calls: recorded while q captures ---- */
+
+void sim_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a)
+{
+    dev_graph *g = *sim_queue_capture(d, q);
+    if (g)
+        sim_graph_add(g, &(sim_call){.op = SIM_CALL_LAUNCH, .fn = fn, .orig = a});
+    else
+        sim_queue_launch(d, q, fn, a, a);
+}
+
+void sim_copy_async(device_obj *d, dev_queue *q, void *dst, const void *src, size_t n,
+                    dev_copy_kind kind)
+{
+    dev_graph *g = *sim_queue_capture(d, q);
+    if (g)
+        sim_graph_add(
+            g, &(sim_call){.op = SIM_CALL_COPY, .dst = dst, .src = src, .n = n, .kind = kind});
+    else
+        sim_queue_copy(d, q, dst, src, n, kind);
+}
+
+void sim_event_record(device_obj *d, dev_event *ev, dev_queue *q)
+{
+    dev_graph *g = *sim_queue_capture(d, q);
+    if (g)
+        sim_graph_add(g, &(sim_call){.op = SIM_CALL_RECORD, .ev = ev});
+    else
+        sim_queue_record(d, q, ev);
+}
+
+void sim_event_wait(device_obj *d, dev_queue *q, dev_event *ev)
+{
+    dev_graph *g = *sim_queue_capture(d, q);
+    if (g)
+        sim_graph_add(g, &(sim_call){.op = SIM_CALL_WAIT, .ev = ev});
+    else
+        sim_queue_wait(d, q, ev);
+}
+
+/* ---- recording and replay ---- */
+
 void sim_capture_begin(device_obj *d, dev_queue *q)
 {
-    (void)d;
-    dev_graph **rec = sim_queue_rec(q);
+    dev_graph **rec = sim_queue_capture(d, q);
     GR_ASSERT(*rec == NULL);
     *rec = base_xcalloc(1, sizeof **rec);
     (*rec)->q = q;
@@ -48,8 +116,7 @@ void sim_capture_begin(device_obj *d, dev_queue *q)
 
 dev_graph *sim_capture_end(device_obj *d, dev_queue *q)
 {
-    (void)d;
-    dev_graph **rec = sim_queue_rec(q), *g = *rec;
+    dev_graph **rec = sim_queue_capture(d, q), *g = *rec;
     GR_ASSERT(g != NULL);
     *rec = NULL;
     return g;
@@ -72,14 +139,9 @@ static const char *changed_field(const sim_call *c)
     return NULL;
 }
 
-uint64_t sim_graph_launches(device_obj *d)
-{
-    return atomic_load(&sim_of(d)->graph_launches);
-}
-
 void sim_graph_launch(device_obj *d, dev_queue *q, dev_graph *g)
 {
-    GR_ASSERT(g->q == q && *sim_queue_rec(q) == NULL);
+    GR_ASSERT(g->q == q && *sim_queue_capture(d, q) == NULL);
     atomic_fetch_add(&sim_of(d)->graph_launches, 1);
     for (int i = 0; i < g->n; i++) {
         const sim_call *c = &g->calls[i];
@@ -91,16 +153,16 @@ void sim_graph_launch(device_obj *d, dev_queue *q, dev_graph *g)
                       "but the caller has changed its %s since: on a GPU the replay would use "
                       "the old value",
                       c->a.node ? ops_name(c->a.node->op) : "a kernel", field);
-            sim_launch_as(d, q, c->fn, &c->a, c->orig);
+            sim_queue_launch(d, q, c->fn, &c->a, c->orig);
             break;
         case SIM_CALL_COPY:
-            sim_copy_async(d, q, c->dst, c->src, c->n, c->kind);
+            sim_queue_copy(d, q, c->dst, c->src, c->n, c->kind);
             break;
         case SIM_CALL_RECORD:
-            sim_event_record(d, c->ev, q);
+            sim_queue_record(d, q, c->ev);
             break;
         case SIM_CALL_WAIT:
-            sim_event_wait(d, q, c->ev);
+            sim_queue_wait(d, q, c->ev);
             break;
         }
     }

@@ -9,7 +9,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "sim_impl.h"
+#include "base/fatal.h"
+#include "sim.h"
+#include "sim_mem.h"
 
 /* ---- sorted block arrays ---- */
 

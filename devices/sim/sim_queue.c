@@ -1,4 +1,6 @@
-/* sim_queue.c - the simulated GPU's queues and events.
+/* sim_queue.c - the simulated GPU's queues and events.  Step graphs are
+ * recorded above them (sim_graph.c), which keeps its recording in a slot of
+ * the queue (sim_queue_capture); nothing here calls up.
  *
  * A queue is a worker thread and a FIFO of entries (a launch, a copy, an
  * event record, an event wait), run in order.  The FIFO is a linked list
@@ -30,7 +32,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "sim_impl.h"
+#include "sim_dev.h"
+#include "sim_queue.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define SIM_TSAN 1
@@ -98,7 +101,7 @@ struct dev_queue {
     _Atomic uint64_t done;      /* seq of the last entry run */
     uint64_t fail_gen;          /* generation of the first failed launch, or 0 */
     const kern_args *fail_args; /* and its kern_args */
-    dev_graph *rec;             /* between capture_begin and capture_end (sim_graph.c) */
+    dev_graph *capture;         /* sim_graph.c's (sim_queue_capture) */
 };
 
 /* Events count in tickets: record n hands out ticket n when it is enqueued
@@ -253,9 +256,10 @@ static void *sim_worker(void *arg)
 
 /* ---- queues ---- */
 
-dev_graph **sim_queue_rec(dev_queue *q)
+dev_graph **sim_queue_capture(device_obj *d, dev_queue *q)
 {
-    return &q->rec;
+    GR_ASSERT(q->d == d);
+    return &q->capture;
 }
 
 dev_queue *sim_queue_new(device_obj *d)
@@ -349,8 +353,8 @@ static void *sim_kernel_buf(device_obj *d, const kern_args *a, const char *role,
     return at;
 }
 
-void sim_launch_as(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a,
-                   const kern_args *orig)
+void sim_queue_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a,
+                      const kern_args *orig)
 {
     GR_ASSERT(q->d == d);
     sim_entry *e = sim_entry_new(SIM_LAUNCH, a->n_in);
@@ -367,23 +371,10 @@ void sim_launch_as(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a
     sim_push(q, e);
 }
 
-void sim_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args *a)
-{
-    if (q->rec)
-        sim_graph_add(q->rec, &(sim_call){.op = SIM_CALL_LAUNCH, .fn = fn, .orig = a});
-    else
-        sim_launch_as(d, q, fn, a, a);
-}
-
-void sim_copy_async(device_obj *d, dev_queue *q, void *dst, const void *src, size_t n,
+void sim_queue_copy(device_obj *d, dev_queue *q, void *dst, const void *src, size_t n,
                     dev_copy_kind kind)
 {
     GR_ASSERT(q->d == d);
-    if (q->rec) {
-        sim_graph_add(
-            q->rec, &(sim_call){.op = SIM_CALL_COPY, .dst = dst, .src = src, .n = n, .kind = kind});
-        return;
-    }
     sim_region *r = &sim_of(d)->mem;
     sim_entry *e = sim_entry_new(SIM_COPY, 0);
     e->dst = kind == DEV_D2H ? dst : sim_region_at(r, dst, n, "copy_async destination");
@@ -413,26 +404,18 @@ void sim_event_free(device_obj *d, dev_event *ev)
     free(ev);
 }
 
-void sim_event_record(device_obj *d, dev_event *ev, dev_queue *q)
+void sim_queue_record(device_obj *d, dev_queue *q, dev_event *ev)
 {
     GR_ASSERT(q->d == d);
-    if (q->rec) {
-        sim_graph_add(q->rec, &(sim_call){.op = SIM_CALL_RECORD, .ev = ev});
-        return;
-    }
     sim_entry *e = sim_entry_new(SIM_RECORD, 0);
     e->ev = ev;
     e->ticket = atomic_fetch_add_explicit(&ev->recorded, 1, memory_order_relaxed) + 1;
     sim_push(q, e);
 }
 
-void sim_event_wait(device_obj *d, dev_queue *q, dev_event *ev)
+void sim_queue_wait(device_obj *d, dev_queue *q, dev_event *ev)
 {
     GR_ASSERT(q->d == d);
-    if (q->rec) {
-        sim_graph_add(q->rec, &(sim_call){.op = SIM_CALL_WAIT, .ev = ev});
-        return;
-    }
     sim_entry *e = sim_entry_new(SIM_WAIT, 0);
     e->ev = ev;
     e->ticket = atomic_load_explicit(&ev->recorded, memory_order_relaxed);
