@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include "runtime/dist/dist.h"
-#include "eval_rows.h"
-#include "runtime.h"
+#include "runtime/eval_rows.h"
+#include "runtime/runtime.h"
 
 /* Live sessions, by pointer and id.  Debug builds look a session up on
  * every call, so a call on a freed one gets a clear status instead of
