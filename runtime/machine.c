@@ -203,3 +203,41 @@ gr_code machine_device_new(const rt_machine *m, int dev, device_obj **out, gr_st
                    "gr_session_new: cannot reserve the memory of simulated gpu:%d\n",
                    IR_DEV_INDEX(dev));
 }
+
+device_obj *machine_devices_find(const rt_devices *d, int dev)
+{
+    for (int i = 0; i < d->n; i++)
+        if (d->obj[i]->id == dev) return d->obj[i];
+    fatal("no device object for device %d", dev); /* compile.c placed nothing else */
+}
+
+/* The program may have been compiled for another machine (--devices):
+ * a device this one lacks is an error here. */
+static gr_code devices_add(const rt_machine *m, rt_devices *d, int dev, gr_status *st)
+{
+    for (int i = 0; i < d->n; i++)
+        if (d->obj[i]->id == dev) return GR_OK;
+    gr_code c = machine_device_new(m, dev, &d->obj[d->n], st);
+    if (c == GR_OK) d->n++;
+    return c;
+}
+
+gr_code machine_devices_open(const rt_machine *m, const ir_graph *g, rt_devices *out, gr_status *st)
+{
+    out->obj = base_xcalloc((size_t)(g->n_vars + g->n_nodes) + 1, sizeof *out->obj);
+    out->n = 0;
+    gr_code c = devices_add(m, out, IR_DEV(DEV_CPU, 0), st); /* the host: data sources, staging */
+    for (int i = 0; c == GR_OK && i < g->n_vars; i++)
+        c = devices_add(m, out, g->vars[i].device, st);
+    for (int i = 0; c == GR_OK && i < g->n_nodes; i++)
+        if (!g->nodes[i].dead) c = devices_add(m, out, g->nodes[i].device, st);
+    return c;
+}
+
+void machine_devices_close(rt_devices *d)
+{
+    for (int i = 0; i < d->n; i++) d->obj[i]->vt->close(d->obj[i]);
+    free(d->obj);
+    d->obj = NULL;
+    d->n = 0;
+}

@@ -4,7 +4,12 @@
  * variable store, the data readers and, per distinct (target, fetches)
  * request, a plan with a free list of executors.  gr_run takes an executor
  * from that list, so any number of threads can run at once; each executor
- * has its own arena laid out by the plan, so a step allocates nothing. */
+ * has its own arena laid out by the plan, so a step allocates nothing.
+ *
+ * struct gr_session is private to runtime/session/ (session_int.h); the
+ * rest of runtime/ reads a session through the rt_session_* calls below,
+ * and an executor is given what it needs of its session (exec_env) when it
+ * is made, so runtime/exec/ never calls into the session. */
 #ifndef GR_RUNTIME_H
 #define GR_RUNTIME_H
 
@@ -67,6 +72,18 @@ const kernel_fn *machine_kernels(const rt_machine *m, int dev);
  * error naming the device when this machine lacks it (m is what a program
  * was compiled for, which --devices may have made another machine's). */
 gr_code machine_device_new(const rt_machine *m, int dev, device_obj **out, gr_status *st);
+/* The device objects a session makes: one per device a variable or a live
+ * node of the graph sits on, and the host (cpu:0). */
+typedef struct rt_devices {
+    device_obj **obj;
+    int n;
+} rt_devices;
+/* Opens them into *out (machine_devices_close ends them, after an error too). */
+gr_code machine_devices_open(const rt_machine *m, const ir_graph *g, rt_devices *out,
+                             gr_status *st);
+void machine_devices_close(rt_devices *d);
+/* The object of device id dev, which must be one of them. */
+device_obj *machine_devices_find(const rt_devices *d, int dev);
 
 struct gr_program {
     rt_machine machine;         /* what it was compiled for: sessions make these devices */
@@ -83,40 +100,6 @@ struct gr_program {
 typedef struct rt_exec rt_exec;
 typedef struct rt_dist rt_dist; /* dist.h */
 typedef struct rt_summary rt_summary;
-
-typedef struct rt_plan_entry {
-    uint64_t hash; /* of the names (session.c: plan_hash) */
-    char **names;  /* the target, then the fetches */
-    int n_fetches;
-    plan_graph *plan; /* roots: the target, then the fetches */
-    int is_train;     /* the target is a .minimize(): a training step */
-    rt_exec **free_execs;
-    int n_free, cap_free;
-    rt_exec **all; /* every executor made, free or not */
-    int n_all, cap_all;
-} rt_plan_entry;
-
-struct gr_session {
-    uint64_t id; /* unique per session, for thread-held views */
-    const gr_program *prog;
-    const ir_graph *g;
-    gr_session_options opt;
-    device_obj **devs; /* the devices the program uses, made by the session */
-    int n_devs;
-    void **var;                    /* one buffer per variable, in its device's memory */
-    pthread_mutex_t *var_mu;       /* per variable: taken by locking updates */
-    data_reader *_Atomic *readers; /* per data source, opened when a plan needs it */
-    pthread_mutex_t readers_mu;    /* opening readers (which may load for seconds) */
-    pthread_mutex_t mu;            /* plans and executor lists, held only briefly */
-    pthread_rwlock_t pause;        /* runs hold it shared; a consistent snapshot
-                                      (checkpoint save) holds it exclusively */
-    rt_plan_entry *plans;
-    int n_plans, cap_plans;
-    atomic_uint_fast64_t steps;
-    atomic_uint_fast64_t train_steps; /* gr_run calls on train targets (checkpoint.c) */
-    rt_dist *dist;                    /* a distributed program's processes (dist.h), else NULL */
-    rt_summary *summary;              /* the TensorBoard event file, or NULL (summary.c) */
-};
 
 /* compile.c: parses p->src, runs sema and the passes into p->ast and p->g,
  * and keeps the warnings in p->warnings. */
@@ -135,14 +118,44 @@ int rt_probe_data(void *ctx, const ir_data *d, sema_data_shape *out, char *err, 
  * it. Paths point into the graph. */
 void rt_data_spec(const ir_data *d, data_spec *s);
 
-/* session.c: the session's object for device id dev (one the program uses). */
+/* runtime/session/state.c: what the rest of runtime/ reads of a session. */
+const gr_program *rt_session_program(const gr_session *s);
+const ir_graph *rt_session_graph(const gr_session *s);
+const gr_session_options *rt_session_options(const gr_session *s);
+rt_dist *rt_session_dist(const gr_session *s);       /* NULL: not distributed */
+rt_summary *rt_session_summary(const gr_session *s); /* NULL: no tensorboard_dir */
+/* The session's object for device id dev (one the program uses). */
 device_obj *rt_device(const gr_session *s, int dev);
+/* The pause lock, exclusively: no run is under way until rt_session_resume
+ * (a consistent snapshot, a write of the variables, an evaluation). */
+void rt_session_pause(gr_session *s);
+void rt_session_resume(gr_session *s);
+/* The train step counter (gr_session_step) and the run counter (every
+ * executor run: dropout's masks).  Set only with the session paused. */
+void rt_session_counters(const gr_session *s, uint64_t *train_steps, uint64_t *runs);
+void rt_session_set_counters(gr_session *s, uint64_t train_steps, uint64_t runs);
+
+/* runtime/session/vars.c: variable vi's value copied from its device into
+ * host memory dst, or from host memory src onto its device (the session
+ * paused, or not yet shared). */
+void rt_var_read(gr_session *s, int vi, void *dst);
+void rt_var_write(gr_session *s, int vi, const void *src);
 
 /* init.c: variable initialisers, deterministic per (seed, variable name). */
 void rt_init_var(const ir_var *v, float *dst, uint64_t seed);
 
-/* exec.c */
-gr_code exec_new(gr_session *s, const plan_graph *p, rt_exec **out, gr_status *st);
+/* exec.c: an executor of one plan.  What it uses of its session, given
+ * when it is made; everything it points to outlives the executor. */
+typedef struct exec_env {
+    const gr_session_options *opt; /* threads, executors, seed, locking, profile... */
+    const rt_devices *devs;        /* the session's device objects */
+    void *const *var;              /* per variable: its buffer on its device */
+    pthread_mutex_t *var_mu;       /* per variable: the lock of locking updates */
+    data_reader *_Atomic *readers; /* per data source; the plan's are open */
+    atomic_uint_fast64_t *steps;   /* the session's run counter */
+    kern_comm *comm;               /* what the allreduce kernels call (dist.h) */
+} exec_env;
+gr_code exec_new(const exec_env *env, const plan_graph *p, rt_exec **out, gr_status *st);
 void exec_free(rt_exec *e);
 /* Binds feeds, runs the plan once, copies fetches out (or sets their view
  * and *views = 1 when their data is NULL). */
@@ -151,13 +164,20 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
 /* The plan the executor runs. */
 const plan_graph *exec_plan(const rt_exec *e);
 
-/* summary.c: the session's TensorBoard event file in folder dir (opened by
- * gr_session_new when asked for, closed by gr_session_free). */
-gr_code rt_summary_open(gr_session *s, const char *dir, gr_status *st);
-void rt_summary_close(gr_session *s);
+/* summary.c: a session's TensorBoard event file in folder dir into *out
+ * (opened by gr_session_new when asked for, closed by gr_session_free). */
+gr_code rt_summary_open(const char *dir, rt_summary **out, gr_status *st);
+void rt_summary_close(rt_summary *m);
 
-/* session.c */
-/* Opens data source di's reader if it is not open yet (caller holds s->mu). */
+/* runtime/session/readers.c */
+/* Opens data source di's reader if it is not open yet. */
 gr_code rt_open_reader(gr_session *s, int di, gr_status *st);
+/* fn(r, di, ctx) for every open reader, under the session's lock of plans
+ * (no plan is added meanwhile). */
+void rt_readers_each(gr_session *s, void (*fn)(data_reader *r, int di, void *ctx), void *ctx);
+
+/* runtime/session/plans.c: fn(e, ctx) for every executor of every plan,
+ * under that lock (gr_session_profile). */
+void rt_plans_each_exec(gr_session *s, void (*fn)(const rt_exec *e, void *ctx), void *ctx);
 
 #endif

@@ -16,7 +16,7 @@
 
 #include "graphrun.h"
 #include "gr_test.h"
-#include "runtime/runtime.h" /* the readers' lock, for the slow-open test */
+#include "runtime/session/session_int.h" /* the readers' lock, for the slow-open test */
 
 typedef struct worker {
     gr_session *s;

@@ -34,36 +34,37 @@ static size_t ckpt_vars_bytes(const ir_graph *g)
     return n;
 }
 
-/* Called with the pause lock held exclusively: no run is mid-update. */
+static void ckpt_cursor_get(data_reader *r, int di, void *ctx)
+{
+    ckpt_snapshot *sn = ctx;
+    data_cursor(r, &sn->cursor[di][0], &sn->cursor[di][1]);
+}
+
+/* Called with the session paused: no run is mid-update. */
 static void ckpt_snapshot_copy(gr_session *s, ckpt_snapshot *sn)
 {
-    const ir_graph *g = s->g;
+    const ir_graph *g = rt_session_graph(s);
     size_t off = 0;
     for (int i = 0; i < g->n_vars; i++) {
-        size_t n = ir_nbytes(&g->vars[i].type);
-        device_obj *d = rt_device(s, g->vars[i].device);
-        d->vt->to_host(d, sn->data + off, s->var[i], n);
-        off += n;
+        rt_var_read(s, i, sn->data + off);
+        off += ir_nbytes(&g->vars[i].type);
     }
-    pthread_mutex_lock(&s->mu);
-    for (int d = 0; d < g->n_data; d++)
-        if (s->readers[d]) data_cursor(s->readers[d], &sn->cursor[d][0], &sn->cursor[d][1]);
-    pthread_mutex_unlock(&s->mu);
-    sn->steps = atomic_load(&s->train_steps);
-    sn->runs = atomic_load(&s->steps);
+    rt_readers_each(s, ckpt_cursor_get, sn);
+    rt_session_counters(s, &sn->steps, &sn->runs);
 }
 
 /* The variables can be large: running out of memory for them is an error
  * the caller sees, not an abort. */
 static int ckpt_snapshot_take(gr_session *s, ckpt_snapshot *sn)
 {
-    sn->bytes = ckpt_vars_bytes(s->g);
+    const ir_graph *g = rt_session_graph(s);
+    sn->bytes = ckpt_vars_bytes(g);
     sn->data = malloc(sn->bytes + 1);
     if (!sn->data) return -1;
-    sn->cursor = base_xcalloc((size_t)s->g->n_data + 1, sizeof *sn->cursor);
-    pthread_rwlock_wrlock(&s->pause);
+    sn->cursor = base_xcalloc((size_t)g->n_data + 1, sizeof *sn->cursor);
+    rt_session_pause(s);
     ckpt_snapshot_copy(s, sn);
-    pthread_rwlock_unlock(&s->pause);
+    rt_session_resume(s);
     return 0;
 }
 
@@ -114,17 +115,19 @@ static void ckpt_add_vocab(safet_meta *m, int *n, const ir_data *d)
 
 static safet_meta *ckpt_build_meta(const gr_session *s, const ckpt_snapshot *sn, int *n)
 {
-    const ir_graph *g = s->g;
+    const ir_graph *g = rt_session_graph(s);
+    const src_file *src = rt_session_program(s)->src;
     safet_meta *m = base_xcalloc(8 + 4 * (size_t)g->n_data, sizeof *m);
     char hex[65], key[512];
-    sha256_hex(s->prog->src->text, s->prog->src->len, hex);
+    sha256_hex(src->text, src->len, hex);
     *n = 0;
     ckpt_add_meta(m, n, "format", "graphrun");
     ckpt_add_meta(m, n, "graphrun_version", "%s", GR_VERSION_STRING);
     ckpt_add_meta(m, n, "graph_sha256", "%s", hex);
     ckpt_add_meta(m, n, "step", "%llu", (unsigned long long)sn->steps);
     ckpt_add_meta(m, n, "run_counter", "%llu", (unsigned long long)sn->runs);
-    if (s->dist) ckpt_add_meta(m, n, "processes", "%d", dist_size(s->dist));
+    const rt_dist *dist = rt_session_dist(s);
+    if (dist) ckpt_add_meta(m, n, "processes", "%d", dist_size(dist));
     for (int d = 0; d < g->n_data; d++) {
         snprintf(key, sizeof key, "data.%s.epoch", g->data[d].name);
         ckpt_add_meta(m, n, key, "%llu", (unsigned long long)sn->cursor[d][0]);
@@ -150,7 +153,7 @@ static void ckpt_meta_free(safet_meta *m, int n)
  * order, so the tensors lie back to back exactly as sn->data holds them. */
 static uint8_t *ckpt_encode_header(const gr_session *s, const ckpt_snapshot *sn, size_t *hn)
 {
-    const ir_graph *g = s->g;
+    const ir_graph *g = rt_session_graph(s);
     safet_tensor *t = base_xcalloc((size_t)g->n_vars + 1, sizeof *t);
     for (int i = 0; i < g->n_vars; i++) ckpt_var_tensor(&g->vars[i], &t[i]);
     int n_meta = 0;
@@ -182,12 +185,7 @@ static gr_code ckpt_save(gr_session *s, const char *path, gr_status *st)
 gr_code gr_session_save(gr_session *s, const char *path, gr_status *st)
 {
     if (!s || !path) return rt_null(st, "gr_session_save", s ? "path" : "session");
-    return s->dist ? dist_save(s, path, ckpt_save, st) : ckpt_save(s, path, st);
-}
-
-uint64_t gr_session_step(const gr_session *s)
-{
-    return s ? atomic_load(&((gr_session *)s)->train_steps) : 0;
+    return rt_session_dist(s) ? dist_save(s, path, ckpt_save, st) : ckpt_save(s, path, st);
 }
 
 /* ---- restore ---- */
@@ -245,7 +243,7 @@ static gr_code ckpt_check_tensor(const ckpt_plan *rp, const ir_var *v, const saf
 static gr_code ckpt_match_tensors(const gr_session *s, const safet_file *f,
                                   const gr_restore_options *o, ckpt_plan *rp, gr_status *st)
 {
-    const ir_graph *g = s->g;
+    const ir_graph *g = rt_session_graph(s);
     for (int i = 0; i < f->n_t; i++) {
         const safet_tensor *t = &f->t[i];
         int vi = ir_find_var(g, t->name);
@@ -356,13 +354,14 @@ static gr_code ckpt_match_cursor(const ckpt_plan *rp, const safet_file *f, const
 static gr_code ckpt_check_data_keys(const gr_session *s, const ckpt_plan *rp, const safet_file *f,
                                     gr_status *st)
 {
+    const ir_graph *g = rt_session_graph(s);
     for (int i = 0; i < f->n_meta; i++) {
         const char *k = f->meta[i].key, *dot = strrchr(k, '.');
         if (strncmp(k, "data.", 5) != 0 || !dot || dot < k + 5) continue;
         int found = 0;
-        for (int d = 0; d < s->g->n_data && !found; d++)
-            found = strlen(s->g->data[d].name) == (size_t)(dot - k - 5) &&
-                    strncmp(s->g->data[d].name, k + 5, (size_t)(dot - k - 5)) == 0;
+        for (int d = 0; d < g->n_data && !found; d++)
+            found = strlen(g->data[d].name) == (size_t)(dot - k - 5) &&
+                    strncmp(g->data[d].name, k + 5, (size_t)(dot - k - 5)) == 0;
         if (!found)
             return rt_fail(st, GR_ERR_DATA,
                            "%s: metadata '%s': the program has no data source '%.*s'\n", rp->path,
@@ -395,8 +394,9 @@ static gr_code ckpt_match_state(const gr_session *s, const safet_file *f, ckpt_p
     if (c == GR_OK && !found) rp->runs = rp->steps;
     if (c == GR_OK) c = ckpt_match_processes(rp, f, st);
     if (c == GR_OK) c = ckpt_check_data_keys(s, rp, f, st);
-    for (int d = 0; c == GR_OK && d < s->g->n_data; d++)
-        c = ckpt_match_cursor(rp, f, &s->g->data[d], d, st);
+    const ir_graph *g = rt_session_graph(s);
+    for (int d = 0; c == GR_OK && d < g->n_data; d++)
+        c = ckpt_match_cursor(rp, f, &g->data[d], d, st);
     return c;
 }
 
@@ -414,8 +414,9 @@ static int64_t utf8_count(const char *s)
 static gr_code ckpt_match_vocab(const gr_session *s, const safet_file *f, const char *path,
                                 gr_status *st)
 {
-    for (int d = 0; d < s->g->n_data; d++) {
-        const ir_data *src = &s->g->data[d];
+    const ir_graph *g = rt_session_graph(s);
+    for (int d = 0; d < g->n_data; d++) {
+        const ir_data *src = &g->data[d];
         char key[512];
         snprintf(key, sizeof key, "data.%s.vocab", src->name);
         const char *v = safet_meta_get(f, key), *want = src->vocab_chars ? src->vocab_chars : "";
@@ -430,36 +431,34 @@ static gr_code ckpt_match_vocab(const gr_session *s, const safet_file *f, const 
     return GR_OK;
 }
 
-/* Readers open lazily when a plan first needs them (session.c), but a
- * restored cursor needs one now. */
+/* Readers open lazily when a plan first needs them (readers.c), but a
+ * restored cursor away from the start needs one now (one already open
+ * stays as it is). */
 static gr_code ckpt_open_readers(gr_session *s, const ckpt_plan *rp, gr_status *st)
 {
     gr_code c = GR_OK;
-    pthread_mutex_lock(&s->mu);
-    for (int d = 0; d < s->g->n_data && c == GR_OK; d++)
-        if (rp->has_cursor[d] && (rp->cursor[d][0] || rp->cursor[d][1] || s->readers[d]))
+    for (int d = 0; d < rt_session_graph(s)->n_data && c == GR_OK; d++)
+        if (rp->has_cursor[d] && (rp->cursor[d][0] || rp->cursor[d][1]))
             c = rt_open_reader(s, d, st);
-    pthread_mutex_unlock(&s->mu);
     return c;
+}
+
+static void ckpt_cursor_set(data_reader *r, int di, void *ctx)
+{
+    const ckpt_plan *rp = ctx;
+    if (rp->has_cursor[di]) data_seek(r, rp->cursor[di][0], rp->cursor[di][1]);
 }
 
 static void ckpt_apply(gr_session *s, const ckpt_plan *rp, const gr_restore_options *o)
 {
-    pthread_rwlock_wrlock(&s->pause);
-    for (int vi = 0; vi < s->g->n_vars; vi++) {
-        device_obj *d = rt_device(s, s->g->vars[vi].device);
-        if (rp->src[vi]) d->vt->to_device(d, s->var[vi], rp->src[vi]->data, rp->src[vi]->bytes);
-    }
+    rt_session_pause(s);
+    for (int vi = 0; vi < rt_session_graph(s)->n_vars; vi++)
+        if (rp->src[vi]) rt_var_write(s, vi, rp->src[vi]->data);
     if (!o->weights_only) {
-        pthread_mutex_lock(&s->mu);
-        for (int d = 0; d < s->g->n_data; d++)
-            if (rp->has_cursor[d] && s->readers[d])
-                data_seek(s->readers[d], rp->cursor[d][0], rp->cursor[d][1]);
-        pthread_mutex_unlock(&s->mu);
-        atomic_store(&s->train_steps, rp->steps);
-        atomic_store(&s->steps, rp->runs);
+        rt_readers_each(s, ckpt_cursor_set, (void *)rp);
+        rt_session_set_counters(s, rp->steps, rp->runs);
     }
-    pthread_rwlock_unlock(&s->pause);
+    rt_session_resume(s);
 }
 
 /* Matches the parsed file against the session, then applies it: nothing
@@ -467,10 +466,10 @@ static void ckpt_apply(gr_session *s, const ckpt_plan *rp, const gr_restore_opti
 static gr_code ckpt_restore_parsed(gr_session *s, const char *path, const safet_file *f,
                                    const gr_restore_options *o, gr_status *st)
 {
-    int nv = s->g->n_vars, nd = s->g->n_data;
+    int nv = rt_session_graph(s)->n_vars, nd = rt_session_graph(s)->n_data;
     ckpt_plan rp = {.path = path,
-                    .processes = dist_size(s->dist),
-                    .dist = s->dist,
+                    .processes = dist_size(rt_session_dist(s)),
+                    .dist = rt_session_dist(s),
                     .src = base_xcalloc((size_t)nv + 1, sizeof *rp.src),
                     .cursor = base_xcalloc((size_t)nd + 1, sizeof *rp.cursor),
                     .has_cursor = base_xcalloc((size_t)nd + 1, sizeof *rp.has_cursor)};
@@ -495,8 +494,8 @@ static gr_code ckpt_load(gr_session *s, const char *path, uint8_t **buf, safet_f
     char err[1024];
     memset(f, 0, sizeof *f);
     *buf = NULL;
-    gr_code c =
-        s && s->dist ? dist_read_file(s, path, buf, &len, st) : ckio_read(path, buf, &len, st);
+    gr_code c = s && rt_session_dist(s) ? dist_read_file(s, path, buf, &len, st)
+                                        : ckio_read(path, buf, &len, st);
     if (c == GR_OK && safet_parse(*buf, len, path, f, err, sizeof err) < 0)
         c = rt_fail(st, GR_ERR_DATA, "%s\n", err);
     return c;
@@ -514,7 +513,7 @@ gr_code gr_session_restore(gr_session *s, const char *path, const gr_restore_opt
     if (c == GR_OK) c = ckpt_restore_parsed(s, path, &f, &o, st);
     safet_file_free(&f);
     free(buf);
-    if (c == GR_OK && s->dist) c = dist_restored(s, st);
+    if (c == GR_OK && rt_session_dist(s)) c = dist_restored(s, st);
     if (c == GR_OK) rt_ok(st);
     return c;
 }

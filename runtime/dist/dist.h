@@ -32,12 +32,13 @@
 
 typedef struct rt_dist rt_dist;
 
-/* Joins the session to its processes: checks that every process has the
+/* Joins the session to its processes into *slot (the session's own, which
+ * the checks reach through the session): checks that every process has the
  * same options (mode, seed, sync_every, locking, check_numerics), compiled
  * the same graph and initialised the same variables, and in async mode
- * makes rank 0's window.  On error (the same on every process) s->dist
- * stays NULL. */
-gr_code dist_open(gr_session *s, gr_status *st);
+ * makes rank 0's window.  On error (the same on every process) *slot stays
+ * NULL. */
+gr_code dist_open(gr_session *s, rt_dist **slot, gr_status *st);
 /* Says goodbye to the others and waits for theirs (GR_DIST_TIMEOUT at
  * most); frees the MPI objects when every process left after the same
  * collective, else leaves them. */

@@ -57,13 +57,14 @@ static size_t max_size(size_t a, size_t b)
  * step the session has reached. */
 static void dist_lock(gr_session *s)
 {
-    pthread_mutex_lock(&s->dist->mu);
-    coll_set_step(&s->dist->sched, atomic_load(&s->train_steps), 0);
+    rt_dist *d = rt_session_dist(s);
+    pthread_mutex_lock(&d->mu);
+    coll_set_step(&d->sched, gr_session_step(s), 0);
 }
 
 static void dist_unlock(gr_session *s)
 {
-    pthread_mutex_unlock(&s->dist->mu);
+    pthread_mutex_unlock(&rt_session_dist(s)->mu);
 }
 
 /* ---- counts over INT_MAX go in pieces ---- */
@@ -185,22 +186,14 @@ static size_t largest(const ir_graph *g, op_kind op)
 
 static void pack_vars(gr_session *s, float *out)
 {
-    rt_dist *d = s->dist;
-    for (int k = 0; k < d->n_shared; k++) {
-        int vi = d->shared[k];
-        device_obj *dev = rt_device(s, s->g->vars[vi].device);
-        dev->vt->to_host(dev, out + d->off[k], s->var[vi], ir_nbytes(&s->g->vars[vi].type));
-    }
+    rt_dist *d = rt_session_dist(s);
+    for (int k = 0; k < d->n_shared; k++) rt_var_read(s, d->shared[k], out + d->off[k]);
 }
 
 static void unpack_vars(gr_session *s, const float *in)
 {
-    rt_dist *d = s->dist;
-    for (int k = 0; k < d->n_shared; k++) {
-        int vi = d->shared[k];
-        device_obj *dev = rt_device(s, s->g->vars[vi].device);
-        dev->vt->to_device(dev, s->var[vi], in + d->off[k], ir_nbytes(&s->g->vars[vi].type));
-    }
+    rt_dist *d = rt_session_dist(s);
+    for (int k = 0; k < d->n_shared; k++) rt_var_write(s, d->shared[k], in + d->off[k]);
 }
 
 static void pick_shared(rt_dist *d, const ir_graph *g)
@@ -253,9 +246,9 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
  * types, devices, variables and data sources, and the mode. */
 static uint64_t graph_fingerprint(const gr_session *s)
 {
-    const ir_graph *g = s->g;
+    const ir_graph *g = rt_session_graph(s);
     uint64_t h = 14695981039346656037ull;
-    int mode = (int)s->prog->distributed;
+    int mode = (int)rt_session_program(s)->distributed;
     h = fnv(h, &mode, sizeof mode);
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
@@ -284,11 +277,11 @@ static uint64_t graph_fingerprint(const gr_session *s)
 static uint64_t vars_fingerprint(gr_session *s)
 {
     uint64_t h = 14695981039346656037ull;
-    for (int i = 0; i < s->g->n_vars; i++) {
-        size_t n = ir_nbytes(&s->g->vars[i].type);
+    const ir_graph *g = rt_session_graph(s);
+    for (int i = 0; i < g->n_vars; i++) {
+        size_t n = ir_nbytes(&g->vars[i].type);
         void *host = base_xmalloc(n + 1);
-        device_obj *dev = rt_device(s, s->g->vars[i].device);
-        dev->vt->to_host(dev, host, s->var[i], n);
+        rt_var_read(s, i, host);
         h = fnv(h, host, n);
         free(host);
     }
@@ -318,7 +311,7 @@ static int differing_ranks(rt_dist *d, uint64_t h, char *which, size_t len, char
 
 static gr_code check_same(gr_session *s, gr_status *st)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     char which[256], why[WHY];
     int n = differing_ranks(d, graph_fingerprint(s), which, sizeof which, why);
     if (n > 0)
@@ -391,7 +384,7 @@ static gr_code compare_texts(const rt_dist *d, const char *all, const int *at, g
 
 gr_code dist_agree(gr_session *s, const char *what, const char *value, gr_status *st)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     size_t lw = strlen(what), lv = strlen(value);
     if (lw + lv + 2 > AGREE_MAX)
         return rt_fail(st, GR_ERR_ARG, "gr_session_dist_agree: %.40s: over %d bytes\n", what,
@@ -416,11 +409,11 @@ gr_code dist_agree(gr_session *s, const char *what, const char *value, gr_status
 static gr_code agree_options(gr_session *s, gr_status *st)
 {
     static const char *const modes[] = {"none", "sync", "async"};
-    const gr_session_options *o = &s->opt;
+    const gr_session_options *o = rt_session_options(s);
     char seed[24], every[16];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     snprintf(every, sizeof every, "%d", o->sync_every);
-    const char *pairs[][2] = {{"--distributed", modes[s->prog->distributed]},
+    const char *pairs[][2] = {{"--distributed", modes[rt_session_program(s)->distributed]},
                               {"--seed", seed},
                               {"--sync-every", every},
                               {"--locking", o->locking ? "on" : "off"},
@@ -435,7 +428,7 @@ static gr_code agree_options(gr_session *s, gr_status *st)
 
 static void window_open(gr_session *s)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     MPI_Aint bytes = d->rank == 0 ? (MPI_Aint)(d->total * sizeof(float)) : 0;
     MPI_Win_allocate(bytes, sizeof(float), MPI_INFO_NULL, d->sched.comm, &d->win_mem, &d->win);
     d->use_win = 1;
@@ -446,7 +439,7 @@ static void window_open(gr_session *s)
  * read them. */
 static gr_code window_fill(gr_session *s, coll_kind kind, gr_status *st)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     char why[WHY];
     if (d->rank == 0) {
         MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, d->win);
@@ -476,7 +469,7 @@ static void window_rma(rt_dist *d, float *buf, int get)
 /* Local variables <- the shared ones (async). */
 static void pull_shared(gr_session *s)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     window_rma(d, d->base, 1);
     unpack_vars(s, d->base);
 }
@@ -485,7 +478,7 @@ static void pull_shared(gr_session *s)
  * collective's header). */
 static void average_vars(gr_session *s)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     pack_vars(s, d->cur);
     double t = now();
     allreduce_sum(d->sched.comm, d->cur, d->cur, d->total);
@@ -498,7 +491,7 @@ static void average_vars(gr_session *s)
 /* Before an evaluation or a save (async): the shared values, or the mean. */
 static int refresh(gr_session *s, coll_kind kind, char *why)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     if (d->use_win) {
         pull_shared(s);
     } else if (d->mode == GR_DIST_ASYNC) {
@@ -513,15 +506,16 @@ static int refresh(gr_session *s, coll_kind kind, char *why)
 /* The mode's own means: the window, the one-node allreduce. */
 static gr_code open_mode(gr_session *s, gr_status *st)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     if (d->mode == GR_DIST_ASYNC && d->sync_every == 0) {
         window_open(s);
         return window_fill(s, COLL_OPEN, st);
     }
     if (d->mode != GR_DIST_SYNC) return GR_OK;
-    size_t max_n = max_size(largest(s->g, OP_ALLREDUCE), largest(s->g, OP_APPLY_SGD_ALLREDUCE));
+    const ir_graph *g = rt_session_graph(s);
+    size_t max_n = max_size(largest(g, OP_ALLREDUCE), largest(g, OP_APPLY_SGD_ALLREDUCE));
     d->shm = shm_reduce_open(d->sched.comm, max_n, !getenv("GR_MPI_ALLREDUCE"));
-    if (!d->shm) d->sum = base_xcalloc(largest(s->g, OP_APPLY_SGD_ALLREDUCE) + 1, sizeof *d->sum);
+    if (!d->shm) d->sum = base_xcalloc(largest(g, OP_APPLY_SGD_ALLREDUCE) + 1, sizeof *d->sum);
     return GR_OK;
 }
 
@@ -540,7 +534,7 @@ static gr_code check_mpi(gr_status *st)
     return GR_OK;
 }
 
-gr_code dist_open(gr_session *s, gr_status *st)
+gr_code dist_open(gr_session *s, rt_dist **slot, gr_status *st)
 {
     double timeout = 0;
     char why[WHY];
@@ -550,13 +544,14 @@ gr_code dist_open(gr_session *s, gr_status *st)
     rt_dist *d = base_xcalloc(1, sizeof *d);
     d->kc.allreduce_mean = comm_allreduce_mean;
     d->kc.allreduce_sgd = comm_allreduce_sgd;
-    d->mode = s->prog->distributed;
-    d->sync_every = s->opt.sync_every;
+    const gr_session_options *o = rt_session_options(s);
+    d->mode = rt_session_program(s)->distributed;
+    d->sync_every = o->sync_every;
     pthread_mutex_init(&d->mu, NULL);
-    s->dist = d;
-    pick_shared(d, s->g);
-    pick_sharded(d, s->g);
-    MPI_Comm user = s->opt.mpi_comm ? *(const MPI_Comm *)s->opt.mpi_comm : MPI_COMM_WORLD;
+    *slot = d; /* what follows reaches it through the session */
+    pick_shared(d, rt_session_graph(s));
+    pick_sharded(d, rt_session_graph(s));
+    MPI_Comm user = o->mpi_comm ? *(const MPI_Comm *)o->mpi_comm : MPI_COMM_WORLD;
     if (coll_open(&d->sched, user, timeout, why, sizeof why))
         c = rt_fail(st, COLL_ERR, "%s\n", why);
     d->rank = d->sched.rank;
@@ -566,7 +561,7 @@ gr_code dist_open(gr_session *s, gr_status *st)
     if (c == GR_OK) c = open_mode(s, st);
     if (c != GR_OK) {
         dist_close(d);
-        s->dist = NULL;
+        *slot = NULL;
     }
     return c;
 }
@@ -621,9 +616,9 @@ double dist_comm_seconds(const rt_dist *d)
 
 gr_code dist_step_begin(gr_session *s, gr_status *st)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     dist_lock(s);
-    coll_set_step(&d->sched, atomic_load(&s->train_steps), 1);
+    coll_set_step(&d->sched, gr_session_step(s), 1);
     if (d->sched.broken) /* the lock stays taken: dist_step_end lets it go */
         return rt_fail(st, COLL_ERR, "distributed: an earlier collective failed: %s\n",
                        coll_failure(&d->sched));
@@ -633,10 +628,10 @@ gr_code dist_step_begin(gr_session *s, gr_status *st)
 
 gr_code dist_step_end(gr_session *s, int ran, gr_status *st)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     char why[WHY];
     gr_code c = GR_OK;
-    coll_set_step(&d->sched, atomic_load(&s->train_steps), 0);
+    coll_set_step(&d->sched, gr_session_step(s), 0);
     if (ran && d->use_win) {
         pack_vars(s, d->cur);
         for (size_t i = 0; i < d->total; i++) d->cur[i] -= d->base[i];
@@ -653,7 +648,7 @@ gr_code dist_step_end(gr_session *s, int ran, gr_status *st)
 
 gr_code dist_read_file(gr_session *s, const char *path, uint8_t **buf, size_t *len, gr_status *st)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     int64_t head[2] = {GR_OK, 0}; /* code, length */
     char why[WHY];
     *buf = NULL;
@@ -679,7 +674,7 @@ gr_code dist_read_file(gr_session *s, const char *path, uint8_t **buf, size_t *l
 
 gr_code dist_restored(gr_session *s, gr_status *st)
 {
-    if (!s->dist->use_win) return GR_OK;
+    if (!rt_session_dist(s)->use_win) return GR_OK;
     dist_lock(s);
     gr_code c = window_fill(s, COLL_RESTORED, st);
     dist_unlock(s);
@@ -698,7 +693,7 @@ gr_code dist_refresh(gr_session *s, gr_status *st)
 gr_code dist_save(gr_session *s, const char *path,
                   gr_code (*save)(gr_session *s, const char *path, gr_status *st), gr_status *st)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     int64_t code = GR_OK;
     char why[WHY];
     dist_lock(s);
@@ -715,7 +710,7 @@ gr_code dist_save(gr_session *s, const char *path,
 
 gr_code dist_eval_total(gr_session *s, double *sum, int64_t *batches, gr_status *st)
 {
-    rt_dist *d = s->dist;
+    rt_dist *d = rt_session_dist(s);
     double v[2] = {*sum, (double)*batches};
     char why[WHY];
     dist_lock(s);

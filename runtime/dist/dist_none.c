@@ -4,9 +4,9 @@
 #include "dist.h"
 #include "runtime/runtime.h"
 
-gr_code dist_open(gr_session *s, gr_status *st)
+gr_code dist_open(gr_session *s, rt_dist **slot, gr_status *st)
 {
-    (void)s;
+    (void)s, (void)slot;
     return rt_fail(st, GR_ERR_ARG,
                    "distributed: this graphrun was built without MPI (install libopenmpi-dev "
                    "and configure with -DGR_MPI=ON)\n");

@@ -5,11 +5,12 @@
  * calls with their buffer pointers resolved.  A step is then: bind feeds,
  * take one batch per data source, run the partitions (parts.c; a plan on one
  * device is one partition, run on the caller's thread), copy fetches out.
- * No allocation happens per step. */
+ * No allocation happens per step.  What the executor uses of its session
+ * (devices, variables, readers, options) comes in its exec_env (runtime.h)
+ * when it is made: nothing here calls back into runtime/session/. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/dist/dist.h"
 #include "exec_int.h"
 
 static void bind_buffers(rt_exec *e)
@@ -20,7 +21,7 @@ static void bind_buffers(rt_exec *e)
         int id = e->p->order[i];
         const ir_node *n = &g->nodes[id];
         if (n->op == OP_VARIABLE)
-            e->buf[id] = e->s->var[n->var];
+            e->buf[id] = e->env->var[n->var];
         else if (e->p->offset[id] != PLAN_NONE)
             e->buf[id] = exec_addr(e, e->p->part[id], e->p->offset[id]);
     }
@@ -31,8 +32,8 @@ static void bind_buffers(rt_exec *e)
  * update takes exactly one lock, so no order between locks can deadlock. */
 static void *update_lock(const rt_exec *e, const ir_node *n)
 {
-    if (!ops_has(n->op, OPF_UPDATE) || !(n->attr.i[5] || e->s->opt.locking)) return NULL;
-    return &e->s->var_mu[e->p->g->nodes[n->in[0]].var];
+    if (!ops_has(n->op, OPF_UPDATE) || !(n->attr.i[5] || e->env->opt->locking)) return NULL;
+    return &e->env->var_mu[e->p->g->nodes[n->in[0]].var];
 }
 
 /* Input j of node id: the producer's buffer, or, across partitions, the
@@ -72,8 +73,8 @@ static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
                      .scratch_task_bytes = sb,
                      .max_tasks = part->pool ? pool_size(part->pool) : 1,
                      .pool = part->pool,
-                     .seed = e->s->opt.seed,
-                     .comm = dist_kern_comm(e->s->dist),
+                     .seed = e->env->opt->seed,
+                     .comm = e->env->comm,
                      .queue = part->q};
     a->lock = update_lock(e, n);
     a->fault = &e->faults[e->n_calls];
@@ -157,7 +158,7 @@ static void prepare_data(rt_exec *e)
     for (int k = 0; k < e->n_data; k++) {
         exec_data *d = &e->data[k];
         int di = e->p->data_used[k];
-        d->r = e->s->readers[di];
+        d->r = e->env->readers[di];
         d->node[0] = d->node[1] = -1;
         IR_WORK(e->p->n);
         for (int i = 0; i < e->p->n; i++) {
@@ -174,11 +175,11 @@ static gr_code take_batches(rt_exec *e, gr_status *st)
 {
     for (int k = 0; k < e->n_data; k++) {
         exec_data *d = &e->data[k];
-        if (data_acquire(d->r, &d->held) < 0) {
-            while (k-- > 0) data_release(e->data[k].r, &e->data[k].held);
+        if (data_acquire(d->r, &d->batch) < 0) {
+            while (k-- > 0) data_release(e->data[k].r, &e->data[k].batch);
             return rt_fail(st, GR_ERR_ARG, "data source closed while running\n");
         }
-        const void *xy[2] = {d->held.x, d->held.y};
+        const void *xy[2] = {d->batch.x, d->batch.y};
         for (int p = 0; p < d->n_patch; p++) *d->patch[p] = (void *)xy[d->patch_y[p]];
         for (int w = 0; w < 2; w++)
             if (d->node[w] >= 0) e->buf[d->node[w]] = (void *)xy[w];
@@ -188,7 +189,7 @@ static gr_code take_batches(rt_exec *e, gr_status *st)
 
 static void give_batches(rt_exec *e)
 {
-    for (int k = 0; k < e->n_data; k++) data_release(e->data[k].r, &e->data[k].held);
+    for (int k = 0; k < e->n_data; k++) data_release(e->data[k].r, &e->data[k].batch);
 }
 
 /* An arena or scratch that does not fit in memory: named with its size,
@@ -221,13 +222,13 @@ static gr_code alloc_part(rt_exec *e, int k, int threads, gr_status *st)
 {
     const plan_graph *p = e->p;
     exec_part *pt = &e->parts[k];
-    device_obj *d = pt->dev = rt_device(e->s, p->part_dev[k]);
+    device_obj *d = pt->dev = machine_devices_find(e->env->devs, p->part_dev[k]);
     pt->base = p->part_base[k];
     if (!(pt->arena = d->vt->alloc(d, p->part_bytes[k])))
         return no_room(e, "activation arena", p->part_bytes[k], st);
     if (d->vt->async) {
         pt->q = d->vt->queue_new(d);
-        if (e->s->opt.check_numerics && !(pt->host_out = malloc(largest_output(e, k) + 4)))
+        if (e->env->opt->check_numerics && !(pt->host_out = malloc(largest_output(e, k) + 4)))
             return no_room(e, "host copy for --check-numerics", largest_output(e, k), st);
     } else if (!(pt->pool = pool_new(threads > 0 ? threads : 1))) {
         return rt_fail(st, GR_ERR_INTERNAL, "cannot start the threads of partition %d\n", k);
@@ -241,7 +242,7 @@ static gr_code alloc_part(rt_exec *e, int k, int threads, gr_status *st)
  * (each gets at least one thread). */
 static gr_code alloc_parts(rt_exec *e, gr_status *st)
 {
-    int per = e->s->opt.threads / e->s->opt.executors / e->p->n_parts;
+    int per = e->env->opt->threads / e->env->opt->executors / e->p->n_parts;
     e->parts = base_xcalloc((size_t)e->n_parts, sizeof *e->parts);
     gr_code c = GR_OK;
     for (int k = 0; k < e->n_parts && c == GR_OK; k++) c = alloc_part(e, k, per, st);
@@ -263,10 +264,10 @@ static gr_code alloc_views(rt_exec *e, gr_status *st)
     return GR_OK;
 }
 
-gr_code exec_new(gr_session *s, const plan_graph *p, rt_exec **out, gr_status *st)
+gr_code exec_new(const exec_env *env, const plan_graph *p, rt_exec **out, gr_status *st)
 {
     rt_exec *e = base_xcalloc(1, sizeof *e);
-    e->s = s;
+    e->env = env;
     e->p = p;
     e->n_parts = p->n_parts;
     e->buf = base_xcalloc((size_t)p->g->n_nodes + 1, sizeof *e->buf);
@@ -397,7 +398,7 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
     gr_code c = bind_feeds(e, feeds, n_feeds, st);
     if (c == GR_OK) c = take_batches(e, st);
     if (c != GR_OK) return c;
-    uint64_t step = atomic_fetch_add(&e->s->steps, 1);
+    uint64_t step = atomic_fetch_add(e->env->steps, 1);
     for (int i = 0; i < e->n_calls; i++) e->args[i].step = step; /* dropout's mask */
     c = parts_run(e, st);
     if (c == GR_OK) c = copy_fetches(e, fetches, n_fetches, views, st);

@@ -69,7 +69,7 @@ typedef struct exec_data {
     void ***patch; /* kern_args input slots that read x or y */
     int *patch_y;  /* per patch: 1 when it reads y */
     int n_patch;
-    data_batch held; /* during a step */
+    data_batch batch; /* taken for a step, given back after it */
 } exec_data;
 
 /* gr_session_options.profile: one per call, summed over this executor's runs. */
@@ -78,7 +78,7 @@ typedef struct exec_prof {
 } exec_prof;
 
 struct rt_exec {
-    gr_session *s;
+    const exec_env *env; /* its session's, given to exec_new */
     const plan_graph *p;
     exec_part *parts;
     int n_parts;

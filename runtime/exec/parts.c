@@ -225,8 +225,8 @@ static void build_segs(rt_exec *e, exec_part *pt)
  * that is not pinned (a dev -> host send writes the CPU's arena). */
 static void mark_recordable(rt_exec *e, exec_part *pt)
 {
-    if (!pt->q || !pt->dev->vt->capture_begin || e->s->opt.check_numerics ||
-        e->s->opt.no_step_graphs)
+    if (!pt->q || !pt->dev->vt->capture_begin || e->env->opt->check_numerics ||
+        e->env->opt->no_step_graphs)
         return;
     for (int l = pt->first_level; l < pt->first_level + pt->n_levels; l++)
         for (int i = e->levels[l].first; i < e->levels[l].first + e->levels[l].n; i++)
@@ -372,7 +372,7 @@ gr_code parts_start(rt_exec *e, gr_status *st)
 {
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    e->spin = e->s->opt.threads >= e->s->opt.executors * e->n_parts;
+    e->spin = e->env->opt->threads >= e->env->opt->executors * e->n_parts;
     for (int k = 0; k < e->n_parts; k++) {
         exec_part *pt = &e->parts[k];
         if (!(pt->st = gr_status_new())) return rt_fail(st, GR_ERR_NOMEM, "out of memory\n");

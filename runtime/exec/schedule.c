@@ -128,7 +128,7 @@ void sched_build(rt_exec *e)
     }
     reorder_calls(e, order);
     for (int l = 0; l < e->n_levels; l++) bind_level_tasks(e, &e->levels[l]);
-    if (e->s->opt.profile) e->prof = base_xcalloc((size_t)n + 1, sizeof *e->prof);
+    if (e->env->opt->profile) e->prof = base_xcalloc((size_t)n + 1, sizeof *e->prof);
     free(order), free(task_of), free(calls), free(cost);
 }
 
@@ -235,7 +235,7 @@ static gr_code check_numerics(const kern_args *a, const float *x, gr_status *st)
 
 gr_code sched_check_level(const rt_exec *e, const exec_level *L, gr_status *st)
 {
-    if (!e->s->opt.check_numerics) return GR_OK;
+    if (!e->env->opt->check_numerics) return GR_OK;
     const exec_part *pt = &e->parts[L->part];
     gr_code c = sched_sync(e, L->part, st);
     for (int i = L->first; c == GR_OK && i < L->first + L->n; i++) {

@@ -17,11 +17,12 @@ static int by_time_desc(const void *a, const void *b)
     return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : x->node - y->node;
 }
 
-/* Adds executor e's calls into per-node sums t (indexed by node id). */
-static void add_exec(const rt_exec *e, node_time *t)
+/* Adds executor e's calls into per-node sums ctx (indexed by node id). */
+static void add_exec(const rt_exec *e, void *ctx)
 {
+    node_time *t = ctx;
     for (int i = 0; e->prof && i < e->n_calls; i++) {
-        int id = (int)(e->args[i].node - e->s->g->nodes);
+        int id = (int)(e->args[i].node - e->p->g->nodes);
         t[id].ns += atomic_load_explicit(&e->prof[i].ns, memory_order_relaxed);
         t[id].calls += atomic_load_explicit(&e->prof[i].calls, memory_order_relaxed);
     }
@@ -46,10 +47,11 @@ static void source_line(const ir_node *n, gr_profile_row *r)
 
 static void fill_row(const gr_session *s, const node_time *t, gr_profile_row *r)
 {
-    const ir_node *n = &s->g->nodes[t->node];
+    const ir_graph *g = rt_session_graph(s);
+    const ir_node *n = &g->nodes[t->node];
     r->op = ops_name(n->op);
     /* an update's output is a token: show the variable it writes */
-    const ir_type *ty = ops_has(n->op, OPF_UPDATE) ? &s->g->nodes[n->in[0]].type : &n->type;
+    const ir_type *ty = ops_has(n->op, OPF_UPDATE) ? &g->nodes[n->in[0]].type : &n->type;
     ir_type_str(ty, r->type, sizeof r->type);
     ir_dev_str(n->device, r->device, sizeof r->device);
     source_line(n, r);
@@ -59,14 +61,12 @@ static void fill_row(const gr_session *s, const node_time *t, gr_profile_row *r)
 
 int gr_session_profile(gr_session *s, gr_profile_row *rows, int cap)
 {
-    if (!s || !s->opt.profile) return 0;
-    node_time *t = base_xcalloc((size_t)s->g->n_nodes + 1, sizeof *t);
-    pthread_mutex_lock(&s->mu);
-    for (int p = 0; p < s->n_plans; p++)
-        for (int k = 0; k < s->plans[p].n_all; k++) add_exec(s->plans[p].all[k], t);
-    pthread_mutex_unlock(&s->mu);
+    if (!s || !rt_session_options(s)->profile) return 0;
+    const ir_graph *g = rt_session_graph(s);
+    node_time *t = base_xcalloc((size_t)g->n_nodes + 1, sizeof *t);
+    rt_plans_each_exec(s, add_exec, t);
     int n = 0;
-    for (int i = 0; i < s->g->n_nodes; i++)
+    for (int i = 0; i < g->n_nodes; i++)
         if (t[i].calls) t[n] = t[i], t[n++].node = i;
     qsort(t, (size_t)n, sizeof *t, by_time_desc);
     for (int i = 0; rows && i < n && i < cap; i++) fill_row(s, &t[i], &rows[i]);

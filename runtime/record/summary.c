@@ -20,27 +20,25 @@ struct rt_summary {
     int n_tags;
 };
 
-gr_code rt_summary_open(gr_session *s, const char *dir, gr_status *st)
+gr_code rt_summary_open(const char *dir, rt_summary **out, gr_status *st)
 {
     char err[512];
     tfev_writer *w = tfev_open(dir, err, sizeof err);
     if (!w) return rt_fail(st, GR_ERR_IO, "tensorboard: %s\n", err);
-    s->summary = base_xcalloc(1, sizeof *s->summary);
-    s->summary->w = w;
-    pthread_mutex_init(&s->summary->mu, NULL);
+    rt_summary *m = *out = base_xcalloc(1, sizeof *m);
+    m->w = w;
+    pthread_mutex_init(&m->mu, NULL);
     return GR_OK;
 }
 
-void rt_summary_close(gr_session *s)
+void rt_summary_close(rt_summary *m)
 {
-    rt_summary *m = s->summary;
     if (!m) return;
     tfev_close(m->w, NULL, 0); /* best effort: gr_session_scalar_flush reports errors */
     for (int i = 0; i < m->n_tags; i++) free(m->tags[i].tag);
     free(m->tags);
     pthread_mutex_destroy(&m->mu);
     free(m);
-    s->summary = NULL;
 }
 
 /* Whether step extends tag's curve; records it when it does. */
@@ -60,7 +58,7 @@ static int summary_advance(rt_summary *m, const char *tag, int64_t step)
 gr_code gr_session_scalar_flush(gr_session *s, gr_status *st)
 {
     if (!s) return rt_null(st, "gr_session_scalar_flush", "session");
-    rt_summary *m = s->summary;
+    rt_summary *m = rt_session_summary(s);
     char err[512];
     int rc = 0;
     if (m) {
@@ -77,12 +75,12 @@ gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double v
 {
     if (!s || !tag) return rt_null(st, "gr_session_scalar", s ? "tag" : "session");
     if (!*tag) return rt_fail(st, GR_ERR_ARG, "gr_session_scalar: tag is empty\n");
-    rt_summary *m = s->summary;
+    rt_summary *m = rt_session_summary(s);
     if (!m)
         return rt_fail(st, GR_ERR_ARG,
                        "gr_session_scalar: the session has no tensorboard_dir (an option of "
                        "gr_session_new)\n");
-    if (step < 0) step = (int64_t)atomic_load(&s->train_steps);
+    if (step < 0) step = (int64_t)gr_session_step(s);
     char err[512];
     int rc = 0;
     pthread_mutex_lock(&m->mu);
