@@ -108,7 +108,7 @@ static rows_lbl rows_reshape(const rows_ctx *c, const ir_node *n)
 static rows_lbl rows_slice(const rows_ctx *c, const ir_node *n)
 {
     rows_lbl l = rows_first_only(c, n);
-    if (l.g >= 1 && n->attr.i[0] == 0) l.off += n->attr.i[1];
+    if (l.g >= 1 && n->attr.i[ATTR_AXIS] == 0) l.off += n->attr.i[ATTR_SLICE_BEGIN];
     return l;
 }
 
@@ -117,7 +117,7 @@ static rows_lbl rows_matmul(const rows_ctx *c, const ir_node *n)
 {
     int r = n->type.rank;
     if (r >= 3) return rows_aligned(c, n, r); /* a bias has rank 1 */
-    int plain = r == 2 && c->g->nodes[n->in[0]].type.rank == 2 && !n->attr.i[0];
+    int plain = r == 2 && c->g->nodes[n->in[0]].type.rank == 2 && !n->attr.i[ATTR_TRANS_A];
     return plain ? rows_first_only(c, n) : rows_mixed;
 }
 
@@ -131,7 +131,8 @@ static rows_lbl rows_xent(const rows_ctx *c, const ir_node *n)
 /* Ops along axis attr0: rows survive when that axis is not 0. */
 static rows_lbl rows_off_axis0(const rows_ctx *c, const ir_node *n)
 {
-    return n->attr.i[0] != 0 && n->attr.i[0] != OP_AXIS_ALL ? rows_first_only(c, n) : rows_mixed;
+    return n->attr.i[ATTR_AXIS] != 0 && n->attr.i[ATTR_AXIS] != OP_AXIS_ALL ? rows_first_only(c, n)
+                                                                            : rows_mixed;
 }
 
 static rows_lbl rows_transpose(const rows_ctx *c, const ir_node *n)
@@ -143,7 +144,7 @@ static rows_lbl rows_transpose(const rows_ctx *c, const ir_node *n)
  * second-last axis, so that one must not be axis 0 either. */
 static rows_lbl rows_softmax(const rows_ctx *c, const ir_node *n)
 {
-    int causal = n->op == OP_SOFTMAX && n->attr.i[0] == OP_MASK_CAUSAL;
+    int causal = n->op == OP_SOFTMAX && n->attr.i[ATTR_MASK] == OP_MASK_CAUSAL;
     return n->type.rank >= 2 + causal ? rows_first_only(c, n) : rows_mixed;
 }
 
@@ -158,7 +159,7 @@ static rows_lbl rows_same_shape(const rows_ctx *c, const ir_node *n)
 /* concat along another axis than 0: the inputs' rows pair up. */
 static rows_lbl rows_concat(const rows_ctx *c, const ir_node *n)
 {
-    return n->attr.i[0] != 0 ? rows_aligned(c, n, n->type.rank) : rows_mixed;
+    return n->attr.i[ATTR_AXIS] != 0 ? rows_aligned(c, n, n->type.rank) : rows_mixed;
 }
 
 /* The rows of node n from its inputs' (none MIXED or LIN, one not NB). */
@@ -247,7 +248,8 @@ static void lin_copy(rows_lin *dst, const rows_lin *src, double scale)
 static int lin_reduce(rows_ctx *c, const ir_node *n, rows_lin *out)
 {
     const ir_node *in = &c->g->nodes[n->in[0]];
-    int all = n->attr.i[0] == OP_AXIS_ALL || (in->type.rank == 1 && n->attr.i[0] == 0);
+    int all =
+        n->attr.i[ATTR_AXIS] == OP_AXIS_ALL || (in->type.rank == 1 && n->attr.i[ATTR_AXIS] == 0);
     double scale = n->op == OP_MEAN ? 1.0 / (double)ir_numel(&in->type) : 1.0;
     if (!all || (n->op != OP_MEAN && n->op != OP_SUM)) return -1;
     if (c->lbl[n->in[0]].g >= 1)
@@ -339,7 +341,7 @@ static int rows_full(const rows_ctx *c, const ir_node *n)
     if (n->op == OP_MSE) return 1;
     if (n->op != OP_MEAN && n->op != OP_SUM) return 0;
     const ir_type *in = &c->g->nodes[n->in[0]].type;
-    return n->attr.i[0] == OP_AXIS_ALL || (in->rank == 1 && n->attr.i[0] == 0);
+    return n->attr.i[ATTR_AXIS] == OP_AXIS_ALL || (in->rank == 1 && n->attr.i[ATTR_AXIS] == 0);
 }
 
 static rows_lbl rows_label(rows_ctx *c, int id)

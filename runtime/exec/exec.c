@@ -32,7 +32,8 @@ static void bind_buffers(rt_exec *e)
  * update takes exactly one lock, so no order between locks can deadlock. */
 static void *update_lock(const rt_exec *e, const ir_node *n)
 {
-    if (!ops_has(n->op, OPF_UPDATE) || !(n->attr.i[5] || e->env->opt->locking)) return NULL;
+    if (!ops_has(n->op, OPF_UPDATE) || !(n->attr.i[ATTR_LOCKING] || e->env->opt->locking))
+        return NULL;
     return &e->env->var_mu[e->p->g->nodes[n->in[0]].var];
 }
 
@@ -163,7 +164,8 @@ static void prepare_data(rt_exec *e)
         IR_WORK(e->p->n);
         for (int i = 0; i < e->p->n; i++) {
             const ir_node *n = &g->nodes[e->p->order[i]];
-            if (n->op == OP_DATA && n->data == di) d->node[n->attr.i[0] ? 1 : 0] = e->p->order[i];
+            if (n->op == OP_DATA && n->data == di)
+                d->node[n->attr.i[ATTR_DATA_WHICH] ? 1 : 0] = e->p->order[i];
         }
         find_patches(e, d);
     }
