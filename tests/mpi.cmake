@@ -29,6 +29,8 @@ if(GR_HAVE_MPI AND MPIEXEC_EXECUTABLE AND EXISTS /usr/bin/python3)
     set(timeout 120)
     if(c IN_LIST GR_MPI_SCHEDULE_CASES)
       set(timeout 60)
+    elseif(CMAKE_BUILD_TYPE STREQUAL "Tsan")
+      set(timeout 360) # ThreadSanitizer runs the trainings about 20 times slower
     endif()
     set_tests_properties(mpi_${c} PROPERTIES LABELS mpi TIMEOUT ${timeout} RUN_SERIAL ON)
     if(CMAKE_BUILD_TYPE STREQUAL "Tsan")
