@@ -5,15 +5,10 @@
  * is reported as a located error (`file:line:col: error: ...`) at the
  * statement or expression that crossed it, and is listed in
  * docs/language.md ("Limits"); change both together.  The parser's own
- * limits (nesting, literal sizes) are in lang/ps_internal.h. */
+ * limits (nesting, literal sizes) are in lang/ps_internal.h, the size of a
+ * source file (LIM_SOURCE_BYTES) in lang/diag.h. */
 #ifndef GR_LIMITS_H
 #define GR_LIMITS_H
-
-/* ---- the source ---- */
-
-/* Bytes of one .graph file: read whole before it is parsed (the parser's
- * offsets are 32-bit, and no program needs more). */
-#define LIM_SOURCE_BYTES (64LL << 20)
 
 /* ---- shapes ---- */
 

@@ -8,8 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../compiler/limits.h"
-
 #define DIAG_DEFAULT_CAP 20
 
 static int has_bom(const char *t, size_t len)

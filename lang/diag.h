@@ -24,6 +24,11 @@ typedef struct src_file {
     size_t n_lines;
 } src_file;
 
+/* Bytes of one .graph file: read whole before it is parsed (the parser's
+ * offsets are 32-bit, and no program needs more).  docs/language.md,
+ * "Limits", lists it with the compile limits of compiler/limits.h. */
+#define LIM_SOURCE_BYTES (64LL << 20)
+
 /* Reads a whole file. On failure returns NULL and writes a message to err. */
 src_file *src_load(const char *path, char *err, size_t errlen);
 src_file *src_from_string(const char *name, const char *text, size_t len);
