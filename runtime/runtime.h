@@ -168,6 +168,12 @@ const plan_graph *exec_plan(const rt_exec *e);
  * (opened by gr_session_new when asked for, closed by gr_session_free). */
 gr_code rt_summary_open(const char *dir, rt_summary **out, gr_status *st);
 void rt_summary_close(rt_summary *m);
+/* One point of tag's curve (dropped unless step is past its last one), and
+ * the file flushed to disk: 0, or -1 with the message in err.  Safe from any
+ * thread: the writer is behind its own mutex. */
+int rt_summary_scalar(rt_summary *m, const char *tag, int64_t step, double value, char *err,
+                      size_t errlen);
+int rt_summary_sync(rt_summary *m, char *err, size_t errlen);
 
 /* runtime/session/readers.c */
 /* Opens data source di's reader if it is not open yet. */

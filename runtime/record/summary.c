@@ -1,7 +1,8 @@
 /* summary.c - a session's TensorBoard event file
- * (gr_session_options.tensorboard_dir) and gr_session_scalar: one writer
- * per session behind a mutex, so runs on any number of threads may report,
- * and one curve per tag whose steps only increase. */
+ * (gr_session_options.tensorboard_dir), written for gr_session_scalar
+ * (runtime/session/session.c): one writer per session behind a mutex, so
+ * runs on any number of threads may report, and one curve per tag whose
+ * steps only increase.  It knows no session. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,39 +56,20 @@ static int summary_advance(rt_summary *m, const char *tag, int64_t step)
     return 1;
 }
 
-gr_code gr_session_scalar_flush(gr_session *s, gr_status *st)
+int rt_summary_sync(rt_summary *m, char *err, size_t errlen)
 {
-    if (!s) return rt_null(st, "gr_session_scalar_flush", "session");
-    rt_summary *m = rt_session_summary(s);
-    char err[512];
-    int rc = 0;
-    if (m) {
-        pthread_mutex_lock(&m->mu);
-        rc = tfev_sync(m->w, err, sizeof err);
-        pthread_mutex_unlock(&m->mu);
-    }
-    if (rc < 0) return rt_fail(st, GR_ERR_IO, "tensorboard: %s\n", err);
-    rt_ok(st);
-    return GR_OK;
+    pthread_mutex_lock(&m->mu);
+    int rc = tfev_sync(m->w, err, errlen);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
 }
 
-gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double value, gr_status *st)
+int rt_summary_scalar(rt_summary *m, const char *tag, int64_t step, double value, char *err,
+                      size_t errlen)
 {
-    if (!s || !tag) return rt_null(st, "gr_session_scalar", s ? "tag" : "session");
-    if (!*tag) return rt_fail(st, GR_ERR_ARG, "gr_session_scalar: tag is empty\n");
-    rt_summary *m = rt_session_summary(s);
-    if (!m)
-        return rt_fail(st, GR_ERR_ARG,
-                       "gr_session_scalar: the session has no tensorboard_dir (an option of "
-                       "gr_session_new)\n");
-    if (step < 0) step = (int64_t)gr_session_step(s);
-    char err[512];
     int rc = 0;
     pthread_mutex_lock(&m->mu);
-    if (summary_advance(m, tag, step))
-        rc = tfev_scalar(m->w, tag, step, (float)value, err, sizeof err);
+    if (summary_advance(m, tag, step)) rc = tfev_scalar(m->w, tag, step, (float)value, err, errlen);
     pthread_mutex_unlock(&m->mu);
-    if (rc < 0) return rt_fail(st, GR_ERR_IO, "tensorboard: %s\n", err);
-    rt_ok(st);
-    return GR_OK;
+    return rc;
 }

@@ -1,7 +1,8 @@
 /* session.c - a session's life: gr_session_new checks its options and makes
  * what the session's other files keep (devices, variables, reader slots,
  * the processes of a distributed program, the TensorBoard file), and
- * gr_session_free ends them all; and the distributed calls on a session.
+ * gr_session_free ends them all; the distributed calls on a session; and
+ * gr_session_scalar, a point of a curve in its TensorBoard file.
  * The top of runtime/session/ (session_int.h gives the order). */
 #include <limits.h>
 #include <stdlib.h>
@@ -129,6 +130,34 @@ gr_code gr_session_dist_agree(gr_session *s, const char *what, const char *value
     if (bad != GR_OK) return bad;
     if (!what || !value) return rt_null(st, "gr_session_dist_agree", what ? "value" : "what");
     if (s->dist) return dist_agree(s, what, value, st);
+    rt_ok(st);
+    return GR_OK;
+}
+
+gr_code gr_session_scalar_flush(gr_session *s, gr_status *st)
+{
+    if (!s) return rt_null(st, "gr_session_scalar_flush", "session");
+    rt_summary *m = rt_session_summary(s);
+    char err[512];
+    if (m && rt_summary_sync(m, err, sizeof err) < 0)
+        return rt_fail(st, GR_ERR_IO, "tensorboard: %s\n", err);
+    rt_ok(st);
+    return GR_OK;
+}
+
+gr_code gr_session_scalar(gr_session *s, const char *tag, int64_t step, double value, gr_status *st)
+{
+    if (!s || !tag) return rt_null(st, "gr_session_scalar", s ? "tag" : "session");
+    if (!*tag) return rt_fail(st, GR_ERR_ARG, "gr_session_scalar: tag is empty\n");
+    rt_summary *m = rt_session_summary(s);
+    if (!m)
+        return rt_fail(st, GR_ERR_ARG,
+                       "gr_session_scalar: the session has no tensorboard_dir (an option of "
+                       "gr_session_new)\n");
+    if (step < 0) step = (int64_t)gr_session_step(s);
+    char err[512];
+    if (rt_summary_scalar(m, tag, step, value, err, sizeof err) < 0)
+        return rt_fail(st, GR_ERR_IO, "tensorboard: %s\n", err);
     rt_ok(st);
     return GR_OK;
 }
