@@ -19,6 +19,7 @@
 
 #include "devices/cpu/cpu.h"
 #include "devices/sim/sim.h"
+#include "devices/sim/sim_mem.h" /* SIM_POISON */
 
 /* The tests that plant a missing sync or event on purpose: in a plain or
  * ASan build the host must read a stale value; under TSan the race must be

@@ -47,8 +47,4 @@ void sim_set_delay_us(device_obj *d, unsigned us);
  * recordings). */
 uint64_t sim_graph_launches(device_obj *d);
 
-/* Bytes a fresh allocation is filled with, so that a read of memory nobody
- * wrote gives NaN (f32) or -1 (i32) instead of a plausible zero. */
-#define SIM_POISON 0xff
-
 #endif

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "base/fatal.h"
-#include "sim.h"
 #include "sim_mem.h"
 
 /* ---- sorted block arrays ---- */

@@ -10,6 +10,9 @@
 
 /* 64 bytes, as the CPU device: kernels may assume aligned buffers. */
 #define SIM_ALIGN 64
+/* Bytes a fresh allocation is filled with, so that a read of memory nobody
+ * wrote gives NaN (f32) or -1 (i32) instead of a plausible zero. */
+#define SIM_POISON 0xff
 
 /* [off, off + len) of the region; a used block also keeps the bytes asked
  * for, so that a copy into the alignment padding is caught too. */
