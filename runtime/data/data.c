@@ -74,11 +74,30 @@ static int64_t spec_shards(const data_spec *s)
     return s->shards > 1 ? s->shards : 1;
 }
 
+/* Each format's two entry points, by data_kind: probe fills the info from
+ * headers (compile time), load fills the set (session open). */
+static const struct data_format {
+    int (*probe)(const data_spec *s, data_info *info, char *err, size_t errlen);
+    int (*load)(const data_spec *s, data_set *ds, char *err, size_t errlen);
+} data_formats[] = {
+    [DATA_KIND_IDX] = {data_idx_probe, data_idx_load},
+    [DATA_KIND_CSV] = {data_csv_probe, data_csv_load},
+    [DATA_KIND_RAW] = {data_raw_probe, data_raw_load},
+    [DATA_KIND_GAUSSIAN] = {data_gauss_probe, data_gauss_load},
+    [DATA_KIND_TEXT] = {data_text_probe, data_text_load},
+};
+
+/* s's format, or NULL for a kind that is none (data_check_spec). */
+static const struct data_format *data_format_of(const data_spec *s)
+{
+    return (unsigned)s->kind < sizeof data_formats / sizeof *data_formats ? &data_formats[s->kind]
+                                                                          : NULL;
+}
+
 static int data_check_spec(const data_spec *s, char *err, size_t errlen)
 {
     const char *what = s->kind == DATA_KIND_GAUSSIAN ? "gaussian" : s->path[0];
-    if (s->kind != DATA_KIND_IDX && s->kind != DATA_KIND_CSV && s->kind != DATA_KIND_RAW &&
-        s->kind != DATA_KIND_GAUSSIAN && s->kind != DATA_KIND_TEXT) {
+    if (!data_format_of(s)) {
         data_err(err, errlen, "data: unknown data source kind %d", (int)s->kind);
         return -1;
     }
@@ -102,40 +121,6 @@ static int info_defaults(data_info *info)
 {
     if (info->y_per < 1) info->y_per = 1;
     return 0;
-}
-
-static int data_probe_kind(const data_spec *s, data_info *info, char *err, size_t errlen)
-{
-    switch (s->kind) {
-    case DATA_KIND_IDX:
-        return data_idx_probe(s, info, err, errlen);
-    case DATA_KIND_CSV:
-        return data_csv_probe(s, info, err, errlen);
-    case DATA_KIND_RAW:
-        return data_raw_probe(s, info, err, errlen);
-    case DATA_KIND_GAUSSIAN:
-        return data_gauss_probe(s, info, err, errlen);
-    case DATA_KIND_TEXT:
-        return data_text_probe(s, info, err, errlen);
-    }
-    return -1;
-}
-
-static int data_load_kind(const data_spec *s, data_set *ds, char *err, size_t errlen)
-{
-    switch (s->kind) {
-    case DATA_KIND_IDX:
-        return data_idx_load(s, ds, err, errlen);
-    case DATA_KIND_CSV:
-        return data_csv_load(s, ds, err, errlen);
-    case DATA_KIND_RAW:
-        return data_raw_load(s, ds, err, errlen);
-    case DATA_KIND_GAUSSIAN:
-        return data_gauss_load(s, ds, err, errlen);
-    case DATA_KIND_TEXT:
-        return data_text_load(s, ds, err, errlen);
-    }
-    return -1;
 }
 
 static int data_check_batch(const data_spec *s, int64_t n, char *err, size_t errlen)
@@ -162,7 +147,7 @@ static int data_check_batch(const data_spec *s, int64_t n, char *err, size_t err
 int data_probe(const data_spec *s, data_info *info, char *err, size_t errlen)
 {
     if (data_check_spec(s, err, errlen)) return -1;
-    if (data_probe_kind(s, info, err, errlen)) return -1;
+    if (data_format_of(s)->probe(s, info, err, errlen)) return -1;
     info_defaults(info);
     return data_check_batch(s, info->n, err, errlen);
 }
@@ -368,7 +353,7 @@ data_reader *data_open(const data_spec *s, char *err, size_t errlen)
         data_err(err, errlen, "data: out of memory");
         return NULL;
     }
-    if (data_load_kind(s, &r->ds, err, errlen) || info_defaults(&r->ds.info) ||
+    if (data_format_of(s)->load(s, &r->ds, err, errlen) || info_defaults(&r->ds.info) ||
         data_check_labels(s, &r->ds, err, errlen) ||
         data_check_batch(s, r->ds.info.n, err, errlen) || reader_alloc(r, err, errlen))
         goto fail;
