@@ -67,7 +67,7 @@ typedef struct ad_optimizer {
     ad_kind kind;
     double lr, m, b1, b2, eps;
     int nesterov;
-    int locking;         /* per-variable locks (ordered) around updates */
+    int locking;         /* each update holds its variable's lock (one lock a call) */
     double weight_decay; /* adam: decoupled weight decay (AdamW), 0 for none */
     int decay_all;       /* decay every variable, not only those of rank >= 2 */
     double clip;         /* > 0: scale the gradients to this global norm at most */
