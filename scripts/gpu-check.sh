@@ -122,18 +122,28 @@ apt_closure() {
     apt-get -s -o Dir::State::status="$STATUS0" install --no-install-recommends "$@" | awk '/^Inst / { print $2 }' | sort -u
 }
 
+# The packages that those named depend on at exactly their version (a -dev
+# package's library: its libz.so points at zlib1g's libz.so.1.2.13, which
+# the machine may have at another version).
+exact_deps() {
+    apt-cache show --no-all-versions "$@" | sed -n 's/^\(Pre-\)\{0,1\}Depends: //p' | tr ',' '\n' |
+        sed -n 's/^ *\([a-z0-9.+-]*\) (= .*/\1/p'
+}
+
 # The pack: apt's closure of the roots less that of a base Debian with
-# PACK_HAVE, so every run-time dependency is in and nothing rots.
+# PACK_HAVE, so every run-time dependency is in and nothing rots, and the
+# exact-version dependencies of what is in it.
 pack_list() {
     local roots
     roots=$(pack_roots) || return 1
     STATUS0=$(mktemp) && : >"$STATUS0"
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086,SC2046
     apt_closure $PACK_HAVE '?priority(required)' >"$STATUS0.have" &&
         apt_closure $PACK_HAVE '?priority(required)' $roots >"$STATUS0.want" &&
-        comm -13 "$STATUS0.have" "$STATUS0.want"
+        comm -13 "$STATUS0.have" "$STATUS0.want" >"$STATUS0.pack" &&
+        { cat "$STATUS0.pack" && exact_deps $(cat "$STATUS0.pack"); } | sort -u
     local rc=$?
-    rm -f "$STATUS0" "$STATUS0.have" "$STATUS0.want"
+    rm -f "$STATUS0" "$STATUS0.have" "$STATUS0.want" "$STATUS0.pack"
     return $rc
 }
 
@@ -280,6 +290,7 @@ st_unpack() {
     if [ -d "$PREFIX/lib" ]; then cp -a "$PREFIX/lib/." "$PREFIX/usr/lib/" && rm -rf "${PREFIX:?}/lib"; fi
     find "$PREFIX" -type l -lname '/*' | while read -r l; do
         t=$(readlink "$l")
+        case $t in /lib/* | /lib64/*) t=/usr$t ;; esac
         ln -sfn "$PREFIX$t" "$l"
     done
     # The shared libraries this machine lacks, in one folder for

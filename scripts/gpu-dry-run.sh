@@ -65,7 +65,8 @@ make_root() {
     umount "$tmp/proc"
     [ $rc = 0 ] || die "installing $HAVE in the root failed: $tmp.log"
     echo "$HAVE" >"$tmp/.graphrun-dryroot"
-    mv "$tmp" "$DRY" && rm -f "$tmp.log"
+    mv -T "$tmp" "$DRY" || die "cannot move $tmp to $DRY"
+    rm -f "$tmp.log"
 }
 
 # The root as the GPU machine would be before a check: no earlier
@@ -101,6 +102,8 @@ run_check() {
 [ -n "$HAVE" ] || die "no PACK_HAVE in scripts/gpu-check.sh"
 if [ -e "$DRY/.graphrun-dryroot" ]; then
     [ "$(cat "$DRY/.graphrun-dryroot")" = "$HAVE" ] || die "$DRY was made with other packages than '$HAVE': delete it"
+elif [ -e "$DRY" ]; then
+    die "$DRY exists and is not a root this script made: delete it or set GPU_DRY_ROOT"
 else
     make_root
 fi
