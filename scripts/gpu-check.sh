@@ -533,7 +533,7 @@ export PACK BENCH_OUT=$BENCH
 
 # ---- the stages ----
 
-say "graphrun GPU check: $(cd "$ROOT" && git log -1 --format='%h %s' 2>/dev/null | cut -c1-80)"
+say "graphrun GPU check: $(cd "$ROOT" && git log -1 --format='%h %s' 2>/dev/null | cut -c1-80 || echo '(not a git checkout)')"
 say "host $(uname -n), $(nproc) cores, budget ${BUDGET}s, log $LOG"
 
 if [ -d "$PACK" ] && ls "$PACK"/*.deb >/dev/null 2>&1; then
