@@ -4,8 +4,10 @@
 # internet and none of our Debian packages (docs/gpu.md).
 #
 #   scripts/gpu-check.sh --prepare   here, where apt works: downloads the
-#                                    .debs the build and the data need into
-#                                    gpu-pack/ (git-ignored; carry it)
+#                                    .debs the build and the data need
+#                                    (derived from CMakeLists.txt, resolved
+#                                    by apt) into gpu-pack/ (git-ignored;
+#                                    carry it)
 #   scripts/gpu-check.sh             there: unpacks gpu-pack/ with dpkg -x
 #                                    into a prefix, builds with CUDA and runs
 #                                    the stages below
@@ -14,8 +16,8 @@
 # runs; the summary lists them all:
 #   unpack      the .debs into $GPU_CHECK_PREFIX; PATH, pkg-config and CMake
 #               pointed at it (only if gpu-pack/ exists)
-#   tools       flex, bison, pkg-config and the libraries are found
-#   configure   CMake, Release, GR_CUDA=ON
+#   tools       flex, bison, pkg-config, protoc-c and the libraries are found
+#   configure   CMake, Release, GR_CUDA=ON (GPU_CHECK_CUDA), GR_MPI=OFF
 #   build       everything, tests included
 #   gpu         is a CUDA GPU usable?  (test_devices --gpu; nvidia-smi -L)
 #   sim         test_devices on the simulated GPU (the harness) and
@@ -44,8 +46,19 @@
 # build failed); 77 no usable GPU: the stages that need none passed and the
 # GPU stages were skipped.
 #
-# Environment: OUT; GPU_CHECK_BUDGET (seconds for the whole run, default
-# 450: stages that would start with less than 15 s left are skipped);
+# Time: the run ends within GPU_CHECK_BUDGET + 10 s (default 450 s, so
+# under 8 minutes): a stage that would start with under 15 s left is
+# skipped, and each stage's limit is cut to what is left less 5 s (its
+# kill takes up to 10 s more).  A stage that fails or times out prints its
+# last 25 lines at once; the summary names every stage.
+#
+# scripts/gpu-dry-run.sh runs this in a base Debian root with only the
+# pack, as on the GPU machine but without nvcc and GPU (it must exit 77).
+#
+# Environment: OUT; GPU_CHECK_BUDGET (seconds for the whole run);
+# GPU_CHECK_CUDA (on, the default: GR_CUDA=ON; auto or off for a dry run
+# without nvcc); GPU_CHECK_LIMIT_SCALE (default 1: each stage's limit
+# times this, for a slow machine);
 # GPU_CHECK_PACK (default gpu-pack), GPU_CHECK_PREFIX (default
 # /tmp/graphrun-gpu-prefix), GPU_CHECK_BUILD (default build-gpu), JOBS
 # (default: all cores); GPU_CHECK_SKIP="stage ..." skips stages by name.
@@ -58,28 +71,93 @@ PREFIX=${GPU_CHECK_PREFIX:-/tmp/graphrun-gpu-prefix}
 BUILD=${GPU_CHECK_BUILD:-$ROOT/build-gpu}
 BUDGET=${GPU_CHECK_BUDGET:-450}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
+CUDA=${GPU_CHECK_CUDA:-on}
+SCALE=${GPU_CHECK_LIMIT_SCALE:-1}
 SKIP=" ${GPU_CHECK_SKIP:-} "
 ARCH=x86_64-linux-gnu
 
-# What the build, the tests and the examples need from Debian (see
-# scripts/bootstrap.sh), less what the GPU machine has (compilers, CMake,
-# Python): tools, their runtime, the libraries with their headers and .pc
-# files, their own dependencies, and Fashion-MNIST.
-PACK_DEBS="flex bison m4 pkgconf pkgconf-bin libpkgconf3 libcmocka0 libcmocka-dev libcjson1 \
-libcjson-dev zlib1g zlib1g-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5 \
-libquadmath0 dataset-fashion-mnist"
+# The pack is derived, not listed: every find_package, pkg_check_modules
+# and find_program of CMakeLists.txt has a row here naming the Debian
+# package that provides it ("-": the GPU machine has it, or the check does
+# not build it); --prepare fails on one without a row.  apt then resolves
+# those packages and the data with all they depend on, less what a base
+# Debian (priority required) with PACK_HAVE has: what the GPU machine has.
+PACK_MAP="Threads:- ZLIB:zlib1g-dev FLEX:flex BISON:bison PkgConfig:pkgconf \
+openblas:libopenblas-pthread-dev libcjson:libcjson-dev cmocka:libcmocka-dev \
+libprotobuf-c:libprotobuf-c-dev protoc-c:protobuf-c-compiler MPI:- CUDAToolkit:-"
+PACK_DATA="dataset-fashion-mnist"
+PACK_HAVE="build-essential cmake make python3"
 PACK_MAX_MB=50
 
 # ---------------------------------------------------------------- prepare
 
+# What CMakeLists.txt looks for, one name a line: packages, pkg-config
+# modules (version constraints and keywords dropped) and programs.
+cmake_wants() {
+    local f=$ROOT/CMakeLists.txt
+    grep -oE 'find_package\([A-Za-z0-9_]+' "$f" | cut -d'(' -f2
+    grep -oE 'pkg_check_modules\([^)]*\)' "$f" | tr '()' '  ' |
+        awk '{ for (i = 3; i <= NF; i++) if ($i !~ /^[A-Z_]+$/) print $i }' | sed 's/[<>=].*//'
+    grep -oE 'find_program\([A-Za-z0-9_]+ +[^ )]+' "$f" | awk '{ print $2 }'
+}
+
+# The Debian packages for what CMakeLists.txt looks for, and the data.
+pack_roots() {
+    local w row bad=0
+    for w in $(cmake_wants | sort -u); do
+        row=$(printf '%s\n' $PACK_MAP | grep -m1 "^$w:") || {
+            echo "gpu-check: CMakeLists.txt looks for '$w', which PACK_MAP lacks: add its Debian package" >&2
+            bad=1
+            continue
+        }
+        [ "${row#*:}" = - ] || echo "${row#*:}"
+    done
+    echo $PACK_DATA
+    return $bad
+}
+
+# The packages apt would install for "$@" on a machine with nothing
+# installed (an empty dpkg status), one a line.
+apt_closure() {
+    apt-get -s -o Dir::State::status="$STATUS0" install --no-install-recommends "$@" | awk '/^Inst / { print $2 }' | sort -u
+}
+
+# The packages that those named depend on at exactly their version (a -dev
+# package's library: its libz.so points at zlib1g's libz.so.1.2.13, which
+# the machine may have at another version).
+exact_deps() {
+    apt-cache show --no-all-versions "$@" | sed -n 's/^\(Pre-\)\{0,1\}Depends: //p' | tr ',' '\n' |
+        sed -n 's/^ *\([a-z0-9.+-]*\) (= .*/\1/p'
+}
+
+# The pack: apt's closure of the roots less that of a base Debian with
+# PACK_HAVE, so every run-time dependency is in and nothing rots, and the
+# exact-version dependencies of what is in it.
+pack_list() {
+    local roots
+    roots=$(pack_roots) || return 1
+    STATUS0=$(mktemp) && : >"$STATUS0"
+    # shellcheck disable=SC2086,SC2046
+    apt_closure $PACK_HAVE '?priority(required)' >"$STATUS0.have" &&
+        apt_closure $PACK_HAVE '?priority(required)' $roots >"$STATUS0.want" &&
+        comm -13 "$STATUS0.have" "$STATUS0.want" >"$STATUS0.pack" &&
+        { cat "$STATUS0.pack" && exact_deps $(cat "$STATUS0.pack"); } | sort -u
+    local rc=$?
+    rm -f "$STATUS0" "$STATUS0.have" "$STATUS0.want" "$STATUS0.pack"
+    return $rc
+}
+
 prepare() {
     command -v apt-get >/dev/null || { echo "gpu-check: --prepare needs apt-get (Debian)" >&2; exit 2; }
+    local debs
+    pack_roots >/dev/null || exit 2
+    debs=$(pack_list) || { apt-get update -qq && debs=$(pack_list); } || exit 2
     mkdir -p "$PACK" && cd "$PACK" || exit 2
     rm -f ./*.deb MANIFEST
     # shellcheck disable=SC2086
-    if ! apt-get download $PACK_DEBS; then
+    if ! apt-get download $debs; then
         echo "gpu-check: apt-get download failed; running apt-get update once" >&2
-        apt-get update -qq && apt-get download $PACK_DEBS || exit 2
+        apt-get update -qq && apt-get download $debs || exit 2
     fi
     # Plain names (the Debian ones hold '%3a', '~' and '+'): dpkg -x
     # needs none of them.
@@ -125,7 +203,8 @@ START=$(date +%s)
 DEADLINE=$((START + BUDGET))
 HAVE_GPU=0
 SETUP_FAILED=0
-export ROOT BUILD PREFIX WORK LOG JOBS ARCH
+case $CUDA in on | auto | off) ;; *) echo "gpu-check: GPU_CHECK_CUDA is on, auto or off" >&2; exit 2 ;; esac
+export ROOT BUILD PREFIX WORK LOG JOBS ARCH CUDA
 
 say() { echo "gpu-check: $*" | tee -a "$LOG"; }
 
@@ -145,6 +224,7 @@ stage() {
         say "$name: skipped, out of time"
         return 1
     fi
+    limit=$((limit * SCALE))
     [ "$limit" -gt $((left - 5)) ] && limit=$((left - 5))
     : >"$WORK/note"
     : >"$WORK/stage.out"
@@ -210,6 +290,7 @@ st_unpack() {
     if [ -d "$PREFIX/lib" ]; then cp -a "$PREFIX/lib/." "$PREFIX/usr/lib/" && rm -rf "${PREFIX:?}/lib"; fi
     find "$PREFIX" -type l -lname '/*' | while read -r l; do
         t=$(readlink "$l")
+        case $t in /lib/* | /lib64/*) t=/usr$t ;; esac
         ln -sfn "$PREFIX$t" "$l"
     done
     # The shared libraries this machine lacks, in one folder for
@@ -232,15 +313,19 @@ st_unpack() {
 
 st_tools() {
     local ok=0 t
-    for t in flex bison m4 pkg-config cmake nvcc gcc g++ python3 timeout; do
+    for t in flex bison m4 pkg-config protoc-c cmake nvcc gcc g++ python3 timeout; do
         if command -v "$t" >/dev/null; then
             echo "$t: $(command -v "$t"): $("$t" --version 2>&1 | head -1)"
         else
             echo "$t: MISSING"
-            case $t in python3) ;; *) ok=1 ;; esac
+            case $t:$CUDA in python3:* | nvcc:auto | nvcc:off) ;; *) ok=1 ;; esac
         fi
     done
-    for m in openblas libcjson cmocka zlib; do
+    if command -v protoc-c >/dev/null && ! protoc-c --version >/dev/null 2>&1; then
+        echo "protoc-c does not run: $(protoc-c --version 2>&1 | head -1)"
+        ok=1
+    fi
+    for m in openblas libcjson cmocka libprotobuf-c zlib; do
         if pkg-config --exists "$m"; then
             echo "pkg-config $m: $(pkg-config --modversion "$m") $(pkg-config --cflags --libs "$m")"
         else
@@ -260,10 +345,13 @@ st_configure() {
     # Ninja (the GPU machine has it, maybe not make).  The fuzzers are off:
     # not needed there, and under Ninja their targets clash with their
     # outputs (tests/fuzz.cmake).
+    # MPI is off: the check is about the GPU, and an MPI the machine may
+    # have would make its build differ from the dry run's.
     command -v ninja >/dev/null && gen=(-G Ninja)
     rm -f "$BUILD/CMakeCache.txt" # a fresh configure; objects of an earlier run are kept
-    cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGR_CUDA=ON -DGR_FUZZ=OFF \
-        -DCMAKE_CUDA_ARCHITECTURES=90 ${CMAKE_EXTRA:-}
+    cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGR_CUDA="${CUDA^^}" -DGR_MPI=OFF \
+        -DGR_FUZZ=OFF -DCMAKE_CUDA_ARCHITECTURES=90 ${CMAKE_EXTRA:-} || return 1
+    note "GR_CUDA=${CUDA^^}: $(grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=/' "$BUILD/CMakeCache.txt" && echo "CUDA built" || echo "no CUDA")"
 }
 
 st_build() {
@@ -445,7 +533,7 @@ export PACK BENCH_OUT=$BENCH
 
 # ---- the stages ----
 
-say "graphrun GPU check: $(cd "$ROOT" && git log -1 --format='%h %s' 2>/dev/null | cut -c1-80)"
+say "graphrun GPU check: $(cd "$ROOT" && git log -1 --format='%h %s' 2>/dev/null | cut -c1-80 || echo '(not a git checkout)')"
 say "host $(uname -n), $(nproc) cores, budget ${BUDGET}s, log $LOG"
 
 if [ -d "$PACK" ] && ls "$PACK"/*.deb >/dev/null 2>&1; then
