@@ -28,7 +28,7 @@ template <typename... P, typename... A>
 static void cua_launch(const kern_args *a, int64_t n, void (*kernel)(P...), A... args)
 {
     if (n <= 0) return;
-    kernel<<<cuda_blocks(n), CUDA_BLOCK, 0, cuda_stream(a)>>>(args...);
+    CUDA_LAUNCH(cuda_blocks(n), CUDA_BLOCK, 0, cuda_stream(a), kernel)(args...);
     CUDA_LAUNCHED(a);
 }
 

@@ -52,7 +52,7 @@ __global__ static void cuda_walk_words(uint32_t *out, const uint32_t *in,
                                        const __grid_constant__ cuda_walk w, int64_t total)
 {
     CUDA_FOR(i, total)
-        out[i] = in[cuda_walk_offset(w, i)];
+    out[i] = in[cuda_walk_offset(w, i)];
 }
 
 #endif

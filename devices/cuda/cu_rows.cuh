@@ -72,9 +72,11 @@ template <int G, class F> __device__ static float row_sum(int64_t c, F f)
 #define ROW_LAUNCH(a, rows, c, kern, ...)                                                          \
     do {                                                                                           \
         if ((c) >= ROW_LONG)                                                                       \
-            kern<256><<<cuda_blocks((rows)*256), CUDA_BLOCK, 0, cuda_stream(a)>>>(__VA_ARGS__);    \
+            CUDA_LAUNCH(cuda_blocks((rows)*256), CUDA_BLOCK, 0, cuda_stream(a), kern<256>)         \
+            (__VA_ARGS__);                                                                         \
         else                                                                                       \
-            kern<32><<<cuda_blocks((rows)*32), CUDA_BLOCK, 0, cuda_stream(a)>>>(__VA_ARGS__);      \
+            CUDA_LAUNCH(cuda_blocks((rows)*32), CUDA_BLOCK, 0, cuda_stream(a), kern<32>)           \
+            (__VA_ARGS__);                                                                         \
         CUDA_LAUNCHED(a);                                                                          \
     } while (0)
 

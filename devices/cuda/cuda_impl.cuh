@@ -89,7 +89,19 @@ static inline cudaStream_t cuda_stream(const kern_args *a)
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                      \
          i += (int64_t)gridDim.x * blockDim.x)
 
-/* Checks the launch just made (a kernel with <<<...>>>). */
+/* The one way devices/cuda/ launches a kernel:
+ *     CUDA_LAUNCH(grid, block, shared_bytes, stream, kernel)(args...);
+ * the kernel last, so a template's commas need no parentheses.  Under nvcc
+ * it is the <<<...>>> launch; a CPU stand-in for the CUDA runtime (for
+ * tests on machines without a GPU, docs/gpu.md) is meant to plug in here
+ * and nowhere else. */
+#ifdef __CUDACC__
+#define CUDA_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#else
+#error "devices/cuda/ compiles with nvcc: no other launch is defined yet"
+#endif
+
+/* Checks the launch just made (CUDA_LAUNCH). */
 #define CUDA_LAUNCHED(a) CUDA_CHECK(cudaGetLastError(), (a))
 
 /* On the GPU: the first report of a queue's kernels wins. */

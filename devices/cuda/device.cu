@@ -136,11 +136,12 @@ static void cu_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args
     if (++q->seq >= q->cap_launched) {
         q->cap_launched = q->cap_launched ? 2 * q->cap_launched : 256;
         q->launched = (const kern_args **)base_xreallocarray(q->launched, (size_t)q->cap_launched,
-                                                        sizeof *q->launched);
+                                                             sizeof *q->launched);
     }
     q->launched[q->seq] = a;
     CUDA_CHECK(cudaSetDevice(q->device), a);
-    dev_kern_run(fn, a); // a failure the host sees (shapes) would be a bug: faults come from the GPU
+    dev_kern_run(fn,
+                 a); // a failure the host sees (shapes) would be a bug: faults come from the GPU
 }
 
 static void cu_copy_async(device_obj *d, dev_queue *q, void *dst, const void *src, size_t n,
@@ -260,8 +261,8 @@ static dev_graph *cu_capture_end(device_obj *d, dev_queue *q)
     CUDA_CHECK(cudaGraphDestroy(graph), NULL);
     dev_graph *g = (dev_graph *)base_xcalloc(1, sizeof *g);
     *g = dev_graph{q, exec, begin, end, NULL};
-    g->launched =
-        (const kern_args **)base_xreallocarray(NULL, (size_t)(end - begin) + 1, sizeof *g->launched);
+    g->launched = (const kern_args **)base_xreallocarray(NULL, (size_t)(end - begin) + 1,
+                                                         sizeof *g->launched);
     memcpy(g->launched, q->launched + begin + 1, sizeof *g->launched * (size_t)(end - begin));
     return g;
 }
@@ -273,7 +274,7 @@ static void cu_graph_launch(device_obj *d, dev_queue *q, dev_graph *g)
     while (g->seq_end >= q->cap_launched) {
         q->cap_launched = q->cap_launched ? 2 * q->cap_launched : 256;
         q->launched = (const kern_args **)base_xreallocarray(q->launched, (size_t)q->cap_launched,
-                                                        sizeof *q->launched);
+                                                             sizeof *q->launched);
     }
     memcpy(q->launched + g->seq_begin + 1, g->launched,
            sizeof *g->launched * (size_t)(g->seq_end - g->seq_begin));
@@ -324,8 +325,8 @@ __global__ static void check_ids_kernel(const int32_t *ids, int64_t n, int64_t l
 void cuda_check_ids(const kern_args *a, const int32_t *ids, int64_t n, int64_t limit, int what)
 {
     if (n <= 0) return;
-    check_ids_kernel<<<cuda_blocks(n), CUDA_BLOCK, 0, cuda_stream(a)>>>(
-        ids, n, limit, a->queue->fault, a->queue->seq, what);
+    CUDA_LAUNCH(cuda_blocks(n), CUDA_BLOCK, 0, cuda_stream(a), check_ids_kernel)
+    (ids, n, limit, a->queue->fault, a->queue->seq, what);
     CUDA_LAUNCHED(a);
 }
 

@@ -162,8 +162,8 @@ static int k_matmul_bias(const kern_args *a)
     gemm_rm g = gemm_args(a, OUT_F);
     gemm_run(a, &g);
     if (g.m * g.n == 0) return 0;
-    bias_relu_kernel<<<cuda_blocks(g.m * g.n), CUDA_BLOCK, 0, cuda_stream(a)>>>(
-        g.c, IN_F(2), g.m, g.n, ATTR_I(ATTR_BIAS_RELU) != 0);
+    CUDA_LAUNCH(cuda_blocks(g.m * g.n), CUDA_BLOCK, 0, cuda_stream(a), bias_relu_kernel)
+    (g.c, IN_F(2), g.m, g.n, ATTR_I(ATTR_BIAS_RELU) != 0);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -276,14 +276,15 @@ static void im2col(const kern_args *a, const conv_shape *s, float *col, const fl
 {
     int64_t total = conv_ckk(s) * conv_ohw(s);
     if (total == 0) return;
-    im2col_kernel<<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(col, x, *s);
+    CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a), im2col_kernel)(col, x, *s);
     CUDA_LAUNCHED(a);
 }
 
 static void col2im(const kern_args *a, const conv_shape *s, float *dx, const float *col)
 {
     if (conv_img(s) == 0) return;
-    col2im_kernel<<<cuda_blocks(conv_img(s)), CUDA_BLOCK, 0, cuda_stream(a)>>>(dx, col, *s);
+    CUDA_LAUNCH(cuda_blocks(conv_img(s)), CUDA_BLOCK, 0, cuda_stream(a), col2im_kernel)
+    (dx, col, *s);
     CUDA_LAUNCHED(a);
 }
 
@@ -346,9 +347,9 @@ static int k_conv2d(const kern_args *a)
     conv2d_run(a);
     int64_t total = ir_numel(a->out_t);
     if (a->node->op != OP_CONV2D_BIAS || total == 0) return 0;
-    chan_bias_relu_kernel<<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(
-        OUT_F, IN_F(2), total, a->out_t->dim[2] * a->out_t->dim[3], a->out_t->dim[1],
-        ATTR_I(ATTR_BIAS_RELU) != 0);
+    CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a), chan_bias_relu_kernel)
+    (OUT_F, IN_F(2), total, a->out_t->dim[2] * a->out_t->dim[3], a->out_t->dim[1],
+     ATTR_I(ATTR_BIAS_RELU) != 0);
     CUDA_LAUNCHED(a);
     return 0;
 }

@@ -137,8 +137,9 @@ static int k_layernorm_grad_params(const kern_args *a)
     float *stats = (float *)a->scratch;
     GR_ASSERT(stats && a->scratch_task_bytes >= (size_t)(2 * rows) * sizeof(float));
     if (rows) ROW_LAUNCH(a, rows, c, layernorm_stats_kernel, stats, IN_F(1), rows, c, eps_of(a));
-    layernorm_params_kernel<<<(unsigned)((c + LN_COLS - 1) / LN_COLS), CUDA_BLOCK, 0,
-                              cuda_stream(a)>>>(OUT_F, IN_F(0), IN_F(1), stats, rows, c);
+    CUDA_LAUNCH((unsigned)((c + LN_COLS - 1) / LN_COLS), CUDA_BLOCK, 0, cuda_stream(a),
+                layernorm_params_kernel)
+    (OUT_F, IN_F(0), IN_F(1), stats, rows, c);
     CUDA_LAUNCHED(a);
     return 0;
 }

@@ -169,12 +169,14 @@ static void reduce_launch(const kern_args *a, typename Op::out_t *out, const flo
     }
     int kept_inner = p.kept.nd > 0 && p.kept.stride[p.kept.nd - 1] == 1;
     if (kept_inner && (p.n <= 1024 || p.outputs >= 8192))
-        reduce_serial<Op><<<cuda_blocks(p.outputs), CUDA_BLOCK, 0, st>>>(out, x, p, scale);
+        CUDA_LAUNCH(cuda_blocks(p.outputs), CUDA_BLOCK, 0, st, reduce_serial<Op>)(out, x, p, scale);
     else if (p.n <= 1024)
-        reduce_groups<Op, 32><<<grid_for((p.outputs + CUDA_BLOCK / 32 - 1) / (CUDA_BLOCK / 32)),
-                                CUDA_BLOCK, 0, st>>>(out, x, p, scale);
+        CUDA_LAUNCH(grid_for((p.outputs + CUDA_BLOCK / 32 - 1) / (CUDA_BLOCK / 32)), CUDA_BLOCK, 0,
+                    st, reduce_groups<Op, 32>)
+        (out, x, p, scale);
     else
-        reduce_groups<Op, CUDA_BLOCK><<<grid_for(p.outputs), CUDA_BLOCK, 0, st>>>(out, x, p, scale);
+        CUDA_LAUNCH(grid_for(p.outputs), CUDA_BLOCK, 0, st, reduce_groups<Op, CUDA_BLOCK>)
+        (out, x, p, scale);
     CUDA_LAUNCHED(a);
 }
 
@@ -287,9 +289,9 @@ static int k_max_grad(const kern_args *a)
     }
     int64_t total = ir_numel(xt);
     if (total <= 0) return 0;
-    max_grad_kernel<<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(
-        (float *)a->out, (const float *)a->in[0], (const float *)a->in[1], (const float *)a->in[2],
-        total, n, inner);
+    CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a), max_grad_kernel)
+    ((float *)a->out, (const float *)a->in[0], (const float *)a->in[1], (const float *)a->in[2],
+     total, n, inner);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -315,8 +317,8 @@ static int k_broadcast(const kern_args *a)
         int64_t xd = d - off >= 0 ? xt->dim[d - off] : 1;
         cuda_walk_push(&w, ot->dim[d], xd == 1 ? 0 : st[d - off]);
     }
-    cuda_walk_words<<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(
-        (uint32_t *)a->out, (const uint32_t *)a->in[0], w, total);
+    CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a), cuda_walk_words)
+    ((uint32_t *)a->out, (const uint32_t *)a->in[0], w, total);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -345,8 +347,8 @@ static int k_mse(const kern_args *a)
         CUDA_CHECK(cudaMemsetAsync(a->out, 0, sizeof(float), st), a);
         return 0;
     }
-    mse_kernel<<<1, CUDA_BLOCK, 0, st>>>((float *)a->out, (const float *)a->in[0],
-                                         (const float *)a->in[1], n);
+    CUDA_LAUNCH(1, CUDA_BLOCK, 0, st, mse_kernel)
+    ((float *)a->out, (const float *)a->in[0], (const float *)a->in[1], n);
     CUDA_LAUNCHED(a);
     return 0;
 }

@@ -62,11 +62,11 @@ static void transpose_launch(const kern_args *a, const cuda_walk &w, int64_t tot
         int64_t A = w.dim[nd - 2], B = w.dim[nd - 1], nbatch = total / (A * B);
         dim3 grid(grid_cap((B + TILE - 1) / TILE, 65535 * 8),
                   grid_cap((A + TILE - 1) / TILE, 65535), grid_cap(nbatch, 65535));
-        transpose_tiles<<<grid, dim3(TILE, TILE_ROWS), 0, st>>>(
-            (uint32_t *)a->out, (const uint32_t *)a->in[0], batch, nbatch, A, B, w.stride[nd - 1]);
+        CUDA_LAUNCH(grid, dim3(TILE, TILE_ROWS), 0, st, transpose_tiles)
+        ((uint32_t *)a->out, (const uint32_t *)a->in[0], batch, nbatch, A, B, w.stride[nd - 1]);
     } else {
-        cuda_walk_words<<<cuda_blocks(total), CUDA_BLOCK, 0, st>>>(
-            (uint32_t *)a->out, (const uint32_t *)a->in[0], w, total);
+        CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, st, cuda_walk_words)
+        ((uint32_t *)a->out, (const uint32_t *)a->in[0], w, total);
     }
     CUDA_LAUNCHED(a);
 }
@@ -113,8 +113,8 @@ static void copy_rows_launch(const kern_args *a, uint32_t *dst, int64_t dpitch, 
 {
     int64_t total = rows * width;
     if (total <= 0) return;
-    copy_rows<<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(dst, dpitch, src, spitch, rows,
-                                                                     width);
+    CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a), copy_rows)
+    (dst, dpitch, src, spitch, rows, width);
     CUDA_LAUNCHED(a);
 }
 
@@ -196,8 +196,8 @@ static int k_gather(const kern_args *a)
     int64_t n_ids = ir_numel(a->in_t[1]), v = tt->dim[0], d = tt->dim[1];
     cuda_check_ids(a, ids, n_ids, v, CUDA_FAULT_ID);
     if (n_ids * d <= 0) return 0;
-    gather_rows<<<cuda_blocks(n_ids * d), CUDA_BLOCK, 0, cuda_stream(a)>>>(
-        (uint32_t *)a->out, (const uint32_t *)a->in[0], v, d, ids, n_ids);
+    CUDA_LAUNCH(cuda_blocks(n_ids * d), CUDA_BLOCK, 0, cuda_stream(a), gather_rows)
+    ((uint32_t *)a->out, (const uint32_t *)a->in[0], v, d, ids, n_ids);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -225,8 +225,8 @@ static int k_gather_grad(const kern_args *a)
     if (v * d <= 0) return 0;
     CUDA_CHECK(cudaMemsetAsync(a->out, 0, (size_t)(v * d) * sizeof(float), st), a);
     if (n_ids * d <= 0) return 0;
-    scatter_add_rows<<<cuda_blocks(n_ids * d), CUDA_BLOCK, 0, st>>>(
-        (float *)a->out, v, d, (const float *)a->in[0], ids, n_ids);
+    CUDA_LAUNCH(cuda_blocks(n_ids * d), CUDA_BLOCK, 0, st, scatter_add_rows)
+    ((float *)a->out, v, d, (const float *)a->in[0], ids, n_ids);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -251,8 +251,8 @@ static int k_one_hot(const kern_args *a)
     int64_t n_ids = ir_numel(a->in_t[0]), depth = ot->rank ? ot->dim[ot->rank - 1] : 1;
     cuda_check_ids(a, ids, n_ids, depth, CUDA_FAULT_ID);
     if (n_ids * depth <= 0) return 0;
-    one_hot_rows<<<cuda_blocks(n_ids * depth), CUDA_BLOCK, 0, cuda_stream(a)>>>((float *)a->out,
-                                                                                ids, n_ids, depth);
+    CUDA_LAUNCH(cuda_blocks(n_ids * depth), CUDA_BLOCK, 0, cuda_stream(a), one_hot_rows)
+    ((float *)a->out, ids, n_ids, depth);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -302,8 +302,8 @@ template <int AVG> static int pool_launch(const kern_args *a)
     int64_t total = s.planes * s.oh * s.ow;
     float inv = 1.0f / (float)(s.size * s.size);
     if (total <= 0) return 0;
-    pool_fwd<AVG><<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(
-        (float *)a->out, (const float *)a->in[0], s, inv);
+    CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a), pool_fwd<AVG>)
+    ((float *)a->out, (const float *)a->in[0], s, inv);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -373,9 +373,9 @@ template <int AVG> static int pool_grad_launch(const kern_args *a)
     int64_t total = s.planes * s.h * s.w;
     float inv = 1.0f / (float)(s.size * s.size);
     if (total <= 0) return 0;
-    pool_grad<AVG><<<cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a)>>>(
-        (float *)a->out, (const float *)a->in[0], AVG ? NULL : (const float *)a->in[1], s, inv,
-        AVG ? 0 : a->node->attr.i[ATTR_POOL_RELU] != 0);
+    CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a), pool_grad<AVG>)
+    ((float *)a->out, (const float *)a->in[0], AVG ? NULL : (const float *)a->in[1], s, inv,
+     AVG ? 0 : a->node->attr.i[ATTR_POOL_RELU] != 0);
     CUDA_LAUNCHED(a);
     return 0;
 }

@@ -75,9 +75,9 @@ static int k_apply_sgd_rows(const kern_args *a)
     if (n <= 0 || d <= 0) return 0;
     unsigned threads = d >= CUDA_BLOCK ? (unsigned)CUDA_BLOCK : (unsigned)((d + 31) / 32 * 32);
     unsigned blocks = n > 65535 * 8 ? 65535 * 8 : (unsigned)n;
-    sgd_rows_kernel<<<blocks, threads, 0, cuda_stream(a)>>>(
-        (float *)a->in[0], (const float *)a->in[1], ids, n, d, v->dim[0], upd_lr(a), upd_gs(a),
-        a->queue->fault, a->queue->seq);
+    CUDA_LAUNCH(blocks, threads, 0, cuda_stream(a), sgd_rows_kernel)
+    ((float *)a->in[0], (const float *)a->in[1], ids, n, d, v->dim[0], upd_lr(a), upd_gs(a),
+     a->queue->fault, a->queue->seq);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -205,9 +205,9 @@ __global__ static void lr_schedule_kernel(float *out, const float *step, int kin
 static int k_lr_schedule(const kern_args *a)
 {
     const ir_attrs *at = &a->node->attr;
-    lr_schedule_kernel<<<1, 1, 0, cuda_stream(a)>>>(
-        (float *)a->out, (const float *)a->in[0], (int)at->i[ATTR_LR_KIND], at->f[ATTR_LR_LR],
-        at->f[ATTR_LR_MIN], (double)at->i[ATTR_LR_WARMUP], (double)at->i[ATTR_LR_STEPS]);
+    CUDA_LAUNCH(1, 1, 0, cuda_stream(a), lr_schedule_kernel)
+    ((float *)a->out, (const float *)a->in[0], (int)at->i[ATTR_LR_KIND], at->f[ATTR_LR_LR],
+     at->f[ATTR_LR_MIN], (double)at->i[ATTR_LR_WARMUP], (double)at->i[ATTR_LR_STEPS]);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -277,15 +277,16 @@ static int k_clip_scale(const kern_args *a)
         b.first[b.count] = chunks;
         if (b.count < CLIP_BATCH && k + 1 < a->n_in) continue;
         if (chunks > b.first[0]) {
-            clip_chunks_kernel<<<(unsigned)(chunks - b.first[0]), CUDA_BLOCK, 0, cuda_stream(a)>>>(
-                part, b);
+            CUDA_LAUNCH((unsigned)(chunks - b.first[0]), CUDA_BLOCK, 0, cuda_stream(a),
+                        clip_chunks_kernel)
+            (part, b);
             CUDA_LAUNCHED(a);
         }
         b.count = 0;
         b.first[0] = chunks;
     }
-    clip_total_kernel<<<1, CUDA_BLOCK, 0, cuda_stream(a)>>>((float *)a->out, part, chunks,
-                                                            a->node->attr.f[ATTR_CLIP]);
+    CUDA_LAUNCH(1, CUDA_BLOCK, 0, cuda_stream(a), clip_total_kernel)
+    ((float *)a->out, part, chunks, a->node->attr.f[ATTR_CLIP]);
     CUDA_LAUNCHED(a);
     return 0;
 }
