@@ -71,12 +71,12 @@ template <int G, class F> __device__ static float row_sum(int64_t c, F f)
 // `rows` rows of length c.
 #define ROW_LAUNCH(a, rows, c, kern, ...)                                                          \
     do {                                                                                           \
-        if ((c) >= ROW_LONG)                                                                       \
-            CUDA_LAUNCH(cuda_blocks((rows)*256), CUDA_BLOCK, 0, cuda_stream(a), kern<256>)         \
-            (__VA_ARGS__);                                                                         \
+        int row_long_ = (c) >= ROW_LONG;                                                           \
+        unsigned row_grid_ = cuda_blocks((rows) * (row_long_ ? 256 : 32));                         \
+        if (row_long_)                                                                             \
+            CUDA_LAUNCH(row_grid_, CUDA_BLOCK, 0, cuda_stream(a), kern<256>)(__VA_ARGS__);         \
         else                                                                                       \
-            CUDA_LAUNCH(cuda_blocks((rows)*32), CUDA_BLOCK, 0, cuda_stream(a), kern<32>)           \
-            (__VA_ARGS__);                                                                         \
+            CUDA_LAUNCH(row_grid_, CUDA_BLOCK, 0, cuda_stream(a), kern<32>)(__VA_ARGS__);          \
         CUDA_LAUNCHED(a);                                                                          \
     } while (0)
 

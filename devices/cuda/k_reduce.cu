@@ -168,15 +168,15 @@ static void reduce_launch(const kern_args *a, typename Op::out_t *out, const flo
         return;
     }
     int kept_inner = p.kept.nd > 0 && p.kept.stride[p.kept.nd - 1] == 1;
-    if (kept_inner && (p.n <= 1024 || p.outputs >= 8192))
+    if (kept_inner && (p.n <= 1024 || p.outputs >= 8192)) {
         CUDA_LAUNCH(cuda_blocks(p.outputs), CUDA_BLOCK, 0, st, reduce_serial<Op>)(out, x, p, scale);
-    else if (p.n <= 1024)
-        CUDA_LAUNCH(grid_for((p.outputs + CUDA_BLOCK / 32 - 1) / (CUDA_BLOCK / 32)), CUDA_BLOCK, 0,
-                    st, reduce_groups<Op, 32>)
-        (out, x, p, scale);
-    else
-        CUDA_LAUNCH(grid_for(p.outputs), CUDA_BLOCK, 0, st, reduce_groups<Op, CUDA_BLOCK>)
-        (out, x, p, scale);
+    } else if (p.n <= 1024) {
+        unsigned grid = grid_for((p.outputs + CUDA_BLOCK / 32 - 1) / (CUDA_BLOCK / 32));
+        CUDA_LAUNCH(grid, CUDA_BLOCK, 0, st, reduce_groups<Op, 32>)(out, x, p, scale);
+    } else {
+        unsigned grid = grid_for(p.outputs);
+        CUDA_LAUNCH(grid, CUDA_BLOCK, 0, st, reduce_groups<Op, CUDA_BLOCK>)(out, x, p, scale);
+    }
     CUDA_LAUNCHED(a);
 }
 
