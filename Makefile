@@ -32,7 +32,7 @@ test-tsan:
 	$(MAKE) test BUILD=build-tsan BUILD_TYPE=Tsan
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cc')
 
 clean:
 	rm -rf $(BUILD)

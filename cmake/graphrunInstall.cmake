@@ -60,6 +60,10 @@ set(GR_PC_REQUIRES)
 set(GR_PC_LIBS)
 set(GR_CONFIG_DEPS "")
 get_target_property(GR_OBJ_DEPS graphrun_obj INTERFACE_LINK_LIBRARIES)
+get_target_property(GR_CUDA_DEPS graphrun_cuda_iface INTERFACE_LINK_LIBRARIES)
+if(GR_CUDA_DEPS)
+    list(APPEND GR_OBJ_DEPS ${GR_CUDA_DEPS})
+endif()
 foreach(dep ${GR_OBJ_DEPS})
     gr_export_dep(${dep})
 endforeach()
@@ -68,11 +72,12 @@ list(REMOVE_DUPLICATES GR_PC_LIBS)
 string(REPLACE ";" ", " GR_PC_REQUIRES "${GR_PC_REQUIRES}")
 string(REPLACE ";" " " GR_PC_LIBS "${GR_PC_LIBS}")
 
-# Build tree: the libraries pass graphrun_obj's usage requirements on, as
-# before.  Install tree: the header dir; the static library also lists its
+# Build tree: the libraries pass graphrun_obj's usage requirements on, and
+# graphrun_cuda_iface's (the CUDA runtime, when the device is built).  Install tree: the header dir; the static library also lists its
 # link deps (LINK_ONLY: the public header needs none of their headers).
 foreach(t graphrun_static graphrun_shared)
-    set_property(TARGET ${t} PROPERTY INTERFACE_LINK_LIBRARIES $<BUILD_INTERFACE:graphrun_obj>)
+    set_property(TARGET ${t} PROPERTY INTERFACE_LINK_LIBRARIES
+                 $<BUILD_INTERFACE:graphrun_obj> $<BUILD_INTERFACE:graphrun_cuda_iface>)
     target_include_directories(${t} INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 endforeach()
 foreach(dep ${GR_OBJ_DEPS})

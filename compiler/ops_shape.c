@@ -228,7 +228,9 @@ int ops_shape_reduce(ir_graph *g, int id)
 {
     ir_node *n = NODE(id);
     const ir_type *x = ops_in_type(g, id, 0);
-    if (n->op == OP_MEAN && need_f32(g, id, x, "input") < 0) return -1;
+    /* f32 only: summing or comparing an i32's words as floats gave
+     * nonsense, different on a GPU (NaN payloads) */
+    if (need_f32(g, id, x, "input") < 0) return -1;
     int keep = n->attr.i[ATTR_KEEPDIMS] != 0;
     ir_type o = *x;
     if (n->attr.i[ATTR_AXIS] == OP_AXIS_ALL) {
@@ -251,6 +253,7 @@ int ops_shape_argmax(ir_graph *g, int id)
 {
     ir_node *n = NODE(id);
     const ir_type *x = ops_in_type(g, id, 0);
+    if (need_f32(g, id, x, "input") < 0) return -1;
     if (norm_axis(g, id, &n->attr.i[ATTR_AXIS], x) < 0) return -1;
     ir_type o = *x;
     for (int i = (int)n->attr.i[ATTR_AXIS]; i + 1 < o.rank; i++) o.dim[i] = o.dim[i + 1];

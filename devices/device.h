@@ -23,6 +23,7 @@
 #ifndef GR_DEVICE_H
 #define GR_DEVICE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,8 @@
 
 typedef struct cpu_pool cpu_pool;   /* devices/cpu/pool.c */
 typedef struct dev_queue dev_queue; /* each device's own */
+typedef struct device_obj device_obj;
+typedef struct dev_event dev_event; /* each device's own */
 
 typedef struct kern_fault {
     char msg[192];
@@ -65,8 +68,8 @@ typedef struct kern_args {
     cpu_pool *pool;            /* intra-op threads; NULL = run serially */
     uint64_t seed;             /* session seed (dropout mixes in its mask key, attr i2) */
     uint64_t step;             /* run counter of this executor run (dropout) */
-    void *lock;                /* a pthread_mutex_t held around this update
-                                  (locking=true), else NULL: dev_kern_run takes it */
+    struct dev_var_lock *lock; /* held around this update (locking=true), else
+                                  NULL: dev_kern_run takes it */
     kern_fault *fault;         /* where a failing kernel says why */
     kern_comm *comm;           /* a distributed sync session's processes, else NULL */
     dev_queue *queue;          /* async devices: the queue the call is launched on (its
@@ -79,12 +82,26 @@ typedef struct kern_args {
  * and the .graph line. */
 typedef int (*kernel_fn)(const kern_args *a);
 
+/* A variable's lock, taken by its locking updates.  On an async device the
+ * mutex alone would order only the enqueueing: ev (made on the variable's
+ * device dev) orders the updates themselves, each waiting on the queue for
+ * the one before and recording ev after it, under the mutex. */
+typedef struct dev_var_lock {
+    pthread_mutex_t mu;
+    device_obj *dev;
+    dev_event *ev; /* NULL on a synchronous device */
+} dev_var_lock;
+
+/* The fault of an id outside [0, limit) at flat index i of a tensor of
+ * type t, in the words every device uses: "label 3 at [1,0] is outside
+ * [0, 3)" (what: "label" or "id"). */
+void dev_fault_id(kern_fault *f, const char *what, int id, const ir_type *t, int64_t i,
+                  int64_t limit);
+
 /* Runs one kernel call, holding its variable lock if it has one: what every
  * device does to run a call, on whatever thread it runs it. */
 int dev_kern_run(kernel_fn fn, const kern_args *a);
 
-typedef struct device_obj device_obj;
-typedef struct dev_event dev_event; /* each device's own */
 typedef struct dev_graph dev_graph; /* each device's own */
 
 typedef enum dev_copy_kind {

@@ -150,7 +150,7 @@ typedef struct exec_env {
     const gr_session_options *opt; /* threads, executors, seed, locking, profile... */
     const rt_devices *devs;        /* the session's device objects */
     void *const *var;              /* per variable: its buffer on its device */
-    pthread_mutex_t *var_mu;       /* per variable: the lock of locking updates */
+    dev_var_lock *var_lock;        /* per variable: the lock of locking updates */
     data_reader *_Atomic *readers; /* per data source; the plan's are open */
     atomic_uint_fast64_t *steps;   /* the session's run counter */
     kern_comm *comm;               /* what the allreduce kernels call (dist.h) */

@@ -284,8 +284,6 @@ static const dev_case cases[] = {
     REDUCE(OP_SUM, ANY),
     REDUCE(OP_MEAN, ANY),
     REDUCE(OP_MAX, DISTINCT),
-    {.op = OP_SUM, {"i32[a,b]"}, {ALL, 0}},
-    {.op = OP_SUM, {"i32[a,b]"}, {1, 1}},
     {.op = OP_ARGMAX, {"f32[a,b,c]"}, {0}, .fills = {DISTINCT}},
     {.op = OP_ARGMAX, {"f32[a,b,c]"}, {1}, .fills = {DISTINCT}},
     {.op = OP_ARGMAX, {"f32[a,b,c]"}, {2}, .fills = {DISTINCT}},

@@ -1,9 +1,10 @@
 /* test_step_graphs.c - step graphs (CUDA graphs' form in device.h) on the
  * simulated GPU, whose recordings replay the arguments they were recorded
  * with and stop the program if the runtime changed them since
- * (devices/sim/sim_graph.c).
+ * (devices/sim/sim_graph.c); built on the CUDA stand-in (GR_TEST_CUDA_HOST,
+ * tests/cuda_host.cmake), on the CUDA device's own stream capture.
  *
- * Each model trains twice on gpu:0 (= sim:0) from the same seed and feeds:
+ * Each model trains twice on gpu:0 (sim:0, or CUDA) from the same seed and feeds:
  * with step graphs (the default) and with no_step_graphs.  The losses of
  * every step and the final weights must be the same bits, and the sim's
  * count of graph launches says whether the recordings were really replayed:
@@ -22,6 +23,24 @@
 #include "devices/sim/sim.h"
 #include "gr_test.h"
 #include "runtime/runtime.h"
+
+/* Graph launches so far: of the session's gpu:0, or (the stand-in) of the
+ * process. */
+#ifdef GR_TEST_CUDA_HOST
+#include "cuda_host/cuda_host.h"
+#define GPU_DEVICES "cpu:0,gpu:0"
+static uint64_t graph_launches(gr_session *s)
+{
+    (void)s;
+    return cuda_host_graph_launches();
+}
+#else
+#define GPU_DEVICES "cpu:0,sim:0"
+static uint64_t graph_launches(gr_session *s)
+{
+    return sim_graph_launches(rt_device(s, IR_DEV(DEV_GPU, 0)));
+}
+#endif
 
 #define STEPS 8
 #define BATCH 8
@@ -110,7 +129,7 @@ static void feeds_for(int step, float *x, int32_t *y)
 
 static gr_program *compile(const char *src, gr_status *st)
 {
-    gr_compile_options o = {.devices = "cpu:0,sim:0"};
+    gr_compile_options o = {.devices = GPU_DEVICES};
     gr_program *p = NULL;
     assert_gr_ok(gr_compile_string("inline.graph", src, strlen(src), &o, &p, st), st);
     return p;
@@ -125,6 +144,7 @@ static void train(const char *src, const char *var, size_t var_bytes, int no_gra
     gr_session_options so = {.seed = 7, .threads = 1, .no_step_graphs = no_graphs};
     gr_session *s = NULL;
     assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+    uint64_t launched = graph_launches(s);
     float x[BATCH * 4];
     int32_t y[BATCH];
     gr_feed feeds[2] = {{"x", x, sizeof x}, {"y", y, sizeof y}};
@@ -135,7 +155,7 @@ static void train(const char *src, const char *var, size_t var_bytes, int no_gra
     }
     assert_true(var_bytes <= sizeof out->w);
     assert_gr_ok(gr_variable_read(s, var, out->w, var_bytes, st), st);
-    out->launches = sim_graph_launches(rt_device(s, IR_DEV(DEV_GPU, 0)));
+    out->launches = graph_launches(s) - launched;
     gr_session_free(s);
     gr_program_free(p);
     gr_status_free(st);
@@ -210,10 +230,10 @@ static void test_fault_in_a_replayed_step_names_its_op_and_line(void **state)
         feeds_for(k, x, y);
         assert_gr_ok(gr_run(s, "train", feeds, 2, NULL, 0, st), st);
     }
-    uint64_t before = sim_graph_launches(rt_device(s, IR_DEV(DEV_GPU, 0)));
+    uint64_t before = graph_launches(s);
     y[5] = 3;
     assert_int_equal(gr_run(s, "train", feeds, 2, NULL, 0, st), GR_ERR_DATA);
-    assert_true(sim_graph_launches(rt_device(s, IR_DEV(DEV_GPU, 0))) > before);
+    assert_true(graph_launches(s) > before);
     const char *m = gr_status_message(st);
     assert_non_null(strstr(m, "inline.graph:8:15: error: softmax_xent"));
     assert_non_null(strstr(m, " on gpu:0: label 3 at [5] is outside [0, 3)\n"));

@@ -27,20 +27,6 @@ static int64_t out_numel(const kern_args *a)
 
 /* ---- faults: inputs no shape rule can check ---- */
 
-/* "[2,7]": where flat index i sits in a tensor of type t. */
-static void index_str(const ir_type *t, int64_t i, char *buf, size_t n)
-{
-    int64_t at[IR_MAX_DIMS];
-    for (int d = t->rank - 1; d >= 0; d--) {
-        at[d] = t->dim[d] ? i % t->dim[d] : 0;
-        i = t->dim[d] ? i / t->dim[d] : 0;
-    }
-    size_t used = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < t->rank && used < n; d++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%lld", d ? "," : "", (long long)at[d]);
-    if (used < n) snprintf(buf + used, n - used, "]");
-}
-
 /* Every id of input k (i32) in [0, limit), else a fault naming the first
  * that is not; `what` names them ("label", "id").  One pass over a batch's
  * ids: cheap beside the op itself. */
@@ -50,10 +36,7 @@ static int check_ids(const kern_args *a, int k, int64_t limit, const char *what)
     int64_t n = cpu_numel(a->in_t[k]);
     for (int64_t i = 0; i < n; i++) {
         if (ids[i] >= 0 && ids[i] < limit) continue;
-        char at[96];
-        index_str(a->in_t[k], i, at, sizeof at);
-        snprintf(a->fault->msg, sizeof a->fault->msg, "%s %d at %s is outside [0, %lld)", what,
-                 ids[i], at, (long long)limit);
+        dev_fault_id(a->fault, what, ids[i], a->in_t[k], i, limit);
         return -1;
     }
     return 0;

@@ -27,10 +27,10 @@ extern "C" {
 
 /* The first bad id a queue's kernels met since its last sync. */
 typedef struct cuda_fault {
-    int seq;   /* the launch (dev_queue.seq when it ran), 0: none */
-    int what;  /* CUDA_FAULT_* */
-    int value; /* the bad id */
-    int pad;
+    int seq;         /* the launch (dev_queue.seq when it ran), 0: none */
+    int what;        /* CUDA_FAULT_* */
+    int value;       /* the bad id */
+    int input;       /* which input of the call held it */
     long long index; /* where it sits, flat */
     long long limit; /* ids must be in [0, limit) */
 } cuda_fault;
@@ -92,24 +92,27 @@ static inline cudaStream_t cuda_stream(const kern_args *a)
 /* The one way devices/cuda/ launches a kernel:
  *     CUDA_LAUNCH(grid, block, shared_bytes, stream, kernel)(args...);
  * the kernel last, so a template's commas need no parentheses.  Under nvcc
- * it is the <<<...>>> launch; a CPU stand-in for the CUDA runtime (for
- * tests on machines without a GPU, docs/gpu.md) is meant to plug in here
- * and nowhere else. */
-#ifdef __CUDACC__
+ * it is the <<<...>>> launch; compiled as C++ against the CUDA stand-in
+ * (tests/cuda_host, docs/gpu.md), the stand-in's launch: its one seam. */
+#if defined(__CUDACC__)
 #define CUDA_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#elif defined(CUDA_HOST_LAUNCH)
+#define CUDA_LAUNCH(grid, block, smem, stream, ...)                                                \
+    CUDA_HOST_LAUNCH(grid, block, smem, stream, __VA_ARGS__)
 #else
-#error "devices/cuda/ compiles with nvcc: no other launch is defined yet"
+#error "devices/cuda/ compiles with nvcc, or as C++ against the stand-in (tests/cuda_host)"
 #endif
 
 /* Checks the launch just made (CUDA_LAUNCH). */
 #define CUDA_LAUNCHED(a) CUDA_CHECK(cudaGetLastError(), (a))
 
 /* On the GPU: the first report of a queue's kernels wins. */
-__device__ static inline void cuda_fault_report(cuda_fault *f, int seq, int what, int value,
-                                                long long index, long long limit)
+__device__ static inline void cuda_fault_report(cuda_fault *f, int seq, int what, int input,
+                                                int value, long long index, long long limit)
 {
     if (atomicCAS(&f->seq, 0, seq) != 0) return;
     f->what = what;
+    f->input = input;
     f->value = value;
     f->index = index;
     f->limit = limit;
@@ -124,8 +127,9 @@ typedef struct cuda_row {
 extern "C" const cuda_row cuda_rows_elementwise[], cuda_rows_reduce[], cuda_rows_softmax[],
     cuda_rows_norm[], cuda_rows_gemm[], cuda_rows_shape[], cuda_rows_update[];
 
-/* Every id of ids (n of them) in [0, limit), else a report: the check the
- * kernels of gather, one_hot, softmax_xent and their gradients run first. */
+/* Every id of ids (n of them, one of a's inputs) in [0, limit), else a
+ * report: the check the kernels of gather, one_hot, softmax_xent and their
+ * gradients run first. */
 void cuda_check_ids(const kern_args *a, const int32_t *ids, int64_t n, int64_t limit, int what);
 
 #endif

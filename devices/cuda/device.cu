@@ -154,10 +154,11 @@ static void cu_copy_async(device_obj *d, dev_queue *q, void *dst, const void *sr
     if (n) CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kinds[kind], q->stream), NULL);
 }
 
-static void fault_message(const cuda_fault *f, kern_fault *out)
+// In the CPU's words (dev_fault_id), where the id sits in its input.
+static void fault_message(const cuda_fault *f, const kern_args *a)
 {
-    snprintf(out->msg, sizeof out->msg, "%s %d at flat index %lld is outside [0, %lld)",
-             f->what == CUDA_FAULT_LABEL ? "label" : "id", f->value, f->index, f->limit);
+    dev_fault_id(a->fault, f->what == CUDA_FAULT_LABEL ? "label" : "id", f->value,
+                 a->in_t[f->input], f->index, f->limit);
 }
 
 static const kern_args *cu_queue_sync(device_obj *d, dev_queue *q)
@@ -171,7 +172,7 @@ static const kern_args *cu_queue_sync(device_obj *d, dev_queue *q)
     const kern_args *failed = NULL;
     if (q->fault_host->seq > 0 && q->fault_host->seq <= q->seq) {
         failed = q->launched[q->fault_host->seq];
-        fault_message(q->fault_host, failed->fault);
+        fault_message(q->fault_host, failed);
         CUDA_CHECK(cudaMemsetAsync(q->fault, 0, sizeof *q->fault, q->stream), NULL);
         CUDA_CHECK(cudaStreamSynchronize(q->stream), NULL);
     }
@@ -316,17 +317,20 @@ extern "C" const device_vtable cuda_vtable = {
 // ---- ids checked on the GPU ----
 
 __global__ static void check_ids_kernel(const int32_t *ids, int64_t n, int64_t limit, cuda_fault *f,
-                                        int seq, int what)
+                                        int seq, int what, int input)
 {
     CUDA_FOR(i, n)
-    if (ids[i] < 0 || ids[i] >= limit) cuda_fault_report(f, seq, what, ids[i], i, limit);
+    if (ids[i] < 0 || ids[i] >= limit) cuda_fault_report(f, seq, what, input, ids[i], i, limit);
 }
 
 void cuda_check_ids(const kern_args *a, const int32_t *ids, int64_t n, int64_t limit, int what)
 {
     if (n <= 0) return;
+    int input = 0;
+    while (input + 1 < a->n_in && a->in[input] != (const void *)ids) input++;
+    GR_ASSERT(a->in[input] == (const void *)ids);
     CUDA_LAUNCH(cuda_blocks(n), CUDA_BLOCK, 0, cuda_stream(a), check_ids_kernel)
-    (ids, n, limit, a->queue->fault, a->queue->seq, what);
+    (ids, n, limit, a->queue->fault, a->queue->seq, what, input);
     CUDA_LAUNCHED(a);
 }
 

@@ -19,8 +19,8 @@
 // Max and argmax follow the CPU's comparisons exactly: a running maximum
 // starts at the first element and takes v only when v > it (argmax: ties
 // keep the lower index).  So a NaN first element wins and any other NaN is
-// ignored, on both devices.  SUM and MAX of an i32 tensor read its words as
-// f32, as the CPU does (the shape rules only require f32 for MEAN).
+// ignored, on both devices.  Every reduction reads f32 (the shape rules
+// refuse i32: its words summed as floats differed by NaN payload).
 #include "cu_c_walk.cuh"
 
 static_assert(CUDA_BLOCK % 64 == 0 && CUDA_BLOCK <= 1024,

@@ -30,11 +30,11 @@ static void bind_buffers(rt_exec *e)
 /* Updates write their in[0] variable; with locking (the optimizer's
  * locking=true, attr i5, or the session option) they hold its lock.  Each
  * update takes exactly one lock, so no order between locks can deadlock. */
-static void *update_lock(const rt_exec *e, const ir_node *n)
+static dev_var_lock *update_lock(const rt_exec *e, const ir_node *n)
 {
     if (!ops_has(n->op, OPF_UPDATE) || !(n->attr.i[ATTR_LOCKING] || e->env->opt->locking))
         return NULL;
-    return &e->env->var_mu[e->p->g->nodes[n->in[0]].var];
+    return &e->env->var_lock[e->p->g->nodes[n->in[0]].var];
 }
 
 /* Input j of node id: the producer's buffer, or, across partitions, the

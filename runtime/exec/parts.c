@@ -221,8 +221,10 @@ static void build_segs(rt_exec *e, exec_part *pt)
 
 /* Whether the stretches of partition pt may be recorded: an async device
  * with step graphs, no --check-numerics (it syncs inside the step), no call
- * that reads the run counter, and, per stretch, no copy into host memory
- * that is not pinned (a dev -> host send writes the CPU's arena). */
+ * that reads the run counter, no locking update (a replay would run it
+ * without its variable's lock, racing another executor's), and, per
+ * stretch, no copy into host memory that is not pinned (a dev -> host send
+ * writes the CPU's arena). */
 static void mark_recordable(rt_exec *e, exec_part *pt)
 {
     if (!pt->q || !pt->dev->vt->capture_begin || e->env->opt->check_numerics ||
@@ -230,7 +232,7 @@ static void mark_recordable(rt_exec *e, exec_part *pt)
         return;
     for (int l = pt->first_level; l < pt->first_level + pt->n_levels; l++)
         for (int i = e->levels[l].first; i < e->levels[l].first + e->levels[l].n; i++)
-            if (ops_has(e->args[i].node->op, OPF_PER_RUN)) return;
+            if (ops_has(e->args[i].node->op, OPF_PER_RUN) || e->args[i].lock) return;
     for (int s = 0; s < pt->n_segs; s++) {
         const int *x;
         int n, ok = 1;

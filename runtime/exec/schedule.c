@@ -162,10 +162,7 @@ static uint64_t now_ns(void)
 static int run_call(const rt_exec *e, int i)
 {
     uint64_t t0 = e->prof ? now_ns() : 0;
-    pthread_mutex_t *m = e->args[i].lock;
-    if (m) pthread_mutex_lock(m);
-    int r = e->fn[i](&e->args[i]);
-    if (m) pthread_mutex_unlock(m);
+    int r = dev_kern_run(e->fn[i], &e->args[i]);
     if (e->prof) {
         atomic_fetch_add_explicit(&e->prof[i].ns, now_ns() - t0, memory_order_relaxed);
         atomic_fetch_add_explicit(&e->prof[i].calls, 1, memory_order_relaxed);

@@ -68,7 +68,7 @@ static void set_env(gr_session *s)
     s->env = (exec_env){.opt = &s->opt,
                         .devs = &s->devs,
                         .var = s->var,
-                        .var_mu = s->var_mu,
+                        .var_lock = s->var_lock,
                         .readers = s->readers,
                         .steps = &s->steps,
                         .comm = dist_kern_comm(s->dist)};

@@ -40,7 +40,7 @@ struct gr_session {
     gr_session_options opt;
     rt_devices devs;               /* the devices the program uses, made by the session */
     void **var;                    /* one buffer per variable, in its device's memory */
-    pthread_mutex_t *var_mu;       /* per variable: taken by locking updates */
+    dev_var_lock *var_lock;        /* per variable: taken by locking updates */
     data_reader *_Atomic *readers; /* per data source, opened when a plan needs it */
     pthread_mutex_t readers_mu;    /* opening readers (which may load for seconds) */
     pthread_mutex_t mu;            /* plans and executor lists, held only briefly */

@@ -36,8 +36,13 @@ gr_code sess_vars_init(gr_session *s, gr_status *st)
 {
     const ir_graph *g = s->g;
     s->var = base_xcalloc((size_t)g->n_vars + 1, sizeof *s->var);
-    s->var_mu = base_xcalloc((size_t)g->n_vars + 1, sizeof *s->var_mu);
-    for (int i = 0; i < g->n_vars; i++) pthread_mutex_init(&s->var_mu[i], NULL);
+    s->var_lock = base_xcalloc((size_t)g->n_vars + 1, sizeof *s->var_lock);
+    for (int i = 0; i < g->n_vars; i++) {
+        dev_var_lock *l = &s->var_lock[i];
+        pthread_mutex_init(&l->mu, NULL);
+        l->dev = rt_device(s, g->vars[i].device);
+        if (l->dev->vt->async) l->ev = l->dev->vt->event_new(l->dev);
+    }
     gr_code c = GR_OK;
     for (int i = 0; i < g->n_vars && c == GR_OK; i++) c = init_var(s, i, st);
     return c;
@@ -48,12 +53,14 @@ void sess_vars_free(gr_session *s)
     for (int i = 0; s->var && i < s->g->n_vars; i++) {
         device_obj *d = rt_device(s, s->g->vars[i].device);
         if (s->var[i]) d->vt->free(d, s->var[i]);
-        pthread_mutex_destroy(&s->var_mu[i]);
+        dev_var_lock *l = &s->var_lock[i];
+        if (l->ev) d->vt->event_free(d, l->ev);
+        pthread_mutex_destroy(&l->mu);
     }
     free(s->var);
-    free(s->var_mu);
+    free(s->var_lock);
     s->var = NULL;
-    s->var_mu = NULL;
+    s->var_lock = NULL;
 }
 
 void rt_var_read(gr_session *s, int vi, void *dst)

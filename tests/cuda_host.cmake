@@ -1,0 +1,66 @@
+# tests/cuda_host.cmake - the CUDA device's own code, run on the CPU
+# (label cuda-host; docs/gpu.md).  devices/cuda/*.cu compile unchanged as
+# C++ against the stand-in in tests/cuda_host/ (its cuda_runtime.h and
+# cublas_v2.h), which runs their kernels block by block on stream threads,
+# and their GEMMs through a libcublas.so.13 of its own (built here, where
+# blas_dl.cu looks first).  graphrun_cuhost is graphrun_internal with that
+# device; the tests below are the CPU suite's, linked against it, with
+# gpu:0 (and gpu:1) backed by it.  No nvcc and no GPU needed.
+if(NOT GR_HAVE_CUDA_HOST)
+  return()
+endif()
+set(GR_CH ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host)
+set(GR_CH_LIBDIR ${CMAKE_CURRENT_BINARY_DIR}/cuda_host)
+set(GR_CH_CXX_OPTIONS -Wall -Wextra -Wno-unknown-pragmas)
+if(GR_WERROR)
+  list(APPEND GR_CH_CXX_OPTIONS -Werror)
+endif()
+
+add_library(cuda_host_cublas SHARED ${GR_CH}/cublas.cc)
+target_include_directories(cuda_host_cublas PRIVATE ${GR_CH}/include ${GR_CH})
+target_link_libraries(cuda_host_cublas PRIVATE PkgConfig::OPENBLAS)
+target_compile_options(cuda_host_cublas PRIVATE ${GR_CH_CXX_OPTIONS})
+set_target_properties(cuda_host_cublas PROPERTIES OUTPUT_NAME cublas SOVERSION 13
+  LIBRARY_OUTPUT_DIRECTORY ${GR_CH_LIBDIR} CXX_STANDARD 17)
+
+file(GLOB GR_CH_DEVICE CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/devices/cuda/*.cu)
+set_source_files_properties(${GR_CH_DEVICE} PROPERTIES LANGUAGE CXX COMPILE_OPTIONS "-xc++")
+add_library(graphrun_cuda_host OBJECT ${GR_CH_DEVICE} ${GR_CH}/runtime.cc ${GR_CH}/exec.cc
+  ${GR_CH}/fiber.cc ${PROJECT_SOURCE_DIR}/runtime/machine.c)
+target_include_directories(graphrun_cuda_host BEFORE PRIVATE ${GR_CH}/include ${GR_CH})
+target_link_libraries(graphrun_cuda_host PRIVATE graphrun_obj)
+target_compile_definitions(graphrun_cuda_host PRIVATE GR_HAVE_CUDA=1
+  GR_CUDA_LIBDIR="${GR_CH_LIBDIR}")
+target_compile_options(graphrun_cuda_host PRIVATE
+  "$<$<COMPILE_LANGUAGE:CXX>:${GR_CH_CXX_OPTIONS}>")
+set_target_properties(graphrun_cuda_host PROPERTIES CXX_STANDARD 17)
+
+add_library(graphrun_cuhost STATIC $<TARGET_OBJECTS:graphrun_obj>
+  $<TARGET_OBJECTS:graphrun_cuda_host>)
+target_link_libraries(graphrun_cuhost PUBLIC graphrun_obj stdc++ ${CMAKE_DL_LIBS})
+target_compile_definitions(graphrun_cuhost PUBLIC GR_HAVE_CUDA=1)
+add_dependencies(graphrun_cuhost cuda_host_cublas) # opened at run time
+
+# The suite on the stand-in: test_devices compares every op's CUDA kernel
+# with the CPU's; the others run as on the simulated GPU (tests/sim.cmake),
+# every node and variable of cpu:N on gpu:N.
+set(GR_CH_TESTS test_devices test_train test_partitions test_concurrency test_checkpoint
+  test_step_graphs test_cuda test_placement)
+foreach(t ${GR_CH_TESTS})
+  add_executable(cuda_host_${t} ${CMAKE_CURRENT_SOURCE_DIR}/${t}.c)
+  target_link_libraries(cuda_host_${t} PRIVATE graphrun_cuhost PkgConfig::CMOCKA)
+  target_compile_definitions(cuda_host_${t} PRIVATE GR_TEST_CUDA_HOST=1
+    GR_SOURCE_DIR="${PROJECT_SOURCE_DIR}" GR_TEST_DIR="${CMAKE_CURRENT_SOURCE_DIR}")
+  target_include_directories(cuda_host_${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+endforeach()
+add_test(NAME cuda_host_devices COMMAND cuda_host_test_devices cuda)
+add_test(NAME cuda_host_test_step_graphs COMMAND cuda_host_test_step_graphs)
+foreach(t test_train test_partitions test_concurrency test_checkpoint)
+  add_test(NAME cuda_host_${t} COMMAND cuda_host_${t})
+  set_tests_properties(cuda_host_${t} PROPERTIES ENVIRONMENT "GR_TEST_ON_GPU=1")
+endforeach()
+add_test(NAME cuda_host_test_cuda COMMAND cuda_host_test_cuda)
+add_test(NAME cuda_host_test_placement COMMAND cuda_host_test_placement)
+get_property(GR_CH_ALL DIRECTORY PROPERTY TESTS)
+list(FILTER GR_CH_ALL INCLUDE REGEX "^cuda_host_")
+set_tests_properties(${GR_CH_ALL} PROPERTIES LABELS cuda-host TIMEOUT 300)
