@@ -15,8 +15,8 @@
  *        allreduce (MPI) runs on the host (4); else cpu:0.
  *   5.   place_missing: a device the machine lacks is an error, or with
  *        soft placement cpu:0 and one warning per device.
- *   6.   place_cpu_as_gpu: cpu:N runs on gpu:(N mod GPUs), data sources
- *        excepted (after 5, so a missing cpu:N stays an error).
+ *   6.   place_cpu_as_gpu: cpu:N runs on gpu:(N mod GPUs), what runs on
+ *        the host (4) excepted (after 5, so a missing cpu:N stays an error).
  *   7.   place_kernels: an op its device has no kernel for is an error, or
  *        with soft placement cpu:0 and a warning (an update stays with its
  *        variable: an error); then the record fusion reads.
@@ -29,11 +29,17 @@
 
 #define PLACE_HOST IR_DEV(DEV_CPU, 0)
 
+/* Data sources read files, and allreduce runs MPI: on the host. */
+static int runs_on_host(op_kind op)
+{
+    return op == OP_DATA || op == OP_ALLREDUCE;
+}
+
 /* Rules 1-4 for node i; used[site] notes an annotation that placed it. */
 static int place_asked(const ir_graph *g, int i, unsigned char *used)
 {
     const ir_node *n = &g->nodes[i];
-    if (n->op == OP_DATA || n->op == OP_ALLREDUCE) return PLACE_HOST; /* MPI runs there */
+    if (runs_on_host(n->op)) return PLACE_HOST;
     if (n->coloc >= 0) {
         GR_ASSERT(n->coloc < i);
         return g->nodes[n->coloc].device;
@@ -126,7 +132,7 @@ static void place_cpu_as_gpu(ir_graph *g, const place_options *o)
     IR_WORK(g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *n = &g->nodes[i];
-        if (IR_DEV_KIND(n->device) == DEV_CPU && n->op != OP_DATA)
+        if (IR_DEV_KIND(n->device) == DEV_CPU && !runs_on_host(n->op))
             n->device = IR_DEV(DEV_GPU, IR_DEV_INDEX(n->device) % o->n_gpu);
     }
 }

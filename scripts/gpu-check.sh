@@ -22,6 +22,8 @@
 #   gpu         is a CUDA GPU usable?  (test_devices --gpu; nvidia-smi -L)
 #   sim         test_devices on the simulated GPU (the harness) and
 #               test_cuda (every op the models use has a CUDA row)
+#   cuda-host   ctest -L cuda-host: the CUDA device's code on the CPU
+#               stand-in (tests/cuda_host), the tests ctest-gpu runs next
 #   ctest-gpu   ctest -L gpu with GR_REQUIRE_GPU=1: every op's CUDA kernel
 #               against the CPU, faults, gradients on gpu:0, and the CPU
 #               suite again with GR_TEST_ON_GPU=1 (without a GPU: ctest -L
@@ -379,6 +381,16 @@ st_sim() {
     return $rc
 }
 
+# The CUDA device's code on the CPU stand-in (tests/cuda_host.cmake): the
+# same tests ctest-gpu then runs on the GPU, so a failure only there is the
+# GPU's.
+st_cuda_host() {
+    ctest --test-dir "$BUILD" -L cuda-host -j 8 --output-on-failure --timeout 120
+    local rc=$?
+    note "$(grep -h 'tests passed' "$WORK/stage.out" | tail -1)"
+    return $rc
+}
+
 st_ctest_gpu() {
     if [ "$HAVE_GPU" = 1 ]; then
         GR_REQUIRE_GPU=1 ctest --test-dir "$BUILD" -L gpu -j 4 --output-on-failure --timeout 240
@@ -559,6 +571,7 @@ if [ $SETUP_FAILED = 0 ]; then
     stage gpu 30 st_gpu && HAVE_GPU=1
     export HAVE_GPU
     stage sim 120 st_sim
+    stage cuda-host 90 st_cuda_host
     stage ctest-gpu 240 st_ctest_gpu
     if [ $HAVE_GPU = 1 ]; then
         stage sanitizer 150 st_sanitizer

@@ -6,6 +6,8 @@
 #                  harness that gpu_devices runs on CUDA
 #   test_cuda      every op the examples and tests/models use has a CUDA
 #                  kernel row (exits 77, skipped, in a build without CUDA)
+#   cuda_host_*    the CUDA device's own code on the CPU stand-in, the
+#                  same tests as label gpu (tests/cuda_host.cmake)
 #
 # Label `gpu` (a real GPU; `ctest -L gpu`, run by scripts/gpu-check.sh):
 #   gpu_devices    test_devices on CUDA
@@ -24,7 +26,10 @@ set_tests_properties(gpu_devices PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEO
 
 # sh -c: $0 is the probe, "$@" the test; 77 from the probe is a skip.
 set(GR_GPU_FIRST [=["$0" --gpu || exit $?; exec "$@"]=])
-foreach(t test_gradcheck test_train test_optim test_text test_partitions test_concurrency test_checkpoint)
+# The suite on a GPU: also what tests/cuda_host.cmake runs on the stand-in.
+set(GR_GPU_SUITE test_gradcheck test_train test_optim test_text test_partitions test_concurrency
+  test_checkpoint)
+foreach(t ${GR_GPU_SUITE})
   add_test(NAME gpu_${t}
     COMMAND sh -c "${GR_GPU_FIRST}" $<TARGET_FILE:test_devices> $<TARGET_FILE:${t}>)
   set_tests_properties(gpu_${t} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300

@@ -42,10 +42,10 @@ target_compile_definitions(graphrun_cuhost PUBLIC GR_HAVE_CUDA=1)
 add_dependencies(graphrun_cuhost cuda_host_cublas) # opened at run time
 
 # The suite on the stand-in: test_devices compares every op's CUDA kernel
-# with the CPU's; the others run as on the simulated GPU (tests/sim.cmake),
-# every node and variable of cpu:N on gpu:N.
-set(GR_CH_TESTS test_devices test_train test_partitions test_concurrency test_checkpoint
-  test_step_graphs test_cuda test_placement)
+# with the CPU's; the others (the suite ctest -L gpu runs on a real GPU,
+# and the step-graph test, which counts graph launches) run as on the
+# simulated GPU (tests/sim.cmake), every node and variable of cpu:N on gpu:N.
+set(GR_CH_TESTS test_devices ${GR_GPU_SUITE} test_step_graphs test_cuda test_placement)
 foreach(t ${GR_CH_TESTS})
   add_executable(cuda_host_${t} ${CMAKE_CURRENT_SOURCE_DIR}/${t}.c)
   target_link_libraries(cuda_host_${t} PRIVATE graphrun_cuhost PkgConfig::CMOCKA)
@@ -55,12 +55,34 @@ foreach(t ${GR_CH_TESTS})
 endforeach()
 add_test(NAME cuda_host_devices COMMAND cuda_host_test_devices cuda)
 add_test(NAME cuda_host_test_step_graphs COMMAND cuda_host_test_step_graphs)
-foreach(t test_train test_partitions test_concurrency test_checkpoint)
+foreach(t ${GR_GPU_SUITE}) # GR_GPU_SUITE: tests/cuda.cmake, the same on a real GPU
   add_test(NAME cuda_host_${t} COMMAND cuda_host_${t})
   set_tests_properties(cuda_host_${t} PROPERTIES ENVIRONMENT "GR_TEST_ON_GPU=1")
 endforeach()
 add_test(NAME cuda_host_test_cuda COMMAND cuda_host_test_cuda)
 add_test(NAME cuda_host_test_placement COMMAND cuda_host_test_placement)
+# The same where cudaGetDeviceCount finds no GPU: gpu:0 is an error, not an
+# abort (test_gpu0_without_a_gpu_is_an_error runs only then).
+add_test(NAME cuda_host_no_gpu COMMAND cuda_host_test_placement)
+set_tests_properties(cuda_host_no_gpu PROPERTIES ENVIRONMENT "CUDA_HOST_DEVICES=0")
+# The embedding examples, through the public API only: Hogwild! threads,
+# and towers on gpu:0 and gpu:1 (GR_GPU_EXPECT: tests/cuda.cmake).
+foreach(ex hogwild towers_async)
+  add_executable(cuda_host_${ex} ${PROJECT_SOURCE_DIR}/examples/embed/${ex}.c)
+  target_link_libraries(cuda_host_${ex} PRIVATE graphrun_cuhost Threads::Threads m)
+  target_compile_definitions(cuda_host_${ex} PRIVATE
+    GR_EXAMPLES_DIR="${PROJECT_SOURCE_DIR}/examples")
+endforeach()
+if(EXISTS /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz)
+  add_test(NAME cuda_host_embed_hogwild
+    COMMAND sh -c "${GR_GPU_EXPECT}" "^accuracy 0\\.[5-9]" $<TARGET_FILE:cuda_host_hogwild>
+            ${PROJECT_SOURCE_DIR}/examples/fashion_mlp.graph 2 100 --cpu-as-gpu)
+endif()
+add_test(NAME cuda_host_embed_towers_async
+  COMMAND sh -c "${GR_GPU_EXPECT}" "^training loss [0-9.]+ -> [0-9.]+$"
+          $<TARGET_FILE:cuda_host_towers_async> ${PROJECT_SOURCE_DIR}/examples/two_towers.graph 100
+          --cpu-as-gpu)
+
 get_property(GR_CH_ALL DIRECTORY PROPERTY TESTS)
 list(FILTER GR_CH_ALL INCLUDE REGEX "^cuda_host_")
 set_tests_properties(${GR_CH_ALL} PROPERTIES LABELS cuda-host TIMEOUT 300)

@@ -21,6 +21,9 @@
 
 #include "gr_test.h"
 #include "runtime/runtime.h"
+#ifdef GR_HAVE_CUDA
+#include "devices/cuda/cuda.h"
+#endif
 
 static gr_program *compile_with(const char *src, const gr_compile_options *o, gr_status *st)
 {
@@ -165,6 +168,28 @@ static void test_a_device_the_machine_lacks_is_an_error_not_an_abort(void **stat
     gr_program_free(p);
 #endif
     gr_status_free(st);
+}
+
+/* gpu:0 in a CUDA build on a machine without a GPU (the stand-in's
+ * CUDA_HOST_DEVICES=0, tests/cuda_host.cmake): a clear error from
+ * gr_session_new, not an abort.  Skipped where a GPU is. */
+static void test_gpu0_without_a_gpu_is_an_error(void **state)
+{
+    (void)state;
+#ifdef GR_HAVE_CUDA
+    if (cuda_device_count() > 0) skip();
+    gr_status *st = gr_status_new();
+    gr_program *p = compile("input x: f32[4]\ny = relu(x) @gpu:0\n", "cpu:0,gpu:0", 0, st);
+    gr_session *s = NULL;
+    assert_int_equal(gr_session_new(p, NULL, &s, st), GR_ERR_ARG);
+    assert_null(s);
+    assert_non_null(
+        strstr(gr_status_message(st), "the program uses gpu:0, but this machine has no GPU"));
+    gr_program_free(p);
+    gr_status_free(st);
+#else
+    skip();
+#endif
 }
 
 static void test_device_indices_stop_at_the_limit_everywhere(void **state)
@@ -328,6 +353,7 @@ int main(void)
         cmocka_unit_test(test_annotated_minimize_keeps_gradients_and_updates_with_their_nodes),
         cmocka_unit_test(test_soft_placement_moves_a_variable_with_its_node),
         cmocka_unit_test(test_a_device_the_machine_lacks_is_an_error_not_an_abort),
+        cmocka_unit_test(test_gpu0_without_a_gpu_is_an_error),
         cmocka_unit_test(test_device_indices_stop_at_the_limit_everywhere),
         cmocka_unit_test(test_a_var_on_a_missing_gpu_is_an_error_or_soft_placed),
         cmocka_unit_test(test_gradients_slots_and_updates_go_with_their_nodes),

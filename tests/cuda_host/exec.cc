@@ -10,7 +10,10 @@
 // and lowest first after even ones, so a write that should have waited for
 // a barrier (reuse of shared memory) lands before the reads of the round
 // before it.  A thread that finishes without waiting hands its fiber to
-// the next thread: a kernel without barriers costs one fiber per block.
+// the next thread: a kernel without barriers costs one fiber per block.  A
+// fiber with nothing left to run parks in its loop (fiber_body) and is
+// resumed for the next thread to start, so its stack (and TSan's record of
+// it) never grows; only one abandoned after an error starts afresh.
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,10 +67,10 @@ const size_t STACK_BYTES = 128 << 10;
 // it runs.
 struct worker {
     fiber main;
-    std::vector<fiber *> idle, all;
-    fiber *gone_idle; // set by a fiber just before it switches to main
-    int cur;          // the thread running
-    int start_tid;    // the thread a fresh fiber starts with
+    std::vector<fiber *> parked, fresh, all; // parked: in fiber_body's loop; fresh: to reset
+    fiber *gone_idle;                        // set by a fiber just before it parks
+    int cur;                                 // the thread running
+    int start_tid;                           // the thread a fresh fiber starts with
     block_run B;
     worker() : gone_idle(NULL), cur(0), start_tid(0) { fiber_main_init(&main); }
     ~worker()
@@ -103,7 +106,7 @@ void switch_to(worker *w, fiber *f)
 {
     fiber_switch(&w->main, f);
     if (w->gone_idle) {
-        w->idle.push_back(w->gone_idle);
+        w->parked.push_back(w->gone_idle);
         w->gone_idle = NULL;
     }
 }
@@ -141,15 +144,16 @@ void fiber_body(void *arg)
     fiber *f = (fiber *)arg;
     worker *w = W;
     block_run &B = w->B;
-    int t = w->start_tid;
     for (;;) {
-        run_thread(w, t, f);
-        if (B.failed || !B.ready.empty() || B.next_unstarted >= B.n) break;
-        t = B.next_unstarted++;
+        int t = w->start_tid;
+        for (;;) {
+            run_thread(w, t, f);
+            if (B.failed || !B.ready.empty() || B.next_unstarted >= B.n) break;
+            t = B.next_unstarted++;
+        }
+        w->gone_idle = f;
+        fiber_switch(f, &w->main); // parked until the next start
     }
-    w->gone_idle = f;
-    fiber_switch(f, &w->main);
-    __builtin_unreachable();
 }
 
 // Suspends the running thread in state st until the scheduler resumes it.
@@ -170,19 +174,27 @@ void resume(worker *w, int t)
     switch_to(w, B.th[t].f);
 }
 
+// A fiber that starts w->start_tid when switched to.
 fiber *fiber_get(worker *w)
 {
-    if (!w->idle.empty()) {
-        fiber *f = w->idle.back();
-        w->idle.pop_back();
+    fiber *f;
+    if (!w->parked.empty()) {
+        f = w->parked.back();
+        w->parked.pop_back();
         return f;
     }
-    fiber *f = new fiber;
-    if (!fiber_new(f, STACK_BYTES)) {
-        delete f;
-        return NULL;
+    if (!w->fresh.empty()) {
+        f = w->fresh.back();
+        w->fresh.pop_back();
+    } else {
+        f = new fiber;
+        if (!fiber_new(f, STACK_BYTES)) {
+            delete f;
+            return NULL;
+        }
+        w->all.push_back(f);
     }
-    w->all.push_back(f);
+    fiber_reset(f, fiber_body, f);
     return f;
 }
 
@@ -237,10 +249,9 @@ void run_block(worker *w)
             B.ready.pop_front();
             resume(w, t);
         } else if (B.next_unstarted < B.n) {
+            w->start_tid = B.next_unstarted++;
             fiber *f = fiber_get(w);
             if (!f) return fail_block(B, "cannot map a fiber's stack");
-            w->start_tid = B.next_unstarted++;
-            fiber_reset(f, fiber_body, f);
             switch_to(w, f);
         } else {
             settle(B);
@@ -250,7 +261,7 @@ void run_block(worker *w)
     // The fibers of threads left waiting are abandoned: reset on reuse.
     for (int t = 0; t < B.n; t++)
         if (B.th[t].st != T_DONE && B.th[t].st != T_UNSTARTED && B.th[t].f)
-            w->idle.push_back(B.th[t].f);
+            w->fresh.push_back(B.th[t].f);
 }
 } // namespace
 

@@ -133,6 +133,11 @@ void fiber_reset(fiber *f, void (*entry)(void *), void *arg)
 {
     f->entry = entry;
     f->arg = arg;
+#if FIBER_TSAN
+    // A fresh record: an abandoned fiber's holds the frames it never left.
+    __tsan_destroy_fiber(f->tsan);
+    f->tsan = __tsan_create_fiber(0);
+#endif
 #if FIBER_ASAN
     // A fiber abandoned mid-kernel (after a stand-in error) leaves its
     // frames poisoned: a fresh start owns the whole stack.
