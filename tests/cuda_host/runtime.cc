@@ -899,15 +899,23 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
     return cudaSuccess;
 }
 
+// In a capture, an event record or wait must be external (a node of its
+// own): the stand-in captures no joins between streams.
+static cudaError_t refuse_join(cudaStream_t s, bool external, const char *call, const char *flag)
+{
+    if (!s || !s->capturing || external) return cudaSuccess;
+    s->invalidated = true;
+    return fail(cudaErrorStreamCaptureUnsupported,
+                "%s in a capture without %s: the stand-in captures no joins between streams", call,
+                flag);
+}
+
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags)
 {
     CHECK_STICKY();
-    if (s && s->capturing && !(flags & cudaEventRecordExternal)) {
-        s->invalidated = true;
-        return fail(cudaErrorStreamCaptureUnsupported,
-                    "cudaEventRecord in a capture without cudaEventRecordExternal: the stand-in "
-                    "captures no joins between streams");
-    }
+    if (cudaError_t r = refuse_join(s, flags & cudaEventRecordExternal, "cudaEventRecord",
+                                    "cudaEventRecordExternal"))
+        return r;
     record_op *o = new record_op;
     o->e = e;
     o->gen = s && s->capturing ? 0 : e->next(); // a captured record numbers itself at launch
@@ -922,12 +930,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
 {
     CHECK_STICKY();
-    if (s && s->capturing && !(flags & cudaEventWaitExternal)) {
-        s->invalidated = true;
-        return fail(cudaErrorStreamCaptureUnsupported,
-                    "cudaStreamWaitEvent in a capture without cudaEventWaitExternal: the stand-in "
-                    "captures no joins between streams");
-    }
+    if (cudaError_t r = refuse_join(s, flags & cudaEventWaitExternal, "cudaStreamWaitEvent",
+                                    "cudaEventWaitExternal"))
+        return r;
     wait_op *o = new wait_op;
     o->e = e;
     o->gen = e->last(); // the most recent record at the call (for a capture: at each launch)
