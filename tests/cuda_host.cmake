@@ -41,6 +41,14 @@ target_link_libraries(graphrun_cuhost PUBLIC graphrun_obj stdc++ ${CMAKE_DL_LIBS
 target_compile_definitions(graphrun_cuhost PUBLIC GR_HAVE_CUDA=1)
 add_dependencies(graphrun_cuhost cuda_host_cublas) # opened at run time
 
+# The stand-in's own rules, on kernels written for the purpose.
+add_executable(cuda_host_stand_in ${GR_CH}/test_stand_in.cc)
+target_link_libraries(cuda_host_stand_in PRIVATE graphrun_cuhost)
+target_include_directories(cuda_host_stand_in PRIVATE ${GR_CH}/include)
+target_compile_options(cuda_host_stand_in PRIVATE ${GR_CH_CXX_OPTIONS})
+set_target_properties(cuda_host_stand_in PROPERTIES CXX_STANDARD 17)
+add_test(NAME cuda_host_stand_in COMMAND cuda_host_stand_in)
+
 # The suite on the stand-in: test_devices compares every op's CUDA kernel
 # with the CPU's; the others (the suite ctest -L gpu runs on a real GPU,
 # and the step-graph test, which counts graph launches) run as on the
@@ -90,7 +98,7 @@ list(FILTER GR_CH_ALL INCLUDE REGEX "^cuda_host_")
 # threads and streams meeting run (Hogwild!, locking, towers, step graphs);
 # the plain and ASan builds run them all.
 if(CMAKE_BUILD_TYPE STREQUAL "Tsan")
-  set(GR_CH_TSAN cuda_host_test_concurrency cuda_host_test_partitions
+  set(GR_CH_TSAN cuda_host_stand_in cuda_host_test_concurrency cuda_host_test_partitions
     cuda_host_test_step_graphs cuda_host_embed_hogwild cuda_host_no_gpu)
   foreach(t ${GR_CH_ALL})
     if(NOT t IN_LIST GR_CH_TSAN)
