@@ -248,6 +248,7 @@ static void expect_refused(const refused *r)
 {
     int fd[2];
     if (pipe(fd) != 0) abort();
+    fflush(stdout); // or the child's exit prints it again
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fd[1], 2);
