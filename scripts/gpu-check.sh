@@ -87,7 +87,9 @@ ARCH=x86_64-linux-gnu
 PACK_MAP="Threads:- ZLIB:zlib1g-dev FLEX:flex BISON:bison PkgConfig:pkgconf \
 openblas:libopenblas-pthread-dev libcjson:libcjson-dev cmocka:libcmocka-dev \
 libprotobuf-c:libprotobuf-c-dev protoc-c:protobuf-c-compiler MPI:- CUDAToolkit:-"
-PACK_DATA="dataset-fashion-mnist"
+# The data: Fashion-MNIST, and the fortunes char_gpt.graph reads (test_cuda
+# compiles every example; 0.9 MiB).
+PACK_DATA="dataset-fashion-mnist fortunes fortunes-min"
 PACK_HAVE="build-essential cmake make python3"
 PACK_MAX_MB=50
 
@@ -306,10 +308,13 @@ st_unpack() {
     done
     echo "unpacked $n packages into $PREFIX; libraries this machine lacks: $(ls "$PREFIX/ldlib" | tr '\n' ' ')"
     note "$n packages; lacking here: $(ls "$PREFIX/ldlib" | tr '\n' ' ')"
-    if [ -d "$PREFIX/usr/share/datasets/fashion-mnist" ] && [ ! -e /usr/share/datasets/fashion-mnist ]; then
-        mkdir -p /usr/share/datasets && ln -s "$PREFIX/usr/share/datasets/fashion-mnist" /usr/share/datasets/ \
-            && note "Fashion-MNIST linked into /usr/share/datasets"
-    fi
+    local d
+    for d in datasets/fashion-mnist games/fortunes; do
+        if [ -d "$PREFIX/usr/share/$d" ] && [ ! -e "/usr/share/$d" ]; then
+            mkdir -p "$(dirname "/usr/share/$d")" && ln -s "$PREFIX/usr/share/$d" "/usr/share/$d" \
+                && note "/usr/share/$d linked"
+        fi
+    done
     return 0
 }
 
@@ -539,7 +544,7 @@ st_bench() {
 }
 
 export -f note done_field unpack_deb train compare_acc bench_row graph_row
-export -f st_unpack st_tools st_configure st_build st_gpu st_sim st_ctest_gpu st_sanitizer
+export -f st_unpack st_tools st_configure st_build st_gpu st_sim st_cuda_host st_ctest_gpu st_sanitizer
 export -f st_train_mlp st_train_cnn st_hogwild st_towers st_bench
 export PACK BENCH_OUT=$BENCH
 
