@@ -82,10 +82,11 @@ typedef struct kern_args {
  * and the .graph line. */
 typedef int (*kernel_fn)(const kern_args *a);
 
-/* A variable's lock, taken by its locking updates.  On an async device the
- * mutex alone would order only the enqueueing: ev (made on the variable's
- * device dev) orders the updates themselves, each waiting on the queue for
- * the one before and recording ev after it, under the mutex. */
+/* A variable's lock, taken by its locking updates.  On a device whose
+ * kernels enqueue (vt->enqueues) the mutex alone would order only the
+ * enqueueing: ev (made on the variable's device dev) orders the updates
+ * themselves, each waiting on the queue for the one before and recording ev
+ * after it, under the mutex. */
 typedef struct dev_var_lock {
     pthread_mutex_t mu;
     device_obj *dev;
@@ -113,6 +114,10 @@ typedef enum dev_copy_kind {
 typedef struct device_vtable {
     const char *name; /* "cpu", "sim", "cuda" */
     int async;        /* see the top of this file */
+    int enqueues;     /* its kernels enqueue their work when called (CUDA), where the
+                         simulated GPU calls them on its queue's thread: a lock held
+                         around the call then orders only the enqueueing
+                         (dev_var_lock) */
     /* Memory of this device; NULL when it does not fit. */
     void *(*alloc)(device_obj *d, size_t bytes);
     void (*free)(device_obj *d, void *p);

@@ -300,18 +300,31 @@ static void cu_close(device_obj *d)
 }
 
 extern "C" const device_vtable cuda_vtable = {
-    "cuda",           1,
-    cu_alloc,         cu_free,
-    cu_host_alloc,    cu_host_free,
-    cu_to_device,     cu_to_host,
-    cu_queue_new,     cu_queue_free,
-    cu_launch,        cu_copy_async,
-    cu_queue_sync,    cu_event_new,
-    cu_event_free,    cu_event_record,
-    cu_event_wait,    cu_event_sync,
-    cu_capture_begin, cu_capture_end,
-    cu_graph_launch,  cu_graph_free,
-    cu_close,         cuda_kernels,
+    "cuda",
+    1,
+    1, // enqueues
+    cu_alloc,
+    cu_free,
+    cu_host_alloc,
+    cu_host_free,
+    cu_to_device,
+    cu_to_host,
+    cu_queue_new,
+    cu_queue_free,
+    cu_launch,
+    cu_copy_async,
+    cu_queue_sync,
+    cu_event_new,
+    cu_event_free,
+    cu_event_record,
+    cu_event_wait,
+    cu_event_sync,
+    cu_capture_begin,
+    cu_capture_end,
+    cu_graph_launch,
+    cu_graph_free,
+    cu_close,
+    cuda_kernels,
 };
 
 // ---- ids checked on the GPU ----

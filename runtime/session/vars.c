@@ -41,7 +41,7 @@ gr_code sess_vars_init(gr_session *s, gr_status *st)
         dev_var_lock *l = &s->var_lock[i];
         pthread_mutex_init(&l->mu, NULL);
         l->dev = rt_device(s, g->vars[i].device);
-        if (l->dev->vt->async) l->ev = l->dev->vt->event_new(l->dev);
+        if (l->dev->vt->enqueues) l->ev = l->dev->vt->event_new(l->dev);
     }
     gr_code c = GR_OK;
     for (int i = 0; i < g->n_vars && c == GR_OK; i++) c = init_var(s, i, st);
