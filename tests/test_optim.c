@@ -57,6 +57,37 @@ static void read_var(run *r, const char *name, float *v, size_t n)
     assert_gr_ok(gr_variable_read(r->s, name, v, n * sizeof *v, r->st), r->st);
 }
 
+/* stop_gradient(x) is x with no gradient back: one sgd(1.0) step on
+ * sum(x * stop_gradient(x)) moves x by x (to 0), where sum(x * x) moves it
+ * by 2x (to -x); a loss that reaches its variables only through it is an
+ * error. */
+static void test_stop_gradient_blocks_its_input(void **state)
+{
+    (void)state;
+    static const char *losses[] = {"sum(x * stop_gradient(x))", "sum(x * x)"};
+    static const float moved[] = {0.0f, -1.0f};
+    for (int k = 0; k < 2; k++) {
+        char text[160];
+        snprintf(text, sizeof text,
+                 "var x = glorot([2, 3])\nloss = %s\ntrain = sgd(1.0).minimize(loss)\n", losses[k]);
+        run r;
+        run_open(&r, text);
+        float x0[6], x1[6];
+        read_var(&r, "x", x0, 6);
+        step(&r, NULL, NULL);
+        read_var(&r, "x", x1, 6);
+        for (int i = 0; i < 6; i++) assert_float_equal(x1[i], moved[k] * x0[i], 1e-6);
+        run_close(&r);
+    }
+    const char *only = "var x = zeros([2])\ntrain = sgd(1.0).minimize(sum(stop_gradient(x)))\n";
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    assert_int_equal(gr_compile_string("inline.graph", only, strlen(only), NULL, &p, st),
+                     GR_ERR_COMPILE);
+    assert_non_null(strstr(gr_status_message(st), "does not depend on any trainable variable"));
+    gr_status_free(st);
+}
+
 /* The schedules of docs/language.md, step by step, as the updates read
  * them (train/lr), against the formula written out here. */
 static double want_lr(int kind, double lr, double min, double warmup, double steps, double t)
@@ -325,6 +356,7 @@ static void test_sync_averages_a_lone_small_gradient(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stop_gradient_blocks_its_input),
         cmocka_unit_test(test_lr_follows_each_schedule_step_by_step),
         cmocka_unit_test(test_clip_scales_every_gradient_by_the_global_norm),
         cmocka_unit_test(test_clip_sees_the_dense_gradient_of_a_lookup),
