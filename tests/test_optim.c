@@ -88,6 +88,55 @@ static void test_stop_gradient_blocks_its_input(void **state)
     gr_status_free(st);
 }
 
+/* minimize(loss, vars=) trains only the variables it names: a scope, or a
+ * list.  One sgd(1.0) step on sum(g * d) moves g by -d and leaves d. */
+static void test_minimize_trains_only_the_vars_it_names(void **state)
+{
+    (void)state;
+    static const char *forms[] = {"\"gen\"", "[g]", "g"};
+    for (int k = 0; k < 3; k++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "scope gen {\n  var w = glorot([2, 3])\n  g = w\n}\nvar d = glorot([2, 3])\n"
+                 "loss = sum(g * d)\ntrain = sgd(1.0).minimize(loss, vars=%s)\n",
+                 forms[k]);
+        run r;
+        run_open(&r, text);
+        float g0[6], d0[6], g1[6], d1[6];
+        read_var(&r, "gen/w", g0, 6);
+        read_var(&r, "d", d0, 6);
+        step(&r, NULL, NULL);
+        read_var(&r, "gen/w", g1, 6);
+        read_var(&r, "d", d1, 6);
+        for (int i = 0; i < 6; i++) {
+            assert_float_equal(g1[i], g0[i] - d0[i], 1e-6);
+            assert_true(d1[i] == d0[i]);
+        }
+        run_close(&r);
+    }
+    static const char *bad[][2] = {
+        {"vars=\"nope\"", "vars=\"nope\" names no trainable variable"},
+        {"vars=[x]", "vars= lists variables; this is"},
+        {"vars=\"gen\", vars=\"gen\"", "minimize() takes the loss and, optionally, vars="},
+        {"rate=1", "minimize() takes the loss and, optionally, vars="},
+        {"vars=[d]", "loss does not depend on any variable of vars="},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "input x: f32[2, 3]\nscope gen {\n  var w = glorot([2, 3])\n}\n"
+                 "var d = glorot([2, 3])\ntrain = sgd(1.0).minimize(sum(x * w), %s)\n",
+                 bad[k][0]);
+        gr_status *st = gr_status_new();
+        gr_program *p = NULL;
+        assert_int_equal(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st),
+                         GR_ERR_COMPILE);
+        if (!strstr(gr_status_message(st), bad[k][1]))
+            fail_msg("%s: '%s' lacks '%s'", bad[k][0], gr_status_message(st), bad[k][1]);
+        gr_status_free(st);
+    }
+}
+
 /* The schedules of docs/language.md, step by step, as the updates read
  * them (train/lr), against the formula written out here. */
 static double want_lr(int kind, double lr, double min, double warmup, double steps, double t)
@@ -357,6 +406,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_gradient_blocks_its_input),
+        cmocka_unit_test(test_minimize_trains_only_the_vars_it_names),
         cmocka_unit_test(test_lr_follows_each_schedule_step_by_step),
         cmocka_unit_test(test_clip_scales_every_gradient_by_the_global_norm),
         cmocka_unit_test(test_clip_sees_the_dense_gradient_of_a_lookup),
