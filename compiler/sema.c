@@ -1002,7 +1002,7 @@ static void stmt_var(sema *S, env *e, const ast_node *st)
                     .b = init.ib,
                     .device = -1,
                     .slot_of = -1,
-                    .trainable = 1,
+                    .trainable = !init.init_frozen,
                     .src = S->src,
                     .span = st->span};
         int vi = ir_add_var(S->g, &v);

@@ -137,6 +137,44 @@ static void test_minimize_trains_only_the_vars_it_names(void **state)
     }
 }
 
+/* An initializer's trainable=false makes a variable no optimizer updates
+ * (a frozen or pretrained layer); naming it in vars= is an error. */
+static void test_trainable_false_is_never_updated(void **state)
+{
+    (void)state;
+    run r;
+    run_open(&r, "var w = glorot([2, 3], trainable=false)\nvar d = normal([2, 3], std=0.5)\n"
+                 "loss = sum(w * d)\ntrain = sgd(1.0).minimize(loss)\n");
+    float w0[6], d0[6], w1[6], d1[6];
+    read_var(&r, "w", w0, 6);
+    read_var(&r, "d", d0, 6);
+    step(&r, NULL, NULL);
+    read_var(&r, "w", w1, 6);
+    read_var(&r, "d", d1, 6);
+    for (int i = 0; i < 6; i++) {
+        assert_true(w1[i] == w0[i]);
+        assert_float_equal(d1[i], d0[i] - w0[i], 1e-6);
+    }
+    run_close(&r);
+    static const char *bad[][2] = {
+        {"train = sgd(1.0).minimize(sum(w * w))", "does not depend on any trainable variable"},
+        {"train = sgd(1.0).minimize(sum(w * d), vars=[w])", "lists 'w', which is not trainable"},
+        {"var e = zeros([2], trainable=[1])", "expected a number, got"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "var w = glorot([2, 3], trainable=false)\nvar d = zeros([2, 3])\n%s\n", bad[k][0]);
+        gr_status *st = gr_status_new();
+        gr_program *p = NULL;
+        assert_int_equal(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st),
+                         GR_ERR_COMPILE);
+        if (!strstr(gr_status_message(st), bad[k][1]))
+            fail_msg("%s: '%s' lacks '%s'", bad[k][0], gr_status_message(st), bad[k][1]);
+        gr_status_free(st);
+    }
+}
+
 /* The schedules of docs/language.md, step by step, as the updates read
  * them (train/lr), against the formula written out here. */
 static double want_lr(int kind, double lr, double min, double warmup, double steps, double t)
@@ -407,6 +445,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_gradient_blocks_its_input),
         cmocka_unit_test(test_minimize_trains_only_the_vars_it_names),
+        cmocka_unit_test(test_trainable_false_is_never_updated),
         cmocka_unit_test(test_lr_follows_each_schedule_step_by_step),
         cmocka_unit_test(test_clip_scales_every_gradient_by_the_global_norm),
         cmocka_unit_test(test_clip_sees_the_dense_gradient_of_a_lookup),
