@@ -15,6 +15,7 @@
 typedef struct ad_ctx {
     ir_graph *g;
     const ad_optimizer *opt;
+    const unsigned char *only; /* [n_vars] the variables to train, or NULL: all */
     const src_file *src;
     src_span span;
     int *anc; /* the loss and its ancestors, by id */
@@ -29,9 +30,10 @@ typedef struct ad_ctx {
     int lr, gscale; /* the f32[] learning rate and gradient scale every update reads */
 } ad_ctx;
 
-static int is_trained(const ir_graph *g, int vi)
+static int is_trained(const ad_ctx *c, int vi)
 {
-    return g->vars[vi].trainable && g->vars[vi].slot_of < 0;
+    const ir_var *v = &c->g->vars[vi];
+    return v->trainable && v->slot_of < 0 && (!c->only || c->only[vi]);
 }
 
 static int check_loss(ad_ctx *c, int loss)
@@ -97,7 +99,7 @@ static void mark_path(ad_ctx *c)
     for (int i = 0; i < c->n_anc; i++) {
         const ir_node *nd = &g->nodes[c->anc[i]];
         if (nd->dead) continue;
-        if (nd->op == OP_VARIABLE && nd->var >= 0) dep[i] = (char)is_trained(g, nd->var);
+        if (nd->op == OP_VARIABLE && nd->var >= 0) dep[i] = (char)is_trained(c, nd->var);
         for (int k = 0; k < nd->n_in; k++) dep[i] |= dep[at(c, nd->in[k])];
     }
     c->path[c->n_anc - 1] = dep[c->n_anc - 1];
@@ -409,7 +411,7 @@ static int allreduce_grads(ad_ctx *c)
 static int trained_here(const ad_ctx *c, int i)
 {
     const ir_node *nd = &c->g->nodes[c->anc[i]];
-    if (nd->op != OP_VARIABLE || nd->var < 0 || !is_trained(c->g, nd->var)) return -1;
+    if (nd->op != OP_VARIABLE || nd->var < 0 || !is_trained(c, nd->var)) return -1;
     return c->grad[i] >= 0 ? nd->var : -1;
 }
 
@@ -502,15 +504,23 @@ static int make_updates(ad_ctx *c)
         if ((vi = trained_here(c, i)) >= 0 && make_update(c, vi) < 0) return -1;
     if (c->n_updates == 0) {
         diag_error(g->diags, c->src, c->span,
-                   "minimize: loss does not depend on any trainable variable");
+                   c->only ? "minimize: loss does not depend on any variable of vars="
+                           : "minimize: loss does not depend on any trainable variable");
         return -1;
     }
     return ir_add(g, OP_GROUP, c->updates, c->n_updates, NULL, c->src, c->span);
 }
 
-int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *src, src_span span)
+int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const unsigned char *only,
+                const src_file *src, src_span span)
 {
-    ad_ctx c = {.g = g, .opt = opt, .src = src, .span = span, .step_node = -1, .step_inc = -1};
+    ad_ctx c = {.g = g,
+                .opt = opt,
+                .only = only,
+                .src = src,
+                .span = span,
+                .step_node = -1,
+                .step_inc = -1};
     if (check_loss(&c, loss) < 0) return -1;
     collect_ancestors(&c, loss);
     c.path = base_xcalloc((size_t)c.n_anc, 1);
@@ -519,7 +529,9 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *
     mark_path(&c);
     int rc = -1;
     if (!c.path[c.n_anc - 1])
-        diag_error(g->diags, src, span, "minimize: loss does not depend on any trainable variable");
+        diag_error(g->diags, src, span,
+                   only ? "minimize: loss does not depend on any variable of vars="
+                        : "minimize: loss does not depend on any trainable variable");
     else if (backprop(&c, loss) == 0 &&
              (!opt->allreduce || (make_barrier(&c) >= 0 && allreduce_grads(&c) == 0)))
         rc = make_updates(&c);

@@ -76,10 +76,12 @@ typedef struct ad_optimizer {
 } ad_optimizer;
 
 /* Differentiates the scalar `loss` w.r.t. every trainable variable it
- * depends on, adds slot variables (<var>/momentum, <var>/adam_m, ...) and
- * update ops, and returns an OP_GROUP node that depends on all updates (the
- * train target), or -1 on error (reported at span). */
-int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const src_file *src, src_span span);
+ * depends on (with only, [n_vars] flags, those of them only flags), adds
+ * slot variables (<var>/momentum, <var>/adam_m, ...) and update ops, and
+ * returns an OP_GROUP node that depends on all updates (the train target),
+ * or -1 on error (reported at span). */
+int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const unsigned char *only,
+                const src_file *src, src_span span);
 /* The learning-rate node (f32[]) the updates of train target `train` (what
  * ad_minimize returned) read: a constant or the schedule. */
 int ad_lr_of(const ir_graph *g, int train);

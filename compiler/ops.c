@@ -69,6 +69,7 @@ const op_info ops_table[OP_COUNT] = {
     UN(OP_TANH, ops_shape_unary_f32, ops_grad_tanh),
     /* not elementwise for fusion: identity is the stop that keeps it apart */
     E(OP_IDENTITY, 1, PUB, ops_shape_unary_any, ops_grad_identity)},
+    E(OP_STOP_GRADIENT, 1, PUB, ops_shape_unary_any, ops_grad_none)},
     E(OP_SOFTMAX, 1, PUB, ops_shape_softmax, ops_grad_softmax), .attrs = {A_MASK}},
     E(OP_LOG_SOFTMAX, 1, PUB, ops_shape_softmax, ops_grad_log_softmax)},
     E(OP_SOFTMAX_XENT, 2, PUB, ops_shape_xent, ops_grad_xent)},

@@ -56,6 +56,7 @@
     X(SIGMOID, "sigmoid")                                                                          \
     X(TANH, "tanh")                                                                                \
     X(IDENTITY, "identity")        /* copy (act=none, and a stop for fusion) */                    \
+    X(STOP_GRADIENT, "stop_gradient") /* a copy no gradient flows back through */                 \
     /* along the last axis */                                                                      \
     X(SOFTMAX, "softmax")          /* attr0 mask (OP_MASK_*) */                                    \
     X(LOG_SOFTMAX, "log_softmax")                                                                  \

@@ -412,6 +412,83 @@ static EVAL_FRAME value eval_field(sema *S, env *e, const ast_node *n)
     return sema_value_err();
 }
 
+/* A variable of vars= (the list form): trainable, not an optimizer's slot. */
+static int minimize_var(sema *S, const ast_node *at, const value *v, unsigned char *only)
+{
+    const ir_graph *g = S->g;
+    int vi = v->k == V_TENSOR && g->nodes[v->node].op == OP_VARIABLE ? g->nodes[v->node].var : -1;
+    if (vi < 0) {
+        sema_err(S, at, "minimize: vars= lists variables; this is %s", sema_value_kind(v));
+        return -1;
+    }
+    if (!g->vars[vi].trainable || g->vars[vi].slot_of >= 0) {
+        sema_err(S, at, "minimize: vars= lists '%s', which is not trainable", g->vars[vi].name);
+        return -1;
+    }
+    only[vi] = 1;
+    return 0;
+}
+
+/* minimize's vars=: a scope (the variables whose full names are it or
+ * start with it and '/'), or a variable or a list of them; fills only
+ * [n_vars].  -1 on error. */
+static int minimize_vars(sema *S, const ast_node *at, const value *v, unsigned char *only)
+{
+    const ir_graph *g = S->g;
+    if (v->k == V_STR) {
+        size_t n = strlen(v->str);
+        int any = 0;
+        for (int vi = 0; vi < g->n_vars; vi++) {
+            const char *name = g->vars[vi].name;
+            if (g->vars[vi].trainable && g->vars[vi].slot_of < 0 && strncmp(name, v->str, n) == 0 &&
+                (name[n] == 0 || name[n] == '/'))
+                only[vi] = any = 1;
+        }
+        if (!any)
+            sema_err(S, at,
+                     "minimize: vars=\"%s\" names no trainable variable (a scope, or a "
+                     "variable's full name)",
+                     v->str);
+        return any ? 0 : -1;
+    }
+    if (v->k != V_LIST) return minimize_var(S, at, v, only);
+    for (int k = 0; k < v->n_items; k++)
+        if (minimize_var(S, at, &v->items[k], only) < 0) return -1;
+    return 0;
+}
+
+/* minimize(loss) or minimize(loss, vars=...): the loss's node and, for
+ * vars=, *only (NULL without).  -1 on error. */
+static int minimize_args(sema *S, env *e, const ast_node *n, unsigned char **only)
+{
+    const ast_node *loss_at = NULL, *vars_at = NULL;
+    int bad = 0;
+    *only = NULL;
+    for (int i = 0; i < n->n_items; i++) {
+        const ast_node *it = n->items[i];
+        if (it->kind != AST_KWARG)
+            bad |= loss_at != NULL, loss_at = it;
+        else
+            bad |= vars_at != NULL || strcmp(it->name, "vars") != 0, vars_at = it;
+    }
+    if (bad || !loss_at) {
+        sema_err(S, n,
+                 "minimize() takes the loss and, optionally, vars= (a scope name, or a list "
+                 "of variables)");
+        return -1;
+    }
+    value loss = sema_eval(S, e, loss_at);
+    int l = loss.k == V_ERR ? -1 : sema_to_tensor(S, loss_at, loss, DT_F32);
+    if (l < 0 || !vars_at) return l;
+    value vars = sema_eval(S, e, vars_at->a);
+    if (vars.k == V_ERR) return -1;
+    *only = base_xcalloc((size_t)S->g->n_vars + 1, 1);
+    if (minimize_vars(S, vars_at, &vars, *only) == 0) return l;
+    free(*only);
+    *only = NULL;
+    return -1;
+}
+
 static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
 {
     value obj = sema_eval(S, e, n->a);
@@ -420,19 +497,17 @@ static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
         sema_err(S, n, "%s has no method '%s'", sema_value_kind(&obj), n->name);
         return sema_value_err();
     }
-    if (n->n_items != 1 || n->items[0]->kind == AST_KWARG) {
-        sema_err(S, n, "minimize() takes one argument, the loss");
-        return sema_value_err();
-    }
-    value loss = sema_eval(S, e, n->items[0]);
-    int l = loss.k == V_ERR ? -1 : sema_to_tensor(S, n->items[0], loss, DT_F32);
+    unsigned char *only;
+    int l = minimize_args(S, e, n, &only);
     if (l < 0) return sema_value_err();
     if (++S->n_minimize > LIM_MINIMIZE) {
+        free(only);
         sema_stop(S, n, "more than %d calls of minimize(), the limit", LIM_MINIMIZE);
         return sema_value_err();
     }
     obj.opt.allreduce = S->opt->allreduce;
-    value v = sema_value_tensor(ad_minimize(S->g, l, &obj.opt, S->src, n->span));
+    value v = sema_value_tensor(ad_minimize(S->g, l, &obj.opt, only, S->src, n->span));
+    free(only);
     v.is_train = 1;
     v.id = l;
     return v;
@@ -927,7 +1002,7 @@ static void stmt_var(sema *S, env *e, const ast_node *st)
                     .b = init.ib,
                     .device = -1,
                     .slot_of = -1,
-                    .trainable = 1,
+                    .trainable = !init.init_frozen,
                     .src = S->src,
                     .span = st->span};
         int vi = ir_add_var(S->g, &v);

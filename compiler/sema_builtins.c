@@ -262,18 +262,21 @@ value sema_call_op(sema *S, int op, const sema_args *args)
 static value call_init(sema *S, int b, const sema_args *args)
 {
     const ast_node *call = args->call;
-    static const argspec spec[] = {{"shape", 1}, {"a", 0}, {"b", 0}};
-    static const argspec cspec[] = {{"value", 1}, {"shape", 1}};
-    static const argspec nspec[] = {{"shape", 1}, {"mean", 0}, {"std", 0}};
-    static const argspec uspec[] = {{"shape", 1}, {"low", 0}, {"high", 0}};
-    value bound[3];
+    static const argspec spec[] = {{"shape", 1}, {"trainable", 0}};
+    static const argspec cspec[] = {{"value", 1}, {"shape", 1}, {"trainable", 0}};
+    static const argspec nspec[] = {{"shape", 1}, {"mean", 0}, {"std", 0}, {"trainable", 0}};
+    static const argspec uspec[] = {{"shape", 1}, {"low", 0}, {"high", 0}, {"trainable", 0}};
+    value bound[4];
     const argspec *sp = b == B_CONSTANT  ? cspec
                         : b == B_NORMAL  ? nspec
                         : b == B_UNIFORM ? uspec
                                          : spec;
-    int ns = b == B_CONSTANT ? 2 : (b == B_NORMAL || b == B_UNIFORM) ? 3 : 1;
+    int ns = b == B_CONSTANT ? 3 : (b == B_NORMAL || b == B_UNIFORM) ? 4 : 2;
     if (bind_args(S, builtin_names[b], sp, ns, args, 0, bound) < 0) return sema_value_err();
     value v = {.k = V_INIT};
+    double trainable;
+    if (num_arg(S, call, bound[ns - 1], 1, &trainable) < 0) return sema_value_err();
+    v.init_frozen = trainable == 0; /* trainable=false: no optimizer updates it */
     static const ir_init kinds[] = {[B_ZEROS] = INIT_ZEROS,
                                     [B_ONES] = INIT_ONES,
                                     [B_CONSTANT] = INIT_CONSTANT,

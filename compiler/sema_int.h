@@ -47,6 +47,7 @@ struct value {
     double ia, ib;    /* V_INIT parameters */
     ir_type itype;    /* V_INIT shape */
     int init_annot;   /* V_INIT: the annotation on it (request + 1 into g->place_reqs), 0 none */
+    int init_frozen;  /* V_INIT: trainable=false */
 };
 
 /* One call's arguments, evaluated: positional ones in order, then keyword

@@ -184,6 +184,7 @@ static rows_lbl rows_rule(const rows_ctx *c, const ir_node *n)
     case OP_SIGMOID:
     case OP_TANH:
     case OP_IDENTITY:
+    case OP_STOP_GRADIENT:
     case OP_GELU:
     case OP_CAST:
     case OP_DROPOUT:
@@ -320,6 +321,7 @@ static int lin_rule(rows_ctx *c, const ir_node *n, rows_lin *out)
         return lin_add_forms(c, n, out);
     case OP_NEG:
     case OP_IDENTITY:
+    case OP_STOP_GRADIENT:
         lin_copy(out, &c->lin[n->in[0]], n->op == OP_NEG ? -1 : 1);
         return 0;
     case OP_RESHAPE: /* a form stays a scalar or a vector */

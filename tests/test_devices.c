@@ -237,6 +237,7 @@ static const dev_case cases[] = {
     UNARY(OP_SIGMOID, ANY),
     UNARY(OP_TANH, ANY),
     UNARY(OP_IDENTITY, ANY),
+    UNARY(OP_STOP_GRADIENT, ANY),
     {.op = OP_NEG, {"i32[a,b]"}},
     {.op = OP_IDENTITY, {"i32[a,b]"}},
     {.op = OP_RELU_GRAD, {"f32[a,b]", "f32[a,b]"}},
@@ -482,6 +483,7 @@ static tolerance op_tolerance(op_kind op)
     case OP_NEG:
     case OP_RELU:
     case OP_IDENTITY:
+    case OP_STOP_GRADIENT:
     case OP_EQ:
     case OP_NE:
     case OP_LT:
@@ -908,12 +910,13 @@ static int f32_close(float got, float want, tolerance tl, double norm)
 }
 
 /* 0 when got matches want (what: "output", "input 2"); else 1, after
- * printing the first element that does not. */
+ * printing the first element that does not.  T_LOOSE measures against
+ * the largest |want| of the buffer, or floor if that is larger. */
 static int compare(const op_run *r, const char *what, const ir_type *t, const void *got,
-                   const void *want, tolerance tl)
+                   const void *want, tolerance tl, double floor)
 {
     int64_t n = ir_numel(t), bad = -1, n_bad = 0;
-    double norm = 1e-30, g = 0, w = 0;
+    double norm = floor > 1e-30 ? floor : 1e-30, g = 0, w = 0;
     if (t->dtype == DT_F32)
         for (int64_t i = 0; i < n; i++) {
             double v = fabs((double)((const float *)want)[i]);
@@ -945,18 +948,38 @@ static int compare(const op_run *r, const char *what, const ir_type *t, const vo
     return 1;
 }
 
+/* The scale a sum's rounding error grows with, when the sum cancels (a
+ * whole-tensor sum of mixed signs can come out near 0, far below its
+ * terms): each output's k terms summed in another order differ by about
+ * eps * sqrt(k) * their typical size, so the floor is sqrt(k) times the mean
+ * |term| (divided by k for a mean).  Missing or doubling one term still
+ * fails: it moves the sum by a term's size, sqrt(k) * 1e4 times more than
+ * the 1e-4 tolerance allows.  0 for other ops. */
+static double sum_floor(const op_run *r)
+{
+    if ((r->c->op != OP_SUM && r->c->op != OP_MEAN) || r->in_t[0]->dtype != DT_F32) return 0;
+    int64_t n = ir_numel(r->in_t[0]), outs = ir_numel(&r->n->type);
+    if (n == 0 || outs == 0) return 0;
+    double mass = 0, k = (double)n / (double)outs;
+    for (int64_t i = 0; i < n; i++) mass += fabs((double)((const float *)r->h_in[0])[i]);
+    double floor = mass / (double)n * sqrt(k);
+    return r->c->op == OP_MEAN ? floor / k : floor;
+}
+
 /* Inputs that are variables may be written (by updates): they are compared
  * within the op's tolerance; every other input must be unchanged. */
 static int opr_compare(const op_run *r)
 {
     tolerance tl = op_tolerance(r->c->op);
-    int bad = r->out_bytes ? compare(r, "output", &r->n->type, r->back_out, r->h_out, tl) : 0;
+    int bad = r->out_bytes
+                  ? compare(r, "output", &r->n->type, r->back_out, r->h_out, tl, sum_floor(r))
+                  : 0;
     for (int j = 0; j < r->n_in; j++) {
         char what[24];
         snprintf(what, sizeof what, "input %d", j);
         int is_var = r->g->nodes[r->n->in[j]].op == OP_VARIABLE;
         bad += compare(r, what, r->in_t[j], r->back_in[j], r->h_in[j],
-                       is_var ? tl : (tolerance){T_EXACT, 0});
+                       is_var ? tl : (tolerance){T_EXACT, 0}, 0);
     }
     return bad;
 }

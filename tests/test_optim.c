@@ -57,6 +57,124 @@ static void read_var(run *r, const char *name, float *v, size_t n)
     assert_gr_ok(gr_variable_read(r->s, name, v, n * sizeof *v, r->st), r->st);
 }
 
+/* stop_gradient(x) is x with no gradient back: one sgd(1.0) step on
+ * sum(x * stop_gradient(x)) moves x by x (to 0), where sum(x * x) moves it
+ * by 2x (to -x); a loss that reaches its variables only through it is an
+ * error. */
+static void test_stop_gradient_blocks_its_input(void **state)
+{
+    (void)state;
+    static const char *losses[] = {"sum(x * stop_gradient(x))", "sum(x * x)"};
+    static const float moved[] = {0.0f, -1.0f};
+    for (int k = 0; k < 2; k++) {
+        char text[160];
+        snprintf(text, sizeof text,
+                 "var x = glorot([2, 3])\nloss = %s\ntrain = sgd(1.0).minimize(loss)\n", losses[k]);
+        run r;
+        run_open(&r, text);
+        float x0[6], x1[6];
+        read_var(&r, "x", x0, 6);
+        step(&r, NULL, NULL);
+        read_var(&r, "x", x1, 6);
+        for (int i = 0; i < 6; i++) assert_float_equal(x1[i], moved[k] * x0[i], 1e-6);
+        run_close(&r);
+    }
+    const char *only = "var x = zeros([2])\ntrain = sgd(1.0).minimize(sum(stop_gradient(x)))\n";
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    assert_int_equal(gr_compile_string("inline.graph", only, strlen(only), NULL, &p, st),
+                     GR_ERR_COMPILE);
+    assert_non_null(strstr(gr_status_message(st), "does not depend on any trainable variable"));
+    gr_status_free(st);
+}
+
+/* minimize(loss, vars=) trains only the variables it names: a scope, or a
+ * list.  One sgd(1.0) step on sum(g * d) moves g by -d and leaves d. */
+static void test_minimize_trains_only_the_vars_it_names(void **state)
+{
+    (void)state;
+    static const char *forms[] = {"\"gen\"", "[g]", "g"};
+    for (int k = 0; k < 3; k++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "scope gen {\n  var w = glorot([2, 3])\n  g = w\n}\nvar d = glorot([2, 3])\n"
+                 "loss = sum(g * d)\ntrain = sgd(1.0).minimize(loss, vars=%s)\n",
+                 forms[k]);
+        run r;
+        run_open(&r, text);
+        float g0[6], d0[6], g1[6], d1[6];
+        read_var(&r, "gen/w", g0, 6);
+        read_var(&r, "d", d0, 6);
+        step(&r, NULL, NULL);
+        read_var(&r, "gen/w", g1, 6);
+        read_var(&r, "d", d1, 6);
+        for (int i = 0; i < 6; i++) {
+            assert_float_equal(g1[i], g0[i] - d0[i], 1e-6);
+            assert_true(d1[i] == d0[i]);
+        }
+        run_close(&r);
+    }
+    static const char *bad[][2] = {
+        {"vars=\"nope\"", "vars=\"nope\" names no trainable variable"},
+        {"vars=[x]", "vars= lists variables; this is"},
+        {"vars=\"gen\", vars=\"gen\"", "minimize() takes the loss and, optionally, vars="},
+        {"rate=1", "minimize() takes the loss and, optionally, vars="},
+        {"vars=[d]", "loss does not depend on any variable of vars="},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "input x: f32[2, 3]\nscope gen {\n  var w = glorot([2, 3])\n}\n"
+                 "var d = glorot([2, 3])\ntrain = sgd(1.0).minimize(sum(x * w), %s)\n",
+                 bad[k][0]);
+        gr_status *st = gr_status_new();
+        gr_program *p = NULL;
+        assert_int_equal(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st),
+                         GR_ERR_COMPILE);
+        if (!strstr(gr_status_message(st), bad[k][1]))
+            fail_msg("%s: '%s' lacks '%s'", bad[k][0], gr_status_message(st), bad[k][1]);
+        gr_status_free(st);
+    }
+}
+
+/* An initializer's trainable=false makes a variable no optimizer updates
+ * (a frozen or pretrained layer); naming it in vars= is an error. */
+static void test_trainable_false_is_never_updated(void **state)
+{
+    (void)state;
+    run r;
+    run_open(&r, "var w = glorot([2, 3], trainable=false)\nvar d = normal([2, 3], std=0.5)\n"
+                 "loss = sum(w * d)\ntrain = sgd(1.0).minimize(loss)\n");
+    float w0[6], d0[6], w1[6], d1[6];
+    read_var(&r, "w", w0, 6);
+    read_var(&r, "d", d0, 6);
+    step(&r, NULL, NULL);
+    read_var(&r, "w", w1, 6);
+    read_var(&r, "d", d1, 6);
+    for (int i = 0; i < 6; i++) {
+        assert_true(w1[i] == w0[i]);
+        assert_float_equal(d1[i], d0[i] - w0[i], 1e-6);
+    }
+    run_close(&r);
+    static const char *bad[][2] = {
+        {"train = sgd(1.0).minimize(sum(w * w))", "does not depend on any trainable variable"},
+        {"train = sgd(1.0).minimize(sum(w * d), vars=[w])", "lists 'w', which is not trainable"},
+        {"var e = zeros([2], trainable=[1])", "expected a number, got"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "var w = glorot([2, 3], trainable=false)\nvar d = zeros([2, 3])\n%s\n", bad[k][0]);
+        gr_status *st = gr_status_new();
+        gr_program *p = NULL;
+        assert_int_equal(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st),
+                         GR_ERR_COMPILE);
+        if (!strstr(gr_status_message(st), bad[k][1]))
+            fail_msg("%s: '%s' lacks '%s'", bad[k][0], gr_status_message(st), bad[k][1]);
+        gr_status_free(st);
+    }
+}
+
 /* The schedules of docs/language.md, step by step, as the updates read
  * them (train/lr), against the formula written out here. */
 static double want_lr(int kind, double lr, double min, double warmup, double steps, double t)
@@ -325,6 +443,9 @@ static void test_sync_averages_a_lone_small_gradient(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stop_gradient_blocks_its_input),
+        cmocka_unit_test(test_minimize_trains_only_the_vars_it_names),
+        cmocka_unit_test(test_trainable_false_is_never_updated),
         cmocka_unit_test(test_lr_follows_each_schedule_step_by_step),
         cmocka_unit_test(test_clip_scales_every_gradient_by_the_global_norm),
         cmocka_unit_test(test_clip_sees_the_dense_gradient_of_a_lookup),

@@ -87,6 +87,7 @@ static const shape_case valid[] = {
     {OP_SIGMOID, {"f32[8]"}, .want = "f32[8]"},
     {OP_TANH, {"f32[8]"}, .want = "f32[8]"},
     {OP_IDENTITY, {"i32[8]"}, .want = "i32[8]"},
+    {OP_STOP_GRADIENT, {"f32[2,3]"}, .want = "f32[2,3]"},
     {OP_SOFTMAX, {"f32[4,10]"}, .want = "f32[4,10]"},
     {OP_SOFTMAX, {"f32[2,3,5,5]"}, {OP_MASK_CAUSAL}, .want = "f32[2,3,5,5]"},
     {OP_LOG_SOFTMAX, {"f32[4,10]"}, .want = "f32[4,10]"},
@@ -564,13 +565,13 @@ static void test_lookup_finds_public_ops_only(void **state)
 {
     (void)state;
     static const char *pub[] = {
-        "matmul",     "add",           "sub",         "mul",          "div",       "neg",
-        "exp",        "log",           "sqrt",        "relu",         "sigmoid",   "tanh",
-        "identity",   "softmax",       "log_softmax", "softmax_xent", "mse",       "sum",
-        "mean",       "max",           "argmax",      "reshape",      "transpose", "concat",
-        "slice",      "gather",        "cast",        "one_hot",      "conv2d",    "maxpool2d",
-        "avgpool2d",  "dropout",       "equal",       "not_equal",    "less",      "greater",
-        "less_equal", "greater_equal", "layernorm",   "gelu"};
+        "matmul",     "add",           "sub",         "mul",          "div",          "neg",
+        "exp",        "log",           "sqrt",        "relu",         "sigmoid",      "tanh",
+        "identity",   "softmax",       "log_softmax", "softmax_xent", "mse",          "sum",
+        "mean",       "max",           "argmax",      "reshape",      "transpose",    "concat",
+        "slice",      "gather",        "cast",        "one_hot",      "conv2d",       "maxpool2d",
+        "avgpool2d",  "dropout",       "equal",       "not_equal",    "less",         "greater",
+        "less_equal", "greater_equal", "layernorm",   "gelu",         "stop_gradient"};
     int n_pub = 0;
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);

@@ -575,6 +575,7 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
 #undef ROW_FN
                 [OP_MATMUL] = k_matmul,
     [OP_IDENTITY] = k_copy,
+    [OP_STOP_GRADIENT] = k_copy,
     [OP_SOFTMAX] = k_softmax,
     [OP_LOG_SOFTMAX] = k_log_softmax,
     [OP_SOFTMAX_XENT] = k_xent,

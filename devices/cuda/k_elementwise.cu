@@ -346,6 +346,7 @@ extern "C" const cuda_row cuda_rows_elementwise[] = {
     {OP_TANH, k_unary<op_tanh>},
     {OP_GELU, k_unary<op_gelu>},
     {OP_IDENTITY, k_copy},
+    {OP_STOP_GRADIENT, k_copy},
     {OP_RESHAPE, k_copy},
     {OP_RELU_GRAD, k_act_grad<op_relu_grad>},
     {OP_SIGMOID_GRAD, k_act_grad<op_sigmoid_grad>},
