@@ -118,6 +118,9 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_AVGPOOL_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_POOL},
     E(OP_DROPOUT_GRAD, 1, OPF_STATEFUL | OPF_PER_RUN, ops_shape_like_in0, NULL),
         .attrs = {[ATTR_DROPOUT_RATE] = A_FLT("rate", REQ), [ATTR_DROPOUT_TRAINING] = A_BOOL("training", 1), [ATTR_DROPOUT_KEY] = A_INT("forward", REQ)}},
+    E(OP_RANDOM, 1, OPF_STATEFUL | OPF_PER_RUN, ops_shape_random, ops_grad_none),
+        .attrs = {[ATTR_RANDOM_KIND] = A_INT("kind", REQ), [ATTR_RANDOM_KEY] = A_INT("key", 0),
+                  [ATTR_RANDOM_A] = A_FLT("a", REQ), [ATTR_RANDOM_B] = A_FLT("b", REQ)}},
     E(OP_GATHER_GRAD, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SHAPE},
     E(OP_SLICE_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SLICE},
     /* lr and gscale are inputs (ops.h), read on the device each run */

@@ -101,6 +101,7 @@
     X(MAXPOOL_GRAD, "maxpool2d_grad") /* in: dy, x; out x's type; attrs as maxpool2d; i3 relu */   \
     X(AVGPOOL_GRAD, "avgpool2d_grad") /* in: dy; attr list: x's shape; attrs as pool */            \
     X(DROPOUT_GRAD, "dropout_grad") /* in: dy; attrs as dropout, i2 = forward node id */           \
+    X(RANDOM, "random")            /* in: any tensor, for its shape; fresh numbers each run */     \
     X(GATHER_GRAD, "gather_grad")  /* in: dy, ids; attr list: table shape; scatter-add */          \
     X(SLICE_GRAD, "slice_grad")    /* in: dy; attr list: x's shape; attrs as slice */              \
     /* updates: write in[0], a VARIABLE, in place; out is a 0-byte token f32[0];                   \
@@ -171,6 +172,9 @@ typedef enum op_kind {
  *   dropout, dropout_grad    f ATTR_DROPOUT_RATE         the rate
  *                            i ATTR_DROPOUT_TRAINING     0 = identity
  *                            i ATTR_DROPOUT_KEY          the forward node's id: the mask
+ *   random                   i ATTR_RANDOM_KIND          OP_RANDOM_UNIFORM or _NORMAL
+ *                            i ATTR_RANDOM_KEY           its node id: its numbers' key
+ *                            f ATTR_RANDOM_A, _B         [low, high), or mean and std
  *   layernorm (+_grad, _grad_params) f ATTR_NORM_EPS     eps
  *   reshape broadcast sum_to gather_grad  list           the output's shape
  *   transpose                list                        the permutation (empty: reverse)
@@ -209,6 +213,10 @@ enum op_attr_slot {
     ATTR_DROPOUT_RATE = 0,
     ATTR_DROPOUT_TRAINING = 1,
     ATTR_DROPOUT_KEY = 2,
+    ATTR_RANDOM_KIND = 0,
+    ATTR_RANDOM_KEY = 1,
+    ATTR_RANDOM_A = 2,
+    ATTR_RANDOM_B = 3,
     ATTR_NORM_EPS = 1,
     ATTR_LOCKING = 5,
     ATTR_MOMENTUM_M = 1,
@@ -256,6 +264,8 @@ typedef struct op_attr {
 /* softmax's mask= (ATTR_CHOICE): causal masks the scores of the last axis
  * past the position on the axis before it (j > i in a [..., T, T] block). */
 enum { OP_MASK_NONE, OP_MASK_CAUSAL };
+/* random's attr i0. */
+enum { OP_RANDOM_UNIFORM, OP_RANDOM_NORMAL };
 extern const char *const ops_mask_names[];
 
 /* Shape rule: fills g->nodes[id].type from its inputs and attrs, or reports

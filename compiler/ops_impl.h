@@ -43,6 +43,7 @@ int ops_shape_conv2d(ir_graph *g, int id);
 int ops_shape_conv2d_bias(ir_graph *g, int id);
 int ops_shape_pool(ir_graph *g, int id);
 int ops_shape_dropout(ir_graph *g, int id);
+int ops_shape_random(ir_graph *g, int id);
 int ops_shape_layernorm(ir_graph *g, int id);
 int ops_shape_layernorm_grad(ir_graph *g, int id);
 int ops_shape_grad_pair(ir_graph *g, int id);

@@ -552,6 +552,15 @@ int ops_shape_pool(ir_graph *g, int id)
     return set_type(g, id, make_type(DT_F32, 4, dims));
 }
 
+/* f32 of its input's shape; its key is its id, as dropout's. */
+int ops_shape_random(ir_graph *g, int id)
+{
+    ir_type o = *ops_in_type(g, id, 0);
+    o.dtype = DT_F32;
+    NODE(id)->attr.i[ATTR_RANDOM_KEY] = id;
+    return set_type(g, id, o);
+}
+
 int ops_shape_dropout(ir_graph *g, int id)
 {
     double r = NODE(id)->attr.f[ATTR_DROPOUT_RATE];

@@ -228,6 +228,21 @@ out:
     return node;
 }
 
+/* uniform(shape, low=, high=) or normal(shape, mean=, std=) in an
+ * expression: numbers drawn afresh each run, from the session seed, the
+ * node and the run (devices/dropout.h); the input is a constant of the
+ * shape, for its type. */
+static int random_tensor(sema *S, const ast_node *at, const value *v)
+{
+    int shape = ir_add_const(S->g, 0, &v->itype, S->src, at->span);
+    if (shape < 0) return -1;
+    ir_attrs a = {0};
+    a.i[ATTR_RANDOM_KIND] = v->init == INIT_NORMAL ? OP_RANDOM_NORMAL : OP_RANDOM_UNIFORM;
+    a.f[ATTR_RANDOM_A] = v->ia;
+    a.f[ATTR_RANDOM_B] = v->ib;
+    return ir_add(S->g, OP_RANDOM, &shape, 1, &a, S->src, at->span);
+}
+
 int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like)
 {
     return to_tensor(S, at, v, like, 0);
@@ -255,7 +270,10 @@ static int to_tensor(sema *S, const ast_node *at, value v, ir_dtype like, int de
             double fill = v.init == INIT_ZEROS ? 0 : v.init == INIT_ONES ? 1 : v.ia;
             return ir_add_const(S->g, fill, &v.itype, S->src, at->span);
         }
-        sema_err(S, at, "a random initializer can only initialize a var");
+        if (v.init == INIT_UNIFORM || v.init == INIT_NORMAL) return random_tensor(S, at, &v);
+        sema_err(S, at,
+                 "glorot and he can only initialize a var (in an expression, uniform() "
+                 "and normal() draw fresh numbers each run)");
         return -1;
     default:
         sema_err(S, at, "expected a tensor, got %s", sema_value_kind(&v));

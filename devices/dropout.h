@@ -1,4 +1,5 @@
-/* dropout.h - the dropout mask, one function for every device: element i
+/* dropout.h - the dropout mask and random's numbers, one function for every
+ * device: element i
  * is kept when dropout_u(dropout_key(seed, step), i) >= rate.  Counter-based,
  * so forward and backward agree without storing the mask, and the CPU and
  * a GPU drop exactly the same elements.  The step's key is splitmix64;
@@ -8,6 +9,7 @@
 #ifndef GR_DROPOUT_H
 #define GR_DROPOUT_H
 
+#include <math.h>
 #include <stdint.h>
 
 #ifdef __CUDACC__
@@ -44,6 +46,23 @@ DROPOUT_FN float dropout_u(uint64_t key, int64_t i)
 DROPOUT_FN uint64_t dropout_key(uint64_t seed, uint64_t step)
 {
     return dropout_mix(seed ^ (step * 0xd1b54a32d192ed03ull));
+}
+
+/* Element i of random's numbers (compiler/ops.h): uniform in [a, b), or
+ * normal with mean a and std b (Box-Muller on the uniforms 2i and 2i+1). */
+DROPOUT_FN float random_at(uint64_t key, int64_t i, int normal, float a, float b)
+{
+    if (!normal) return a + (b - a) * dropout_u(key, i);
+    float u1 = dropout_u(key, 2 * i), u2 = dropout_u(key, 2 * i + 1);
+    float r = sqrtf(-2.0f * logf(u1 > 1e-30f ? u1 : 1e-30f));
+    return a + b * r * cosf(6.28318530718f * u2);
+}
+
+/* The key of a random node's numbers on one step (the node's key mixed in
+ * as dropout's mask key is). */
+DROPOUT_FN uint64_t random_key(uint64_t seed, int64_t node_key, uint64_t step)
+{
+    return dropout_key(seed ^ ((uint64_t)node_key * 0x9e3779b97f4a7c15ull), step);
 }
 
 /* The scale of a kept element: 1 / (1 - rate), or 0 when rate >= 1 drops all. */

@@ -157,6 +157,7 @@ static const shape_case valid[] = {
      .list = {8, 16, 32, 32},
      .want = "f32[8,16,32,32]"},
     {OP_DROPOUT_GRAD, {"f32[4,4]"}, {0, 1, 0}, 0.5, .want = "f32[4,4]"},
+    {OP_RANDOM, {"i32[2,3]"}, {OP_RANDOM_NORMAL}, .want = "f32[2,3]"}, /* the shape, in f32 */
     {OP_GATHER_GRAD,
      {"f32[4,7,16]", "i32[4,7]"},
      .n_list = 2,

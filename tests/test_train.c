@@ -211,6 +211,60 @@ static void test_cnn_reaches_90_percent(void **state)
     gr_status_free(st);
 }
 
+/* The first `n` numbers of target z on the k-th run of a fresh session
+ * seeded `seed` (k from 0). */
+static void random_run(uint64_t seed, int k, float *out, int n)
+{
+    static const char *src = "input x: f32[4096]\nz = x + normal([4096], mean=1.0, std=2.0)\n"
+                             "u = x + uniform([4096], low=-1, high=3)\n";
+    gr_status *st = gr_status_new();
+    gr_program *p = compile_str(src, NULL, st);
+    gr_session_options so = {.seed = seed};
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+    static float x[4096], z[4096], u[4096];
+    gr_feed feed = {"x", x, sizeof x};
+    for (int i = 0; i <= k; i++) {
+        gr_fetch f[2] = {{"z", z, sizeof z, NULL}, {"u", u, sizeof u, NULL}};
+        assert_gr_ok(gr_run(s, "z", &feed, 1, f, 2, st), st);
+    }
+    double zm = 0, zv = 0, um = 0;
+    for (int i = 0; i < 4096; i++) {
+        zm += z[i] / 4096.0, um += u[i] / 4096.0;
+        assert_true(u[i] >= -1.0f && u[i] < 3.0f);
+    }
+    for (int i = 0; i < 4096; i++) zv += (z[i] - zm) * (z[i] - zm) / 4096.0;
+    if (fabs(zm - 1.0) > 0.15 || fabs(sqrt(zv) - 2.0) > 0.15 || fabs(um - 1.0) > 0.1)
+        fail_msg("normal: mean %.3f std %.3f (want 1, 2); uniform: mean %.3f (want 1)", zm,
+                 sqrt(zv), um);
+    memcpy(out, z, sizeof(float) * (size_t)n);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* normal() and uniform() in an expression draw afresh each run, with the
+ * asked mean, spread and range; the same seed draws the same numbers. */
+static void test_random_tensors_are_fresh_each_run_and_seeded(void **state)
+{
+    (void)state;
+    float a[64], b[64], c[64], d[64];
+    random_run(3, 0, a, 64);
+    random_run(3, 0, b, 64);
+    random_run(3, 1, c, 64);
+    random_run(4, 0, d, 64);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_not_equal(a, c, sizeof a);
+    assert_memory_not_equal(a, d, sizeof a);
+    const char *bad = "input x: f32[2]\ny = x + glorot([2])\n";
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    assert_int_equal(gr_compile_string("inline.graph", bad, strlen(bad), NULL, &p, st),
+                     GR_ERR_COMPILE);
+    assert_non_null(strstr(gr_status_message(st), "glorot and he can only initialize a var"));
+    gr_status_free(st);
+}
+
 /* tiny_cnn's first layer after 40 steps, with the passes in passes_off off. */
 static void run_tiny_cnn(unsigned passes_off, float *w, size_t n)
 {
@@ -566,6 +620,7 @@ int main(void)
         cmocka_unit_test(test_attention_block_loss_falls),
         cmocka_unit_test(test_fashion_mlp_reaches_82_percent),
         cmocka_unit_test(test_cnn_reaches_90_percent),
+        cmocka_unit_test(test_random_tensors_are_fresh_each_run_and_seeded),
         cmocka_unit_test(test_same_seed_same_weights_and_passes_do_not_change_results),
         cmocka_unit_test(test_threads_do_not_change_results),
         cmocka_unit_test(test_cnn_fusions_do_not_change_results),

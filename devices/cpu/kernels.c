@@ -6,6 +6,7 @@
  * (cpu_impl.h). */
 #include <string.h>
 
+#include "../dropout.h"
 #include "cpu_impl.h"
 #include "devices/gemm.h"
 
@@ -380,6 +381,18 @@ static int k_dropout(const kern_args *a)
     return 0;
 }
 
+/* random: the same numbers on every device (devices/dropout.h). */
+static int k_random(const kern_args *a)
+{
+    int64_t n = out_numel(a);
+    uint64_t key = random_key(a->seed, ATTR_I(ATTR_RANDOM_KEY), a->step);
+    int normal = ATTR_I(ATTR_RANDOM_KIND) == OP_RANDOM_NORMAL;
+    float lo = ATTR_F(ATTR_RANDOM_A), hi = ATTR_F(ATTR_RANDOM_B);
+    float *out = OUTF;
+    for (int64_t i = 0; i < n; i++) out[i] = random_at(key, i, normal, lo, hi);
+    return 0;
+}
+
 /* ---- convolution and pooling ---- */
 
 /* x, w and y: the forward input, filter and output, wherever they are. */
@@ -597,6 +610,7 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_MAXPOOL2D] = k_maxpool,
     [OP_AVGPOOL2D] = k_avgpool,
     [OP_DROPOUT] = k_dropout,
+    [OP_RANDOM] = k_random,
     [OP_LAYERNORM] = k_layernorm,
     [OP_LAYERNORM_GRAD] = k_layernorm_grad,
     [OP_LAYERNORM_GRAD_PARAMS] = k_layernorm_grad_params,

@@ -326,6 +326,23 @@ static int k_dropout(const kern_args *a)
     return 0;
 }
 
+__global__ static void random_kernel(float *out, int64_t n, uint64_t key, int normal, float a,
+                                     float b)
+{
+    CUDA_FOR(i, n) out[i] = random_at(key, i, normal, a, b);
+}
+
+// random: the CPU's numbers (devices/dropout.h), element by element.
+static int k_random(const kern_args *a)
+{
+    int64_t n = ir_numel(a->out_t);
+    uint64_t key = random_key(a->seed, cua_attr_i(a, ATTR_RANDOM_KEY), a->step);
+    int normal = cua_attr_i(a, ATTR_RANDOM_KIND) == OP_RANDOM_NORMAL;
+    cua_launch(a, n, random_kernel, (float *)a->out, n, key, normal, cua_attr_f(a, ATTR_RANDOM_A),
+               cua_attr_f(a, ATTR_RANDOM_B));
+    return 0;
+}
+
 extern "C" const cuda_row cuda_rows_elementwise[] = {
     {OP_ADD, k_arith<op_add>},
     {OP_SUB, k_arith<op_sub>},
@@ -355,5 +372,6 @@ extern "C" const cuda_row cuda_rows_elementwise[] = {
     {OP_CAST, k_cast},
     {OP_DROPOUT, k_dropout},
     {OP_DROPOUT_GRAD, k_dropout},
+    {OP_RANDOM, k_random},
     {OP_COUNT, NULL},
 };
