@@ -57,6 +57,18 @@ static void read_var(run *r, const char *name, float *v, size_t n)
     assert_gr_ok(gr_variable_read(r->s, name, v, n * sizeof *v, r->st), r->st);
 }
 
+/* text does not compile, with an error saying want. */
+static void compile_fails(const char *text, const char *want)
+{
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    assert_int_equal(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st),
+                     GR_ERR_COMPILE);
+    if (!strstr(gr_status_message(st), want))
+        fail_msg("'%s' lacks '%s'", gr_status_message(st), want);
+    gr_status_free(st);
+}
+
 /* stop_gradient(x) is x with no gradient back: one sgd(1.0) step on
  * sum(x * stop_gradient(x)) moves x by x (to 0), where sum(x * x) moves it
  * by 2x (to -x); a loss that reaches its variables only through it is an
@@ -79,13 +91,8 @@ static void test_stop_gradient_blocks_its_input(void **state)
         for (int i = 0; i < 6; i++) assert_float_equal(x1[i], moved[k] * x0[i], 1e-6);
         run_close(&r);
     }
-    const char *only = "var x = zeros([2])\ntrain = sgd(1.0).minimize(sum(stop_gradient(x)))\n";
-    gr_status *st = gr_status_new();
-    gr_program *p = NULL;
-    assert_int_equal(gr_compile_string("inline.graph", only, strlen(only), NULL, &p, st),
-                     GR_ERR_COMPILE);
-    assert_non_null(strstr(gr_status_message(st), "does not depend on any trainable variable"));
-    gr_status_free(st);
+    compile_fails("var x = zeros([2])\ntrain = sgd(1.0).minimize(sum(stop_gradient(x)))\n",
+                  "does not depend on any trainable variable");
 }
 
 /* minimize(loss, vars=) trains only the variables it names: a scope, or a
@@ -127,13 +134,7 @@ static void test_minimize_trains_only_the_vars_it_names(void **state)
                  "input x: f32[2, 3]\nscope gen {\n  var w = glorot([2, 3])\n}\n"
                  "var d = glorot([2, 3])\ntrain = sgd(1.0).minimize(sum(x * w), %s)\n",
                  bad[k][0]);
-        gr_status *st = gr_status_new();
-        gr_program *p = NULL;
-        assert_int_equal(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st),
-                         GR_ERR_COMPILE);
-        if (!strstr(gr_status_message(st), bad[k][1]))
-            fail_msg("%s: '%s' lacks '%s'", bad[k][0], gr_status_message(st), bad[k][1]);
-        gr_status_free(st);
+        compile_fails(text, bad[k][1]);
     }
 }
 
@@ -165,13 +166,7 @@ static void test_trainable_false_is_never_updated(void **state)
         char text[256];
         snprintf(text, sizeof text,
                  "var w = glorot([2, 3], trainable=false)\nvar d = zeros([2, 3])\n%s\n", bad[k][0]);
-        gr_status *st = gr_status_new();
-        gr_program *p = NULL;
-        assert_int_equal(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st),
-                         GR_ERR_COMPILE);
-        if (!strstr(gr_status_message(st), bad[k][1]))
-            fail_msg("%s: '%s' lacks '%s'", bad[k][0], gr_status_message(st), bad[k][1]);
-        gr_status_free(st);
+        compile_fails(text, bad[k][1]);
     }
 }
 

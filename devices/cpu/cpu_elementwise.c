@@ -261,6 +261,25 @@ static void dropout_range(void *vctx, int64_t lo, int64_t hi)
     }
 }
 
+typedef struct random_ctx {
+    float *out;
+    uint64_t key;
+    int normal;
+    float a, b;
+} random_ctx;
+
+static void random_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const random_ctx *c = vctx;
+    for (int64_t i = lo; i < hi; i++) c->out[i] = random_at(c->key, i, c->normal, c->a, c->b);
+}
+
+void cpu_random(cpu_pool *p, float *out, int64_t n, uint64_t key, int normal, float a, float b)
+{
+    random_ctx c = {out, key, normal, a, b};
+    cpu_par_range(p, n, CPU_PAR_MIN / 4, random_range, &c);
+}
+
 void cpu_dropout(cpu_pool *p, float *out, const float *x, int64_t n, float rate, uint64_t seed,
                  uint64_t step)
 {

@@ -145,6 +145,8 @@ void cpu_cast_f32_i32(int32_t *out, const float *in, int64_t n);
 void cpu_cast_i32_f32(float *out, const int32_t *in, int64_t n);
 /* Dropout: the mask depends only on (seed, step, i), so forward and backward
  * agree without storing it. */
+/* random's numbers (devices/dropout.h random_at) for the step's key. */
+void cpu_random(cpu_pool *p, float *out, int64_t n, uint64_t key, int normal, float a, float b);
 void cpu_dropout(cpu_pool *p, float *out, const float *x, int64_t n, float rate, uint64_t seed,
                  uint64_t step);
 

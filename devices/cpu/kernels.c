@@ -385,11 +385,9 @@ static int k_dropout(const kern_args *a)
 static int k_random(const kern_args *a)
 {
     int64_t n = out_numel(a);
-    uint64_t key = random_key(a->seed, ATTR_I(ATTR_RANDOM_KEY), a->step);
-    int normal = ATTR_I(ATTR_RANDOM_KIND) == OP_RANDOM_NORMAL;
-    float lo = ATTR_F(ATTR_RANDOM_A), hi = ATTR_F(ATTR_RANDOM_B);
-    float *out = OUTF;
-    for (int64_t i = 0; i < n; i++) out[i] = random_at(key, i, normal, lo, hi);
+    cpu_random(a->pool, OUTF, n, random_key(a->seed, ATTR_I(ATTR_RANDOM_KEY), a->step),
+               ATTR_I(ATTR_RANDOM_KIND) == OP_RANDOM_NORMAL, ATTR_F(ATTR_RANDOM_A),
+               ATTR_F(ATTR_RANDOM_B));
     return 0;
 }
 
