@@ -199,6 +199,7 @@ static int new_state_var(ad_ctx *c, const char *name, const ir_type *t, int with
     v.device = -1;
     v.slot_of = slot_of;
     v.trainable = 0;
+    v.opt_state = 1;
     v.src = src;
     v.span = span;
     int vi = ir_add_var(c->g, &v);
@@ -544,6 +545,7 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const unsigned c
 
 int ad_lr_of(const ir_graph *g, int train)
 {
-    const ir_node *u = &g->nodes[g->nodes[train].in[0]];
+    while (g->nodes[train].op == OP_GROUP) train = g->nodes[train].in[0]; /* group() first */
+    const ir_node *u = &g->nodes[train];
     return u->in[u->n_in - 2];
 }

@@ -86,6 +86,22 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const unsigned c
  * ad_minimize returned) read: a constant or the schedule. */
 int ad_lr_of(const ir_graph *g, int train);
 
+/* ---- training and evaluation (modes.c) ----
+ * One copy per training target: each node it reached, with its training
+ * version (a hash map; zero-initialise it). */
+typedef struct mode_copy {
+    int *key, *val;
+    int cap, n;
+} mode_copy;
+/* node's training version (node itself when nothing it reads trains
+ * differently); -1 on error. */
+int mode_train_copy(ir_graph *g, mode_copy *c, int node);
+int mode_reached(const mode_copy *c, int node);
+/* Adds to the training target `group` (minimize's OP_GROUP) the side
+ * updates (g->sides) whose anchors its copy reached; -1 on error. */
+int mode_attach_sides(ir_graph *g, mode_copy *c, int group);
+void mode_copy_free(mode_copy *c);
+
 /* ---- placement (place.c): the one pass that decides devices ---- */
 typedef struct place_options {
     int n_cpu, n_gpu;   /* devices the machine has */

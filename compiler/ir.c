@@ -79,6 +79,7 @@ void ir_free(ir_graph *g)
     free(g->walk_val);
     free(g->place_reqs);
     free(g->dev_ops);
+    free(g->sides);
     free(g);
 }
 
@@ -207,6 +208,7 @@ static int new_node(ir_graph *g, op_kind op, const src_file *src, src_span span)
     n->coloc = -1;
     n->var = -1;
     n->data = -1;
+    n->alt = -1;
     n->src = src;
     n->span = span;
     return id;
@@ -455,6 +457,13 @@ void ir_add_ctrl(ir_graph *g, int node, int dep)
     for (int k = 0; k < n->n_ctrl; k++)
         if (n->ctrl[k] == dep) return;
     ir_append_ctrl(g, node, dep);
+}
+
+int ir_add_side(ir_graph *g, const ir_side *s)
+{
+    grow(g, (void **)&g->sides, g->n_sides, &g->cap_sides, sizeof(ir_side));
+    g->sides[g->n_sides] = *s;
+    return g->n_sides++;
 }
 
 void ir_append_ctrl(ir_graph *g, int node, int dep)

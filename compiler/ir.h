@@ -58,6 +58,7 @@ typedef struct ir_node {
     int var;           /* OP_VARIABLE, updates: index into g->vars */
     int data;          /* OP_DATA: index into g->data; OP_INPUT: into g->inputs */
     const void *cdata; /* OP_CONST with a literal tensor: values, row-major */
+    int alt;           /* the node's training version (compiler/modes.c), or -1 */
     int dead;          /* removed by a pass */
 } ir_node;
 
@@ -80,6 +81,9 @@ typedef struct ir_var {
     int node;    /* its OP_VARIABLE node */
     int slot_of; /* optimizer slot: the variable it belongs to, else -1 */
     int trainable;
+    int opt_state;         /* an optimizer's own (slot, step counter): not a weight (--init-from) */
+    const char *seed_name; /* its initializer draws as for this name (ema's average: its
+                              variable's); NULL: its own */
     const src_file *src;
     src_span span;
 } ir_var;
@@ -153,6 +157,16 @@ typedef struct ir_dev_ops {
     unsigned char has[OP_COUNT];
 } ir_dev_ops;
 
+/* A state update that training makes on the side (compiler/modes.c):
+ * batchnorm's running statistics, ema(). */
+typedef struct ir_side {
+    int anchor;    /* the node whose training run makes it */
+    int update;    /* the update, built on the evaluation graph */
+    int after_var; /* a variable: it waits for the target's update of it, or -1 */
+    int n_used;    /* training targets it joined */
+    int warn;      /* reported when no target ever runs it (ema(); batchnorm's are not) */
+} ir_side;
+
 typedef struct ir_graph {
     ir_node *nodes;
     int n_nodes, cap_nodes;
@@ -177,6 +191,8 @@ typedef struct ir_graph {
     int place_cur;       /* the innermost open request (new nodes take it), or -1 */
     ir_dev_ops *dev_ops; /* [n_dev_ops], malloc'd: placement's record for fusion */
     int n_dev_ops;       /* 0: no record (every device runs every op) */
+    ir_side *sides;
+    int n_sides, cap_sides;
 } ir_graph;
 
 ir_graph *ir_new(diag_list *d);
@@ -219,6 +235,8 @@ int ir_set_name(ir_graph *g, const char *name, int node, int is_train);
 int ir_find_name(const ir_graph *g, const char *name); /* index into names or -1 */
 int ir_find_var(const ir_graph *g, const char *name);  /* index into vars or -1 */
 void ir_add_ctrl(ir_graph *g, int node, int dep);
+/* A side update of training (ir_side); returns its index. */
+int ir_add_side(ir_graph *g, const ir_side *s);
 /* ir_add_ctrl for a caller that knows dep is not there yet (it keeps its
  * own set): no scan of the node's control deps. */
 void ir_append_ctrl(ir_graph *g, int node, int dep);

@@ -94,8 +94,9 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_MAXPOOL2D, 1, PUB, ops_shape_pool, ops_grad_maxpool), .attrs = {[ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0)}},
     E(OP_AVGPOOL2D, 1, PUB, ops_shape_pool, ops_grad_avgpool), .attrs = {[ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0)}},
     /* stateful: the mask depends on the run's step */
+    /* training= absent (-1): sema builds both modes (compiler/modes.c) */
     E(OP_DROPOUT, 1, PUB | OPF_STATEFUL | OPF_PER_RUN, ops_shape_dropout, ops_grad_dropout),
-        .attrs = {[ATTR_DROPOUT_RATE] = A_FLT("rate", REQ), [ATTR_DROPOUT_TRAINING] = A_BOOL("training", 1)}},
+        .attrs = {[ATTR_DROPOUT_RATE] = A_FLT("rate", REQ), [ATTR_DROPOUT_TRAINING] = A_BOOL("training", -1)}},
     E(OP_LAYERNORM, 3, PUB, ops_shape_layernorm, ops_grad_layernorm), .attrs = ATTRS_NORM},
     E(OP_LAYERNORM_GRAD, 3, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM},
     E(OP_LAYERNORM_GRAD_PARAMS, 2, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM,
@@ -133,10 +134,12 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_APPLY_ADAM, 7, UPD, ops_shape_update, NULL),
         .attrs = {[ATTR_ADAM_B1] = A_FLT("b1", 0.9), [ATTR_ADAM_B2] = A_FLT("b2", 0.999), [ATTR_ADAM_EPS] = A_FLT("eps", 1e-8),
                   [ATTR_ADAM_WD] = A_FLT("weight_decay", 0), LOCK}},
-    E(OP_ASSIGN_ADD, 2, UPD, ops_shape_assign_add, NULL),
+    E(OP_ASSIGN_ADD, 2, UPD, ops_shape_assign, NULL),
         .attrs = {LOCK}},
     /* a barrier: merging two would merge the targets they end */
     E(OP_GROUP, -1, OPF_STATEFUL, ops_shape_token, NULL)},
+    E(OP_ASSIGN, 2, UPD, ops_shape_assign, NULL),
+        .attrs = {[ATTR_ASSIGN_DECAY] = A_FLT("decay", 0), LOCK}},
     /* a collective: every process must run the same ones in the same order */
     E(OP_ALLREDUCE, -1, OPF_STATEFUL, ops_shape_allreduce, NULL), .attrs = {[ATTR_BUCKET] = A_INT("bucket", 0)}},
     E(OP_LR_SCHEDULE, 1, 0, ops_shape_lr_schedule, NULL),

@@ -116,6 +116,7 @@
     X(APPLY_ADAM, "apply_adam")    /* in: var, grad, m, v, step, lr, gscale; f1 b1 f2 b2 f3 eps */ \
     X(ASSIGN_ADD, "assign_add")    /* in: var, x; var += x (step counters, tests) */               \
     X(GROUP, "group")              /* waits for its inputs; out is a 0-byte token */               \
+    X(ASSIGN, "assign")            /* in: var, x; var = f0 * var + (1 - f0) * x (f0 = 0: a copy) */ \
     /* distributed sync training: in: gradients; out: their mean over the processes              \
        (kern_args.comm), as the input's type for one, packed into f32[total] for more;          \
        attr0: its place in the sequence of calls; on the host only */                            \
@@ -187,7 +188,8 @@ typedef enum op_kind {
  *   lr_schedule              i ATTR_LR_KIND              op_lr_kind
  *                            f ATTR_LR_LR, ATTR_LR_MIN   peak and final rates
  *                            i ATTR_LR_WARMUP, _STEPS    warmup steps, total steps
- *   clip_scale               f ATTR_CLIP                 the global-norm bound */
+ *   clip_scale               f ATTR_CLIP                 the global-norm bound
+ *   assign                   f ATTR_ASSIGN_DECAY         the moving average's decay (0: copy) */
 enum op_attr_slot {
     ATTR_CONST_VALUE = 0,
     ATTR_DATA_WHICH = 0,
@@ -232,6 +234,7 @@ enum op_attr_slot {
     ATTR_LR_WARMUP = 3,
     ATTR_LR_STEPS = 4,
     ATTR_CLIP = 0,
+    ATTR_ASSIGN_DECAY = 0,
 };
 
 /* lr_schedule's attr i0: the shape of the schedule (devices/optim.h). */

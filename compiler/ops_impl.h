@@ -54,7 +54,7 @@ int ops_shape_like_in0(ir_graph *g, int id);
 int ops_shape_update(ir_graph *g, int id);
 int ops_shape_allreduce(ir_graph *g, int id);
 int ops_shape_update_matmul(ir_graph *g, int id);
-int ops_shape_assign_add(ir_graph *g, int id);
+int ops_shape_assign(ir_graph *g, int id);
 int ops_shape_update_rows(ir_graph *g, int id);
 int ops_shape_token(ir_graph *g, int id);
 int ops_shape_matmul_bias(ir_graph *g, int id);

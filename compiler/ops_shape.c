@@ -726,13 +726,19 @@ int ops_shape_update_rows(ir_graph *g, int id)
     return set_type(g, id, token_type());
 }
 
-int ops_shape_assign_add(ir_graph *g, int id)
+/* assign_add and assign: x matches the variable; a moving average
+ * (assign's decay) is of floats. */
+int ops_shape_assign(ir_graph *g, int id)
 {
     if (need_var(g, id) < 0) return -1;
     const ir_type *v = ops_in_type(g, id, 0), *x = ops_in_type(g, id, 1);
+    const char *op = OPNAME(id);
     if (!ir_type_eq(v, x))
-        return ops_error(g, id, "assign_add: %s does not match variable %s", ops_ts(x).s,
-                         ops_ts(v).s);
+        return ops_error(g, id, "%s: %s does not match variable %s", op, ops_ts(x).s, ops_ts(v).s);
+    double d = NODE(id)->op == OP_ASSIGN ? NODE(id)->attr.f[ATTR_ASSIGN_DECAY] : 0;
+    if (!(d >= 0 && d < 1)) return ops_error(g, id, "%s: decay=%g is outside [0, 1)", op, d);
+    if (d > 0 && v->dtype != DT_F32)
+        return ops_error(g, id, "%s: a moving average needs f32, not %s", op, ops_ts(v).s);
     return set_type(g, id, token_type());
 }
 

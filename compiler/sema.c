@@ -261,6 +261,7 @@ static EVAL_FRAME value eval_name(sema *S, env *e, const ast_node *n)
     int op = ops_lookup(n->name);
     if (op >= 0) return (value){.k = V_OP, .id = op};
     int bi = sema_builtin_lookup(n->name);
+    if (bi < 0) bi = sema_state_lookup(n->name);
     if (bi >= 0) return (value){.k = V_BUILTIN, .id = bi};
     /* the hint costs a scan of every name: only for errors that are shown */
     const char *hint = diag_full(S->g->diags) ? NULL : env_suggest(e, n->name);
@@ -489,6 +490,8 @@ static int minimize_args(sema *S, env *e, const ast_node *n, unsigned char **onl
     return -1;
 }
 
+static mode_copy *train_record(sema *S);
+
 static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
 {
     value obj = sema_eval(S, e, n->a);
@@ -506,11 +509,48 @@ static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
         return sema_value_err();
     }
     obj.opt.allreduce = S->opt->allreduce;
-    value v = sema_value_tensor(ad_minimize(S->g, l, &obj.opt, only, S->src, n->span));
+    mode_copy *c = train_record(S);
+    int lt = mode_train_copy(S->g, c, l);
+    value v =
+        sema_value_tensor(lt < 0 ? -1 : ad_minimize(S->g, lt, &obj.opt, only, S->src, n->span));
     free(only);
+    S->train_group[S->n_trains - 1] = v.k == V_TENSOR ? v.node : -1;
     v.is_train = 1;
-    v.id = l;
+    v.id = lt;
     return v;
+}
+
+/* A new training target's record: the copy of its loss (compiler/modes.c)
+ * and, once made, its group. */
+static mode_copy *train_record(sema *S)
+{
+    int n = S->n_trains++;
+    S->train_group = base_xreallocarray(S->train_group, (size_t)n + 1, sizeof(int));
+    S->train_copy = base_xreallocarray(S->train_copy, (size_t)n + 1, sizeof(mode_copy));
+    S->train_group[n] = -1;
+    S->train_copy[n] = (mode_copy){0};
+    return &S->train_copy[n];
+}
+
+/* After the program: each training target runs the side updates its loss
+ * reached (batchnorm's statistics, ema()); an ema() no target runs is
+ * reported. */
+static void attach_sides(sema *S)
+{
+    for (int i = 0; i < S->n_trains; i++) {
+        if (S->train_group[i] >= 0 && !S->stop)
+            mode_attach_sides(S->g, &S->train_copy[i], S->train_group[i]);
+        mode_copy_free(&S->train_copy[i]);
+    }
+    for (int i = 0; i < S->g->n_sides; i++) {
+        const ir_side *s = &S->g->sides[i];
+        const ir_node *u = &S->g->nodes[s->update];
+        if (s->warn && !s->n_used && S->g->diags->n_errors == 0)
+            diag_add(S->g->diags, DIAG_WARNING, u->src, u->span,
+                     "ema(): no training target computes its input, so the average never moves");
+    }
+    free(S->train_group);
+    free(S->train_copy);
 }
 
 /* ---- user functions ---- */
@@ -702,6 +742,8 @@ static EVAL_FRAME value eval_call(sema *S, env *e, const ast_node *n)
         r = call_fn(S, f.fn, f.id, &args);
     else if (f.k == V_OP)
         r = sema_call_op(S, f.id, &args);
+    else if (f.k == V_BUILTIN && f.id >= SEMA_STATE_BASE)
+        r = sema_call_state(S, f.id, &args);
     else if (f.k == V_BUILTIN)
         r = sema_call_builtin(S, f.id, &args);
     else
@@ -1229,6 +1271,7 @@ int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)
     int errs = g->diags->n_errors;
     S.param_used = base_xcalloc((size_t)S.opt->n_params + 1, 1);
     if (t->root) stmt_block(&S, &global, t->root);
+    attach_sides(&S);
     check_params_used(&S);
     env_free(&S.annot_env);
     free(S.param_used);

@@ -53,15 +53,8 @@ int sema_builtin_lookup(const char *name)
 
 /* ---- argument binding shared by builtins: positional then keyword ---- */
 
-typedef struct argspec {
-    const char *name;
-    int required;
-} argspec;
-
-/* Binds args (the positional ones from `skip` on, then the keyword ones) to
- * spec slots in out[] (V_NONE when absent). */
-static int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec,
-                     const sema_args *args, int skip, value *out)
+int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const sema_args *args,
+              int skip, value *out)
 {
     int n_pos = args->n_pos - skip;
     for (int i = 0; i < n_spec; i++) out[i] = (value){.k = V_NONE};
@@ -95,7 +88,7 @@ static int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec
     return 0;
 }
 
-static int num_arg(sema *S, const ast_node *at, value v, double def, double *out)
+int num_arg(sema *S, const ast_node *at, value v, double def, double *out)
 {
     if (v.k == V_NONE) {
         *out = def;
@@ -226,6 +219,18 @@ static int op_attrs(sema *S, op_kind op, const sema_args *args, int skip, ir_att
     return 0;
 }
 
+/* dropout(x, rate) without training=: the identity in evaluation, its
+ * training version (compiler/modes.c) draws the mask. */
+static value auto_dropout(sema *S, const ast_node *call, int x, ir_attrs *a)
+{
+    a->i[ATTR_DROPOUT_TRAINING] = 0;
+    int e = ir_add(S->g, OP_DROPOUT, &x, 1, a, S->src, call->span);
+    a->i[ATTR_DROPOUT_TRAINING] = 1;
+    int t = e < 0 ? -1 : ir_add(S->g, OP_DROPOUT, &x, 1, a, S->src, call->span);
+    if (t >= 0) S->g->nodes[e].alt = t;
+    return sema_value_tensor(t < 0 ? -1 : e);
+}
+
 value sema_call_op(sema *S, int op, const sema_args *args)
 {
     const op_info *info = &ops_table[op];
@@ -254,6 +259,7 @@ value sema_call_op(sema *S, int op, const sema_args *args)
         if ((in[i] = sema_to_tensor(S, call, tensors[i], like)) < 0) return sema_value_err();
     ir_attrs a = {0};
     if (op_attrs(S, op, args, arity, &a) < 0) return sema_value_err();
+    if (op == OP_DROPOUT && a.i[ATTR_DROPOUT_TRAINING] < 0) return auto_dropout(S, call, in[0], &a);
     return sema_value_tensor(ir_add(S->g, (op_kind)op, in, n_t, &a, S->src, call->span));
 }
 

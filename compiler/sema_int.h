@@ -112,6 +112,10 @@ typedef struct sema {
     int stop;
     args_buf **argbufs; /* per call nesting depth, reused (sema.c) */
     int n_calls, cap_argbufs;
+    /* per minimize(): its group and its loss's training copy (modes.c) */
+    int *train_group;
+    mode_copy *train_copy;
+    int n_trains;
 } sema;
 
 /* sema_value.c: values, errors and conversions (calls nothing else in sema) */
@@ -143,10 +147,26 @@ int sema_check_type(sema *S, const ast_node *at, const char *what, const ir_type
 int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like);
 
 /* sema_builtins.c: data sources, initializers, optimizers, helpers */
+typedef struct argspec {
+    const char *name;
+    int required;
+} argspec;
+/* Binds args (the positional ones from `skip` on, then the keyword ones) to
+ * spec slots in out[] (V_NONE when absent). */
+int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const sema_args *args,
+              int skip, value *out);
+/* A number, or def when v is V_NONE. */
+int num_arg(sema *S, const ast_node *at, value v, double def, double *out);
 int sema_builtin_lookup(const char *name);
 value sema_call_builtin(sema *S, int builtin, const sema_args *args);
 value sema_call_op(sema *S, int op, const sema_args *args);
 value sema_data_field(sema *S, const ast_node *at, int data, const char *field);
 int sema_data_stmt(sema *S, const ast_node *stmt, value v);
+
+/* sema_state.c: assign, assign_add, ema, group, batchnorm.  Their builtin
+ * ids start at SEMA_STATE_BASE. */
+enum { SEMA_STATE_BASE = 1000 };
+int sema_state_lookup(const char *name);
+value sema_call_state(sema *S, int which, const sema_args *args);
 
 #endif

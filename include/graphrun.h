@@ -334,8 +334,9 @@ gr_code gr_session_scalar_flush(gr_session *s, gr_status *st);
  * shapes, sizes) before it changes anything: on error the session is as it
  * was and the message names the file and the tensor. */
 typedef struct gr_restore_options {
-    int weights_only;  /* load trainable variables only; optimizer slots and counters keep
-                          their init, the step and data cursors are not restored */
+    int weights_only;  /* load the model's variables only (weights, frozen ones, running
+                          statistics, averages); optimizer slots and counters keep their
+                          init, the step and data cursors are not restored */
     int allow_missing; /* variables absent from the file keep their init values */
 } gr_restore_options;
 gr_code gr_session_save(gr_session *s, const char *path, gr_status *st);

@@ -50,7 +50,7 @@ static void fans(const ir_type *t, double *fi, double *fo)
 void rt_init_var(const ir_var *v, float *dst, uint64_t seed)
 {
     int64_t n = ir_numel(&v->type);
-    uint64_t s = name_hash(v->name, seed);
+    uint64_t s = name_hash(v->seed_name ? v->seed_name : v->name, seed);
     double fi, fo, lim;
     fans(&v->type, &fi, &fo);
     for (int64_t i = 0; i < n; i++) {

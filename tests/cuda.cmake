@@ -27,7 +27,7 @@ set_tests_properties(gpu_devices PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEO
 # sh -c: $0 is the probe, "$@" the test; 77 from the probe is a skip.
 set(GR_GPU_FIRST [=["$0" --gpu || exit $?; exec "$@"]=])
 # The suite on a GPU: also what tests/cuda_host.cmake runs on the stand-in.
-set(GR_GPU_SUITE test_gradcheck test_train test_optim test_text test_partitions test_concurrency
+set(GR_GPU_SUITE test_gradcheck test_train test_optim test_state test_text test_partitions test_concurrency
   test_checkpoint)
 foreach(t ${GR_GPU_SUITE})
   add_test(NAME gpu_${t}

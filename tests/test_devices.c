@@ -450,6 +450,10 @@ static const dev_case cases[] = {
     {.op = OP_ASSIGN_ADD, {"var:f32[a,b]", "f32[a,b]"}},
     {.op = OP_ASSIGN_ADD, {"var:f32[]", "f32[]"}},
     {.op = OP_ASSIGN_ADD, {"var:i32[]", "i32[]"}},
+    {.op = OP_ASSIGN, {"var:f32[a,b]", "f32[a,b]"}},
+    {.op = OP_ASSIGN, {"var:i32[a]", "i32[a]"}},
+    {.op = OP_ASSIGN, {"var:f32[a,b]", "f32[a,b]"}, .f = {0.9}},
+    {.op = OP_ASSIGN, {"var:f32[313,1031]", "f32[313,1031]"}, .f = {0.999}},
     {.op = OP_GROUP, {"f32[a]", "f32[b]"}},
     {.op = OP_ALLREDUCE, {"f32[a,b]", "f32[b]", "f32[]"}},
     {.op = OP_ALLREDUCE, {"f32[a,b]"}},
@@ -541,6 +545,7 @@ static tolerance op_tolerance(op_kind op)
     case OP_APPLY_MOMENTUM:
     case OP_APPLY_ADAM:
     case OP_ASSIGN_ADD:
+    case OP_ASSIGN: /* a moving average: a GPU may fuse its multiply-add */
     case OP_RANDOM: /* normal's logf and cosf: within 2 ulp of libm on a GPU */
     case OP_LR_SCHEDULE:
     case OP_CLIP_SCALE: /* a sum of squares, added in another order */

@@ -17,30 +17,8 @@
 #include <cmocka.h>
 
 #include "graphrun.h"
+#include "gr_run.h"
 #include "gr_test.h"
-
-typedef struct run {
-    gr_status *st;
-    gr_program *p;
-    gr_session *s;
-} run;
-
-static void run_open(run *r, const char *text)
-{
-    r->st = gr_status_new();
-    assert_gr_ok(
-        gr_compile_string("inline.graph", text, strlen(text), gr_test_options(), &r->p, r->st),
-        r->st);
-    gr_session_options so = {.seed = 5, .threads = 2};
-    assert_gr_ok(gr_session_new(r->p, &so, &r->s, r->st), r->st);
-}
-
-static void run_close(run *r)
-{
-    gr_session_free(r->s);
-    gr_program_free(r->p);
-    gr_status_free(r->st);
-}
 
 /* One step; its loss and learning rate (either may be NULL). */
 static void step(run *r, float *loss, float *lr)
@@ -50,23 +28,6 @@ static void step(run *r, float *loss, float *lr)
     assert_gr_ok(gr_run(r->s, "train", NULL, 0, f, 2, r->st), r->st);
     if (loss) *loss = l;
     if (lr) *lr = rate;
-}
-
-static void read_var(run *r, const char *name, float *v, size_t n)
-{
-    assert_gr_ok(gr_variable_read(r->s, name, v, n * sizeof *v, r->st), r->st);
-}
-
-/* text does not compile, with an error saying want. */
-static void compile_fails(const char *text, const char *want)
-{
-    gr_status *st = gr_status_new();
-    gr_program *p = NULL;
-    assert_int_equal(gr_compile_string("inline.graph", text, strlen(text), NULL, &p, st),
-                     GR_ERR_COMPILE);
-    if (!strstr(gr_status_message(st), want))
-        fail_msg("'%s' lacks '%s'", gr_status_message(st), want);
-    gr_status_free(st);
 }
 
 /* stop_gradient(x) is x with no gradient back: one sgd(1.0) step on

@@ -171,6 +171,9 @@ static const shape_case valid[] = {
      {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]", "f32[]", "f32[]"},
      .want = "f32[0]"},
     {OP_ASSIGN_ADD, {"var:f32[]", "f32[]"}, .want = "f32[0]"},
+    {OP_ASSIGN, {"var:f32[3]", "f32[3]"}, .want = "f32[0]"},
+    {OP_ASSIGN, {"var:i32[3]", "i32[3]"}, .want = "f32[0]"},
+    {OP_ASSIGN, {"var:f32[3]", "f32[3]"}, .want = "f32[0]", .f0 = 0.99},
     {OP_GROUP, {"f32[3]", "f32[2]"}, .want = "f32[0]"},
     {OP_ALLREDUCE, {"f32[3]", "f32[2,2]", "f32[]"}, .want = "f32[8]"},
     {OP_ALLREDUCE, {"f32[3,2]"}, .want = "f32[3,2]"},
@@ -311,6 +314,12 @@ static const shape_case errors[] = {
      {-1},
      .want = "layernorm: eps must be > 0, got 0"},
     {OP_GELU, {"i32[3]"}, .want = "gelu: input must be f32, got i32[3]"},
+    {OP_ASSIGN, {"var:f32[3]", "f32[4]"}, .want = "assign: f32[4] does not match variable f32[3]"},
+    {OP_ASSIGN, {"var:f32[3]", "f32[3]"}, .f0 = 1, .want = "assign: decay=1 is outside [0, 1)"},
+    {OP_ASSIGN,
+     {"var:i32[3]", "i32[3]"},
+     .f0 = 0.5,
+     .want = "assign: a moving average needs f32, not i32[3]"},
     {OP_ADD,
      {"f32[64,10]", "f32[32,10]"},
      .want = "add: cannot broadcast f32[64,10] with f32[32,10]"},
@@ -624,7 +633,7 @@ static void test_language_attribute_names_and_defaults(void **state)
     assert_true(ops_table[OP_CONV2D].attrs[0].def == 1);
     assert_string_equal(ops_table[OP_DROPOUT].attrs[0].name, "rate");
     assert_int_equal(ops_table[OP_DROPOUT].attrs[0].kind, ATTR_FLOAT);
-    assert_true(ops_table[OP_DROPOUT].attrs[1].def == 1);
+    assert_true(ops_table[OP_DROPOUT].attrs[1].def == -1); /* training: per target */
     assert_string_equal(ops_table[OP_APPLY_ADAM].attrs[5].name, "locking");
     assert_int_equal(ops_table[OP_CONCAT].arity, -1);
     assert_true(ops_has(OP_ADD, OPF_ELEMENTWISE));

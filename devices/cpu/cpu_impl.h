@@ -326,6 +326,7 @@ void cpu_apply_adam(cpu_pool *p, float *var, const float *grad, float *m, float 
                     const cpu_adam_hp *hp);
 /* x_n == 1: x is a scalar added to every element. */
 void cpu_assign_add(cpu_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n);
+void cpu_assign(cpu_pool *p, void *var, const void *x, int64_t n, size_t elt, double decay);
 /* *out = min(1, clip / global norm) of the n gradients (f32, of types[k]);
  * part: a double per OP_CLIP_CHUNK elements of each (the op's scratch). */
 void cpu_clip_scale(cpu_pool *p, float *out, void *const *grads, const ir_type *const *types, int n,

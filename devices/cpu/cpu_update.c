@@ -11,6 +11,7 @@
  * pool splits the element range into disjoint chunks, so a single update
  * never races with itself. */
 #include <math.h>
+#include <string.h>
 
 #include "../optim.h"
 #include "cpu_impl.h"
@@ -136,6 +137,28 @@ void cpu_assign_add(cpu_pool *p, void *var, ir_dtype dt, const void *x, int64_t 
         const float *restrict a = x;
         for (int64_t i = 0; i < n; i++) v[i] += a[vx ? i : 0];
     }
+}
+
+static void ema_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const upd_ctx *c = vctx;
+    float *restrict v = c->var;
+    const float *restrict x = c->grad;
+    float k = c->m;
+    for (int64_t i = lo; i < hi; i++) v[i] -= k * (v[i] - x[i]);
+}
+
+/* var = x (decay 0: the bits of x, any dtype of elt bytes), else the
+ * moving average var -= (1 - decay) * (var - x), as TF's
+ * ExponentialMovingAverage. */
+void cpu_assign(cpu_pool *p, void *var, const void *x, int64_t n, size_t elt, double decay)
+{
+    if (decay == 0) {
+        memcpy(var, x, (size_t)n * elt);
+        return;
+    }
+    upd_ctx c = {.var = var, .grad = x, .m = (float)(1 - decay)};
+    cpu_par_range(p, n, CPU_PAR_MIN, ema_range, &c);
 }
 
 /* ---- global-norm clipping: min(1, clip / sqrt(sum of every gradient's squares)) ---- */

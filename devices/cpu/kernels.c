@@ -555,6 +555,12 @@ static int k_assign_add(const kern_args *a)
     return 0;
 }
 
+static int k_assign(const kern_args *a)
+{
+    cpu_assign(a->pool, IN(0), IN(1), in_numel(a, 0), 4, a->node->attr.f[ATTR_ASSIGN_DECAY]);
+    return 0;
+}
+
 static int k_lr_schedule(const kern_args *a)
 {
     cpu_lr_schedule(OUTF, (int)ATTR_I(ATTR_LR_KIND), a->node->attr.f[ATTR_LR_LR],
@@ -629,6 +635,7 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_APPLY_ADAM] = k_apply_adam,
     [OP_ASSIGN_ADD] = k_assign_add,
     [OP_GROUP] = k_group,
+    [OP_ASSIGN] = k_assign,
     [OP_ALLREDUCE] = k_allreduce,
     [OP_LR_SCHEDULE] = k_lr_schedule,
     [OP_CLIP_SCALE] = k_clip_scale,

@@ -194,6 +194,27 @@ static int k_assign_add(const kern_args *a)
     return 0;
 }
 
+// ---- assign: a copy, or the moving average var -= (1 - decay) * (var - x) ----
+
+__global__ static void ema_kernel(float *var, const float *x, int64_t n, float k)
+{
+    CUDA_FOR(i, n) var[i] -= k * (var[i] - x[i]);
+}
+
+static int k_assign(const kern_args *a)
+{
+    int64_t n = cua_in_numel(a, 0);
+    double decay = a->node->attr.f[ATTR_ASSIGN_DECAY];
+    if (decay == 0) {
+        CUDA_CHECK(cudaMemcpyAsync(a->in[0], a->in[1], (size_t)n * 4, cudaMemcpyDeviceToDevice,
+                                   cuda_stream(a)),
+                   a);
+        return 0;
+    }
+    cua_launch(a, n, ema_kernel, (float *)a->in[0], (const float *)a->in[1], n, (float)(1 - decay));
+    return 0;
+}
+
 // ---- lr_schedule: one thread, the CPU's function (devices/optim.h) ----
 
 __global__ static void lr_schedule_kernel(float *out, const float *step, int kind, double lr,
@@ -306,6 +327,7 @@ extern "C" const cuda_row cuda_rows_update[] = {
     {OP_APPLY_ADAM, k_apply_adam},
     {OP_ASSIGN_ADD, k_assign_add},
     {OP_GROUP, k_group},
+    {OP_ASSIGN, k_assign},
     {OP_LR_SCHEDULE, k_lr_schedule},
     {OP_CLIP_SCALE, k_clip_scale},
     {OP_COUNT, NULL},

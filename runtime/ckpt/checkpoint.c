@@ -203,7 +203,7 @@ typedef struct ckpt_plan {
 
 static int ckpt_wanted(const ir_var *v, const gr_restore_options *o)
 {
-    return !o->weights_only || (v->trainable && v->slot_of < 0);
+    return !o->weights_only || !v->opt_state;
 }
 
 /* --init-from may read a checkpoint made with another optimizer: its slots

@@ -1,0 +1,181 @@
+/* sema_state.c - state that changes without a gradient, and what trains
+ * differently from how it evaluates (docs/language.md, "State"):
+ *
+ *   assign(v, x), assign_add(v, x)  an update of variable v: a target
+ *   ema(x, decay)                    x's moving average, a variable that
+ *                                    every training step reaching x moves
+ *   group(a, b, ...)                 one target that runs all of them
+ *   batchnorm(x, gain, bias, ...)    batch statistics in training, running
+ *                                    statistics in evaluation
+ *
+ * Training targets get the side updates (ir_side) in compiler/modes.c. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sema_int.h"
+
+enum { ST_ASSIGN, ST_ASSIGN_ADD, ST_EMA, ST_GROUP, ST_COUNT };
+
+static const char *const state_names[ST_COUNT] = {"assign", "assign_add", "ema", "group"};
+
+int sema_state_lookup(const char *name)
+{
+    for (int i = 0; i < ST_COUNT; i++)
+        if (strcmp(state_names[i], name) == 0) return SEMA_STATE_BASE + i;
+    return -1;
+}
+
+static const ir_node *node_of(const sema *S, int id)
+{
+    return &S->g->nodes[id];
+}
+
+/* The variable's node, else -1 after an error at `at`. */
+static int var_arg(sema *S, const ast_node *at, const char *fn, value v)
+{
+    if (v.k == V_TENSOR && node_of(S, v.node)->op == OP_VARIABLE) return v.node;
+    if (v.k != V_ERR)
+        sema_err(S, at, "%s(): the first argument must be a variable (declared with `var`), got %s",
+                 fn, v.k == V_TENSOR ? "a computed tensor" : sema_value_kind(&v));
+    return -1;
+}
+
+/* x as a tensor for variable node `var`: a number fills the variable's
+ * type. */
+static int value_for(sema *S, const ast_node *at, value x, int var)
+{
+    const ir_type *t = &node_of(S, var)->type;
+    if (x.k == V_NUM || x.k == V_BOOL) return ir_add_const(S->g, x.num, t, S->src, at->span);
+    return sema_to_tensor(S, at, x, t->dtype);
+}
+
+/* An update op on variable node `var` (assign's decay in attr f0), placed
+ * with it. */
+static int add_update(sema *S, const ast_node *at, op_kind op, int var, int x, double decay)
+{
+    ir_attrs a = {0};
+    a.f[ATTR_ASSIGN_DECAY] = decay;
+    int in[2] = {var, x}, u = ir_add(S->g, op, in, 2, &a, S->src, at->span);
+    if (u >= 0) S->g->nodes[u].coloc = var;
+    return u;
+}
+
+static value call_assign(sema *S, int which, const sema_args *args)
+{
+    static const argspec spec[] = {{"var", 1}, {"value", 1}};
+    const char *fn = state_names[which - SEMA_STATE_BASE];
+    value b[2];
+    if (bind_args(S, fn, spec, 2, args, 0, b) < 0) return sema_value_err();
+    int var = var_arg(S, args->call, fn, b[0]);
+    int x = var < 0 ? -1 : value_for(S, args->call, b[1], var);
+    if (x < 0) return sema_value_err();
+    op_kind op = which == SEMA_STATE_BASE + ST_ASSIGN ? OP_ASSIGN : OP_ASSIGN_ADD;
+    return sema_value_tensor(add_update(S, args->call, op, var, x, 0));
+}
+
+/* A new untrainable variable `name` of type t (its initial values those of
+ * `like`'s initializer when like >= 0, else zeros); its node, or -1 after
+ * an error at `at`. */
+static int state_var(sema *S, const ast_node *at, const char *name, const ir_type *t, int like,
+                     ir_init init)
+{
+    if (ir_find_var(S->g, name) >= 0) {
+        sema_err(S, at, "variable '%s' already exists: each one gets one average", name);
+        return -1;
+    }
+    ir_var v = {.name = ir_strdup(S->g, name),
+                .type = *t,
+                .init = init,
+                .device = -1,
+                .slot_of = -1,
+                .src = S->src,
+                .span = at->span};
+    if (like >= 0) {
+        const ir_var *o = &S->g->vars[like];
+        v.init = o->init, v.a = o->a, v.b = o->b,
+        v.seed_name = o->seed_name ? o->seed_name : o->name;
+    }
+    return S->g->vars[ir_add_var(S->g, &v)].node;
+}
+
+/* "<scope>/<leaf>", or "<var>/<leaf>" for a variable's own state. */
+static const char *state_name(sema *S, const ast_node *at, int of_var, const char *leaf, char *buf,
+                              size_t n)
+{
+    const char *base = of_var >= 0 ? S->g->vars[of_var].name : S->scope->path;
+    if (strlen(base) + strlen(leaf) + 2 > n) {
+        sema_err(S, at, "the name of %s's %s is longer than %d bytes, the limit", base, leaf,
+                 LIM_NAME);
+        return NULL;
+    }
+    snprintf(buf, n, "%s%s%s", base, *base ? "/" : "", leaf);
+    return buf;
+}
+
+/* ema(x, decay): TF's ExponentialMovingAverage.  The average starts as x's
+ * initial value when x is a variable (zeros otherwise) and moves after
+ * every training step that reaches x: avg -= (1 - decay) * (avg - x). */
+static value call_ema(sema *S, const sema_args *args)
+{
+    static const argspec spec[] = {{"x", 1}, {"decay", 1}};
+    value b[2];
+    double decay;
+    if (bind_args(S, "ema", spec, 2, args, 0, b) < 0 || num_arg(S, args->call, b[1], 0, &decay) < 0)
+        return sema_value_err();
+    if (!(decay > 0 && decay < 1)) {
+        sema_err(S, args->call, "ema(): decay=%g must be in (0, 1), such as 0.999", decay);
+        return sema_value_err();
+    }
+    int x = sema_to_tensor(S, args->call, b[0], DT_F32);
+    if (x < 0) return sema_value_err();
+    const ir_node *xn = node_of(S, x);
+    int of_var = xn->op == OP_VARIABLE ? xn->var : -1;
+    char buf[LIM_NAME + 1];
+    ir_type t = xn->type;
+    const char *name = state_name(S, args->call, of_var, "ema", buf, sizeof buf);
+    int avg = name ? state_var(S, args->call, name, &t, of_var, INIT_ZEROS) : -1;
+    if (avg < 0) return sema_value_err();
+    if (of_var >= 0) S->g->nodes[avg].coloc = x;
+    int u = add_update(S, args->call, OP_ASSIGN, avg, x, decay);
+    if (u < 0) return sema_value_err();
+    ir_add_side(S->g, &(ir_side){.anchor = x, .update = u, .after_var = of_var, .warn = 1});
+    return sema_value_tensor(avg);
+}
+
+/* group(a, b, ...): one target.  A training target among them comes
+ * first, so the group trains (its loss and lr are the group's). */
+static value call_group(sema *S, const sema_args *args)
+{
+    int n = args->n_pos, *in = ir_alloc(S->g, sizeof(int) * (size_t)(n + 1)), train = -1;
+    if (n < 1 || args->n_kw) {
+        sema_err(S, args->call, "group() takes targets or tensors, by position");
+        return sema_value_err();
+    }
+    for (int i = 0; i < n; i++) {
+        if ((in[i] = sema_to_tensor(S, args->pos_at[i], args->pos[i], DT_F32)) < 0)
+            return sema_value_err();
+        if (args->pos[i].is_train && train < 0) train = i;
+    }
+    if (train > 0) {
+        int t = in[train];
+        memmove(in + 1, in, sizeof(int) * (size_t)train);
+        in[0] = t;
+    }
+    value v = sema_value_tensor(ir_add(S->g, OP_GROUP, in, n, NULL, S->src, args->call->span));
+    if (train >= 0 && v.k == V_TENSOR) v.is_train = 1, v.id = args->pos[train].id;
+    return v;
+}
+
+value sema_call_state(sema *S, int which, const sema_args *args)
+{
+    switch (which - SEMA_STATE_BASE) {
+    case ST_ASSIGN:
+    case ST_ASSIGN_ADD:
+        return call_assign(S, which, args);
+    case ST_EMA:
+        return call_ema(S, args);
+    default:
+        return call_group(S, args);
+    }
+}
