@@ -111,14 +111,50 @@ static void mark_path(ad_ctx *c)
     free(dep);
 }
 
+/* x's node flattened to [-1] (d = 0) or [-1, d], placed with x's table. */
+static int flat(ad_ctx *c, int x, int like, int64_t d)
+{
+    ir_attrs a = {.n_list = d ? 2 : 1, .list = {-1, d}};
+    return ir_add_like(c->g, like, OP_RESHAPE, &x, 1, &a);
+}
+
+/* Two gather_grads of one table become one: their rows and their ids back
+ * to back, so the table's gradient stays rows (sparse_grad) however many
+ * gathers read it. */
+static int merge_gather_grads(ad_ctx *c, int x, int ga, int gb)
+{
+    ir_graph *g = c->g;
+    ir_node a = g->nodes[ga], b = g->nodes[gb];
+    int64_t d = a.attr.list[1];
+    int dys[2] = {flat(c, a.in[0], x, d), flat(c, b.in[0], x, d)};
+    int ids[2] = {flat(c, a.in[1], x, 0), flat(c, b.in[1], x, 0)};
+    if (dys[0] < 0 || dys[1] < 0 || ids[0] < 0 || ids[1] < 0) return -1;
+    ir_attrs cat;
+    memset(&cat, 0, sizeof(cat));
+    int in[2] = {ir_add_like(g, x, OP_CONCAT, dys, 2, &cat),
+                 ir_add_like(g, x, OP_CONCAT, ids, 2, &cat)};
+    if (in[0] < 0 || in[1] < 0) return -1;
+    return ir_add_like(g, x, OP_GATHER_GRAD, in, 2, &a.attr);
+}
+
+static int is_gather_grad(const ad_ctx *c, int n)
+{
+    return c->g->nodes[n].op == OP_GATHER_GRAD && c->g->nodes[n].attr.n_list == 2;
+}
+
 /* Adds gradient gx into grad[x]; several consumers sum with ADD, which goes
- * with x (a variable's gradients meet where the variable lives). */
+ * with x (a variable's gradients meet where the variable lives), and
+ * several gathers' rows merge (merge_gather_grads). */
 static int accumulate(ad_ctx *c, int x, int gx)
 {
     int *gr = &c->grad[at(c, x)];
     if (*gr < 0) {
         *gr = gx;
         return 0;
+    }
+    if (is_gather_grad(c, *gr) && is_gather_grad(c, gx)) {
+        *gr = merge_gather_grads(c, x, *gr, gx);
+        return *gr < 0 ? -1 : 0;
     }
     int in[2] = {*gr, gx};
     ir_attrs a;
@@ -255,17 +291,55 @@ static int var_grad(const ad_ctx *c, int vi)
     return c->grad[at(c, c->g->vars[vi].node)];
 }
 
-/* A variable reached only through gather gets its gradient as rows (the
- * gather_grad's dy and ids, never a dense table) when the optimizer is sgd
- * without clipping (the global norm needs the dense gradient: rows of a
- * repeated id add up before they are squared): returns that gather_grad
- * node, else -1. */
+/* A variable reached only through gathers gets its gradient as rows (the
+ * gather_grad's dy and ids, never a dense table) and a row update: returns
+ * that gather_grad node, else -1.  Clipping reads the rows through
+ * rows_sum (trained_grads); distributed training averages dense gradients
+ * (the allreduce's output is no gather_grad). */
 static int sparse_grad(const ad_ctx *c, int vi)
 {
     int gn = var_grad(c, vi);
-    return c->opt->kind == AD_SGD && !(c->opt->clip > 0) && c->g->nodes[gn].op == OP_GATHER_GRAD
-               ? gn
-               : -1;
+    return c->g->nodes[gn].op == OP_GATHER_GRAD ? gn : -1;
+}
+
+/* The first reader of variable vi's node in the loss's ancestors that is
+ * no gather of it and has a gradient path, or -1. */
+static int dense_reader(const ad_ctx *c, int vi, int *gathered)
+{
+    const ir_graph *g = c->g;
+    int vn = g->vars[vi].node, other = -1;
+    *gathered = 0;
+    for (int i = at(c, vn) + 1; i < c->n_anc; i++) {
+        const ir_node *nd = &g->nodes[c->anc[i]];
+        for (int k = 0; k < nd->n_in; k++) {
+            if (nd->in[k] != vn || !c->path[i]) continue;
+            if (nd->op == OP_GATHER && k == 0)
+                *gathered = 1;
+            else if (other < 0)
+                other = c->anc[i];
+        }
+    }
+    return other;
+}
+
+/* A gathered table whose update is dense anyway: a warning at what made it
+ * so (a reader that is no gather, else the minimize of a sync run). */
+static void warn_dense(ad_ctx *c, int vi)
+{
+    int gathered, r = dense_reader(c, vi, &gathered);
+    if (!gathered) return;
+    const ir_node *nd = r >= 0 ? &c->g->nodes[r] : NULL;
+    const char *name = c->g->vars[vi].name;
+    if (nd)
+        diag_add(c->g->diags, DIAG_WARNING, nd->src, nd->span,
+                 "minimize: '%s' is gathered, but '%s' reads it here too: its gradient and "
+                 "update are dense [V,D] tables, not rows",
+                 name, ops_name(nd->op));
+    else
+        diag_add(c->g->diags, DIAG_WARNING, c->src, c->span,
+                 "minimize: '%s' is gathered, but allreduce averages dense gradients: its "
+                 "update is a dense [V,D] table, not rows",
+                 name);
 }
 
 /* AdamW decays matrices and filters, not biases and gains (rank < 2),
@@ -275,21 +349,29 @@ static double decay_of(const ad_ctx *c, int vi)
     return c->opt->decay_all || c->g->vars[vi].type.rank >= 2 ? c->opt->weight_decay : 0;
 }
 
+/* A row update's op and its inputs from gather_grad sp: var, dy, ids; the
+ * slots (made by the caller) come after them. */
+static op_kind rows_inputs(ad_ctx *c, int sp, int *in, int *n_in)
+{
+    in[1] = c->g->nodes[sp].in[0];
+    in[(*n_in)++] = c->g->nodes[sp].in[1];
+    return c->opt->kind == AD_MOMENTUM ? OP_APPLY_MOMENTUM_ROWS
+           : c->opt->kind == AD_ADAM   ? OP_APPLY_ADAM_ROWS
+                                       : OP_APPLY_SGD_ROWS;
+}
+
 static int make_update(ad_ctx *c, int vi)
 {
     int with = c->g->vars[vi].node;
-    int in[7] = {c->g->vars[vi].node, var_grad(c, vi), -1, -1, -1, -1, -1}, n_in = 2;
-    op_kind op = OP_APPLY_SGD;
-    int sp = sparse_grad(c, vi);
-    if (sp >= 0) { /* rows: dy and ids of the gather_grad, which then goes unused */
-        op = OP_APPLY_SGD_ROWS;
-        in[1] = c->g->nodes[sp].in[0];
-        in[n_in++] = c->g->nodes[sp].in[1];
-    } else if (c->opt->kind == AD_MOMENTUM) {
-        op = OP_APPLY_MOMENTUM;
-        in[n_in++] = make_slot(c, vi, "momentum");
-    } else if (c->opt->kind == AD_ADAM) {
-        op = OP_APPLY_ADAM;
+    int in[8] = {c->g->vars[vi].node, var_grad(c, vi), -1, -1, -1, -1, -1, -1}, n_in = 2;
+    int sp = sparse_grad(c, vi), adam = c->opt->kind == AD_ADAM;
+    op_kind op = sp >= 0 ? rows_inputs(c, sp, in, &n_in) /* the gather_grad goes unused */
+                 : c->opt->kind == AD_MOMENTUM ? OP_APPLY_MOMENTUM
+                 : adam                        ? OP_APPLY_ADAM
+                                               : OP_APPLY_SGD;
+    if (sp < 0) warn_dense(c, vi);
+    if (c->opt->kind == AD_MOMENTUM) in[n_in++] = make_slot(c, vi, "momentum");
+    if (adam) {
         if (c->step_node < 0 && make_step(c, with) < 0) return -1;
         in[n_in++] = make_slot(c, vi, "adam_m");
         in[n_in++] = make_slot(c, vi, "adam_v");
@@ -298,10 +380,10 @@ static int make_update(ad_ctx *c, int vi)
     in[n_in++] = c->lr;
     in[n_in++] = c->gscale;
     ir_attrs a = update_attrs(c->opt);
-    if (op == OP_APPLY_ADAM) a.f[ATTR_ADAM_WD] = decay_of(c, vi);
+    if (adam) a.f[ATTR_ADAM_WD] = decay_of(c, vi);
     int u = colocated(c, ir_add(c->g, op, in, n_in, &a, c->src, c->span), with);
     if (u < 0) return -1;
-    if (op == OP_APPLY_ADAM) ir_add_ctrl(c->g, u, c->step_inc);
+    if (adam) ir_add_ctrl(c->g, u, c->step_inc);
     ir_add_ctrl(c->g, u, c->barrier);
     c->updates[c->n_updates++] = u;
     return 0;
@@ -317,8 +399,8 @@ static int make_update(ad_ctx *c, int vi)
  * calls.  Calls go from the last layer's gradients, computed first, to the
  * first layer's; each waits for the one before, so every process calls the
  * collectives in the same order whatever its threads do.  A gradient of a
- * gather is then a dense table, so sgd's row updates do not apply
- * (sparse_grad). */
+ * gather is then a dense table, so row updates do not apply (sparse_grad,
+ * warn_dense). */
 #define AD_ALONE_BYTES  ((size_t)256 << 10)
 #define AD_BUCKET_BYTES ((size_t)4 << 20)
 
@@ -416,9 +498,20 @@ static int trained_here(const ad_ctx *c, int i)
     return c->grad[i] >= 0 ? nd->var : -1;
 }
 
-/* The gradient of every trained variable (its rows, for a sparse one),
- * into grads ([n_anc]), and the first variable's node; returns how many. */
-static int trained_grads(ad_ctx *c, int *grads, int *with)
+/* The rows of gather_grad sp made exact for the global norm: a repeated
+ * id's rows summed before they are squared (rows_sum), with variable vi. */
+static int clip_rows(ad_ctx *c, int vi, int sp)
+{
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    int id = ir_add(c->g, OP_ROWS_SUM, c->g->nodes[sp].in, 2, &a, c->src, c->span);
+    return colocated(c, id, c->g->vars[vi].node);
+}
+
+/* The gradient of every trained variable (its rows, for a sparse one; for
+ * clip, rows summed per id), into grads ([n_anc]), and the first variable's
+ * node; returns how many, or -1. */
+static int trained_grads(ad_ctx *c, int *grads, int *with, int for_clip)
 {
     int n = 0;
     IR_WORK(c->n_anc);
@@ -426,7 +519,10 @@ static int trained_grads(ad_ctx *c, int *grads, int *with)
         if ((vi = trained_here(c, i)) < 0) continue;
         if (n == 0) *with = c->g->vars[vi].node;
         int sp = sparse_grad(c, vi);
-        grads[n++] = sp >= 0 ? c->g->nodes[sp].in[0] : var_grad(c, vi);
+        grads[n] = sp < 0     ? var_grad(c, vi)
+                   : for_clip ? clip_rows(c, vi, sp)
+                              : c->g->nodes[sp].in[0];
+        if (grads[n++] < 0) return -1;
     }
     return n;
 }
@@ -478,8 +574,8 @@ static int make_gscale(ad_ctx *c, int with, const int *grads, int n)
 static int make_barrier(ad_ctx *c)
 {
     int *grads = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), with = -1;
-    int n = trained_grads(c, grads, &with);
-    c->barrier = n ? ir_add(c->g, OP_GROUP, grads, n, NULL, c->src, c->span) : 0;
+    int n = trained_grads(c, grads, &with, 0);
+    c->barrier = n > 0 ? ir_add(c->g, OP_GROUP, grads, n, NULL, c->src, c->span) : n;
     free(grads);
     return c->barrier;
 }
@@ -489,8 +585,8 @@ static int make_barrier(ad_ctx *c)
 static int make_lr_gscale(ad_ctx *c)
 {
     int *grads = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), with = -1, rc = 0;
-    int n = trained_grads(c, grads, &with);
-    if (n && (make_lr(c, with) < 0 || make_gscale(c, with, grads, n) < 0)) rc = -1;
+    int n = trained_grads(c, grads, &with, c->opt->clip > 0);
+    if (n < 0 || (n && (make_lr(c, with) < 0 || make_gscale(c, with, grads, n) < 0))) rc = -1;
     free(grads);
     return rc;
 }

@@ -140,9 +140,16 @@ const op_info ops_table[OP_COUNT] = {
         .attrs = {LOCK}},
     E(OP_APPLY_MOMENTUM, 5, UPD, ops_shape_update, NULL),
         .attrs = {[ATTR_MOMENTUM_M] = A_FLT("m", REQ), [ATTR_NESTEROV] = A_BOOL("nesterov", 0), LOCK}},
+    E(OP_APPLY_MOMENTUM_ROWS, 6, UPD, ops_shape_update_rows, NULL),
+        .attrs = {[ATTR_MOMENTUM_M] = A_FLT("m", REQ), [ATTR_NESTEROV] = A_BOOL("nesterov", 0), LOCK},
+        .scratch = ops_scratch_rows},
     E(OP_APPLY_ADAM, 7, UPD, ops_shape_update, NULL),
         .attrs = {[ATTR_ADAM_B1] = A_FLT("b1", 0.9), [ATTR_ADAM_B2] = A_FLT("b2", 0.999), [ATTR_ADAM_EPS] = A_FLT("eps", 1e-8),
                   [ATTR_ADAM_WD] = A_FLT("weight_decay", 0), LOCK}},
+    E(OP_APPLY_ADAM_ROWS, 8, UPD, ops_shape_update_rows, NULL),
+        .attrs = {[ATTR_ADAM_B1] = A_FLT("b1", 0.9), [ATTR_ADAM_B2] = A_FLT("b2", 0.999), [ATTR_ADAM_EPS] = A_FLT("eps", 1e-8),
+                  [ATTR_ADAM_WD] = A_FLT("weight_decay", 0), LOCK},
+        .scratch = ops_scratch_rows},
     E(OP_ASSIGN_ADD, 2, UPD, ops_shape_assign, NULL),
         .attrs = {LOCK}},
     /* a barrier: merging two would merge the targets they end */
@@ -156,6 +163,7 @@ const op_info ops_table[OP_COUNT] = {
                   [ATTR_LR_WARMUP] = A_INT("warmup", 0), [ATTR_LR_STEPS] = A_INT("steps", 0)}},
     E(OP_CLIP_SCALE, -1, 0, ops_shape_clip_scale, NULL), .attrs = {[ATTR_CLIP] = A_FLT("clip", REQ)},
         .scratch = ops_scratch_clip_scale},
+    E(OP_ROWS_SUM, 2, 0, ops_shape_rows_sum, NULL), .scratch = ops_scratch_rows},
     E(OP_MATMUL_BIAS, 3, 0, ops_shape_matmul_bias, NULL),
         .attrs = {[ATTR_TRANS_A] = A_BOOL("transpose_a", 0), [ATTR_TRANS_B] = A_BOOL("transpose_b", 0), [ATTR_BIAS_RELU] = A_BOOL("relu", 0)},
         .cost = ops_cost_matmul},
@@ -300,6 +308,16 @@ size_t ops_scratch_categorical(const ir_graph *g, int id)
     int64_t k = x->rank ? x->dim[x->rank - 1] : 1, rows = k ? ir_numel(x) / k : 0;
     int64_t chunks = (k + OP_CDF_CHUNK - 1) / OP_CDF_CHUNK;
     return (size_t)(rows * (k + 2 * chunks + 1)) * sizeof(double);
+}
+
+/* Row ops (rows_sum, apply_*_rows) group the ids: an (id, place) pair a
+ * row to sort, and one summed row of D floats. */
+size_t ops_scratch_rows(const ir_graph *g, int id)
+{
+    int rows_sum = g->nodes[id].op == OP_ROWS_SUM;
+    const ir_type *dy = ops_in_type(g, id, rows_sum ? 0 : 1);
+    int64_t n = ir_numel(ops_in_type(g, id, rows_sum ? 1 : 2));
+    return (size_t)n * sizeof(int64_t) + (size_t)dy->dim[dy->rank - 1] * sizeof(float);
 }
 
 /* ---- cost rules: multiply-adds ---- */

@@ -120,8 +120,12 @@
     /* gather's sparse gradient under sgd: var[ids[i]] -= lr * gscale * dy[i] */                   \
     X(APPLY_SGD_ROWS, "apply_sgd_rows") /* in: var[V,D], dy[...,D], ids i32[...], lr, gscale */    \
     X(APPLY_MOMENTUM, "apply_momentum") /* in: var, grad, slot, lr, gscale; f1 m, i2 nesterov */   \
+    /* its rows (lazy, as TF's sparse momentum): only the ids' rows and slot rows move */          \
+    X(APPLY_MOMENTUM_ROWS, "apply_momentum_rows") /* in: var, dy, ids, slot, lr, gscale */         \
     /* f4 weight decay (adamw): var -= lr * wd * var first, decoupled from the Adam step */        \
     X(APPLY_ADAM, "apply_adam")    /* in: var, grad, m, v, step, lr, gscale; f1 b1 f2 b2 f3 eps */ \
+    /* its rows (lazy, as LazyAdam); a repeated id's rows are summed, then applied once */         \
+    X(APPLY_ADAM_ROWS, "apply_adam_rows") /* in: var, dy, ids, m, v, step, lr, gscale */           \
     X(ASSIGN_ADD, "assign_add")    /* in: var, x; var += x (step counters, tests) */               \
     X(GROUP, "group")              /* waits for its inputs; out is a 0-byte token */               \
     X(ASSIGN, "assign")            /* in: var, x; var = f0 * var + (1 - f0) * x (f0 = 0: a copy) */ \
@@ -134,6 +138,9 @@
        (0 warmup then constant, 1 linear, 2 cosine), f1 lr, f2 min, i3 warmup, i4 steps */         \
     X(LR_SCHEDULE, "lr_schedule")  /* in: step f32[]; out f32[] */                                 \
     X(CLIP_SCALE, "clip_scale")    /* in: gradients...; f0 clip; out f32[] min(1, clip / norm) */  \
+    /* a row gradient made exact for clip_scale: out[r] = the sum of the rows of ids[r]            \
+       at the id's first place r, 0 at its repeats (its squares: the dense table's) */             \
+    X(ROWS_SUM, "rows_sum")        /* in: dy[...,D], ids i32[...]; out f32[n,D] */                 \
     /* fusions, created by passes only */                                                          \
     X(MATMUL_BIAS, "matmul_bias")  /* in: a, b, bias[N]; attr0/1 as matmul, attr2 relu */        \
     X(CONV2D_BIAS, "conv2d_bias")  /* in: x, w, bias[1,OC,1,1]; attr0/1 as conv2d, attr2 relu */   \
@@ -196,7 +203,8 @@ typedef enum op_kind {
  *   every update (OPF_UPDATE) i ATTR_LOCKING             hold the variable's lock
  *   apply_momentum           f ATTR_MOMENTUM_M           momentum
  *                            i ATTR_NESTEROV             Nesterov's variant
- *   apply_adam               f ATTR_ADAM_B1, _B2, _EPS   betas and eps
+ *   apply_momentum_rows      as apply_momentum
+ *   apply_adam (+_rows)      f ATTR_ADAM_B1, _B2, _EPS   betas and eps
  *                            f ATTR_ADAM_WD              decoupled weight decay
  *   allreduce, apply_sgd_allreduce i ATTR_BUCKET         its place in the sequence
  *   lr_schedule              i ATTR_LR_KIND              op_lr_kind

@@ -64,6 +64,7 @@ int ops_shape_token(ir_graph *g, int id);
 int ops_shape_matmul_bias(ir_graph *g, int id);
 int ops_shape_lr_schedule(ir_graph *g, int id);
 int ops_shape_clip_scale(ir_graph *g, int id);
+int ops_shape_rows_sum(ir_graph *g, int id);
 
 /* ---- cost rules (ops.c) ---- */
 double ops_cost_matmul(const ir_graph *g, int id);
@@ -112,5 +113,6 @@ size_t ops_scratch_conv2d_grad_w(const ir_graph *g, int id);
 size_t ops_scratch_layernorm_grad_params(const ir_graph *g, int id);
 size_t ops_scratch_clip_scale(const ir_graph *g, int id);
 size_t ops_scratch_categorical(const ir_graph *g, int id);
+size_t ops_scratch_rows(const ir_graph *g, int id);
 
 #endif

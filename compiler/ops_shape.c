@@ -804,17 +804,31 @@ int ops_shape_update_matmul(ir_graph *g, int id)
     return set_type(g, id, token_type());
 }
 
+/* dy[..., D] holds one row of D per id of ids i32[...]; *rows = their count. */
+static int rows_fit(const ir_type *dy, const ir_type *ids, int64_t d, int64_t *rows)
+{
+    return ids->dtype == DT_I32 && dy->dtype == DT_F32 && dy->rank >= 1 &&
+           dy->dim[dy->rank - 1] == d && ir_checked_mul(ir_numel(ids), d, rows) == 0 &&
+           ir_numel(dy) == *rows;
+}
+
+/* in: var[V,D], dy, ids, then the slots (like var), then adam's step, lr
+ * and gscale (scalars). */
 int ops_shape_update_rows(ir_graph *g, int id)
 {
     if (need_var(g, id) < 0) return -1;
     const ir_type *v = ops_in_type(g, id, 0), *dy = ops_in_type(g, id, 1),
                   *ids = ops_in_type(g, id, 2);
     int64_t rows;
-    if (v->rank != 2 || ids->dtype != DT_I32 || dy->dtype != DT_F32 ||
-        ir_checked_mul(ir_numel(ids), v->dim[1], &rows) < 0 || ir_numel(dy) != rows)
-        return ops_error(g, id, "apply_sgd_rows: rows %s and ids %s do not fit variable %s",
+    if (v->rank != 2 || !rows_fit(dy, ids, v->dim[1], &rows))
+        return ops_error(g, id, "%s: rows %s and ids %s do not fit variable %s", OPNAME(id),
                          ops_ts(dy).s, ops_ts(ids).s, ops_ts(v).s);
-    if (need_scalars(g, id, 3) < 0) return -1;
+    int n_same = NODE(id)->op == OP_APPLY_ADAM_ROWS ? 5 : NODE(id)->n_in - 2;
+    for (int k = 3; k < n_same; k++)
+        if (!ir_type_eq(ops_in_type(g, id, k), v))
+            return ops_error(g, id, "%s: input %d %s does not match variable %s", OPNAME(id), k,
+                             ops_ts(ops_in_type(g, id, k)).s, ops_ts(v).s);
+    if (need_scalars(g, id, n_same) < 0) return -1;
     return set_type(g, id, token_type());
 }
 
@@ -870,4 +884,15 @@ int ops_shape_clip_scale(ir_graph *g, int id)
         if (need_f32(g, id, ops_in_type(g, id, k), "every gradient") < 0) return -1;
     if (NODE(id)->n_in == 0) return ops_error(g, id, "clip_scale: no gradients");
     return set_type(g, id, make_type(DT_F32, 0, NULL));
+}
+
+/* in: dy[..., D], ids i32[...] (one row each); out f32[n, D]. */
+int ops_shape_rows_sum(ir_graph *g, int id)
+{
+    const ir_type *dy = ops_in_type(g, id, 0), *ids = ops_in_type(g, id, 1);
+    int64_t rows, d = dy->rank ? dy->dim[dy->rank - 1] : 0;
+    if (!rows_fit(dy, ids, d, &rows))
+        return ops_error(g, id, "rows_sum: rows %s do not fit ids %s", ops_ts(dy).s, ops_ts(ids).s);
+    int64_t dims[2] = {ir_numel(ids), d};
+    return set_type(g, id, make_type(DT_F32, 2, dims));
 }

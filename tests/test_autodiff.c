@@ -331,6 +331,78 @@ static void test_conv_pool_gather_gradients(void **state)
     assert_int_equal(ir_numel(&g->nodes[ue->in[1]].type), 5 * 4);
 }
 
+/* A table gathered twice (word2vec's output table: context and negative
+ * ids): one row update over both gathers' rows, whatever the optimizer. */
+static void check_gathered_twice(ad_kind kind, double clip, op_kind want)
+{
+    int emb = irfx_var("emb", "f32[10,4]", IR_DEV(DEV_CPU, 0), 1);
+    int a = irfx_input("a", "i32[5]"), b = irfx_input("b", "i32[3,2]");
+    int loss = op2(OP_ADD, sum_all(op2(OP_GATHER, emb, a)), sum_all(op2(OP_GATHER, emb, b)));
+    ad_optimizer o = {
+        .kind = kind, .lr = 0.1, .m = 0.9, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8, .clip = clip};
+    int train = ad_minimize(g, loss, &o, NULL, src, line3);
+    assert_true(train >= 0);
+    assert_int_equal(diags.n, 0); /* no dense-update warning */
+    const ir_node *ue = &g->nodes[update_of(train, emb)];
+    assert_int_equal(ue->op, want);
+    assert_int_equal(ir_numel(&g->nodes[ue->in[1]].type), 11 * 4);
+    assert_int_equal(ir_numel(&g->nodes[ue->in[2]].type), 11);
+    int n_updates = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (ops_has(g->nodes[i].op, OPF_UPDATE) && g->nodes[i].in[0] == emb) n_updates++;
+    assert_int_equal(n_updates, 1);
+    if (clip > 0) { /* the norm reads the rows summed per id, not a [10,4] table */
+        const ir_node *cs = &g->nodes[ue->in[ue->n_in - 1]];
+        assert_int_equal(cs->op, OP_CLIP_SCALE);
+        assert_int_equal(g->nodes[cs->in[0]].op, OP_ROWS_SUM);
+    }
+}
+
+static void test_sgd_table_gathered_twice_gets_one_row_update(void **state)
+{
+    (void)state;
+    check_gathered_twice(AD_SGD, 0, OP_APPLY_SGD_ROWS);
+}
+
+static void test_momentum_table_gathered_twice_gets_one_row_update(void **state)
+{
+    (void)state;
+    check_gathered_twice(AD_MOMENTUM, 0, OP_APPLY_MOMENTUM_ROWS);
+}
+
+static void test_adam_table_gathered_twice_gets_one_row_update(void **state)
+{
+    (void)state;
+    check_gathered_twice(AD_ADAM, 0, OP_APPLY_ADAM_ROWS);
+}
+
+static void test_clipped_table_gathered_twice_gets_one_row_update(void **state)
+{
+    (void)state;
+    check_gathered_twice(AD_ADAM, 1.0, OP_APPLY_ADAM_ROWS);
+}
+
+/* A gathered table also read by a matmul has a dense update: a warning at
+ * the matmul. */
+static void test_gathered_table_read_densely_warns(void **state)
+{
+    (void)state;
+    int emb = irfx_var("emb", "f32[10,4]", IR_DEV(DEV_CPU, 0), 1);
+    int a = irfx_input("a", "i32[5]"), x = irfx_input("x", "f32[2,10]");
+    int mm = op2(OP_MATMUL, x, emb);
+    g->nodes[mm].span = line2;
+    int loss = op2(OP_ADD, sum_all(op2(OP_GATHER, emb, a)), sum_all(mm));
+    int train = minimize(loss, AD_MOMENTUM);
+    assert_true(train >= 0);
+    assert_int_equal(g->nodes[update_of(train, emb)].op, OP_APPLY_MOMENTUM);
+    assert_int_equal(diags.n, 1);
+    assert_int_equal(diags.v[0].sev, DIAG_WARNING);
+    assert_int_equal(diags.v[0].span.begin, line2.begin);
+    assert_string_equal(diags.v[0].msg, "minimize: 'emb' is gathered, but 'matmul' reads it here "
+                                        "too: its gradient and update are dense [V,D] tables, "
+                                        "not rows");
+}
+
 static void test_non_scalar_loss_is_an_error(void **state)
 {
     (void)state;
@@ -399,6 +471,16 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unreached_variable_gets_no_update, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_every_differentiable_op_on_a_path, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_sgd_table_gathered_twice_gets_one_row_update, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_momentum_table_gathered_twice_gets_one_row_update,
+                                        setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_adam_table_gathered_twice_gets_one_row_update, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_clipped_table_gathered_twice_gets_one_row_update,
+                                        setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_gathered_table_read_densely_warns, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_conv_pool_gather_gradients, setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_non_scalar_loss_is_an_error, setup, irfx_teardown),

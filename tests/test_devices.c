@@ -466,6 +466,29 @@ static const dev_case cases[] = {
       "f32[]", "f32[]"},
      .f = {0, 0.9, 0.999, 1e-8, 0.01},
      .fills = {ANY, ANY, ANY, POS, STEP, LR, POS}},
+    /* row updates: a repeated id's rows summed, then one dense step of its row */
+    {.op = OP_APPLY_MOMENTUM_ROWS,
+     {"var:f32[a,b]", "f32[c,d,b]", "i32[c,d]", "var:f32[a,b]", "f32[]", "f32[]"},
+     {0, 0, 1},
+     {0, 0.9},
+     .fills = {ANY, ANY, IDS, ANY, LR, POS}},
+    {.op = OP_APPLY_MOMENTUM_ROWS,
+     {"var:f32[100,64]", "f32[512,64]", "i32[512]", "var:f32[100,64]", "f32[]", "f32[]"},
+     {0, 0, 0},
+     {0, 0.9},
+     .fills = {ANY, ANY, IDS, ANY, LR, POS}},
+    {.op = OP_APPLY_ADAM_ROWS,
+     {"var:f32[a,b]", "f32[c,d,b]", "i32[c,d]", "var:f32[a,b]", "var:f32[a,b]", "var:f32[]",
+      "f32[]", "f32[]"},
+     .f = {0, 0.9, 0.95, 1e-8, 0.1},
+     .fills = {ANY, ANY, IDS, ANY, POS, STEP, LR, POS}},
+    {.op = OP_APPLY_ADAM_ROWS,
+     {"var:f32[100,64]", "f32[512,64]", "i32[512]", "var:f32[100,64]", "var:f32[100,64]",
+      "var:f32[]", "f32[]", "f32[]"},
+     .f = {0, 0.9, 0.999, 1e-8},
+     .fills = {ANY, ANY, IDS, ANY, POS, STEP, LR, POS}},
+    {.op = OP_ROWS_SUM, {"f32[c,d,b]", "i32[c,d]"}, .fills = {ANY, IDS}},
+    {.op = OP_ROWS_SUM, {"f32[512,64]", "i32[512]"}, .fills = {ANY, IDS}},
     /* optimizer helpers: the schedule at step 3 (warming up, or past it) */
     {.op = OP_LR_SCHEDULE, {"f32[]"}, {OP_LR_WARMUP, 0, 0, 5}, {0, 1e-3}, .fills = {STEP}},
     {.op = OP_LR_SCHEDULE,
@@ -582,6 +605,10 @@ static tolerance op_tolerance(op_kind op)
     case OP_RANDOM: /* normal's logf and cosf: within 2 ulp of libm on a GPU */
     case OP_LR_SCHEDULE:
     case OP_CLIP_SCALE: /* a sum of squares, added in another order */
+    /* a repeated id's rows are added in batch order on every device */
+    case OP_APPLY_MOMENTUM_ROWS:
+    case OP_APPLY_ADAM_ROWS:
+    case OP_ROWS_SUM:
         return (tolerance){T_ELEM, 1e-5};
     /* Sums of many terms in another order: a GPU reduces in a tree (and
      * scatter-adds with atomics, in any order), cuBLAS blocks K differently
@@ -1209,6 +1236,22 @@ static const fault_case faults[] = {
      2,
      1,
      7},
+    {{.op = OP_APPLY_MOMENTUM_ROWS,
+      {"var:f32[3,2]", "f32[2,2,2]", "i32[2,2]", "var:f32[3,2]", "f32[]", "f32[]"},
+      {0, 0, 0},
+      {0, 0.9},
+      .fills = {ANY, ANY, IDS, ANY, LR, POS}},
+     2,
+     3,
+     3},
+    {{.op = OP_APPLY_ADAM_ROWS,
+      {"var:f32[3,2]", "f32[2,2]", "i32[2]", "var:f32[3,2]", "var:f32[3,2]", "var:f32[]", "f32[]",
+       "f32[]"},
+      .f = {0, 0.9, 0.999, 1e-8},
+      .fills = {ANY, ANY, IDS, ANY, POS, STEP, LR, POS}},
+     2,
+     0,
+     -2},
     {{.op = OP_ONE_HOT, {"i32[2,2]"}, {3}, .fills = {IDS}}, 0, 2, 3},
     {{.op = OP_SOFTMAX_XENT, {"f32[2,3]", "i32[2]"}, .fills = {ANY, IDS}}, 1, 1, -1},
     {{.op = OP_XENT_GRAD, {"f32[2,3]", "i32[2]", "f32[2]"}, .fills = {ANY, IDS, ANY}}, 1, 0, 3},

@@ -1973,6 +1973,131 @@ static void test_sgd_rows_scale_by_gscale(void **state)
     assert_memory_equal(var, want, sizeof var);
 }
 
+/* ---- row updates against the dense update of the summed gradient ---- */
+
+enum { RW_V = 5, RW_D = 3, RW_STEPS = 3 };
+
+typedef struct rows_state {
+    float var[RW_V * RW_D], s1[RW_V * RW_D], s2[RW_V * RW_D], step;
+} rows_state;
+
+/* One step of op on st: dense (grad [V,D]) or rows (rows [n,D], ids). */
+static void rows_step(op_kind op, rows_state *st, const float *g, const int32_t *ids, int64_t n)
+{
+    ir_type vt = ty(DT_F32, 2, (int64_t)RW_V, (int64_t)RW_D), sc = ty(DT_F32, 0),
+            tok = ty(DT_F32, 1, 0L);
+    ir_type rt = ty(DT_F32, 2, n, (int64_t)RW_D), it = ty(DT_I32, 1, n);
+    float lr = 0.05f, gs = 0.7f;
+    int rows = op == OP_APPLY_MOMENTUM_ROWS || op == OP_APPLY_ADAM_ROWS;
+    int adam = op == OP_APPLY_ADAM || op == OP_APPLY_ADAM_ROWS;
+    uint64_t scratch[64];
+    call c;
+    call_init(&c, op, &tok, NULL);
+    c.scratch = scratch;
+    call_in(&c, st->var, &vt);
+    call_in(&c, (void *)g, rows ? &rt : &vt);
+    if (rows) call_in(&c, (void *)ids, &it);
+    call_in(&c, st->s1, &vt);
+    if (adam) call_in(&c, st->s2, &vt), call_in(&c, &st->step, &sc);
+    call_in(&c, &lr, &sc);
+    call_in(&c, &gs, &sc);
+    c.node.attr.f[ATTR_MOMENTUM_M] = 0.9; /* ATTR_ADAM_B1 is the same slot */
+    c.node.attr.i[ATTR_NESTEROV] = 1;
+    c.node.attr.f[ATTR_ADAM_B2] = 0.999, c.node.attr.f[ATTR_ADAM_EPS] = 1e-8;
+    c.node.attr.f[ATTR_ADAM_WD] = 0.1;
+    call_run(&c);
+}
+
+/* Steps of the row op and the dense op (with gather_grad's table: rows of
+ * a repeated id added in batch order) from the same state agree to 1e-6;
+ * every row is touched each step. */
+static void check_rows_match_dense(op_kind rows_op, op_kind dense_op, const int32_t *ids, int64_t n)
+{
+    rows_state a, b;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < RW_V * RW_D; i++) a.var[i] = 0.1f * (float)(i % 7) - 0.3f;
+    b = a;
+    float rows[16 * RW_D], dense[RW_V * RW_D];
+    for (int t = 1; t <= RW_STEPS; t++) {
+        for (int64_t i = 0; i < n * RW_D; i++) rows[i] = (float)sin((double)(t * 31 + i)) * 0.5f;
+        memset(dense, 0, sizeof dense);
+        for (int64_t r = 0; r < n; r++)
+            for (int j = 0; j < RW_D; j++) dense[ids[r] * RW_D + j] += rows[r * RW_D + j];
+        a.step = b.step = (float)t;
+        rows_step(rows_op, &a, rows, ids, n);
+        rows_step(dense_op, &b, dense, NULL, 0);
+        for (int i = 0; i < RW_V * RW_D; i++) {
+            assert_float_equal(a.var[i], b.var[i], 1e-6);
+            assert_float_equal(a.s1[i], b.s1[i], 1e-6);
+            assert_float_equal(a.s2[i], b.s2[i], 1e-6);
+        }
+    }
+}
+
+static const int32_t rw_perm[RW_V] = {3, 0, 4, 1, 2};
+static const int32_t rw_dups[9] = {2, 0, 2, 4, 1, 3, 0, 2, 4};
+
+static void test_momentum_rows_equal_dense_on_a_permutation(void **state)
+{
+    (void)state;
+    check_rows_match_dense(OP_APPLY_MOMENTUM_ROWS, OP_APPLY_MOMENTUM, rw_perm, RW_V);
+}
+
+static void test_momentum_rows_sum_repeated_ids_first(void **state)
+{
+    (void)state;
+    check_rows_match_dense(OP_APPLY_MOMENTUM_ROWS, OP_APPLY_MOMENTUM, rw_dups, 9);
+}
+
+static void test_adam_rows_equal_dense_on_a_permutation(void **state)
+{
+    (void)state;
+    check_rows_match_dense(OP_APPLY_ADAM_ROWS, OP_APPLY_ADAM, rw_perm, RW_V);
+}
+
+static void test_adam_rows_sum_repeated_ids_first(void **state)
+{
+    (void)state;
+    check_rows_match_dense(OP_APPLY_ADAM_ROWS, OP_APPLY_ADAM, rw_dups, 9);
+}
+
+/* Lazy: a row no id names keeps its value and its slots. */
+static void test_adam_rows_leave_other_rows_alone(void **state)
+{
+    (void)state;
+    rows_state a;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < RW_V * RW_D; i++) a.var[i] = 1.0f, a.s1[i] = 0.5f, a.s2[i] = 0.25f;
+    a.step = 4;
+    int32_t ids[2] = {1, 1};
+    float rows[2 * RW_D] = {1, 2, 3, 4, 5, 6};
+    rows_step(OP_APPLY_ADAM_ROWS, &a, rows, ids, 2);
+    for (int i = 0; i < RW_V * RW_D; i++) {
+        int moved = i / RW_D == 1;
+        assert_true((a.var[i] != 1.0f) == moved);
+        assert_true((a.s1[i] != 0.5f) == moved);
+    }
+}
+
+/* rows_sum: each id's rows summed at its first place, 0 at its repeats, so
+ * its squares are the dense gradient's. */
+static void test_rows_sum_puts_each_ids_sum_at_its_first_place(void **state)
+{
+    (void)state;
+    ir_type rt = ty(DT_F32, 2, 4L, 2L), it = ty(DT_I32, 1, 4L);
+    float rows[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
+    int32_t ids[4] = {3, 1, 3, 3};
+    uint64_t scratch[8];
+    call c;
+    call_init(&c, OP_ROWS_SUM, &rt, out);
+    c.scratch = scratch;
+    call_in(&c, rows, &rt);
+    call_in(&c, ids, &it);
+    call_run(&c);
+    float want[8] = {1 + 5 + 7, 2 + 6 + 8, 3, 4, 0, 0, 0, 0};
+    assert_memory_equal(out, want, sizeof want);
+}
+
 /* The schedules at the steps that pin their shape: the warmup's line, the
  * peak at the end of warmup, the middle of the decay and its end. */
 static float lr_at(int kind, double lr, double min, int64_t warmup, int64_t steps, float t)
@@ -2209,6 +2334,12 @@ int main(void)
         cmocka_unit_test(test_dropout_mask_rate_grad_and_eval),
         cmocka_unit_test(test_update_rules_by_hand),
         cmocka_unit_test(test_sgd_rows_scale_by_gscale),
+        cmocka_unit_test(test_momentum_rows_equal_dense_on_a_permutation),
+        cmocka_unit_test(test_momentum_rows_sum_repeated_ids_first),
+        cmocka_unit_test(test_adam_rows_equal_dense_on_a_permutation),
+        cmocka_unit_test(test_adam_rows_sum_repeated_ids_first),
+        cmocka_unit_test(test_adam_rows_leave_other_rows_alone),
+        cmocka_unit_test(test_rows_sum_puts_each_ids_sum_at_its_first_place),
         cmocka_unit_test(test_lr_schedules_by_hand),
         cmocka_unit_test(test_clip_scale_is_the_global_norm),
         cmocka_unit_test(test_assign_add_tensor_scalar_i32),

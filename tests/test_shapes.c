@@ -30,7 +30,7 @@ static int make_operand(const char *s)
 
 typedef struct shape_case {
     op_kind op;
-    const char *in[7];
+    const char *in[8];
     int64_t i[6];
     double f0;
     int n_list;
@@ -42,8 +42,8 @@ typedef struct shape_case {
 /* Builds the case's node; returns its id or -1. */
 static int build(const shape_case *c)
 {
-    int in[7], n = 0;
-    while (n < 7 && c->in[n]) {
+    int in[8], n = 0;
+    while (n < 8 && c->in[n]) {
         in[n] = make_operand(c->in[n]);
         n++;
     }
@@ -198,9 +198,17 @@ static const shape_case valid[] = {
     {OP_APPLY_SGD, {"var:f32[3,4]", "f32[3,4]", "f32[]", "f32[]"}, .want = "f32[0]"},
     {OP_APPLY_SGD_ROWS, {"var:f32[6,4]", "f32[3,4]", "i32[3]", "f32[]", "f32[]"}, .want = "f32[0]"},
     {OP_APPLY_MOMENTUM, {"var:f32[3]", "f32[3]", "var:f32[3]", "f32[]", "f32[]"}, .want = "f32[0]"},
+    {OP_APPLY_MOMENTUM_ROWS,
+     {"var:f32[6,4]", "f32[2,3,4]", "i32[2,3]", "var:f32[6,4]", "f32[]", "f32[]"},
+     .want = "f32[0]"},
     {OP_APPLY_ADAM,
      {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[]", "f32[]", "f32[]"},
      .want = "f32[0]"},
+    {OP_APPLY_ADAM_ROWS,
+     {"var:f32[6,4]", "f32[3,4]", "i32[3]", "var:f32[6,4]", "var:f32[6,4]", "var:f32[]", "f32[]",
+      "f32[]"},
+     .want = "f32[0]"},
+    {OP_ROWS_SUM, {"f32[2,3,4]", "i32[2,3]"}, .want = "f32[6,4]"},
     {OP_ASSIGN_ADD, {"var:f32[]", "f32[]"}, .want = "f32[0]"},
     {OP_ASSIGN, {"var:f32[3]", "f32[3]"}, .want = "f32[0]"},
     {OP_ASSIGN, {"var:i32[3]", "i32[3]"}, .want = "f32[0]"},
@@ -593,6 +601,14 @@ static const shape_case errors[] = {
      {"var:f32[6,2147483647]", "f32[3,4]", "i32[2147483647,128]", "f32[]", "f32[]"},
      .want = "apply_sgd_rows: rows f32[3,4] and ids i32[2147483647,128] do not fit variable "
              "f32[6,2147483647]"},
+    {OP_APPLY_MOMENTUM_ROWS,
+     {"var:f32[6,4]", "f32[3,4]", "i32[3]", "var:f32[6,5]", "f32[]", "f32[]"},
+     .want = "apply_momentum_rows: input 3 f32[6,5] does not match variable f32[6,4]"},
+    {OP_APPLY_ADAM_ROWS,
+     {"var:f32[6,4]", "f32[3,4]", "i32[3]", "var:f32[6,4]", "var:f32[6,4]", "f32[2]", "f32[]",
+      "f32[]"},
+     .want = "apply_adam_rows: step (input 5) must be f32[], got f32[2]"},
+    {OP_ROWS_SUM, {"f32[3,4]", "i32[2]"}, .want = "rows_sum: rows f32[3,4] do not fit ids i32[2]"},
 };
 
 static char *printed(void)

@@ -354,6 +354,25 @@ typedef struct cpu_adam_hp {
 } cpu_adam_hp;
 void cpu_apply_adam(cpu_pool *p, float *var, const float *grad, float *m, float *v, int64_t n,
                     const cpu_adam_hp *hp);
+/* Row updates (apply_*_rows) and rows_sum group the ids in their scratch
+ * (ops_scratch_rows): n sort keys, then one summed row of D floats. */
+typedef struct cpu_rows_scratch {
+    uint64_t *keys;
+    float *sum;
+} cpu_rows_scratch;
+typedef struct cpu_momentum_hp {
+    float lr, m, gs;
+    int nesterov;
+} cpu_momentum_hp;
+/* The dense update of each id's row (its slot rows too) with the sum of its
+ * rows, once per id; ids in range (kernels.c). */
+void cpu_apply_momentum_rows(float *var, const float *rows, const int32_t *ids, float *accum,
+                             int64_t n, int64_t D, const cpu_momentum_hp *hp, cpu_rows_scratch *sc);
+void cpu_apply_adam_rows(float *var, const float *rows, const int32_t *ids, float *m, float *v,
+                         int64_t n, int64_t D, const cpu_adam_hp *hp, cpu_rows_scratch *sc);
+/* out[n, D]: each id's rows summed at its first place, 0 at its repeats. */
+void cpu_rows_sum(float *out, const float *rows, const int32_t *ids, int64_t n, int64_t D,
+                  cpu_rows_scratch *sc);
 /* x_n == 1: x is a scalar added to every element. */
 void cpu_assign_add(cpu_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n);
 void cpu_assign(cpu_pool *p, void *var, const void *x, int64_t n, size_t elt, double decay);

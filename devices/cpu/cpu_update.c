@@ -11,6 +11,7 @@
  * pool splits the element range into disjoint chunks, so a single update
  * never races with itself. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../optim.h"
@@ -112,16 +113,98 @@ static void adam_range(void *vctx, int64_t lo, int64_t hi)
     }
 }
 
+/* The bias corrections of hp's step in c; 0 when there is no defined step
+ * (b1 or b2 >= 1).  In double: b^t for t in the millions underflows
+ * gracefully. */
+static int adam_ready(upd_ctx *c, const cpu_adam_hp *hp)
+{
+    double t = hp->t < 1.0f ? 1.0 : (double)hp->t;
+    c->hp = hp;
+    c->c1 = (float)(1.0 - pow((double)hp->b1, t));
+    c->c2 = (float)(1.0 - pow((double)hp->b2, t));
+    return c->c1 > 0.0f && c->c2 > 0.0f;
+}
+
 void cpu_apply_adam(cpu_pool *p, float *var, const float *grad, float *m, float *v, int64_t n,
                     const cpu_adam_hp *hp)
 {
-    /* Computed in double: b^t for t in the millions underflows gracefully. */
-    double t = hp->t < 1.0f ? 1.0 : (double)hp->t;
-    upd_ctx c = {.var = var, .grad = grad, .s1 = m, .s2 = v, .hp = hp};
-    c.c1 = (float)(1.0 - pow((double)hp->b1, t));
-    c.c2 = (float)(1.0 - pow((double)hp->b2, t));
-    if (c.c1 <= 0.0f || c.c2 <= 0.0f) return; /* b1 or b2 >= 1: no defined step */
-    cpu_par_range(p, n, CPU_PAR_MIN, adam_range, &c);
+    upd_ctx c = {.var = var, .grad = grad, .s1 = m, .s2 = v};
+    if (adam_ready(&c, hp)) cpu_par_range(p, n, CPU_PAR_MIN, adam_range, &c);
+}
+
+/* ---- row updates: each id once, its rows summed in batch order first ---- */
+
+static int by_key(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* keys[i] = (ids[i], i) sorted: each id's places together, in batch order. */
+static void rows_group(uint64_t *keys, const int32_t *ids, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) keys[i] = (uint64_t)(uint32_t)ids[i] << 32 | (uint64_t)i;
+    qsort(keys, (size_t)n, sizeof(*keys), by_key);
+}
+
+/* Sums the rows of the group at keys[s] into sum (D floats); returns where
+ * the next group starts.  0 + x is x, so the sum is the dense gradient's
+ * row (gather_grad adds in batch order too). */
+static int64_t rows_sum_group(const uint64_t *keys, int64_t s, int64_t n, const float *rows,
+                              int64_t D, float *sum)
+{
+    uint64_t id = keys[s] >> 32;
+    memcpy(sum, rows + (int64_t)(keys[s] & 0xffffffffu) * D, sizeof(float) * (size_t)D);
+    int64_t e = s + 1;
+    for (; e < n && keys[e] >> 32 == id; e++) {
+        const float *g = rows + (int64_t)(keys[e] & 0xffffffffu) * D;
+        for (int64_t j = 0; j < D; j++) sum[j] += g[j];
+    }
+    return e;
+}
+
+void cpu_rows_sum(float *out, const float *rows, const int32_t *ids, int64_t n, int64_t D,
+                  cpu_rows_scratch *sc)
+{
+    memset(out, 0, sizeof(float) * (size_t)(n * D));
+    rows_group(sc->keys, ids, n);
+    for (int64_t s = 0; s < n; s++)
+        s = rows_sum_group(sc->keys, s, n, rows, D,
+                           out + (int64_t)(sc->keys[s] & 0xffffffffu) * D) -
+            1;
+}
+
+/* Runs range (momentum_range or adam_range) on the row of each id with its
+ * summed gradient: the dense update of that row. */
+static void rows_apply(upd_ctx *c, void (*range)(void *, int64_t, int64_t), const float *rows,
+                       const int32_t *ids, int64_t n, int64_t D, cpu_rows_scratch *sc)
+{
+    float *var = c->var, *s1 = c->s1, *s2 = c->s2;
+    rows_group(sc->keys, ids, n);
+    c->grad = sc->sum;
+    for (int64_t s = 0; s < n;) {
+        int64_t off = (int64_t)(sc->keys[s] >> 32) * D;
+        s = rows_sum_group(sc->keys, s, n, rows, D, sc->sum);
+        c->var = var + off;
+        c->s1 = s1 + off;
+        c->s2 = s2 ? s2 + off : NULL;
+        range(c, 0, D);
+    }
+}
+
+void cpu_apply_momentum_rows(float *var, const float *rows, const int32_t *ids, float *accum,
+                             int64_t n, int64_t D, const cpu_momentum_hp *hp, cpu_rows_scratch *sc)
+{
+    upd_ctx c = {
+        .var = var, .s1 = accum, .lr = hp->lr, .m = hp->m, .gs = hp->gs, .nesterov = hp->nesterov};
+    rows_apply(&c, momentum_range, rows, ids, n, D, sc);
+}
+
+void cpu_apply_adam_rows(float *var, const float *rows, const int32_t *ids, float *m, float *v,
+                         int64_t n, int64_t D, const cpu_adam_hp *hp, cpu_rows_scratch *sc)
+{
+    upd_ctx c = {.var = var, .s1 = m, .s2 = v};
+    if (adam_ready(&c, hp)) rows_apply(&c, adam_range, rows, ids, n, D, sc);
 }
 
 void cpu_assign_add(cpu_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n)

@@ -598,17 +598,63 @@ static int k_apply_momentum(const kern_args *a)
     return 0;
 }
 
-static int k_apply_adam(const kern_args *a)
+/* Adam's hyperparameters, with the step counter at input `step`. */
+static cpu_adam_hp adam_hp(const kern_args *a, int step)
 {
     cpu_adam_hp hp = {LR,
                       ATTR_F(ATTR_ADAM_B1),
                       ATTR_F(ATTR_ADAM_B2),
                       ATTR_F(ATTR_ADAM_EPS),
-                      INF(4)[0],
+                      INF(step)[0],
                       ATTR_F(ATTR_ADAM_WD),
                       GS};
+    return hp;
+}
+
+static int k_apply_adam(const kern_args *a)
+{
+    cpu_adam_hp hp = adam_hp(a, 4);
     cpu_apply_adam(a->pool, (float *)IN(0), INF(1), (float *)IN(2), (float *)IN(3), in_numel(a, 0),
                    &hp);
+    return 0;
+}
+
+/* The row ops' scratch (ops_scratch_rows): n keys, then D floats. */
+static cpu_rows_scratch rows_scratch(const kern_args *a, int64_t n)
+{
+    cpu_rows_scratch sc = {a->scratch, (float *)((uint64_t *)a->scratch + n)};
+    return sc;
+}
+
+static int k_apply_momentum_rows(const kern_args *a)
+{
+    const ir_type *v = a->in_t[0];
+    int64_t n = in_numel(a, 2);
+    if (check_ids(a, 2, v->dim[0], "id")) return -1;
+    cpu_momentum_hp hp = {LR, ATTR_F(ATTR_MOMENTUM_M), GS, ATTR_I(ATTR_NESTEROV) != 0};
+    cpu_rows_scratch sc = rows_scratch(a, n);
+    cpu_apply_momentum_rows((float *)IN(0), INF(1), (const int32_t *)IN(2), (float *)IN(3), n,
+                            v->dim[1], &hp, &sc);
+    return 0;
+}
+
+static int k_apply_adam_rows(const kern_args *a)
+{
+    const ir_type *v = a->in_t[0];
+    int64_t n = in_numel(a, 2);
+    if (check_ids(a, 2, v->dim[0], "id")) return -1;
+    cpu_adam_hp hp = adam_hp(a, 5);
+    cpu_rows_scratch sc = rows_scratch(a, n);
+    cpu_apply_adam_rows((float *)IN(0), INF(1), (const int32_t *)IN(2), (float *)IN(3),
+                        (float *)IN(4), n, v->dim[1], &hp, &sc);
+    return 0;
+}
+
+static int k_rows_sum(const kern_args *a)
+{
+    int64_t n = in_numel(a, 1);
+    cpu_rows_scratch sc = rows_scratch(a, n);
+    cpu_rows_sum(OUTF, INF(0), (const int32_t *)IN(1), n, a->out_t->dim[1], &sc);
     return 0;
 }
 
@@ -700,13 +746,16 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_APPLY_SGD] = k_apply_sgd,
     [OP_APPLY_SGD_ROWS] = k_apply_sgd_rows,
     [OP_APPLY_MOMENTUM] = k_apply_momentum,
+    [OP_APPLY_MOMENTUM_ROWS] = k_apply_momentum_rows,
     [OP_APPLY_ADAM] = k_apply_adam,
+    [OP_APPLY_ADAM_ROWS] = k_apply_adam_rows,
     [OP_ASSIGN_ADD] = k_assign_add,
     [OP_GROUP] = k_group,
     [OP_ASSIGN] = k_assign,
     [OP_ALLREDUCE] = k_allreduce,
     [OP_LR_SCHEDULE] = k_lr_schedule,
     [OP_CLIP_SCALE] = k_clip_scale,
+    [OP_ROWS_SUM] = k_rows_sum,
     [OP_MATMUL_BIAS] = k_matmul_bias,
     [OP_CONV2D_BIAS] = k_conv2d,
     [OP_APPLY_SGD_MATMUL] = k_apply_sgd_matmul,

@@ -8,7 +8,8 @@
 // Hogwild!: executors racing on one variable (DESIGN.md) race on the GPU
 // too, through plain loads and stores, like the CPU's loops.  Within one
 // call every element has one thread, except apply_sgd_rows on a repeated
-// id, whose rows are added atomically.
+// id, whose rows are added atomically (momentum's and adam's rows sum a
+// repeated id's rows first, in one block).
 //
 // An optimizer update's last two inputs, its learning rate and its
 // gradient scale (global-norm clipping, else 1), are device scalars read
@@ -84,18 +85,22 @@ static int k_apply_sgd_rows(const kern_args *a)
 
 // ---- momentum ----
 
+// One element of the momentum step, with gradient g (before gs).
+__device__ static void momentum_elem(float *var, float *acc, float g, float lr, float gs, float m,
+                                     int nesterov)
+{
+    float gi = cua_mul(gs, g);
+    float ai = cua_add(cua_mul(m, *acc), gi);
+    *acc = ai;
+    float step = nesterov ? cua_add(gi, cua_mul(m, ai)) : ai;
+    *var = cua_sub(*var, cua_mul(lr, step));
+}
+
 __global__ static void momentum_kernel(float *var, const float *g, float *acc, int64_t n,
                                        const float *lrp, const float *gsp, float m, int nesterov)
 {
     float lr = *lrp, gs = *gsp;
-    CUDA_FOR(i, n)
-    {
-        float gi = cua_mul(gs, g[i]);
-        float ai = cua_add(cua_mul(m, acc[i]), gi);
-        acc[i] = ai;
-        float step = nesterov ? cua_add(gi, cua_mul(m, ai)) : ai;
-        var[i] = cua_sub(var[i], cua_mul(lr, step));
-    }
+    CUDA_FOR(i, n) momentum_elem(&var[i], &acc[i], g[i], lr, gs, m, nesterov);
 }
 
 static int k_apply_momentum(const kern_args *a)
@@ -123,31 +128,49 @@ __device__ static void adam_corrections(const adam_hp *hp, float step, float *c)
     c[1] = (float)(1.0 - pow((double)hp->b2, t));
 }
 
-// The step counter (a device scalar, in[4]) is read here, on the GPU, after
-// the assign_add that advanced it; one thread a block works out the
-// corrections.  The decay multiplies the variable by 1 - lr * wd before the
-// step, as the CPU does (exactly 1 for Adam).
+// The step's constants: lr / c1, 1 / c2, 1 - b1, 1 - b2, the decay's
+// factor 1 - lr * wd (exactly 1 for Adam), and gs.
+typedef struct adam_k {
+    float lr1, inv2, k1, k2, keep, gs;
+} adam_k;
+
+// Thread 0 of each block works out the corrections of the step counter (a
+// device scalar, read on the GPU after the assign_add that advanced it);
+// 0 when there is no defined step (b1 or b2 >= 1, as the CPU).
+__device__ static int adam_begin(const adam_hp *hp, const float *step, const float *lrp,
+                                 const float *gsp, adam_k *k)
+{
+    __shared__ float c[2];
+    if (threadIdx.x == 0) adam_corrections(hp, *step, c);
+    __syncthreads();
+    if (c[0] <= 0.0f || c[1] <= 0.0f) return 0;
+    float lr = *lrp;
+    *k = {lr / c[0], 1.0f / c[1], 1.0f - hp->b1, 1.0f - hp->b2, cua_sub(1.0f, cua_mul(lr, hp->wd)),
+          *gsp};
+    return 1;
+}
+
+// One element of the Adam step: the decay multiplies the variable by
+// 1 - lr * wd before the step, as the CPU does.
+__device__ static void adam_elem(float *var, float *m, float *v, float g, const adam_hp *hp,
+                                 const adam_k *k)
+{
+    float gi = cua_mul(k->gs, g);
+    float mi = cua_add(cua_mul(hp->b1, *m), cua_mul(k->k1, gi));
+    float vi = cua_add(cua_mul(hp->b2, *v), cua_mul(cua_mul(k->k2, gi), gi));
+    *m = mi;
+    *v = vi;
+    *var = cua_sub(cua_mul(*var, k->keep),
+                   cua_mul(k->lr1, mi) / (sqrtf(cua_mul(vi, k->inv2)) + hp->eps));
+}
+
 __global__ static void adam_kernel(float *var, const float *g, float *m, float *v, int64_t n,
                                    const float *step, const float *lrp, const float *gsp,
                                    adam_hp hp)
 {
-    __shared__ float c[2];
-    if (threadIdx.x == 0) adam_corrections(&hp, *step, c);
-    __syncthreads();
-    if (c[0] <= 0.0f || c[1] <= 0.0f) return; // b1 or b2 >= 1: no defined step (as the CPU)
-    float lr = *lrp, gs = *gsp;
-    float lr1 = lr / c[0], inv2 = 1.0f / c[1], k1 = 1.0f - hp.b1, k2 = 1.0f - hp.b2;
-    float keep = cua_sub(1.0f, cua_mul(lr, hp.wd));
-    CUDA_FOR(i, n)
-    {
-        float gi = cua_mul(gs, g[i]);
-        float mi = cua_add(cua_mul(hp.b1, m[i]), cua_mul(k1, gi));
-        float vi = cua_add(cua_mul(hp.b2, v[i]), cua_mul(cua_mul(k2, gi), gi));
-        m[i] = mi;
-        v[i] = vi;
-        var[i] =
-            cua_sub(cua_mul(var[i], keep), cua_mul(lr1, mi) / (sqrtf(cua_mul(vi, inv2)) + hp.eps));
-    }
+    adam_k k;
+    if (!adam_begin(&hp, step, lrp, gsp, &k)) return;
+    CUDA_FOR(i, n) adam_elem(&var[i], &m[i], &v[i], g[i], &hp, &k);
 }
 
 static int k_apply_adam(const kern_args *a)
@@ -157,6 +180,161 @@ static int k_apply_adam(const kern_args *a)
     int64_t n = cua_in_numel(a, 0);
     cua_launch(a, n, adam_kernel, (float *)a->in[0], (const float *)a->in[1], (float *)a->in[2],
                (float *)a->in[3], n, (const float *)a->in[4], upd_lr(a), upd_gs(a), hp);
+    return 0;
+}
+
+// ---- row updates of momentum and adam, and rows_sum ----
+//
+// One block per place r of the batch (grid-stride), its threads across the
+// row.  The block of an id's first place sums the id's rows in batch order,
+// as the CPU does, and applies the dense step to that row once; the blocks
+// of its repeats do nothing.  Finding them scans the ids: O(n) per place,
+// fine for batches of thousands of ids.
+
+// Whether ids[r] appears before r; every thread of the block gets the answer.
+__device__ static int seen_before(const int32_t *ids, int64_t r)
+{
+    __shared__ int hit;
+    if (threadIdx.x == 0) hit = 0;
+    __syncthreads();
+    int32_t id = ids[r];
+    for (int64_t q = threadIdx.x; q < r; q += blockDim.x)
+        if (ids[q] == id) {
+            hit = 1;
+            break;
+        }
+    __syncthreads();
+    int seen = hit;
+    __syncthreads(); // read before the next place resets it
+    return seen;
+}
+
+// Column j of the sum of the rows of ids[r] at places r and after.
+__device__ static float column_sum(const float *rows, const int32_t *ids, int64_t r, int64_t n,
+                                   int64_t d, int64_t j)
+{
+    int32_t id = ids[r];
+    float s = rows[r * d + j];
+    for (int64_t q = r + 1; q < n; q++)
+        if (ids[q] == id) s = cua_add(s, rows[q * d + j]);
+    return s;
+}
+
+// The place r is an id's first, in range; skipped when this launch's id
+// check failed (nothing is written, as on the CPU).
+__device__ static int first_place(const int32_t *ids, int64_t r, int64_t limit)
+{
+    int seen = seen_before(ids, r);
+    return !seen && ids[r] >= 0 && ids[r] < limit;
+}
+
+typedef struct rows_args {
+    float *var, *s1, *s2;
+    const float *rows;
+    const int32_t *ids;
+    int64_t n, d, limit;
+    const cuda_fault *f;
+    int seq;
+} rows_args;
+
+__global__ static void momentum_rows_kernel(rows_args r, const float *lrp, const float *gsp,
+                                            float m, int nesterov)
+{
+    if (r.f->seq == r.seq) return;
+    float lr = *lrp, gs = *gsp;
+    for (int64_t p = blockIdx.x; p < r.n; p += gridDim.x) {
+        if (!first_place(r.ids, p, r.limit)) continue;
+        int64_t off = (int64_t)r.ids[p] * r.d;
+        for (int64_t j = threadIdx.x; j < r.d; j += blockDim.x)
+            momentum_elem(&r.var[off + j], &r.s1[off + j],
+                          column_sum(r.rows, r.ids, p, r.n, r.d, j), lr, gs, m, nesterov);
+    }
+}
+
+__global__ static void adam_rows_kernel(rows_args r, const float *step, const float *lrp,
+                                        const float *gsp, adam_hp hp)
+{
+    if (r.f->seq == r.seq) return;
+    adam_k k;
+    if (!adam_begin(&hp, step, lrp, gsp, &k)) return;
+    for (int64_t p = blockIdx.x; p < r.n; p += gridDim.x) {
+        if (!first_place(r.ids, p, r.limit)) continue;
+        int64_t off = (int64_t)r.ids[p] * r.d;
+        for (int64_t j = threadIdx.x; j < r.d; j += blockDim.x)
+            adam_elem(&r.var[off + j], &r.s1[off + j], &r.s2[off + j],
+                      column_sum(r.rows, r.ids, p, r.n, r.d, j), &hp, &k);
+    }
+}
+
+// rows_sum: place p's row of the output is its id's sum, or 0 at a repeat.
+__global__ static void rows_sum_kernel(float *out, const float *rows, const int32_t *ids, int64_t n,
+                                       int64_t d)
+{
+    for (int64_t p = blockIdx.x; p < n; p += gridDim.x) {
+        int seen = seen_before(ids, p);
+        for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+            out[p * d + j] = seen ? 0.0f : column_sum(rows, ids, p, n, d, j);
+    }
+}
+
+static unsigned rows_threads(int64_t d)
+{
+    return d >= CUDA_BLOCK ? (unsigned)CUDA_BLOCK : (unsigned)((d + 31) / 32 * 32);
+}
+
+static unsigned rows_blocks(int64_t n)
+{
+    return n > 65535 * 8 ? 65535 * 8 : (unsigned)n;
+}
+
+// The ids checked, then the launch's arguments (var, dy, ids, slots from in[3]).
+static rows_args rows_begin(const kern_args *a, int n_slots)
+{
+    const ir_type *v = a->in_t[0];
+    rows_args r = {(float *)a->in[0],
+                   (float *)a->in[3],
+                   n_slots > 1 ? (float *)a->in[4] : NULL,
+                   (const float *)a->in[1],
+                   (const int32_t *)a->in[2],
+                   cua_in_numel(a, 2),
+                   v->dim[1],
+                   v->dim[0],
+                   a->queue->fault,
+                   0};
+    cuda_check_ids(a, r.ids, r.n, v->dim[0], CUDA_FAULT_ID);
+    r.seq = a->queue->seq;
+    return r;
+}
+
+static int k_apply_momentum_rows(const kern_args *a)
+{
+    rows_args r = rows_begin(a, 1);
+    if (r.n <= 0 || r.d <= 0) return 0;
+    CUDA_LAUNCH(rows_blocks(r.n), rows_threads(r.d), 0, cuda_stream(a), momentum_rows_kernel)
+    (r, upd_lr(a), upd_gs(a), cua_attr_f(a, ATTR_MOMENTUM_M), cua_attr_i(a, ATTR_NESTEROV) != 0);
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
+static int k_apply_adam_rows(const kern_args *a)
+{
+    adam_hp hp = {cua_attr_f(a, ATTR_ADAM_B1), cua_attr_f(a, ATTR_ADAM_B2),
+                  cua_attr_f(a, ATTR_ADAM_EPS), cua_attr_f(a, ATTR_ADAM_WD)};
+    rows_args r = rows_begin(a, 2);
+    if (r.n <= 0 || r.d <= 0) return 0;
+    CUDA_LAUNCH(rows_blocks(r.n), rows_threads(r.d), 0, cuda_stream(a), adam_rows_kernel)
+    (r, (const float *)a->in[5], upd_lr(a), upd_gs(a), hp);
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
+static int k_rows_sum(const kern_args *a)
+{
+    int64_t n = cua_in_numel(a, 1), d = a->out_t->dim[1];
+    if (n <= 0 || d <= 0) return 0;
+    CUDA_LAUNCH(rows_blocks(n), rows_threads(d), 0, cuda_stream(a), rows_sum_kernel)
+    ((float *)a->out, (const float *)a->in[0], (const int32_t *)a->in[1], n, d);
+    CUDA_LAUNCHED(a);
     return 0;
 }
 
@@ -324,11 +502,14 @@ extern "C" const cuda_row cuda_rows_update[] = {
     {OP_APPLY_SGD, k_apply_sgd},
     {OP_APPLY_SGD_ROWS, k_apply_sgd_rows},
     {OP_APPLY_MOMENTUM, k_apply_momentum},
+    {OP_APPLY_MOMENTUM_ROWS, k_apply_momentum_rows},
     {OP_APPLY_ADAM, k_apply_adam},
+    {OP_APPLY_ADAM_ROWS, k_apply_adam_rows},
     {OP_ASSIGN_ADD, k_assign_add},
     {OP_GROUP, k_group},
     {OP_ASSIGN, k_assign},
     {OP_LR_SCHEDULE, k_lr_schedule},
     {OP_CLIP_SCALE, k_clip_scale},
+    {OP_ROWS_SUM, k_rows_sum},
     {OP_COUNT, NULL},
 };
