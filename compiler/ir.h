@@ -130,6 +130,8 @@ typedef struct ir_name {
     const char *name; /* a top-level (or scoped) assignment name */
     int node;
     int is_train; /* produced by .minimize() */
+    int every;    /* minimize(accumulate=k): k; the session runs <name>/accumulate on the
+                     other runs (runtime/session/plans.c) */
 } ir_name;
 
 /* Names to indices (vars, names): open addressing, -1 = empty. */
