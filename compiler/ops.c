@@ -122,6 +122,9 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_RANDOM, 1, OPF_STATEFUL | OPF_PER_RUN, ops_shape_random, ops_grad_none),
         .attrs = {[ATTR_RANDOM_KIND] = A_INT("kind", REQ), [ATTR_RANDOM_KEY] = A_INT("key", 0),
                   [ATTR_RANDOM_A] = A_FLT("a", REQ), [ATTR_RANDOM_B] = A_FLT("b", REQ)}},
+    E(OP_CATEGORICAL, 1, OPF_STATEFUL | OPF_PER_RUN, ops_shape_categorical, ops_grad_none),
+        .attrs = {[ATTR_RANDOM_KIND] = A_INT("kind", REQ), [ATTR_RANDOM_KEY] = A_INT("key", 0), A_LIST("shape", REQ)},
+        .scratch = ops_scratch_categorical},
     E(OP_GATHER_GRAD, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SHAPE},
     E(OP_SLICE_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SLICE},
     /* lr and gscale are inputs (ops.h), read on the device each run */
@@ -281,6 +284,16 @@ size_t ops_scratch_clip_scale(const ir_graph *g, int id)
     for (int k = 0; k < g->nodes[id].n_in; k++)
         chunks += (size_t)((ir_numel(ops_in_type(g, id, k)) + OP_CLIP_CHUNK - 1) / OP_CLIP_CHUNK);
     return chunks * sizeof(double);
+}
+
+/* categorical: a row's running sums, its chunks' offsets and maxima, and
+ * its total, all doubles (devices/draw.h). */
+size_t ops_scratch_categorical(const ir_graph *g, int id)
+{
+    const ir_type *x = ops_in_type(g, id, 0);
+    int64_t k = x->rank ? x->dim[x->rank - 1] : 1, rows = k ? ir_numel(x) / k : 0;
+    int64_t chunks = (k + OP_CDF_CHUNK - 1) / OP_CDF_CHUNK;
+    return (size_t)(rows * (k + 2 * chunks + 1)) * sizeof(double);
 }
 
 /* ---- cost rules: multiply-adds ---- */

@@ -102,6 +102,9 @@
     X(AVGPOOL_GRAD, "avgpool2d_grad") /* in: dy; attr list: x's shape; attrs as pool */            \
     X(DROPOUT_GRAD, "dropout_grad") /* in: dy; attrs as dropout, i2 = forward node id */           \
     X(RANDOM, "random")            /* in: any tensor, for its shape; fresh numbers each run */     \
+    /* ids drawn afresh each run from rows of weights: in f32[K] (a table) or f32[R,K]           \
+       (logits, softmax'd); out i32[list], its numel/R draws per row (devices/draw.h) */          \
+    X(CATEGORICAL, "categorical")  /* i0 OP_DRAW_WEIGHTS or _LOGITS, i1 key, list: out shape */   \
     X(GATHER_GRAD, "gather_grad")  /* in: dy, ids; attr list: table shape; scatter-add */          \
     X(SLICE_GRAD, "slice_grad")    /* in: dy; attr list: x's shape; attrs as slice */              \
     /* updates: write in[0], a VARIABLE, in place; out is a 0-byte token f32[0];                   \
@@ -173,9 +176,12 @@ typedef enum op_kind {
  *   dropout, dropout_grad    f ATTR_DROPOUT_RATE         the rate
  *                            i ATTR_DROPOUT_TRAINING     0 = identity
  *                            i ATTR_DROPOUT_KEY          the forward node's id: the mask
- *   random                   i ATTR_RANDOM_KIND          OP_RANDOM_UNIFORM or _NORMAL
+ *   random                   i ATTR_RANDOM_KIND          OP_RANDOM_UNIFORM, _NORMAL, _BERNOULLI
  *                            i ATTR_RANDOM_KEY           its node id: its numbers' key
- *                            f ATTR_RANDOM_A, _B         [low, high), or mean and std
+ *                            f ATTR_RANDOM_A, _B         [low, high), mean and std, or p
+ *   categorical              i ATTR_RANDOM_KIND          OP_DRAW_WEIGHTS or _LOGITS
+ *                            i ATTR_RANDOM_KEY           its node id, as random's
+ *                            list                        the output's shape
  *   layernorm (+_grad, _grad_params) f ATTR_NORM_EPS     eps
  *   reshape broadcast sum_to gather_grad  list           the output's shape
  *   transpose                list                        the permutation (empty: reverse)
@@ -268,7 +274,11 @@ typedef struct op_attr {
  * past the position on the axis before it (j > i in a [..., T, T] block). */
 enum { OP_MASK_NONE, OP_MASK_CAUSAL };
 /* random's attr i0. */
-enum { OP_RANDOM_UNIFORM, OP_RANDOM_NORMAL };
+enum { OP_RANDOM_UNIFORM, OP_RANDOM_NORMAL, OP_RANDOM_BERNOULLI };
+/* categorical's attr i0: a table of non-negative weights, or logits. */
+enum { OP_DRAW_WEIGHTS, OP_DRAW_LOGITS };
+/* categorical sums a row's weights in chunks of this many (devices/draw.h). */
+#define OP_CDF_CHUNK 256
 extern const char *const ops_mask_names[];
 
 /* Shape rule: fills g->nodes[id].type from its inputs and attrs, or reports

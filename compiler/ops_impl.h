@@ -44,6 +44,7 @@ int ops_shape_conv2d_bias(ir_graph *g, int id);
 int ops_shape_pool(ir_graph *g, int id);
 int ops_shape_dropout(ir_graph *g, int id);
 int ops_shape_random(ir_graph *g, int id);
+int ops_shape_categorical(ir_graph *g, int id);
 int ops_shape_layernorm(ir_graph *g, int id);
 int ops_shape_layernorm_grad(ir_graph *g, int id);
 int ops_shape_grad_pair(ir_graph *g, int id);
@@ -106,5 +107,6 @@ size_t ops_scratch_conv2d(const ir_graph *g, int id);
 size_t ops_scratch_conv2d_grad_w(const ir_graph *g, int id);
 size_t ops_scratch_layernorm_grad_params(const ir_graph *g, int id);
 size_t ops_scratch_clip_scale(const ir_graph *g, int id);
+size_t ops_scratch_categorical(const ir_graph *g, int id);
 
 #endif

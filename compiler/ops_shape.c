@@ -561,6 +561,23 @@ int ops_shape_random(ir_graph *g, int id)
     return set_type(g, id, o);
 }
 
+/* i32 of its list's shape, drawn from a table f32[K] (weights) or from
+ * rows f32[R,K] (logits: the list is [R, draws]); its key is its id. */
+int ops_shape_categorical(ir_graph *g, int id)
+{
+    const ir_type *x = ops_in_type(g, id, 0);
+    int logits = NODE(id)->attr.i[ATTR_RANDOM_KIND] == OP_DRAW_LOGITS;
+    if (need_f32(g, id, x, "its input") < 0 || check_list(g, id) < 0) return -1;
+    ir_type o = list_type(g, id, DT_I32);
+    if (x->rank != 1 + logits || x->dim[x->rank - 1] < 1 || x->dim[x->rank - 1] > INT32_MAX)
+        return ops_error(g, id, "categorical: its input must be f32[%s] with K >= 1, got %s",
+                         logits ? "R,K" : "K", ops_ts(x).s);
+    if (logits && (o.rank != 2 || o.dim[0] != x->dim[0]))
+        return ops_error(g, id, "categorical: %s rows cannot draw %s", ops_ts(x).s, ops_ts(&o).s);
+    NODE(id)->attr.i[ATTR_RANDOM_KEY] = id;
+    return set_type(g, id, o);
+}
+
 int ops_shape_dropout(ir_graph *g, int id)
 {
     double r = NODE(id)->attr.f[ATTR_DROPOUT_RATE];

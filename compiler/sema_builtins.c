@@ -35,13 +35,17 @@ enum {
     B_COSINE,
     B_LINEAR,
     B_WARMUP,
+    B_BERNOULLI,
+    B_CATEGORICAL,
+    B_SAMPLE,
     B_COUNT
 };
 
 static const char *const builtin_names[B_COUNT] = {
-    "zeros", "ones",     "constant", "uniform", "normal", "glorot", "he",       "cols",
-    "rows",  "shard",    "none",     "idx",     "csv",    "raw",    "gaussian", "text",
-    "sgd",   "momentum", "adam",     "adamw",   "cosine", "linear", "warmup",
+    "zeros",    "ones",   "constant",  "uniform",     "normal", "glorot", "he",
+    "cols",     "rows",   "shard",     "none",        "idx",    "csv",    "raw",
+    "gaussian", "text",   "sgd",       "momentum",    "adam",   "adamw",  "cosine",
+    "linear",   "warmup", "bernoulli", "categorical", "sample",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -746,8 +750,159 @@ value sema_data_field(sema *S, const ast_node *at, int data, const char *field)
     return sema_value_tensor(*slot);
 }
 
+/* ---- sampling: bernoulli(p, shape), categorical(logits, n),
+ * sample(weights, n): drawn afresh each run from the session seed, the node
+ * and the run, as normal() and uniform() are (devices/dropout.h, draw.h) ---- */
+
+/* The expression of argument i (named name), for a caret under it. */
+static const ast_node *arg_at(const sema_args *args, int i, const char *name)
+{
+    if (i < args->n_pos) return args->pos_at[i];
+    for (int k = 0; k < args->n_kw; k++)
+        if (strcmp(args->kw_at[k]->name, name) == 0) return args->kw_at[k];
+    return args->call;
+}
+
+/* Argument i as an f32 tensor of rank `rank` (any, when -1), or -1
+ * after an error. */
+static int draw_input(sema *S, const sema_args *args, const value *v, int i, const char *name,
+                      int rank, const char *want)
+{
+    const ast_node *at = arg_at(args, i, name);
+    int x = sema_to_tensor(S, at, *v, DT_F32);
+    if (x < 0) return -1;
+    const ir_type *t = &S->g->nodes[x].type;
+    if (t->dtype == DT_F32 && (rank < 0 || t->rank == rank)) return x;
+    char tb[160];
+    sema_err(S, at, "'%s' must be %s, got %s", name, want, ir_type_str(t, tb, sizeof tb));
+    return -1;
+}
+
+/* The count of draws n: a positive integer. */
+static int draw_count(sema *S, const sema_args *args, value v, int64_t *n)
+{
+    const ast_node *at = arg_at(args, 1, "n");
+    if (sema_int_arg(S, at, v, n) < 0) return -1;
+    if (*n > 0) return 0;
+    sema_err(S, at, "'n' must be a positive number of draws, got %lld", (long long)*n);
+    return -1;
+}
+
+/* A constant table's weights, checked where they are known: none
+ * negative, not all zero. */
+static int check_weights(sema *S, const ast_node *at, int x)
+{
+    const ir_node *n = &S->g->nodes[x];
+    if (n->op != OP_CONST) return 0;
+    int64_t k = ir_numel(&n->type), pos = 0;
+    const float *w = n->cdata;
+    for (int64_t i = 0; i < k; i++) {
+        double v = w ? w[i] : n->attr.f[ATTR_CONST_VALUE];
+        if (!(v >= 0)) {
+            sema_err(S, at, "'weights' must not be negative, got %g at [%lld]", v, (long long)i);
+            return -1;
+        }
+        pos += v > 0;
+    }
+    if (pos) return 0;
+    sema_err(S, at, "'weights' are all zero: no id can be drawn");
+    return -1;
+}
+
+static int add_categorical(sema *S, const ast_node *at, int x, int kind, const ir_type *t)
+{
+    if (sema_check_type(S, at, builtin_names[kind ? B_CATEGORICAL : B_SAMPLE], t) < 0) return -1;
+    ir_attrs a = {.i = {[ATTR_RANDOM_KIND] = kind}, .n_list = t->rank};
+    for (int d = 0; d < t->rank; d++) a.list[d] = t->dim[d];
+    return ir_add(S->g, OP_CATEGORICAL, &x, 1, &a, S->src, at->span);
+}
+
+/* categorical(logits f32[B, K], n) -> i32[B, n] */
+static value call_categorical(sema *S, const sema_args *args)
+{
+    static const argspec spec[] = {{"logits", 1}, {"n", 1}};
+    value v[2];
+    int64_t n;
+    if (bind_args(S, "categorical", spec, 2, args, 0, v) < 0) return sema_value_err();
+    int x = draw_input(S, args, &v[0], 0, "logits", 2, "f32[B, K], a row of logits per draw");
+    if (x < 0 || draw_count(S, args, v[1], &n) < 0) return sema_value_err();
+    ir_type t = {.dtype = DT_I32, .rank = 2, .dim = {S->g->nodes[x].type.dim[0], n}};
+    return sema_value_tensor(add_categorical(S, args->call, x, OP_DRAW_LOGITS, &t));
+}
+
+/* sample(weights f32[V], n or a shape) -> i32[n] or i32[shape] */
+static value call_sample(sema *S, const sema_args *args)
+{
+    static const argspec spec[] = {{"weights", 1}, {"n", 1}};
+    value v[2];
+    ir_type t;
+    if (bind_args(S, "sample", spec, 2, args, 0, v) < 0) return sema_value_err();
+    int x = draw_input(S, args, &v[0], 0, "weights", 1, "f32[V], a table of weights");
+    if (x < 0 || check_weights(S, arg_at(args, 0, "weights"), x) < 0) return sema_value_err();
+    if (v[1].k == V_LIST) {
+        if (shape_arg(S, arg_at(args, 1, "n"), "sample", v[1], &t) < 0) return sema_value_err();
+    } else {
+        t = (ir_type){.rank = 1};
+        if (draw_count(S, args, v[1], &t.dim[0]) < 0) return sema_value_err();
+    }
+    t.dtype = DT_I32;
+    return sema_value_tensor(add_categorical(S, args->call, x, OP_DRAW_WEIGHTS, &t));
+}
+
+/* p broadcasts to t, and t is the broadcast's shape (numpy's rules). */
+static int broadcasts_into(const ir_type *p, const ir_type *t)
+{
+    if (p->rank > t->rank) return 0;
+    for (int d = 1; d <= p->rank; d++) {
+        int64_t pd = p->dim[p->rank - d];
+        if (pd != 1 && pd != t->dim[t->rank - d]) return 0;
+    }
+    return 1;
+}
+
+/* bernoulli(p, shape) -> f32[shape] of 0/1: uniform(shape) < p, one node
+ * (OP_RANDOM_BERNOULLI) for a number p, a comparison for a tensor. */
+static value call_bernoulli(sema *S, const sema_args *args)
+{
+    static const argspec spec[] = {{"p", 1}, {"shape", 1}};
+    value v[2];
+    ir_type t;
+    if (bind_args(S, "bernoulli", spec, 2, args, 0, v) < 0 ||
+        shape_arg(S, arg_at(args, 1, "shape"), "bernoulli", v[1], &t) < 0)
+        return sema_value_err();
+    const ast_node *at = arg_at(args, 0, "p");
+    int tensor = v[0].k == V_TENSOR || v[0].k == V_LIST;
+    if (!tensor && (v[0].k != V_NUM || !(v[0].num >= 0 && v[0].num <= 1))) {
+        if (v[0].k == V_NUM)
+            sema_err(S, at, "'p' must be in [0, 1], got %g", v[0].num);
+        else
+            sema_err(S, at, "'p' must be a number in [0, 1] or a tensor, got %s",
+                     sema_value_kind(&v[0]));
+        return sema_value_err();
+    }
+    int shape = ir_add_const(S->g, 0, &t, S->src, args->call->span);
+    ir_attrs a = {.i = {[ATTR_RANDOM_KIND] = tensor ? OP_RANDOM_UNIFORM : OP_RANDOM_BERNOULLI},
+                  .f = {[ATTR_RANDOM_A] = tensor ? 0 : v[0].num, [ATTR_RANDOM_B] = 1}};
+    int u = shape < 0 ? -1 : ir_add(S->g, OP_RANDOM, &shape, 1, &a, S->src, args->call->span);
+    if (u < 0 || !tensor) return sema_value_tensor(u);
+    int p = draw_input(S, args, &v[0], 0, "p", -1, "f32");
+    if (p < 0 || !broadcasts_into(&S->g->nodes[p].type, &t)) {
+        char tb[160], ub[160];
+        if (p >= 0)
+            sema_err(S, at, "'p' of type %s does not broadcast to the shape %s",
+                     ir_type_str(&S->g->nodes[p].type, tb, sizeof tb),
+                     ir_type_str(&t, ub, sizeof ub));
+        return sema_value_err();
+    }
+    int in[2] = {u, p};
+    return sema_value_tensor(ir_add(S->g, OP_LT, in, 2, &(ir_attrs){0}, S->src, args->call->span));
+}
+
 value sema_call_builtin(sema *S, int b, const sema_args *args)
 {
+    if (b == B_BERNOULLI) return call_bernoulli(S, args);
+    if (b == B_CATEGORICAL) return call_categorical(S, args);
+    if (b == B_SAMPLE) return call_sample(S, args);
     if (b <= B_HE) return call_init(S, b, args);
     if (b == B_COLS || b == B_ROWS) return call_dim(S, b, args);
     if (b == B_SHARD) return call_shard(S, args);

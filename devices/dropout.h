@@ -12,6 +12,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../compiler/ops.h"
+
 #ifdef __CUDACC__
 #define DROPOUT_FN __host__ __device__ static inline
 #else
@@ -48,11 +50,13 @@ DROPOUT_FN uint64_t dropout_key(uint64_t seed, uint64_t step)
     return dropout_mix(seed ^ (step * 0xd1b54a32d192ed03ull));
 }
 
-/* Element i of random's numbers (compiler/ops.h): uniform in [a, b), or
- * normal with mean a and std b (Box-Muller on the uniforms 2i and 2i+1). */
-DROPOUT_FN float random_at(uint64_t key, int64_t i, int normal, float a, float b)
+/* Element i of random's numbers (compiler/ops.h, kind OP_RANDOM_*):
+ * uniform in [a, b), normal with mean a and std b (Box-Muller on the
+ * uniforms 2i and 2i+1), or bernoulli: 1 with probability a, else 0. */
+DROPOUT_FN float random_at(uint64_t key, int64_t i, int kind, float a, float b)
 {
-    if (!normal) return a + (b - a) * dropout_u(key, i);
+    if (kind == OP_RANDOM_BERNOULLI) return dropout_u(key, i) < a ? 1.0f : 0.0f;
+    if (kind == OP_RANDOM_UNIFORM) return a + (b - a) * dropout_u(key, i);
     float u1 = dropout_u(key, 2 * i), u2 = dropout_u(key, 2 * i + 1);
     float r = sqrtf(-2.0f * logf(u1 > 1e-30f ? u1 : 1e-30f));
     return a + b * r * cosf(6.28318530718f * u2);

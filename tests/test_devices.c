@@ -396,6 +396,13 @@ static const dev_case cases[] = {
     {.op = OP_RANDOM, {"f32[a,b]"}, {OP_RANDOM_UNIFORM}, {0, 0, -1.0, 2.0}},
     {.op = OP_RANDOM, {"f32[a,b]"}, {OP_RANDOM_NORMAL}, {0, 0, 0.5, 2.0}},
     {.op = OP_RANDOM, {"f32[313,1031]"}, {OP_RANDOM_NORMAL}, {0, 0, 0.0, 1.0}},
+    {.op = OP_RANDOM, {"f32[a,b]"}, {OP_RANDOM_BERNOULLI}, {0, 0, 0.3}},
+    /* categorical: i0 weights or logits; the list is the output's shape.
+       ANY weights are negative too (they weigh 0) */
+    {.op = OP_CATEGORICAL, {"f32[b]"}, {OP_DRAW_WEIGHTS}, .list = "a,c"},
+    {.op = OP_CATEGORICAL, {"f32[50000]"}, {OP_DRAW_WEIGHTS}, .list = "2560", .fills = {POS}},
+    {.op = OP_CATEGORICAL, {"f32[a,b]"}, {OP_DRAW_LOGITS}, .list = "a,c"},
+    {.op = OP_CATEGORICAL, {"f32[7,3001]"}, {OP_DRAW_LOGITS}, .list = "7,64"},
     /* updates: the last two inputs are the learning rate and the gradient scale */
     {.op = OP_APPLY_SGD,
      {"var:f32[a,b]", "f32[a,b]", "f32[]", "f32[]"},
@@ -514,6 +521,10 @@ static tolerance op_tolerance(op_kind op)
     case OP_SLICE_GRAD:
     case OP_GROUP:
     case OP_ALLREDUCE: /* packing; over one process the mean is the value */
+    /* Sums in doubles in one order on every device (devices/draw.h); a
+     * GPU's exp may differ in the last bit of a double, which moves a draw
+     * only when it falls within ~1e-16 of a boundary. */
+    case OP_CATEGORICAL:
         return (tolerance){T_EXACT, 0};
     /* dropout.h is the one mask of every device: the same elements must be
      * dropped; a kept element is x * scale, one rounding. */

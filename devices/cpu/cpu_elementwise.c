@@ -264,19 +264,19 @@ static void dropout_range(void *vctx, int64_t lo, int64_t hi)
 typedef struct random_ctx {
     float *out;
     uint64_t key;
-    int normal;
+    int kind;
     float a, b;
 } random_ctx;
 
 static void random_range(void *vctx, int64_t lo, int64_t hi)
 {
     const random_ctx *c = vctx;
-    for (int64_t i = lo; i < hi; i++) c->out[i] = random_at(c->key, i, c->normal, c->a, c->b);
+    for (int64_t i = lo; i < hi; i++) c->out[i] = random_at(c->key, i, c->kind, c->a, c->b);
 }
 
-void cpu_random(cpu_pool *p, float *out, int64_t n, uint64_t key, int normal, float a, float b)
+void cpu_random(cpu_pool *p, float *out, int64_t n, uint64_t key, int kind, float a, float b)
 {
-    random_ctx c = {out, key, normal, a, b};
+    random_ctx c = {out, key, kind, a, b};
     cpu_par_range(p, n, CPU_PAR_MIN / 4, random_range, &c);
 }
 

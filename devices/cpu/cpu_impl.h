@@ -146,9 +146,20 @@ void cpu_cast_i32_f32(float *out, const int32_t *in, int64_t n);
 /* Dropout: the mask depends only on (seed, step, i), so forward and backward
  * agree without storing it. */
 /* random's numbers (devices/dropout.h random_at) for the step's key. */
-void cpu_random(cpu_pool *p, float *out, int64_t n, uint64_t key, int normal, float a, float b);
+void cpu_random(cpu_pool *p, float *out, int64_t n, uint64_t key, int kind, float a, float b);
 void cpu_dropout(cpu_pool *p, float *out, const float *x, int64_t n, float rate, uint64_t seed,
                  uint64_t step);
+
+/* ---- draws (cpu_draw.c) ----
+ * categorical's ids (devices/draw.h): out[r * per + j] for j < per from
+ * row r of x f32[rows, k], weights or logits; scratch as
+ * ops_scratch_categorical says. */
+typedef struct cpu_draw_shape {
+    int64_t rows, k, per;
+    int logits;
+} cpu_draw_shape;
+void cpu_categorical(cpu_pool *p, int32_t *out, const float *x, const cpu_draw_shape *s,
+                     uint64_t key, double *scratch);
 
 /* ---- reductions (cpu_reduce.c) ----
  * An axis reduction views x as [outer, n, inner]. */

@@ -386,8 +386,20 @@ static int k_random(const kern_args *a)
 {
     int64_t n = out_numel(a);
     cpu_random(a->pool, OUTF, n, random_key(a->seed, ATTR_I(ATTR_RANDOM_KEY), a->step),
-               ATTR_I(ATTR_RANDOM_KIND) == OP_RANDOM_NORMAL, ATTR_F(ATTR_RANDOM_A),
-               ATTR_F(ATTR_RANDOM_B));
+               (int)ATTR_I(ATTR_RANDOM_KIND), ATTR_F(ATTR_RANDOM_A), ATTR_F(ATTR_RANDOM_B));
+    return 0;
+}
+
+/* categorical: ids from rows of weights or logits (devices/draw.h). */
+static int k_categorical(const kern_args *a)
+{
+    const ir_type *x = a->in_t[0];
+    cpu_draw_shape s = {.k = x->dim[x->rank - 1],
+                        .logits = ATTR_I(ATTR_RANDOM_KIND) == OP_DRAW_LOGITS};
+    s.rows = cpu_numel(x) / s.k;
+    s.per = out_numel(a) / s.rows;
+    cpu_categorical(a->pool, a->out, INF(0), &s,
+                    random_key(a->seed, ATTR_I(ATTR_RANDOM_KEY), a->step), a->scratch);
     return 0;
 }
 
@@ -615,6 +627,7 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_AVGPOOL2D] = k_avgpool,
     [OP_DROPOUT] = k_dropout,
     [OP_RANDOM] = k_random,
+    [OP_CATEGORICAL] = k_categorical,
     [OP_LAYERNORM] = k_layernorm,
     [OP_LAYERNORM_GRAD] = k_layernorm_grad,
     [OP_LAYERNORM_GRAD_PARAMS] = k_layernorm_grad_params,

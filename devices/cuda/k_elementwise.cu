@@ -5,6 +5,7 @@
 // are IEEE-exact on both, so those results are bit-identical; expf, logf
 // and tanhf are CUDA's (within 2 ulp of glibc's, not equal to them).
 #include "../bcast.h"
+#include "../draw.h"
 #include "../dropout.h"
 #include "cu_a_args.cuh"
 
@@ -326,10 +327,10 @@ static int k_dropout(const kern_args *a)
     return 0;
 }
 
-__global__ static void random_kernel(float *out, int64_t n, uint64_t key, int normal, float a,
+__global__ static void random_kernel(float *out, int64_t n, uint64_t key, int kind, float a,
                                      float b)
 {
-    CUDA_FOR(i, n) out[i] = random_at(key, i, normal, a, b);
+    CUDA_FOR(i, n) out[i] = random_at(key, i, kind, a, b);
 }
 
 // random: the CPU's numbers (devices/dropout.h), element by element.
@@ -337,9 +338,92 @@ static int k_random(const kern_args *a)
 {
     int64_t n = ir_numel(a->out_t);
     uint64_t key = random_key(a->seed, cua_attr_i(a, ATTR_RANDOM_KEY), a->step);
-    int normal = cua_attr_i(a, ATTR_RANDOM_KIND) == OP_RANDOM_NORMAL;
-    cua_launch(a, n, random_kernel, (float *)a->out, n, key, normal, cua_attr_f(a, ATTR_RANDOM_A),
+    int kind = (int)cua_attr_i(a, ATTR_RANDOM_KIND);
+    cua_launch(a, n, random_kernel, (float *)a->out, n, key, kind, cua_attr_f(a, ATTR_RANDOM_A),
                cua_attr_f(a, ATTR_RANDOM_B));
+    return 0;
+}
+
+// ---- categorical: the CPU's phases (cpu_draw.c), each a grid-stride
+// kernel; the scratch holds the running sums, the chunks' offsets (their
+// totals first) and maxima, and the rows' totals (devices/draw.h) ----
+
+typedef struct draw_bufs {
+    const float *x;
+    int64_t rows, k, chunks;
+    double *local, *off, *max, *total;
+} draw_bufs;
+
+// The maximum of each chunk of logits (exact, so any order is the CPU's).
+__global__ static void draw_chunk_max(draw_bufs b)
+{
+    CUDA_FOR(q, b.rows * b.chunks)
+    {
+        int64_t r = q / b.chunks, lo = q % b.chunks * OP_CDF_CHUNK;
+        int64_t hi = lo + OP_CDF_CHUNK < b.k ? lo + OP_CDF_CHUNK : b.k;
+        float m = -INFINITY;
+        for (int64_t j = lo; j < hi; j++) m = b.x[r * b.k + j] > m ? b.x[r * b.k + j] : m;
+        b.max[q] = m;
+    }
+}
+
+__global__ static void draw_row_max(draw_bufs b)
+{
+    CUDA_FOR(r, b.rows)
+    {
+        double m = b.max[r * b.chunks];
+        for (int64_t c = 1; c < b.chunks; c++)
+            m = b.max[r * b.chunks + c] > m ? b.max[r * b.chunks + c] : m;
+        b.max[r * b.chunks] = m;
+    }
+}
+
+__global__ static void draw_chunk_sums(draw_bufs b, int logits)
+{
+    CUDA_FOR(q, b.rows * b.chunks)
+    {
+        int64_t r = q / b.chunks;
+        b.off[q] = draw_chunk(b.x + r * b.k, b.k, q % b.chunks, logits ? b.max[r * b.chunks] : 0,
+                              logits, b.local + r * b.k);
+    }
+}
+
+__global__ static void draw_row_offsets(draw_bufs b)
+{
+    CUDA_FOR(r, b.rows) b.total[r] = draw_offsets(b.off + r * b.chunks, b.chunks);
+}
+
+__global__ static void draw_search_kernel(int32_t *out, draw_bufs b, int64_t per, uint64_t key)
+{
+    CUDA_FOR(i, b.rows * per)
+    {
+        int64_t r = i / per;
+        double t = draw_u(key, i) * b.total[r];
+        out[i] = draw_search(b.local + r * b.k, b.off + r * b.chunks, b.k, t);
+    }
+}
+
+static int k_categorical(const kern_args *a)
+{
+    draw_bufs b;
+    b.x = (const float *)a->in[0];
+    b.k = a->in_t[0]->dim[a->in_t[0]->rank - 1];
+    b.rows = cua_in_numel(a, 0) / b.k;
+    b.chunks = draw_chunks(b.k);
+    b.local = (double *)a->scratch;
+    b.off = b.local + b.rows * b.k;
+    b.max = b.off + b.rows * b.chunks;
+    b.total = b.max + b.rows * b.chunks;
+    int logits = cua_attr_i(a, ATTR_RANDOM_KIND) == OP_DRAW_LOGITS;
+    if (logits) {
+        cua_launch(a, b.rows * b.chunks, draw_chunk_max, b);
+        cua_launch(a, b.rows, draw_row_max, b);
+    }
+    cua_launch(a, b.rows * b.chunks, draw_chunk_sums, b, logits);
+    cua_launch(a, b.rows, draw_row_offsets, b);
+    int64_t per = ir_numel(a->out_t) / b.rows;
+    uint64_t key = random_key(a->seed, cua_attr_i(a, ATTR_RANDOM_KEY), a->step);
+    cua_launch(a, b.rows * per, draw_search_kernel, (int32_t *)a->out, b, per, key);
     return 0;
 }
 
@@ -373,5 +457,6 @@ extern "C" const cuda_row cuda_rows_elementwise[] = {
     {OP_DROPOUT, k_dropout},
     {OP_DROPOUT_GRAD, k_dropout},
     {OP_RANDOM, k_random},
+    {OP_CATEGORICAL, k_categorical},
     {OP_COUNT, NULL},
 };
