@@ -237,6 +237,8 @@ int ir_set_name(ir_graph *g, const char *name, int node, int is_train);
 int ir_find_name(const ir_graph *g, const char *name); /* index into names or -1 */
 int ir_find_var(const ir_graph *g, const char *name);  /* index into vars or -1 */
 void ir_add_ctrl(ir_graph *g, int node, int dep);
+/* One more input of an OP_GROUP node. */
+void ir_group_append(ir_graph *g, int group, int node);
 /* A side update of training (ir_side); returns its index. */
 int ir_add_side(ir_graph *g, const ir_side *s);
 /* ir_add_ctrl for a caller that knows dep is not there yet (it keeps its
