@@ -28,6 +28,7 @@ typedef struct ad_ctx {
     int barrier;    /* group over all gradients: updates wait for it */
     int step_inc;   /* adam, schedules: its ASSIGN_ADD node */
     int lr, gscale; /* the f32[] learning rate and gradient scale every update reads */
+    int *accum;     /* accumulate=k: [n_vars] each variable's accum slot node, or -1 */
 } ad_ctx;
 
 static int is_trained(const ad_ctx *c, int vi)
@@ -608,8 +609,48 @@ static int make_updates(ad_ctx *c)
     return ir_add(g, OP_GROUP, c->updates, c->n_updates, NULL, c->src, c->span);
 }
 
+/* minimize(accumulate=k): each trained variable's gradient adds into its
+ * slot <var>/accum on the runs of *partial (a group); the k-th run's
+ * updates read (accum + gradient) / k instead, and zero_accums empties the
+ * slots after them. */
+static int accumulate_grads(ad_ctx *c, int *partial)
+{
+    ir_graph *g = c->g;
+    int *adds = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1)), n = 0, rc = 0;
+    c->accum = base_xmalloc(sizeof(int) * (size_t)(g->n_vars + 1));
+    for (int vi = 0; vi < g->n_vars; vi++) c->accum[vi] = -1;
+    for (int i = 0, vi; i < c->n_anc && rc == 0; i++) {
+        if ((vi = trained_here(c, i)) < 0) continue;
+        int with = g->vars[vi].node, acc = c->accum[vi] = make_slot(c, vi, "accum");
+        int in[2] = {acc, c->grad[i]}, sum[2] = {-1, scalar_const(c, 1.0 / c->opt->accumulate)};
+        adds[n] = colocated(c, ir_add(g, OP_ASSIGN_ADD, in, 2, NULL, c->src, c->span), with);
+        sum[0] = colocated(c, ir_add(g, OP_ADD, in, 2, NULL, c->src, c->span), with);
+        if (adds[n++] < 0 || sum[0] < 0 || colocated(c, sum[1], with) < 0) rc = -1;
+        if (rc == 0) c->grad[i] = colocated(c, ir_add(g, OP_MUL, sum, 2, NULL, c->src, c->span), with);
+        if (rc == 0 && c->grad[i] < 0) rc = -1;
+    }
+    if (rc == 0) *partial = ir_add(g, OP_GROUP, adds, n, NULL, c->src, c->span);
+    free(adds);
+    return rc == 0 && *partial >= 0 ? 0 : -1;
+}
+
+/* After the k-th run's update of each variable: its accum slot back to 0. */
+static int zero_accums(ad_ctx *c, int group)
+{
+    ir_graph *g = c->g;
+    for (int k = 0, n = c->n_updates; k < n; k++) {
+        int u = c->updates[k], acc = c->accum[g->nodes[g->nodes[u].in[0]].var];
+        int in[2] = {acc, colocated(c, ir_add_const(g, 0, &g->nodes[acc].type, c->src, c->span), acc)};
+        int z = in[1] < 0 ? -1 : ir_add(g, OP_ASSIGN, in, 2, NULL, c->src, c->span);
+        if (colocated(c, z, acc) < 0) return -1;
+        ir_add_ctrl(g, z, u);
+        ir_group_append(g, group, z);
+    }
+    return 0;
+}
+
 int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const unsigned char *only,
-                const src_file *src, src_span span)
+                const src_file *src, src_span span, int *partial)
 {
     ad_ctx c = {.g = g,
                 .opt = opt,
@@ -630,12 +671,15 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const unsigned c
                    only ? "minimize: loss does not depend on any variable of vars="
                         : "minimize: loss does not depend on any trainable variable");
     else if (backprop(&c, loss) == 0 &&
-             (!opt->allreduce || (make_barrier(&c) >= 0 && allreduce_grads(&c) == 0)))
+             (!opt->allreduce || (make_barrier(&c) >= 0 && allreduce_grads(&c) == 0)) &&
+             (opt->accumulate < 2 || accumulate_grads(&c, partial) == 0))
         rc = make_updates(&c);
+    if (rc >= 0 && opt->accumulate > 1 && zero_accums(&c, rc) < 0) rc = -1;
     free(c.anc);
     free(c.path);
     free(c.grad);
     free(c.updates);
+    free(c.accum);
     return rc;
 }
 

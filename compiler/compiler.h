@@ -72,16 +72,19 @@ typedef struct ad_optimizer {
     int decay_all;       /* decay every variable, not only those of rank >= 2 */
     double clip;         /* > 0: scale the gradients to this global norm at most */
     ad_schedule sched;
-    int allreduce; /* distributed sync: average the gradients over the processes first */
+    int allreduce;  /* distributed sync: average the gradients over the processes first */
+    int accumulate; /* > 1: update once every this many runs, with their mean gradient */
 } ad_optimizer;
 
 /* Differentiates the scalar `loss` w.r.t. every trainable variable it
  * depends on (with only, [n_vars] flags, those of them only flags), adds
  * slot variables (<var>/momentum, <var>/adam_m, ...) and update ops, and
  * returns an OP_GROUP node that depends on all updates (the train target),
- * or -1 on error (reported at span). */
+ * or -1 on error (reported at span).  With opt->accumulate = k > 1 that
+ * target updates with the mean gradient of k runs, and *partial is the
+ * group the other k - 1 runs run: each adds its gradients up. */
 int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const unsigned char *only,
-                const src_file *src, src_span span);
+                const src_file *src, src_span span, int *partial);
 /* The learning-rate node (f32[]) the updates of train target `train` (what
  * ad_minimize returned) read: a constant or the schedule. */
 int ad_lr_of(const ir_graph *g, int train);

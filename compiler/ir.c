@@ -459,6 +459,16 @@ void ir_add_ctrl(ir_graph *g, int node, int dep)
     ir_append_ctrl(g, node, dep);
 }
 
+void ir_group_append(ir_graph *g, int group, int node)
+{
+    ir_node *grp = &g->nodes[group];
+    int *in = ir_alloc(g, sizeof(int) * (size_t)(grp->n_in + 1));
+    memcpy(in, grp->in, sizeof(int) * (size_t)grp->n_in);
+    in[grp->n_in] = node;
+    grp->in = in;
+    grp->n_in++;
+}
+
 int ir_add_side(ir_graph *g, const ir_side *s)
 {
     grow(g, (void **)&g->sides, g->n_sides, &g->cap_sides, sizeof(ir_side));

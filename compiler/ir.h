@@ -130,6 +130,8 @@ typedef struct ir_name {
     const char *name; /* a top-level (or scoped) assignment name */
     int node;
     int is_train; /* produced by .minimize() */
+    int every;    /* minimize(accumulate=k): k; the session runs <name>/accumulate on the
+                     other runs (runtime/session/plans.c) */
 } ir_name;
 
 /* Names to indices (vars, names): open addressing, -1 = empty. */
@@ -235,6 +237,8 @@ int ir_set_name(ir_graph *g, const char *name, int node, int is_train);
 int ir_find_name(const ir_graph *g, const char *name); /* index into names or -1 */
 int ir_find_var(const ir_graph *g, const char *name);  /* index into vars or -1 */
 void ir_add_ctrl(ir_graph *g, int node, int dep);
+/* One more input of an OP_GROUP node. */
+void ir_group_append(ir_graph *g, int group, int node);
 /* A side update of training (ir_side); returns its index. */
 int ir_add_side(ir_graph *g, const ir_side *s);
 /* ir_add_ctrl for a caller that knows dep is not there yet (it keeps its

@@ -141,16 +141,6 @@ static int update_of(const ir_graph *g, int group, int var)
     return -1;
 }
 
-static void group_append(ir_graph *g, int group, int node)
-{
-    ir_node *grp = &g->nodes[group];
-    int *in = ir_alloc(g, sizeof(int) * (size_t)(grp->n_in + 1));
-    memcpy(in, grp->in, sizeof(int) * (size_t)grp->n_in);
-    in[grp->n_in] = node;
-    grp->in = in;
-    grp->n_in++;
-}
-
 int mode_attach_sides(ir_graph *g, mode_copy *c, int group)
 {
     int locking = (int)g->nodes[g->nodes[group].in[0]].attr.i[ATTR_LOCKING];
@@ -162,7 +152,7 @@ int mode_attach_sides(ir_graph *g, mode_copy *c, int group)
         g->nodes[u].attr.i[ATTR_LOCKING] = locking;
         int after = s->after_var >= 0 ? update_of(g, group, s->after_var) : -1;
         if (after >= 0) ir_add_ctrl(g, u, after);
-        group_append(g, group, u);
+        ir_group_append(g, group, u);
         s = &g->sides[i];
         s->n_used++;
     }

@@ -458,29 +458,47 @@ static int minimize_vars(sema *S, const ast_node *at, const value *v, unsigned c
     return 0;
 }
 
-/* minimize(loss) or minimize(loss, vars=...): the loss's node and, for
- * vars=, *only (NULL without).  -1 on error. */
-static int minimize_args(sema *S, env *e, const ast_node *n, unsigned char **only)
+/* accumulate=k: an integer in [1, LIM_ACCUMULATE]; not with allreduce. */
+static int accumulate_arg(sema *S, env *e, const ast_node *at, int *k)
 {
-    const ast_node *loss_at = NULL, *vars_at = NULL;
+    int64_t n;
+    value v = sema_eval(S, e, at->a);
+    if (v.k == V_ERR || sema_int_in(S, at, "accumulate", v, 1, 1, LIM_ACCUMULATE, &n) < 0) return -1;
+    if (n > 1 && S->opt->allreduce) {
+        sema_err(S, at, "minimize: accumulate= is not supported with distributed sync training");
+        return -1;
+    }
+    *k = (int)n;
+    return 0;
+}
+
+/* minimize(loss), with optional vars= (the loss's node and *only, NULL
+ * without) and accumulate= (*k, else 1).  -1 on error. */
+static int minimize_args(sema *S, env *e, const ast_node *n, unsigned char **only, int *k)
+{
+    const ast_node *loss_at = NULL, *vars_at = NULL, *acc_at = NULL;
     int bad = 0;
     *only = NULL;
+    *k = 1;
     for (int i = 0; i < n->n_items; i++) {
         const ast_node *it = n->items[i];
         if (it->kind != AST_KWARG)
             bad |= loss_at != NULL, loss_at = it;
+        else if (strcmp(it->name, "vars") == 0)
+            bad |= vars_at != NULL, vars_at = it;
         else
-            bad |= vars_at != NULL || strcmp(it->name, "vars") != 0, vars_at = it;
+            bad |= acc_at != NULL || strcmp(it->name, "accumulate") != 0, acc_at = it;
     }
     if (bad || !loss_at) {
         sema_err(S, n,
                  "minimize() takes the loss and, optionally, vars= (a scope name, or a list "
-                 "of variables)");
+                 "of variables) and accumulate= (runs per update)");
         return -1;
     }
     value loss = sema_eval(S, e, loss_at);
     int l = loss.k == V_ERR ? -1 : sema_to_tensor(S, loss_at, loss, DT_F32);
-    if (l < 0 || !vars_at) return l;
+    if (l < 0 || (acc_at && accumulate_arg(S, e, acc_at, k) < 0)) return -1;
+    if (!vars_at) return l;
     value vars = sema_eval(S, e, vars_at->a);
     if (vars.k == V_ERR) return -1;
     *only = base_xcalloc((size_t)S->g->n_vars + 1, 1);
@@ -501,7 +519,7 @@ static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
         return sema_value_err();
     }
     unsigned char *only;
-    int l = minimize_args(S, e, n, &only);
+    int l = minimize_args(S, e, n, &only, &obj.opt.accumulate);
     if (l < 0) return sema_value_err();
     if (++S->n_minimize > LIM_MINIMIZE) {
         free(only);
@@ -510,13 +528,16 @@ static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
     }
     obj.opt.allreduce = S->opt->allreduce;
     mode_copy *c = train_record(S);
-    int lt = mode_train_copy(S->g, c, l);
-    value v =
-        sema_value_tensor(lt < 0 ? -1 : ad_minimize(S->g, lt, &obj.opt, only, S->src, n->span));
+    int lt = mode_train_copy(S->g, c, l), partial = -1;
+    value v = sema_value_tensor(
+        lt < 0 ? -1 : ad_minimize(S->g, lt, &obj.opt, only, S->src, n->span, &partial));
     free(only);
     S->train_group[S->n_trains - 1] = v.k == V_TENSOR ? v.node : -1;
+    S->train_partial[S->n_trains - 1] = partial;
     v.is_train = 1;
     v.id = lt;
+    v.every = obj.opt.accumulate;
+    v.partial = partial;
     return v;
 }
 
@@ -526,6 +547,8 @@ static mode_copy *train_record(sema *S)
 {
     int n = S->n_trains++;
     S->train_group = base_xreallocarray(S->train_group, (size_t)n + 1, sizeof(int));
+    S->train_partial = base_xreallocarray(S->train_partial, (size_t)n + 1, sizeof(int));
+    S->train_partial[n] = -1;
     S->train_copy = base_xreallocarray(S->train_copy, (size_t)n + 1, sizeof(mode_copy));
     S->train_group[n] = -1;
     S->train_copy[n] = (mode_copy){0};
@@ -538,8 +561,10 @@ static mode_copy *train_record(sema *S)
 static void attach_sides(sema *S)
 {
     for (int i = 0; i < S->n_trains; i++) {
-        if (S->train_group[i] >= 0 && !S->stop)
-            mode_attach_sides(S->g, &S->train_copy[i], S->train_group[i]);
+        for (int k = 0; k < 2 && !S->stop; k++) { /* the target, and its accumulate runs */
+            int grp = k ? S->train_partial[i] : S->train_group[i];
+            if (grp >= 0) mode_attach_sides(S->g, &S->train_copy[i], grp);
+        }
         mode_copy_free(&S->train_copy[i]);
     }
     for (int i = 0; i < S->g->n_sides; i++) {
@@ -550,6 +575,7 @@ static void attach_sides(sema *S)
                      "ema(): no training target computes its input, so the average never moves");
     }
     free(S->train_group);
+    free(S->train_partial);
     free(S->train_copy);
 }
 
@@ -1138,12 +1164,12 @@ static void assign_index(sema *S, env *e, const ast_node *st, value v)
 }
 
 /* Names node `<target><suffix>`. */
-static void name_part(sema *S, const char *target, const char *suffix, int node)
+static void name_part(sema *S, const char *target, const char *suffix, int node, int is_train)
 {
     size_t n = strlen(target) + strlen(suffix) + 1;
     char *buf = ir_alloc(S->g, n);
     snprintf(buf, n, "%s%s", target, suffix);
-    ir_set_name(S->g, buf, node, 0);
+    ir_set_name(S->g, buf, node, is_train);
 }
 
 static void stmt_assign(sema *S, env *e, const ast_node *st)
@@ -1156,10 +1182,13 @@ static void stmt_assign(sema *S, env *e, const ast_node *st)
     param_rebound(S, e, st, st->a->name);
     env_set(e, st->a->name, v);
     if (e != S->global || v.k != V_TENSOR) return;
-    ir_set_name(S->g, st->a->name, v.node, v.is_train);
+    if (v.is_train && v.every > 1) /* first: the target itself stays the default */
+        name_part(S, st->a->name, "/accumulate", v.partial, 1);
+    int k = ir_set_name(S->g, st->a->name, v.node, v.is_train);
+    if (v.is_train) S->g->names[k].every = v.every;
     if (v.is_train) { /* the loss and learning rate are fetchable as <target>/loss, /lr */
-        name_part(S, st->a->name, "/loss", v.id);
-        name_part(S, st->a->name, "/lr", ad_lr_of(S->g, v.node));
+        name_part(S, st->a->name, "/loss", v.id, 0);
+        name_part(S, st->a->name, "/lr", ad_lr_of(S->g, v.node), 0);
     }
 }
 

@@ -36,6 +36,7 @@ struct value {
     const char *str;    /* V_STR */
     int node;           /* V_TENSOR */
     int is_train;       /* V_TENSOR made by minimize */
+    int every, partial; /* ...(accumulate=k): k, and the group of the other runs */
     int id;             /* V_OP: op; V_BUILTIN: builtin; V_DATA: data index; V_FN: 1 when
                            its body declares a var (each call then opens a scope) */
     const ast_node *fn; /* V_FN */
@@ -113,7 +114,7 @@ typedef struct sema {
     args_buf **argbufs; /* per call nesting depth, reused (sema.c) */
     int n_calls, cap_argbufs;
     /* per minimize(): its group and its loss's training copy (modes.c) */
-    int *train_group;
+    int *train_group, *train_partial;
     mode_copy *train_copy;
     int n_trains;
 } sema;

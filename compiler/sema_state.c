@@ -155,6 +155,11 @@ static value call_group(sema *S, const sema_args *args)
     for (int i = 0; i < n; i++) {
         if ((in[i] = sema_to_tensor(S, args->pos_at[i], args->pos[i], DT_F32)) < 0)
             return sema_value_err();
+        if (args->pos[i].every > 1) {
+            sema_err(S, args->pos_at[i],
+                     "group(): a minimize(accumulate=) target runs alone (it alternates plans)");
+            return sema_value_err();
+        }
         if (args->pos[i].is_train && train < 0) train = i;
     }
     if (train > 0) {

@@ -53,7 +53,7 @@ static int minimize(int loss, ad_kind kind)
                       .eps = 1e-8,
                       .nesterov = 1,
                       .locking = 1};
-    return ad_minimize(g, loss, &o, NULL, src, line3);
+    return ad_minimize(g, loss, &o, NULL, src, line3, NULL);
 }
 
 /* The update node of variable node v in the group, or -1. */

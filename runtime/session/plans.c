@@ -274,6 +274,20 @@ static gr_code step_room(gr_session *s, gr_status *st)
                    (unsigned long long)n);
 }
 
+/* A target that accumulates its gradients over k runs (minimize's
+ * accumulate=k) applies them on every k-th run of the session, counted
+ * from its step (so a restored session keeps the phase), and runs
+ * <target>/accumulate on the others. */
+static const char *run_phase(gr_session *s, const char *target, char *buf, size_t n)
+{
+    int k = ir_find_name(s->g, target);
+    int every = k >= 0 ? s->g->names[k].every : 0;
+    if (every < 2 || atomic_fetch_add(&s->accum_runs, 1) % (uint64_t)every == (uint64_t)every - 1)
+        return target;
+    snprintf(buf, n, "%s/accumulate", target);
+    return buf;
+}
+
 gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_feeds,
                gr_fetch *fetches, int n_fetches, gr_status *st)
 {
@@ -286,7 +300,9 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
         return GR_ERR_ARG;
     int pi = 0, is_train = 0;
     rt_exec *e;
-    gr_code c = sess_acquire(s, target, fetches, n_fetches, &e, &pi, &is_train, st);
+    char phase[LIM_NAME + 16];
+    gr_code c = sess_acquire(s, run_phase(s, target, phase, sizeof phase), fetches, n_fetches, &e,
+                             &pi, &is_train, st);
     if (c != GR_OK) return c;
     if (is_train) c = step_room(s, st);
     int views = 0, dist = is_train && s->dist && c == GR_OK;

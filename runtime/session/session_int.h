@@ -50,6 +50,7 @@ struct gr_session {
     int n_plans, cap_plans;
     atomic_uint_fast64_t steps;
     atomic_uint_fast64_t train_steps; /* gr_run calls on train targets (checkpoint.c) */
+    atomic_uint_fast64_t accum_runs;  /* runs of accumulating targets: the phase of each */
     rt_dist *dist;                    /* a distributed program's processes (dist.h), else NULL */
     rt_summary *summary;              /* the TensorBoard event file, or NULL (summary.c) */
     exec_env env;                     /* what every executor of the session is given */

@@ -119,6 +119,7 @@ void rt_session_counters(const gr_session *s, uint64_t *train_steps, uint64_t *r
 void rt_session_set_counters(gr_session *s, uint64_t train_steps, uint64_t runs)
 {
     atomic_store(&s->train_steps, train_steps);
+    atomic_store(&s->accum_runs, train_steps);
     atomic_store(&s->steps, runs);
 }
 
