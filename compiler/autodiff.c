@@ -626,7 +626,8 @@ static int accumulate_grads(ad_ctx *c, int *partial)
         adds[n] = colocated(c, ir_add(g, OP_ASSIGN_ADD, in, 2, NULL, c->src, c->span), with);
         sum[0] = colocated(c, ir_add(g, OP_ADD, in, 2, NULL, c->src, c->span), with);
         if (adds[n++] < 0 || sum[0] < 0 || colocated(c, sum[1], with) < 0) rc = -1;
-        if (rc == 0) c->grad[i] = colocated(c, ir_add(g, OP_MUL, sum, 2, NULL, c->src, c->span), with);
+        if (rc == 0)
+            c->grad[i] = colocated(c, ir_add(g, OP_MUL, sum, 2, NULL, c->src, c->span), with);
         if (rc == 0 && c->grad[i] < 0) rc = -1;
     }
     if (rc == 0) *partial = ir_add(g, OP_GROUP, adds, n, NULL, c->src, c->span);
@@ -640,7 +641,8 @@ static int zero_accums(ad_ctx *c, int group)
     ir_graph *g = c->g;
     for (int k = 0, n = c->n_updates; k < n; k++) {
         int u = c->updates[k], acc = c->accum[g->nodes[g->nodes[u].in[0]].var];
-        int in[2] = {acc, colocated(c, ir_add_const(g, 0, &g->nodes[acc].type, c->src, c->span), acc)};
+        int in[2] = {acc,
+                     colocated(c, ir_add_const(g, 0, &g->nodes[acc].type, c->src, c->span), acc)};
         int z = in[1] < 0 ? -1 : ir_add(g, OP_ASSIGN, in, 2, NULL, c->src, c->span);
         if (colocated(c, z, acc) < 0) return -1;
         ir_add_ctrl(g, z, u);

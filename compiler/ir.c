@@ -434,6 +434,7 @@ int ir_set_name(ir_graph *g, const char *name, int node, int is_train)
     }
     g->names[i].node = node;
     g->names[i].is_train = is_train;
+    g->names[i].every = 0;
     if (is_train) g->default_target = i;
     if (node >= 0 && node < g->n_nodes && !g->nodes[node].name)
         g->nodes[node].name = g->names[i].name;

@@ -37,7 +37,8 @@
 #define LIM_DATA 64
 /* .minimize() calls: each builds a backward pass over the graph so far. */
 #define LIM_MINIMIZE 1024
-#define LIM_ACCUMULATE 65536 /* minimize(accumulate=k): runs per update */
+/* minimize(accumulate=k): runs per update. */
+#define LIM_ACCUMULATE 65536
 /* Full names of variables and scopes, in bytes. */
 #define LIM_NAME 511
 

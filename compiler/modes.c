@@ -146,7 +146,7 @@ int mode_attach_sides(ir_graph *g, mode_copy *c, int group)
     int locking = (int)g->nodes[g->nodes[group].in[0]].attr.i[ATTR_LOCKING];
     for (int i = 0; i < g->n_sides; i++) {
         ir_side *s = &g->sides[i];
-        if (!mode_reached(c, s->anchor)) continue;
+        if (s->anchor < 0 || !mode_reached(c, s->anchor)) continue;
         int u = mode_train_copy(g, c, s->update);
         if (u < 0) return -1;
         g->nodes[u].attr.i[ATTR_LOCKING] = locking;

@@ -463,7 +463,8 @@ static int accumulate_arg(sema *S, env *e, const ast_node *at, int *k)
 {
     int64_t n;
     value v = sema_eval(S, e, at->a);
-    if (v.k == V_ERR || sema_int_in(S, at, "accumulate", v, 1, 1, LIM_ACCUMULATE, &n) < 0) return -1;
+    if (v.k == V_ERR || sema_int_in(S, at, "accumulate", v, 1, 1, LIM_ACCUMULATE, &n) < 0)
+        return -1;
     if (n > 1 && S->opt->allreduce) {
         sema_err(S, at, "minimize: accumulate= is not supported with distributed sync training");
         return -1;

@@ -15,9 +15,10 @@
 
 #include "sema_int.h"
 
-enum { ST_ASSIGN, ST_ASSIGN_ADD, ST_EMA, ST_GROUP, ST_COUNT };
+enum { ST_ASSIGN, ST_ASSIGN_ADD, ST_EMA, ST_GROUP, ST_BATCHNORM, ST_COUNT };
 
-static const char *const state_names[ST_COUNT] = {"assign", "assign_add", "ema", "group"};
+static const char *const state_names[ST_COUNT] = {"assign", "assign_add", "ema", "group",
+                                                  "batchnorm"};
 
 int sema_state_lookup(const char *name)
 {
@@ -172,6 +173,146 @@ static value call_group(sema *S, const sema_args *args)
     return v;
 }
 
+/* ---- batchnorm ---- */
+
+typedef struct bn_call {
+    const ast_node *at;
+    int x, gain, bias, axis;
+    double momentum, eps;
+} bn_call;
+
+static int bn_node(sema *S, const bn_call *b, op_kind op, const int *in, int n)
+{
+    ir_attrs a = {0};
+    a.i[ATTR_AXIS] = b->axis;
+    a.f[ATTR_NORM_EPS] = b->eps;
+    return ir_add(S->g, op, in, n, &a, S->src, b->at->span);
+}
+
+static int reshaped(sema *S, const ast_node *at, int x, int64_t d0, int64_t d1, int rank)
+{
+    ir_attrs a = {0};
+    a.n_list = rank;
+    a.list[0] = d0;
+    a.list[1] = d1;
+    return ir_add(S->g, OP_RESHAPE, &x, 1, &a, S->src, at->span);
+}
+
+/* Running statistic `leaf` ([C], initial value init) beside the gain: a
+ * call that shares its gain (a scope with reuse) shares it. */
+static int bn_state(sema *S, const bn_call *b, const char *leaf, int64_t c, ir_init init)
+{
+    const ir_node *g = node_of(S, b->gain);
+    const char *gname = g->op == OP_VARIABLE ? S->g->vars[g->var].name : NULL;
+    const char *slash = gname ? strrchr(gname, '/') : NULL;
+    char buf[LIM_NAME + 1];
+    int n = gname ? (slash ? (int)(slash - gname) : 0) : (int)strlen(S->scope->path);
+    const char *dir = gname ? gname : S->scope->path;
+    if (n + strlen(leaf) + 2 > sizeof buf) {
+        sema_err(S, b->at, "batchnorm(): the name of its %s is longer than %d bytes, the limit",
+                 leaf, LIM_NAME);
+        return -1;
+    }
+    snprintf(buf, sizeof buf, "%.*s%s%s", n, dir, n ? "/" : "", leaf);
+    int old = ir_find_var(S->g, buf);
+    ir_type t = {.dtype = DT_F32, .rank = 1, .dim = {c}};
+    if (old >= 0) {
+        const ir_var *o = &S->g->vars[old];
+        if (o->span.begin == b->at->span.begin && ir_type_eq(&o->type, &t)) return o->node;
+        sema_err(S, b->at,
+                 "batchnorm(): '%s' already exists: give each batchnorm a gain of its own scope",
+                 buf);
+        return -1;
+    }
+    int node = state_var(S, b->at, buf, &t, -1, init);
+    if (node >= 0 && g->op == OP_VARIABLE) S->g->nodes[node].coloc = b->gain;
+    return node;
+}
+
+/* Row `row` of the batch's stats [2, C], as [C]; the variance unbiased
+ * (M / (M - 1), as PyTorch's and TF's running variance). */
+static int bn_row(sema *S, const bn_call *b, int stats, int row, int64_t c)
+{
+    ir_attrs a = {0};
+    a.i[ATTR_AXIS] = 0;
+    a.i[ATTR_SLICE_BEGIN] = row;
+    a.i[ATTR_SLICE_END] = row + 1;
+    int s = ir_add(S->g, OP_SLICE, &stats, 1, &a, S->src, b->at->span);
+    int r = s < 0 ? -1 : reshaped(S, b->at, s, c, 0, 1);
+    int64_t m = ir_numel(&node_of(S, b->x)->type) / c;
+    if (r < 0 || row == 0 || m < 2) return r;
+    ir_type scalar = {.dtype = DT_F32};
+    int k = ir_add_const(S->g, (double)m / (double)(m - 1), &scalar, S->src, b->at->span);
+    int in[2] = {r, k};
+    return k < 0 ? -1 : ir_add(S->g, OP_MUL, in, 2, NULL, S->src, b->at->span);
+}
+
+/* The running statistics: their variables, the evaluation's stats [2, C]
+ * from them, and their moving averages as side updates of training. */
+static int bn_running(sema *S, const bn_call *b, int batch_stats, int64_t c)
+{
+    int mean = bn_state(S, b, "moving_mean", c, INIT_ZEROS);
+    int var = mean < 0 ? -1 : bn_state(S, b, "moving_variance", c, INIT_ONES);
+    if (var < 0) return -1;
+    int vars[2] = {mean, var}, rows[2];
+    for (int k = 0; k < 2; k++) {
+        int r = bn_row(S, b, batch_stats, k, c);
+        int u = r < 0 ? -1 : add_update(S, b->at, OP_ASSIGN, vars[k], r, b->momentum);
+        if (u < 0) return -1;
+        ir_add_side(S->g, &(ir_side){.anchor = -1, .update = u, .after_var = -1});
+        rows[k] = reshaped(S, b->at, vars[k], 1, c, 2);
+        if (rows[k] < 0) return -1;
+    }
+    ir_attrs a = {0};
+    a.i[ATTR_AXIS] = 0;
+    return ir_add(S->g, OP_CONCAT, rows, 2, &a, S->src, b->at->span);
+}
+
+static int bn_args(sema *S, const sema_args *args, bn_call *b)
+{
+    static const argspec spec[] = {{"x", 1},    {"gain", 1},     {"bias", 1},
+                                   {"axis", 0}, {"momentum", 0}, {"eps", 0}};
+    value v[6];
+    double axis;
+    b->at = args->call;
+    if (bind_args(S, "batchnorm", spec, 6, args, 0, v) < 0 ||
+        num_arg(S, b->at, v[3], 1, &axis) < 0 || num_arg(S, b->at, v[4], 0.9, &b->momentum) < 0 ||
+        num_arg(S, b->at, v[5], 1e-5, &b->eps) < 0)
+        return -1;
+    if (!(b->momentum >= 0 && b->momentum < 1)) {
+        sema_err(S, b->at,
+                 "batchnorm(): momentum=%g must be in [0, 1): the running statistics keep that "
+                 "much of themselves each step (0.9 is PyTorch's momentum=0.1)",
+                 b->momentum);
+        return -1;
+    }
+    b->axis = (int)axis;
+    int *in[3] = {&b->x, &b->gain, &b->bias};
+    for (int k = 0; k < 3; k++)
+        if ((*in[k] = sema_to_tensor(S, b->at, v[k], DT_F32)) < 0) return -1;
+    return 0;
+}
+
+/* batchnorm(x, gain, bias, axis=1, momentum=0.9, eps=1e-5): the batch's
+ * statistics in training, which move the running ones; the running ones in
+ * evaluation (compiler/modes.c). */
+static value call_batchnorm(sema *S, const sema_args *args)
+{
+    bn_call b;
+    if (bn_args(S, args, &b) < 0) return sema_value_err();
+    int st = bn_node(S, &b, OP_BN_STATS, &b.x, 1);
+    if (st < 0) return sema_value_err();
+    int64_t c = node_of(S, st)->type.dim[1];
+    int first_side = S->g->n_sides, run = bn_running(S, &b, st, c);
+    int tin[4] = {b.x, b.gain, b.bias, st}, ein[4] = {b.x, b.gain, b.bias, run};
+    int t = run < 0 ? -1 : bn_node(S, &b, OP_BATCHNORM, tin, 4);
+    int e = t < 0 ? -1 : bn_node(S, &b, OP_BATCHNORM, ein, 4);
+    if (e < 0) return sema_value_err();
+    S->g->nodes[e].alt = t;
+    for (int i = first_side; i < S->g->n_sides; i++) S->g->sides[i].anchor = e;
+    return sema_value_tensor(e);
+}
+
 value sema_call_state(sema *S, int which, const sema_args *args)
 {
     switch (which - SEMA_STATE_BASE) {
@@ -180,7 +321,9 @@ value sema_call_state(sema *S, int which, const sema_args *args)
         return call_assign(S, which, args);
     case ST_EMA:
         return call_ema(S, args);
-    default:
+    case ST_GROUP:
         return call_group(S, args);
+    default:
+        return call_batchnorm(S, args);
     }
 }

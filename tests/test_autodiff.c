@@ -340,7 +340,7 @@ static void check_gathered_twice(ad_kind kind, double clip, op_kind want)
     int loss = op2(OP_ADD, sum_all(op2(OP_GATHER, emb, a)), sum_all(op2(OP_GATHER, emb, b)));
     ad_optimizer o = {
         .kind = kind, .lr = 0.1, .m = 0.9, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8, .clip = clip};
-    int train = ad_minimize(g, loss, &o, NULL, src, line3);
+    int train = ad_minimize(g, loss, &o, NULL, src, line3, NULL);
     assert_true(train >= 0);
     assert_int_equal(diags.n, 0); /* no dense-update warning */
     const ir_node *ue = &g->nodes[update_of(train, emb)];

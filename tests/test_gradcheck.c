@@ -409,7 +409,7 @@ static void bn_graph_build(bn_graph *b, const char *xt, const char *ct)
     int y = bn_add(OP_BATCHNORM, in, 4), yw[2] = {y, b->node[3]};
     b->loss = bn_sum_all(ir_add(g, OP_MUL, yw, 2, NULL, src, irfx_at));
     ad_optimizer o = {.kind = AD_SGD, .lr = 1.0};
-    b->train = ad_minimize(g, b->loss, &o, NULL, src, irfx_at);
+    b->train = ad_minimize(g, b->loss, &o, NULL, src, irfx_at, NULL);
     if (diags.n_errors) fail_msg("%s", diags.v[0].msg);
     for (int k = 0; k < 4; k++) {
         b->n[k] = ir_numel(&g->nodes[b->node[k]].type);
@@ -504,7 +504,7 @@ static void test_batchnorm_fixed_statistics_gradient(void **state)
                  irfx_input("stats", "f32[2,3]")};
     int loss = bn_sum_all(bn_add(OP_BATCHNORM, in, 4));
     ad_optimizer o = {.kind = AD_SGD, .lr = 1.0};
-    bn_graph b = {.train = ad_minimize(g, loss, &o, NULL, src, irfx_at)};
+    bn_graph b = {.train = ad_minimize(g, loss, &o, NULL, src, irfx_at, NULL)};
     assert_true(b.train >= 0);
     const ir_node *dx = &g->nodes[bn_grad_node(&b, x)];
     assert_int_equal(dx->op, OP_BN_GRAD);

@@ -1,8 +1,8 @@
 /* test_state.c - state that changes without a gradient and behaviour that
  * differs between training and evaluation, through the public API:
  * assign, assign_add, group, ema() of a variable and of a tensor, dropout
- * that a target's mode turns on.  tests/sim.cmake runs it again on the
- * simulated GPU. */
+ * that a target's mode turns on, batchnorm, gradient accumulation.  tests/sim.cmake runs it again
+ * on the simulated GPU. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -126,6 +126,90 @@ static void test_dropout_follows_the_target_mode(void **state)
     run_close(&r);
 }
 
+/* batchnorm in a training target: the batch's statistics normalise (each
+ * channel of y has mean 0 and variance var / (var + eps)) and move the
+ * running ones (unbiased variance); in evaluation the running ones
+ * normalise. */
+static void test_batchnorm_trains_on_the_batch_and_evaluates_on_running_stats(void **state)
+{
+    (void)state;
+    run r;
+    run_open(&r, "input x: f32[8, 3]\nvar gain = ones([3])\nvar bias = zeros([3])\n"
+                 "y = batchnorm(x, gain, bias, momentum=0.5, eps=0.001)\n"
+                 "loss = sum(y * y)\ntrain = sgd(0.01).minimize(loss)\n");
+    float x[24], mean[3] = {0}, var[3] = {0}, rm[3], rv[3], gain[3], loss, y[24];
+    for (int i = 0; i < 24; i++) x[i] = (float)((i * 7) % 11) - 3.0f * (float)(i % 3);
+    for (int i = 0; i < 24; i++) mean[i % 3] += x[i] / 8;
+    for (int i = 0; i < 24; i++) var[i % 3] += (x[i] - mean[i % 3]) * (x[i] - mean[i % 3]) / 8;
+    gr_feed feed = {"x", x, sizeof x};
+    gr_fetch f = {"train/loss", &loss, sizeof loss, NULL};
+    assert_gr_ok(gr_run(r.s, "train", &feed, 1, &f, 1, r.st), r.st);
+    double want = 0;
+    for (int c = 0; c < 3; c++) want += 8 * var[c] / (var[c] + 0.001);
+    assert_float_equal(loss, want, 1e-4);
+    read_var(&r, "moving_mean", rm, 3);
+    read_var(&r, "moving_variance", rv, 3);
+    read_var(&r, "gain", gain, 3);
+    for (int c = 0; c < 3; c++) {
+        assert_float_equal(rm[c], 0.5 * mean[c], 1e-5);
+        assert_float_equal(rv[c], 0.5 + 0.5 * var[c] * 8 / 7, 1e-4);
+        /* d loss / d gain = 2 sum(xhat^2) gain, with gain 1 */
+        assert_float_equal(gain[c], 1 - 0.01 * 2 * 8 * var[c] / (var[c] + 0.001), 1e-4);
+    }
+    gr_fetch e = {"y", y, sizeof y, NULL};
+    assert_gr_ok(gr_run(r.s, "y", &feed, 1, &e, 1, r.st), r.st);
+    for (int i = 0; i < 24; i++) {
+        int c = i % 3;
+        assert_float_equal(y[i], (x[i] - rm[c]) / sqrtf(rv[c] + 0.001f) * gain[c], 1e-4);
+    }
+    run_close(&r);
+    compile_fails("input x: f32[8, 3]\nvar g = ones([3])\ny = batchnorm(x, g, g, momentum=1)\n",
+                  "batchnorm(): momentum=1 must be in [0, 1)");
+    compile_fails("input x: f32[8, 3]\nvar g = ones([4])\ny = batchnorm(x, g, g)\n", "batchnorm");
+}
+
+/* w after `runs` runs of a linear model trained on batches of `batch`
+ * rows of one fixed data set, with minimize(accumulate=k). */
+static void train_linear(const char *opt, int batch, int k, int runs, float *w)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "input x: f32[%d, 3]\ninput y: f32[%d, 1]\nvar w = zeros([3, 1])\n"
+             "loss = mse(x @ w, y)\ntrain = %s.minimize(loss, accumulate=%d)\n",
+             batch, batch, opt, k);
+    run r;
+    run_open(&r, text);
+    static float x[64 * 3], y[64];
+    for (int i = 0; i < 64 * 3; i++) x[i] = (float)((i * 5) % 4);
+    for (int i = 0; i < 64; i++) y[i] = (float)(i % 3) - 1.0f;
+    for (int s = 0; s < runs; s++) {
+        int at = (s * batch) % 64;
+        gr_feed f[2] = {{"x", x + at * 3, sizeof(float) * 3 * (size_t)batch},
+                        {"y", y + at, sizeof(float) * (size_t)batch}};
+        assert_gr_ok(gr_run(r.s, "train", f, 2, NULL, 0, r.st), r.st);
+        read_var(&r, "w", w, 3);
+        if (k > 1 && s == 0) assert_true(w[0] == 0 && w[1] == 0 && w[2] == 0);
+    }
+    run_close(&r);
+}
+
+/* Accumulating k micro-batches is the batch k times larger: to the bit
+ * with sgd on numbers that add exactly, to 1e-6 with momentum over 3. */
+static void test_accumulate_equals_the_large_batch(void **state)
+{
+    (void)state;
+    float a[3], b[3];
+    train_linear("sgd(0.125)", 8, 4, 8, a);
+    train_linear("sgd(0.125)", 32, 1, 2, b);
+    assert_memory_equal(a, b, sizeof a);
+    assert_true(a[0] != 0);
+    train_linear("momentum(0.05)", 4, 3, 9, a);
+    train_linear("momentum(0.05)", 12, 1, 3, b);
+    for (int i = 0; i < 3; i++) assert_float_equal(a[i], b[i], 1e-6 * (1 + fabsf(b[i])));
+    compile_fails("var w = ones([2])\ntrain = sgd(0.1).minimize(sum(w), accumulate=0)\n",
+                  "accumulate");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -133,6 +217,8 @@ int main(void)
         cmocka_unit_test(test_ema_of_a_variable_follows_its_updates),
         cmocka_unit_test(test_ema_of_a_tensor_and_group),
         cmocka_unit_test(test_dropout_follows_the_target_mode),
+        cmocka_unit_test(test_batchnorm_trains_on_the_batch_and_evaluates_on_running_stats),
+        cmocka_unit_test(test_accumulate_equals_the_large_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
