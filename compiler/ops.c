@@ -32,6 +32,7 @@
 #define LOCK [ATTR_LOCKING] = A_BOOL("locking", 0)
 #define A_MASK [ATTR_MASK] = {"mask", ATTR_CHOICE, OP_MASK_NONE, ops_mask_names}
 #define ATTRS_NORM {[ATTR_AXIS] = A_INT("axis", -1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5)}
+#define ATTRS_NORM_BN {[ATTR_AXIS] = A_INT("axis", 1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5)}
 
 /* E(op, arity, flags, shape, grad); the name comes from OPS_LIST (ops.h). */
 #define E(op, ar, fl, sh, gr) [op] = {.arity = ar, .flags = fl, .shape = sh, .grad = gr
@@ -101,6 +102,11 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_LAYERNORM_GRAD, 3, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM},
     E(OP_LAYERNORM_GRAD_PARAMS, 2, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM,
         .scratch = ops_scratch_layernorm_grad_params},
+    E(OP_BN_STATS, 1, 0, ops_shape_bn_stats, ops_grad_none), .attrs = {[ATTR_AXIS] = A_INT("axis", 1)}},
+    E(OP_BATCHNORM, 4, 0, ops_shape_batchnorm, ops_grad_batchnorm), .attrs = ATTRS_NORM_BN},
+    E(OP_BN_GRAD_PARAMS, 3, 0, ops_shape_bn_grad, NULL), .attrs = ATTRS_NORM_BN},
+    E(OP_BN_GRAD, 5, 0, ops_shape_bn_grad, NULL),
+        .attrs = {[ATTR_AXIS] = A_INT("axis", 1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5), [ATTR_BN_BATCH] = A_BOOL("batch", 1)}},
     UN(OP_GELU, ops_shape_unary_f32, ops_grad_gelu),
     HELPER(OP_GELU_GRAD, 2, ops_shape_grad_pair),
     HELPER(OP_RELU_GRAD, 2, ops_shape_grad_pair),

@@ -417,6 +417,18 @@ int ops_grad_avgpool(ir_graph *g, int id, int dy, int *dx)
 
 /* ---- layer normalisation ---- */
 
+/* dgain and dbias: the two halves [0, c) and [c, 2c) of p, a [2c] node. */
+static int split_params(ir_graph *g, int id, int p, int64_t c, int *dx)
+{
+    for (int k = 0; k < 2 && p >= 0; k++) {
+        ir_attrs s = no_attrs();
+        s.i[ATTR_SLICE_BEGIN] = k * c;
+        s.i[ATTR_SLICE_END] = (k + 1) * c;
+        dx[k] = add1(g, id, OP_SLICE, p, &s);
+    }
+    return p < 0 || dx[0] < 0 || dx[1] < 0 ? -1 : 0;
+}
+
 /* y = (x - mean) * rstd * gain + bias along the last axis.  The backward
  * needs each row's mean and rstd = 1 / sqrt(var + eps); an IR node has one
  * output, so rather than a second output (or a helper op whose [rows, 2]
@@ -432,11 +444,29 @@ int ops_grad_layernorm(ir_graph *g, int id, int dy, int *dx)
     int64_t c = g->nodes[x].type.dim[g->nodes[x].type.rank - 1];
     dx[0] = ir_add_like(g, id, OP_LAYERNORM_GRAD, in, 3, &a);
     int p = ir_add_like(g, id, OP_LAYERNORM_GRAD_PARAMS, in, 2, &a);
-    for (int k = 0; k < 2 && p >= 0; k++) {
-        ir_attrs s = no_attrs();
-        s.i[ATTR_SLICE_BEGIN] = k * c;
-        s.i[ATTR_SLICE_END] = (k + 1) * c;
-        dx[1 + k] = add1(g, id, OP_SLICE, p, &s);
-    }
-    return dx[0] < 0 || p < 0 || dx[1] < 0 || dx[2] < 0 ? -1 : 0;
+    return dx[0] < 0 || split_params(g, id, p, c, dx + 1) < 0 ? -1 : 0;
+}
+
+/* ---- batch normalisation ---- */
+
+/* y = (x - mean) * rstd * gain + bias per channel, mean and var the rows of
+ * stats (in[3]).  dgain and dbias come from one pass (batchnorm_grad_params,
+ * [2,C]), dx from another.  When stats is batchnorm_stats of this x (a
+ * training step) its dependence on x is folded into dx (batch = 1) and no
+ * gradient flows into stats; otherwise stats is fixed (running statistics,
+ * not trained) and dx = gain * rstd * dy. */
+int ops_grad_batchnorm(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_attrs a = g->nodes[id].attr;
+    int x = IN(0), st = IN(3), in[5] = {dy, x, st};
+    int64_t c = g->nodes[x].type.dim[1];
+    int p = ir_add_like(g, id, OP_BN_GRAD_PARAMS, in, 3, &a);
+    if (p < 0) return -1;
+    a.i[ATTR_BN_BATCH] = g->nodes[st].op == OP_BN_STATS && g->nodes[st].in[0] == x;
+    in[2] = IN(1), in[3] = st, in[4] = p;
+    dx[0] = ir_add_like(g, id, OP_BN_GRAD, in, 5, &a);
+    dx[3] = -1;
+    ir_attrs flat = list_attrs(no_attrs(), &(ir_type){DT_F32, 1, {2 * c}});
+    int f = add1(g, id, OP_RESHAPE, p, &flat);
+    return dx[0] < 0 || f < 0 || split_params(g, id, f, c, dx + 1) < 0 ? -1 : 0;
 }

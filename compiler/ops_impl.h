@@ -47,6 +47,9 @@ int ops_shape_random(ir_graph *g, int id);
 int ops_shape_categorical(ir_graph *g, int id);
 int ops_shape_layernorm(ir_graph *g, int id);
 int ops_shape_layernorm_grad(ir_graph *g, int id);
+int ops_shape_bn_stats(ir_graph *g, int id);
+int ops_shape_batchnorm(ir_graph *g, int id);
+int ops_shape_bn_grad(ir_graph *g, int id);
 int ops_shape_grad_pair(ir_graph *g, int id);
 int ops_shape_xent_grad(ir_graph *g, int id);
 int ops_shape_like_in1(ir_graph *g, int id);
@@ -100,6 +103,7 @@ int ops_grad_maxpool(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_avgpool(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_dropout(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_layernorm(ir_graph *g, int id, int dy, int *dx);
+int ops_grad_batchnorm(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_gelu(ir_graph *g, int id, int dy, int *dx);
 
 /* ---- scratch rules (ops.c) ---- */

@@ -588,6 +588,14 @@ int ops_shape_dropout(ir_graph *g, int id)
 
 /* ---- layer normalisation ---- */
 
+/* A gradient dy must have the type of the x it is the gradient of. */
+static int need_grad_like(ir_graph *g, int id, const ir_type *dy, const ir_type *x)
+{
+    if (ir_type_eq(dy, x)) return 0;
+    return ops_error(g, id, "%s: gradient %s does not match %s", OPNAME(id), ops_ts(dy).s,
+                     ops_ts(x).s);
+}
+
 /* gain or bias (input k) must be f32[C], C the last axis of x. */
 static int need_row_param(ir_graph *g, int id, int k, const ir_type *x, const char *what)
 {
@@ -631,14 +639,81 @@ int ops_shape_layernorm(ir_graph *g, int id)
 int ops_shape_layernorm_grad(ir_graph *g, int id)
 {
     const ir_type *dy = ops_in_type(g, id, 0), *x = ops_in_type(g, id, 1);
-    if (need_last_axis(g, id, x) < 0) return -1;
-    if (!ir_type_eq(dy, x))
-        return ops_error(g, id, "%s: gradient %s does not match %s", OPNAME(id), ops_ts(dy).s,
-                         ops_ts(x).s);
+    if (need_last_axis(g, id, x) < 0 || need_grad_like(g, id, dy, x) < 0) return -1;
     if (NODE(id)->op == OP_LAYERNORM_GRAD)
         return need_row_param(g, id, 2, x, "gain") < 0 ? -1 : set_type(g, id, *x);
     int64_t two_c = 2 * x->dim[x->rank - 1];
     return set_type(g, id, make_type(DT_F32, 1, &two_c));
+}
+
+/* ---- batch normalisation: channels on axis 1 of [N,C] or [N,C,H,W] ---- */
+
+/* x: f32 [N,C] or [N,C,H,W], axis 1 (-1 of [N,C], -3 of [N,C,H,W]); eps > 0
+ * for all but batchnorm_stats. */
+static int need_bn_input(ir_graph *g, int id, const ir_type *x)
+{
+    ir_node *n = NODE(id);
+    if (need_f32(g, id, x, "input") < 0) return -1;
+    if (x->rank != 2 && x->rank != 4)
+        return ops_error(g, id, "%s: input must be [N,C] or [N,C,H,W], got %s", OPNAME(id),
+                         ops_ts(x).s);
+    if (norm_axis(g, id, &n->attr.i[ATTR_AXIS], x) < 0) return -1;
+    if (n->attr.i[ATTR_AXIS] != 1)
+        return ops_error(g, id, "%s: the channels must be axis 1, got axis %lld of %s", OPNAME(id),
+                         (long long)n->attr.i[ATTR_AXIS], ops_ts(x).s);
+    if (n->op != OP_BN_STATS && !(n->attr.f[ATTR_NORM_EPS] > 0))
+        return ops_error(g, id, "%s: eps must be > 0, got %g", OPNAME(id),
+                         n->attr.f[ATTR_NORM_EPS]);
+    return 0;
+}
+
+/* Input k must be f32[C] (rows 0: gain, bias) or f32[2,C] (rows 2: stats,
+ * params), C axis 1 of x. */
+static int need_bn_param(ir_graph *g, int id, int k, const ir_type *x, int rows, const char *what)
+{
+    const ir_type *p = ops_in_type(g, id, k);
+    int64_t dims[2] = {rows, x->dim[1]};
+    ir_type want = rows ? make_type(DT_F32, 2, dims) : make_type(DT_F32, 1, dims + 1);
+    if (ir_type_eq(p, &want)) return 0;
+    return ops_error(g, id, "%s: %s must be %s (the channels of %s), got %s", OPNAME(id), what,
+                     ops_ts(&want).s, ops_ts(x).s, ops_ts(p).s);
+}
+
+static int set_bn_pair(ir_graph *g, int id, const ir_type *x)
+{
+    int64_t dims[2] = {2, x->dim[1]};
+    return set_type(g, id, make_type(DT_F32, 2, dims));
+}
+
+/* in: x; out [2,C] */
+int ops_shape_bn_stats(ir_graph *g, int id)
+{
+    const ir_type *x = ops_in_type(g, id, 0);
+    return need_bn_input(g, id, x) < 0 ? -1 : set_bn_pair(g, id, x);
+}
+
+/* in: x, gain, bias, stats; out like x */
+int ops_shape_batchnorm(ir_graph *g, int id)
+{
+    const ir_type *x = ops_in_type(g, id, 0);
+    if (need_bn_input(g, id, x) < 0 || need_bn_param(g, id, 1, x, 0, "gain") < 0 ||
+        need_bn_param(g, id, 2, x, 0, "bias") < 0 || need_bn_param(g, id, 3, x, 2, "stats") < 0)
+        return -1;
+    return set_type(g, id, *x);
+}
+
+/* batchnorm_grad_params (in: dy, x, stats; out [2,C]) and batchnorm_grad
+ * (in: dy, x, gain, stats, params; out like x). */
+int ops_shape_bn_grad(ir_graph *g, int id)
+{
+    const ir_type *dy = ops_in_type(g, id, 0), *x = ops_in_type(g, id, 1);
+    if (need_bn_input(g, id, x) < 0 || need_grad_like(g, id, dy, x) < 0) return -1;
+    if (NODE(id)->op == OP_BN_GRAD_PARAMS)
+        return need_bn_param(g, id, 2, x, 2, "stats") < 0 ? -1 : set_bn_pair(g, id, x);
+    if (need_bn_param(g, id, 2, x, 0, "gain") < 0 || need_bn_param(g, id, 3, x, 2, "stats") < 0 ||
+        need_bn_param(g, id, 4, x, 2, "params") < 0)
+        return -1;
+    return set_type(g, id, *x);
 }
 
 /* ---- gradient helpers (built by autodiff; errors here are compiler bugs,

@@ -54,18 +54,19 @@ DROPOUT_FN double draw_offsets(double *off, int64_t n)
 }
 
 /* The id whose running sum first passes t (k - 1 when none does: a row of
- * no weight). */
+ * no weight).  A binary search without branches (the answer is in
+ * [base, base + n]; a select, not a jump, moves base), as a draw's path is
+ * random. */
 DROPOUT_FN int32_t draw_search(const double *local, const double *off, int64_t k, double t)
 {
-    int64_t lo = 0, hi = k - 1;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (off[mid / OP_CDF_CHUNK] + local[mid] > t)
-            hi = mid;
-        else
-            lo = mid + 1;
+    int64_t base = 0, n = k;
+    while (n > 1) {
+        int64_t half = n / 2, mid = base + half - 1;
+        base += off[mid / OP_CDF_CHUNK] + local[mid] > t ? 0 : half;
+        n -= half;
     }
-    return (int32_t)lo;
+    base += off[base / OP_CDF_CHUNK] + local[base] > t ? 0 : 1;
+    return (int32_t)(base < k - 1 ? base : k - 1);
 }
 
 /* The number of chunks of a row of k. */

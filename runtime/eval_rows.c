@@ -214,6 +214,7 @@ static rows_lbl rows_rule(const rows_ctx *c, const ir_node *n)
     case OP_BROADCAST:
     case OP_SUM_TO:
         return rows_same_shape(c, n);
+    case OP_BATCHNORM: /* per sample with fixed statistics (batchnorm_stats is MIXED) */
     case OP_ONE_HOT:
     case OP_CONV2D:
     case OP_CONV2D_BIAS:

@@ -169,6 +169,17 @@ typedef struct dev_case {
     {.op = o, {"i32[a,b]", "i32[b]"}, .fills = {fa == POS ? ANY : fa, fb == POS ? ANY : fb}},      \
     {.op = o, {"f32[301,1031]", "f32[1031]"}, .fills = {fa, fb}}
 
+/* The four batch normalisation ops on x f32[X] of C channels (training
+ * statistics for batchnorm_grad). */
+#define BN_ROWS(X, C)                                                                              \
+    {.op = OP_BN_STATS, {"f32[" X "]"}, {1}},                                                      \
+    {.op = OP_BATCHNORM, {"f32[" X "]", "f32[" C "]", "f32[" C "]", "f32[2," C "]"}, {1},          \
+     {0, 1e-5}, .fills = {ANY, ANY, ANY, POS}},                                                    \
+    {.op = OP_BN_GRAD_PARAMS, {"f32[" X "]", "f32[" X "]", "f32[2," C "]"}, {1}, {0, 1e-5},        \
+     .fills = {ANY, ANY, POS}},                                                                    \
+    {.op = OP_BN_GRAD, {"f32[" X "]", "f32[" X "]", "f32[" C "]", "f32[2," C "]", "f32[2," C "]"}, \
+     {1, 0, 1}, {0, 1e-5}, .fills = {ANY, ANY, ANY, POS, ANY}}
+
 #define UNARY(o, fx)                                                                               \
     {.op = o, {"f32[a,b,c]"}, .fills = {fx}},                                                      \
     {.op = o, {"f32[1001,257]"}, .fills = {fx}}
@@ -272,6 +283,17 @@ static const dev_case cases[] = {
     {.op = OP_LAYERNORM_GRAD, {"f32[7,1500]", "f32[7,1500]", "f32[1500]"}, {-1}, {0, 1e-5}},
     {.op = OP_LAYERNORM_GRAD_PARAMS, {"f32[a,b,c]", "f32[a,b,c]"}, {-1}, {0, 1e-5}},
     {.op = OP_LAYERNORM_GRAD_PARAMS, {"f32[2048,128]", "f32[2048,128]"}, {-1}, {0, 1e-5}},
+    /* batch normalisation: channels on axis 1, eps 1e-5; stats' variances > 0 */
+    BN_ROWS("a,b", "b"),
+    BN_ROWS("a,b,c,d", "b"),
+    BN_ROWS("5,3,1,7", "3"),
+    BN_ROWS("32,64,14,14", "64"),
+    BN_ROWS("2048,96", "96"),
+    {.op = OP_BN_GRAD,
+     {"f32[a,b,c,d]", "f32[a,b,c,d]", "f32[b]", "f32[2,b]", "f32[2,b]"},
+     {1, 0, 0},
+     {0, 1e-5},
+     .fills = {ANY, ANY, ANY, POS, ANY}},
     {.op = OP_LOG_SOFTMAX_GRAD, {"f32[a,b]", "f32[a,b]"}},
     {.op = OP_LOG_SOFTMAX_GRAD, {"f32[64,1000]", "f32[64,1000]"}},
     {.op = OP_SOFTMAX_XENT, {"f32[a,b]", "i32[a]"}, .fills = {ANY, IDS}},
@@ -591,6 +613,10 @@ static tolerance op_tolerance(op_kind op)
     case OP_LAYERNORM:
     case OP_LAYERNORM_GRAD:
     case OP_LAYERNORM_GRAD_PARAMS:
+    case OP_BN_STATS:
+    case OP_BATCHNORM:
+    case OP_BN_GRAD_PARAMS:
+    case OP_BN_GRAD:
         return (tolerance){T_LOOSE, 1e-4};
     case OP_COUNT:
         break;

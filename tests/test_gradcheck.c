@@ -9,7 +9,9 @@
  * host, with central differences of step EPS.  The error for a variable is
  * max_i |analytic_i - numeric_i| / max_i |numeric_i|, and must be < 1e-3.
  * A table entry exists for every public op with a gradient rule, which the
- * last test checks against the registry. */
+ * second test checks against the registry.  Internal ops that only a
+ * builtin builds (batch normalisation) are checked on IR built by hand, at
+ * the end. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,9 +22,12 @@
 
 #include <cmocka.h>
 
+#include "compiler/compiler.h"
 #include "compiler/ops_impl.h"
+#include "devices/cpu/cpu.h"
 #include "graphrun.h"
 #include "gr_test.h"
+#include "ir_fixture.h"
 
 #define EPS       1e-2
 #define TOL       1e-3
@@ -299,11 +304,227 @@ static void test_every_differentiable_op_has_a_case(void **state)
     assert_int_equal(missing, 0);
 }
 
+/* ---- IR built by hand: ops the language reaches only through a builtin ----
+ * The batch normalisation ops are internal (the language's batchnorm()
+ * builds them), so their training step is built here: y =
+ * batchnorm_apply(x, gain, bias, batchnorm_stats(x)), loss = sum(y * w)
+ * with w a fed input.  The gradient nodes ad_minimize adds are run with
+ * the CPU kernels, node by node, and checked against central differences
+ * of the loss, as the table's cases are. */
+
+typedef struct ir_run {
+    float **buf;        /* per node id, NULL until run */
+    unsigned char *own; /* buf[id] allocated here */
+} ir_run;
+
+static void ir_run_init(ir_run *r, int *bound, float **vals, int n_bound)
+{
+    r->buf = calloc((size_t)g->n_nodes, sizeof *r->buf);
+    r->own = calloc((size_t)g->n_nodes, 1);
+    for (int k = 0; k < n_bound; k++) r->buf[bound[k]] = vals[k];
+}
+
+static void ir_run_free(ir_run *r)
+{
+    for (int id = 0; id < g->n_nodes; id++)
+        if (r->own[id]) free(r->buf[id]);
+    free(r->buf), free(r->own);
+}
+
+static void run_kernel(const ir_node *n, int id, float *out, void **in)
+{
+    const ir_type *in_t[8];
+    for (int k = 0; k < n->n_in; k++) in_t[k] = &g->nodes[n->in[k]].type;
+    size_t sb = ops_table[n->op].scratch ? ops_table[n->op].scratch(g, id) : 0;
+    void *scratch = sb ? calloc(1, sb) : NULL;
+    kern_fault fault = {{0}};
+    kern_args a = {.g = g,
+                   .node = n,
+                   .out = out,
+                   .out_t = &n->type,
+                   .n_in = n->n_in,
+                   .in = in,
+                   .in_t = in_t,
+                   .scratch = scratch,
+                   .scratch_task_bytes = sb,
+                   .max_tasks = 1,
+                   .fault = &fault};
+    if (cpu_kernels[n->op](&a) != 0) fail_msg("%s: %s", ops_name(n->op), fault.msg);
+    free(scratch);
+}
+
+/* Node id's value (f32), its inputs run first. */
+static float *run_node(ir_run *r, int id)
+{
+    if (r->buf[id]) return r->buf[id];
+    const ir_node *n = &g->nodes[id];
+    int64_t ne = ir_numel(&n->type);
+    float *out = calloc((size_t)(ne ? ne : 1), 4);
+    r->buf[id] = out, r->own[id] = 1;
+    if (n->op == OP_CONST) {
+        for (int64_t i = 0; i < ne; i++)
+            out[i] = n->cdata ? ((const float *)n->cdata)[i] : (float)n->attr.f[ATTR_CONST_VALUE];
+        return out;
+    }
+    void *in[8];
+    assert_true(n->n_in <= 8);
+    for (int k = 0; k < n->n_in; k++) in[k] = run_node(r, n->in[k]);
+    run_kernel(n, id, out, in);
+    return out;
+}
+
+/* x, gain and bias are variables; w is fed. */
+typedef struct bn_graph {
+    int node[4]; /* x, gain, bias, w */
+    float *val[4];
+    int64_t n[4];
+    int loss, train, stats;
+} bn_graph;
+
+static int bn_add(op_kind op, const int *in, int n_in)
+{
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.i[ATTR_AXIS] = 1;
+    a.f[ATTR_NORM_EPS] = 1e-5;
+    return ir_add(g, op, in, n_in, &a, src, irfx_at);
+}
+
+static int bn_sum_all(int x)
+{
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.i[ATTR_AXIS] = OP_AXIS_ALL;
+    return ir_add(g, OP_SUM, &x, 1, &a, src, irfx_at);
+}
+
+static void bn_graph_build(bn_graph *b, const char *xt, const char *ct)
+{
+    b->node[0] = irfx_var("x", xt, IR_DEV(DEV_CPU, 0), 1);
+    b->node[1] = irfx_var("gain", ct, IR_DEV(DEV_CPU, 0), 1);
+    b->node[2] = irfx_var("bias", ct, IR_DEV(DEV_CPU, 0), 1);
+    b->node[3] = irfx_input("w", xt);
+    b->stats = bn_add(OP_BN_STATS, b->node, 1);
+    int in[4] = {b->node[0], b->node[1], b->node[2], b->stats};
+    int y = bn_add(OP_BATCHNORM, in, 4), yw[2] = {y, b->node[3]};
+    b->loss = bn_sum_all(ir_add(g, OP_MUL, yw, 2, NULL, src, irfx_at));
+    ad_optimizer o = {.kind = AD_SGD, .lr = 1.0};
+    b->train = ad_minimize(g, b->loss, &o, NULL, src, irfx_at);
+    if (diags.n_errors) fail_msg("%s", diags.v[0].msg);
+    for (int k = 0; k < 4; k++) {
+        b->n[k] = ir_numel(&g->nodes[b->node[k]].type);
+        b->val[k] = calloc((size_t)b->n[k], 4);
+        fill_values(b->val[k], (int)b->n[k], k == 1 ? POSITIVE : NORMAL);
+    }
+}
+
+static double bn_graph_loss(bn_graph *b)
+{
+    ir_run r;
+    ir_run_init(&r, b->node, b->val, 4);
+    double l = run_node(&r, b->loss)[0];
+    ir_run_free(&r);
+    return l;
+}
+
+/* The gradient autodiff feeds variable node v's update (apply_sgd's in[1]). */
+static int bn_grad_node(const bn_graph *b, int v)
+{
+    const ir_node *grp = &g->nodes[b->train];
+    for (int k = 0; k < grp->n_in; k++)
+        if (g->nodes[grp->in[k]].in[0] == v) return g->nodes[grp->in[k]].in[1];
+    fail_msg("no update of node %d", v);
+    return -1;
+}
+
+static double bn_check_var(bn_graph *b, int k, const float *analytic)
+{
+    double max_err = 0, max_num = 1e-6;
+    for (int64_t i = 0; i < b->n[k]; i++) {
+        float save = b->val[k][i];
+        b->val[k][i] = (float)(save + EPS);
+        double lp = bn_graph_loss(b);
+        b->val[k][i] = (float)(save - EPS);
+        double lm = bn_graph_loss(b);
+        b->val[k][i] = save;
+        double num = (lp - lm) / (2 * EPS);
+        max_num = fabs(num) > max_num ? fabs(num) : max_num;
+        max_err = fabs(num - analytic[i]) > max_err ? fabs(num - analytic[i]) : max_err;
+    }
+    return max_err / max_num;
+}
+
+static void check_bn_training(const char *xt, const char *ct)
+{
+    static const char *const names[3] = {"x", "gain", "bias"};
+    bn_graph b;
+    bn_graph_build(&b, xt, ct);
+    ir_run r;
+    ir_run_init(&r, b.node, b.val, 4);
+    int dx = bn_grad_node(&b, b.node[0]);
+    assert_int_equal(g->nodes[dx].op, OP_BN_GRAD);
+    assert_int_equal(g->nodes[dx].attr.i[ATTR_BN_BATCH], 1); /* the stats are x's own */
+    int bad = 0;
+    for (int k = 0; k < 3; k++) {
+        double rel = bn_check_var(&b, k, run_node(&r, bn_grad_node(&b, b.node[k])));
+        if (rel >= TOL) print_error("batchnorm %s: d/d%s relative error %.2e\n", xt, names[k], rel);
+        bad += rel >= TOL;
+    }
+    ir_run_free(&r);
+    for (int k = 0; k < 4; k++) free(b.val[k]);
+    assert_int_equal(bad, 0);
+}
+
+static int bn_setup(void **state)
+{
+    (void)state;
+    return irfx_open("batchnorm\n", (src_span){0, 9});
+}
+
+static void test_batchnorm_training_gradients_on_n_c(void **state)
+{
+    (void)state;
+    check_bn_training("f32[6,3]", "f32[3]");
+}
+
+static void test_batchnorm_training_gradients_on_n_c_h_w(void **state)
+{
+    (void)state;
+    check_bn_training("f32[2,3,2,3]", "f32[3]");
+}
+
+/* With statistics fed (evaluation's running ones), x's gradient is gain *
+ * rstd * dy: batchnorm_grad with batch 0, nothing into the statistics. */
+static void test_batchnorm_fixed_statistics_gradient(void **state)
+{
+    (void)state;
+    int x = irfx_var("x", "f32[4,3]", IR_DEV(DEV_CPU, 0), 1);
+    int gain = irfx_var("gain", "f32[3]", IR_DEV(DEV_CPU, 0), 1);
+    int in[4] = {x, gain, irfx_var("bias", "f32[3]", IR_DEV(DEV_CPU, 0), 1),
+                 irfx_input("stats", "f32[2,3]")};
+    int loss = bn_sum_all(bn_add(OP_BATCHNORM, in, 4));
+    ad_optimizer o = {.kind = AD_SGD, .lr = 1.0};
+    bn_graph b = {.train = ad_minimize(g, loss, &o, NULL, src, irfx_at)};
+    assert_true(b.train >= 0);
+    const ir_node *dx = &g->nodes[bn_grad_node(&b, x)];
+    assert_int_equal(dx->op, OP_BN_GRAD);
+    assert_int_equal(dx->attr.i[ATTR_BN_BATCH], 0);
+    assert_int_equal(dx->in[2], gain);
+    assert_int_equal(dx->in[3], in[3]);
+    assert_int_equal(g->nodes[dx->in[4]].op, OP_BN_GRAD_PARAMS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_gradient_matches_finite_differences),
         cmocka_unit_test(test_every_differentiable_op_has_a_case),
+        cmocka_unit_test_setup_teardown(test_batchnorm_training_gradients_on_n_c, bn_setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_batchnorm_training_gradients_on_n_c_h_w, bn_setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_batchnorm_fixed_statistics_gradient, bn_setup,
+                                        irfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1013,6 +1013,221 @@ static void test_layernorm_and_grads(void **state)
     check_layernorm(600, 257, pool2); /* rows over the pool, dgain/dbias per task */
 }
 
+/* ---- batch normalisation ---- */
+
+/* x [n, c] (h = 0) or [n, c, h, w], seen as [n, c, s]; gain, bias [c]. */
+typedef struct bn_data {
+    ir_type xt, vt, pt; /* x, [c], [2, c] */
+    int64_t n, c, s;
+    float *x, *dy, *gain, *bias;
+} bn_data;
+
+static void bn_data_init(bn_data *d, int64_t n, int64_t c, int64_t h, int64_t w)
+{
+    d->xt = h ? ty(DT_F32, 4, n, c, h, w) : ty(DT_F32, 2, n, c);
+    d->vt = ty(DT_F32, 1, c);
+    d->pt = ty(DT_F32, 2, 2L, c);
+    d->n = n, d->c = c, d->s = h ? h * w : 1;
+    /* values about 4 with spread ~0.6: a mean far from 0 */
+    d->x = frandom(&d->xt, 3, 5), d->dy = frandom(&d->xt, -1, 1);
+    d->gain = frandom(&d->vt, 0.5f, 1.5f), d->bias = frandom(&d->vt, -1, 1);
+}
+
+static void bn_data_free(bn_data *d)
+{
+    free(d->x), free(d->dy), free(d->gain), free(d->bias);
+}
+
+static int64_t bn_at(const bn_data *d, int64_t i, int64_t j, int64_t k)
+{
+    return (i * d->c + j) * d->s + k;
+}
+
+static void run_bn(op_kind op, const ir_type *ot, float *out, float **in, const ir_type **it,
+                   int n_in, cpu_pool *pool, int batch)
+{
+    call c;
+    call_init(&c, op, ot, out);
+    c.node.attr.i[ATTR_AXIS] = 1;
+    c.node.attr.f[ATTR_NORM_EPS] = 1e-5;
+    c.node.attr.i[ATTR_BN_BATCH] = batch;
+    for (int k = 0; k < n_in; k++) call_in(&c, in[k], it[k]);
+    c.pool = pool;
+    call_run(&c);
+}
+
+/* Channel j's mean and biased variance in double, two passes. */
+static void ref_bn_stats(const bn_data *d, const float *x, int64_t j, double *m, double *v)
+{
+    double cnt = (double)(d->n * d->s), sm = 0, sv = 0;
+    for (int64_t i = 0; i < d->n; i++)
+        for (int64_t k = 0; k < d->s; k++) sm += x[bn_at(d, i, j, k)];
+    *m = sm / cnt;
+    for (int64_t i = 0; i < d->n; i++)
+        for (int64_t k = 0; k < d->s; k++) sv += pow(x[bn_at(d, i, j, k)] - *m, 2);
+    *v = sv / cnt;
+}
+
+/* The reference of all four ops: stats [2c], y, params [2c] (of dy), dx of
+ * a training step (batch) and with fixed statistics. */
+typedef struct bn_ref {
+    double *stats, *y, *params, *dx_batch, *dx_fixed;
+} bn_ref;
+
+static void ref_bn_channel(const bn_data *d, int64_t j, bn_ref *r)
+{
+    double m, v, cnt = (double)(d->n * d->s), dg = 0, db = 0;
+    ref_bn_stats(d, d->x, j, &m, &v);
+    double rs = 1 / sqrt(v + 1e-5), g = d->gain[j];
+    for (int64_t i = 0; i < d->n; i++)
+        for (int64_t k = 0; k < d->s; k++) {
+            int64_t e = bn_at(d, i, j, k);
+            r->y[e] = (d->x[e] - m) * rs * g + d->bias[j];
+            dg += d->dy[e] * (d->x[e] - m) * rs;
+            db += d->dy[e];
+        }
+    for (int64_t i = 0; i < d->n; i++)
+        for (int64_t k = 0; k < d->s; k++) {
+            int64_t e = bn_at(d, i, j, k);
+            r->dx_batch[e] = g * rs * (d->dy[e] - db / cnt - (d->x[e] - m) * rs * dg / cnt);
+            r->dx_fixed[e] = g * rs * d->dy[e];
+        }
+    r->stats[j] = m, r->stats[d->c + j] = v;
+    r->params[j] = dg, r->params[d->c + j] = db;
+}
+
+static void ref_bn(const bn_data *d, bn_ref *r)
+{
+    int64_t n = numel(&d->xt);
+    *r = (bn_ref){dalloc(2 * d->c), dalloc(n), dalloc(2 * d->c), dalloc(n), dalloc(n)};
+    for (int64_t j = 0; j < d->c; j++) ref_bn_channel(d, j, r);
+}
+
+static void bn_ref_free(bn_ref *r)
+{
+    free(r->stats), free(r->y), free(r->params), free(r->dx_batch), free(r->dx_fixed);
+}
+
+static float *to_f32(const double *v, int64_t n)
+{
+    float *f = calloc((size_t)(n ? n : 1), 4);
+    for (int64_t i = 0; i < n; i++) f[i] = (float)v[i];
+    return f;
+}
+
+/* Each op against the reference, fed the reference's stats and params (in
+ * f32), so each is checked on its own. */
+static void check_batchnorm(int64_t n, int64_t c, int64_t h, int64_t w, cpu_pool *pool)
+{
+    bn_data d;
+    bn_ref r;
+    bn_data_init(&d, n, c, h, w);
+    ref_bn(&d, &r);
+    int64_t ne = numel(&d.xt);
+    float *st = falloc(&d.pt), *y = falloc(&d.xt), *pr = falloc(&d.pt), *dx = falloc(&d.xt);
+    float *rst = to_f32(r.stats, 2 * c), *rpr = to_f32(r.params, 2 * c);
+    const ir_type *xt = &d.xt, *vt = &d.vt, *pt = &d.pt;
+    run_bn(OP_BN_STATS, pt, st, (float *[]){d.x}, (const ir_type *[]){xt}, 1, pool, 0);
+    check_close(st, r.stats, 2 * c, "batchnorm_stats");
+    run_bn(OP_BATCHNORM, xt, y, (float *[]){d.x, d.gain, d.bias, rst},
+           (const ir_type *[]){xt, vt, vt, pt}, 4, pool, 0);
+    check_close(y, r.y, ne, "batchnorm_apply");
+    run_bn(OP_BN_GRAD_PARAMS, pt, pr, (float *[]){d.dy, d.x, rst}, (const ir_type *[]){xt, xt, pt},
+           3, pool, 0);
+    check_close_s(pr, r.params, 2 * c, TOL, sqrt((double)(n * d.s)), "batchnorm_grad_params");
+    for (int batch = 0; batch < 2; batch++) {
+        run_bn(OP_BN_GRAD, xt, dx, (float *[]){d.dy, d.x, d.gain, rst, rpr},
+               (const ir_type *[]){xt, xt, vt, pt, pt}, 5, pool, batch);
+        check_close(dx, batch ? r.dx_batch : r.dx_fixed, ne, "batchnorm_grad");
+    }
+    free(st), free(y), free(pr), free(dx), free(rst), free(rpr);
+    bn_ref_free(&r);
+    bn_data_free(&d);
+}
+
+static void test_batchnorm_ops_match_a_double_reference(void **state)
+{
+    (void)state;
+    check_batchnorm(1, 1, 0, 0, NULL);
+    check_batchnorm(7, 3, 0, 0, NULL);
+    check_batchnorm(5, 3, 1, 7, NULL);     /* C = 3, H*W = 7 */
+    check_batchnorm(33, 130, 0, 0, pool2); /* [N,C]: blocks of channels over the pool */
+    check_batchnorm(3, 70, 3, 5, pool2);
+    check_batchnorm(6, 16, 14, 14, pool2);
+}
+
+/* L = sum(w * y), y = batchnorm_apply(x, gain, bias, batchnorm_stats(x)),
+ * in double: the function the training gradients must differentiate. */
+static double bn_loss(const bn_data *d, const float *w)
+{
+    double l = 0;
+    for (int64_t j = 0; j < d->c; j++) {
+        double m, v;
+        ref_bn_stats(d, d->x, j, &m, &v);
+        for (int64_t i = 0; i < d->n; i++)
+            for (int64_t k = 0; k < d->s; k++) {
+                int64_t e = bn_at(d, i, j, k);
+                l += w[e] * ((d->x[e] - m) / sqrt(v + 1e-5) * d->gain[j] + d->bias[j]);
+            }
+    }
+    return l;
+}
+
+/* Central difference of bn_loss in element i of v (one of d's arrays). */
+static double bn_numeric(const bn_data *d, float *v, int64_t i, const float *w)
+{
+    const float h = 1e-2f, save = v[i];
+    v[i] = save + h;
+    double lp = bn_loss(d, w);
+    v[i] = save - h;
+    double lm = bn_loss(d, w);
+    v[i] = save;
+    return (lp - lm) / (double)((save + h) - (save - h));
+}
+
+static void check_bn_fd(const float *got, const bn_data *d, float *v, int64_t n, const float *w,
+                        const char *what)
+{
+    double *num = dalloc(n), big = 1e-6;
+    for (int64_t i = 0; i < n; i++) {
+        num[i] = bn_numeric(d, v, i, w);
+        big = fabs(num[i]) > big ? fabs(num[i]) : big;
+    }
+    check_close_s(got, num, n, 1e-3, big, what);
+    free(num);
+}
+
+/* The training-step gradients, as autodiff wires them (ops_grad_batchnorm):
+ * params = batchnorm_grad_params(dy, x, stats), dx = batchnorm_grad(dy, x,
+ * gain, stats, params, batch=1), stats = batchnorm_stats(x), against
+ * finite differences of the loss through the statistics. */
+static void check_bn_training_grads(int64_t n, int64_t c, int64_t h, int64_t w)
+{
+    bn_data d;
+    bn_data_init(&d, n, c, h, w);
+    for (int64_t i = 0; i < numel(&d.xt); i++) d.x[i] = frand(-1, 1); /* to feel x's moments */
+    const ir_type *xt = &d.xt, *vt = &d.vt, *pt = &d.pt;
+    float *st = falloc(pt), *pr = falloc(pt), *dx = falloc(xt);
+    run_bn(OP_BN_STATS, pt, st, (float *[]){d.x}, (const ir_type *[]){xt}, 1, NULL, 0);
+    run_bn(OP_BN_GRAD_PARAMS, pt, pr, (float *[]){d.dy, d.x, st}, (const ir_type *[]){xt, xt, pt},
+           3, NULL, 0);
+    run_bn(OP_BN_GRAD, xt, dx, (float *[]){d.dy, d.x, d.gain, st, pr},
+           (const ir_type *[]){xt, xt, vt, pt, pt}, 5, NULL, 1);
+    check_bn_fd(dx, &d, d.x, numel(xt), d.dy, "d/dx");
+    check_bn_fd(pr, &d, d.gain, c, d.dy, "d/dgain");
+    check_bn_fd(pr + c, &d, d.bias, c, d.dy, "d/dbias");
+    free(st), free(pr), free(dx);
+    bn_data_free(&d);
+}
+
+static void test_batchnorm_training_grads_match_finite_differences(void **state)
+{
+    (void)state;
+    check_bn_training_grads(6, 3, 0, 0);
+    check_bn_training_grads(3, 2, 2, 3);
+    check_bn_training_grads(2, 5, 1, 7);
+}
+
 /* ---- convolution ---- */
 
 typedef struct conv_case {
@@ -2004,6 +2219,9 @@ int main(void)
         cmocka_unit_test(test_neg_i32),
         cmocka_unit_test(test_missing_kernel_is_a_compile_error),
         cmocka_unit_test(test_ids_out_of_range_fault),
+        /* last: the numbers they draw leave the other tests' data as it was */
+        cmocka_unit_test(test_batchnorm_ops_match_a_double_reference),
+        cmocka_unit_test(test_batchnorm_training_grads_match_finite_differences),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -248,6 +248,25 @@ void cpu_layernorm_grad(cpu_pool *p, const cpu_norm_args *n);
 /* out[0..c) = dgain, out[c..2c) = dbias: sums over the rows of dy. */
 void cpu_layernorm_grad_params(cpu_pool *p, const cpu_norm_args *n);
 
+/* ---- batch normalisation per channel of x [n, c, s] (cpu_norm.c) ---- */
+typedef struct cpu_bn_args {
+    float *out;
+    const float *x, *dy, *gain, *bias;
+    const float *stats;  /* [2, c]: mean, biased variance */
+    const float *params; /* [2, c]: dgain, dbias (cpu_bn_grad) */
+    int64_t n, c, s;     /* s = H*W of [N,C,H,W], 1 for [N,C] */
+    float eps;
+    int batch; /* cpu_bn_grad: stats are x's own (a training step) */
+} cpu_bn_args;
+/* out [2, c] = the mean and biased variance of each channel of x. */
+void cpu_bn_stats(cpu_pool *p, const cpu_bn_args *a);
+/* out = (x - mean) / sqrt(var + eps) * gain + bias, per channel. */
+void cpu_batchnorm(cpu_pool *p, const cpu_bn_args *a);
+/* out [2, c] = dgain, dbias: sums of dy * xhat and dy per channel. */
+void cpu_bn_grad_params(cpu_pool *p, const cpu_bn_args *a);
+/* out = dx from dy, x, gain, stats and params. */
+void cpu_bn_grad(cpu_pool *p, const cpu_bn_args *a);
+
 /* ---- convolution and pooling, NCHW (cpu_conv.c) ---- */
 typedef struct cpu_conv_shape {
     int64_t n, c, h, w; /* x */

@@ -118,3 +118,224 @@ void cpu_layernorm_grad_params(cpu_pool *p, const cpu_norm_args *n)
         for (int64_t i = 0; i < 2 * c; i++) n->out[i] += part[i];
     }
 }
+
+/* ---- batch normalisation: x as [n, c, s], statistics per channel ----
+ * Channel ch is n runs of s contiguous floats (s = H*W, or 1 for [N,C]).
+ * Tasks take ranges of channels and walk them in blocks of BN_BLOCK: with
+ * s = 1 a row's block is contiguous and its loop vectorises across the
+ * channels; otherwise each run is summed with 8 float partials.  The runs'
+ * sums are added in double, and the variance is a second pass about the
+ * mean, so neither a large mean nor a large batch loses the variance. */
+enum { BN_BLOCK = 64 };
+
+enum bn_sum_kind { BN_SUM, BN_SQDEV, BN_PARAMS };
+
+typedef struct bn_block {
+    int64_t lo, nc;                              /* channels [lo, lo + nc) */
+    double s0[BN_BLOCK], s1[BN_BLOCK];           /* the sums of the pass */
+    float m[BN_BLOCK], rs[BN_BLOCK];             /* mean, 1 / sqrt(var + eps) */
+    float p[BN_BLOCK], q[BN_BLOCK], r[BN_BLOCK]; /* out = p (x - m) + q dy + r */
+} bn_block;
+
+static float run_sqdev(const float *restrict x, int64_t s, float m)
+{
+    float acc[8] = {0}, v = 0.0f;
+    int64_t i = 0;
+    for (; i + 8 <= s; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += (x[i + j] - m) * (x[i + j] - m);
+    for (; i < s; i++) v += (x[i] - m) * (x[i] - m);
+    for (int j = 0; j < 8; j++) v += acc[j];
+    return v;
+}
+
+static float run_dotdev(const float *restrict dy, const float *restrict x, int64_t s, float m)
+{
+    float acc[8] = {0}, v = 0.0f;
+    int64_t i = 0;
+    for (; i + 8 <= s; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += dy[i + j] * (x[i + j] - m);
+    for (; i < s; i++) v += dy[i] * (x[i] - m);
+    for (int j = 0; j < 8; j++) v += acc[j];
+    return v;
+}
+
+/* One row of the block with s = 1: element j is channel lo + j. */
+static void bn_sum_row(bn_block *b, int kind, const float *restrict x, const float *restrict dy)
+{
+    double *restrict s0 = b->s0, *restrict s1 = b->s1;
+    const float *restrict m = b->m;
+    if (kind == BN_SUM)
+        for (int64_t j = 0; j < b->nc; j++) s0[j] += x[j];
+    else if (kind == BN_SQDEV)
+        for (int64_t j = 0; j < b->nc; j++) s0[j] += (x[j] - m[j]) * (x[j] - m[j]);
+    else
+        for (int64_t j = 0; j < b->nc; j++) {
+            s0[j] += dy[j] * (x[j] - m[j]);
+            s1[j] += dy[j];
+        }
+}
+
+/* One sample's runs of the block's channels. */
+static void bn_sum_runs(bn_block *b, int kind, const float *x, const float *dy, int64_t s)
+{
+    for (int64_t j = 0; j < b->nc; j++) {
+        const float *xr = x + j * s;
+        if (kind == BN_SUM)
+            b->s0[j] += cpu_row_sum(xr, s);
+        else if (kind == BN_SQDEV)
+            b->s0[j] += run_sqdev(xr, s, b->m[j]);
+        else {
+            b->s0[j] += run_dotdev(dy + j * s, xr, s, b->m[j]);
+            b->s1[j] += cpu_row_sum(dy + j * s, s);
+        }
+    }
+}
+
+static void bn_sum(const cpu_bn_args *a, bn_block *b, int kind)
+{
+    memset(b->s0, 0, sizeof b->s0);
+    memset(b->s1, 0, sizeof b->s1);
+    for (int64_t i = 0; i < a->n; i++) {
+        int64_t off = (i * a->c + b->lo) * a->s;
+        const float *dy = a->dy ? a->dy + off : NULL;
+        if (a->s == 1)
+            bn_sum_row(b, kind, a->x + off, dy);
+        else
+            bn_sum_runs(b, kind, a->x + off, dy, a->s);
+    }
+}
+
+/* out = p (x - m) + q dy + r for one sample's channels of the block, element
+ * k of channel j at j * s + k (dy NULL: no q term). */
+static void bn_affine_sample(const bn_block *b, float *restrict o, const float *restrict x,
+                             const float *restrict dy, int64_t s)
+{
+    const float *restrict p = b->p, *restrict q = b->q, *restrict r = b->r, *restrict m = b->m;
+    if (s == 1 && dy)
+        for (int64_t j = 0; j < b->nc; j++) o[j] = p[j] * (x[j] - m[j]) + q[j] * dy[j] + r[j];
+    else if (s == 1)
+        for (int64_t j = 0; j < b->nc; j++) o[j] = p[j] * (x[j] - m[j]) + r[j];
+    for (int64_t j = 0; s > 1 && j < b->nc; j++) {
+        const float *restrict xr = x + j * s, *restrict dr = dy ? dy + j * s : NULL;
+        float *restrict ow = o + j * s, pj = p[j], qj = q[j], rj = r[j], mj = m[j];
+        if (dr)
+            for (int64_t k = 0; k < s; k++) ow[k] = pj * (xr[k] - mj) + qj * dr[k] + rj;
+        else
+            for (int64_t k = 0; k < s; k++) ow[k] = pj * (xr[k] - mj) + rj;
+    }
+}
+
+static void bn_affine(const cpu_bn_args *a, const bn_block *b)
+{
+    for (int64_t i = 0; i < a->n; i++) {
+        int64_t off = (i * a->c + b->lo) * a->s;
+        bn_affine_sample(b, a->out + off, a->x + off, a->dy ? a->dy + off : NULL, a->s);
+    }
+}
+
+/* The block's mean and rstd from stats [2, c]. */
+static void bn_load(const cpu_bn_args *a, bn_block *b)
+{
+    for (int64_t j = 0; j < b->nc; j++) {
+        b->m[j] = a->stats[b->lo + j];
+        b->rs[j] = 1.0f / sqrtf(a->stats[a->c + b->lo + j] + a->eps);
+    }
+}
+
+static double bn_count(const cpu_bn_args *a)
+{
+    return a->n * a->s > 0 ? (double)(a->n * a->s) : 1.0;
+}
+
+/* mean: a pass of sums; the biased variance: a pass about the mean. */
+static void bn_stats_block(const cpu_bn_args *a, bn_block *b)
+{
+    double cnt = bn_count(a);
+    bn_sum(a, b, BN_SUM);
+    for (int64_t j = 0; j < b->nc; j++) b->m[j] = (float)(b->s0[j] / cnt);
+    bn_sum(a, b, BN_SQDEV);
+    for (int64_t j = 0; j < b->nc; j++) {
+        a->out[b->lo + j] = b->m[j];
+        a->out[a->c + b->lo + j] = (float)(b->s0[j] / cnt);
+    }
+}
+
+/* y = (x - m) * rstd * gain + bias */
+static void bn_apply_block(const cpu_bn_args *a, bn_block *b)
+{
+    bn_load(a, b);
+    for (int64_t j = 0; j < b->nc; j++) {
+        b->p[j] = a->gain[b->lo + j] * b->rs[j];
+        b->r[j] = a->bias[b->lo + j];
+    }
+    bn_affine(a, b);
+}
+
+/* dgain = rstd * sum dy (x - m), dbias = sum dy */
+static void bn_params_block(const cpu_bn_args *a, bn_block *b)
+{
+    bn_load(a, b);
+    bn_sum(a, b, BN_PARAMS);
+    for (int64_t j = 0; j < b->nc; j++) {
+        a->out[b->lo + j] = (float)(b->s0[j] * b->rs[j]);
+        a->out[a->c + b->lo + j] = (float)b->s1[j];
+    }
+}
+
+/* dx = gain rstd (dy - dbias / M - xhat dgain / M) in a training step
+ * (batch), gain rstd dy with fixed statistics. */
+static void bn_grad_block(const cpu_bn_args *a, bn_block *b)
+{
+    float inv = (float)(1.0 / bn_count(a));
+    bn_load(a, b);
+    for (int64_t j = 0; j < b->nc; j++) {
+        float k = a->gain[b->lo + j] * b->rs[j], dg = a->params[b->lo + j];
+        float db = a->params[a->c + b->lo + j];
+        b->q[j] = k;
+        b->p[j] = a->batch ? -k * b->rs[j] * dg * inv : 0.0f;
+        b->r[j] = a->batch ? -k * db * inv : 0.0f;
+    }
+    bn_affine(a, b);
+}
+
+typedef struct bn_ctx {
+    const cpu_bn_args *a;
+    void (*block)(const cpu_bn_args *a, bn_block *b);
+} bn_ctx;
+
+static void bn_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const bn_ctx *x = vctx;
+    bn_block b;
+    for (b.lo = lo; b.lo < hi; b.lo += BN_BLOCK) {
+        b.nc = hi - b.lo < BN_BLOCK ? hi - b.lo : BN_BLOCK;
+        x->block(x->a, &b);
+    }
+}
+
+static void bn_run(cpu_pool *p, const cpu_bn_args *a,
+                   void (*block)(const cpu_bn_args *, bn_block *))
+{
+    bn_ctx x = {a, block};
+    if (a->c > 0) cpu_par_range(p, a->c, CPU_PAR_MIN / (a->n * a->s + 1) + 1, bn_range, &x);
+}
+
+void cpu_bn_stats(cpu_pool *p, const cpu_bn_args *a)
+{
+    bn_run(p, a, bn_stats_block);
+}
+
+void cpu_batchnorm(cpu_pool *p, const cpu_bn_args *a)
+{
+    bn_run(p, a, bn_apply_block);
+}
+
+void cpu_bn_grad_params(cpu_pool *p, const cpu_bn_args *a)
+{
+    bn_run(p, a, bn_params_block);
+}
+
+void cpu_bn_grad(cpu_pool *p, const cpu_bn_args *a)
+{
+    bn_run(p, a, bn_grad_block);
+}

@@ -225,6 +225,57 @@ static int k_layernorm_grad_params(const kern_args *a)
     return 0;
 }
 
+/* ---- batch normalisation: x is in[0], or in[1] after dy (the gradients) ---- */
+
+/* in: x (stats); x, gain, bias, stats (batchnorm_apply); dy, x, stats
+ * (grad_params); dy, x, gain, stats, params (grad) */
+static cpu_bn_args bn_args(const kern_args *a)
+{
+    op_kind op = a->node->op;
+    int grad = op == OP_BN_GRAD_PARAMS || op == OP_BN_GRAD;
+    const ir_type *xt = a->in_t[grad];
+    cpu_bn_args n = {.out = OUTF,
+                     .x = INF(grad),
+                     .dy = grad ? INF(0) : NULL,
+                     .n = xt->dim[0],
+                     .c = xt->dim[1],
+                     .s = xt->rank == 4 ? xt->dim[2] * xt->dim[3] : 1,
+                     .eps = ATTR_F(ATTR_NORM_EPS),
+                     .batch = (int)ATTR_I(ATTR_BN_BATCH)};
+    if (op == OP_BATCHNORM) n.gain = INF(1), n.bias = INF(2), n.stats = INF(3);
+    if (op == OP_BN_GRAD_PARAMS) n.stats = INF(2);
+    if (op == OP_BN_GRAD) n.gain = INF(2), n.stats = INF(3), n.params = INF(4);
+    return n;
+}
+
+static int k_bn_stats(const kern_args *a)
+{
+    cpu_bn_args n = bn_args(a);
+    cpu_bn_stats(a->pool, &n);
+    return 0;
+}
+
+static int k_batchnorm(const kern_args *a)
+{
+    cpu_bn_args n = bn_args(a);
+    cpu_batchnorm(a->pool, &n);
+    return 0;
+}
+
+static int k_bn_grad_params(const kern_args *a)
+{
+    cpu_bn_args n = bn_args(a);
+    cpu_bn_grad_params(a->pool, &n);
+    return 0;
+}
+
+static int k_bn_grad(const kern_args *a)
+{
+    cpu_bn_args n = bn_args(a);
+    cpu_bn_grad(a->pool, &n);
+    return 0;
+}
+
 static int k_xent(const kern_args *a)
 {
     if (check_ids(a, 1, a->in_t[0]->dim[1], "label")) return -1;
@@ -631,6 +682,10 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_LAYERNORM] = k_layernorm,
     [OP_LAYERNORM_GRAD] = k_layernorm_grad,
     [OP_LAYERNORM_GRAD_PARAMS] = k_layernorm_grad_params,
+    [OP_BN_STATS] = k_bn_stats,
+    [OP_BATCHNORM] = k_batchnorm,
+    [OP_BN_GRAD_PARAMS] = k_bn_grad_params,
+    [OP_BN_GRAD] = k_bn_grad,
     [OP_SOFTMAX_GRAD] = k_softmax_grad,
     [OP_LOG_SOFTMAX_GRAD] = k_log_softmax_grad,
     [OP_XENT_GRAD] = k_xent_grad,

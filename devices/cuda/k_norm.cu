@@ -1,5 +1,7 @@
 // k_norm.cu - LAYERNORM and its two gradients along the last axis (rows of
-// length c), computing what devices/cpu/cpu_norm.c computes:
+// length c), and the batch normalisation ops per channel (BN_STATS,
+// BATCHNORM, BN_GRAD_PARAMS, BN_GRAD), computing what
+// devices/cpu/cpu_norm.c computes:
 // y = (x - mean) * rstd * gain + bias, rstd = 1 / sqrt(var + eps) with the
 // biased variance; the gradients recompute each row's mean and rstd from
 // x, as the CPU does.  Rows are split over groups of threads
@@ -144,9 +146,138 @@ static int k_layernorm_grad_params(const kern_args *a)
     return 0;
 }
 
+// ---- batch normalisation: x as [n, c, s] (s = H*W, 1 for [N,C]) ----
+// A block sums one channel (two passes for the variance, as the CPU); the
+// forward and dx are elementwise over x, with the channel's constants.
+
+struct bn_dims {
+    int64_t n, c, s;
+    // Element e of channel ch: sample e / s, offset e % s in its run.
+    __device__ int64_t at(int64_t ch, int64_t e) const
+    {
+        int64_t i = e / s;
+        return (i * c + ch) * s + (e - i * s);
+    }
+    __device__ float count() const { return n * s > 0 ? (float)(n * s) : 1.0f; }
+};
+
+// out [2, c]: each channel's mean and biased variance.
+__global__ static void bn_stats_kernel(float *out, const float *x, bn_dims d)
+{
+    int64_t m_el = d.n * d.s;
+    for (int64_t ch = blockIdx.x; ch < d.c; ch += gridDim.x) {
+        float m = row_sum<CUDA_BLOCK>(m_el, [=](int64_t e) { return x[d.at(ch, e)]; }) / d.count();
+        auto sq = [=](int64_t e) {
+            float u = x[d.at(ch, e)] - m;
+            return u * u;
+        };
+        float v = row_sum<CUDA_BLOCK>(m_el, sq) / d.count();
+        if (threadIdx.x == 0) out[ch] = m, out[d.c + ch] = v;
+    }
+}
+
+// out [2, c]: dgain = sum dy * xhat, dbias = sum dy per channel.
+__global__ static void bn_params_kernel(float *out, const float *dy, const float *x,
+                                        const float *stats, bn_dims d, float eps)
+{
+    int64_t m_el = d.n * d.s;
+    for (int64_t ch = blockIdx.x; ch < d.c; ch += gridDim.x) {
+        float m = stats[ch], rs = 1.0f / sqrtf(stats[d.c + ch] + eps);
+        float g = row_sum<CUDA_BLOCK>(m_el, [=](int64_t e) {
+            int64_t k = d.at(ch, e);
+            return dy[k] * (x[k] - m);
+        });
+        float b = row_sum<CUDA_BLOCK>(m_el, [=](int64_t e) { return dy[d.at(ch, e)]; });
+        if (threadIdx.x == 0) out[ch] = g * rs, out[d.c + ch] = b;
+    }
+}
+
+// batchnorm_apply (dy NULL: y = gain rstd (x - m) + bias) or batchnorm_grad
+// (dx = gain rstd (dy - dbias / M - xhat dgain / M), batch; gain rstd dy).
+__global__ static void bn_affine_kernel(float *out, const float *x, const float *dy,
+                                        const float *gain, const float *bias, const float *stats,
+                                        const float *params, bn_dims d, float eps, int batch)
+{
+    int64_t total = d.n * d.c * d.s;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t ch = e / d.s % d.c;
+        float m = stats[ch], rs = 1.0f / sqrtf(stats[d.c + ch] + eps), k = gain[ch] * rs;
+        if (!dy) {
+            out[e] = k * (x[e] - m) + bias[ch];
+        } else if (batch) {
+            float inv = 1.0f / d.count();
+            out[e] =
+                k * dy[e] - k * params[d.c + ch] * inv - k * rs * params[ch] * inv * (x[e] - m);
+        } else {
+            out[e] = k * dy[e];
+        }
+    }
+}
+
+static bn_dims bn_dims_of(const ir_type *x)
+{
+    return bn_dims{x->dim[0], x->dim[1], x->rank == 4 ? x->dim[2] * x->dim[3] : 1};
+}
+
+// A block per channel (CUDA_BLOCK threads each).
+static unsigned bn_channel_blocks(const bn_dims &d)
+{
+    return cuda_blocks(d.c * CUDA_BLOCK);
+}
+
+// in: x; out [2, c]
+static int k_bn_stats(const kern_args *a)
+{
+    bn_dims d = bn_dims_of(a->in_t[0]);
+    if (d.c <= 0) return 0;
+    CUDA_LAUNCH(bn_channel_blocks(d), CUDA_BLOCK, 0, cuda_stream(a), bn_stats_kernel)
+    (OUT_F, IN_F(0), d);
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
+// in: dy, x, stats; out [2, c]
+static int k_bn_grad_params(const kern_args *a)
+{
+    bn_dims d = bn_dims_of(a->in_t[1]);
+    if (d.c <= 0) return 0;
+    CUDA_LAUNCH(bn_channel_blocks(d), CUDA_BLOCK, 0, cuda_stream(a), bn_params_kernel)
+    (OUT_F, IN_F(0), IN_F(1), IN_F(2), d, eps_of(a));
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
+static int bn_affine(const kern_args *a, const bn_dims &d, const float *x, const float *dy,
+                     const float *gain, const float *bias, const float *stats, const float *params)
+{
+    int64_t n = d.n * d.c * d.s;
+    if (n == 0) return 0;
+    CUDA_LAUNCH(cuda_blocks(n), CUDA_BLOCK, 0, cuda_stream(a), bn_affine_kernel)
+    (OUT_F, x, dy, gain, bias, stats, params, d, eps_of(a), (int)a->node->attr.i[ATTR_BN_BATCH]);
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
+// in: x, gain, bias, stats
+static int k_batchnorm(const kern_args *a)
+{
+    return bn_affine(a, bn_dims_of(a->in_t[0]), IN_F(0), NULL, IN_F(1), IN_F(2), IN_F(3), NULL);
+}
+
+// in: dy, x, gain, stats, params
+static int k_bn_grad(const kern_args *a)
+{
+    return bn_affine(a, bn_dims_of(a->in_t[1]), IN_F(1), IN_F(0), IN_F(2), NULL, IN_F(3), IN_F(4));
+}
+
 extern "C" const cuda_row cuda_rows_norm[] = {
     {OP_LAYERNORM, k_layernorm},
     {OP_LAYERNORM_GRAD, k_layernorm_grad},
     {OP_LAYERNORM_GRAD_PARAMS, k_layernorm_grad_params},
+    {OP_BN_STATS, k_bn_stats},
+    {OP_BATCHNORM, k_batchnorm},
+    {OP_BN_GRAD_PARAMS, k_bn_grad_params},
+    {OP_BN_GRAD, k_bn_grad},
     {OP_COUNT, NULL},
 };
