@@ -6,8 +6,9 @@
 #   examples/fashion_resnet.graph   bench/torch_resnet_bn.py  (and the test accuracy)
 #   examples/word2vec.graph         bench/torch_word2vec.py   (2 threads: graphrun
 #                                   runs 2 Hogwild! executors, PyTorch 2 intra-op threads)
-# Prints a markdown table on stdout, progress on stderr.  The mse and the
-# accuracy are those of the last repetition, after the same number of steps.
+# Prints a markdown table on stdout, progress on stderr.  The results (test
+# mse, test accuracy, word2vec's final training loss) are those of the last
+# repetition, after the same number of steps.
 #   STEPS (default 100; word2vec runs 10 x STEPS), REPS (default 3),
 #   MODELS (default "denoise resnet word2vec"), GRAPHRUN (default
 #   build/graphrun), PYTHON (default /usr/bin/python3:
@@ -37,7 +38,8 @@ gr() { # gr MODEL THREADS: the summary line's steps/s, then the evaluation
   "$GRAPHRUN" "$ROOT/examples/$(graph_of "$1").graph" --steps "$(steps_of "$1")" $threads \
     ${ev:+--eval $ev} --quiet > "$TMP/out" 2>&1 || return
   sed -n 's/.* \([0-9.]*\) steps\/s.*/\1/p' "$TMP/out"
-  [ -n "$ev" ] && sed -n "s/^$ev = \([0-9.]*\).*/$ev=\1/p" "$TMP/out"
+  if [ -n "$ev" ]; then sed -n "s/^$ev = \([0-9.]*\).*/$ev=\1/p" "$TMP/out"
+  else sed -n 's/.*final loss \([0-9.]*\).*/loss=\1/p' "$TMP/out"; fi
 }
 pt() { # pt MODEL THREADS
   local script=torch_$1.py
@@ -45,7 +47,8 @@ pt() { # pt MODEL THREADS
   env OMP_NUM_THREADS="$2" MKL_NUM_THREADS="$2" OPENBLAS_NUM_THREADS="$2" OMP_WAIT_POLICY=PASSIVE \
     "$PYTHON" "$HERE/$script" "$(steps_of "$1")" "$2" > "$TMP/out" 2>&1 || return
   sed -n 's/.*steps\/s=\([0-9.]*\).*/\1/p' "$TMP/out"
-  sed -n 's/.* \(test_mse=[0-9.]*\).*/\1/p; s/.* \(accuracy=[0-9.]*\).*/\1/p' "$TMP/out"
+  if [ "$1" = word2vec ]; then sed -n 's/.* \(loss=[0-9.]*\).*/\1/p' "$TMP/out"
+  else sed -n 's/.* \(test_mse=[0-9.]*\).*/\1/p; s/.* \(accuracy=[0-9.]*\).*/\1/p' "$TMP/out"; fi
 }
 run() { # run KEY COMMAND...: keep the first line as steps/s, the second as quality
   local out; out=$("${@:2}")
@@ -61,7 +64,7 @@ for rep in $(seq "$REPS"); do
     done
   done
 done
-ratio() { awk -v a="${best[$1]:-0}" -v b="${best[$2]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+ratio() { awk -v a="${best[$1]:-0}" -v b="${best[$2]:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
 echo "issue 26's example models, $STEPS steps (word2vec $((10 * STEPS))), best of $REPS" \
      "($(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1 /proc/loadavg))"
 echo
