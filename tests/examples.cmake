@@ -1,0 +1,22 @@
+# tests/examples.cmake - issue 26's example models (examples/fashion_denoise,
+# fashion_resnet, word2vec) each trained in a tiny configuration by
+# tests/examples.sh, which checks that it learns: the loss falls, and the
+# denoiser's test mse, the ResNet's test accuracy (with batch norm's running
+# statistics) or word2vec's final loss are where only training puts them.
+# A few seconds each.
+set(GR_EXAMPLES_SH sh ${CMAKE_CURRENT_SOURCE_DIR}/examples.sh $<TARGET_FILE:graphrun>
+                   ${PROJECT_SOURCE_DIR}/examples)
+if(EXISTS /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz)
+  add_test(NAME example_denoise_trains COMMAND ${GR_EXAMPLES_SH} denoise --threads 2
+           WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  add_test(NAME example_resnet_bn_trains COMMAND ${GR_EXAMPLES_SH} resnet --threads 2
+           WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(example_denoise_trains example_resnet_bn_trains PROPERTIES TIMEOUT 120)
+endif()
+# on tests/models/tiny_text.txt, one thread and two Hogwild! executors
+add_test(NAME example_word2vec_trains COMMAND ${GR_EXAMPLES_SH} word2vec --threads 1
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+add_test(NAME example_word2vec_trains_hogwild
+         COMMAND ${GR_EXAMPLES_SH} word2vec --executors 2 --threads 2
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(example_word2vec_trains example_word2vec_trains_hogwild PROPERTIES TIMEOUT 60)
