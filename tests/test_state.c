@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -210,6 +211,42 @@ static void test_accumulate_equals_the_large_batch(void **state)
                   "accumulate");
 }
 
+/* --init-from (weights_only) loads the model's state too: batchnorm's
+ * running statistics and an ema() average, not the optimizer's slots. */
+static void test_weights_only_restore_keeps_running_stats_and_averages(void **state)
+{
+    (void)state;
+    static const char *src = "input x: f32[4, 2]\nvar gain = ones([2])\nvar bias = zeros([2])\n"
+                             "avg = ema(gain, 0.5)\nloss = sum(batchnorm(x, gain, bias) * [1, 3])"
+                             " + sum(gain * gain)\ntrain = momentum(0.1).minimize(loss)\n";
+    float x[8] = {1, 2, 3, 5, -1, 0, 4, 4}, a[2], b[2], m[2];
+    char path[] = "/tmp/gr_state_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    run r;
+    run_open(&r, src);
+    gr_feed feed = {"x", x, sizeof x};
+    for (int i = 0; i < 3; i++) assert_gr_ok(gr_run(r.s, "train", &feed, 1, NULL, 0, r.st), r.st);
+    assert_gr_ok(gr_session_save(r.s, path, r.st), r.st);
+    read_var(&r, "moving_variance", a, 2);
+    read_var(&r, "gain/ema", b, 2);
+    run_close(&r);
+    run_open(&r, src);
+    gr_restore_options o = {.weights_only = 1};
+    assert_gr_ok(gr_session_restore(r.s, path, &o, r.st), r.st);
+    float got[2];
+    read_var(&r, "moving_variance", got, 2);
+    assert_memory_equal(got, a, sizeof a);
+    read_var(&r, "gain/ema", got, 2);
+    assert_memory_equal(got, b, sizeof b);
+    read_var(&r, "gain/momentum", m, 2);
+    assert_true(m[0] == 0 && m[1] == 0);
+    assert_true(a[0] != 1.0f && b[0] != 1.0f);
+    run_close(&r);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_dropout_follows_the_target_mode),
         cmocka_unit_test(test_batchnorm_trains_on_the_batch_and_evaluates_on_running_stats),
         cmocka_unit_test(test_accumulate_equals_the_large_batch),
+        cmocka_unit_test(test_weights_only_restore_keeps_running_stats_and_averages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
