@@ -651,6 +651,47 @@ static int zero_accums(ad_ctx *c, int group)
     return 0;
 }
 
+/* The backward pass of c's loss: c->grad holds each ancestor's gradient.
+ * -1 on error (reported). */
+static int ad_begin(ad_ctx *c, int loss)
+{
+    if (check_loss(c, loss) < 0) return -1;
+    collect_ancestors(c, loss);
+    c->path = base_xcalloc((size_t)c->n_anc, 1);
+    c->grad = base_xmalloc(sizeof(int) * (size_t)c->n_anc);
+    for (int i = 0; i < c->n_anc; i++) c->grad[i] = -1;
+    mark_path(c);
+    if (!c->path[c->n_anc - 1]) {
+        diag_error(c->g->diags, c->src, c->span,
+                   c->only ? "minimize: loss does not depend on any variable of vars="
+                           : "minimize: loss does not depend on any trainable variable");
+        return -1;
+    }
+    return backprop(c, loss);
+}
+
+static void ad_end(ad_ctx *c)
+{
+    free(c->anc);
+    free(c->path);
+    free(c->grad);
+    free(c->updates);
+    free(c->accum);
+}
+
+/* The updates of c's trained variables from c->grad: the train target's
+ * group, or -1. */
+static int ad_updates(ad_ctx *c, int *partial)
+{
+    const ad_optimizer *opt = c->opt;
+    if ((opt->allreduce && (make_barrier(c) < 0 || allreduce_grads(c) != 0)) ||
+        (opt->accumulate > 1 && accumulate_grads(c, partial) != 0))
+        return -1;
+    int rc = make_updates(c);
+    if (rc >= 0 && opt->accumulate > 1 && zero_accums(c, rc) < 0) rc = -1;
+    return rc;
+}
+
 int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const unsigned char *only,
                 const src_file *src, src_span span, int *partial)
 {
@@ -661,27 +702,53 @@ int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const unsigned c
                 .span = span,
                 .step_node = -1,
                 .step_inc = -1};
-    if (check_loss(&c, loss) < 0) return -1;
-    collect_ancestors(&c, loss);
-    c.path = base_xcalloc((size_t)c.n_anc, 1);
-    c.grad = base_xmalloc(sizeof(int) * (size_t)c.n_anc);
-    for (int i = 0; i < c.n_anc; i++) c.grad[i] = -1;
-    mark_path(&c);
-    int rc = -1;
-    if (!c.path[c.n_anc - 1])
-        diag_error(g->diags, src, span,
-                   only ? "minimize: loss does not depend on any variable of vars="
-                        : "minimize: loss does not depend on any trainable variable");
-    else if (backprop(&c, loss) == 0 &&
-             (!opt->allreduce || (make_barrier(&c) >= 0 && allreduce_grads(&c) == 0)) &&
-             (opt->accumulate < 2 || accumulate_grads(&c, partial) == 0))
-        rc = make_updates(&c);
-    if (rc >= 0 && opt->accumulate > 1 && zero_accums(&c, rc) < 0) rc = -1;
-    free(c.anc);
-    free(c.path);
-    free(c.grad);
-    free(c.updates);
-    free(c.accum);
+    int rc = ad_begin(&c, loss) == 0 ? ad_updates(&c, partial) : -1;
+    ad_end(&c);
+    return rc;
+}
+
+int ad_gradients(ir_graph *g, int loss, const unsigned char *only, const src_file *src,
+                 src_span span, int *vars, int *grads)
+{
+    static const ad_optimizer none = {.kind = AD_SGD};
+    ad_ctx c = {.g = g, .opt = &none, .only = only, .src = src, .span = span};
+    int n = -1;
+    if (ad_begin(&c, loss) == 0) {
+        n = 0;
+        for (int i = 0, vi; i < c.n_anc; i++)
+            if ((vi = trained_here(&c, i)) >= 0) vars[n] = vi, grads[n++] = c.grad[i];
+    }
+    ad_end(&c);
+    return n;
+}
+
+/* (variable node, gradient) pairs by node id: the order of ancestors. */
+static int by_node(const void *a, const void *b)
+{
+    return ((const int *)a)[0] - ((const int *)b)[0];
+}
+
+int ad_apply(ir_graph *g, const int *vars, const int *grads, int n, const ad_optimizer *opt,
+             const src_file *src, src_span span)
+{
+    ad_ctx c = {
+        .g = g, .opt = opt, .src = src, .span = span, .step_node = -1, .step_inc = -1, .n_anc = n};
+    int *pairs = base_xmalloc(sizeof(int) * 2 * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) pairs[2 * i] = g->vars[vars[i]].node, pairs[2 * i + 1] = grads[i];
+    qsort(pairs, (size_t)n, 2 * sizeof(int), by_node);
+    c.anc = base_xmalloc(sizeof(int) * (size_t)(n + 1));
+    c.grad = base_xmalloc(sizeof(int) * (size_t)(n + 1));
+    c.path = base_xmalloc((size_t)n + 1);
+    ir_walk_begin(g);
+    for (int i = 0; i < n; i++) {
+        c.anc[i] = pairs[2 * i];
+        c.grad[i] = pairs[2 * i + 1];
+        c.path[i] = 1;
+        ir_walk_set(g, c.anc[i], i);
+    }
+    free(pairs);
+    int rc = ad_updates(&c, NULL);
+    ad_end(&c);
     return rc;
 }
 

@@ -85,6 +85,15 @@ typedef struct ad_optimizer {
  * group the other k - 1 runs run: each adds its gradients up. */
 int ad_minimize(ir_graph *g, int loss, const ad_optimizer *opt, const unsigned char *only,
                 const src_file *src, src_span span, int *partial);
+/* opt.gradients(loss): the backward pass alone.  Writes the trained
+ * variables (indices) and their gradient nodes into vars and grads (room
+ * for g->n_vars each) and returns how many, or -1 on error. */
+int ad_gradients(ir_graph *g, int loss, const unsigned char *only, const src_file *src,
+                 src_span span, int *vars, int *grads);
+/* opt.apply(pairs): the updates of variables vars[i] (indices) by
+ * gradients grads[i], as minimize makes them; returns their group, or -1. */
+int ad_apply(ir_graph *g, const int *vars, const int *grads, int n, const ad_optimizer *opt,
+             const src_file *src, src_span span);
 /* The learning-rate node (f32[]) the updates of train target `train` (what
  * ad_minimize returned) read: a constant or the schedule. */
 int ad_lr_of(const ir_graph *g, int train);

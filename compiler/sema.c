@@ -511,35 +511,151 @@ static int minimize_args(sema *S, env *e, const ast_node *n, unsigned char **onl
 
 static mode_copy *train_record(sema *S);
 
+/* The training value of group `grp` (-1: error) of record r. */
+static value train_value(sema *S, int r, int grp, int every, int partial)
+{
+    value v = sema_value_tensor(grp);
+    S->train_group[r] = v.k == V_TENSOR ? v.node : -1;
+    S->train_partial[r] = partial;
+    v.is_train = 1;
+    v.id = S->train_loss[r];
+    v.every = every;
+    v.partial = partial;
+    return v;
+}
+
+/* opt.minimize(loss, vars=, accumulate=) and opt.gradients(loss, vars=):
+ * the loss's node, its training copy (record *r), *only; -1 on error. */
+static int loss_args(sema *S, env *e, const ast_node *n, ad_optimizer *opt, unsigned char **only,
+                     int *r)
+{
+    int l = minimize_args(S, e, n, only, &opt->accumulate);
+    if (l < 0) return -1;
+    if (++S->n_minimize > LIM_MINIMIZE) {
+        sema_stop(S, n, "more than %d calls of minimize(), the limit", LIM_MINIMIZE);
+        l = -1;
+    }
+    opt->allreduce = S->opt->allreduce;
+    mode_copy *c = l < 0 ? NULL : train_record(S);
+    int lt = c ? mode_train_copy(S->g, c, l) : -1;
+    if (c) *r = S->n_trains - 1, S->train_loss[*r] = lt;
+    if (lt >= 0) return lt;
+    free(*only);
+    *only = NULL;
+    return -1;
+}
+
+static value method_minimize(sema *S, env *e, const ast_node *n, ad_optimizer *opt)
+{
+    unsigned char *only;
+    int r, lt = loss_args(S, e, n, opt, &only, &r), partial = -1;
+    if (lt < 0) return sema_value_err();
+    int grp = ad_minimize(S->g, lt, opt, only, S->src, n->span, &partial);
+    free(only);
+    return train_value(S, r, grp, opt->accumulate, partial);
+}
+
+/* opt.gradients(loss, vars=): [[gradient, variable], ...], as TF's
+ * compute_gradients; the list remembers its record (id) for opt.apply. */
+static value method_gradients(sema *S, env *e, const ast_node *n, ad_optimizer *opt)
+{
+    unsigned char *only;
+    int r, lt = loss_args(S, e, n, opt, &only, &r);
+    if (lt < 0) return sema_value_err();
+    int *vars = base_xmalloc(sizeof(int) * 2 * (size_t)(S->g->n_vars + 1)),
+        *grads = vars + S->g->n_vars + 1;
+    int k = opt->accumulate > 1 ? -1 : ad_gradients(S->g, lt, only, S->src, n->span, vars, grads);
+    if (opt->accumulate > 1) sema_err(S, n, "gradients() takes no accumulate=");
+    free(only);
+    value v = {.k = V_LIST, .n_items = k, .cap_items = k, .id = r + 1};
+    v.items = k < 0 ? NULL : ir_alloc(S->g, sizeof(value) * (size_t)(k + 1));
+    for (int i = 0; i < k; i++) {
+        value *pair = ir_alloc(S->g, sizeof(value) * 2);
+        pair[0] = sema_value_tensor(grads[i]);
+        pair[1] = sema_value_tensor(S->g->vars[vars[i]].node);
+        v.items[i] = (value){.k = V_LIST, .items = pair, .n_items = 2, .cap_items = 2};
+    }
+    free(vars);
+    return k < 0 ? sema_value_err() : v;
+}
+
+/* Pair i of opt.apply's list: its variable's index and gradient's node. */
+static int apply_pair(sema *S, const ast_node *at, const value *p, int *var, int *grad)
+{
+    const ir_node *vn = p->k == V_LIST && p->n_items == 2 && p->items[1].k == V_TENSOR
+                            ? &S->g->nodes[p->items[1].node]
+                            : NULL;
+    if (!vn || vn->op != OP_VARIABLE) {
+        sema_err(S, at,
+                 "apply() takes a list of [gradient, variable] pairs, as gradients() "
+                 "returns");
+        return -1;
+    }
+    *var = vn->var;
+    if ((*grad = sema_to_tensor(S, at, p->items[0], DT_F32)) < 0) return -1;
+    const ir_type *gt = &S->g->nodes[*grad].type;
+    if (ir_type_eq(gt, &vn->type)) return 0;
+    char a[96], b[96];
+    sema_err(S, at, "apply(): the gradient of '%s' is %s, but the variable is %s",
+             S->g->vars[*var].name, ir_type_str(gt, a, sizeof a),
+             ir_type_str(&vn->type, b, sizeof b));
+    return -1;
+}
+
+/* The record a list from gradients() came from, else the newest one no
+ * apply() has taken yet. */
+static int apply_record(sema *S, const value *list)
+{
+    if (list->id > 0 && list->id <= S->n_trains && S->train_group[list->id - 1] < 0)
+        return list->id - 1;
+    for (int r = S->n_trains - 1; r >= 0; r--)
+        if (S->train_group[r] < 0) return r;
+    return -1;
+}
+
+/* opt.apply(pairs): TF's apply_gradients. */
+static value method_apply(sema *S, env *e, const ast_node *n, ad_optimizer *opt)
+{
+    if (n->n_items != 1 || n->items[0]->kind == AST_KWARG) {
+        sema_err(S, n, "apply() takes one list of [gradient, variable] pairs");
+        return sema_value_err();
+    }
+    value list = sema_eval(S, e, n->items[0]);
+    if (list.k == V_ERR) return list;
+    int r = list.k == V_LIST ? apply_record(S, &list) : -1;
+    if (r < 0) {
+        sema_err(S, n->items[0], "apply() takes the list that a gradients() call returned");
+        return sema_value_err();
+    }
+    int *vars = base_xmalloc(sizeof(int) * 2 * (size_t)(list.n_items + 1)),
+        *grads = vars + list.n_items + 1, ok = 1;
+    unsigned char *seen = base_xcalloc((size_t)S->g->n_vars + 1, 1);
+    for (int i = 0; ok && i < list.n_items; i++) {
+        ok = apply_pair(S, n->items[0], &list.items[i], &vars[i], &grads[i]) == 0;
+        if (ok && seen[vars[i]]++) {
+            sema_err(S, n->items[0], "apply(): variable '%s' is in the list twice",
+                     S->g->vars[vars[i]].name);
+            ok = 0;
+        }
+    }
+    opt->allreduce = S->opt->allreduce;
+    int grp = ok ? ad_apply(S->g, vars, grads, list.n_items, opt, S->src, n->span) : -1;
+    free(vars);
+    free(seen);
+    return train_value(S, r, grp, 1, -1);
+}
+
 static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
 {
     value obj = sema_eval(S, e, n->a);
     if (obj.k == V_ERR) return obj;
-    if (obj.k != V_OPT || strcmp(n->name, "minimize") != 0) {
-        sema_err(S, n, "%s has no method '%s'", sema_value_kind(&obj), n->name);
-        return sema_value_err();
-    }
-    unsigned char *only;
-    int l = minimize_args(S, e, n, &only, &obj.opt.accumulate);
-    if (l < 0) return sema_value_err();
-    if (++S->n_minimize > LIM_MINIMIZE) {
-        free(only);
-        sema_stop(S, n, "more than %d calls of minimize(), the limit", LIM_MINIMIZE);
-        return sema_value_err();
-    }
-    obj.opt.allreduce = S->opt->allreduce;
-    mode_copy *c = train_record(S);
-    int lt = mode_train_copy(S->g, c, l), partial = -1;
-    value v = sema_value_tensor(
-        lt < 0 ? -1 : ad_minimize(S->g, lt, &obj.opt, only, S->src, n->span, &partial));
-    free(only);
-    S->train_group[S->n_trains - 1] = v.k == V_TENSOR ? v.node : -1;
-    S->train_partial[S->n_trains - 1] = partial;
-    v.is_train = 1;
-    v.id = lt;
-    v.every = obj.opt.accumulate;
-    v.partial = partial;
-    return v;
+    if (obj.k == V_OPT && strcmp(n->name, "minimize") == 0)
+        return method_minimize(S, e, n, &obj.opt);
+    if (obj.k == V_OPT && strcmp(n->name, "gradients") == 0)
+        return method_gradients(S, e, n, &obj.opt);
+    if (obj.k == V_OPT && strcmp(n->name, "apply") == 0) return method_apply(S, e, n, &obj.opt);
+    sema_err(S, n, "%s has no method '%s'", sema_value_kind(&obj), n->name);
+    return sema_value_err();
 }
 
 /* A new training target's record: the copy of its loss (compiler/modes.c)
@@ -549,7 +665,8 @@ static mode_copy *train_record(sema *S)
     int n = S->n_trains++;
     S->train_group = base_xreallocarray(S->train_group, (size_t)n + 1, sizeof(int));
     S->train_partial = base_xreallocarray(S->train_partial, (size_t)n + 1, sizeof(int));
-    S->train_partial[n] = -1;
+    S->train_loss = base_xreallocarray(S->train_loss, (size_t)n + 1, sizeof(int));
+    S->train_partial[n] = S->train_loss[n] = -1;
     S->train_copy = base_xreallocarray(S->train_copy, (size_t)n + 1, sizeof(mode_copy));
     S->train_group[n] = -1;
     S->train_copy[n] = (mode_copy){0};
@@ -577,6 +694,7 @@ static void attach_sides(sema *S)
     }
     free(S->train_group);
     free(S->train_partial);
+    free(S->train_loss);
     free(S->train_copy);
 }
 

@@ -114,7 +114,7 @@ typedef struct sema {
     args_buf **argbufs; /* per call nesting depth, reused (sema.c) */
     int n_calls, cap_argbufs;
     /* per minimize(): its group and its loss's training copy (modes.c) */
-    int *train_group, *train_partial;
+    int *train_group, *train_partial, *train_loss;
     mode_copy *train_copy;
     int n_trains;
 } sema;

@@ -247,6 +247,32 @@ static void test_weights_only_restore_keeps_running_stats_and_averages(void **st
     unlink(path);
 }
 
+/* opt.gradients(loss) then opt.apply(pairs): the gradients between the
+ * two can be changed (here halved); the pairs are [gradient, variable]. */
+static void test_gradients_then_apply(void **state)
+{
+    (void)state;
+    run r;
+    run_open(&r, "var w = glorot([2, 3])\nvar b = zeros([3])\nloss = sum(w * [1, 2, 3]) + sum(b)\n"
+                 "gv = sgd(0.5).gradients(loss)\n"
+                 "half = [[gv[0][0] * 0.5, gv[0][1]], gv[1]]\ntrain = sgd(0.5).apply(half)\n");
+    float w0[6], w[6], b[3], loss;
+    read_var(&r, "w", w0, 6);
+    gr_fetch f = {"train/loss", &loss, sizeof loss, NULL};
+    run_target(&r, "train", &f, 1);
+    read_var(&r, "w", w, 6);
+    read_var(&r, "b", b, 3);
+    for (int i = 0; i < 6; i++) assert_float_equal(w[i], w0[i] - 0.25f * (float)(1 + i % 3), 1e-6);
+    for (int i = 0; i < 3; i++) assert_float_equal(b[i], -0.5f, 1e-6);
+    run_close(&r);
+    compile_fails("var w = ones([2])\ngv = sgd(1.0).gradients(sum(w))\n"
+                  "t = sgd(1.0).apply([[gv[0][0], w], [gv[0][0], w]])\n",
+                  "apply(): variable 'w' is in the list twice");
+    compile_fails("var w = ones([2])\ngv = sgd(1.0).gradients(sum(w))\n"
+                  "t = sgd(1.0).apply([[sum(gv[0][0]), w]])\n",
+                  "apply(): the gradient of 'w' is f32[], but the variable is f32[2]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_dropout_follows_the_target_mode),
         cmocka_unit_test(test_batchnorm_trains_on_the_batch_and_evaluates_on_running_stats),
         cmocka_unit_test(test_accumulate_equals_the_large_batch),
+        cmocka_unit_test(test_gradients_then_apply),
         cmocka_unit_test(test_weights_only_restore_keeps_running_stats_and_averages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
