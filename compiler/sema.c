@@ -262,6 +262,7 @@ static EVAL_FRAME value eval_name(sema *S, env *e, const ast_node *n)
     if (op >= 0) return (value){.k = V_OP, .id = op};
     int bi = sema_builtin_lookup(n->name);
     if (bi < 0) bi = sema_state_lookup(n->name);
+    if (bi < 0 && strcmp(n->name, "gradients") == 0) bi = SEMA_GRADIENTS;
     if (bi >= 0) return (value){.k = V_BUILTIN, .id = bi};
     /* the hint costs a scan of every name: only for errors that are shown */
     const char *hint = diag_full(S->g->diags) ? NULL : env_suggest(e, n->name);
@@ -492,8 +493,12 @@ static int minimize_args(sema *S, env *e, const ast_node *n, unsigned char **onl
     }
     if (bad || !loss_at) {
         sema_err(S, n,
-                 "minimize() takes the loss and, optionally, vars= (a scope name, or a list "
-                 "of variables) and accumulate= (runs per update)");
+                 "%s() takes the loss and, optionally, vars= (a scope name, or a list "
+                 "of variables)%s",
+                 n->kind == AST_CALL ? "gradients" : n->name,
+                 n->kind == AST_METHOD && strcmp(n->name, "minimize") == 0
+                     ? " and accumulate= (runs per update)"
+                     : "");
         return -1;
     }
     value loss = sema_eval(S, e, loss_at);
@@ -879,6 +884,10 @@ static EVAL_FRAME value eval_call(sema *S, env *e, const ast_node *n)
 {
     value f = sema_eval(S, e, n->a);
     if (f.k == V_ERR) return f;
+    if (f.k == V_BUILTIN && f.id == SEMA_GRADIENTS) { /* tf.gradients: no optimizer's options */
+        ad_optimizer none = {.kind = AD_SGD};
+        return method_gradients(S, e, n, &none);
+    }
     sema_args args;
     args_buf *buf = call_buf(S, S->n_calls++);
     value r = sema_value_err();

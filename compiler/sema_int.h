@@ -167,6 +167,9 @@ int sema_data_stmt(sema *S, const ast_node *stmt, value v);
 /* sema_state.c: assign, assign_add, ema, group, batchnorm.  Their builtin
  * ids start at SEMA_STATE_BASE. */
 enum { SEMA_STATE_BASE = 1000 };
+/* gradients(loss, vars=): the builtin evaluated by sema.c itself (it reads
+ * its arguments as minimize() does, unevaluated). */
+enum { SEMA_GRADIENTS = 2000 };
 int sema_state_lookup(const char *name);
 value sema_call_state(sema *S, int which, const sema_args *args);
 

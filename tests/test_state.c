@@ -247,8 +247,9 @@ static void test_weights_only_restore_keeps_running_stats_and_averages(void **st
     unlink(path);
 }
 
-/* opt.gradients(loss) then opt.apply(pairs): the gradients between the
- * two can be changed (here halved); the pairs are [gradient, variable]. */
+/* opt.gradients(loss) (or the free gradients(loss)) then opt.apply(pairs):
+ * the gradients between the two can be changed (here halved, then doubled);
+ * the pairs are [gradient, variable]. */
 static void test_gradients_then_apply(void **state)
 {
     (void)state;
@@ -265,6 +266,18 @@ static void test_gradients_then_apply(void **state)
     for (int i = 0; i < 6; i++) assert_float_equal(w[i], w0[i] - 0.25f * (float)(1 + i % 3), 1e-6);
     for (int i = 0; i < 3; i++) assert_float_equal(b[i], -0.5f, 1e-6);
     run_close(&r);
+    /* the free function (tf.gradients), with vars=: b is not trained */
+    run_open(&r, "var w = glorot([2, 3])\nvar b = zeros([3])\nloss = sum(w * [1, 2, 3]) + sum(b)\n"
+                 "gv = gradients(loss, vars=[w])\ntrain = sgd(0.5).apply([[gv[0][0] * 2, w]])\n");
+    read_var(&r, "w", w0, 6);
+    run_target(&r, "train", &f, 1);
+    read_var(&r, "w", w, 6);
+    read_var(&r, "b", b, 3);
+    for (int i = 0; i < 6; i++) assert_float_equal(w[i], w0[i] - 1.0f * (float)(1 + i % 3), 1e-6);
+    for (int i = 0; i < 3; i++) assert_true(b[i] == 0.0f);
+    run_close(&r);
+    compile_fails("var w = ones([2])\ngv = gradients()\n",
+                  "gradients() takes the loss and, optionally, vars=");
     compile_fails("var w = ones([2])\ngv = sgd(1.0).gradients(sum(w))\n"
                   "t = sgd(1.0).apply([[gv[0][0], w], [gv[0][0], w]])\n",
                   "apply(): variable 'w' is in the list twice");
