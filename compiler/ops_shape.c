@@ -472,6 +472,26 @@ static int need_nchw(ir_graph *g, int id, const ir_type *x)
     return need_f32(g, id, x, "input");
 }
 
+/* What a channel mismatch most likely is: TensorFlow's layouts, a filter
+ * [KH, KW, C, OC] (HWIO) or an input [N, H, W, C] (NHWC). */
+static ops_tstr conv_layout_hint(const ir_type *x, const ir_type *w)
+{
+    ops_tstr r = {""};
+    const int64_t *d = w->dim;
+    if (d[2] == x->dim[1] && d[0] == d[1])
+        snprintf(r.s, sizeof r.s,
+                 " (filters are [OC, C, KH, KW], not TensorFlow's [KH, KW, C, OC]: "
+                 "write [%lld, %lld, %lld, %lld])",
+                 (long long)d[3], (long long)d[2], (long long)d[0], (long long)d[1]);
+    else if (x->dim[3] == d[1])
+        snprintf(r.s, sizeof r.s,
+                 " (inputs are [N, C, H, W]; this one looks like [N, H, W, C]: "
+                 "transpose(x, perm=[0, 3, 1, 2]) turns it)");
+    else
+        snprintf(r.s, sizeof r.s, " (inputs are [N, C, H, W] and filters [OC, C, KH, KW])");
+    return r;
+}
+
 static int conv_check(ir_graph *g, int id, const ir_type *x, const ir_type *w)
 {
     if (need_nchw(g, id, x) < 0) return -1;
@@ -479,8 +499,9 @@ static int conv_check(ir_graph *g, int id, const ir_type *x, const ir_type *w)
         return ops_error(g, id, "conv2d: filter must be f32 rank 4 (OC,C,KH,KW), got %s",
                          ops_ts(w).s);
     if (x->dim[1] != w->dim[1])
-        return ops_error(g, id, "conv2d: input %s has %lld channels but filter %s expects %lld",
-                         ops_ts(x).s, (long long)x->dim[1], ops_ts(w).s, (long long)w->dim[1]);
+        return ops_error(g, id, "conv2d: input %s has %lld channels but filter %s expects %lld%s",
+                         ops_ts(x).s, (long long)x->dim[1], ops_ts(w).s, (long long)w->dim[1],
+                         conv_layout_hint(x, w).s);
     return 0;
 }
 

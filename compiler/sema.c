@@ -124,35 +124,6 @@ static void env_declare(env *e, const ast_node *st, value v)
     env_set(e, st->name, v)->decl = st;
 }
 
-static int edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 32 || lb > 32) return 99;
-    int d[33][33];
-    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            int x = d[i - 1][j] + 1, y = d[i][j - 1] + 1;
-            d[i][j] = c < x ? (c < y ? c : y) : (x < y ? x : y);
-        }
-    return d[la][lb];
-}
-
-/* The closest bound name, for "did you mean" hints. */
-static const char *env_suggest(env *e, const char *name)
-{
-    const char *best = NULL;
-    int bd = 3;
-    for (; e; e = e->parent)
-        for (int i = 0; i < e->n; i++) {
-            int d = edit_distance(name, e->v[i].name);
-            if (d < bd) bd = d, best = e->v[i].name;
-        }
-    return best;
-}
-
 /* ---- variable scopes ---- */
 
 /* Enters variable scope `name` (under the current one), kept in v (the
@@ -264,12 +235,7 @@ static EVAL_FRAME value eval_name(sema *S, env *e, const ast_node *n)
     if (bi < 0) bi = sema_state_lookup(n->name);
     if (bi < 0 && strcmp(n->name, "gradients") == 0) bi = SEMA_GRADIENTS;
     if (bi >= 0) return (value){.k = V_BUILTIN, .id = bi};
-    /* the hint costs a scan of every name: only for errors that are shown */
-    const char *hint = diag_full(S->g->diags) ? NULL : env_suggest(e, n->name);
-    if (hint)
-        sema_err(S, n, "unknown name '%s'; did you mean '%s'?", n->name, hint);
-    else
-        sema_err(S, n, "unknown name '%s'", n->name);
+    sema_unknown_name(S, e, n);
     return sema_value_err();
 }
 

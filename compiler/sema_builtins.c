@@ -55,6 +55,11 @@ int sema_builtin_lookup(const char *name)
     return -1;
 }
 
+const char *sema_builtin_name(int i)
+{
+    return i >= 0 && i < B_COUNT ? builtin_names[i] : NULL;
+}
+
 /* ---- argument binding shared by builtins: positional then keyword ---- */
 
 int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const sema_args *args,
@@ -67,13 +72,16 @@ int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const
                  n_pos);
         return -1;
     }
-    for (int i = 0; i < n_pos; i++) out[i] = args->pos[skip + i];
+    for (int i = 0; i < n_pos; i++) {
+        out[i] = args->pos[skip + i];
+        out[i].arg_at = args->pos_at[skip + i];
+    }
     for (int k = 0; k < args->n_kw; k++) {
         const ast_node *kw = args->kw_at[k];
         int i = 0;
         while (i < n_spec && strcmp(spec[i].name, kw->name) != 0) i++;
         if (i == n_spec) {
-            sema_err(S, kw, "%s() has no argument named '%s'", fname, kw->name);
+            sema_unknown_arg(S, kw, fname, spec, n_spec);
             return -1;
         }
         if (i < n_pos) {
@@ -83,7 +91,10 @@ int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const
             return -1;
         }
         out[i] = args->kw[k];
+        out[i].arg_at = kw;
     }
+    for (int i = 0; i < n_spec; i++)
+        if (out[i].k != V_NONE) out[i].arg_fn = fname, out[i].arg_name = spec[i].name;
     for (int i = 0; i < n_spec; i++)
         if (spec[i].required && out[i].k == V_NONE) {
             sema_err(S, args->call, "%s() is missing argument '%s'", fname, spec[i].name);
@@ -99,7 +110,13 @@ int num_arg(sema *S, const ast_node *at, value v, double def, double *out)
         return 0;
     }
     if (v.k != V_NUM && v.k != V_BOOL) {
-        sema_err(S, at, "expected a number, got %s", sema_value_kind(&v));
+        char lb[96];
+        const char *label = sema_arg_label(&v, lb, sizeof lb);
+        if (label)
+            sema_err(S, sema_arg_at(&v, at), "%s must be a number, got %s", label,
+                     sema_value_kind(&v));
+        else
+            sema_err(S, at, "expected a number, got %s", sema_value_kind(&v));
         return -1;
     }
     *out = v.num;
@@ -110,6 +127,7 @@ int num_arg(sema *S, const ast_node *at, value v, double def, double *out)
  * positive dimensions, within the limits of a tensor (for `what`). */
 static int shape_arg(sema *S, const ast_node *at, const char *what, value v, ir_type *t)
 {
+    at = sema_arg_at(&v, at);
     if (v.k == V_NUM) v = (value){.k = V_LIST, .items = &v, .n_items = 1};
     if (v.k != V_LIST) {
         sema_err(S, at, "expected a shape such as [784, 10], got %s", sema_value_kind(&v));
@@ -159,6 +177,7 @@ static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value
                          ir_attrs *a)
 {
     int64_t iv;
+    at = sema_arg_at(&v, at);
     switch (spec->kind) {
     case ATTR_INT:
         if (sema_int_arg(S, at, v, &iv) < 0) return -1;
@@ -188,8 +207,11 @@ static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value
             return -1;
         }
         a->n_list = v.n_items;
-        for (int i = 0; i < v.n_items; i++)
-            if (sema_int_arg(S, at, v.items[i], &a->list[i]) < 0) return -1;
+        for (int i = 0; i < v.n_items; i++) {
+            value item = v.items[i];
+            item.arg_fn = v.arg_fn, item.arg_name = v.arg_name, item.arg_at = at;
+            if (sema_int_arg(S, at, item, &a->list[i]) < 0) return -1;
+        }
         return 0;
     default:
         return -1;

@@ -49,6 +49,11 @@ struct value {
     ir_type itype;    /* V_INIT shape */
     int init_annot;   /* V_INIT: the annotation on it (request + 1 into g->place_reqs), 0 none */
     int init_frozen;  /* V_INIT: trainable=false */
+    /* An argument bound by bind_args: where it was written and what it is
+     * (function and parameter names), so that a message about its value
+     * underlines it and names it (sema_arg_at, sema_arg_label). */
+    const ast_node *arg_at;
+    const char *arg_fn, *arg_name;
 };
 
 /* One call's arguments, evaluated: positional ones in order, then keyword
@@ -129,6 +134,10 @@ value sema_value_num(double x, int is_int);
 value sema_value_tensor(int node); /* V_ERR when node < 0 */
 value sema_value_err(void);
 const char *sema_value_kind(const value *v); /* "an integer", "a list", ... */
+/* Where argument v was written, else at. */
+const ast_node *sema_arg_at(const value *v, const ast_node *at);
+/* "mean(): 'axis'" for an argument bound by bind_args, else NULL (buf holds it). */
+const char *sema_arg_label(const value *v, char *buf, size_t n);
 /* An integer (at most LIM_INT in magnitude), else reports at `at`. */
 int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out);
 /* An integer in [lo, hi] for argument `what`, or def when v is V_NONE. */
@@ -159,6 +168,7 @@ int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const
 /* A number, or def when v is V_NONE. */
 int num_arg(sema *S, const ast_node *at, value v, double def, double *out);
 int sema_builtin_lookup(const char *name);
+const char *sema_builtin_name(int i); /* NULL past the last */
 value sema_call_builtin(sema *S, int builtin, const sema_args *args);
 value sema_call_op(sema *S, int op, const sema_args *args);
 value sema_data_field(sema *S, const ast_node *at, int data, const char *field);
@@ -171,6 +181,14 @@ enum { SEMA_STATE_BASE = 1000 };
  * its arguments as minimize() does, unevaluated). */
 enum { SEMA_GRADIENTS = 2000 };
 int sema_state_lookup(const char *name);
+const char *sema_state_name(int i); /* NULL past the last */
+
+/* sema_hints.c: messages that teach (did you mean, names from TF, PyTorch
+ * and Python, the arguments a call takes). */
+int sema_edit_distance(const char *a, const char *b);
+void sema_unknown_name(sema *S, env *e, const ast_node *n);
+void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const argspec *spec,
+                      int n_spec);
 value sema_call_state(sema *S, int which, const sema_args *args);
 
 #endif

@@ -27,6 +27,11 @@ int sema_state_lookup(const char *name)
     return -1;
 }
 
+const char *sema_state_name(int i)
+{
+    return i >= 0 && i < ST_COUNT ? state_names[i] : NULL;
+}
+
 static const ir_node *node_of(const sema *S, int id)
 {
     return &S->g->nodes[id];

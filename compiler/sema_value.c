@@ -4,6 +4,7 @@
  * in sema, so sema.c and sema_builtins.c both build on it. */
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/fatal.h"
@@ -95,16 +96,34 @@ static int int_ok(double x)
     return fabs(x) <= (double)LIM_INT && x == floor(x);
 }
 
+const ast_node *sema_arg_at(const value *v, const ast_node *at)
+{
+    return v->arg_at ? v->arg_at : at;
+}
+
+const char *sema_arg_label(const value *v, char *buf, size_t n)
+{
+    if (!v->arg_name) return NULL;
+    snprintf(buf, n, "%s(): '%s'", v->arg_fn ? v->arg_fn : "", v->arg_name);
+    return buf;
+}
+
 int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out)
 {
+    char lb[96];
+    const char *label = sema_arg_label(&v, lb, sizeof lb);
+    at = sema_arg_at(&v, at);
     if (v.k == V_ERR) return -1;
     if (v.k != V_NUM || !v.is_int) {
-        sema_err(S, at, "expected an integer, got %s", sema_value_kind(&v));
+        if (label)
+            sema_err(S, at, "%s must be an integer, got %s", label, sema_value_kind(&v));
+        else
+            sema_err(S, at, "expected an integer, got %s", sema_value_kind(&v));
         return -1;
     }
     if (!int_ok(v.num)) {
-        sema_err(S, at, "integer %.17g is out of range (at most 2^53 = %lld in magnitude)", v.num,
-                 LIM_INT);
+        sema_err(S, at, "%s%sinteger %.17g is out of range (at most 2^53 = %lld in magnitude)",
+                 label ? label : "", label ? ": " : "", v.num, LIM_INT);
         return -1;
     }
     *out = (int64_t)v.num;
@@ -114,6 +133,7 @@ int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out)
 int sema_int_in(sema *S, const ast_node *at, const char *what, value v, int64_t def, int64_t lo,
                 int64_t hi, int64_t *out)
 {
+    at = sema_arg_at(&v, at);
     if (v.k == V_NONE) {
         *out = def;
         return 0;

@@ -226,9 +226,65 @@ static int is_keyword_token(int tok)
            tok == AS || tok == TRUE || tok == FALSE;
 }
 
+/* Keywords of Python and TensorFlow programs, and what a .graph file
+ * writes instead. */
+static const struct {
+    const char *word, *say;
+} foreign_words[] = {
+    {"if", "the language has no 'if': a .graph file builds one graph, once. To build a part only "
+           "when a param says so, loop over 0..flag (for i in 0..use_dropout { h = dropout(h, "
+           "0.5) }); to share variables on a condition, scope s reuse(t > 0) { ... }"},
+    {"elif", "the language has no 'if' or 'elif': loop over 0..flag for a part built only when "
+             "a param says so"},
+    {"else", "the language has no 'if' or 'else': loop over 0..flag for a part built only when "
+             "a param says so"},
+    {"while", "the language has no 'while': loops run while the graph is built, over a range "
+              "(for i in 0..n { ... }), and how long training runs is --steps"},
+    {"def", "functions are written fn NAME(x, units=10) { ... return ... }"},
+    {"class", "there are no classes: a layer is a function, fn dense(x, units) { var w = ...; "
+              "return ... }, and its variables live in its call's scope (dense(x, 10) as fc1)"},
+    {"lambda", "there is no lambda: write fn NAME(x) { return ... }"},
+    {"import", "there is nothing to import: every op, initializer and optimizer is built in "
+               "(docs/language.md lists them)"},
+    {"from", "there is nothing to import: every op, initializer and optimizer is built in "
+             "(docs/language.md lists them)"},
+    {"with", "there is no 'with': tf.variable_scope(\"s\") is written scope s { ... }, and "
+             "tf.device(\"/gpu:0\") is an annotation: scope s @gpu:0 { ... }, or x @gpu:0"},
+    {"print", "there is no print: name the value (l = ...) and fetch it, graphrun FILE --eval l "
+              "prints it"},
+};
+
+/* The statement being read began with a Python or TensorFlow keyword:
+ * the error says so, at that word, instead of the token that broke. */
+static int foreign_statement(ps_ctx *c)
+{
+    if (c->stmt_tok != NAME) return 0;
+    const char *w = c->src->text + c->stmt_span.begin;
+    size_t n = c->stmt_span.end - c->stmt_span.begin;
+    for (size_t i = 0; i < sizeof foreign_words / sizeof *foreign_words; i++)
+        if (strlen(foreign_words[i].word) == n && memcmp(foreign_words[i].word, w, n) == 0) {
+            ps_error(c, c->stmt_span.begin, c->stmt_span.end, "%s", foreign_words[i].say);
+            return 1;
+        }
+    return 0;
+}
+
+static int is_operator_token(int tok)
+{
+    return tok == '+' || tok == '-' || tok == '*' || tok == '/' || tok == '@' || tok == '=' ||
+           tok == ',' || tok == '<' || tok == '>' || tok == EQ || tok == NE || tok == LE ||
+           tok == GE || tok == DOTDOT;
+}
+
 /* Adds what the user most likely meant, when that is cheap to tell. */
 static void add_hints(ps_ctx *c, const char *msg)
 {
+    if (c->stmt_tok == FOR && strncmp(msg, "unexpected ':'", 14) == 0)
+        diag_note(c->d, c->src, c->stmt_span, "a loop is written for i in 0..n { ... }");
+    if (c->last_tok == NL && is_operator_token(c->prev_tok))
+        diag_note(c->d, c->src, c->last_span,
+                  "a statement ends with its line: to go on on the next line, put the "
+                  "expression in parentheses (newlines inside ( ) and [ ] are ignored)");
     if (is_keyword_token(c->last_tok) && strstr(msg, "expecting name"))
         diag_note(c->d, c->src, c->last_span, "'%.*s' is a keyword and cannot be used as a name",
                   (int)(c->last_span.end - c->last_span.begin), c->src->text + c->last_span.begin);
@@ -251,6 +307,10 @@ static void yyerror(const YYLTYPE *loc, yyscan_t scanner, const char *msg)
         return;
     }
     const char *rest = strncmp(msg, "syntax error, ", 14) == 0 ? msg + 14 : msg;
+    if (foreign_statement(c)) {
+        ps_forget_brackets(c);
+        return;
+    }
     ps_error(c, loc->begin, loc->end, "%s", rest);
     add_hints(c, rest);
 }

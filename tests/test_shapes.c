@@ -445,7 +445,7 @@ static const shape_case errors[] = {
     {OP_CONV2D,
      {"f32[8,3,32,32]", "f32[16,1,5,5]"},
      {1, 0},
-     .want = "conv2d: input f32[8,3,32,32] has 3 channels but filter f32[16,1,5,5] expects 1"},
+     .want = "conv2d: input f32[8,3,32,32] has 3 channels but filter f32[16,1,5,5] expects 1 (inputs are [N, C, H, W] and filters [OC, C, KH, KW])"},
     {OP_SUM, {"f32[64,10]"}, {2, 0}, .want = "sum: axis 2 out of range for f32[64,10]"},
     {OP_SUM, {"i32[5]"}, {ALL, 0}, .want = "sum: input must be f32, got i32[5]"},
     {OP_ARGMAX, {"i32[5,2]"}, {1}, .want = "argmax: input must be f32, got i32[5,2]"},

@@ -1,0 +1,162 @@
+/* sema_hints.c - what an unknown name or argument most likely meant.
+ *
+ * Messages that teach the language: a name close to a known one gets a
+ * "did you mean", a name from TensorFlow, PyTorch or Python gets the
+ * graphrun way to say it, and an unknown argument lists the arguments
+ * that exist.  Only errors that are shown pay for the scans
+ * (diag_full). */
+#include <stdio.h>
+#include <string.h>
+
+#include "sema_int.h"
+
+/* Names users bring from elsewhere, and what to write instead. */
+static const struct {
+    const char *name, *hint;
+} foreign[] = {
+    {"print", "a .graph file describes a graph, it does not run it: name the value (l = ...) and "
+              "fetch it, `graphrun FILE --eval l` prints it and --log records each step's loss"},
+    {"range", "compile-time loops are written `for i in 0..n { ... }`"},
+    {"len", "cols(x) and rows(x) give a tensor's last and first sizes"},
+    {"reduce_mean", "write mean(x, axis=...)"},
+    {"reduce_sum", "write sum(x, axis=...)"},
+    {"reduce_max", "write max(x, axis=...)"},
+    {"matmul", "matrix products are written x @ w"},
+    {"Variable", "variables are declared `var w = glorot([784, 10])`"},
+    {"get_variable", "variables are declared `var w = glorot([784, 10])` (inside `scope s reuse` "
+                     "to share one)"},
+    {"placeholder", "inputs are declared `input x: f32[batch, 784]`"},
+    {"random_normal", "write normal(shape, std=)"},
+    {"truncated_normal", "write normal(shape, std=)"},
+    {"randn", "write normal(shape)"},
+    {"random_uniform", "write uniform(shape, low=, high=)"},
+    {"rand", "write uniform(shape, low=0, high=1)"},
+    {"softmax_cross_entropy_with_logits", "write softmax_xent(logits, labels)"},
+    {"sparse_softmax_cross_entropy_with_logits", "write softmax_xent(logits, labels)"},
+    {"cross_entropy", "write softmax_xent(logits, labels)"},
+    {"CrossEntropyLoss", "write mean(softmax_xent(logits, labels))"},
+    {"max_pool", "write maxpool2d(x, size=, stride=)"},
+    {"max_pool2d", "write maxpool2d(x, size=, stride=)"},
+    {"avg_pool", "write avgpool2d(x, size=, stride=)"},
+    {"xavier", "write glorot(shape)"},
+    {"glorot_uniform", "write glorot(shape)"},
+    {"xavier_uniform", "write glorot(shape)"},
+    {"kaiming_normal", "write he(shape)"},
+    {"he_normal", "write he(shape)"},
+    {"dense", "write a layer as a function: fn dense(x, units) { var w = glorot([cols(x), units]); "
+              "var b = zeros([units]); return x @ w + b }"},
+    {"Linear", "write a layer as a function: fn dense(x, units) { var w = glorot([cols(x), "
+               "units]); var b = zeros([units]); return x @ w + b }"},
+    {"batch_normalization", "write batchnorm(x, gain, bias, axis=1)"},
+    {"BatchNorm2d", "write batchnorm(x, gain, bias, axis=1)"},
+    {"view", "write reshape(x, [...])"},
+    {"flatten", "write reshape(x, [rows(x), -1])"},
+    {"permute", "write transpose(x, perm=[...])"},
+    {"cat", "write concat([a, b], axis=)"},
+    {"equal", "write a == b"},
+};
+
+/* TensorFlow and PyTorch optimizers graphrun does not have. */
+static const char *const other_optimizers[] = {
+    "adadelta",
+    "adagrad",
+    "rmsprop",
+    "ftrl",
+    "nadam",
+    "adamax",
+    "lamb",
+    "lars",
+    "lbfgs",
+    "adafactor",
+    "GradientDescentOptimizer",
+    "AdamOptimizer",
+    "MomentumOptimizer",
+    "SGD",
+    "Adam",
+};
+
+int sema_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 32 || lb > 32) return 99;
+    int d[33][33];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int x = d[i - 1][j] + 1, y = d[i][j - 1] + 1;
+            d[i][j] = c < x ? (c < y ? c : y) : (x < y ? x : y);
+        }
+    return d[la][lb];
+}
+
+/* Keeps cand in *best when it is closer to name than *bd (and close at
+ * all: fewer edits than a third of the name, at least one allowed). */
+static void closer(const char *name, const char *cand, const char **best, int *bd)
+{
+    if (!cand) return;
+    int d = sema_edit_distance(name, cand);
+    int most = (int)strlen(name) / 3 + 1;
+    if (d < *bd && d <= most && d > 0) *bd = d, *best = cand;
+}
+
+/* The closest name bound in e, or callable (ops, builtins). */
+static const char *suggest(env *e, const char *name)
+{
+    const char *best = NULL;
+    int bd = 4;
+    for (; e; e = e->parent)
+        for (int i = 0; i < e->n; i++) closer(name, e->v[i].name, &best, &bd);
+    for (int op = 0; op < OP_COUNT; op++)
+        if (ops_has(op, OPF_PUBLIC)) closer(name, ops_name(op), &best, &bd);
+    for (int i = 0; sema_builtin_name(i); i++) closer(name, sema_builtin_name(i), &best, &bd);
+    for (int i = 0; sema_state_name(i); i++) closer(name, sema_state_name(i), &best, &bd);
+    closer(name, "gradients", &best, &bd);
+    return best;
+}
+
+static const char *foreign_hint(const char *name)
+{
+    for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++)
+        if (strcmp(foreign[i].name, name) == 0) return foreign[i].hint;
+    for (size_t i = 0; i < sizeof other_optimizers / sizeof *other_optimizers; i++)
+        if (strcmp(other_optimizers[i], name) == 0)
+            return "graphrun's optimizers are sgd(lr), momentum(lr, m=), adam(lr) and "
+                   "adamw(lr, weight_decay=) (docs/language.md, Optimizers)";
+    return NULL;
+}
+
+void sema_unknown_name(sema *S, env *e, const ast_node *n)
+{
+    const char *hint = diag_full(S->g->diags) ? NULL : foreign_hint(n->name);
+    if (hint) {
+        sema_err(S, n, "unknown name '%s': %s", n->name, hint);
+        return;
+    }
+    const char *near = diag_full(S->g->diags) ? NULL : suggest(e, n->name);
+    if (near)
+        sema_err(S, n, "unknown name '%s'; did you mean '%s'?", n->name, near);
+    else
+        sema_err(S, n, "unknown name '%s'", n->name);
+}
+
+void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const argspec *spec,
+                      int n_spec)
+{
+    char have[400] = "";
+    size_t len = 0;
+    const char *best = NULL;
+    int bd = 4;
+    for (int i = 0; i < n_spec && len < sizeof have; i++) {
+        len += (size_t)snprintf(have + len, sizeof have - len, "%s%s", i ? ", " : "", spec[i].name);
+        closer(kw->name, spec[i].name, &best, &bd);
+    }
+    if (n_spec == 0)
+        sema_err(S, kw, "%s() has no argument named '%s' (it takes none by name)", fname, kw->name);
+    else if (best)
+        sema_err(S, kw, "%s() has no argument named '%s'; did you mean '%s'? (it takes %s)", fname,
+                 kw->name, best, have);
+    else
+        sema_err(S, kw, "%s() has no argument named '%s' (it takes %s)", fname, kw->name, have);
+}
