@@ -207,9 +207,11 @@ gr_code gr_program_emit(const gr_program *p, const char *what, const char *targe
 /* The files the program reads, k in [0, count): the .graph file (when it
  * was compiled from a file; the language has no include statement) and
  * each data file, as the readers open it (resolved against the .graph
- * file's folder, then /usr/share/datasets), each once.  A tool can compare
- * them with its outputs before it writes any (the CLI refuses `--log
- * model.graph`).  NULL outside. */
+ * file's folder, then /usr/share/datasets), each once; a folder that
+ * text() reads is followed by the files in it that it reads ("corpus",
+ * "corpus/a.txt", ...).  A tool can compare them with its outputs before
+ * it writes any (the CLI refuses `--log model.graph`, and any output
+ * inside such a folder).  NULL outside. */
 int gr_program_file_count(const gr_program *p);
 const char *gr_program_file(const gr_program *p, int k);
 

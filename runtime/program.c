@@ -14,8 +14,19 @@ static void program_add_file(gr_program *p, const char *path)
     p->files[p->n_files++] = path;
 }
 
+/* A file of a text() directory: the program keeps its own copy. */
+static void program_add_dir_file(void *ctx, const char *path)
+{
+    gr_program *p = ctx;
+    p->dir_files =
+        base_xreallocarray(p->dir_files, (size_t)p->n_dir_files + 1, sizeof *p->dir_files);
+    p->dir_files[p->n_dir_files++] = base_xstrdup(path);
+    program_add_file(p, p->dir_files[p->n_dir_files - 1]);
+}
+
 /* gr_program_file's list: the data paths as sema resolved them, which are
- * the paths the readers open. */
+ * the paths the readers open, and after a directory that text() reads the
+ * files in it that it reads. */
 static void program_list_files(gr_program *p, int from_file)
 {
     if (from_file) program_add_file(p, p->src->name);
@@ -23,8 +34,10 @@ static void program_list_files(gr_program *p, int from_file)
         const ir_data *src = &p->g->data[d];
         int text = src->kind == DATA_TEXT;
         const char *const *paths = text ? src->paths : src->path;
-        for (int i = 0; i < (text ? src->n_paths : 2); i++)
+        for (int i = 0; i < (text ? src->n_paths : 2); i++) {
             if (paths[i]) program_add_file(p, paths[i]);
+            if (paths[i] && text) data_text_files(paths[i], program_add_dir_file, p);
+        }
     }
 }
 
@@ -101,6 +114,8 @@ void gr_program_free(gr_program *p)
     diag_free(&p->diags);
     free(p->warnings);
     free(p->files);
+    for (int i = 0; i < p->n_dir_files; i++) free(p->dir_files[i]);
+    free(p->dir_files);
     free(p);
 }
 

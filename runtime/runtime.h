@@ -95,6 +95,8 @@ struct gr_program {
     char *warnings;
     const char **files; /* gr_program_file: the .graph file, then the data files */
     int n_files;
+    char **dir_files; /* the files of text() directories, which files points into */
+    int n_dir_files;
 };
 
 typedef struct rt_exec rt_exec;

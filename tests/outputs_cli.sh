@@ -8,9 +8,10 @@
 #              --log, fmt -w); a dangling one is refused
 #   errors     --log /dev/full, a log cut by a full disk (ulimit -f): exit 1
 #              naming the path and the errno text, the old file intact
-#   inputs     an output that is an input (the model, a data file, --restore,
-#              a log plot reads) or two outputs that are one file: refused
-#              before any step, nothing written; --checkpoint = --restore works
+#   inputs     an output that is an input (the model, a data file, a file in a
+#              text() folder or a new one there, --restore, a log plot reads)
+#              or two outputs that are one file: refused before any step,
+#              nothing written; --checkpoint = --restore works
 #   json       a NaN loss writes null: every line is JSON, and plot reads it
 #   signals    SIGTERM and SIGINT mid-run: 143 and 130, the log complete at its
 #              path ending in a record of the last step, the checkpoint saved
@@ -125,6 +126,19 @@ case_inputs() {
     cmp -s ck ck.orig || fail "the restored checkpoint was overwritten"
     gr m.graph --steps 9 --restore ck --checkpoint ck --quiet 2> /dev/null ||
         fail "--checkpoint equal to --restore must work"
+    # a text() folder: its files are inputs, and a new file in it would be read next time
+    mkdir corpus && printf 'some text to learn from, read in windows\n' > corpus/a.txt &&
+        cp corpus/a.txt a.txt.orig || fail "a corpus"
+    printf 'data d = text("corpus", block=4, batch=2)\nvar w = zeros([%s])\n%s\n%s\n' \
+        '4, 1' 'loss = mean(cast(d.x, dtype="f32") @ w)' 'train = sgd(0.1).minimize(loss)' > t.graph
+    ln -s corpus/a.txt text.link
+    for out in corpus/a.txt text.link corpus/new.jsonl; do
+        gr t.graph --steps 5 --log $out --quiet 2> err.txt
+        refused $? "--log $out (a text() folder)" "inside corpus, a folder whose files this command reads"
+        gr t.graph --steps 5 --checkpoint $out --quiet 2> err.txt
+        refused $? "--checkpoint $out (a text() folder)" "inside corpus, a folder whose files"
+    done
+    cmp -s corpus/a.txt a.txt.orig && [ "$(ls corpus)" = a.txt ] || fail "the corpus was written"
     gr m.graph --steps 5 --log a.jsonl --quiet && cp a.jsonl a.orig || fail "a log"
     gr plot a.jsonl -o ./a.jsonl 2> err.txt
     refused $? "plot -o INPUT" "the same file as the log"

@@ -3,7 +3,8 @@
  * followed and stays a link, a dangling link or a file that is not regular
  * is refused without being opened, a write error fails with the path and
  * the errno text and leaves the old file; its users gr_session_save and
- * gr_format_in_place; and gr_program_file, the files a program reads. */
+ * gr_format_in_place; and gr_program_file, the files a program reads
+ * (a text() folder's files too). */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -303,6 +304,34 @@ static void test_program_lists_the_files_it_reads(void **state)
     gr_status_free(st);
 }
 
+/* A folder that text() reads is listed, then each file in it that it
+ * reads (not hidden ones or NAME.dat), so a tool can tell that --log
+ * corpus/a.txt overwrites training data. */
+static void test_program_lists_the_files_of_a_text_folder(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p;
+    char corpus[300];
+    snprintf(corpus, sizeof corpus, "%s", tp("corpus"));
+    assert_int_equal(mkdir(corpus, 0777), 0);
+    put(tp("corpus/b.txt"), "more text\n");
+    put(tp("corpus/a.txt"), "some text to read\n");
+    put(tp("corpus/a.dat"), "fortune's index");
+    put(tp("corpus/.hidden"), "not read");
+    const char *text =
+        "data d = text(\"corpus\", block=2, batch=1)\nloss = sum(cast(d.x, dtype=\"f32\"))\n";
+    put(tp("t.graph"), text);
+    assert_gr_ok(gr_compile_file(tp("t.graph"), NULL, &p, st), st);
+    assert_int_equal(gr_program_file_count(p), 4);
+    assert_string_equal(gr_program_file(p, 0), tp("t.graph"));
+    assert_string_equal(gr_program_file(p, 1), corpus);
+    assert_string_equal(gr_program_file(p, 2), tp("corpus/a.txt"));
+    assert_string_equal(gr_program_file(p, 3), tp("corpus/b.txt"));
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -314,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_session_save_follows_links_and_refuses_a_fifo),
         cmocka_unit_test(test_format_in_place_keeps_a_link_and_refuses_a_fifo),
         cmocka_unit_test(test_program_lists_the_files_it_reads),
+        cmocka_unit_test(test_program_lists_the_files_of_a_text_folder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

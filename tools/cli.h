@@ -68,7 +68,8 @@ typedef struct cli_file {
  * following links, or, for files not there yet, the same name in the same
  * folder.  Spelling does not matter ("x", "./x", a link to x). */
 int cli_same_file(const char *a, const char *b);
-/* 0 when no output is one of the inputs and no two outputs are the same
+/* 0 when no output is one of the inputs or inside an input that is a
+ * folder (text() reads every file in one) and no two outputs are the same
  * file; else -1 after printing which ones. */
 int cli_check_outputs(const cli_file *outs, int n_outs, const cli_file *ins, int n_ins);
 /* 0 when path can be written as an output now (a gr_output opened and

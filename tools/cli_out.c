@@ -45,11 +45,32 @@ int cli_same_file(const char *a, const char *b)
     return same;
 }
 
-/* The first input that out is, or -1. */
-static int cli_find_input(const cli_file *out, const cli_file *ins, int n_ins)
+/* Whether the file a write to out replaces (where its links lead), or
+ * creates, lies in folder dir: a text() folder reads every file in it. */
+static int cli_in_folder(const char *out, const char *dir)
 {
-    for (int i = 0; i < n_ins; i++)
+    struct stat d, f;
+    if (stat(dir, &d) != 0 || !S_ISDIR(d.st_mode)) return 0;
+    char *real = realpath(out, NULL);
+    char *path = real ? real : strdup(out);
+    char *slash = path ? strrchr(path, '/') : NULL;
+    if (slash) slash[slash == path] = 0; /* "/x" -> "/", "a/x" -> "a" */
+    int in = path && stat(slash ? path : ".", &f) == 0;
+    free(path);
+    in = in && f.st_dev == d.st_dev && f.st_ino == d.st_ino;
+    return in;
+}
+
+/* The first input that out is (*folder = 0) or that is a folder out would
+ * be in (*folder = 1), or -1. */
+static int cli_find_input(const cli_file *out, const cli_file *ins, int n_ins, int *folder)
+{
+    for (int i = 0; i < n_ins; i++) {
+        *folder = 0;
         if (ins[i].path && cli_same_file(out->path, ins[i].path)) return i;
+        *folder = 1;
+        if (ins[i].path && cli_in_folder(out->path, ins[i].path)) return i;
+    }
     return -1;
 }
 
@@ -57,7 +78,14 @@ int cli_check_outputs(const cli_file *outs, int n_outs, const cli_file *ins, int
 {
     for (int k = 0; k < n_outs; k++) {
         if (!outs[k].path) continue;
-        int i = cli_find_input(&outs[k], ins, n_ins);
+        int folder, i = cli_find_input(&outs[k], ins, n_ins, &folder);
+        if (i >= 0 && folder) {
+            fprintf(stderr,
+                    "%sgraphrun: error: %s %s: inside %s, a folder whose files this command "
+                    "reads as data; nothing was written\n",
+                    cli_rank_prefix, outs[k].what, outs[k].path, ins[i].path);
+            return -1;
+        }
         if (i >= 0) {
             fprintf(stderr,
                     "%sgraphrun: error: %s %s: the same file as %s %s, which this command "

@@ -140,5 +140,10 @@ int64_t data_tail_rows(const data_reader *r);
  * UTF-8, into *chars (malloc'd, the caller frees it); NULL for a byte
  * vocabulary.  -1 with a message as data_probe. */
 int data_text_vocab(const data_spec *s, char **chars, char *err, size_t errlen);
+/* Text: when path is a directory, calls add(ctx, "PATH/NAME") for each
+ * file in it that text() reads (as the reader picks them: regular files,
+ * not hidden ones, NAME.dat or NAME.u8 beside NAME), in name order;
+ * nothing for a file or a path that cannot be read. */
+void data_text_files(const char *path, void (*add)(void *ctx, const char *path), void *ctx);
 
 #endif

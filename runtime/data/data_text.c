@@ -127,32 +127,62 @@ static int text_dir_names(const char *dir, char ***names, int *n)
     return rc;
 }
 
-/* The regular files of directory dir (see text_skipped), in name order. */
-static int text_add_dir(text_buf *t, const char *dir, char *err, size_t errlen)
+/* Calls add(ctx, DIR/NAME) for each regular file of directory dir that
+ * text() reads (see text_skipped), the empty ones too, in name order; -1
+ * with errno set when dir cannot be read. */
+static int text_dir_each(const char *dir, void (*add)(void *ctx, const char *path), void *ctx)
 {
-    int n, rc = 0, before = t->n;
+    int n;
     char **names, path[4096];
-    if (text_dir_names(dir, &names, &n) < 0) {
-        data_err(err, errlen, "%s: cannot read the directory: %s", dir, strerror(errno));
-        rc = -1;
-    }
+    int rc = text_dir_names(dir, &names, &n), saved = errno;
     for (int k = 0; rc == 0 && k < n; k++) {
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, names[k]);
-        if (text_skipped(names, n, names[k]) || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        rc = text_add_file(t, path, 0, err, errlen);
+        if (!text_skipped(names, n, names[k]) && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+            add(ctx, path);
     }
-    if (rc == 0 && t->n == before) {
+    for (int k = 0; k < n; k++) free(names[k]);
+    free(names);
+    errno = saved;
+    return rc;
+}
+
+typedef struct text_dir_ctx {
+    text_buf *t;
+    char *err;
+    size_t errlen;
+    int rc;
+} text_dir_ctx;
+
+static void text_dir_add(void *ctx, const char *path)
+{
+    text_dir_ctx *c = ctx;
+    if (c->rc == 0) c->rc = text_add_file(c->t, path, 0, c->err, c->errlen);
+}
+
+/* The regular files of directory dir (see text_skipped), in name order. */
+static int text_add_dir(text_buf *t, const char *dir, char *err, size_t errlen)
+{
+    text_dir_ctx c = {t, err, errlen, 0};
+    int before = t->n;
+    if (text_dir_each(dir, text_dir_add, &c) < 0 && c.rc == 0) {
+        data_err(err, errlen, "%s: cannot read the directory: %s", dir, strerror(errno));
+        c.rc = -1;
+    }
+    if (c.rc == 0 && t->n == before) {
         data_err(err, errlen,
                  "%s: no text files in the directory (names starting with '.' or "
                  "ending in .dat, and NAME.u8 beside NAME, are skipped)",
                  dir);
-        rc = -1;
+        c.rc = -1;
     }
-    for (int k = 0; k < n; k++) free(names[k]);
-    free(names);
-    return rc;
+    return c.rc;
+}
+
+void data_text_files(const char *path, void (*add)(void *ctx, const char *path), void *ctx)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) text_dir_each(path, add, ctx);
 }
 
 /* A file, or the text files of a directory. */
