@@ -18,7 +18,8 @@
 #   eval       SIGINT during the final --eval: 130, no "done" line
 #   tensorboard --tensorboard DIR where DIR or DIR/RUN is not a folder: refused,
 #              the file untouched; the values written when the run ends
-#              past a size limit: exit 1 naming the event file
+#              past a size limit: exit 1 naming the event file; an empty
+#              --tensorboard (or any output or input path) refused
 #   plotopts   plot --smooth: a decimal in [0, 1), anything else a usage error
 #   stdin      fmt - refuses more than 64 MiB
 #   readers    fmt, fmt --check and plot refuse a FIFO and /dev/zero as input
@@ -225,6 +226,16 @@ case_tensorboard() {
     gr m.graph --steps 5 --tensorboard tb --run-name run --quiet 2> err.txt
     refused $? "--tensorboard DIR with a file DIR/RUN" "tb/run: not a directory"
     [ "$(cat tbfile)" = file ] && [ "$(cat tb/run)" = file ] || fail "a file was replaced"
+    # an empty path is refused (--tensorboard '' used to write to /RUN); so is each output's
+    run=gr-outputs-test-$$
+    gr m.graph --steps 5 --tensorboard "" --run-name $run --quiet 2> err.txt
+    rc=$?
+    [ ! -e "/$run" ] || { rm -rf "/${run:?}"; fail "--tensorboard '' wrote /$run"; }
+    refused $rc "--tensorboard ''" "--tensorboard needs a path, got an empty one"
+    for opt in --log --checkpoint --restore --init-from; do
+        gr m.graph --steps 5 $opt "" --quiet 2> err.txt
+        refused $? "$opt ''" "$opt needs a path"
+    done
     # the last values, written when the run ends, do not fit (RLIMIT_FSIZE)
     sh -c "trap '' XFSZ; ulimit -f 16; exec timeout 20 \"$G\" m.graph --steps 100 \
         --log-every 1 --tensorboard tb --run-name full --quiet" 2> err.txt

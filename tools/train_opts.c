@@ -173,6 +173,25 @@ static int bad_usage(const char *msg, const char *arg)
     return 2;
 }
 
+/* The name of option c when it takes a path (never empty), else NULL. */
+static const char *path_opt_name(int c)
+{
+    switch (c) {
+    case O_LOG:
+        return "--log";
+    case O_TENSORBOARD:
+        return "--tensorboard";
+    case O_CKPT:
+        return "--checkpoint";
+    case O_RESTORE:
+        return "--restore";
+    case O_INIT_FROM:
+        return "--init-from";
+    default:
+        return NULL;
+    }
+}
+
 static int parse_mode(const char *s, gr_distributed *out)
 {
     if (strcmp(s, "sync") == 0)
@@ -244,6 +263,9 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {
         if ((num = find_num_opt(c)) && parse_num(num, optarg, &v)) return 2;
+        const char *path_opt = path_opt_name(c);
+        if (path_opt && !*optarg) /* --tensorboard '' would write to /RUN */
+            return bad_usage(path_opt, "needs a path, got an empty one");
         if (num) {
             set_num(o, c, v);
             continue;
