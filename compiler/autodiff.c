@@ -549,6 +549,7 @@ static int make_lr(ad_ctx *c, int with)
     a.f[ATTR_LR_MIN] = s->min;
     a.i[ATTR_LR_WARMUP] = s->warmup;
     a.i[ATTR_LR_STEPS] = s->steps;
+    a.f[ATTR_LR_FACTOR] = s->factor;
     c->lr = ir_add(c->g, OP_LR_SCHEDULE, &c->step_node, 1, &a, c->src, c->span);
     if (colocated(c, c->lr, with) < 0) return -1;
     ir_add_ctrl(c->g, c->lr, c->step_inc);

@@ -61,6 +61,7 @@ typedef struct ad_schedule {
     int on; /* 0: the learning rate is the constant lr */
     op_lr_kind kind;
     double min;
+    double factor; /* step_decay, exponential: per period (steps) */
     int64_t warmup, steps;
 } ad_schedule;
 typedef struct ad_optimizer {

@@ -209,7 +209,9 @@ typedef enum op_kind {
  *   allreduce, apply_sgd_allreduce i ATTR_BUCKET         its place in the sequence
  *   lr_schedule              i ATTR_LR_KIND              op_lr_kind
  *                            f ATTR_LR_LR, ATTR_LR_MIN   peak and final rates
- *                            i ATTR_LR_WARMUP, _STEPS    warmup steps, total steps
+ *                            i ATTR_LR_WARMUP, _STEPS    warmup steps, total steps (the
+ *                                                        period of step_decay, exponential)
+ *                            f ATTR_LR_FACTOR            their factor per period
  *   clip_scale               f ATTR_CLIP                 the global-norm bound
  *   assign                   f ATTR_ASSIGN_DECAY         the moving average's decay (0: copy) */
 enum op_attr_slot {
@@ -255,13 +257,20 @@ enum op_attr_slot {
     ATTR_LR_LR = 1,
     ATTR_LR_MIN = 2,
     ATTR_LR_WARMUP = 3,
-    ATTR_LR_STEPS = 4,
+    ATTR_LR_STEPS = 4, /* step_decay, exponential: the period */
+    ATTR_LR_FACTOR = 5,
     ATTR_CLIP = 0,
     ATTR_ASSIGN_DECAY = 0,
 };
 
 /* lr_schedule's attr i0: the shape of the schedule (devices/optim.h). */
-typedef enum op_lr_kind { OP_LR_WARMUP, OP_LR_LINEAR, OP_LR_COSINE } op_lr_kind;
+typedef enum op_lr_kind {
+    OP_LR_WARMUP,
+    OP_LR_LINEAR,
+    OP_LR_COSINE,
+    OP_LR_STEP, /* step_decay: times the factor after every period */
+    OP_LR_EXP   /* exponential: the factor per period, continuously */
+} op_lr_kind;
 /* clip_scale's kernels sum squares in chunks of this many elements of one
  * gradient, whatever the threads, then add the chunks' sums (doubles, in
  * its scratch) in order: the same bits on every run. */

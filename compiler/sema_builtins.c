@@ -35,6 +35,8 @@ enum {
     B_COSINE,
     B_LINEAR,
     B_WARMUP,
+    B_STEP_DECAY,
+    B_EXPONENTIAL,
     B_BERNOULLI,
     B_CATEGORICAL,
     B_SAMPLE,
@@ -45,7 +47,7 @@ static const char *const builtin_names[B_COUNT] = {
     "zeros",    "ones",   "constant",  "uniform",     "normal", "glorot", "he",
     "cols",     "rows",   "shard",     "none",        "idx",    "csv",    "raw",
     "gaussian", "text",   "sgd",       "momentum",    "adam",   "adamw",  "cosine",
-    "linear",   "warmup", "bernoulli", "categorical", "sample",
+    "linear",   "warmup", "step_decay", "exponential", "bernoulli", "categorical", "sample",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -442,10 +444,34 @@ static value call_opt(sema *S, int b, const sema_args *args)
 /* ---- learning-rate schedules: cosine(lr, warmup=, steps=, min=),
  * linear(...), warmup(lr, steps=) ---- */
 
+/* step_decay(lr, every=, gamma=0.1, warmup=0) and exponential(lr, decay=,
+ * every=1, warmup=0): a factor per period of `every` runs. */
+static int factor_args(sema *S, int b, const sema_args *args, value *v)
+{
+    static const argspec sd[] = {{"lr", 1}, {"every", 1}, {"gamma", 0}, {"warmup", 0}};
+    static const argspec ex[] = {{"lr", 1}, {"decay", 1}, {"every", 0}, {"warmup", 0}};
+    const ast_node *call = args->call;
+    ad_schedule *s = &v->opt.sched;
+    int step = b == B_STEP_DECAY;
+    value x[4];
+    if (bind_args(S, builtin_names[b], step ? sd : ex, 4, args, 0, x) < 0 ||
+        num_arg(S, call, x[0], 0, &v->opt.lr) < 0 ||
+        num_arg(S, call, x[step ? 2 : 1], 0.1, &s->factor) < 0 ||
+        sema_int_in(S, call, "every", x[step ? 1 : 2], 1, 1, LIM_INT, &s->steps) < 0 ||
+        sema_int_in(S, call, "warmup", x[3], 0, 0, LIM_INT, &s->warmup) < 0)
+        return -1;
+    s->kind = step ? OP_LR_STEP : OP_LR_EXP;
+    if (s->factor > 0 && s->factor <= 1) return 0;
+    sema_err(S, sema_arg_at(&x[step ? 2 : 1], call), "%s(): '%s' must be in (0, 1], got %g",
+             builtin_names[b], step ? "gamma" : "decay", s->factor);
+    return -1;
+}
+
 /* cosine(lr, warmup=0, steps=, min=0) and linear(...) decay after their
  * warmup; warmup(lr, steps=) rises over its steps, then stays. */
 static int schedule_args(sema *S, int b, const sema_args *args, value *v)
 {
+    if (b == B_STEP_DECAY || b == B_EXPONENTIAL) return factor_args(S, b, args, v);
     static const argspec decay[] = {{"lr", 1}, {"warmup", 0}, {"steps", 1}, {"min", 0}};
     static const argspec rise[] = {{"lr", 1}, {"steps", 1}};
     const ast_node *call = args->call;
@@ -482,7 +508,8 @@ static value call_schedule(sema *S, int b, const sema_args *args)
     else if (!(s->min >= 0 && s->min <= v.opt.lr))
         sema_err(S, call, "%s(): 'min' must be in [0, lr] = [0, %g], got %g", name, v.opt.lr,
                  s->min);
-    else if (b != B_WARMUP && s->steps <= s->warmup)
+    else if (b != B_WARMUP && s->kind != OP_LR_STEP && s->kind != OP_LR_EXP &&
+             s->steps <= s->warmup)
         sema_err(S, call, "%s(): 'steps' (%lld) must be more than 'warmup' (%lld)", name,
                  (long long)s->steps, (long long)s->warmup);
     else

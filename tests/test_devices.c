@@ -147,7 +147,7 @@ typedef struct dev_case {
     op_kind op;
     const char *in[MAX_IN];
     int64_t i[IR_MAX_ATTRS];
-    double f[5];
+    double f[IR_MAX_ATTRS];
     const char *list;
     fill fills[MAX_IN];
 } dev_case;
@@ -497,6 +497,16 @@ static const dev_case cases[] = {
      {0, 1e-3, 1e-4},
      .fills = {STEP}},
     {.op = OP_LR_SCHEDULE, {"f32[]"}, {OP_LR_COSINE, 0, 0, 2, 7}, {0, 3e-4, 3e-5}, .fills = {STEP}},
+    {.op = OP_LR_SCHEDULE,
+     {"f32[]"},
+     {OP_LR_STEP, 0, 0, 1, 2},
+     {0, 1e-3, 0, 0, 0, 0.5},
+     .fills = {STEP}},
+    {.op = OP_LR_SCHEDULE,
+     {"f32[]"},
+     {OP_LR_EXP, 0, 0, 0, 3},
+     {0, 1e-3, 0, 0, 0, 0.9},
+     .fills = {STEP}},
     {.op = OP_CLIP_SCALE, {"f32[a,b]", "f32[c]", "f32[313,1031]"}, .f = {1.0}},
     {.op = OP_CLIP_SCALE, {"f32[a,b]", "f32[c]"}, .f = {1e6}},
     {.op = OP_ASSIGN_ADD, {"var:f32[a,b]", "f32[a,b]"}},

@@ -2100,7 +2100,8 @@ static void test_rows_sum_puts_each_ids_sum_at_its_first_place(void **state)
 
 /* The schedules at the steps that pin their shape: the warmup's line, the
  * peak at the end of warmup, the middle of the decay and its end. */
-static float lr_at(int kind, double lr, double min, int64_t warmup, int64_t steps, float t)
+static float lr_factor_at(int kind, double lr, double min, int64_t warmup, int64_t steps,
+                          double factor, float t)
 {
     ir_type sc = ty(DT_F32, 0);
     float out = -1;
@@ -2112,8 +2113,14 @@ static float lr_at(int kind, double lr, double min, int64_t warmup, int64_t step
     c.node.attr.f[ATTR_LR_MIN] = min;
     c.node.attr.i[ATTR_LR_WARMUP] = warmup;
     c.node.attr.i[ATTR_LR_STEPS] = steps;
+    c.node.attr.f[ATTR_LR_FACTOR] = factor;
     call_run(&c);
     return out;
+}
+
+static float lr_at(int kind, double lr, double min, int64_t warmup, int64_t steps, float t)
+{
+    return lr_factor_at(kind, lr, min, warmup, steps, 0, t);
 }
 
 static void test_lr_schedules_by_hand(void **state)
@@ -2135,6 +2142,20 @@ static void test_lr_schedules_by_hand(void **state)
         assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 110), 1e-4, 1e-9); /* the end */
         assert_float_equal(lr_at(kind, 1e-3, 1e-4, 10, 110, 5000), 1e-4, 1e-9);
         assert_float_equal(lr_at(kind, 1e-3, 0, 0, 100, 0), 1e-3, 1e-9); /* no warmup */
+    }
+    /* step_decay(0.1, every=3, gamma=0.5): runs 1-3 at 0.1, 4-6 at 0.05 */
+    assert_float_equal(lr_factor_at(OP_LR_STEP, 0.1, 0, 0, 3, 0.5, 3), 0.1, 1e-9);
+    assert_float_equal(lr_factor_at(OP_LR_STEP, 0.1, 0, 0, 3, 0.5, 4), 0.05, 1e-9);
+    assert_float_equal(lr_factor_at(OP_LR_STEP, 0.1, 0, 0, 3, 0.5, 7), 0.025, 1e-9);
+    /* exponential(0.1, decay=0.5, every=2): half a period is sqrt(0.5) */
+    assert_float_equal(lr_factor_at(OP_LR_EXP, 0.1, 0, 0, 2, 0.5, 1), 0.1, 1e-9);
+    assert_float_equal(lr_factor_at(OP_LR_EXP, 0.1, 0, 0, 2, 0.5, 2), 0.1 * sqrt(0.5), 1e-8);
+    assert_float_equal(lr_factor_at(OP_LR_EXP, 0.1, 0, 0, 2, 0.5, 5), 0.025, 1e-9);
+    /* after a warmup of 4 the decay counts from the peak */
+    for (int kind = OP_LR_STEP; kind <= OP_LR_EXP; kind++) {
+        assert_float_equal(lr_factor_at(kind, 0.1, 0, 4, 2, 0.5, 2), 0.05, 1e-9);
+        assert_float_equal(lr_factor_at(kind, 0.1, 0, 4, 2, 0.5, 5), 0.1, 1e-9);
+        assert_float_equal(lr_factor_at(kind, 0.1, 0, 4, 2, 0.5, 7), 0.05, 1e-9);
     }
 }
 

@@ -121,7 +121,7 @@ static void test_trainable_false_is_never_updated(void **state)
     static const char *bad[][2] = {
         {"train = sgd(1.0).minimize(sum(w * w))", "does not depend on any trainable variable"},
         {"train = sgd(1.0).minimize(sum(w * d), vars=[w])", "lists 'w', which is not trainable"},
-        {"var e = zeros([2], trainable=[1])", "expected a number, got"},
+        {"var e = zeros([2], trainable=[1])", "zeros(): 'trainable' must be a number, got a list"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         char text[256];
@@ -132,11 +132,17 @@ static void test_trainable_false_is_never_updated(void **state)
 }
 
 /* The schedules of docs/language.md, step by step, as the updates read
- * them (train/lr), against the formula written out here. */
+ * them (train/lr), against the formula written out here (kinds 3 and 4,
+ * step_decay and exponential, take their factor as min and their period
+ * as steps). */
 static double want_lr(int kind, double lr, double min, double warmup, double steps, double t)
 {
     if (t < warmup) return lr * t / warmup;
     if (kind == 0) return lr;
+    if (kind >= 3) {
+        double d = fmax(0.0, t - 1 - warmup) / steps;
+        return lr * pow(min, kind == 3 ? floor(d) : d);
+    }
     double p = fmin(1.0, (t - warmup) / (steps - warmup));
     return kind == 1 ? lr + (min - lr) * p : min + (lr - min) * 0.5 * (1 + cos(M_PI * p));
 }
@@ -171,6 +177,9 @@ static void test_lr_follows_each_schedule_step_by_step(void **state)
     check_schedule("momentum(warmup(0.05, steps=10), 0.9)", 0, 0.05, 0, 10, 10);
     check_schedule("adam(cosine(1e-3, steps=20))", 2, 1e-3, 0, 0, 20);
     check_schedule("sgd(0.25)", 0, 0.25, 0, 0, 0); /* a constant is fetchable too */
+    check_schedule("sgd(step_decay(0.1, every=7, gamma=0.5))", 3, 0.1, 0.5, 0, 7);
+    check_schedule("momentum(step_decay(0.1, every=4, gamma=0.9, warmup=3))", 3, 0.1, 0.9, 3, 4);
+    check_schedule("adam(exponential(1e-3, decay=0.5, every=10))", 4, 1e-3, 0.5, 0, 10);
 }
 
 /* Two variables whose gradients are [3, 0] and [4] (norm 5): clip=1 scales

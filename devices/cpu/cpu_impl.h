@@ -380,8 +380,8 @@ void cpu_assign(cpu_pool *p, void *var, const void *x, int64_t n, size_t elt, do
  * part: a double per OP_CLIP_CHUNK elements of each (the op's scratch). */
 void cpu_clip_scale(cpu_pool *p, float *out, void *const *grads, const ir_type *const *types, int n,
                     float clip, double *part);
-/* *out = the learning rate at step t (devices/optim.h). */
-void cpu_lr_schedule(float *out, int kind, double lr, double min, int64_t warmup, int64_t steps,
-                     float t);
+/* *out = the learning rate at step t of lr_schedule's attributes a
+ * (devices/optim.h). */
+void cpu_lr_schedule(float *out, const ir_attrs *a, float t);
 
 #endif

@@ -296,8 +296,9 @@ void cpu_clip_scale(cpu_pool *p, float *out, void *const *grads, const ir_type *
     *out = optim_clip_scale(sum, clip);
 }
 
-void cpu_lr_schedule(float *out, int kind, double lr, double min, int64_t warmup, int64_t steps,
-                     float t)
+void cpu_lr_schedule(float *out, const ir_attrs *a, float t)
 {
-    *out = optim_lr_at(kind, lr, min, (double)warmup, (double)steps, t);
+    *out = optim_lr_at((int)a->i[ATTR_LR_KIND], a->f[ATTR_LR_LR], a->f[ATTR_LR_MIN],
+                       (double)a->i[ATTR_LR_WARMUP], (double)a->i[ATTR_LR_STEPS],
+                       a->f[ATTR_LR_FACTOR], t);
 }

@@ -672,9 +672,7 @@ static int k_assign(const kern_args *a)
 
 static int k_lr_schedule(const kern_args *a)
 {
-    cpu_lr_schedule(OUTF, (int)ATTR_I(ATTR_LR_KIND), a->node->attr.f[ATTR_LR_LR],
-                    a->node->attr.f[ATTR_LR_MIN], ATTR_I(ATTR_LR_WARMUP), ATTR_I(ATTR_LR_STEPS),
-                    INF(0)[0]);
+    cpu_lr_schedule(OUTF, &a->node->attr, INF(0)[0]);
     return 0;
 }
 

@@ -396,9 +396,9 @@ static int k_assign(const kern_args *a)
 // ---- lr_schedule: one thread, the CPU's function (devices/optim.h) ----
 
 __global__ static void lr_schedule_kernel(float *out, const float *step, int kind, double lr,
-                                          double min, double warmup, double steps)
+                                          double min, double warmup, double steps, double factor)
 {
-    *out = optim_lr_at(kind, lr, min, warmup, steps, *step);
+    *out = optim_lr_at(kind, lr, min, warmup, steps, factor, *step);
 }
 
 static int k_lr_schedule(const kern_args *a)
@@ -406,7 +406,8 @@ static int k_lr_schedule(const kern_args *a)
     const ir_attrs *at = &a->node->attr;
     CUDA_LAUNCH(1, 1, 0, cuda_stream(a), lr_schedule_kernel)
     ((float *)a->out, (const float *)a->in[0], (int)at->i[ATTR_LR_KIND], at->f[ATTR_LR_LR],
-     at->f[ATTR_LR_MIN], (double)at->i[ATTR_LR_WARMUP], (double)at->i[ATTR_LR_STEPS]);
+     at->f[ATTR_LR_MIN], (double)at->i[ATTR_LR_WARMUP], (double)at->i[ATTR_LR_STEPS],
+     at->f[ATTR_LR_FACTOR]);
     CUDA_LAUNCHED(a);
     return 0;
 }
