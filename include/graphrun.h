@@ -79,7 +79,8 @@ typedef enum gr_code {
     GR_ERR_ARG,     /* API misuse: bad argument, unknown target, wrong feed */
     GR_ERR_NUMERIC, /* NaN or Inf found with check_numerics */
     GR_ERR_NOMEM,
-    GR_ERR_INTERNAL
+    GR_ERR_INTERNAL,
+    GR_ERR_CANCELLED /* gr_eval stopped by gr_eval_cancel */
 } gr_code;
 
 typedef struct gr_status gr_status;
@@ -288,6 +289,14 @@ gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, i
  * which gr_eval checks from the graph; another target is refused with
  * GR_ERR_ARG, naming why and a batch that divides the data (docs/api.md). */
 gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st);
+/* Makes the gr_eval calls in progress on s, and every later one, stop
+ * before their next batch and fail with GR_ERR_CANCELLED (the data
+ * cursors as they were, no value): a long evaluation need not run to its
+ * end after Ctrl-C.  It only sets a flag, so a signal handler may call it
+ * (the CLI does, on SIGINT and SIGTERM).  Nothing else changes: gr_run,
+ * saves and restores go on.  In a distributed session the other processes'
+ * evaluation then fails (end the job).  NULL: nothing. */
+void gr_eval_cancel(gr_session *s);
 /* Whether gr_eval can evaluate target, without evaluating it: GR_OK, or
  * the error gr_eval would give (not a scalar, a last partial batch it
  * cannot count, sources that do not pair up), so a program can learn it

@@ -47,7 +47,7 @@ const char *gr_code_name(gr_code c)
 {
     static const char *names[] = {
         "ok",           "syntax error",  "compile error", "I/O error",     "data error",
-        "bad argument", "numeric error", "out of memory", "internal error"};
+        "bad argument", "numeric error", "out of memory", "internal error", "cancelled"};
     return (unsigned)c < sizeof names / sizeof *names ? names[c] : "unknown error";
 }
 

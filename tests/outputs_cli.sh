@@ -15,7 +15,10 @@
 #   json       a NaN loss writes null: every line is JSON, and plot reads it
 #   signals    SIGTERM and SIGINT mid-run: 143 and 130, the log complete at its
 #              path ending in a record of the last step, the checkpoint saved
-#   eval       SIGINT during the final --eval: 130, no "done" line
+#   eval       SIGINT during the final --eval, SIGTERM during an --eval-every
+#              pass: the evaluation cancelled (gr_eval_cancel), 130 or 143 at
+#              once (the uncancelled pass takes hours), no "done" line, the
+#              checkpoint and the log's last record at the step before it
 #   tensorboard --tensorboard DIR where DIR or DIR/RUN is not a folder: refused,
 #              the file untouched; the values written when the run ends
 #              past a size limit: exit 1 naming the event file; an empty
@@ -196,26 +199,51 @@ case_signals() {
     signal_run INT 130
 }
 
-case_eval() {
-    cat > slow.graph << 'EOF'
-# a long final --eval: three million batches of one example
-data d = gaussian(n=3000000, dims=[1], batch=1, seed=1)
-var w = zeros([1, 1])
-loss = mse(d.x @ w, d.x)
-train = sgd(0.1).minimize(loss)
-EOF
-    "$G" slow.graph --steps 1 --eval loss --log e.jsonl --quiet > out.txt 2> err.txt &
-    pid=$!
+# waits (10 s at most) until the log's temporary or file holds $1
+wait_log() {
     n=0
-    while [ $n -lt 500 ] && ! cat e.jsonl* 2> /dev/null | grep -q '"step":1,'; do
+    while [ $n -lt 1000 ] && ! cat e.jsonl* 2> /dev/null | grep -q "$1"; do
         sleep 0.01
         n=$((n + 1))
     done
+}
+
+case_eval() {
+    cat > slow.graph << 'EOF'
+# an evaluation of hours: three million batches of one example, each through
+# a 1024 x 1024 matrix
+data d = gaussian(n=3000000, dims=[1], batch=1, seed=1)
+var w = zeros([1, 1])
+var big = ones([1024, 1024])
+loss = mse(d.x @ w, d.x)
+slow = mean(d.x @ ones([1, 1024]) @ big) + loss
+train = sgd(0.1).minimize(loss)
+EOF
+    # Ctrl-C during the final --eval: the evaluation is cancelled, 130 at once
+    timeout 60 "$G" slow.graph --steps 1 --eval slow --log e.jsonl --quiet > out.txt 2> err.txt &
+    pid=$!
+    wait_log '"step":1,'
     kill -INT $pid
     wait $pid
     rc=$?
     [ $rc -eq 130 ] || fail "Ctrl-C during the final --eval: exit $rc, expected 130"
     ! grep -q '"event":"done"' e.jsonl || fail "an interrupted run wrote its done line"
+    # SIGTERM during an --eval-every pass: cancelled, no further step, the
+    # checkpoint of the step before it, 143
+    rm -f e.jsonl
+    timeout 60 "$G" slow.graph --steps 1000 --eval slow --eval-every 2 --log-every 1 \
+        --log e.jsonl --checkpoint ck --quiet > out.txt 2> err.txt &
+    pid=$!
+    wait_log '"step":2,'
+    kill -TERM $pid
+    wait $pid
+    rc=$?
+    [ $rc -eq 143 ] || fail "SIGTERM during --eval-every: exit $rc, expected 143: $(cat err.txt)"
+    grep -q "^graphrun: interrupted at step 2$" err.txt || fail "SIGTERM during --eval-every: $(cat err.txt)"
+    [ "$(tail -n 1 e.jsonl)" = "$(grep '"step":2,' e.jsonl)" ] ||
+        fail "SIGTERM during --eval-every: the log does not end at step 2: $(cat e.jsonl)"
+    "$G" slow.graph --restore ck --steps 0 2>&1 | grep -q "resumed from step 2" ||
+        fail "SIGTERM during --eval-every: no checkpoint of step 2"
 }
 
 case_tensorboard() {

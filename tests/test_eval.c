@@ -255,6 +255,33 @@ static void test_partial_last_batch_through_a_transformer_block(void **state)
     assert_close(eval_attention(4), eval_attention(2), "attention loss", 4);
 }
 
+/* gr_eval_cancel: every later gr_eval fails with GR_ERR_CANCELLED and
+ * leaves the cursors as they were; training goes on. */
+static void test_cancel_stops_evaluations_only(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = csv_model(3, 0, "", st);
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    double before, value = -1;
+    assert_gr_ok(gr_eval(s, "accuracy", &before, st), st);
+    gr_eval_cancel(NULL); /* nothing */
+    gr_eval_cancel(s);
+    assert_int_equal(gr_eval(s, "accuracy", &value, st), GR_ERR_CANCELLED);
+    assert_non_null(
+        strstr(gr_status_message(st), "cancelled (gr_eval_cancel) after 0 of 4 batches"));
+    assert_true(value == -1);
+    assert_string_equal(gr_code_name(GR_ERR_CANCELLED), "cancelled");
+    float f;
+    gr_fetch fe = {"feature", &f, sizeof f, NULL};
+    assert_gr_ok(gr_run(s, "feature", NULL, 0, &fe, 1, st), st);
+    assert_int_equal(gr_eval(s, "xent", &value, st), GR_ERR_CANCELLED);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -263,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_tail_that_cannot_be_split_by_example_is_refused),
         cmocka_unit_test(test_partial_last_batch_of_text_windows),
         cmocka_unit_test(test_partial_last_batch_through_a_transformer_block),
+        cmocka_unit_test(test_cancel_stops_evaluations_only),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

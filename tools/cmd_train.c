@@ -30,11 +30,12 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
         int last = step == o->steps || trep_interrupted();
         if (trep_report(o, pg, step, loss, lr, last) < 0) return -1;
         if (last) break;
-        if (o->eval_every && step % o->eval_every == 0 &&
-            (trep_run_evals(o, s, vals, st) < 0 || trep_evals_done(o, pg, vals, step, 0) < 0))
-            return -1;
+        int ev = o->eval_every && step % o->eval_every == 0 ? trep_run_evals(o, s, vals, st) : -2;
+        if (ev == -1 || (ev == 0 && trep_evals_done(o, pg, vals, step, 0) < 0)) return -1;
+        if (ev == 1) break; /* a signal cancelled the evaluation: stop at this step */
         if (o->ckpt_every && step % o->ckpt_every == 0 && trep_save_checkpoint(o, s, st) < 0)
             return -1;
+        if (trep_interrupted()) break; /* during the evaluation or the save: no other step */
     }
     *secs = trep_now() - pg->t0;
     *last_loss = loss;
@@ -191,7 +192,7 @@ static int interrupted(const train_opts *o, gr_session *s, int saved, gr_status 
 /* After the last step: the checkpoint, the final evaluation, the summary.
  * The checkpoint comes first, so a resumed run continues exactly where an
  * uninterrupted one would be.  A signal during them is honoured when the
- * save or the evaluation in flight returns. */
+ * save in flight returns, and cancels the evaluation in flight. */
 static int finish(const train_opts *o, gr_session *s, const gr_target_info *ti, double secs,
                   float loss, trep_progress *pg, gr_status *st)
 {
@@ -248,6 +249,7 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
         return 1;
     }
     trep_catch_interrupt();
+    trep_cancel_evals_of(o->comp.distributed ? NULL : s);
     int rc = restore_checkpoint(o, s, st) < 0 ||
              (concurrent(o) ? train_async(o, s, &secs, &loss, &pg, st)
                             : train_loop(o, s, &ti, &secs, &loss, &pg, st)) < 0;
@@ -259,6 +261,7 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
     }
     if (trep_log_close(&pg) < 0)
         rc = 1; /* the log is complete at its path, whatever ended the run */
+    trep_cancel_evals_of(NULL);
     gr_session_free(s);
     return rc;
 }

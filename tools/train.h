@@ -62,7 +62,9 @@ void trep_start(const train_opts *o, trep_progress *pg);
  * --log-every, or is final; lr (NaN when the target has none) is recorded
  * too.  -1 when writing the log or the TensorBoard file failed (printed). */
 int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, float lr, int final);
-/* Each --eval into vals; on failure prints the status and returns -1. */
+/* Each --eval into vals: 0; 1 when a signal cancelled one (vals are not
+ * all set: see trep_cancel_evals_of); on failure prints the status and
+ * returns -1. */
 int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st);
 /* Records the --eval values at step, and prints them unless final (the
  * summary does); -1 when writing the log or the TensorBoard file failed
@@ -82,6 +84,11 @@ int trep_log_done(const train_opts *o, trep_progress *pg, long done, long step, 
  * trep_interrupted: the first signal's number, 0 while none came. */
 void trep_catch_interrupt(void);
 int trep_interrupted(void);
+/* The session whose evaluations the first signal cancels (gr_eval_cancel),
+ * so a long --eval pass does not hold the run up; NULL: none (before the
+ * session is freed, and with --distributed, whose processes evaluate
+ * together). */
+void trep_cancel_evals_of(gr_session *s);
 /* --profile: the costliest nodes' kernel time per step, then per op, on
  * stderr; every node in the log (when there is one) as a "profile" line;
  * -1 when writing the log failed (printed). */

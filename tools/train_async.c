@@ -78,8 +78,8 @@ static int watch(const train_opts *o, gr_session *s, worker *w, int n, trep_prog
         if (trep_report(o, pg, step, atomic_load(&w[0].loss), atomic_load(&w[0].lr), 0) < 0)
             return -1;
         if (next_eval && step >= next_eval) {
-            if (trep_run_evals(o, s, vals, st) < 0 || trep_evals_done(o, pg, vals, step, 0) < 0)
-                return -1;
+            int ev = trep_run_evals(o, s, vals, st); /* 1: cancelled by a signal */
+            if (ev < 0 || (ev == 0 && trep_evals_done(o, pg, vals, step, 0) < 0)) return -1;
             next_eval = (step / o->eval_every + 1) * o->eval_every;
         }
         if (next_ckpt && step >= next_ckpt) {

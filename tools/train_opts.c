@@ -92,9 +92,9 @@ static const char train_usage[] =
     "                     instead (K in [1, 2^31 - 1])\n"
     "Numbers are decimal digits only (no sign, spaces or suffix); one out of its range\n"
     "is an error (exit 2).  2^53 = 9007199254740992.\n"
-    "Ctrl-C or SIGTERM stops training after the step in flight, saves --checkpoint, completes\n"
-    "the log and the TensorBoard file, and exits 130 (143 for SIGTERM; no final evaluation);\n"
-    "a second one kills.\n";
+    "Ctrl-C or SIGTERM stops training after the step in flight (cancelling an --eval pass in\n"
+    "flight), saves --checkpoint, completes the log and the TensorBoard file, and exits 130\n"
+    "(143 for SIGTERM; no final evaluation); a second one kills.\n";
 
 /* Every number option: decimal digits only, checked against its range. */
 typedef struct num_opt {

@@ -9,6 +9,7 @@
  * null for NaN and infinities, then flushed: a write error stops the run. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -26,12 +27,28 @@ static atomic_int interrupted; /* the first signal; lock-free: safe to set in a 
 
 /* The first SIGINT or SIGTERM asks training to stop; a second one of
  * either takes its default action, at once. */
+static gr_session *_Atomic cancel_target; /* trep_cancel_evals_of */
+static atomic_int in_handler;             /* handlers that may be using cancel_target */
+
 static void on_interrupt(int sig)
 {
     int none = 0;
-    if (atomic_compare_exchange_strong(&interrupted, &none, sig)) return;
+    if (atomic_compare_exchange_strong(&interrupted, &none, sig)) {
+        atomic_fetch_add(&in_handler, 1);
+        gr_session *s = atomic_load(&cancel_target);
+        if (s) gr_eval_cancel(s); /* sets a flag: safe in a handler */
+        atomic_fetch_sub(&in_handler, 1);
+        return;
+    }
     signal(sig, SIG_DFL);
     raise(sig); /* delivered when this handler returns */
+}
+
+void trep_cancel_evals_of(gr_session *s)
+{
+    atomic_store(&cancel_target, s);
+    /* a handler on another thread that read the old session is done with it */
+    while (atomic_load(&in_handler)) sched_yield();
 }
 
 void trep_catch_interrupt(void)
@@ -203,11 +220,14 @@ int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, f
 
 int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st)
 {
-    for (int i = 0; i < o->n_evals; i++)
-        if (gr_eval(s, o->evals[i], &vals[i], st) != GR_OK) {
+    for (int i = 0; i < o->n_evals; i++) {
+        gr_code c = gr_eval(s, o->evals[i], &vals[i], st);
+        if (c == GR_ERR_CANCELLED && trep_interrupted()) return 1;
+        if (c != GR_OK) {
             cli_print_status(st);
             return -1;
         }
+    }
     return 0;
 }
 

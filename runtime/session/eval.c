@@ -122,6 +122,18 @@ static gr_code eval_tail_open(gr_session *s, const char *target, int id, const e
     return c == GR_OK ? exec_new(&s->env, t->plan, &t->e, st) : c;
 }
 
+static gr_code eval_cancelled(gr_status *st, int64_t done, const eval_pass *ep)
+{
+    return rt_fail(st, GR_ERR_CANCELLED,
+                   "gr_eval: cancelled (gr_eval_cancel) after %lld of %lld batches\n",
+                   (long long)done, (long long)(ep->batches + (ep->tail_rows > 0)));
+}
+
+void gr_eval_cancel(gr_session *s)
+{
+    if (s) atomic_store(&s->eval_cancelled, 1);
+}
+
 /* Under the pause lock, the cursors at the start: the full batches (the
  * sum of their values into *sum), then the tail (what its real examples
  * add, times the batch, into *tail_sum). */
@@ -132,10 +144,14 @@ static gr_code eval_run_pass(gr_session *s, const plan_graph *p, rt_exec *e, gr_
     gr_code c = GR_OK;
     int views = 0;
     for (int64_t b = 0; b < ep->batches && c == GR_OK; b++) {
+        if (atomic_load_explicit(&s->eval_cancelled, memory_order_relaxed))
+            return eval_cancelled(st, b, ep);
         c = exec_run(e, NULL, 0, f, 1, &views, st);
         *sum += *(const float *)f->data;
     }
     if (c != GR_OK || ep->tail_rows == 0) return c;
+    if (atomic_load_explicit(&s->eval_cancelled, memory_order_relaxed))
+        return eval_cancelled(st, ep->batches, ep);
     for (int k = 0; k < p->n_data_used; k++) data_seek_tail(s->readers[p->data_used[k]], 0);
     c = exec_run(t->e, NULL, 0, t->f, ep->rows.n_fetch, &views, st);
     if (c == GR_OK)

@@ -53,6 +53,7 @@ struct gr_session {
     atomic_uint_fast64_t accum_runs;  /* runs of accumulating targets: the phase of each */
     rt_dist *dist;                    /* a distributed program's processes (dist.h), else NULL */
     rt_summary *summary;              /* the TensorBoard event file, or NULL (summary.c) */
+    atomic_int eval_cancelled;        /* gr_eval_cancel was called (eval.c) */
     exec_env env;                     /* what every executor of the session is given */
 };
 
