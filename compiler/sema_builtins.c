@@ -40,6 +40,7 @@ enum {
     B_BERNOULLI,
     B_CATEGORICAL,
     B_SAMPLE,
+    B_GLOBAL_AVGPOOL,
     B_COUNT
 };
 
@@ -47,7 +48,7 @@ static const char *const builtin_names[B_COUNT] = {
     "zeros",    "ones",   "constant",  "uniform",     "normal", "glorot", "he",
     "cols",     "rows",   "shard",     "none",        "idx",    "csv",    "raw",
     "gaussian", "text",   "sgd",       "momentum",    "adam",   "adamw",  "cosine",
-    "linear",   "warmup", "step_decay", "exponential", "bernoulli", "categorical", "sample",
+    "linear",   "warmup", "step_decay", "exponential", "bernoulli", "categorical", "sample", "global_avgpool",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -259,6 +260,87 @@ static value auto_dropout(sema *S, const ast_node *call, int x, ir_attrs *a)
     return sema_value_tensor(t < 0 ? -1 : e);
 }
 
+/* ---- reductions over several axes: sum(x, axis=[0, 2, 3]) ----
+ *
+ * Lowered to the one-axis ops: runs of adjacent axes become one axis of a
+ * reshaped x (axis=[2, 3] of [N, C, H, W] is one pass over [N, C, H*W]),
+ * then each is reduced in turn, from the last, with keepdims; a final
+ * reshape drops the reduced axes unless keepdims=true.  A mean of means
+ * over whole axes is the mean. */
+
+static int axes_arg(sema *S, const ast_node *at, value v, const ir_type *t, int *red)
+{
+    for (int i = 0; i < t->rank; i++) red[i] = 0;
+    for (int i = 0; i < v.n_items; i++) {
+        int64_t a;
+        value item = v.items[i];
+        item.arg_fn = v.arg_fn, item.arg_name = v.arg_name, item.arg_at = at;
+        if (sema_int_arg(S, at, item, &a) < 0) return -1;
+        if (a < -t->rank || a >= t->rank || red[a < 0 ? a + t->rank : a]) {
+            char tb[160];
+            sema_err(S, at, "%s(): axis %lld is %s for %s", v.arg_fn, (long long)a,
+                     a < -t->rank || a >= t->rank ? "out of range" : "given twice",
+                     ir_type_str(t, tb, sizeof tb));
+            return -1;
+        }
+        red[a < 0 ? a + t->rank : a] = 1;
+    }
+    return 0;
+}
+
+static int reshape_to(sema *S, const ast_node *call, int x, const int64_t *dims, int rank)
+{
+    ir_attrs a = {.n_list = rank};
+    for (int i = 0; i < rank; i++) a.list[i] = dims[i];
+    return ir_add(S->g, OP_RESHAPE, &x, 1, &a, S->src, call->span);
+}
+
+static value reduce_axes(sema *S, int op, const sema_args *args, int x, value axes, int keep)
+{
+    const ast_node *call = args->call;
+    const ir_type t = S->g->nodes[x].type;
+    int red[IR_MAX_DIMS], rank = 0, merged_red[IR_MAX_DIMS];
+    int64_t merged[IR_MAX_DIMS], out[IR_MAX_DIMS];
+    if (axes_arg(S, sema_arg_at(&axes, call), axes, &t, red) < 0) return sema_value_err();
+    for (int i = 0; i < t.rank; i++) {
+        if (i > 0 && red[i] && red[i - 1]) {
+            merged[rank - 1] *= t.dim[i];
+            continue;
+        }
+        merged_red[rank] = red[i];
+        merged[rank++] = t.dim[i];
+    }
+    int y = rank == t.rank ? x : reshape_to(S, call, x, merged, rank);
+    for (int i = rank - 1; i >= 0 && y >= 0; i--)
+        if (merged_red[i]) {
+            ir_attrs a = {0};
+            a.i[ATTR_AXIS] = i;
+            a.i[ATTR_KEEPDIMS] = 1;
+            y = ir_add(S->g, (op_kind)op, &y, 1, &a, S->src, call->span);
+        }
+    int n = 0;
+    for (int i = 0; i < t.rank; i++)
+        if (!red[i] || keep) out[n++] = red[i] ? 1 : t.dim[i];
+    return sema_value_tensor(y < 0 ? -1 : reshape_to(S, call, y, out, n));
+}
+
+/* sum, mean or max with a list for its axis: reduce_axes; else -1. */
+static int is_axes_call(sema *S, int op, const sema_args *args, value *axes, int *keep)
+{
+    if (op != OP_SUM && op != OP_MEAN && op != OP_MAX) return 0;
+    static const argspec spec[] = {{"axis", 0}, {"keepdims", 0}};
+    value v[2] = {{.k = V_NONE}, {.k = V_NONE}};
+    int is_list = args->n_pos >= 2 && args->pos[1].k == V_LIST;
+    for (int k = 0; k < args->n_kw; k++)
+        is_list |= strcmp(args->kw_at[k]->name, "axis") == 0 && args->kw[k].k == V_LIST;
+    if (!is_list || bind_args(S, ops_name(op), spec, 2, args, 1, v) < 0) return is_list ? -1 : 0;
+    double kd;
+    if (num_arg(S, args->call, v[1], 0, &kd) < 0) return -1;
+    *axes = v[0];
+    *keep = kd != 0;
+    return 1;
+}
+
 value sema_call_op(sema *S, int op, const sema_args *args)
 {
     const op_info *info = &ops_table[op];
@@ -285,6 +367,9 @@ value sema_call_op(sema *S, int op, const sema_args *args)
         if (tensors[i].k == V_TENSOR) like = S->g->nodes[tensors[i].node].type.dtype;
     for (int i = 0; i < n_t; i++)
         if ((in[i] = sema_to_tensor(S, call, tensors[i], like)) < 0) return sema_value_err();
+    value axes;
+    int keep, multi = is_axes_call(S, op, args, &axes, &keep);
+    if (multi) return multi < 0 ? sema_value_err() : reduce_axes(S, op, args, in[0], axes, keep);
     ir_attrs a = {0};
     if (op_attrs(S, op, args, arity, &a) < 0) return sema_value_err();
     if (op == OP_DROPOUT && a.i[ATTR_DROPOUT_TRAINING] < 0) return auto_dropout(S, call, in[0], &a);
@@ -947,8 +1032,34 @@ static value call_bernoulli(sema *S, const sema_args *args)
     return sema_value_tensor(ir_add(S->g, OP_LT, in, 2, &(ir_attrs){0}, S->src, args->call->span));
 }
 
+/* global_avgpool(x, keepdims=false): the mean of each [N, C, H, W] plane,
+ * one pass over x as [N, C, H*W] (reduce_axes). */
+static value call_global_avgpool(sema *S, const sema_args *args)
+{
+    static const argspec spec[] = {{"x", 1}, {"keepdims", 0}};
+    value v[2];
+    double keep;
+    if (bind_args(S, "global_avgpool", spec, 2, args, 0, v) < 0 ||
+        num_arg(S, args->call, v[1], 0, &keep) < 0)
+        return sema_value_err();
+    int x = sema_to_tensor(S, sema_arg_at(&v[0], args->call), v[0], DT_F32);
+    if (x < 0) return sema_value_err();
+    const ir_type *t = &S->g->nodes[x].type;
+    if (t->rank != 4) {
+        char tb[160];
+        sema_err(S, sema_arg_at(&v[0], args->call),
+                 "global_avgpool(): x must be rank 4 [N, C, H, W], got %s",
+                 ir_type_str(t, tb, sizeof tb));
+        return sema_value_err();
+    }
+    value hw[2] = {sema_value_num(2, 1), sema_value_num(3, 1)};
+    value axes = {.k = V_LIST, .items = hw, .n_items = 2, .arg_fn = "global_avgpool"};
+    return reduce_axes(S, OP_MEAN, args, x, axes, keep != 0);
+}
+
 value sema_call_builtin(sema *S, int b, const sema_args *args)
 {
+    if (b == B_GLOBAL_AVGPOOL) return call_global_avgpool(S, args);
     if (b == B_BERNOULLI) return call_bernoulli(S, args);
     if (b == B_CATEGORICAL) return call_categorical(S, args);
     if (b == B_SAMPLE) return call_sample(S, args);

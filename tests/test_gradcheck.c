@@ -83,6 +83,11 @@ static const gc_case cases[] = {
     {"mean", "var x0 = zeros([2, 3, 4])", "mean(x0, axis=-1)", {0}},
     {"max", "var x0 = zeros([3, 4])", "max(x0, axis=1)", {SPACED}},
     {"max", "var x0 = zeros([3, 4])", "max(x0)", {SPACED}},
+    /* several axes: runs of adjacent axes merged by a reshape, the rest in turn */
+    {"sum", "var x0 = zeros([2, 3, 4])", "sum(x0, axis=[0, 2])", {0}},
+    {"mean", "var x0 = zeros([2, 3, 2, 2])", "mean(x0, axis=[0, 2, 3], keepdims=true)", {0}},
+    {"max", "var x0 = zeros([2, 3, 4])", "max(x0, axis=[1, -1])", {SPACED}},
+    {"mean", "var x0 = zeros([2, 3, 2, 2])", "global_avgpool(x0)", {0}},
     {"reshape", "var x0 = zeros([3, 4])", "reshape(x0, [2, 6])", {0}},
     {"transpose", "var x0 = zeros([2, 3, 4])", "transpose(x0, perm=[2, 0, 1])", {0}},
     {"concat", "var x0 = zeros([2, 3])\nvar x1 = zeros([2, 2])", "concat([x0, x1], axis=1)", {0}},
@@ -514,9 +519,63 @@ static void test_batchnorm_fixed_statistics_gradient(void **state)
     assert_int_equal(g->nodes[dx->in[4]].op, OP_BN_GRAD_PARAMS);
 }
 
+/* sum, mean and max over several axes against loops over x's values:
+ * y[c] of x[a, c, h, w] with axis=[0, 2, 3] (keepdims: [1, C, 1, 1]),
+ * axis=[0, 2] of the same x, which reshapes nothing, and global_avgpool. */
+static void fetch_reduction(gr_session *s, const char *name, float *out, size_t n, gr_status *st)
+{
+    gr_fetch f = {name, out, n * sizeof *out, NULL};
+    assert_gr_ok(gr_run(s, name, NULL, 0, &f, 1, st), st);
+}
+
+static void test_reductions_over_several_axes(void **state)
+{
+    (void)state;
+    static const char text[] = "var x = normal([2, 3, 4, 5])\n"
+                               "a = mean(x, axis=[0, 2, 3], keepdims=true)\n"
+                               "b = sum(x, axis=[0, 2])\n"
+                               "c = max(x, axis=[3, 0])\n"
+                               "d = global_avgpool(x)\n";
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = NULL;
+    assert_gr_ok(gr_compile_string("axes.graph", text, strlen(text), NULL, &p, st), st);
+    gr_session_options so = {.seed = 3};
+    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+    float x[2][3][4][5], a[3], b[3 * 5], c[3 * 4], d[2 * 3];
+    assert_gr_ok(gr_variable_read(s, "x", x, sizeof x, st), st);
+    fetch_reduction(s, "a", a, 3, st);
+    fetch_reduction(s, "b", b, 15, st);
+    fetch_reduction(s, "c", c, 12, st);
+    fetch_reduction(s, "d", d, 6, st);
+    for (int k = 0; k < 3; k++) {
+        double m = 0, sb[5] = {0}, mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        for (int n = 0; n < 2; n++)
+            for (int h = 0; h < 4; h++)
+                for (int w = 0; w < 5; w++) {
+                    m += x[n][k][h][w] / 40.0;
+                    sb[w] += x[n][k][h][w];
+                    mx[h] = fmax(mx[h], x[n][k][h][w]);
+                }
+        assert_float_equal(a[k], m, 1e-5);
+        for (int w = 0; w < 5; w++) assert_float_equal(b[k * 5 + w], sb[w], 1e-5);
+        for (int h = 0; h < 4; h++) assert_float_equal(c[k * 4 + h], mx[h], 0);
+        for (int n = 0; n < 2; n++) {
+            double plane = 0;
+            for (int h = 0; h < 4; h++)
+                for (int w = 0; w < 5; w++) plane += x[n][k][h][w] / 20.0;
+            assert_float_equal(d[n * 3 + k], plane, 1e-5);
+        }
+    }
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reductions_over_several_axes),
         cmocka_unit_test(test_every_gradient_matches_finite_differences),
         cmocka_unit_test(test_every_differentiable_op_has_a_case),
         cmocka_unit_test_setup_teardown(test_batchnorm_training_gradients_on_n_c, bn_setup,
