@@ -16,7 +16,8 @@ enum {
     MAX_BLOCK_Y = 1024,
     MAX_BLOCK_Z = 64,
     MAX_GRID_YZ = 65535,
-    MAX_SHARED_BYTES = 227 * 1024, /* sharedMemPerBlockOptin */
+    MAX_SHARED_BYTES = 227 * 1024,    /* sharedMemPerBlockOptin */
+    DEFAULT_SHARED_BYTES = 48 * 1024, /* sharedMemPerBlock: without the opt-in */
     WARP = 32,
 };
 

@@ -581,6 +581,33 @@ void map_words(void *bytes, size_t size)
     }
 }
 
+// cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) per kernel.
+static std::mutex opt_in_lock;
+static std::map<const void *, int> opt_in;
+
+static int shared_opt_in(const void *fn)
+{
+    std::lock_guard<std::mutex> l(opt_in_lock);
+    auto it = opt_in.find(fn);
+    return it == opt_in.end() ? 0 : it->second;
+}
+
+cudaError_t func_set_attribute(const void *fn, cudaFuncAttribute attr, int value)
+{
+    if (!fn) return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute of no kernel");
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: attribute %d is not simulated",
+                    (int)attr);
+    if (value < 0 || value > (int)MAX_SHARED_BYTES)
+        return fail(cudaErrorInvalidValue,
+                    "cudaFuncSetAttribute: %d bytes of dynamic shared memory: the H200 has at "
+                    "most %d",
+                    value, (int)MAX_SHARED_BYTES);
+    std::lock_guard<std::mutex> l(opt_in_lock);
+    opt_in[fn] = value;
+    return cudaSuccess;
+}
+
 void launch(const launch_geom &g, kernel_call *c)
 {
     std::unique_ptr<kernel_call> own(c);
@@ -603,6 +630,14 @@ void launch(const launch_geom &g, kernel_call *c)
         fail(cudaErrorInvalidValue,
              "launch of %s with %zu bytes of dynamic shared memory: the H200 has at most %d",
              g.name, g.smem, (int)MAX_SHARED_BYTES);
+        return;
+    }
+    if (g.smem > DEFAULT_SHARED_BYTES && g.smem > (size_t)shared_opt_in(g.fn)) {
+        fail(cudaErrorInvalidValue,
+             "launch of %s with %zu bytes of dynamic shared memory: over the %d a kernel gets "
+             "unless cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) raised "
+             "it (to at most %d on the H200)",
+             g.name, g.smem, (int)DEFAULT_SHARED_BYTES, (int)MAX_SHARED_BYTES);
         return;
     }
     kernel_op *o = new kernel_op;

@@ -183,6 +183,28 @@ static int block_too_big(void)
            cudaGetLastError() == cudaErrorInvalidConfiguration;
 }
 
+// Dynamic shared memory: 48 KB without the opt-in, at most 227 KB with it.
+static int shared_memory_too_big(void)
+{
+    int *d;
+    cudaMalloc(&d, 4);
+    CUDA_HOST_LAUNCH(1, 32, 48 * 1024 + 4, (cudaStream_t)0, nothing)(d);
+    int ok = cudaGetLastError() == cudaErrorInvalidValue;
+    ok &= cudaFuncSetAttribute(nothing, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               227 * 1024 + 1) == cudaErrorInvalidValue &&
+          cudaGetLastError() == cudaErrorInvalidValue; // and clears it
+    ok &= cudaFuncSetAttribute(nothing, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024) ==
+          cudaSuccess;
+    CUDA_HOST_LAUNCH(1, 32, 64 * 1024, (cudaStream_t)0, nothing)(d);
+    ok &= cudaGetLastError() == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
+    CUDA_HOST_LAUNCH(1, 32, 64 * 1024 + 4, (cudaStream_t)0, nothing)(d);
+    ok &= cudaGetLastError() == cudaErrorInvalidValue;
+    ok &= cudaFuncSetAttribute(nothing, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024) ==
+          cudaSuccess;
+    CUDA_HOST_LAUNCH(1, 32, 227 * 1024 + 4, (cudaStream_t)0, nothing)(d);
+    return ok && cudaGetLastError() == cudaErrorInvalidValue;
+}
+
 static int malloc_or_pageable_copy_in_a_capture(void)
 {
     cudaStream_t s;
@@ -237,6 +259,9 @@ static const refused refusals[] = {
     {"write past the end", write_past_the_end, "wrote past the end of the 40-byte"},
     {"host pointer argument", host_pointer_argument, "a GPU cannot read it"},
     {"block too big", block_too_big, "outside the H200's limits"},
+    {"shared memory too big", shared_memory_too_big, "the H200 has at most 232448"},
+    {"shared memory not opted in", shared_memory_too_big,
+     "unless cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) raised it"},
     {"capture refuses", malloc_or_pageable_copy_in_a_capture, "pageable host memory"},
     {"replay after free", replay_after_free, "not allocated (freed before the launch ran?)"},
     {"wrong copy kind", wrong_copy_kind,

@@ -139,6 +139,20 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
 
+/* A kernel gets 48 KB of dynamic shared memory unless it opts in to more,
+ * up to the H200's 227 KB (cudaFuncAttributeMaxDynamicSharedMemorySize). */
+enum cudaFuncAttribute {
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+};
+namespace cuda_host
+{
+cudaError_t func_set_attribute(const void *fn, cudaFuncAttribute attr, int value);
+}
+template <class T> cudaError_t cudaFuncSetAttribute(T *fn, cudaFuncAttribute attr, int value)
+{
+    return cuda_host::func_set_attribute((const void *)fn, attr, value);
+}
+
 /* ---- kernels: launches (the stand-in's side of CUDA_LAUNCH) ---- */
 namespace cuda_host
 {
@@ -209,6 +223,7 @@ struct launch_geom {
     size_t smem;
     cudaStream_t stream;
     const char *name;
+    const void *fn; // the kernel: its cudaFuncSetAttribute opt-in
 };
 /* Checks the geometry against the H200's limits and enqueues the call (it
  * takes c); errors are the next cudaGetLastError's. */
@@ -226,7 +241,7 @@ template <class... P>
 launcher<P...> make_launcher(dim3 grid, dim3 block, size_t smem, cudaStream_t s, const char *name,
                              void (*fn)(P...))
 {
-    return launcher<P...>{launch_geom{grid, block, smem, s, name}, fn};
+    return launcher<P...>{launch_geom{grid, block, smem, s, name, (const void *)fn}, fn};
 }
 
 /* Warp-synchronous calls and the block barrier (exec.cc). */
