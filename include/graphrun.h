@@ -152,7 +152,9 @@ typedef struct gr_compile_options {
 
 enum { GR_PASS_CSE = 1, GR_PASS_FOLD = 2, GR_PASS_FUSE = 4 };
 
-/* opt may be NULL; bad n_params, params or distributed: GR_ERR_ARG naming the field. */
+/* opt may be NULL; bad n_params, params or distributed: GR_ERR_ARG naming the field.
+ * gr_compile_string (and gr_format_string) read len bytes of text, at most
+ * 64 MiB as for a file (more: GR_ERR_ARG). */
 gr_code gr_compile_file(const char *path, const gr_compile_options *opt, gr_program **out,
                         gr_status *st);
 gr_code gr_compile_string(const char *name, const char *text, size_t len,

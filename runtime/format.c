@@ -50,6 +50,7 @@ gr_code gr_format_string(const char *name, const char *text, size_t len, FILE *o
 {
     if (!name || !text || !out)
         return rt_null(st, "gr_format_string", !name ? "name" : !text ? "text" : "out");
+    if (len > LIM_SOURCE_BYTES) return rt_source_too_long(st, "gr_format_string", len);
     return format_to(src_from_string(name, text, len), out, st);
 }
 

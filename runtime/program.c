@@ -101,6 +101,7 @@ gr_code gr_compile_string(const char *name, const char *text, size_t len,
     if (!out) return rt_null(st, "gr_compile_string", "out");
     *out = NULL;
     if (!name || !text) return rt_null(st, "gr_compile_string", name ? "text" : "name");
+    if (len > LIM_SOURCE_BYTES) return rt_source_too_long(st, "gr_compile_string", len);
     if (rt_compile_options_check("gr_compile_string", opt, st) != GR_OK) return GR_ERR_ARG;
     return program_from(src_from_string(name, text, len), 0, opt, out, st);
 }

@@ -35,6 +35,9 @@ gr_code rt_fail(gr_status *st, gr_code code, const char *fmt, ...)
 /* The API's rule for a pointer argument that may not be NULL: GR_ERR_ARG
  * with "FN: ARG is NULL" (return rt_null(st, "gr_run", "target")). */
 gr_code rt_null(gr_status *st, const char *fn, const char *arg);
+/* GR_ERR_ARG: "FN: len is N, above the limit of 64 MiB for a source"
+ * (LIM_SOURCE_BYTES, the limit of a .graph file, for text in memory). */
+gr_code rt_source_too_long(gr_status *st, const char *fn, size_t len);
 /* Runs fn(arg) with running out of memory caught (base/fatal.h): its code,
  * or GR_ERR_NOMEM "WHAT: out of memory" when an base_x*alloc failed.  Only for
  * work that holds no lock and starts no thread; what it had allocated then

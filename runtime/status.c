@@ -73,6 +73,12 @@ gr_code rt_null(gr_status *st, const char *fn, const char *arg)
     return rt_fail(st, GR_ERR_ARG, "%s: %s is NULL\n", fn, arg);
 }
 
+gr_code rt_source_too_long(gr_status *st, const char *fn, size_t len)
+{
+    return rt_fail(st, GR_ERR_ARG, "%s: len is %zu, above the limit of %lld MiB for a source\n",
+                   fn, len, LIM_SOURCE_BYTES >> 20);
+}
+
 gr_code rt_catch_oom(gr_code (*fn)(void *arg), void *arg, const char *what, gr_status *st)
 {
     jmp_buf jb;

@@ -73,6 +73,12 @@ static void test_programs_refuse_null_arguments(void **state)
             "out");
     REFUSED(gr_compile_string(NULL, prog, 3, NULL, &p, f->st), "gr_compile_string", "name");
     REFUSED(gr_compile_string("a", NULL, 3, NULL, &p, f->st), "gr_compile_string", "text");
+    /* a length past the source limit is refused before any byte is read
+       (SIZE_MAX used to crash) */
+    REFUSED(gr_compile_string("a", prog, SIZE_MAX, NULL, &p, f->st), "gr_compile_string", "len");
+    REFUSED(gr_compile_string("a", prog, (64 << 20) + 1, NULL, &p, f->st), "gr_compile_string",
+            "above the limit of 64 MiB");
+    REFUSED(gr_format_string("a", prog, SIZE_MAX, stdout, f->st), "gr_format_string", "len");
     REFUSED(gr_program_emit(f->p, "ir", NULL, NULL, f->st), "gr_program_emit", "out");
     REFUSED(gr_program_emit(f->p, NULL, NULL, stdout, f->st), "gr_program_emit", "what");
     REFUSED(gr_program_emit(NULL, "ir", NULL, stdout, f->st), "gr_program_emit", "program");
