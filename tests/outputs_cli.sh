@@ -25,6 +25,8 @@
 #              --tensorboard (or any output or input path) refused
 #   plotopts   plot --smooth: a decimal in [0, 1), anything else a usage error
 #   stdin      fmt - refuses more than 64 MiB
+#   stdout     what a command prints to standard output must get there: each
+#              command's output to /dev/full is exit 1, naming it
 #   readers    fmt, fmt --check and plot refuse a FIFO and /dev/zero as input
 #              at once (not regular files: nothing blocks or reads for ever)
 set -u
@@ -285,6 +287,16 @@ case_plotopts() {
 case_stdin() {
     head -c 67108865 /dev/zero | gr fmt - 2> err.txt
     refused $? "fmt - of 64 MiB + 1" "<stdin>: input larger than 64 MiB"
+}
+
+case_stdout() {
+    gr m.graph --steps 5 --log a.jsonl --checkpoint ck --quiet > /dev/null || fail "a log"
+    for args in "fmt m.graph" "check --emit ir m.graph" "dot m.graph" "inspect ck" \
+        "inspect --json ck" "plot a.jsonl" "m.graph --steps 5 --quiet" "--help" "--version"; do
+        # shellcheck disable=SC2086
+        gr $args > /dev/full 2> err.txt
+        refused $? "$args > /dev/full" "graphrun: error: standard output: No space left on device"
+    done
 }
 
 case_readers() {

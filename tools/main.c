@@ -1,5 +1,6 @@
 /* main.c - `graphrun`: dispatches to a subcommand, or trains when the first
  * argument is a file.  Adding a subcommand = one line in `commands`. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,21 @@ static void tune_blas(char **argv)
     execv("/proc/self/exe", argv);
 }
 
-int main(int argc, char **argv)
+/* What a command printed must have reached standard output: a write error
+ * there (`graphrun fmt m.graph > out.graph` on a full disk) fails the
+ * command, as one to a file it writes does. */
+static int stdout_done(int rc)
+{
+    errno = 0;
+    int failed = fflush(stdout) != 0;
+    int err = errno;
+    if (!failed && !ferror(stdout)) return rc;
+    fprintf(stderr, "graphrun: error: standard output: %s\n",
+            failed && err ? strerror(err) : "a write failed");
+    return rc != CLI_OK ? rc : CLI_FAILED;
+}
+
+static int run_command(int argc, char **argv)
 {
     tune_blas(argv);
     if (argc < 2) {
@@ -70,4 +85,9 @@ int main(int argc, char **argv)
         return CLI_USAGE;
     }
     return cmd_train(argc, argv);
+}
+
+int main(int argc, char **argv)
+{
+    return stdout_done(run_command(argc, argv));
 }
