@@ -83,8 +83,10 @@ static void missing_error(const ir_graph *g, const ir_node *n, int have)
                    what, kn, idx, kn, kn, have - 1);
 }
 
+/* The missing devices met so far, each reported once: at most every cpu:N
+ * and gpu:N an annotation can name. */
 typedef struct place_seen {
-    int dev[8];
+    int dev[2 * LIM_DEVICES];
     int n;
 } place_seen;
 
@@ -97,7 +99,10 @@ static int place_missing_node(ir_graph *g, ir_node *n, const place_options *o, p
     if (idx < have) return 0;
     int seen = 0;
     for (int i = 0; i < s->n; i++) seen |= s->dev[i] == n->device;
-    if (!seen && s->n < 8) s->dev[s->n++] = n->device;
+    if (!seen) {
+        GR_ASSERT(s->n < 2 * LIM_DEVICES);
+        s->dev[s->n++] = n->device;
+    }
     if (o->soft_placement) {
         if (!seen)
             diag_add(g->diags, DIAG_WARNING, n->src, n->span,

@@ -241,6 +241,26 @@ static void test_a_var_on_a_missing_gpu_is_an_error_or_soft_placed(void **state)
     gr_status_free(st);
 }
 
+/* Each missing device is reported once however many devices are missing:
+ * ten GPUs the machine lacks, two nodes on each, give ten warnings. */
+static void test_each_missing_device_warns_once(void **state)
+{
+    (void)state;
+    char src[1024];
+    size_t len = 0;
+    for (int k = 2; k < 12; k++)
+        len += (size_t)snprintf(src + len, sizeof src - len,
+                                "var w%d = zeros([2]) @gpu:%d\ny%d = sum(w%d) @gpu:%d\n", k, k, k,
+                                k, k);
+    gr_status *st = gr_status_new();
+    gr_program *p = compile(src, "cpu:0,sim:0-1", 1, st);
+    int warned = 0;
+    for (const char *w = gr_program_warnings(p); (w = strstr(w, "is not available")); w++) warned++;
+    assert_int_equal(warned, 10);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 /* Every node autodiff made to go with another (a gradient with the op it
  * differentiates, a slot or update with its variable) ends on that one's
  * device, whichever rule placed it. */
@@ -356,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_gpu0_without_a_gpu_is_an_error),
         cmocka_unit_test(test_device_indices_stop_at_the_limit_everywhere),
         cmocka_unit_test(test_a_var_on_a_missing_gpu_is_an_error_or_soft_placed),
+        cmocka_unit_test(test_each_missing_device_warns_once),
         cmocka_unit_test(test_gradients_slots_and_updates_go_with_their_nodes),
         cmocka_unit_test(test_cpu_as_gpu_moves_all_but_the_data_sources),
         cmocka_unit_test(test_the_environment_does_not_place),
