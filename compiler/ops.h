@@ -40,6 +40,9 @@
     X(SUB, "sub")                                                                                  \
     X(MUL, "mul")                                                                                  \
     X(DIV, "div")                                                                                  \
+    X(MAXIMUM, "maximum")           /* NaN from either side wins */                                \
+    X(MINIMUM, "minimum")                                                                          \
+    X(POW, "pow")                   /* f32 only */                                                 \
     /* comparisons: broadcasting, out f32 0/1 (works on f32 and i32) */                            \
     X(EQ, "equal")                                                                                 \
     X(NE, "not_equal")                                                                             \
@@ -55,6 +58,13 @@
     X(RELU, "relu")                                                                                \
     X(SIGMOID, "sigmoid")                                                                          \
     X(TANH, "tanh")                                                                                \
+    X(ABS, "abs")                                                                                  \
+    X(SIN, "sin")                                                                                  \
+    X(COS, "cos")                                                                                  \
+    X(SOFTPLUS, "softplus")                                                                        \
+    X(LOG_SIGMOID, "log_sigmoid")                                                                  \
+    X(SILU, "silu")                                                                                \
+    X(ELU, "elu")                                                                                  \
     X(IDENTITY, "identity")        /* copy (act=none, and a stop for fusion) */                    \
     X(STOP_GRADIENT, "stop_gradient") /* a copy no gradient flows back through */                 \
     /* along the last axis */                                                                      \
@@ -97,6 +107,11 @@
     X(RELU_GRAD, "relu_grad")      /* in: dy, x */                                                 \
     X(SIGMOID_GRAD, "sigmoid_grad") /* in: dy, y (the forward output) */                           \
     X(TANH_GRAD, "tanh_grad")      /* in: dy, y */                                                 \
+    X(ABS_GRAD, "abs_grad")         /* in: dy, x (devices/act.h) */                                \
+    X(SOFTPLUS_GRAD, "softplus_grad") /* in: dy, x */                                              \
+    X(LOG_SIGMOID_GRAD, "log_sigmoid_grad") /* in: dy, x */                                        \
+    X(SILU_GRAD, "silu_grad")       /* in: dy, x */                                                \
+    X(ELU_GRAD, "elu_grad")         /* in: dy, y */                                                \
     X(SOFTMAX_GRAD, "softmax_grad") /* in: dy, y; attr0 mask, as softmax */                        \
     X(LOG_SOFTMAX_GRAD, "log_softmax_grad") /* in: dy, y (log-probs) */                            \
     X(XENT_GRAD, "softmax_xent_grad") /* in: logits, labels, dy[N]; out [N,C] */                   \

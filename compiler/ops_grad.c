@@ -196,6 +196,27 @@ int ops_grad_div(ir_graph *g, int id, int dy, int *dx)
     return finish2(g, id, dx, ga, gb);
 }
 
+/* maximum(a, b): dy goes to a where a >= b (ties to a), the rest to b;
+ * minimum alike with a <= b. */
+int ops_grad_minmax(ir_graph *g, int id, int dy, int *dx)
+{
+    int a = IN(0), b = IN(1);
+    op_kind pick = g->nodes[id].op == OP_MAXIMUM ? OP_GE : OP_LE;
+    int ga = add2(g, id, OP_MUL, dy, add2(g, id, pick, a, b));
+    return finish2(g, id, dx, ga, add2(g, id, OP_SUB, dy, ga));
+}
+
+/* y = a^b:  da = dy b a^(b - 1),  db = dy y log(a) (dropped with the rest
+ * of the backward pass when b is a constant). */
+int ops_grad_pow(ir_graph *g, int id, int dy, int *dx)
+{
+    int a = IN(0), b = IN(1);
+    int bm1 = add2(g, id, OP_SUB, b, scalar_const(g, id, 1.0));
+    int ga = add2(g, id, OP_MUL, add2(g, id, OP_MUL, dy, b), add2(g, id, OP_POW, a, bm1));
+    int gb = add2(g, id, OP_MUL, add2(g, id, OP_MUL, dy, id), add1(g, id, OP_LOG, a, NULL));
+    return finish2(g, id, dx, ga, gb);
+}
+
 /* ---- elementwise unaries ---- */
 
 int ops_grad_neg(ir_graph *g, int id, int dy, int *dx)
@@ -235,6 +256,33 @@ int ops_grad_sigmoid(ir_graph *g, int id, int dy, int *dx)
 int ops_grad_tanh(ir_graph *g, int id, int dy, int *dx)
 {
     return finish1(dx, add2(g, id, OP_TANH_GRAD, dy, id));
+}
+
+/* Activations whose gradient is one helper of (dy, x), or (dy, y). */
+int ops_grad_act(ir_graph *g, int id, int dy, int *dx)
+{
+    static const struct {
+        op_kind op, grad;
+        int of_y;
+    } rules[] = {{OP_ABS, OP_ABS_GRAD, 0},
+                 {OP_SOFTPLUS, OP_SOFTPLUS_GRAD, 0},
+                 {OP_LOG_SIGMOID, OP_LOG_SIGMOID_GRAD, 0},
+                 {OP_SILU, OP_SILU_GRAD, 0},
+                 {OP_ELU, OP_ELU_GRAD, 1}};
+    size_t k = 0;
+    while (rules[k].op != g->nodes[id].op) k++; /* the registry names only these */
+    return finish1(dx, add2(g, id, rules[k].grad, dy, rules[k].of_y ? id : IN(0)));
+}
+
+int ops_grad_sin(ir_graph *g, int id, int dy, int *dx)
+{
+    return finish1(dx, add2(g, id, OP_MUL, dy, add1(g, id, OP_COS, IN(0), NULL)));
+}
+
+int ops_grad_cos(ir_graph *g, int id, int dy, int *dx)
+{
+    int s = add2(g, id, OP_MUL, dy, add1(g, id, OP_SIN, IN(0), NULL));
+    return finish1(dx, add1(g, id, OP_NEG, s, NULL));
 }
 
 /* The masked scores' outputs are 0, so their gradients are too; the mask

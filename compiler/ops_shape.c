@@ -163,6 +163,14 @@ int ops_shape_binary(ir_graph *g, int id)
     return set_type(g, id, o);
 }
 
+int ops_shape_binary_f32(ir_graph *g, int id)
+{
+    ir_type o;
+    if (binary_type(g, id, &o) < 0) return -1;
+    if (need_f32(g, id, ops_in_type(g, id, 0), "input") < 0) return -1;
+    return set_type(g, id, o);
+}
+
 int ops_shape_compare(ir_graph *g, int id)
 {
     ir_type o;

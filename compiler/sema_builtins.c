@@ -41,6 +41,8 @@ enum {
     B_CATEGORICAL,
     B_SAMPLE,
     B_GLOBAL_AVGPOOL,
+    B_CLIP,
+    B_LEAKY_RELU,
     B_COUNT
 };
 
@@ -48,7 +50,7 @@ static const char *const builtin_names[B_COUNT] = {
     "zeros",    "ones",   "constant",  "uniform",     "normal", "glorot", "he",
     "cols",     "rows",   "shard",     "none",        "idx",    "csv",    "raw",
     "gaussian", "text",   "sgd",       "momentum",    "adam",   "adamw",  "cosine",
-    "linear",   "warmup", "step_decay", "exponential", "bernoulli", "categorical", "sample", "global_avgpool",
+    "linear",   "warmup", "step_decay", "exponential", "bernoulli", "categorical", "sample", "global_avgpool", "clip", "leaky_relu",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -1057,8 +1059,52 @@ static value call_global_avgpool(sema *S, const sema_args *args)
     return reduce_axes(S, OP_MEAN, args, x, axes, keep != 0);
 }
 
+static int binary_node(sema *S, const ast_node *call, op_kind op, int a, int b)
+{
+    int in[2] = {a, b};
+    if (a < 0 || b < 0) return -1;
+    return ir_add(S->g, op, in, 2, &(ir_attrs){0}, S->src, call->span);
+}
+
+/* clip(x, lo, hi) = minimum(maximum(x, lo), hi) (lo and hi numbers or
+ * tensors that broadcast); leaky_relu(x, alpha=0.01) = maximum(x, alpha x)
+ * for alpha in [0, 1].  Gradients are maximum's and minimum's. */
+static value call_clip_leaky(sema *S, int b, const sema_args *args)
+{
+    static const argspec clip[] = {{"x", 1}, {"lo", 1}, {"hi", 1}};
+    static const argspec leaky[] = {{"x", 1}, {"alpha", 0}};
+    const ast_node *call = args->call;
+    int is_clip = b == B_CLIP;
+    value v[3];
+    if (bind_args(S, builtin_names[b], is_clip ? clip : leaky, is_clip ? 3 : 2, args, 0, v) < 0)
+        return sema_value_err();
+    int x = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
+    if (is_clip) {
+        if (v[1].k == V_NUM && v[2].k == V_NUM && v[1].num > v[2].num) {
+            sema_err(S, call, "clip(): lo (%g) is above hi (%g)", v[1].num, v[2].num);
+            return sema_value_err();
+        }
+        int lo = sema_to_tensor(S, sema_arg_at(&v[1], call), v[1], DT_F32);
+        int hi = sema_to_tensor(S, sema_arg_at(&v[2], call), v[2], DT_F32);
+        return sema_value_tensor(
+            binary_node(S, call, OP_MINIMUM, binary_node(S, call, OP_MAXIMUM, x, lo), hi));
+    }
+    double alpha;
+    if (num_arg(S, call, v[1], 0.01, &alpha) < 0) return sema_value_err();
+    if (!(alpha >= 0 && alpha <= 1)) {
+        sema_err(S, sema_arg_at(&v[1], call), "leaky_relu(): 'alpha' must be in [0, 1], got %g",
+                 alpha);
+        return sema_value_err();
+    }
+    value av = sema_value_num(alpha, 0);
+    int a = sema_to_tensor(S, call, av, DT_F32);
+    return sema_value_tensor(
+        binary_node(S, call, OP_MAXIMUM, x, binary_node(S, call, OP_MUL, x, a)));
+}
+
 value sema_call_builtin(sema *S, int b, const sema_args *args)
 {
+    if (b == B_CLIP || b == B_LEAKY_RELU) return call_clip_leaky(S, b, args);
     if (b == B_GLOBAL_AVGPOOL) return call_global_avgpool(S, args);
     if (b == B_BERNOULLI) return call_bernoulli(S, args);
     if (b == B_CATEGORICAL) return call_categorical(S, args);

@@ -258,6 +258,23 @@ static const dev_case cases[] = {
     {.op = OP_TANH_GRAD, {"f32[a,b]", "f32[a,b]"}},
     {.op = OP_TANH_GRAD, {"f32[1001,257]", "f32[1001,257]"}},
     UNARY(OP_GELU, ANY),
+    BINARY(OP_MAXIMUM, TIES, TIES),
+    BINARY(OP_MINIMUM, TIES, TIES),
+    {.op = OP_POW, {"f32[a,b]", "f32[a,b]"}, .fills = {POS, ANY}},
+    {.op = OP_POW, {"f32[a,b]", "f32[]"}, .fills = {POS, ANY}},
+    {.op = OP_POW, {"f32[1001,257]", "f32[257]"}, .fills = {POS, ANY}},
+    UNARY(OP_ABS, ANY),
+    UNARY(OP_SIN, ANY),
+    UNARY(OP_COS, ANY),
+    UNARY(OP_SOFTPLUS, ANY),
+    UNARY(OP_LOG_SIGMOID, ANY),
+    UNARY(OP_SILU, ANY),
+    UNARY(OP_ELU, ANY),
+    {.op = OP_ABS_GRAD, {"f32[a,b]", "f32[a,b]"}},
+    {.op = OP_SOFTPLUS_GRAD, {"f32[a,b]", "f32[a,b]"}},
+    {.op = OP_LOG_SIGMOID_GRAD, {"f32[a,b]", "f32[a,b]"}},
+    {.op = OP_SILU_GRAD, {"f32[a,b]", "f32[a,b]"}},
+    {.op = OP_ELU_GRAD, {"f32[1001,257]", "f32[1001,257]"}},
     {.op = OP_GELU_GRAD, {"f32[a,b]", "f32[a,b]"}},
     {.op = OP_GELU_GRAD, {"f32[1001,257]", "f32[1001,257]"}},
     /* along the last axis */
@@ -560,6 +577,10 @@ static tolerance op_tolerance(op_kind op)
     case OP_GT:
     case OP_LE:
     case OP_GE:
+    case OP_MAXIMUM:
+    case OP_MINIMUM:
+    case OP_ABS:
+    case OP_ABS_GRAD:
     case OP_MAX:
     case OP_ARGMAX:
     case OP_RESHAPE:
@@ -603,6 +624,17 @@ static tolerance op_tolerance(op_kind op)
     case OP_TANH_GRAD:
     case OP_GELU:
     case OP_GELU_GRAD:
+    case OP_POW:
+    case OP_SIN:
+    case OP_COS:
+    case OP_SOFTPLUS:
+    case OP_LOG_SIGMOID:
+    case OP_SILU:
+    case OP_ELU:
+    case OP_SOFTPLUS_GRAD:
+    case OP_LOG_SIGMOID_GRAD:
+    case OP_SILU_GRAD:
+    case OP_ELU_GRAD:
     case OP_AVGPOOL2D:
     case OP_AVGPOOL_GRAD:
     case OP_MAXPOOL_GRAD:

@@ -73,6 +73,9 @@ static const shape_case valid[] = {
     {OP_SUB, {"f32[64,1]", "f32[1,10]"}, .want = "f32[64,10]"},
     {OP_MUL, {"f32[]", "f32[3]"}, .want = "f32[3]"},
     {OP_DIV, {"i32[2,3]", "i32[2,3]"}, .want = "i32[2,3]"},
+    {OP_MAXIMUM, {"f32[2,3]", "f32[3]"}, .want = "f32[2,3]"},
+    {OP_MINIMUM, {"i32[2,1]", "i32[1,4]"}, .want = "i32[2,4]"},
+    {OP_POW, {"f32[2,3]", "f32[]"}, .want = "f32[2,3]"},
     {OP_EQ, {"i32[64]", "i32[64]"}, .want = "f32[64]"},
     {OP_NE, {"f32[64]", "f32[]"}, .want = "f32[64]"},
     {OP_LT, {"f32[4,1]", "f32[5]"}, .want = "f32[4,5]"},
@@ -86,6 +89,13 @@ static const shape_case valid[] = {
     {OP_RELU, {"f32[8,4]"}, .want = "f32[8,4]"},
     {OP_SIGMOID, {"f32[8]"}, .want = "f32[8]"},
     {OP_TANH, {"f32[8]"}, .want = "f32[8]"},
+    {OP_ABS, {"f32[8]"}, .want = "f32[8]"},
+    {OP_SIN, {"f32[8]"}, .want = "f32[8]"},
+    {OP_COS, {"f32[8]"}, .want = "f32[8]"},
+    {OP_SOFTPLUS, {"f32[2,8]"}, .want = "f32[2,8]"},
+    {OP_LOG_SIGMOID, {"f32[8]"}, .want = "f32[8]"},
+    {OP_SILU, {"f32[8]"}, .want = "f32[8]"},
+    {OP_ELU, {"f32[8]"}, .want = "f32[8]"},
     {OP_IDENTITY, {"i32[8]"}, .want = "i32[8]"},
     {OP_STOP_GRADIENT, {"f32[2,3]"}, .want = "f32[2,3]"},
     {OP_SOFTMAX, {"f32[4,10]"}, .want = "f32[4,10]"},
@@ -150,6 +160,11 @@ static const shape_case valid[] = {
     {OP_RELU_GRAD, {"f32[4,4]", "f32[4,4]"}, .want = "f32[4,4]"},
     {OP_SIGMOID_GRAD, {"f32[4]", "f32[4]"}, .want = "f32[4]"},
     {OP_TANH_GRAD, {"f32[4]", "f32[4]"}, .want = "f32[4]"},
+    {OP_ABS_GRAD, {"f32[4]", "f32[4]"}, .want = "f32[4]"},
+    {OP_SOFTPLUS_GRAD, {"f32[4]", "f32[4]"}, .want = "f32[4]"},
+    {OP_LOG_SIGMOID_GRAD, {"f32[4]", "f32[4]"}, .want = "f32[4]"},
+    {OP_SILU_GRAD, {"f32[4]", "f32[4]"}, .want = "f32[4]"},
+    {OP_ELU_GRAD, {"f32[4]", "f32[4]"}, .want = "f32[4]"},
     {OP_SOFTMAX_GRAD, {"f32[2,4]", "f32[2,4]"}, .want = "f32[2,4]"},
     {OP_LOG_SOFTMAX_GRAD, {"f32[2,4]", "f32[2,4]"}, .want = "f32[2,4]"},
     {OP_XENT_GRAD, {"f32[64,10]", "i32[64]", "f32[64]"}, .want = "f32[64,10]"},
@@ -681,7 +696,9 @@ static void test_lookup_finds_public_ops_only(void **state)
         "mean",       "max",           "argmax",      "reshape",      "transpose",    "concat",
         "slice",      "gather",        "cast",        "one_hot",      "conv2d",       "maxpool2d",
         "avgpool2d",  "dropout",       "equal",       "not_equal",    "less",         "greater",
-        "less_equal", "greater_equal", "layernorm",   "gelu",         "stop_gradient"};
+        "less_equal", "greater_equal", "layernorm",   "gelu",         "stop_gradient",
+        "maximum",    "minimum",       "pow",         "abs",          "sin",          "cos",
+        "softplus",   "log_sigmoid",   "silu",        "elu"};
     int n_pub = 0;
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);

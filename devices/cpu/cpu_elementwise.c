@@ -81,7 +81,9 @@ void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, 
 #define COMPARE_FNS(op, e)                                                                         \
     BIN_FN(op##_f32, float, float, e)                                                              \
     BIN_FN(op##_i32, int32_t, float, e)
+#define ARITH_F32_FNS(op, ef) BIN_FN(op##_f32, float, float, ef)
 CPU_ARITH(ARITH_FNS)
+CPU_ARITH_F32(ARITH_F32_FNS)
 CPU_COMPARE(COMPARE_FNS)
 
 /* One row loop per (op, dtype); i32 arithmetic writes i32, the rest f32. */
@@ -92,7 +94,9 @@ typedef struct bin_fns {
 } bin_fns;
 
 #define BIN_ROW(op, ...) [OP_##op] = {op##_f32, op##_i32},
-static const bin_fns binary_fns[OP_COUNT] = {CPU_ARITH(BIN_ROW) CPU_COMPARE(BIN_ROW)};
+#define BIN_ROW_F32(op, ...) [OP_##op] = {op##_f32, NULL},
+static const bin_fns binary_fns[OP_COUNT] = {CPU_ARITH(BIN_ROW) CPU_ARITH_F32(BIN_ROW_F32)
+                                                 CPU_COMPARE(BIN_ROW)};
 
 typedef struct bin_ctx {
     cpu_bcast bc;
@@ -119,7 +123,7 @@ void cpu_binary(cpu_pool *p, op_kind op, void *out, const ir_type *ot, const voi
 {
     const bin_fns *f = &binary_fns[op];
     bin_ctx c = {.fn = at->dtype == DT_I32 ? f->i32 : f->f32, .out = out, .a = a, .b = b};
-    GR_ASSERT(c.fn); /* kernels.c maps only CPU_ARITH and CPU_COMPARE ops here */
+    GR_ASSERT(c.fn); /* kernels.c maps only these tables' ops here (f32-only ones f32) */
     bcast_plan(&c.bc, ot, at, bt);
     cpu_par_range(p, cpu_numel(ot), CPU_PAR_MIN, bin_range, &c);
 }

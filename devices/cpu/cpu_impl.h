@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../act.h"
 #include "../bcast.h"
 #include "base/fatal.h"
 #include "cpu.h"
@@ -55,7 +56,11 @@ void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, 
     X(ADD, x + y, (int32_t)((uint32_t)x + (uint32_t)y))                                            \
     X(SUB, x - y, (int32_t)((uint32_t)x - (uint32_t)y))                                            \
     X(MUL, x *y, (int32_t)((uint32_t)x * (uint32_t)y))                                             \
-    X(DIV, x / y, cpu_div_i32(x, y))
+    X(DIV, x / y, cpu_div_i32(x, y))                                                               \
+    X(MAXIMUM, act_maximum(x, y), act_maximum_i32(x, y))                                           \
+    X(MINIMUM, act_minimum(x, y), act_minimum_i32(x, y))
+/* op, f32 expression: binaries defined on f32 only (ops_shape_binary_f32) */
+#define CPU_ARITH_F32(X) X(POW, powf(x, y))
 /* op, expression: f32 0/1 out for f32 and i32 operands */
 #define CPU_COMPARE(X)                                                                             \
     X(EQ, x == y) X(NE, x != y) X(LT, x < y) X(GT, x > y) X(LE, x <= y) X(GE, x >= y)
@@ -68,13 +73,25 @@ void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, 
     X(RELU, x > 0.0f ? x : 0.0f)                                                                   \
     X(SIGMOID, 1.0f / (1.0f + expf(-x)))                                                           \
     X(TANH, tanhf(x))                                                                              \
-    X(GELU, cpu_gelu(x))
+    X(GELU, cpu_gelu(x))                                                                           \
+    X(ABS, fabsf(x))                                                                               \
+    X(SIN, sinf(x))                                                                                \
+    X(COS, cosf(x))                                                                                \
+    X(SOFTPLUS, act_softplus(x))                                                                   \
+    X(LOG_SIGMOID, act_log_sigmoid(x))                                                             \
+    X(SILU, act_silu(x))                                                                           \
+    X(ELU, act_elu(x))
 /* op, expression of dy and v (relu, gelu: v = x; sigmoid, tanh: v = the output) */
 #define CPU_ACT_GRAD(X)                                                                            \
     X(RELU_GRAD, v > 0.0f ? dy : 0.0f)                                                             \
     X(SIGMOID_GRAD, dy *v *(1.0f - v))                                                             \
     X(TANH_GRAD, dy *(1.0f - v * v))                                                               \
-    X(GELU_GRAD, dy *cpu_gelu_grad(v))
+    X(GELU_GRAD, dy *cpu_gelu_grad(v))                                                             \
+    X(ABS_GRAD, act_abs_grad(dy, v))                                                               \
+    X(SOFTPLUS_GRAD, act_softplus_grad(dy, v))                                                     \
+    X(LOG_SIGMOID_GRAD, act_log_sigmoid_grad(dy, v))                                               \
+    X(SILU_GRAD, act_silu_grad(dy, v))                                                             \
+    X(ELU_GRAD, act_elu_grad(dy, v))
 
 /* e^x in straight-line code that vectorises (libm's expf is a call):
  * x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2, e^r by its Taylor

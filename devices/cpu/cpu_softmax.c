@@ -58,8 +58,10 @@ static void sm_row(float *restrict o, const float *restrict x, int64_t c, int lo
     float m = sm_row_max(x, c);
     float s = sm_row_exp(o, x, m, c);
     if (log) {
-        float lse = m + logf(s);
-        for (int64_t i = 0; i < c; i++) o[i] = x[i] - lse;
+        /* (x - m) - log(s), not x - (m + log(s)): at |m| = 1e4 the sum
+         * would round log(s) to m's ulp, 1e-3 */
+        float ls = logf(s);
+        for (int64_t i = 0; i < c; i++) o[i] = (x[i] - m) - ls;
     } else {
         float inv = 1.0f / s;
         for (int64_t i = 0; i < c; i++) o[i] *= inv;

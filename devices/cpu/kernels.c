@@ -689,7 +689,7 @@ static int k_clip_scale(const kern_args *a)
 #define ROW(op, ...) [OP_##op] = ROW_FN,
 const kernel_fn cpu_kernels[OP_COUNT] = {
 #define ROW_FN k_binary
-    CPU_ARITH(ROW) CPU_COMPARE(ROW)
+    CPU_ARITH(ROW) CPU_ARITH_F32(ROW) CPU_COMPARE(ROW)
 #undef ROW_FN
 #define ROW_FN k_unary
         CPU_UNARY(ROW)

@@ -4,6 +4,7 @@
 // devices/cpu/cpu_elementwise.c computes.  +, -, *, /, sqrt and the casts
 // are IEEE-exact on both, so those results are bit-identical; expf, logf
 // and tanhf are CUDA's (within 2 ulp of glibc's, not equal to them).
+#include "../act.h"
 #include "../bcast.h"
 #include "../draw.h"
 #include "../dropout.h"
@@ -89,6 +90,18 @@ struct op_div {
     }
 };
 
+struct op_maximum {
+    __device__ float operator()(float x, float y) const { return act_maximum(x, y); }
+    __device__ int32_t operator()(int32_t x, int32_t y) const { return act_maximum_i32(x, y); }
+};
+struct op_minimum {
+    __device__ float operator()(float x, float y) const { return act_minimum(x, y); }
+    __device__ int32_t operator()(int32_t x, int32_t y) const { return act_minimum_i32(x, y); }
+};
+struct op_pow {
+    __device__ float operator()(float x, float y) const { return powf(x, y); }
+};
+
 // Comparisons: f32 1/0 out for f32 and i32 operands.
 #define COMPARE_OP(name, e)                                                                        \
     struct name {                                                                                  \
@@ -143,6 +156,13 @@ template <class Op> static int k_arith(const kern_args *a)
     return 0;
 }
 
+// f32 only (ops_shape_binary_f32).
+template <class Op> static int k_arith_f32(const kern_args *a)
+{
+    binary<Op, float, float>(a);
+    return 0;
+}
+
 template <class Op> static int k_compare(const kern_args *a)
 {
     if (a->in_t[0]->dtype == DT_I32)
@@ -187,6 +207,19 @@ __device__ static inline float gelu_exp(float x) // e^(-2u)
 struct op_gelu {
     __device__ float operator()(float x) const { return x / (1.0f + gelu_exp(x)); }
 };
+
+// The ops of devices/act.h, and libm's.
+#define ACT_UNARY(name, e)                                                                         \
+    struct name {                                                                                  \
+        __device__ float operator()(float x) const { return e; }                                   \
+    };
+ACT_UNARY(op_abs, fabsf(x))
+ACT_UNARY(op_sin, sinf(x))
+ACT_UNARY(op_cos, cosf(x))
+ACT_UNARY(op_softplus, act_softplus(x))
+ACT_UNARY(op_log_sigmoid, act_log_sigmoid(x))
+ACT_UNARY(op_silu, act_silu(x))
+ACT_UNARY(op_elu, act_elu(x))
 
 template <class Op, typename T> __global__ static void unary_kernel(T *out, const T *x, int64_t n)
 {
@@ -240,6 +273,16 @@ struct op_gelu_grad {
         return dy * (s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 0.134145f * x * x));
     }
 };
+
+#define ACT_GRAD(name, fn)                                                                         \
+    struct name {                                                                                  \
+        __device__ float operator()(float dy, float v) const { return fn(dy, v); }                 \
+    };
+ACT_GRAD(op_abs_grad, act_abs_grad)
+ACT_GRAD(op_softplus_grad, act_softplus_grad)
+ACT_GRAD(op_log_sigmoid_grad, act_log_sigmoid_grad)
+ACT_GRAD(op_silu_grad, act_silu_grad)
+ACT_GRAD(op_elu_grad, act_elu_grad)
 
 template <class Op>
 __global__ static void act_grad_kernel(float *out, const float *dy, const float *v, int64_t n)
@@ -431,6 +474,9 @@ extern "C" const cuda_row cuda_rows_elementwise[] = {
     {OP_ADD, k_arith<op_add>},
     {OP_SUB, k_arith<op_sub>},
     {OP_MUL, k_arith<op_mul>},
+    {OP_MAXIMUM, k_arith<op_maximum>},
+    {OP_MINIMUM, k_arith<op_minimum>},
+    {OP_POW, k_arith_f32<op_pow>},
     {OP_DIV, k_arith<op_div>},
     {OP_EQ, k_compare<op_eq>},
     {OP_NE, k_compare<op_ne>},
@@ -446,6 +492,18 @@ extern "C" const cuda_row cuda_rows_elementwise[] = {
     {OP_SIGMOID, k_unary<op_sigmoid>},
     {OP_TANH, k_unary<op_tanh>},
     {OP_GELU, k_unary<op_gelu>},
+    {OP_ABS, k_unary<op_abs>},
+    {OP_SIN, k_unary<op_sin>},
+    {OP_COS, k_unary<op_cos>},
+    {OP_SOFTPLUS, k_unary<op_softplus>},
+    {OP_LOG_SIGMOID, k_unary<op_log_sigmoid>},
+    {OP_SILU, k_unary<op_silu>},
+    {OP_ELU, k_unary<op_elu>},
+    {OP_ABS_GRAD, k_act_grad<op_abs_grad>},
+    {OP_SOFTPLUS_GRAD, k_act_grad<op_softplus_grad>},
+    {OP_LOG_SIGMOID_GRAD, k_act_grad<op_log_sigmoid_grad>},
+    {OP_SILU_GRAD, k_act_grad<op_silu_grad>},
+    {OP_ELU_GRAD, k_act_grad<op_elu_grad>},
     {OP_IDENTITY, k_copy},
     {OP_STOP_GRADIENT, k_copy},
     {OP_RESHAPE, k_copy},

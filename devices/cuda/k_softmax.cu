@@ -2,7 +2,7 @@
 // along the last axis (rows of length c), computing what
 // devices/cpu/cpu_softmax.c computes: every row subtracts its max before
 // exponentiating, softmax is exp(x - m) * (1 / sum), log-softmax is
-// x - (m + log(sum)), a label outside [0, c) contributes no target term
+// (x - m) - log(sum), a label outside [0, c) contributes no target term
 // (and is reported through cuda_check_ids, as the CPU faults on it).  A
 // causal mask keeps the first i + 1 entries of row i of each [c, c] block
 // (the rest are 0, in softmax and its gradient).
@@ -35,8 +35,8 @@ __global__ static void softmax_kernel(float *out, const float *x, int64_t rows, 
         float m = row_max<G>(xr, k);
         float s = row_sum_exp<G>(xr, m, k);
         if (is_log) {
-            float lse = m + logf(s);
-            for (int64_t i = group_lane<G>(); i < c; i += G) o[i] = xr[i] - lse;
+            float ls = logf(s);
+            for (int64_t i = group_lane<G>(); i < c; i += G) o[i] = (xr[i] - m) - ls;
         } else {
             float inv = 1.0f / s;
             for (int64_t i = group_lane<G>(); i < c; i += G)

@@ -1,0 +1,97 @@
+/* act.h - the scalar math of the elementwise ops added for ported models
+ * (abs, sin, cos, softplus, log_sigmoid, silu, elu, maximum, minimum, pow)
+ * and of their gradient helpers: one function for every device, so the CPU
+ * (cpu_impl.h's op tables) and CUDA (k_elementwise.cu's functors) compute
+ * the same numbers.  Where a naive form overflows, the stable one is used:
+ * softplus(x) = max(x, 0) + log1p(e^-|x|), never log(1 + e^x). */
+#ifndef GR_ACT_H
+#define GR_ACT_H
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define ACT_FN __host__ __device__ static inline
+#else
+#define ACT_FN static inline
+#endif
+
+/* 1 / (1 + e^-x) without overflow on either side. */
+ACT_FN float act_sigmoid(float x)
+{
+    float e = expf(-fabsf(x));
+    return x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+}
+
+ACT_FN float act_softplus(float x)
+{
+    return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)));
+}
+
+/* log(sigmoid(x)) = -softplus(-x). */
+ACT_FN float act_log_sigmoid(float x)
+{
+    return fminf(x, 0.0f) - log1pf(expf(-fabsf(x)));
+}
+
+ACT_FN float act_silu(float x)
+{
+    return x * act_sigmoid(x);
+}
+
+/* alpha = 1; expm1 keeps small negative x exact. */
+ACT_FN float act_elu(float x)
+{
+    return x > 0.0f ? x : expm1f(x);
+}
+
+/* The gradient helpers: dy times the derivative, at x or (elu) at y. */
+ACT_FN float act_abs_grad(float dy, float x)
+{
+    return x > 0.0f ? dy : x < 0.0f ? -dy : 0.0f;
+}
+
+ACT_FN float act_softplus_grad(float dy, float x)
+{
+    return dy * act_sigmoid(x);
+}
+
+ACT_FN float act_log_sigmoid_grad(float dy, float x)
+{
+    return dy * act_sigmoid(-x);
+}
+
+ACT_FN float act_silu_grad(float dy, float x)
+{
+    float s = act_sigmoid(x);
+    return dy * (s + x * s * (1.0f - s));
+}
+
+/* y > 0 exactly when x > 0; below, dy/dx = e^x = y + 1. */
+ACT_FN float act_elu_grad(float dy, float y)
+{
+    return y > 0.0f ? dy : dy * (y + 1.0f);
+}
+
+/* maximum and minimum pass a NaN on, from either side, as numpy's do. */
+ACT_FN float act_maximum(float x, float y)
+{
+    return x != x || y != y ? x + y : x > y ? x : y;
+}
+
+ACT_FN float act_minimum(float x, float y)
+{
+    return x != x || y != y ? x + y : x < y ? x : y;
+}
+
+ACT_FN int32_t act_maximum_i32(int32_t x, int32_t y)
+{
+    return x > y ? x : y;
+}
+
+ACT_FN int32_t act_minimum_i32(int32_t x, int32_t y)
+{
+    return x < y ? x : y;
+}
+
+#endif
