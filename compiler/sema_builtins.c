@@ -43,6 +43,8 @@ enum {
     B_GLOBAL_AVGPOOL,
     B_CLIP,
     B_LEAKY_RELU,
+    B_SIGMOID_XENT,
+    B_NLL,
     B_COUNT
 };
 
@@ -50,7 +52,7 @@ static const char *const builtin_names[B_COUNT] = {
     "zeros",    "ones",   "constant",  "uniform",     "normal", "glorot", "he",
     "cols",     "rows",   "shard",     "none",        "idx",    "csv",    "raw",
     "gaussian", "text",   "sgd",       "momentum",    "adam",   "adamw",  "cosine",
-    "linear",   "warmup", "step_decay", "exponential", "bernoulli", "categorical", "sample", "global_avgpool", "clip", "leaky_relu",
+    "linear",   "warmup", "step_decay", "exponential", "bernoulli", "categorical", "sample", "global_avgpool", "clip", "leaky_relu", "sigmoid_xent", "nll",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -343,6 +345,8 @@ static int is_axes_call(sema *S, int op, const sema_args *args, value *axes, int
     return 1;
 }
 
+static int smoothed_xent(sema *S, const sema_args *args, const int *in, value *out);
+
 value sema_call_op(sema *S, int op, const sema_args *args)
 {
     const op_info *info = &ops_table[op];
@@ -372,6 +376,8 @@ value sema_call_op(sema *S, int op, const sema_args *args)
     value axes;
     int keep, multi = is_axes_call(S, op, args, &axes, &keep);
     if (multi) return multi < 0 ? sema_value_err() : reduce_axes(S, op, args, in[0], axes, keep);
+    value smoothed;
+    if (op == OP_SOFTMAX_XENT && smoothed_xent(S, args, in, &smoothed)) return smoothed;
     ir_attrs a = {0};
     if (op_attrs(S, op, args, arity, &a) < 0) return sema_value_err();
     if (op == OP_DROPOUT && a.i[ATTR_DROPOUT_TRAINING] < 0) return auto_dropout(S, call, in[0], &a);
@@ -1102,8 +1108,92 @@ static value call_clip_leaky(sema *S, int b, const sema_args *args)
         binary_node(S, call, OP_MAXIMUM, x, binary_node(S, call, OP_MUL, x, a)));
 }
 
+static int unary_node(sema *S, const ast_node *call, op_kind op, int x, const ir_attrs *a)
+{
+    if (x < 0) return -1;
+    return ir_add(S->g, op, &x, 1, a ? a : &(ir_attrs){0}, S->src, call->span);
+}
+
+static int scalar_node(sema *S, const ast_node *call, double v)
+{
+    return sema_to_tensor(S, call, sema_value_num(v, 0), DT_F32);
+}
+
+/* The sum (or mean) over the last axis of x. */
+static int last_axis(sema *S, const ast_node *call, op_kind op, int x)
+{
+    ir_attrs a = {0};
+    a.i[ATTR_AXIS] = x < 0 ? 0 : S->g->nodes[x].type.rank - 1;
+    return unary_node(S, call, op, x, &a);
+}
+
+/* sigmoid_xent(logits, targets): per element, softplus(x) - x z, TF's
+ * sigmoid_cross_entropy_with_logits, stable at any x.  nll(logp, labels):
+ * per row, -logp[label] (PyTorch's nll_loss without its mean), as
+ * -sum(logp * one_hot(labels)) over the last axis. */
+static value call_loss(sema *S, int b, const sema_args *args)
+{
+    static const argspec sx[] = {{"logits", 1}, {"targets", 1}};
+    static const argspec nl[] = {{"logp", 1}, {"labels", 1}};
+    const ast_node *call = args->call;
+    value v[2];
+    if (bind_args(S, builtin_names[b], b == B_NLL ? nl : sx, 2, args, 0, v) < 0)
+        return sema_value_err();
+    int x = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
+    if (b == B_SIGMOID_XENT) {
+        int z = sema_to_tensor(S, sema_arg_at(&v[1], call), v[1], DT_F32);
+        int sp = unary_node(S, call, OP_SOFTPLUS, x, NULL);
+        return sema_value_tensor(binary_node(S, call, OP_SUB, sp, binary_node(S, call, OP_MUL, x, z)));
+    }
+    int y = sema_to_tensor(S, sema_arg_at(&v[1], call), v[1], DT_I32);
+    if (x < 0 || y < 0) return sema_value_err();
+    const ir_type *t = &S->g->nodes[x].type;
+    if (t->rank < 1 || S->g->nodes[y].type.dtype != DT_I32 ||
+        S->g->nodes[y].type.rank != t->rank - 1) {
+        char tb[160], yb[160];
+        sema_err(S, call, "nll(): log-probabilities [..., C] and i32 labels [...] expected, got %s and %s",
+                 ir_type_str(t, tb, sizeof tb), ir_type_str(&S->g->nodes[y].type, yb, sizeof yb));
+        return sema_value_err();
+    }
+    ir_attrs oh = {0};
+    oh.i[ATTR_DEPTH] = t->dim[t->rank - 1];
+    int picked = binary_node(S, call, OP_MUL, x, unary_node(S, call, OP_ONE_HOT, y, &oh));
+    return sema_value_tensor(unary_node(S, call, OP_NEG, last_axis(S, call, OP_SUM, picked), NULL));
+}
+
+/* softmax_xent(logits, labels, label_smoothing=e): the cross-entropy with
+ * a target of 1 - e on the label and e spread evenly over the C classes,
+ * (1 - e) xent - e mean(log_softmax(logits)), as PyTorch's
+ * CrossEntropyLoss(label_smoothing=e). */
+static int smoothed_xent(sema *S, const sema_args *args, const int *in, value *out)
+{
+    static const argspec spec = {"label_smoothing", 0};
+    if (args->n_kw == 0) return 0;
+    int k = 0;
+    while (k < args->n_kw && strcmp(args->kw_at[k]->name, spec.name) != 0) k++;
+    if (k == args->n_kw || args->n_kw > 1) { /* the one argument it takes by name */
+        sema_unknown_arg(S, args->kw_at[k == 0 && args->n_kw > 1], "softmax_xent", &spec, 1);
+        *out = sema_value_err();
+        return 1;
+    }
+    const ast_node *call = args->call, *at = args->kw_at[k];
+    double e;
+    if (num_arg(S, at, args->kw[k], 0, &e) < 0 || !(e >= 0 && e < 1)) {
+        if (args->kw[k].k == V_NUM) sema_err(S, at, "'label_smoothing' must be in [0, 1), got %g", e);
+        *out = sema_value_err();
+        return 1;
+    }
+    int xent = ir_add(S->g, OP_SOFTMAX_XENT, in, 2, &(ir_attrs){0}, S->src, call->span);
+    int uni = last_axis(S, call, OP_MEAN, unary_node(S, call, OP_LOG_SOFTMAX, in[0], NULL));
+    int a = binary_node(S, call, OP_MUL, xent, scalar_node(S, call, 1 - e));
+    *out = sema_value_tensor(
+        binary_node(S, call, OP_SUB, a, binary_node(S, call, OP_MUL, uni, scalar_node(S, call, e))));
+    return 1;
+}
+
 value sema_call_builtin(sema *S, int b, const sema_args *args)
 {
+    if (b == B_SIGMOID_XENT || b == B_NLL) return call_loss(S, b, args);
     if (b == B_CLIP || b == B_LEAKY_RELU) return call_clip_leaky(S, b, args);
     if (b == B_GLOBAL_AVGPOOL) return call_global_avgpool(S, args);
     if (b == B_BERNOULLI) return call_bernoulli(S, args);

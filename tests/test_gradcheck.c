@@ -87,6 +87,15 @@ static const gc_case cases[] = {
      "var x0 = zeros([4, 5])\nlab = cast([1, 0, 4, 2], dtype=\"i32\")",
      "softmax_xent(x0, lab)",
      {0}},
+    {"softmax_xent",
+     "var x0 = zeros([4, 5])\nlab = cast([1, 0, 4, 2], dtype=\"i32\")",
+     "softmax_xent(x0, lab, label_smoothing=0.2)",
+     {0}},
+    {"softplus", "var x0 = zeros([3, 4])\nvar x1 = zeros([3, 4])", "sigmoid_xent(x0 * 3.0, sigmoid(x1))", {0}},
+    {"one_hot",
+     "var x0 = zeros([4, 5])\nlab = cast([1, 0, 4, 2], dtype=\"i32\")",
+     "nll(log_softmax(x0), lab)",
+     {0}},
     {"mse", "var x0 = zeros([3, 4])\nvar x1 = zeros([3, 4])", "mse(x0, x1)", {0}},
     {"sum", "var x0 = zeros([3, 4])", "sum(x0)", {0}},
     {"sum", "var x0 = zeros([3, 4])", "sum(x0, axis=1)", {0}},
@@ -539,6 +548,50 @@ static void fetch_reduction(gr_session *s, const char *name, float *out, size_t 
     assert_gr_ok(gr_run(s, name, NULL, 0, &f, 1, st), st);
 }
 
+/* The losses built from other ops, against their formulas in double:
+ * sigmoid_xent at logits of +-50 (where log(1 + e^x) overflows in f32),
+ * nll of log_softmax equal to softmax_xent, and label smoothing. */
+static void test_losses_against_their_formulas(void **state)
+{
+    (void)state;
+    static const char text[] = "x = [[50.0, -50.0, 0.5], [-2.0, 3.0, 0.0]]\n"
+                               "z = [[1.0, 0.0, 0.25], [0.0, 1.0, 0.5]]\n"
+                               "lab = cast([2, 1], dtype=\"i32\")\n"
+                               "s = sigmoid_xent(x, z)\n"
+                               "n = nll(log_softmax(x), lab)\n"
+                               "x1 = softmax_xent(x, lab)\n"
+                               "ls = softmax_xent(x, lab, label_smoothing=0.3)\n";
+    static const double x[2][3] = {{50, -50, 0.5}, {-2, 3, 0}}, z[2][3] = {{1, 0, 0.25}, {0, 1, 0.5}};
+    static const int lab[2] = {2, 1};
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = NULL;
+    assert_gr_ok(gr_compile_string("losses.graph", text, strlen(text), NULL, &p, st), st);
+    assert_gr_ok(gr_session_new(p, &(gr_session_options){0}, &s, st), st);
+    float sx[6], n[2], xe[2], ls[2];
+    fetch_reduction(s, "s", sx, 6, st);
+    fetch_reduction(s, "n", n, 2, st);
+    fetch_reduction(s, "x1", xe, 2, st);
+    fetch_reduction(s, "ls", ls, 2, st);
+    for (int r = 0; r < 2; r++) {
+        double m = fmax(fmax(x[r][0], x[r][1]), x[r][2]), lse = 0, mean_lp = 0;
+        for (int c = 0; c < 3; c++) lse += exp(x[r][c] - m);
+        lse = m + log(lse);
+        for (int c = 0; c < 3; c++) {
+            double want = fmax(x[r][c], 0) - x[r][c] * z[r][c] + log1p(exp(-fabs(x[r][c])));
+            assert_float_equal(sx[r * 3 + c], want, 1e-5 * (1 + fabs(want)));
+            mean_lp += (x[r][c] - lse) / 3;
+        }
+        double xent = lse - x[r][lab[r]];
+        assert_float_equal(n[r], xent, 1e-5 * (1 + xent));
+        assert_float_equal(xe[r], xent, 1e-5 * (1 + xent));
+        assert_float_equal(ls[r], 0.7 * xent - 0.3 * mean_lp, 1e-5 * (1 + xent));
+    }
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 static void test_reductions_over_several_axes(void **state)
 {
     (void)state;
@@ -587,6 +640,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reductions_over_several_axes),
+        cmocka_unit_test(test_losses_against_their_formulas),
         cmocka_unit_test(test_every_gradient_matches_finite_differences),
         cmocka_unit_test(test_every_differentiable_op_has_a_case),
         cmocka_unit_test_setup_teardown(test_batchnorm_training_gradients_on_n_c, bn_setup,
