@@ -5,10 +5,10 @@
  * attributes, shape/dtype rule, gradient rule, scratch and cost rules.  Each
  * device has one kernel table indexed by op_kind (devices/cpu/kernels.c,
  * devices/cuda/k_*.cu); an op without a kernel on the device it is placed on
- * is a compile error (runtime/compile.c).  No table holds a count to bump:
- * tests walk OP_COUNT and fail for an op without its registry entry
- * (test_shapes), CPU kernel (test_kernels) or CUDA row (test_cuda_rows, in
- * the CPU suite).
+ * is a compile error (placement, compiler/place.c).  No table holds a count
+ * to bump: tests walk OP_COUNT and fail for an op without its registry
+ * entry (test_shapes), CPU kernel (test_kernels) or CUDA row
+ * (test_cuda_rows, in the CPU suite).
  *
  * Conventions used by every op below ("in" = inputs by position, "attr" =
  * attribute slots by position, named by enum op_attr_slot below):

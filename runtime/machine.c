@@ -208,7 +208,7 @@ device_obj *machine_devices_find(const rt_devices *d, int dev)
 {
     for (int i = 0; i < d->n; i++)
         if (d->obj[i]->id == dev) return d->obj[i];
-    fatal("no device object for device %d", dev); /* compile.c placed nothing else */
+    fatal("no device object for device %d", dev); /* placement placed nothing else */
 }
 
 /* The program may have been compiled for another machine (--devices):

@@ -106,8 +106,8 @@ typedef struct rt_exec rt_exec;
 typedef struct rt_dist rt_dist; /* dist.h */
 typedef struct rt_summary rt_summary;
 
-/* compile.c: parses p->src, runs sema and the passes into p->ast and p->g,
- * and keeps the warnings in p->warnings. */
+/* compile.c: parses p->src, runs sema, placement and the passes into p->ast
+ * and p->g, and keeps the warnings in p->warnings. */
 gr_code rt_compile(gr_program *p, const gr_compile_options *opt, gr_status *st);
 /* rt_compile with another data probe than the readers': the compile
  * fuzzer's, which types data sources without reading any file. */

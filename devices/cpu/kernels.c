@@ -684,8 +684,8 @@ static int k_clip_scale(const kern_args *a)
 
 /* Sources (OPF_SOURCE) have no row: the executor provides their buffers.
  * Every other op has one, which tests/test_kernels.c checks for every op of
- * OPS_LIST (no count to bump here); runtime/compile.c rejects a node placed
- * on a device whose table lacks its op. */
+ * OPS_LIST (no count to bump here); placement (compiler/place.c) rejects a
+ * node placed on a device whose table lacks its op. */
 #define ROW(op, ...) [OP_##op] = ROW_FN,
 const kernel_fn cpu_kernels[OP_COUNT] = {
 #define ROW_FN k_binary

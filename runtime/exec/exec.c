@@ -119,7 +119,7 @@ static gr_code prepare_calls(rt_exec *e, gr_status *st)
         if (n->op == OP_CONST) c = fill_const(e, id, st); /* once, for every run */
         if (ops_has(n->op, OPF_SOURCE)) continue;
         const kernel_fn *k = e->parts[e->p->part[id]].dev->vt->kernels;
-        GR_ASSERT(k[n->op]); /* compile.c rejects a node whose device lacks its kernel */
+        GR_ASSERT(k[n->op]); /* placement rejects a node whose device lacks its kernel */
         prepare_call(e, id, k[n->op], &used_in);
     }
     return c;
