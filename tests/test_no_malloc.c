@@ -1,7 +1,8 @@
 /* test_no_malloc.c - a training step in steady state allocates nothing.
  *
  * This program counts allocations (alloc_count.h), in every thread, during
- * many gr_run calls of a session warmed up. */
+ * many gr_run calls of a session warmed up.  When a step allocates, the
+ * first allocation's backtrace goes to stderr before the test fails. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -34,6 +35,11 @@ static long steady_state_allocations_with(const char *path, int threads, const g
     alloc_count_start();
     for (int i = 0; i < 300; i++) gr_run(s, "train", NULL, 0, &f, 1, st);
     alloc_count_stop();
+    if (atomic_load(&alloc_calls)) { /* which allocator, for a failure seen on CI only */
+        char what[512];
+        snprintf(what, sizeof what, "%s, %d thread(s), 300 steps", path, threads);
+        alloc_count_report(what);
+    }
     gr_session_free(s);
     gr_program_free(p);
     gr_status_free(st);
@@ -100,6 +106,9 @@ static void test_the_counter_sees_allocations(void **state)
     gr_status_free(gr_status_new());
     alloc_count_stop();
     assert_int_equal(atomic_load(&alloc_calls), 2);
+    assert_true(atomic_load(&alloc_first.ready)); /* the first one's backtrace */
+    assert_true(alloc_first.depth > 1);
+    assert_int_equal(alloc_first.bytes, 16);
 }
 
 int main(void)
