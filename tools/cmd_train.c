@@ -32,10 +32,13 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
         if (last) break;
         int ev = o->eval_every && step % o->eval_every == 0 ? trep_run_evals(o, s, vals, st) : -2;
         if (ev == -1 || (ev == 0 && trep_evals_done(o, pg, vals, step, 0) < 0)) return -1;
-        if (ev == 1) break; /* a signal cancelled the evaluation: stop at this step */
-        if (o->ckpt_every && step % o->ckpt_every == 0 && trep_save_checkpoint(o, s, st) < 0)
+        if (o->ckpt_every && step % o->ckpt_every == 0 && !trep_interrupted() &&
+            trep_save_checkpoint(o, s, st) < 0) /* interrupted: the caller saves */
             return -1;
-        if (trep_interrupted()) break; /* during the evaluation or the save: no other step */
+        if (trep_interrupted()) { /* during the evaluation or the save: no other step */
+            if (trep_report(o, pg, step, loss, lr, 1) < 0) return -1; /* the last record */
+            break;
+        }
     }
     *secs = trep_now() - pg->t0;
     *last_loss = loss;
