@@ -381,7 +381,10 @@ void gr_session_dist_info(const gr_session *s, int *rank, int *size, double *com
  * GR_ERR_IO) is this process's alone: end the job with MPI_Abort.
  * gr_session_new compares its own options the same way, named as the
  * CLI's flags: --distributed, --seed, --sync-every, --locking and
- * --check-numerics.  GR_OK at once for a session that is not distributed. */
+ * --check-numerics, then the compiled graphs and the initial variables: a
+ * difference fails it on every process with GR_ERR_ARG and a message
+ * starting "distributed: rank R" (its other failures are the process's
+ * own).  GR_OK at once for a session that is not distributed. */
 gr_code gr_session_dist_agree(gr_session *s, const char *what, const char *value, gr_status *st);
 
 /* With gr_session_options.profile: where the kernels' time went, one row

@@ -48,6 +48,11 @@ void cli_mpi_note(void);
  * aborting the job).  0 without --distributed. */
 struct train_opts;
 int cli_mpi_agree(const struct train_opts *o, gr_session *s, gr_status *st);
+/* gr_session_new failed with st: when every process failed so together
+ * (their options, graphs or initial variables differ: GR_ERR_ARG,
+ * "distributed: rank R ..."; include/graphrun.h), each ends by itself after
+ * printing why, instead of aborting the job before the others have. */
+void cli_mpi_session_failed(const gr_status *st);
 /* Exit status for a failed compile: a missing or unreadable file is misuse. */
 int cli_exit_code(gr_code c);
 /* Opens path for reading if it is a regular file (a FIFO or a device never

@@ -88,6 +88,14 @@ static const char *given(const char *path)
 /* What decides the collectives a rank makes, beyond the session's own
  * options (gr_session_new compares those): the checkpoint and restore
  * paths may differ, rank 0's are the ones used. */
+void cli_mpi_session_failed(const gr_status *st)
+{
+    static const char together[] = "distributed: rank ";
+    if (gr_status_code(st) == GR_ERR_ARG &&
+        strncmp(gr_status_message(st), together, sizeof together - 1) == 0)
+        failed_together = 1;
+}
+
 int cli_mpi_agree(const train_opts *o, gr_session *s, gr_status *st)
 {
     char steps[24], every[24], ckpt_every[24], evals[1024];

@@ -169,9 +169,10 @@ static gr_session *open_session(train_opts *o, gr_program *prog, trep_progress *
     gr_session *s = NULL;
     char *run = tb_run_dir(o);
     o->sess.tensorboard_dir = run;
-    if (gr_session_new(prog, &o->sess, &s, st) != GR_OK)
+    if (gr_session_new(prog, &o->sess, &s, st) != GR_OK) {
         cli_print_status(st);
-    else if (run && !o->quiet)
+        if (o->comp.distributed) cli_mpi_session_failed(st);
+    } else if (run && !o->quiet)
         fprintf(stderr, "tensorboard: writing to %s (view: tensorboard --logdir %s)\n", run,
                 o->tb_dir);
     pg->tb = run ? s : NULL;
