@@ -58,6 +58,7 @@ const op_info ops_table[OP_COUNT] = {
     BIN(OP_MAXIMUM, ops_grad_minmax),
     BIN(OP_MINIMUM, ops_grad_minmax),
     E(OP_POW, 2, EW, ops_shape_binary_f32, ops_grad_pow)},
+    E(OP_WHERE, 3, PUB, ops_shape_where, ops_grad_where)},
     CMP(OP_EQ),
     CMP(OP_NE),
     CMP(OP_LT),

@@ -43,6 +43,7 @@
     X(MAXIMUM, "maximum")           /* NaN from either side wins */                                \
     X(MINIMUM, "minimum")                                                                          \
     X(POW, "pow")                   /* f32 only */                                                 \
+    X(WHERE, "where")               /* in: cond f32, a, b, one shape (sema broadcasts) */          \
     /* comparisons: broadcasting, out f32 0/1 (works on f32 and i32) */                            \
     X(EQ, "equal")                                                                                 \
     X(NE, "not_equal")                                                                             \

@@ -217,6 +217,17 @@ int ops_grad_pow(ir_graph *g, int id, int dy, int *dx)
     return finish2(g, id, dx, ga, gb);
 }
 
+/* where(c, a, b): dy goes to a where c is nonzero, the rest to b. */
+int ops_grad_where(ir_graph *g, int id, int dy, int *dx)
+{
+    int pick = add2(g, id, OP_NE, IN(0), scalar_const(g, id, 0.0));
+    int ga = add2(g, id, OP_MUL, dy, pick);
+    dx[0] = -1;
+    dx[1] = ga;
+    dx[2] = add2(g, id, OP_SUB, dy, ga);
+    return ga < 0 || dx[2] < 0 ? -1 : 0;
+}
+
 /* ---- elementwise unaries ---- */
 
 int ops_grad_neg(ir_graph *g, int id, int dy, int *dx)

@@ -171,6 +171,22 @@ int ops_shape_binary_f32(ir_graph *g, int id)
     return set_type(g, id, o);
 }
 
+/* where(cond, a, b): sema has broadcast the three to one shape; cond is
+ * f32 (a comparison's 0/1, or any value: nonzero picks a). */
+int ops_shape_where(ir_graph *g, int id)
+{
+    const ir_type *c = ops_in_type(g, id, 0), *a = ops_in_type(g, id, 1), *b = ops_in_type(g, id, 2);
+    if (need_f32(g, id, c, "condition") < 0) return -1;
+    if (a->dtype != b->dtype)
+        return ops_error(g, id, "where: dtype mismatch: %s and %s", ops_ts(a).s, ops_ts(b).s);
+    ir_type cd = *c;
+    cd.dtype = a->dtype;
+    if (!ir_type_eq(&cd, a) || !ir_type_eq(a, b))
+        return ops_error(g, id, "where: condition %s and values %s, %s must have one shape",
+                         ops_ts(c).s, ops_ts(a).s, ops_ts(b).s);
+    return set_type(g, id, *a);
+}
+
 int ops_shape_compare(ir_graph *g, int id)
 {
     ir_type o;

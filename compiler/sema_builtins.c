@@ -347,6 +347,45 @@ static int is_axes_call(sema *S, int op, const sema_args *args, value *axes, int
 
 static int smoothed_xent(sema *S, const sema_args *args, const int *in, value *out);
 
+/* where(cond, a, b) broadcasts its three operands (numpy's rules) before
+ * the op, which then walks one shape; cond becomes f32. */
+static int broadcast_where(sema *S, const ast_node *call, int *in)
+{
+    ir_type o = S->g->nodes[in[0]].type;
+    char ta[160], tb[160];
+    for (int k = 1; k < 3; k++) {
+        const ir_type *t = &S->g->nodes[in[k]].type;
+        int r = o.rank > t->rank ? o.rank : t->rank;
+        ir_type n = {.dtype = t->dtype, .rank = r};
+        for (int d = 0; d < r; d++) {
+            int64_t x = d - (r - o.rank) >= 0 ? o.dim[d - (r - o.rank)] : 1;
+            int64_t y = d - (r - t->rank) >= 0 ? t->dim[d - (r - t->rank)] : 1;
+            if (x != y && x != 1 && y != 1) {
+                sema_err(S, call, "where(): cannot broadcast %s with %s", ir_type_str(&o, ta, sizeof ta),
+                         ir_type_str(t, tb, sizeof tb));
+                return -1;
+            }
+            n.dim[d] = x == 1 ? y : x;
+        }
+        o = n;
+    }
+    if (S->g->nodes[in[0]].type.dtype != DT_F32) {
+        ir_attrs c = {0};
+        c.i[ATTR_CAST_DTYPE] = DT_F32;
+        in[0] = ir_add(S->g, OP_CAST, &in[0], 1, &c, S->src, call->span);
+    }
+    for (int k = 0; k < 3 && in[k] >= 0; k++) {
+        const ir_type *t = &S->g->nodes[in[k]].type;
+        ir_type want = o;
+        want.dtype = t->dtype;
+        if (ir_type_eq(t, &want)) continue;
+        ir_attrs a = {.n_list = o.rank};
+        for (int d = 0; d < o.rank; d++) a.list[d] = o.dim[d];
+        in[k] = ir_add(S->g, OP_BROADCAST, &in[k], 1, &a, S->src, call->span);
+    }
+    return in[0] < 0 || in[1] < 0 || in[2] < 0 ? -1 : 0;
+}
+
 value sema_call_op(sema *S, int op, const sema_args *args)
 {
     const op_info *info = &ops_table[op];
@@ -378,6 +417,7 @@ value sema_call_op(sema *S, int op, const sema_args *args)
     if (multi) return multi < 0 ? sema_value_err() : reduce_axes(S, op, args, in[0], axes, keep);
     value smoothed;
     if (op == OP_SOFTMAX_XENT && smoothed_xent(S, args, in, &smoothed)) return smoothed;
+    if (op == OP_WHERE && broadcast_where(S, call, in) < 0) return sema_value_err();
     ir_attrs a = {0};
     if (op_attrs(S, op, args, arity, &a) < 0) return sema_value_err();
     if (op == OP_DROPOUT && a.i[ATTR_DROPOUT_TRAINING] < 0) return auto_dropout(S, call, in[0], &a);

@@ -263,6 +263,8 @@ static const dev_case cases[] = {
     {.op = OP_POW, {"f32[a,b]", "f32[a,b]"}, .fills = {POS, ANY}},
     {.op = OP_POW, {"f32[a,b]", "f32[]"}, .fills = {POS, ANY}},
     {.op = OP_POW, {"f32[1001,257]", "f32[257]"}, .fills = {POS, ANY}},
+    {.op = OP_WHERE, {"f32[a,b]", "f32[a,b]", "f32[a,b]"}, .fills = {TIES, ANY, ANY}},
+    {.op = OP_WHERE, {"f32[1001,257]", "i32[1001,257]", "i32[1001,257]"}, .fills = {TIES, ANY, ANY}},
     UNARY(OP_ABS, ANY),
     UNARY(OP_SIN, ANY),
     UNARY(OP_COS, ANY),
@@ -579,6 +581,7 @@ static tolerance op_tolerance(op_kind op)
     case OP_GE:
     case OP_MAXIMUM:
     case OP_MINIMUM:
+    case OP_WHERE:
     case OP_ABS:
     case OP_ABS_GRAD:
     case OP_MAX:

@@ -80,6 +80,10 @@ static const gc_case cases[] = {
     {"minimum", "var x0 = zeros([3, 1])\nvar x1 = zeros([1, 4])", "minimum(x0, x1)", {SPACED, NORMAL}},
     {"pow", "var x0 = zeros([3, 4])\nvar x1 = zeros([4])", "pow(x0, x1)", {POSITIVE, NORMAL}},
     {"pow", "var x0 = zeros([3, 4])", "pow(x0, 3.0)", {NORMAL}},
+    {"where",
+     "var x0 = zeros([3, 4])\nvar x1 = zeros([4])",
+     "where(x0 > 0.0, x0 * 2.0, x1)",
+     {SPACED, NORMAL}},
     {"identity", "var x0 = zeros([3, 5])", "identity(x0)", {0}},
     {"softmax", "var x0 = zeros([3, 5])", "softmax(x0)", {0}},
     {"log_softmax", "var x0 = zeros([3, 5])", "log_softmax(x0)", {0}},
@@ -550,7 +554,8 @@ static void fetch_reduction(gr_session *s, const char *name, float *out, size_t 
 
 /* The losses built from other ops, against their formulas in double:
  * sigmoid_xent at logits of +-50 (where log(1 + e^x) overflows in f32),
- * nll of log_softmax equal to softmax_xent, and label smoothing. */
+ * nll of log_softmax equal to softmax_xent, and label smoothing; and
+ * where(), which never lets the value it does not pick (a NaN) through. */
 static void test_losses_against_their_formulas(void **state)
 {
     (void)state;
@@ -560,7 +565,8 @@ static void test_losses_against_their_formulas(void **state)
                                "s = sigmoid_xent(x, z)\n"
                                "n = nll(log_softmax(x), lab)\n"
                                "x1 = softmax_xent(x, lab)\n"
-                               "ls = softmax_xent(x, lab, label_smoothing=0.3)\n";
+                               "ls = softmax_xent(x, lab, label_smoothing=0.3)\n"
+                               "w = where(x > 0.0, log(x), [[-1.0], [-2.0]])\n";
     static const double x[2][3] = {{50, -50, 0.5}, {-2, 3, 0}}, z[2][3] = {{1, 0, 0.25}, {0, 1, 0.5}};
     static const int lab[2] = {2, 1};
     gr_status *st = gr_status_new();
@@ -568,11 +574,12 @@ static void test_losses_against_their_formulas(void **state)
     gr_session *s = NULL;
     assert_gr_ok(gr_compile_string("losses.graph", text, strlen(text), NULL, &p, st), st);
     assert_gr_ok(gr_session_new(p, &(gr_session_options){0}, &s, st), st);
-    float sx[6], n[2], xe[2], ls[2];
+    float sx[6], n[2], xe[2], ls[2], w[6];
     fetch_reduction(s, "s", sx, 6, st);
     fetch_reduction(s, "n", n, 2, st);
     fetch_reduction(s, "x1", xe, 2, st);
     fetch_reduction(s, "ls", ls, 2, st);
+    fetch_reduction(s, "w", w, 6, st); /* log of x <= 0 is NaN, and not picked */
     for (int r = 0; r < 2; r++) {
         double m = fmax(fmax(x[r][0], x[r][1]), x[r][2]), lse = 0, mean_lp = 0;
         for (int c = 0; c < 3; c++) lse += exp(x[r][c] - m);
@@ -581,6 +588,7 @@ static void test_losses_against_their_formulas(void **state)
             double want = fmax(x[r][c], 0) - x[r][c] * z[r][c] + log1p(exp(-fabs(x[r][c])));
             assert_float_equal(sx[r * 3 + c], want, 1e-5 * (1 + fabs(want)));
             mean_lp += (x[r][c] - lse) / 3;
+            assert_float_equal(w[r * 3 + c], x[r][c] > 0 ? log(x[r][c]) : -1.0 - r, 1e-6);
         }
         double xent = lse - x[r][lab[r]];
         assert_float_equal(n[r], xent, 1e-5 * (1 + xent));

@@ -76,6 +76,7 @@ static const shape_case valid[] = {
     {OP_MAXIMUM, {"f32[2,3]", "f32[3]"}, .want = "f32[2,3]"},
     {OP_MINIMUM, {"i32[2,1]", "i32[1,4]"}, .want = "i32[2,4]"},
     {OP_POW, {"f32[2,3]", "f32[]"}, .want = "f32[2,3]"},
+    {OP_WHERE, {"f32[2,3]", "i32[2,3]", "i32[2,3]"}, .want = "i32[2,3]"},
     {OP_EQ, {"i32[64]", "i32[64]"}, .want = "f32[64]"},
     {OP_NE, {"f32[64]", "f32[]"}, .want = "f32[64]"},
     {OP_LT, {"f32[4,1]", "f32[5]"}, .want = "f32[4,5]"},
@@ -698,7 +699,7 @@ static void test_lookup_finds_public_ops_only(void **state)
         "avgpool2d",  "dropout",       "equal",       "not_equal",    "less",         "greater",
         "less_equal", "greater_equal", "layernorm",   "gelu",         "stop_gradient",
         "maximum",    "minimum",       "pow",         "abs",          "sin",          "cos",
-        "softplus",   "log_sigmoid",   "silu",        "elu"};
+        "softplus",   "log_sigmoid",   "silu",        "elu",          "where"};
     int n_pub = 0;
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);

@@ -198,6 +198,26 @@ void cpu_act_grad(cpu_pool *p, op_kind op, float *out, const float *dy, const fl
     cpu_par_range(p, n, CPU_PAR_MIN, unary_range, &c);
 }
 
+/* ---- where: out = cond != 0 ? a : b, 4-byte elements of either dtype ---- */
+
+typedef struct where_ctx {
+    uint32_t *out;
+    const float *c;
+    const uint32_t *a, *b;
+} where_ctx;
+
+static void where_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const where_ctx *w = vctx;
+    for (int64_t i = lo; i < hi; i++) w->out[i] = w->c[i] != 0.0f ? w->a[i] : w->b[i];
+}
+
+void cpu_where(cpu_pool *p, void *out, const float *c, const void *a, const void *b, int64_t n)
+{
+    where_ctx w = {out, c, a, b};
+    cpu_par_range(p, n, CPU_PAR_MIN, where_range, &w);
+}
+
 /* ---- copies, fills and casts ---- */
 
 typedef struct copy_ctx {

@@ -154,6 +154,8 @@ void cpu_binary(cpu_pool *p, op_kind op, void *out, const ir_type *ot, const voi
 void cpu_unary(cpu_pool *p, op_kind op, ir_dtype dt, void *out, const void *x, int64_t n);
 /* CPU_ACT_GRAD by op: out = f(dy, v) elementwise. */
 void cpu_act_grad(cpu_pool *p, op_kind op, float *out, const float *dy, const float *v, int64_t n);
+/* out = c != 0 ? a : b, elementwise over n 4-byte elements (f32 or i32). */
+void cpu_where(cpu_pool *p, void *out, const float *c, const void *a, const void *b, int64_t n);
 void cpu_copy(cpu_pool *p, void *out, const void *in, int64_t n);
 void cpu_fill_f32(float *out, float v, int64_t n);
 /* x = max(x, 0), NaN -> 0 (as relu) */

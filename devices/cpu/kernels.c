@@ -91,6 +91,12 @@ static int k_unary(const kern_args *a)
     return 0;
 }
 
+static int k_where(const kern_args *a)
+{
+    cpu_where(a->pool, a->out, INF(0), IN(1), IN(2), out_numel(a));
+    return 0;
+}
+
 static int k_act_grad(const kern_args *a)
 {
     cpu_act_grad(a->pool, a->node->op, OUTF, INF(0), INF(1), out_numel(a));
@@ -752,6 +758,7 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_ASSIGN] = k_assign,
     [OP_ALLREDUCE] = k_allreduce,
     [OP_LR_SCHEDULE] = k_lr_schedule,
+    [OP_WHERE] = k_where,
     [OP_CLIP_SCALE] = k_clip_scale,
     [OP_ROWS_SUM] = k_rows_sum,
     [OP_MATMUL_BIAS] = k_matmul_bias,

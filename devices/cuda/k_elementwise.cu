@@ -298,6 +298,22 @@ template <class Op> static int k_act_grad(const kern_args *a)
     return 0;
 }
 
+// ---- where: out = cond != 0 ? a : b, 4-byte elements of either dtype ----
+
+__global__ static void where_kernel(uint32_t *out, const float *c, const uint32_t *x,
+                                    const uint32_t *y, int64_t n)
+{
+    CUDA_FOR(i, n) out[i] = c[i] != 0.0f ? x[i] : y[i];
+}
+
+static int k_where(const kern_args *a)
+{
+    int64_t n = ir_numel(a->out_t);
+    cua_launch(a, n, where_kernel, (uint32_t *)a->out, (const float *)a->in[0],
+               (const uint32_t *)a->in[1], (const uint32_t *)a->in[2], n);
+    return 0;
+}
+
 // ---- copies and casts (every element is 4 bytes) ----
 
 static void copy(const kern_args *a, void *out, const void *in, int64_t n)
@@ -477,6 +493,7 @@ extern "C" const cuda_row cuda_rows_elementwise[] = {
     {OP_MAXIMUM, k_arith<op_maximum>},
     {OP_MINIMUM, k_arith<op_minimum>},
     {OP_POW, k_arith_f32<op_pow>},
+    {OP_WHERE, k_where},
     {OP_DIV, k_arith<op_div>},
     {OP_EQ, k_compare<op_eq>},
     {OP_NE, k_compare<op_ne>},
