@@ -43,7 +43,6 @@
     X(MAXIMUM, "maximum")           /* NaN from either side wins */                                \
     X(MINIMUM, "minimum")                                                                          \
     X(POW, "pow")                   /* f32 only */                                                 \
-    X(WHERE, "where")               /* in: cond f32, a, b, one shape (sema broadcasts) */          \
     /* comparisons: broadcasting, out f32 0/1 (works on f32 and i32) */                            \
     X(EQ, "equal")                                                                                 \
     X(NE, "not_equal")                                                                             \
@@ -66,6 +65,7 @@
     X(LOG_SIGMOID, "log_sigmoid")                                                                  \
     X(SILU, "silu")                                                                                \
     X(ELU, "elu")                                                                                  \
+    X(WHERE, "where")               /* in: cond f32, a, b, one shape (sema broadcasts) */          \
     X(IDENTITY, "identity")        /* copy (act=none, and a stop for fusion) */                    \
     X(STOP_GRADIENT, "stop_gradient") /* a copy no gradient flows back through */                 \
     /* along the last axis */                                                                      \

@@ -295,7 +295,7 @@ static void test_bad_arguments_are_compile_errors(void **state)
         {"y = categorical([[1.0, 2.0]], 0)", "'n' must be a positive number of draws, got 0"},
         {"y = categorical([1.0, 2.0], 3)",
          "'logits' must be f32[B, K], a row of logits per draw, got f32[2]"},
-        {"y = categorical([[1.0, 2.0]], 2.5)", "expected an integer"},
+        {"y = categorical([[1.0, 2.0]], 2.5)", "categorical(): 'n' must be an integer"},
         {"y = sample([[1.0, 2.0]], 3)",
          "'weights' must be f32[V], a table of weights, got f32[1,2]"},
         {"y = sample([1.0, 2.0], -3)", "'n' must be a positive number of draws, got -3"},
