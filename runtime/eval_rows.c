@@ -162,30 +162,17 @@ static rows_lbl rows_concat(const rows_ctx *c, const ir_node *n)
     return n->attr.i[ATTR_AXIS] != 0 ? rows_aligned(c, n, n->type.rank) : rows_mixed;
 }
 
-/* The rows of node n from its inputs' (none MIXED or LIN, one not NB). */
+/* The rows of node n from its inputs' (none MIXED or LIN, one not NB).  An
+ * elementwise op (OPF_ELEMENTWISE in the registry) keeps its rows, so a new
+ * one needs no case here. */
 static rows_lbl rows_rule(const rows_ctx *c, const ir_node *n)
 {
+    if (ops_has(n->op, OPF_ELEMENTWISE))
+        return n->type.rank >= 1 ? rows_aligned(c, n, n->type.rank) : rows_mixed;
     switch (n->op) {
-    case OP_ADD:
-    case OP_SUB:
-    case OP_MUL:
-    case OP_DIV:
-    case OP_EQ:
-    case OP_NE:
-    case OP_LT:
-    case OP_GT:
-    case OP_LE:
-    case OP_GE:
-    case OP_NEG:
-    case OP_EXP:
-    case OP_LOG:
-    case OP_SQRT:
-    case OP_RELU:
-    case OP_SIGMOID:
-    case OP_TANH:
+    case OP_WHERE:
     case OP_IDENTITY:
     case OP_STOP_GRADIENT:
-    case OP_GELU:
     case OP_CAST:
     case OP_DROPOUT:
         return n->type.rank >= 1 ? rows_aligned(c, n, n->type.rank) : rows_mixed;

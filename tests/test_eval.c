@@ -136,6 +136,21 @@ static void test_partial_last_batch_counts_every_example(void **state)
     assert_close(eval_csv(3, 0, "twice"), 2 * acc - eval_csv(5, 0, "xent") / 4, "twice", 3);
 }
 
+/* Elementwise ops the registry flags (abs, sin, maximum, pow, ...) and
+ * where keep each example's rows: a last partial batch through them counts
+ * every example, as through relu. */
+static void test_partial_last_batch_through_newer_elementwise_ops(void **state)
+{
+    (void)state;
+    const char *extra = "h = where(test.x > 0, abs(sin(test.x)), maximum(softplus(test.x), "
+                        "pow(abs(test.x) + 1, 0.5)))\n"
+                        "through = mean(silu(h @ w + b) - elu(log_sigmoid(h @ w)))\n";
+    double want = eval_csv_with(1, 0, extra, "through");
+    static const int batches[] = {3, 4, 7};
+    for (int k = 0; k < 3; k++)
+        assert_close(eval_csv_with(batches[k], 0, extra, "through"), want, "through", batches[k]);
+}
+
 /* Towers' means over slices of the batch, averaged, weigh every example
  * alike: batches of 4 and 6 (2 and 4 examples left) give xent's value. */
 static void test_partial_last_batch_split_between_towers(void **state)
@@ -286,6 +301,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partial_last_batch_counts_every_example),
+        cmocka_unit_test(test_partial_last_batch_through_newer_elementwise_ops),
         cmocka_unit_test(test_partial_last_batch_split_between_towers),
         cmocka_unit_test(test_tail_that_cannot_be_split_by_example_is_refused),
         cmocka_unit_test(test_partial_last_batch_of_text_windows),
