@@ -225,6 +225,37 @@ static void place_close(sema *S, int req)
 
 /* ---- expressions ---- */
 
+/* The closest name bound in e, or callable (ops, builtins). */
+static const char *suggest_name(env *e, const char *name)
+{
+    const char *best = NULL;
+    int bd = 4;
+    for (; e; e = e->parent)
+        for (int i = 0; i < e->n; i++) sema_closer(name, e->v[i].name, &best, &bd);
+    for (int op = 0; op < OP_COUNT; op++)
+        if (ops_has(op, OPF_PUBLIC)) sema_closer(name, ops_name(op), &best, &bd);
+    for (int i = 0; sema_builtin_name(i); i++) sema_closer(name, sema_builtin_name(i), &best, &bd);
+    for (int i = 0; sema_state_name(i); i++) sema_closer(name, sema_state_name(i), &best, &bd);
+    sema_closer(name, "gradients", &best, &bd);
+    return best;
+}
+
+/* An unknown name: its graphrun spelling when it comes from TF, PyTorch or
+ * Python, else a "did you mean" (only for errors that are shown: the
+ * hint costs a scan of every name). */
+static void unknown_name(sema *S, env *e, const ast_node *n)
+{
+    int shown = !diag_full(S->g->diags);
+    const char *hint = shown ? sema_foreign_hint(n->name) : NULL;
+    const char *near = shown && !hint ? suggest_name(e, n->name) : NULL;
+    if (hint)
+        sema_err(S, n, "unknown name '%s': %s", n->name, hint);
+    else if (near)
+        sema_err(S, n, "unknown name '%s'; did you mean '%s'?", n->name, near);
+    else
+        sema_err(S, n, "unknown name '%s'", n->name);
+}
+
 static EVAL_FRAME value eval_name(sema *S, env *e, const ast_node *n)
 {
     binding *b = env_find(e, n->name);
@@ -235,7 +266,7 @@ static EVAL_FRAME value eval_name(sema *S, env *e, const ast_node *n)
     if (bi < 0) bi = sema_state_lookup(n->name);
     if (bi < 0 && strcmp(n->name, "gradients") == 0) bi = SEMA_GRADIENTS;
     if (bi >= 0) return (value){.k = V_BUILTIN, .id = bi};
-    sema_unknown_name(S, e, n);
+    unknown_name(S, e, n);
     return sema_value_err();
 }
 

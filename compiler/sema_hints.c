@@ -91,9 +91,7 @@ int sema_edit_distance(const char *a, const char *b)
     return d[la][lb];
 }
 
-/* Keeps cand in *best when it is closer to name than *bd (and close at
- * all: fewer edits than a third of the name, at least one allowed). */
-static void closer(const char *name, const char *cand, const char **best, int *bd)
+void sema_closer(const char *name, const char *cand, const char **best, int *bd)
 {
     if (!cand) return;
     int d = sema_edit_distance(name, cand);
@@ -101,22 +99,7 @@ static void closer(const char *name, const char *cand, const char **best, int *b
     if (d < *bd && d <= most && d > 0) *bd = d, *best = cand;
 }
 
-/* The closest name bound in e, or callable (ops, builtins). */
-static const char *suggest(env *e, const char *name)
-{
-    const char *best = NULL;
-    int bd = 4;
-    for (; e; e = e->parent)
-        for (int i = 0; i < e->n; i++) closer(name, e->v[i].name, &best, &bd);
-    for (int op = 0; op < OP_COUNT; op++)
-        if (ops_has(op, OPF_PUBLIC)) closer(name, ops_name(op), &best, &bd);
-    for (int i = 0; sema_builtin_name(i); i++) closer(name, sema_builtin_name(i), &best, &bd);
-    for (int i = 0; sema_state_name(i); i++) closer(name, sema_state_name(i), &best, &bd);
-    closer(name, "gradients", &best, &bd);
-    return best;
-}
-
-static const char *foreign_hint(const char *name)
+const char *sema_foreign_hint(const char *name)
 {
     for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++)
         if (strcmp(foreign[i].name, name) == 0) return foreign[i].hint;
@@ -125,20 +108,6 @@ static const char *foreign_hint(const char *name)
             return "graphrun's optimizers are sgd(lr), momentum(lr, m=), adam(lr) and "
                    "adamw(lr, weight_decay=) (docs/language.md, Optimizers)";
     return NULL;
-}
-
-void sema_unknown_name(sema *S, env *e, const ast_node *n)
-{
-    const char *hint = diag_full(S->g->diags) ? NULL : foreign_hint(n->name);
-    if (hint) {
-        sema_err(S, n, "unknown name '%s': %s", n->name, hint);
-        return;
-    }
-    const char *near = diag_full(S->g->diags) ? NULL : suggest(e, n->name);
-    if (near)
-        sema_err(S, n, "unknown name '%s'; did you mean '%s'?", n->name, near);
-    else
-        sema_err(S, n, "unknown name '%s'", n->name);
 }
 
 void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const argspec *spec,
@@ -150,7 +119,7 @@ void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const args
     int bd = 4;
     for (int i = 0; i < n_spec && len < sizeof have; i++) {
         len += (size_t)snprintf(have + len, sizeof have - len, "%s%s", i ? ", " : "", spec[i].name);
-        closer(kw->name, spec[i].name, &best, &bd);
+        sema_closer(kw->name, spec[i].name, &best, &bd);
     }
     if (n_spec == 0)
         sema_err(S, kw, "%s() has no argument named '%s' (it takes none by name)", fname, kw->name);

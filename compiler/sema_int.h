@@ -186,7 +186,11 @@ const char *sema_state_name(int i); /* NULL past the last */
 /* sema_hints.c: messages that teach (did you mean, names from TF, PyTorch
  * and Python, the arguments a call takes). */
 int sema_edit_distance(const char *a, const char *b);
-void sema_unknown_name(sema *S, env *e, const ast_node *n);
+/* Keeps cand in *best when it is closer to name than *bd edits (and close
+ * at all: at most a third of the name, one edit allowed). */
+void sema_closer(const char *name, const char *cand, const char **best, int *bd);
+/* What to write instead of a TensorFlow, PyTorch or Python name, or NULL. */
+const char *sema_foreign_hint(const char *name);
 void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const argspec *spec,
                       int n_spec);
 value sema_call_state(sema *S, int which, const sema_args *args);
