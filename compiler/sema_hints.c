@@ -58,9 +58,6 @@ static const struct {
 
 /* TensorFlow and PyTorch optimizers graphrun does not have. */
 static const char *const other_optimizers[] = {
-    "adadelta",
-    "adagrad",
-    "rmsprop",
     "ftrl",
     "nadam",
     "adamax",
@@ -105,27 +102,8 @@ const char *sema_foreign_hint(const char *name)
         if (strcmp(foreign[i].name, name) == 0) return foreign[i].hint;
     for (size_t i = 0; i < sizeof other_optimizers / sizeof *other_optimizers; i++)
         if (strcmp(other_optimizers[i], name) == 0)
-            return "graphrun's optimizers are sgd(lr), momentum(lr, m=), adam(lr) and "
-                   "adamw(lr, weight_decay=) (docs/language.md, Optimizers)";
+            return "graphrun's optimizers are sgd(lr), momentum(lr, m=), adam(lr), "
+                   "adamw(lr, weight_decay=), rmsprop(lr), adagrad(lr) and adadelta(lr) "
+                   "(docs/language.md, Optimizers)";
     return NULL;
-}
-
-void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const argspec *spec,
-                      int n_spec)
-{
-    char have[400] = "";
-    size_t len = 0;
-    const char *best = NULL;
-    int bd = 4;
-    for (int i = 0; i < n_spec && len < sizeof have; i++) {
-        len += (size_t)snprintf(have + len, sizeof have - len, "%s%s", i ? ", " : "", spec[i].name);
-        sema_closer(kw->name, spec[i].name, &best, &bd);
-    }
-    if (n_spec == 0)
-        sema_err(S, kw, "%s() has no argument named '%s' (it takes none by name)", fname, kw->name);
-    else if (best)
-        sema_err(S, kw, "%s() has no argument named '%s'; did you mean '%s'? (it takes %s)", fname,
-                 kw->name, best, have);
-    else
-        sema_err(S, kw, "%s() has no argument named '%s' (it takes %s)", fname, kw->name, have);
 }

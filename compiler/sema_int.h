@@ -156,7 +156,7 @@ int sema_check_type(sema *S, const ast_node *at, const char *what, const ir_type
  * tensors is stacked; -1 after reporting at `at`. */
 int sema_to_tensor(sema *S, const ast_node *at, value v, ir_dtype like);
 
-/* sema_builtins.c: data sources, initializers, optimizers, helpers */
+/* sema_args.c: a call's arguments bound to what the callee takes */
 typedef struct argspec {
     const char *name;
     int required;
@@ -167,6 +167,12 @@ int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const
               int skip, value *out);
 /* A number, or def when v is V_NONE. */
 int num_arg(sema *S, const ast_node *at, value v, double def, double *out);
+/* kw names no argument of fname: the error lists spec's, with a "did you
+ * mean" when one is close. */
+void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const argspec *spec,
+                      int n_spec);
+
+/* sema_builtins.c: data sources, initializers, optimizers, helpers */
 int sema_builtin_lookup(const char *name);
 const char *sema_builtin_name(int i); /* NULL past the last */
 value sema_call_builtin(sema *S, int builtin, const sema_args *args);
@@ -183,6 +189,14 @@ enum { SEMA_GRADIENTS = 2000 };
 int sema_state_lookup(const char *name);
 const char *sema_state_name(int i); /* NULL past the last */
 
+/* sema_compose.c: builtins and op arguments lowered to other registry ops.
+ * sema_compose_call: global_avgpool, clip, leaky_relu, sigmoid_xent, nll.
+ * sema_compose_op: 1 with *out when op's call is one it lowers (reductions
+ * over several axes, label smoothing), else 0 (where's operands, in[],
+ * are broadcast on the way). */
+value sema_compose_call(sema *S, const char *name, const sema_args *args);
+int sema_compose_op(sema *S, int op, const sema_args *args, int *in, value *out);
+
 /* sema_hints.c: messages that teach (did you mean, names from TF, PyTorch
  * and Python, the arguments a call takes). */
 int sema_edit_distance(const char *a, const char *b);
@@ -191,8 +205,6 @@ int sema_edit_distance(const char *a, const char *b);
 void sema_closer(const char *name, const char *cand, const char **best, int *bd);
 /* What to write instead of a TensorFlow, PyTorch or Python name, or NULL. */
 const char *sema_foreign_hint(const char *name);
-void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const argspec *spec,
-                      int n_spec);
 value sema_call_state(sema *S, int which, const sema_args *args);
 
 #endif

@@ -1,0 +1,315 @@
+/* sema_compose.c - what the language offers as compositions of registry
+ * ops, lowered here, so that each needs no kernel of its own:
+ *
+ *   sum/mean/max(x, axis=[...])   one-axis reductions over a reshaped x
+ *   global_avgpool(x)             mean over H and W, one pass
+ *   clip(x, lo, hi)               minimum(maximum(x, lo), hi)
+ *   leaky_relu(x, alpha=)         maximum(x, alpha x)
+ *   sigmoid_xent(logits, z)       softplus(x) - x z
+ *   nll(logp, labels)             -sum(logp * one_hot(labels)) per row
+ *   softmax_xent(..., label_smoothing=)
+ *   where(cond, a, b)             its operands broadcast for the op
+ *
+ * Gradients come from the ops they are built of. */
+#include <string.h>
+
+#include "sema_int.h"
+
+/* ---- reductions over several axes: sum(x, axis=[0, 2, 3]) ----
+ *
+ * Lowered to the one-axis ops: runs of adjacent axes become one axis of a
+ * reshaped x (axis=[2, 3] of [N, C, H, W] is one pass over [N, C, H*W]),
+ * then each is reduced in turn, from the last, with keepdims; a final
+ * reshape drops the reduced axes unless keepdims=true.  A mean of means
+ * over whole axes is the mean. */
+
+static int axes_arg(sema *S, const ast_node *at, value v, const ir_type *t, int *red)
+{
+    for (int i = 0; i < t->rank; i++) red[i] = 0;
+    for (int i = 0; i < v.n_items; i++) {
+        int64_t a;
+        value item = v.items[i];
+        item.arg_fn = v.arg_fn, item.arg_name = v.arg_name, item.arg_at = at;
+        if (sema_int_arg(S, at, item, &a) < 0) return -1;
+        if (a < -t->rank || a >= t->rank || red[a < 0 ? a + t->rank : a]) {
+            char tb[160];
+            sema_err(S, at, "%s(): axis %lld is %s for %s", v.arg_fn, (long long)a,
+                     a < -t->rank || a >= t->rank ? "out of range" : "given twice",
+                     ir_type_str(t, tb, sizeof tb));
+            return -1;
+        }
+        red[a < 0 ? a + t->rank : a] = 1;
+    }
+    return 0;
+}
+
+static int reshape_to(sema *S, const ast_node *call, int x, const int64_t *dims, int rank)
+{
+    ir_attrs a = {.n_list = rank};
+    for (int i = 0; i < rank; i++) a.list[i] = dims[i];
+    return ir_add(S->g, OP_RESHAPE, &x, 1, &a, S->src, call->span);
+}
+
+static value reduce_axes(sema *S, int op, const sema_args *args, int x, value axes, int keep)
+{
+    const ast_node *call = args->call;
+    const ir_type t = S->g->nodes[x].type;
+    int red[IR_MAX_DIMS], rank = 0, merged_red[IR_MAX_DIMS];
+    int64_t merged[IR_MAX_DIMS], out[IR_MAX_DIMS];
+    if (axes_arg(S, sema_arg_at(&axes, call), axes, &t, red) < 0) return sema_value_err();
+    for (int i = 0; i < t.rank; i++) {
+        if (i > 0 && red[i] && red[i - 1]) {
+            merged[rank - 1] *= t.dim[i];
+            continue;
+        }
+        merged_red[rank] = red[i];
+        merged[rank++] = t.dim[i];
+    }
+    int y = rank == t.rank ? x : reshape_to(S, call, x, merged, rank);
+    for (int i = rank - 1; i >= 0 && y >= 0; i--)
+        if (merged_red[i]) {
+            ir_attrs a = {0};
+            a.i[ATTR_AXIS] = i;
+            a.i[ATTR_KEEPDIMS] = 1;
+            y = ir_add(S->g, (op_kind)op, &y, 1, &a, S->src, call->span);
+        }
+    int n = 0;
+    for (int i = 0; i < t.rank; i++)
+        if (!red[i] || keep) out[n++] = red[i] ? 1 : t.dim[i];
+    return sema_value_tensor(y < 0 ? -1 : reshape_to(S, call, y, out, n));
+}
+
+/* sum, mean or max with a list for its axis: 1, with the axes and
+ * keepdims; 0 otherwise; -1 after an error. */
+static int is_axes_call(sema *S, int op, const sema_args *args, value *axes, int *keep)
+{
+    if (op != OP_SUM && op != OP_MEAN && op != OP_MAX) return 0;
+    static const argspec spec[] = {{"axis", 0}, {"keepdims", 0}};
+    value v[2] = {{.k = V_NONE}, {.k = V_NONE}};
+    int is_list = args->n_pos >= 2 && args->pos[1].k == V_LIST;
+    for (int k = 0; k < args->n_kw; k++)
+        is_list |= strcmp(args->kw_at[k]->name, "axis") == 0 && args->kw[k].k == V_LIST;
+    if (!is_list || bind_args(S, ops_name(op), spec, 2, args, 1, v) < 0) return is_list ? -1 : 0;
+    double kd;
+    if (num_arg(S, args->call, v[1], 0, &kd) < 0) return -1;
+    *axes = v[0];
+    *keep = kd != 0;
+    return 1;
+}
+
+/* where(cond, a, b) broadcasts its three operands (numpy's rules) before
+ * the op, which then walks one shape; cond becomes f32. */
+static int broadcast_where(sema *S, const ast_node *call, int *in)
+{
+    ir_type o = S->g->nodes[in[0]].type;
+    char ta[160], tb[160];
+    for (int k = 1; k < 3; k++) {
+        const ir_type *t = &S->g->nodes[in[k]].type;
+        int r = o.rank > t->rank ? o.rank : t->rank;
+        ir_type n = {.dtype = t->dtype, .rank = r};
+        for (int d = 0; d < r; d++) {
+            int64_t x = d - (r - o.rank) >= 0 ? o.dim[d - (r - o.rank)] : 1;
+            int64_t y = d - (r - t->rank) >= 0 ? t->dim[d - (r - t->rank)] : 1;
+            if (x != y && x != 1 && y != 1) {
+                sema_err(S, call, "where(): cannot broadcast %s with %s",
+                         ir_type_str(&o, ta, sizeof ta), ir_type_str(t, tb, sizeof tb));
+                return -1;
+            }
+            n.dim[d] = x == 1 ? y : x;
+        }
+        o = n;
+    }
+    if (S->g->nodes[in[0]].type.dtype != DT_F32) {
+        ir_attrs c = {0};
+        c.i[ATTR_CAST_DTYPE] = DT_F32;
+        in[0] = ir_add(S->g, OP_CAST, &in[0], 1, &c, S->src, call->span);
+    }
+    for (int k = 0; k < 3 && in[k] >= 0; k++) {
+        const ir_type *t = &S->g->nodes[in[k]].type;
+        ir_type want = o;
+        want.dtype = t->dtype;
+        if (ir_type_eq(t, &want)) continue;
+        ir_attrs a = {.n_list = o.rank};
+        for (int d = 0; d < o.rank; d++) a.list[d] = o.dim[d];
+        in[k] = ir_add(S->g, OP_BROADCAST, &in[k], 1, &a, S->src, call->span);
+    }
+    return in[0] < 0 || in[1] < 0 || in[2] < 0 ? -1 : 0;
+}
+
+/* global_avgpool(x, keepdims=false): the mean of each [N, C, H, W] plane,
+ * one pass over x as [N, C, H*W] (reduce_axes). */
+static value call_global_avgpool(sema *S, const sema_args *args)
+{
+    static const argspec spec[] = {{"x", 1}, {"keepdims", 0}};
+    value v[2];
+    double keep;
+    if (bind_args(S, "global_avgpool", spec, 2, args, 0, v) < 0 ||
+        num_arg(S, args->call, v[1], 0, &keep) < 0)
+        return sema_value_err();
+    int x = sema_to_tensor(S, sema_arg_at(&v[0], args->call), v[0], DT_F32);
+    if (x < 0) return sema_value_err();
+    const ir_type *t = &S->g->nodes[x].type;
+    if (t->rank != 4) {
+        char tb[160];
+        sema_err(S, sema_arg_at(&v[0], args->call),
+                 "global_avgpool(): x must be rank 4 [N, C, H, W], got %s",
+                 ir_type_str(t, tb, sizeof tb));
+        return sema_value_err();
+    }
+    value hw[2] = {sema_value_num(2, 1), sema_value_num(3, 1)};
+    value axes = {.k = V_LIST, .items = hw, .n_items = 2, .arg_fn = "global_avgpool"};
+    return reduce_axes(S, OP_MEAN, args, x, axes, keep != 0);
+}
+
+static int binary_node(sema *S, const ast_node *call, op_kind op, int a, int b)
+{
+    int in[2] = {a, b};
+    if (a < 0 || b < 0) return -1;
+    return ir_add(S->g, op, in, 2, &(ir_attrs){0}, S->src, call->span);
+}
+
+/* clip(x, lo, hi) = minimum(maximum(x, lo), hi) (lo and hi numbers or
+ * tensors that broadcast); leaky_relu(x, alpha=0.01) = maximum(x, alpha x)
+ * for alpha in [0, 1].  Gradients are maximum's and minimum's. */
+static value call_clip_leaky(sema *S, const char *name, const sema_args *args)
+{
+    static const argspec clip[] = {{"x", 1}, {"lo", 1}, {"hi", 1}};
+    static const argspec leaky[] = {{"x", 1}, {"alpha", 0}};
+    const ast_node *call = args->call;
+    int is_clip = strcmp(name, "clip") == 0;
+    value v[3];
+    if (bind_args(S, name, is_clip ? clip : leaky, is_clip ? 3 : 2, args, 0, v) < 0)
+        return sema_value_err();
+    int x = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
+    if (is_clip) {
+        if (v[1].k == V_NUM && v[2].k == V_NUM && v[1].num > v[2].num) {
+            sema_err(S, call, "clip(): lo (%g) is above hi (%g)", v[1].num, v[2].num);
+            return sema_value_err();
+        }
+        int lo = sema_to_tensor(S, sema_arg_at(&v[1], call), v[1], DT_F32);
+        int hi = sema_to_tensor(S, sema_arg_at(&v[2], call), v[2], DT_F32);
+        return sema_value_tensor(
+            binary_node(S, call, OP_MINIMUM, binary_node(S, call, OP_MAXIMUM, x, lo), hi));
+    }
+    double alpha;
+    if (num_arg(S, call, v[1], 0.01, &alpha) < 0) return sema_value_err();
+    if (!(alpha >= 0 && alpha <= 1)) {
+        sema_err(S, sema_arg_at(&v[1], call), "leaky_relu(): 'alpha' must be in [0, 1], got %g",
+                 alpha);
+        return sema_value_err();
+    }
+    value av = sema_value_num(alpha, 0);
+    int a = sema_to_tensor(S, call, av, DT_F32);
+    return sema_value_tensor(
+        binary_node(S, call, OP_MAXIMUM, x, binary_node(S, call, OP_MUL, x, a)));
+}
+
+static int unary_node(sema *S, const ast_node *call, op_kind op, int x, const ir_attrs *a)
+{
+    if (x < 0) return -1;
+    return ir_add(S->g, op, &x, 1, a ? a : &(ir_attrs){0}, S->src, call->span);
+}
+
+static int scalar_node(sema *S, const ast_node *call, double v)
+{
+    return sema_to_tensor(S, call, sema_value_num(v, 0), DT_F32);
+}
+
+/* The sum (or mean) over the last axis of x. */
+static int last_axis(sema *S, const ast_node *call, op_kind op, int x)
+{
+    ir_attrs a = {0};
+    a.i[ATTR_AXIS] = x < 0 ? 0 : S->g->nodes[x].type.rank - 1;
+    return unary_node(S, call, op, x, &a);
+}
+
+/* sigmoid_xent(logits, targets): per element, softplus(x) - x z, TF's
+ * sigmoid_cross_entropy_with_logits, stable at any x.  nll(logp, labels):
+ * per row, -logp[label] (PyTorch's nll_loss without its mean), as
+ * -sum(logp * one_hot(labels)) over the last axis. */
+static value call_loss(sema *S, const char *name, const sema_args *args)
+{
+    static const argspec sx[] = {{"logits", 1}, {"targets", 1}};
+    static const argspec nl[] = {{"logp", 1}, {"labels", 1}};
+    const ast_node *call = args->call;
+    value v[2];
+    int is_nll = strcmp(name, "nll") == 0;
+    if (bind_args(S, name, is_nll ? nl : sx, 2, args, 0, v) < 0) return sema_value_err();
+    int x = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
+    if (!is_nll) {
+        int z = sema_to_tensor(S, sema_arg_at(&v[1], call), v[1], DT_F32);
+        int sp = unary_node(S, call, OP_SOFTPLUS, x, NULL);
+        return sema_value_tensor(
+            binary_node(S, call, OP_SUB, sp, binary_node(S, call, OP_MUL, x, z)));
+    }
+    int y = sema_to_tensor(S, sema_arg_at(&v[1], call), v[1], DT_I32);
+    if (x < 0 || y < 0) return sema_value_err();
+    const ir_type *t = &S->g->nodes[x].type;
+    if (t->rank < 1 || S->g->nodes[y].type.dtype != DT_I32 ||
+        S->g->nodes[y].type.rank != t->rank - 1) {
+        char tb[160], yb[160];
+        sema_err(S, call,
+                 "nll(): log-probabilities [..., C] and i32 labels [...] expected, got %s and %s",
+                 ir_type_str(t, tb, sizeof tb), ir_type_str(&S->g->nodes[y].type, yb, sizeof yb));
+        return sema_value_err();
+    }
+    ir_attrs oh = {0};
+    oh.i[ATTR_DEPTH] = t->dim[t->rank - 1];
+    int picked = binary_node(S, call, OP_MUL, x, unary_node(S, call, OP_ONE_HOT, y, &oh));
+    return sema_value_tensor(unary_node(S, call, OP_NEG, last_axis(S, call, OP_SUM, picked), NULL));
+}
+
+/* softmax_xent(logits, labels, label_smoothing=e): the cross-entropy with
+ * a target of 1 - e on the label and e spread evenly over the C classes,
+ * (1 - e) xent - e mean(log_softmax(logits)), as PyTorch's
+ * CrossEntropyLoss(label_smoothing=e). */
+static int smoothed_xent(sema *S, const sema_args *args, const int *in, value *out)
+{
+    static const argspec spec = {"label_smoothing", 0};
+    if (args->n_kw == 0) return 0;
+    int k = 0;
+    while (k < args->n_kw && strcmp(args->kw_at[k]->name, spec.name) != 0) k++;
+    if (k == args->n_kw || args->n_kw > 1) { /* the one argument it takes by name */
+        sema_unknown_arg(S, args->kw_at[k == 0 && args->n_kw > 1], "softmax_xent", &spec, 1);
+        *out = sema_value_err();
+        return 1;
+    }
+    const ast_node *call = args->call, *at = args->kw_at[k];
+    double e;
+    if (num_arg(S, at, args->kw[k], 0, &e) < 0 || !(e >= 0 && e < 1)) {
+        if (args->kw[k].k == V_NUM)
+            sema_err(S, at, "'label_smoothing' must be in [0, 1), got %g", e);
+        *out = sema_value_err();
+        return 1;
+    }
+    int xent = ir_add(S->g, OP_SOFTMAX_XENT, in, 2, &(ir_attrs){0}, S->src, call->span);
+    int uni = last_axis(S, call, OP_MEAN, unary_node(S, call, OP_LOG_SOFTMAX, in[0], NULL));
+    int a = binary_node(S, call, OP_MUL, xent, scalar_node(S, call, 1 - e));
+    *out = sema_value_tensor(binary_node(
+        S, call, OP_SUB, a, binary_node(S, call, OP_MUL, uni, scalar_node(S, call, e))));
+    return 1;
+}
+
+value sema_compose_call(sema *S, const char *name, const sema_args *args)
+{
+    if (strcmp(name, "global_avgpool") == 0) return call_global_avgpool(S, args);
+    if (strcmp(name, "clip") == 0 || strcmp(name, "leaky_relu") == 0)
+        return call_clip_leaky(S, name, args);
+    return call_loss(S, name, args);
+}
+
+int sema_compose_op(sema *S, int op, const sema_args *args, int *in, value *out)
+{
+    value axes;
+    int keep, multi = is_axes_call(S, op, args, &axes, &keep);
+    if (multi) {
+        *out = multi < 0 ? sema_value_err() : reduce_axes(S, op, args, in[0], axes, keep);
+        return 1;
+    }
+    if (op == OP_SOFTMAX_XENT) return smoothed_xent(S, args, in, out);
+    if (op == OP_WHERE && broadcast_where(S, args->call, in) < 0) {
+        *out = sema_value_err();
+        return 1;
+    }
+    return 0;
+}
