@@ -8,6 +8,7 @@ set -eu
 PKGS="build-essential cmake make pkg-config flex bison libcmocka-dev \
 libopenblas-dev zlib1g-dev libcjson-dev dataset-fashion-mnist \
 clang libclang-rt-14-dev valgrind python3 python3-numpy \
+python3-dev python3-setuptools python3-wheel python3-pytest python3-venv python3-pip \
 libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler graphviz librsvg2-bin \
 fortunes"
 
