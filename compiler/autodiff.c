@@ -254,6 +254,18 @@ static int make_slot(ad_ctx *c, int vi, const char *suffix)
     return node;
 }
 
+/* A slot that starts at `value` (adagrad's initial accumulator). */
+static int make_slot_at(ad_ctx *c, int vi, const char *suffix, double value)
+{
+    int node = make_slot(c, vi, suffix);
+    if (node >= 0 && value != 0) {
+        ir_var *v = &c->g->vars[c->g->nodes[node].var];
+        v->init = INIT_CONSTANT;
+        v->a = value;
+    }
+    return node;
+}
+
 /* The step counter of Adam and of schedules: one per minimize, incremented
  * once per run before any apply_adam or lr_schedule reads it (control
  * dependencies). */
@@ -282,6 +294,13 @@ static ir_attrs update_attrs(const ad_optimizer *o)
         a.f[ATTR_ADAM_B1] = o->b1;
         a.f[ATTR_ADAM_B2] = o->b2;
         a.f[ATTR_ADAM_EPS] = o->eps;
+    } else if (o->kind == AD_RMSPROP || o->kind == AD_ADAGRAD || o->kind == AD_ADADELTA) {
+        a.f[ATTR_EPS] = o->eps;
+        if (o->kind != AD_ADAGRAD) a.f[ATTR_RHO] = o->rho;
+        if (o->kind == AD_RMSPROP) {
+            a.f[ATTR_RMS_M] = o->m;
+            a.i[ATTR_RMS_CENTERED] = o->centered;
+        }
     }
     a.i[ATTR_LOCKING] = o->locking;
     return a;
@@ -356,22 +375,48 @@ static op_kind rows_inputs(ad_ctx *c, int sp, int *in, int *n_in)
 {
     in[1] = c->g->nodes[sp].in[0];
     in[(*n_in)++] = c->g->nodes[sp].in[1];
-    return c->opt->kind == AD_MOMENTUM ? OP_APPLY_MOMENTUM_ROWS
-           : c->opt->kind == AD_ADAM   ? OP_APPLY_ADAM_ROWS
-                                       : OP_APPLY_SGD_ROWS;
+    static const op_kind rows[] = {[AD_SGD] = OP_APPLY_SGD_ROWS,
+                                   [AD_MOMENTUM] = OP_APPLY_MOMENTUM_ROWS,
+                                   [AD_ADAM] = OP_APPLY_ADAM_ROWS,
+                                   [AD_RMSPROP] = OP_APPLY_RMSPROP_ROWS,
+                                   [AD_ADAGRAD] = OP_APPLY_ADAGRAD_ROWS,
+                                   [AD_ADADELTA] = OP_APPLY_ADADELTA_ROWS};
+    return rows[c->opt->kind];
+}
+
+/* The slots of rmsprop (rms, then momentum when m != 0, then mean_grad when
+ * centered), adagrad (accumulator) and adadelta (rms, delta), into in. */
+static void adaptive_slots(ad_ctx *c, int vi, int *in, int *n_in)
+{
+    const ad_optimizer *o = c->opt;
+    if (o->kind == AD_ADAGRAD) {
+        in[(*n_in)++] = make_slot_at(c, vi, "adagrad", o->initial);
+    } else if (o->kind == AD_ADADELTA) {
+        in[(*n_in)++] = make_slot(c, vi, "adadelta_v");
+        in[(*n_in)++] = make_slot(c, vi, "adadelta_u");
+    } else if (o->kind == AD_RMSPROP) {
+        in[(*n_in)++] = make_slot(c, vi, "rms");
+        if (o->m != 0) in[(*n_in)++] = make_slot(c, vi, "momentum");
+        if (o->centered) in[(*n_in)++] = make_slot(c, vi, "mean_grad");
+    }
 }
 
 static int make_update(ad_ctx *c, int vi)
 {
+    static const op_kind dense[] = {[AD_SGD] = OP_APPLY_SGD,
+                                    [AD_MOMENTUM] = OP_APPLY_MOMENTUM,
+                                    [AD_ADAM] = OP_APPLY_ADAM,
+                                    [AD_RMSPROP] = OP_APPLY_RMSPROP,
+                                    [AD_ADAGRAD] = OP_APPLY_ADAGRAD,
+                                    [AD_ADADELTA] = OP_APPLY_ADADELTA};
     int with = c->g->vars[vi].node;
     int in[8] = {c->g->vars[vi].node, var_grad(c, vi), -1, -1, -1, -1, -1, -1}, n_in = 2;
     int sp = sparse_grad(c, vi), adam = c->opt->kind == AD_ADAM;
     op_kind op = sp >= 0 ? rows_inputs(c, sp, in, &n_in) /* the gather_grad goes unused */
-                 : c->opt->kind == AD_MOMENTUM ? OP_APPLY_MOMENTUM
-                 : adam                        ? OP_APPLY_ADAM
-                                               : OP_APPLY_SGD;
+                         : dense[c->opt->kind];
     if (sp < 0) warn_dense(c, vi);
     if (c->opt->kind == AD_MOMENTUM) in[n_in++] = make_slot(c, vi, "momentum");
+    adaptive_slots(c, vi, in, &n_in);
     if (adam) {
         if (c->step_node < 0 && make_step(c, with) < 0) return -1;
         in[n_in++] = make_slot(c, vi, "adam_m");
@@ -381,7 +426,7 @@ static int make_update(ad_ctx *c, int vi)
     in[n_in++] = c->lr;
     in[n_in++] = c->gscale;
     ir_attrs a = update_attrs(c->opt);
-    if (adam) a.f[ATTR_ADAM_WD] = decay_of(c, vi);
+    a.f[ATTR_WD] = decay_of(c, vi); /* ATTR_ADAM_WD for adam */
     int u = colocated(c, ir_add(c->g, op, in, n_in, &a, c->src, c->span), with);
     if (u < 0) return -1;
     if (adam) ir_add_ctrl(c->g, u, c->step_inc);

@@ -54,7 +54,7 @@ typedef struct sema_options {
 int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt);
 
 /* ---- autodiff ---- */
-typedef enum ad_kind { AD_SGD, AD_MOMENTUM, AD_ADAM } ad_kind;
+typedef enum ad_kind { AD_SGD, AD_MOMENTUM, AD_ADAM, AD_RMSPROP, AD_ADAGRAD, AD_ADADELTA } ad_kind;
 /* A learning-rate schedule driven by the step counter (lr_schedule,
  * devices/optim.h); the optimizer's lr is its peak. */
 typedef struct ad_schedule {
@@ -66,10 +66,14 @@ typedef struct ad_schedule {
 } ad_schedule;
 typedef struct ad_optimizer {
     ad_kind kind;
-    double lr, m, b1, b2, eps;
+    double lr, m, b1, b2, eps; /* m: momentum's, and rmsprop's momentum (0: none) */
+    double rho;                /* rmsprop, adadelta: the mean squares' decay */
+    double initial;            /* adagrad: its sums of squares start here */
+    int centered;              /* rmsprop: divide by the centered mean square */
     int nesterov;
     int locking;         /* each update holds its variable's lock (one lock a call) */
-    double weight_decay; /* adam: decoupled weight decay (AdamW), 0 for none */
+    double weight_decay; /* adam: decoupled weight decay (AdamW); the others: L2, g += wd * w;
+                            0 for none */
     int decay_all;       /* decay every variable, not only those of rank >= 2 */
     double clip;         /* > 0: scale the gradients to this global norm at most */
     ad_schedule sched;

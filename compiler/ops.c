@@ -30,6 +30,10 @@
 #define ATTRS_POOL {[ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0), A_LIST("shape", REQ)}
 #define ATTRS_SHAPE {A_LIST("shape", REQ)}
 #define LOCK [ATTR_LOCKING] = A_BOOL("locking", 0)
+#define WD   [ATTR_WD] = A_FLT("weight_decay", 0)
+#define ATTRS_RMSPROP                                                                              \
+    {[ATTR_RMS_CENTERED] = A_BOOL("centered", 0), [ATTR_RHO] = A_FLT("rho", 0.99),                 \
+     [ATTR_RMS_M] = A_FLT("m", 0), [ATTR_EPS] = A_FLT("eps", 1e-8), WD, LOCK}
 #define A_MASK [ATTR_MASK] = {"mask", ATTR_CHOICE, OP_MASK_NONE, ops_mask_names}
 #define ATTRS_NORM {[ATTR_AXIS] = A_INT("axis", -1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5)}
 #define ATTRS_NORM_BN {[ATTR_AXIS] = A_INT("axis", 1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5)}
@@ -151,13 +155,14 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_SLICE_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_SLICE},
     /* lr and gscale are inputs (ops.h), read on the device each run */
     E(OP_APPLY_SGD, 4, UPD, ops_shape_update, NULL),
-        .attrs = {LOCK}},
+        .attrs = {WD, LOCK}},
+    /* the scratch groups a repeated id's rows when a weight decay reads the row */
     E(OP_APPLY_SGD_ROWS, 5, UPD, ops_shape_update_rows, NULL),
-        .attrs = {LOCK}},
+        .attrs = {WD, LOCK}, .scratch = ops_scratch_rows},
     E(OP_APPLY_MOMENTUM, 5, UPD, ops_shape_update, NULL),
-        .attrs = {[ATTR_MOMENTUM_M] = A_FLT("m", REQ), [ATTR_NESTEROV] = A_BOOL("nesterov", 0), LOCK}},
+        .attrs = {[ATTR_MOMENTUM_M] = A_FLT("m", REQ), [ATTR_NESTEROV] = A_BOOL("nesterov", 0), WD, LOCK}},
     E(OP_APPLY_MOMENTUM_ROWS, 6, UPD, ops_shape_update_rows, NULL),
-        .attrs = {[ATTR_MOMENTUM_M] = A_FLT("m", REQ), [ATTR_NESTEROV] = A_BOOL("nesterov", 0), LOCK},
+        .attrs = {[ATTR_MOMENTUM_M] = A_FLT("m", REQ), [ATTR_NESTEROV] = A_BOOL("nesterov", 0), WD, LOCK},
         .scratch = ops_scratch_rows},
     E(OP_APPLY_ADAM, 7, UPD, ops_shape_update, NULL),
         .attrs = {[ATTR_ADAM_B1] = A_FLT("b1", 0.9), [ATTR_ADAM_B2] = A_FLT("b2", 0.999), [ATTR_ADAM_EPS] = A_FLT("eps", 1e-8),
@@ -165,6 +170,19 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_APPLY_ADAM_ROWS, 8, UPD, ops_shape_update_rows, NULL),
         .attrs = {[ATTR_ADAM_B1] = A_FLT("b1", 0.9), [ATTR_ADAM_B2] = A_FLT("b2", 0.999), [ATTR_ADAM_EPS] = A_FLT("eps", 1e-8),
                   [ATTR_ADAM_WD] = A_FLT("weight_decay", 0), LOCK},
+        .scratch = ops_scratch_rows},
+    /* rmsprop's slots: v, then mom when m != 0, then mg when centered (ops_shape_update) */
+    E(OP_APPLY_RMSPROP, -1, UPD, ops_shape_update, NULL), .attrs = ATTRS_RMSPROP},
+    E(OP_APPLY_RMSPROP_ROWS, -1, UPD, ops_shape_update_rows, NULL), .attrs = ATTRS_RMSPROP,
+        .scratch = ops_scratch_rows},
+    E(OP_APPLY_ADAGRAD, 5, UPD, ops_shape_update, NULL),
+        .attrs = {[ATTR_EPS] = A_FLT("eps", 1e-10), WD, LOCK}},
+    E(OP_APPLY_ADAGRAD_ROWS, 6, UPD, ops_shape_update_rows, NULL),
+        .attrs = {[ATTR_EPS] = A_FLT("eps", 1e-10), WD, LOCK}, .scratch = ops_scratch_rows},
+    E(OP_APPLY_ADADELTA, 6, UPD, ops_shape_update, NULL),
+        .attrs = {[ATTR_RHO] = A_FLT("rho", 0.9), [ATTR_EPS] = A_FLT("eps", 1e-6), WD, LOCK}},
+    E(OP_APPLY_ADADELTA_ROWS, 7, UPD, ops_shape_update_rows, NULL),
+        .attrs = {[ATTR_RHO] = A_FLT("rho", 0.9), [ATTR_EPS] = A_FLT("eps", 1e-6), WD, LOCK},
         .scratch = ops_scratch_rows},
     E(OP_ASSIGN_ADD, 2, UPD, ops_shape_assign, NULL),
         .attrs = {LOCK}},

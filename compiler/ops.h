@@ -142,6 +142,14 @@
     X(APPLY_ADAM, "apply_adam")    /* in: var, grad, m, v, step, lr, gscale; f1 b1 f2 b2 f3 eps */ \
     /* its rows (lazy, as LazyAdam); a repeated id's rows are summed, then applied once */         \
     X(APPLY_ADAM_ROWS, "apply_adam_rows") /* in: var, dy, ids, m, v, step, lr, gscale */           \
+    /* PyTorch's RMSprop: in: var, grad, v, then mom when f2 m != 0, then mg when i0 centered,    \
+       lr, gscale; f1 rho, f3 eps, f4 weight decay (L2: g += wd * var first) */                   \
+    X(APPLY_RMSPROP, "apply_rmsprop")                                                              \
+    X(APPLY_RMSPROP_ROWS, "apply_rmsprop_rows") /* in: var, dy, ids, slots, lr, gscale */          \
+    X(APPLY_ADAGRAD, "apply_adagrad") /* in: var, grad, s, lr, gscale; f3 eps, f4 wd */            \
+    X(APPLY_ADAGRAD_ROWS, "apply_adagrad_rows") /* in: var, dy, ids, s, lr, gscale */              \
+    X(APPLY_ADADELTA, "apply_adadelta") /* in: var, grad, v, u, lr, gscale; f1 rho f3 eps f4 wd */ \
+    X(APPLY_ADADELTA_ROWS, "apply_adadelta_rows") /* in: var, dy, ids, v, u, lr, gscale */         \
     X(ASSIGN_ADD, "assign_add")    /* in: var, x; var += x (step counters, tests) */               \
     X(GROUP, "group")              /* waits for its inputs; out is a 0-byte token */               \
     X(ASSIGN, "assign")            /* in: var, x; var = f0 * var + (1 - f0) * x (f0 = 0: a copy) */ \
@@ -222,6 +230,11 @@ typedef enum op_kind {
  *   apply_momentum_rows      as apply_momentum
  *   apply_adam (+_rows)      f ATTR_ADAM_B1, _B2, _EPS   betas and eps
  *                            f ATTR_ADAM_WD              decoupled weight decay
+ *   apply_sgd apply_momentum (+_rows), and the three below f ATTR_WD  L2 weight decay
+ *   apply_rmsprop (+_rows)   f ATTR_RHO, ATTR_RMS_M, ATTR_EPS  decay, momentum, eps
+ *                            i ATTR_RMS_CENTERED         the centered variant
+ *   apply_adagrad (+_rows)   f ATTR_EPS                  eps
+ *   apply_adadelta (+_rows)  f ATTR_RHO, ATTR_EPS        decay and eps
  *   allreduce, apply_sgd_allreduce i ATTR_BUCKET         its place in the sequence
  *   lr_schedule              i ATTR_LR_KIND              op_lr_kind
  *                            f ATTR_LR_LR, ATTR_LR_MIN   peak and final rates
@@ -268,6 +281,11 @@ enum op_attr_slot {
     ATTR_ADAM_B2 = 2,
     ATTR_ADAM_EPS = 3,
     ATTR_ADAM_WD = 4,
+    ATTR_WD = 4, /* sgd, momentum, rmsprop, adagrad, adadelta (+_rows): L2, g += wd * var */
+    ATTR_RMS_CENTERED = 0,
+    ATTR_RHO = 1,
+    ATTR_RMS_M = 2,
+    ATTR_EPS = 3,
     ATTR_BUCKET = 0,
     ATTR_LR_KIND = 0,
     ATTR_LR_LR = 1,

@@ -823,9 +823,21 @@ static int need_scalars(ir_graph *g, int id, int from)
     return 0;
 }
 
+/* rmsprop's inputs are counted by its attributes: `first` inputs (var,
+ * grad or var, dy, ids), v, mom when m != 0, mg when centered, lr, gscale. */
+static int rmsprop_arity(ir_graph *g, int id, int first)
+{
+    const ir_node *n = NODE(id);
+    if (n->op != OP_APPLY_RMSPROP && n->op != OP_APPLY_RMSPROP_ROWS) return 0;
+    int want = first + 3 + (n->attr.f[ATTR_RMS_M] != 0) + (n->attr.i[ATTR_RMS_CENTERED] != 0);
+    if (n->n_in == want) return 0;
+    return ops_error(g, id, "%s: takes %d inputs with m=%g, centered=%d, got %d", OPNAME(id), want,
+                     n->attr.f[ATTR_RMS_M], (int)n->attr.i[ATTR_RMS_CENTERED], n->n_in);
+}
+
 int ops_shape_update(ir_graph *g, int id)
 {
-    if (need_var(g, id) < 0) return -1;
+    if (rmsprop_arity(g, id, 2) < 0 || need_var(g, id) < 0) return -1;
     const ir_node *n = NODE(id);
     const ir_type *v = ops_in_type(g, id, 0);
     int n_same = n->op == OP_APPLY_ADAM ? 4 : n->n_in - 2; /* adam's step, lr, gscale: scalars */
@@ -861,7 +873,7 @@ static int rows_fit(const ir_type *dy, const ir_type *ids, int64_t d, int64_t *r
  * and gscale (scalars). */
 int ops_shape_update_rows(ir_graph *g, int id)
 {
-    if (need_var(g, id) < 0) return -1;
+    if (rmsprop_arity(g, id, 3) < 0 || need_var(g, id) < 0) return -1;
     const ir_type *v = ops_in_type(g, id, 0), *dy = ops_in_type(g, id, 1),
                   *ids = ops_in_type(g, id, 2);
     int64_t rows;

@@ -448,7 +448,8 @@ static void group_edges_free(group_edges *e)
  * may already have moved. */
 static int fusable_sgd(const ir_graph *g, const ir_node *u, const int *uses, const group_edges *e)
 {
-    if (u->op != OP_APPLY_SGD || ir_const_scalar(g, u->in[2]) != ir_const_scalar(g, u->in[2]) ||
+    if (u->op != OP_APPLY_SGD || u->attr.f[ATTR_WD] != 0 ||
+        ir_const_scalar(g, u->in[2]) != ir_const_scalar(g, u->in[2]) ||
         ir_const_scalar(g, u->in[3]) != 1.0)
         return 0;
     int m = u->in[1];
@@ -570,7 +571,7 @@ static void pass_fuse_sgd(ir_graph *g)
  * autodiff groups a sync minimize's gradients before averaging them. */
 static int fusable_allreduce_sgd(const ir_graph *g, const ir_node *u, const int *uses)
 {
-    if (u->op != OP_APPLY_SGD) return 0;
+    if (u->op != OP_APPLY_SGD || u->attr.f[ATTR_WD] != 0) return 0; /* a decay reads var */
     int r = u->in[1];
     const ir_node *ar = &g->nodes[r];
     if (ar->op != OP_ALLREDUCE || ar->n_in != 1 || ar->device != u->device || uses[r] != 1)

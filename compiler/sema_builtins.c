@@ -32,6 +32,9 @@ enum {
     B_MOMENTUM,
     B_ADAM,
     B_ADAMW,
+    B_RMSPROP,
+    B_ADAGRAD,
+    B_ADADELTA,
     B_COSINE,
     B_LINEAR,
     B_WARMUP,
@@ -51,7 +54,7 @@ enum {
 static const char *const builtin_names[B_COUNT] = {
     "zeros",    "ones",   "constant",  "uniform",     "normal", "glorot", "he",
     "cols",     "rows",   "shard",     "none",        "idx",    "csv",    "raw",
-    "gaussian", "text",   "sgd",       "momentum",    "adam",   "adamw",  "cosine",
+    "gaussian", "text",   "sgd",       "momentum",    "adam",   "adamw",  "rmsprop", "adagrad", "adadelta", "cosine",
     "linear",   "warmup", "step_decay", "exponential", "bernoulli", "categorical", "sample", "global_avgpool", "clip", "leaky_relu", "sigmoid_xent", "nll",
 };
 
@@ -321,22 +324,78 @@ static value call_shard(sema *S, const sema_args *args)
 /* ---- optimizers ---- */
 
 /* Every optimizer argument; each optimizer takes some, in its own order. */
-enum { O_LR, O_M, O_NESTEROV, O_B1, O_B2, O_EPS, O_WD, O_DECAY_ALL, O_LOCKING, O_CLIP, O_N };
-static const char *const opt_names[O_N] = {
-    "lr", "m", "nesterov", "b1", "b2", "eps", "weight_decay", "decay_all", "locking", "clip"};
-static const double opt_defaults[O_N] = {1e-3, 0.9, 0, 0.9, 0.999, 1e-8, 0.01, 0, 0, 0};
-/* Per optimizer (B_SGD...), its arguments in positional order, ended by -1. */
+enum {
+    O_LR,
+    O_M,
+    O_NESTEROV,
+    O_B1,
+    O_B2,
+    O_EPS,
+    O_WD,
+    O_DECAY_ALL,
+    O_LOCKING,
+    O_CLIP,
+    O_RHO,
+    O_CENTERED,
+    O_INITIAL,
+    O_N
+};
+static const char *const opt_names[O_N] = {"lr",   "m",         "nesterov", "b1",       "b2",
+                                           "eps",  "weight_decay", "decay_all", "locking", "clip",
+                                           "rho",  "centered",  "initial"};
+static const double opt_defaults[O_N] = {1e-3, 0.9, 0, 0.9, 0.999, 1e-8, 0.01, 0, 0, 0, 0.99, 0, 0};
+/* Per optimizer (B_SGD...), its arguments in positional order, ended by -1
+ * (sgd's and momentum's weight_decay came later: after their others). */
 static const signed char opt_args[][O_N + 1] = {
-    {O_LR, O_LOCKING, O_CLIP, -1},
-    {O_LR, O_M, O_NESTEROV, O_LOCKING, O_CLIP, -1},
+    {O_LR, O_LOCKING, O_CLIP, O_WD, O_DECAY_ALL, -1},
+    {O_LR, O_M, O_NESTEROV, O_LOCKING, O_CLIP, O_WD, O_DECAY_ALL, -1},
     {O_LR, O_B1, O_B2, O_EPS, O_LOCKING, O_CLIP, -1},
     {O_LR, O_B1, O_B2, O_EPS, O_WD, O_DECAY_ALL, O_LOCKING, O_CLIP, -1},
+    {O_LR, O_RHO, O_EPS, O_M, O_CENTERED, O_WD, O_DECAY_ALL, O_LOCKING, O_CLIP, -1},
+    {O_LR, O_EPS, O_INITIAL, O_WD, O_DECAY_ALL, O_LOCKING, O_CLIP, -1},
+    {O_LR, O_RHO, O_EPS, O_WD, O_DECAY_ALL, O_LOCKING, O_CLIP, -1},
 };
 
-/* A number, or a schedule whose peak becomes the lr. */
-static int lr_arg(sema *S, const ast_node *at, value v, ad_optimizer *o)
+/* PyTorch's defaults where an optimizer's differ from opt_defaults:
+ * RMSprop(lr=0.01, alpha=0.99, eps=1e-8, momentum=0), Adagrad(lr=0.01,
+ * eps=1e-10), Adadelta(lr=1.0, rho=0.9, eps=1e-6). */
+static double opt_default(int b, int id)
 {
-    if (v.k != V_SCHED) return num_arg(S, at, v, opt_defaults[O_LR], &o->lr);
+    if (id == O_LR && (b == B_RMSPROP || b == B_ADAGRAD)) return 0.01;
+    if (id == O_LR && b == B_ADADELTA) return 1.0;
+    if (id == O_M && b == B_RMSPROP) return 0;
+    if (id == O_EPS && b == B_ADAGRAD) return 1e-10;
+    if (id == O_EPS && b == B_ADADELTA) return 1e-6;
+    if (id == O_RHO && b == B_ADADELTA) return 0.9;
+    if (id == O_WD) return 0;
+    return opt_defaults[id];
+}
+
+/* rmsprop's, adagrad's and adadelta's own arguments, each checked at the
+ * argument: 0 <= rho < 1, eps > 0, 0 <= m < 1, initial >= 0. */
+static int adaptive_check(sema *S, const ast_node *call, const signed char *ids, int n,
+                          const value *x, const double *val)
+{
+    for (int i = 0; i < n; i++) {
+        int id = ids[i];
+        double v = val[id];
+        const char *bad = id == O_RHO && !(v >= 0 && v < 1)       ? "must be in [0, 1)"
+                          : id == O_M && !(v >= 0 && v < 1)       ? "must be in [0, 1)"
+                          : id == O_EPS && !(v > 0)               ? "must be positive"
+                          : id == O_INITIAL && !(v >= 0)          ? "must be >= 0"
+                                                                  : NULL;
+        if (bad) {
+            sema_err(S, sema_arg_at(&x[i], call), "'%s' %s, got %g", opt_names[id], bad, v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A number, or a schedule whose peak becomes the lr. */
+static int lr_arg(sema *S, const ast_node *at, value v, double def, ad_optimizer *o)
+{
+    if (v.k != V_SCHED) return num_arg(S, at, v, def, &o->lr);
     o->lr = v.opt.lr;
     o->sched = v.opt.sched;
     return 0;
@@ -365,14 +424,19 @@ static value call_opt(sema *S, int b, const sema_args *args)
     int n = 0;
     for (; ids[n] >= 0; n++) spec[n] = (argspec){opt_names[ids[n]], ids[n] == O_LR && b < B_ADAM};
     if (bind_args(S, builtin_names[b], spec, n, args, 0, x) < 0) return sema_value_err();
-    memcpy(val, opt_defaults, sizeof val);
-    val[O_WD] = 0;
+    for (int i = 0; i < O_N; i++) val[i] = opt_default(b, i);
     for (int i = 0; i < n; i++)
-        if (ids[i] == O_LR ? lr_arg(S, call, x[i], &v.opt) < 0
-                           : num_arg(S, call, x[i], opt_defaults[ids[i]], &val[ids[i]]) < 0)
+        if (ids[i] == O_LR ? lr_arg(S, call, x[i], val[O_LR], &v.opt) < 0
+                           : num_arg(S, call, x[i], val[ids[i]], &val[ids[i]]) < 0)
             return sema_value_err();
+    if (b >= B_RMSPROP && adaptive_check(S, call, ids, n, x, val) < 0) return sema_value_err();
     ad_optimizer *o = &v.opt;
-    o->kind = b == B_SGD ? AD_SGD : b == B_MOMENTUM ? AD_MOMENTUM : AD_ADAM;
+    static const ad_kind kinds[] = {AD_SGD,     AD_MOMENTUM, AD_ADAM,    AD_ADAM,
+                                    AD_RMSPROP, AD_ADAGRAD,  AD_ADADELTA};
+    o->kind = kinds[b - B_SGD];
+    o->rho = val[O_RHO];
+    o->centered = val[O_CENTERED] != 0;
+    o->initial = val[O_INITIAL];
     o->m = val[O_M];
     o->nesterov = val[O_NESTEROV] != 0;
     o->b1 = val[O_B1];
@@ -382,7 +446,9 @@ static value call_opt(sema *S, int b, const sema_args *args)
     o->decay_all = val[O_DECAY_ALL] != 0;
     o->locking = val[O_LOCKING] != 0;
     o->clip = val[O_CLIP];
-    return opt_check(S, call, o, x[n - 1].k != V_NONE) < 0 ? sema_value_err() : v; /* clip: last */
+    int clip_given = 0;
+    for (int i = 0; i < n; i++) clip_given |= ids[i] == O_CLIP && x[i].k != V_NONE;
+    return opt_check(S, call, o, clip_given) < 0 ? sema_value_err() : v;
 }
 
 /* ---- learning-rate schedules: cosine(lr, warmup=, steps=, min=),
@@ -907,6 +973,6 @@ value sema_call_builtin(sema *S, int b, const sema_args *args)
     }
     if (b == B_TEXT) return call_text(S, args);
     if (b <= B_GAUSSIAN) return call_data(S, b, args);
-    if (b <= B_ADAMW) return call_opt(S, b, args);
+    if (b <= B_ADADELTA) return call_opt(S, b, args);
     return call_schedule(S, b, args);
 }

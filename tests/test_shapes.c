@@ -37,6 +37,7 @@ typedef struct shape_case {
     int64_t list[IR_MAX_DIMS];
     const char *want; /* output type, or the exact error message */
     double f1;
+    double f2; /* rmsprop's m */
 } shape_case;
 
 /* Builds the case's node; returns its id or -1. */
@@ -52,6 +53,7 @@ static int build(const shape_case *c)
     memcpy(a.i, c->i, sizeof(c->i));
     a.f[0] = c->f0;
     a.f[1] = c->f1;
+    a.f[2] = c->f2;
     a.n_list = c->n_list;
     memcpy(a.list, c->list, sizeof(c->list));
     src_span sp = {8, 14};
@@ -223,6 +225,25 @@ static const shape_case valid[] = {
     {OP_APPLY_ADAM_ROWS,
      {"var:f32[6,4]", "f32[3,4]", "i32[3]", "var:f32[6,4]", "var:f32[6,4]", "var:f32[]", "f32[]",
       "f32[]"},
+     .want = "f32[0]"},
+    {OP_APPLY_RMSPROP, {"var:f32[3]", "f32[3]", "var:f32[3]", "f32[]", "f32[]"}, .want = "f32[0]"},
+    {OP_APPLY_RMSPROP, /* m != 0 and centered: the momentum, then the mean gradient */
+     {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "var:f32[3]", "f32[]", "f32[]"},
+     {1},
+     .f2 = 0.9,
+     .want = "f32[0]"},
+    {OP_APPLY_RMSPROP_ROWS,
+     {"var:f32[6,4]", "f32[2,3,4]", "i32[2,3]", "var:f32[6,4]", "f32[]", "f32[]"},
+     .want = "f32[0]"},
+    {OP_APPLY_ADAGRAD, {"var:f32[3]", "f32[3]", "var:f32[3]", "f32[]", "f32[]"}, .want = "f32[0]"},
+    {OP_APPLY_ADAGRAD_ROWS,
+     {"var:f32[6,4]", "f32[3,4]", "i32[3]", "var:f32[6,4]", "f32[]", "f32[]"},
+     .want = "f32[0]"},
+    {OP_APPLY_ADADELTA,
+     {"var:f32[3]", "f32[3]", "var:f32[3]", "var:f32[3]", "f32[]", "f32[]"},
+     .want = "f32[0]"},
+    {OP_APPLY_ADADELTA_ROWS,
+     {"var:f32[6,4]", "f32[3,4]", "i32[3]", "var:f32[6,4]", "var:f32[6,4]", "f32[]", "f32[]"},
      .want = "f32[0]"},
     {OP_ROWS_SUM, {"f32[2,3,4]", "i32[2,3]"}, .want = "f32[6,4]"},
     {OP_ASSIGN_ADD, {"var:f32[]", "f32[]"}, .want = "f32[0]"},
@@ -624,6 +645,23 @@ static const shape_case errors[] = {
      {"var:f32[6,4]", "f32[3,4]", "i32[3]", "var:f32[6,4]", "var:f32[6,4]", "f32[2]", "f32[]",
       "f32[]"},
      .want = "apply_adam_rows: step (input 5) must be f32[], got f32[2]"},
+    {OP_APPLY_RMSPROP, /* m != 0 wants its momentum slot */
+     {"var:f32[3]", "f32[3]", "var:f32[3]", "f32[]", "f32[]"},
+     .f2 = 0.9,
+     .want = "apply_rmsprop: takes 6 inputs with m=0.9, centered=0, got 5"},
+    {OP_APPLY_RMSPROP_ROWS,
+     {"var:f32[6,4]", "f32[3,4]", "i32[3]", "var:f32[6,4]", "f32[]", "f32[]"},
+     {1},
+     .want = "apply_rmsprop_rows: takes 7 inputs with m=0, centered=1, got 6"},
+    {OP_APPLY_ADAGRAD,
+     {"var:f32[3]", "f32[3]", "var:f32[4]", "f32[]", "f32[]"},
+     .want = "apply_adagrad: input 2 f32[4] does not match variable f32[3]"},
+    {OP_APPLY_ADAGRAD_ROWS,
+     {"var:f32[6,4]", "f32[3,5]", "i32[3]", "var:f32[6,4]", "f32[]", "f32[]"},
+     .want = "apply_adagrad_rows: rows f32[3,5] and ids i32[3] do not fit variable f32[6,4]"},
+    {OP_APPLY_ADADELTA_ROWS,
+     {"var:f32[6,4]", "f32[3,4]", "i32[3]", "var:f32[6,4]", "var:f32[6,4]", "f32[2]", "f32[]"},
+     .want = "apply_adadelta_rows: lr (input 5) must be f32[], got f32[2]"},
     {OP_ROWS_SUM, {"f32[3,4]", "i32[2]"}, .want = "rows_sum: rows f32[3,4] do not fit ids i32[2]"},
 };
 

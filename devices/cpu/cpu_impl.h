@@ -14,6 +14,7 @@
 
 #include "../act.h"
 #include "../bcast.h"
+#include "../optim.h"
 #include "base/fatal.h"
 #include "cpu.h"
 
@@ -358,14 +359,18 @@ void cpu_one_hot(float *out, const int32_t *ids, int64_t n_ids, int64_t depth);
 /* ---- variable updates, in place (cpu_update.c; the Hogwild! file) ----
  * lr and gs (the gradient's scale: global-norm clipping, else 1) are read
  * from the device each run by the kernels (kernels.c). */
-void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr, float gs);
+/* wd: L2 weight decay, var -= lr * (gs * grad + wd * var); 0 for none. */
+void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr, float gs,
+                   float wd);
 /* g->c is the variable: c -= lr * a@b, one GEMM with beta = 1. */
 void cpu_apply_sgd_matmul(cpu_pool *p, cpu_gemm_args *g, float lr);
 /* var[ids[i]] -= lr * gs * rows[i] for the n ids, all in range (kernels.c). */
+/* wd != 0: each id's rows summed (sc), its row stepped once, decayed. */
+struct cpu_rows_scratch;
 void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t D,
-                        float lr, float gs);
+                        float lr, float gs, float wd, struct cpu_rows_scratch *sc);
 void cpu_apply_momentum(cpu_pool *p, float *var, const float *grad, float *accum, int64_t n,
-                        float lr, float m, int nesterov, float gs);
+                        float lr, float m, int nesterov, float gs, float wd);
 typedef struct cpu_adam_hp {
     float lr, b1, b2, eps, t;
     float wd; /* decoupled weight decay: var *= 1 - lr * wd before the step (0: Adam) */
@@ -382,6 +387,7 @@ typedef struct cpu_rows_scratch {
 typedef struct cpu_momentum_hp {
     float lr, m, gs;
     int nesterov;
+    float wd; /* L2 weight decay, on the rows that move */
 } cpu_momentum_hp;
 /* The dense update of each id's row (its slot rows too) with the sum of its
  * rows, once per id; ids in range (kernels.c). */
@@ -389,6 +395,13 @@ void cpu_apply_momentum_rows(float *var, const float *rows, const int32_t *ids, 
                              int64_t n, int64_t D, const cpu_momentum_hp *hp, cpu_rows_scratch *sc);
 void cpu_apply_adam_rows(float *var, const float *rows, const int32_t *ids, float *m, float *v,
                          int64_t n, int64_t D, const cpu_adam_hp *hp, cpu_rows_scratch *sc);
+/* rmsprop, adagrad, adadelta (kind: optim_kind): optim_step on every
+ * element; slots[0..2] as optim_step's s1..s3 (NULL where it has none). */
+void cpu_apply_adaptive(cpu_pool *p, int kind, float *var, const float *grad, float *const *slots,
+                        int64_t n, const optim_hp *hp);
+void cpu_apply_adaptive_rows(int kind, float *var, const float *rows, const int32_t *ids,
+                             float *const *slots, int64_t n, int64_t D, const optim_hp *hp,
+                             cpu_rows_scratch *sc);
 /* out[n, D]: each id's rows summed at its first place, 0 at its repeats. */
 void cpu_rows_sum(float *out, const float *rows, const int32_t *ids, int64_t n, int64_t D,
                   cpu_rows_scratch *sc);

@@ -20,8 +20,12 @@
 typedef struct upd_ctx {
     float *var, *s1, *s2;
     const float *grad;
+    float *s3;
     float lr, m, gs; /* gs: the gradient's scale (global-norm clipping, else 1) */
+    float wd;        /* sgd, momentum: L2 weight decay, g' = gs * g + wd * var */
     int nesterov;
+    int kind; /* adaptive_range: an optim_kind */
+    const optim_hp *ohp;
     const cpu_adam_hp *hp;
     float c1, c2; /* Adam bias corrections 1-b1^t, 1-b2^t */
 } upd_ctx;
@@ -35,11 +39,22 @@ static void sgd_range(void *vctx, int64_t lo, int64_t hi)
     for (int64_t i = lo; i < hi; i++) var[i] -= lr * g[i];
 }
 
-/* lr * gs is one rounding: with gs = 1 the step is exactly lr * g. */
-void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr, float gs)
+/* With a weight decay: var -= lr * (gs * g + wd * var). */
+static void sgd_wd_range(void *vctx, int64_t lo, int64_t hi)
 {
-    upd_ctx c = {.var = var, .grad = grad, .lr = lr * gs};
-    cpu_par_range(p, n, CPU_PAR_MIN, sgd_range, &c);
+    const upd_ctx *c = vctx;
+    float *restrict var = c->var;
+    const float *restrict g = c->grad;
+    float lr = c->lr, gs = c->gs, wd = c->wd;
+    for (int64_t i = lo; i < hi; i++) var[i] -= lr * (gs * g[i] + wd * var[i]);
+}
+
+/* lr * gs is one rounding: with gs = 1 the step is exactly lr * g. */
+void cpu_apply_sgd(cpu_pool *p, float *var, const float *grad, int64_t n, float lr, float gs,
+                   float wd)
+{
+    upd_ctx c = {.var = var, .grad = grad, .lr = wd != 0 ? lr : lr * gs, .gs = gs, .wd = wd};
+    cpu_par_range(p, n, CPU_PAR_MIN, wd != 0 ? sgd_wd_range : sgd_range, &c);
 }
 
 /* SGD of a weight gradient a@b that is never stored: the GEMM accumulates
@@ -53,11 +68,21 @@ void cpu_apply_sgd_matmul(cpu_pool *p, cpu_gemm_args *g, float lr)
     cpu_matmul(p, g);
 }
 
+static void rows_apply(upd_ctx *c, void (*range)(void *, int64_t, int64_t), const float *rows,
+                       const int32_t *ids, int64_t n, int64_t D, cpu_rows_scratch *sc);
+
 /* Sparse SGD for gather's gradient: only the rows that were looked up move.
- * Racy like the others under Hogwild!: two executors may update one row. */
+ * Racy like the others under Hogwild!: two executors may update one row.
+ * A weight decay reads the row, so a repeated id's rows are summed first
+ * and the row steps once (lazy: rows not looked up are not decayed). */
 void cpu_apply_sgd_rows(float *var, const float *rows, const int32_t *ids, int64_t n, int64_t D,
-                        float lr, float gs)
+                        float lr, float gs, float wd, cpu_rows_scratch *sc)
 {
+    if (wd != 0) {
+        upd_ctx c = {.var = var, .lr = lr, .gs = gs, .wd = wd};
+        rows_apply(&c, sgd_wd_range, rows, ids, n, D, sc);
+        return;
+    }
     lr *= gs;
     for (int64_t i = 0; i < n; i++) {
         float *restrict row = var + (int64_t)ids[i] * D;
@@ -71,8 +96,14 @@ static void momentum_range(void *vctx, int64_t lo, int64_t hi)
     const upd_ctx *c = vctx;
     float *restrict var = c->var, *restrict acc = c->s1;
     const float *restrict g = c->grad;
-    float lr = c->lr, m = c->m, gs = c->gs;
-    if (c->nesterov) {
+    float lr = c->lr, m = c->m, gs = c->gs, wd = c->wd;
+    if (wd != 0) {
+        for (int64_t i = lo; i < hi; i++) {
+            float gi = gs * g[i] + wd * var[i], a = m * acc[i] + gi;
+            acc[i] = a;
+            var[i] -= lr * (c->nesterov ? gi + m * a : a);
+        }
+    } else if (c->nesterov) {
         for (int64_t i = lo; i < hi; i++) {
             float gi = gs * g[i], a = m * acc[i] + gi;
             acc[i] = a;
@@ -88,10 +119,16 @@ static void momentum_range(void *vctx, int64_t lo, int64_t hi)
 }
 
 void cpu_apply_momentum(cpu_pool *p, float *var, const float *grad, float *accum, int64_t n,
-                        float lr, float m, int nesterov, float gs)
+                        float lr, float m, int nesterov, float gs, float wd)
 {
-    upd_ctx c = {
-        .var = var, .grad = grad, .s1 = accum, .lr = lr, .m = m, .gs = gs, .nesterov = nesterov};
+    upd_ctx c = {.var = var,
+                 .grad = grad,
+                 .s1 = accum,
+                 .lr = lr,
+                 .m = m,
+                 .gs = gs,
+                 .wd = wd,
+                 .nesterov = nesterov};
     cpu_par_range(p, n, CPU_PAR_MIN, momentum_range, &c);
 }
 
@@ -179,15 +216,16 @@ void cpu_rows_sum(float *out, const float *rows, const int32_t *ids, int64_t n, 
 static void rows_apply(upd_ctx *c, void (*range)(void *, int64_t, int64_t), const float *rows,
                        const int32_t *ids, int64_t n, int64_t D, cpu_rows_scratch *sc)
 {
-    float *var = c->var, *s1 = c->s1, *s2 = c->s2;
+    float *var = c->var, *s1 = c->s1, *s2 = c->s2, *s3 = c->s3;
     rows_group(sc->keys, ids, n);
     c->grad = sc->sum;
     for (int64_t s = 0; s < n;) {
         int64_t off = (int64_t)(sc->keys[s] >> 32) * D;
         s = rows_sum_group(sc->keys, s, n, rows, D, sc->sum);
         c->var = var + off;
-        c->s1 = s1 + off;
+        c->s1 = s1 ? s1 + off : NULL;
         c->s2 = s2 ? s2 + off : NULL;
+        c->s3 = s3 ? s3 + off : NULL;
         range(c, 0, D);
     }
 }
@@ -195,8 +233,13 @@ static void rows_apply(upd_ctx *c, void (*range)(void *, int64_t, int64_t), cons
 void cpu_apply_momentum_rows(float *var, const float *rows, const int32_t *ids, float *accum,
                              int64_t n, int64_t D, const cpu_momentum_hp *hp, cpu_rows_scratch *sc)
 {
-    upd_ctx c = {
-        .var = var, .s1 = accum, .lr = hp->lr, .m = hp->m, .gs = hp->gs, .nesterov = hp->nesterov};
+    upd_ctx c = {.var = var,
+                 .s1 = accum,
+                 .lr = hp->lr,
+                 .m = hp->m,
+                 .gs = hp->gs,
+                 .wd = hp->wd,
+                 .nesterov = hp->nesterov};
     rows_apply(&c, momentum_range, rows, ids, n, D, sc);
 }
 
@@ -205,6 +248,38 @@ void cpu_apply_adam_rows(float *var, const float *rows, const int32_t *ids, floa
 {
     upd_ctx c = {.var = var, .s1 = m, .s2 = v};
     if (adam_ready(&c, hp)) rows_apply(&c, adam_range, rows, ids, n, D, sc);
+}
+
+/* ---- rmsprop, adagrad, adadelta: optim_step (devices/optim.h) per element ---- */
+
+static void adaptive_range(void *vctx, int64_t lo, int64_t hi)
+{
+    const upd_ctx *c = vctx;
+    float *var = c->var, *s1 = c->s1, *s2 = c->s2, *s3 = c->s3;
+    const float *g = c->grad;
+    for (int64_t i = lo; i < hi; i++)
+        optim_step(c->kind, &var[i], &s1[i], s2 ? &s2[i] : NULL, s3 ? &s3[i] : NULL, g[i], c->ohp);
+}
+
+void cpu_apply_adaptive(cpu_pool *p, int kind, float *var, const float *grad, float *const *slots,
+                        int64_t n, const optim_hp *hp)
+{
+    upd_ctx c = {.var = var,
+                 .grad = grad,
+                 .s1 = slots[0],
+                 .s2 = slots[1],
+                 .s3 = slots[2],
+                 .kind = kind,
+                 .ohp = hp};
+    cpu_par_range(p, n, CPU_PAR_MIN, adaptive_range, &c);
+}
+
+void cpu_apply_adaptive_rows(int kind, float *var, const float *rows, const int32_t *ids,
+                             float *const *slots, int64_t n, int64_t D, const optim_hp *hp,
+                             cpu_rows_scratch *sc)
+{
+    upd_ctx c = {.var = var, .s1 = slots[0], .s2 = slots[1], .s3 = slots[2], .kind = kind, .ohp = hp};
+    rows_apply(&c, adaptive_range, rows, ids, n, D, sc);
 }
 
 void cpu_assign_add(cpu_pool *p, void *var, ir_dtype dt, const void *x, int64_t n, int64_t x_n)

@@ -569,7 +569,7 @@ static int k_avgpool_grad(const kern_args *a)
 
 static int k_apply_sgd(const kern_args *a)
 {
-    cpu_apply_sgd(a->pool, (float *)IN(0), INF(1), in_numel(a, 0), LR, GS);
+    cpu_apply_sgd(a->pool, (float *)IN(0), INF(1), in_numel(a, 0), LR, GS, ATTR_F(ATTR_WD));
     return 0;
 }
 
@@ -588,19 +588,23 @@ static int k_apply_sgd_allreduce(const kern_args *a)
                                   a->fault);
 }
 
+static cpu_rows_scratch rows_scratch(const kern_args *a, int64_t n);
+
 static int k_apply_sgd_rows(const kern_args *a)
 {
     const ir_type *v = a->in_t[0];
+    int64_t n = in_numel(a, 2);
     if (check_ids(a, 2, v->dim[0], "id")) return -1;
-    cpu_apply_sgd_rows((float *)IN(0), INF(1), (const int32_t *)IN(2), in_numel(a, 2), v->dim[1],
-                       LR, GS);
+    cpu_rows_scratch sc = rows_scratch(a, n);
+    cpu_apply_sgd_rows((float *)IN(0), INF(1), (const int32_t *)IN(2), n, v->dim[1], LR, GS,
+                       ATTR_F(ATTR_WD), &sc);
     return 0;
 }
 
 static int k_apply_momentum(const kern_args *a)
 {
     cpu_apply_momentum(a->pool, (float *)IN(0), INF(1), (float *)IN(2), in_numel(a, 0), LR,
-                       ATTR_F(ATTR_MOMENTUM_M), ATTR_I(ATTR_NESTEROV) != 0, GS);
+                       ATTR_F(ATTR_MOMENTUM_M), ATTR_I(ATTR_NESTEROV) != 0, GS, ATTR_F(ATTR_WD));
     return 0;
 }
 
@@ -637,7 +641,8 @@ static int k_apply_momentum_rows(const kern_args *a)
     const ir_type *v = a->in_t[0];
     int64_t n = in_numel(a, 2);
     if (check_ids(a, 2, v->dim[0], "id")) return -1;
-    cpu_momentum_hp hp = {LR, ATTR_F(ATTR_MOMENTUM_M), GS, ATTR_I(ATTR_NESTEROV) != 0};
+    cpu_momentum_hp hp = {LR, ATTR_F(ATTR_MOMENTUM_M), GS, ATTR_I(ATTR_NESTEROV) != 0,
+                          ATTR_F(ATTR_WD)};
     cpu_rows_scratch sc = rows_scratch(a, n);
     cpu_apply_momentum_rows((float *)IN(0), INF(1), (const int32_t *)IN(2), (float *)IN(3), n,
                             v->dim[1], &hp, &sc);
@@ -653,6 +658,52 @@ static int k_apply_adam_rows(const kern_args *a)
     cpu_rows_scratch sc = rows_scratch(a, n);
     cpu_apply_adam_rows((float *)IN(0), INF(1), (const int32_t *)IN(2), (float *)IN(3),
                         (float *)IN(4), n, v->dim[1], &hp, &sc);
+    return 0;
+}
+
+/* rmsprop, adagrad, adadelta: the op's optim_kind, hyperparameters and
+ * slots (from input `first`: rmsprop's mom and mg only when it has them). */
+static int adaptive_args(const kern_args *a, int first, optim_hp *hp, float **slots)
+{
+    op_kind op = a->node->op;
+    int kind = op == OP_APPLY_RMSPROP || op == OP_APPLY_RMSPROP_ROWS   ? OPTIM_RMSPROP
+               : op == OP_APPLY_ADAGRAD || op == OP_APPLY_ADAGRAD_ROWS ? OPTIM_ADAGRAD
+                                                                       : OPTIM_ADADELTA;
+    *hp = (optim_hp){LR,
+                     GS,
+                     (float)ATTR_F(ATTR_WD),
+                     (float)ATTR_F(ATTR_RHO),
+                     (float)ATTR_F(ATTR_RMS_M),
+                     (float)ATTR_F(ATTR_EPS)};
+    int k = first;
+    slots[0] = (float *)IN(k++);
+    slots[1] = slots[2] = NULL;
+    if (kind == OPTIM_ADADELTA) slots[1] = (float *)IN(k++);
+    if (kind == OPTIM_RMSPROP && a->node->attr.f[ATTR_RMS_M] != 0) slots[1] = (float *)IN(k++);
+    if (kind == OPTIM_RMSPROP && ATTR_I(ATTR_RMS_CENTERED)) slots[2] = (float *)IN(k++);
+    return kind;
+}
+
+static int k_apply_adaptive(const kern_args *a)
+{
+    optim_hp hp;
+    float *slots[3];
+    int kind = adaptive_args(a, 2, &hp, slots);
+    cpu_apply_adaptive(a->pool, kind, (float *)IN(0), INF(1), slots, in_numel(a, 0), &hp);
+    return 0;
+}
+
+static int k_apply_adaptive_rows(const kern_args *a)
+{
+    const ir_type *v = a->in_t[0];
+    int64_t n = in_numel(a, 2);
+    if (check_ids(a, 2, v->dim[0], "id")) return -1;
+    optim_hp hp;
+    float *slots[3];
+    int kind = adaptive_args(a, 3, &hp, slots);
+    cpu_rows_scratch sc = rows_scratch(a, n);
+    cpu_apply_adaptive_rows(kind, (float *)IN(0), INF(1), (const int32_t *)IN(2), slots, n,
+                            v->dim[1], &hp, &sc);
     return 0;
 }
 
@@ -753,6 +804,12 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_APPLY_MOMENTUM_ROWS] = k_apply_momentum_rows,
     [OP_APPLY_ADAM] = k_apply_adam,
     [OP_APPLY_ADAM_ROWS] = k_apply_adam_rows,
+    [OP_APPLY_RMSPROP] = k_apply_adaptive,
+    [OP_APPLY_RMSPROP_ROWS] = k_apply_adaptive_rows,
+    [OP_APPLY_ADAGRAD] = k_apply_adaptive,
+    [OP_APPLY_ADAGRAD_ROWS] = k_apply_adaptive_rows,
+    [OP_APPLY_ADADELTA] = k_apply_adaptive,
+    [OP_APPLY_ADADELTA_ROWS] = k_apply_adaptive_rows,
     [OP_ASSIGN_ADD] = k_assign_add,
     [OP_GROUP] = k_group,
     [OP_ASSIGN] = k_assign,

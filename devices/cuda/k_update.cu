@@ -30,9 +30,21 @@ static const float *upd_gs(const kern_args *a)
 
 // ---- sgd ----
 
-__global__ static void sgd_kernel(float *var, const float *g, int64_t n, const float *lr,
-                                  const float *gs)
+// With a weight decay wd (L2): var -= lr * (gs * g + wd * var), as the CPU.
+__device__ static void sgd_wd_elem(float *var, float g, float lr, float gs, float wd)
 {
+    float gi = cua_add(cua_mul(gs, g), cua_mul(wd, *var));
+    *var = cua_sub(*var, cua_mul(lr, gi));
+}
+
+__global__ static void sgd_kernel(float *var, const float *g, int64_t n, const float *lr,
+                                  const float *gs, float wd)
+{
+    if (wd != 0.0f) {
+        float l = *lr, s = *gs;
+        CUDA_FOR(i, n) sgd_wd_elem(&var[i], g[i], l, s, wd);
+        return;
+    }
     float l = cua_mul(*lr, *gs);
     CUDA_FOR(i, n) var[i] = cua_sub(var[i], cua_mul(l, g[i]));
 }
@@ -41,7 +53,7 @@ static int k_apply_sgd(const kern_args *a)
 {
     int64_t n = cua_in_numel(a, 0);
     cua_launch(a, n, sgd_kernel, (float *)a->in[0], (const float *)a->in[1], n, upd_lr(a),
-               upd_gs(a));
+               upd_gs(a), cua_attr_f(a, ATTR_WD));
     return 0;
 }
 
@@ -67,8 +79,11 @@ __global__ static void sgd_rows_kernel(float *var, const float *rows, const int3
     }
 }
 
+static int k_apply_sgd_rows_wd(const kern_args *a);
+
 static int k_apply_sgd_rows(const kern_args *a)
 {
+    if (cua_attr_f(a, ATTR_WD) != 0.0f) return k_apply_sgd_rows_wd(a);
     const ir_type *v = a->in_t[0];
     const int32_t *ids = (const int32_t *)a->in[2];
     int64_t n = cua_in_numel(a, 2), d = v->dim[1];
@@ -87,9 +102,10 @@ static int k_apply_sgd_rows(const kern_args *a)
 
 // One element of the momentum step, with gradient g (before gs).
 __device__ static void momentum_elem(float *var, float *acc, float g, float lr, float gs, float m,
-                                     int nesterov)
+                                     int nesterov, float wd)
 {
     float gi = cua_mul(gs, g);
+    if (wd != 0.0f) gi = cua_add(gi, cua_mul(wd, *var));
     float ai = cua_add(cua_mul(m, *acc), gi);
     *acc = ai;
     float step = nesterov ? cua_add(gi, cua_mul(m, ai)) : ai;
@@ -97,10 +113,11 @@ __device__ static void momentum_elem(float *var, float *acc, float g, float lr, 
 }
 
 __global__ static void momentum_kernel(float *var, const float *g, float *acc, int64_t n,
-                                       const float *lrp, const float *gsp, float m, int nesterov)
+                                       const float *lrp, const float *gsp, float m, int nesterov,
+                                       float wd)
 {
     float lr = *lrp, gs = *gsp;
-    CUDA_FOR(i, n) momentum_elem(&var[i], &acc[i], g[i], lr, gs, m, nesterov);
+    CUDA_FOR(i, n) momentum_elem(&var[i], &acc[i], g[i], lr, gs, m, nesterov, wd);
 }
 
 static int k_apply_momentum(const kern_args *a)
@@ -108,7 +125,7 @@ static int k_apply_momentum(const kern_args *a)
     int64_t n = cua_in_numel(a, 0);
     cua_launch(a, n, momentum_kernel, (float *)a->in[0], (const float *)a->in[1], (float *)a->in[2],
                n, upd_lr(a), upd_gs(a), cua_attr_f(a, ATTR_MOMENTUM_M),
-               cua_attr_i(a, ATTR_NESTEROV) != 0);
+               cua_attr_i(a, ATTR_NESTEROV) != 0, cua_attr_f(a, ATTR_WD));
     return 0;
 }
 
@@ -235,10 +252,11 @@ typedef struct rows_args {
     int64_t n, d, limit;
     const cuda_fault *f;
     int seq;
+    float *s3; // rmsprop's mean gradient (centered), else NULL
 } rows_args;
 
 __global__ static void momentum_rows_kernel(rows_args r, const float *lrp, const float *gsp,
-                                            float m, int nesterov)
+                                            float m, int nesterov, float wd)
 {
     if (r.f->seq == r.seq) return;
     float lr = *lrp, gs = *gsp;
@@ -247,7 +265,7 @@ __global__ static void momentum_rows_kernel(rows_args r, const float *lrp, const
         int64_t off = (int64_t)r.ids[p] * r.d;
         for (int64_t j = threadIdx.x; j < r.d; j += blockDim.x)
             momentum_elem(&r.var[off + j], &r.s1[off + j],
-                          column_sum(r.rows, r.ids, p, r.n, r.d, j), lr, gs, m, nesterov);
+                          column_sum(r.rows, r.ids, p, r.n, r.d, j), lr, gs, m, nesterov, wd);
     }
 }
 
@@ -300,7 +318,8 @@ static rows_args rows_begin(const kern_args *a, int n_slots)
                    v->dim[1],
                    v->dim[0],
                    a->queue->fault,
-                   0};
+                   0,
+                   NULL};
     cuda_check_ids(a, r.ids, r.n, v->dim[0], CUDA_FAULT_ID);
     r.seq = a->queue->seq;
     return r;
@@ -311,7 +330,8 @@ static int k_apply_momentum_rows(const kern_args *a)
     rows_args r = rows_begin(a, 1);
     if (r.n <= 0 || r.d <= 0) return 0;
     CUDA_LAUNCH(rows_blocks(r.n), rows_threads(r.d), 0, cuda_stream(a), momentum_rows_kernel)
-    (r, upd_lr(a), upd_gs(a), cua_attr_f(a, ATTR_MOMENTUM_M), cua_attr_i(a, ATTR_NESTEROV) != 0);
+    (r, upd_lr(a), upd_gs(a), cua_attr_f(a, ATTR_MOMENTUM_M), cua_attr_i(a, ATTR_NESTEROV) != 0,
+     cua_attr_f(a, ATTR_WD));
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -324,6 +344,108 @@ static int k_apply_adam_rows(const kern_args *a)
     if (r.n <= 0 || r.d <= 0) return 0;
     CUDA_LAUNCH(rows_blocks(r.n), rows_threads(r.d), 0, cuda_stream(a), adam_rows_kernel)
     (r, (const float *)a->in[5], upd_lr(a), upd_gs(a), hp);
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
+// sgd's rows with a weight decay: each id's rows summed, its row stepped
+// once (the decay reads the row), as the CPU.
+__global__ static void sgd_rows_wd_kernel(rows_args r, const float *lrp, const float *gsp, float wd)
+{
+    if (r.f->seq == r.seq) return;
+    float lr = *lrp, gs = *gsp;
+    for (int64_t p = blockIdx.x; p < r.n; p += gridDim.x) {
+        if (!first_place(r.ids, p, r.limit)) continue;
+        int64_t off = (int64_t)r.ids[p] * r.d;
+        for (int64_t j = threadIdx.x; j < r.d; j += blockDim.x)
+            sgd_wd_elem(&r.var[off + j], column_sum(r.rows, r.ids, p, r.n, r.d, j), lr, gs, wd);
+    }
+}
+
+static int k_apply_sgd_rows_wd(const kern_args *a)
+{
+    rows_args r = rows_begin(a, 0);
+    r.s1 = NULL;
+    if (r.n <= 0 || r.d <= 0) return 0;
+    CUDA_LAUNCH(rows_blocks(r.n), rows_threads(r.d), 0, cuda_stream(a), sgd_rows_wd_kernel)
+    (r, upd_lr(a), upd_gs(a), cua_attr_f(a, ATTR_WD));
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
+// ---- rmsprop, adagrad, adadelta: optim_step (devices/optim.h), the CPU's
+// function, per element; their rows as momentum's ----
+
+// The op's optim_kind, hyperparameters (lr and gs filled in on the device)
+// and slots from input `first` (rmsprop's mom and mg only when it has them).
+static int adaptive_args(const kern_args *a, int first, optim_hp *hp, float **slots)
+{
+    op_kind op = a->node->op;
+    int kind = op == OP_APPLY_RMSPROP || op == OP_APPLY_RMSPROP_ROWS   ? OPTIM_RMSPROP
+               : op == OP_APPLY_ADAGRAD || op == OP_APPLY_ADAGRAD_ROWS ? OPTIM_ADAGRAD
+                                                                       : OPTIM_ADADELTA;
+    *hp = {0.0f,
+           0.0f,
+           cua_attr_f(a, ATTR_WD),
+           cua_attr_f(a, ATTR_RHO),
+           cua_attr_f(a, ATTR_RMS_M),
+           cua_attr_f(a, ATTR_EPS)};
+    int k = first;
+    slots[0] = (float *)a->in[k++];
+    slots[1] = slots[2] = NULL;
+    if (kind == OPTIM_ADADELTA) slots[1] = (float *)a->in[k++];
+    if (kind == OPTIM_RMSPROP && a->node->attr.f[ATTR_RMS_M] != 0) slots[1] = (float *)a->in[k++];
+    if (kind == OPTIM_RMSPROP && cua_attr_i(a, ATTR_RMS_CENTERED)) slots[2] = (float *)a->in[k++];
+    return kind;
+}
+
+__global__ static void adaptive_kernel(int kind, float *var, const float *g, float *s1, float *s2,
+                                       float *s3, int64_t n, const float *lrp, const float *gsp,
+                                       optim_hp hp)
+{
+    hp.lr = *lrp;
+    hp.gs = *gsp;
+    CUDA_FOR(i, n)
+    optim_step(kind, &var[i], &s1[i], s2 ? &s2[i] : NULL, s3 ? &s3[i] : NULL, g[i], &hp);
+}
+
+static int k_apply_adaptive(const kern_args *a)
+{
+    optim_hp hp;
+    float *s[3];
+    int kind = adaptive_args(a, 2, &hp, s);
+    int64_t n = cua_in_numel(a, 0);
+    cua_launch(a, n, adaptive_kernel, kind, (float *)a->in[0], (const float *)a->in[1], s[0], s[1],
+               s[2], n, upd_lr(a), upd_gs(a), hp);
+    return 0;
+}
+
+__global__ static void adaptive_rows_kernel(int kind, rows_args r, const float *lrp,
+                                            const float *gsp, optim_hp hp)
+{
+    if (r.f->seq == r.seq) return;
+    hp.lr = *lrp;
+    hp.gs = *gsp;
+    for (int64_t p = blockIdx.x; p < r.n; p += gridDim.x) {
+        if (!first_place(r.ids, p, r.limit)) continue;
+        int64_t off = (int64_t)r.ids[p] * r.d;
+        for (int64_t j = threadIdx.x; j < r.d; j += blockDim.x)
+            optim_step(kind, &r.var[off + j], &r.s1[off + j], r.s2 ? &r.s2[off + j] : NULL,
+                       r.s3 ? &r.s3[off + j] : NULL, column_sum(r.rows, r.ids, p, r.n, r.d, j),
+                       &hp);
+    }
+}
+
+static int k_apply_adaptive_rows(const kern_args *a)
+{
+    optim_hp hp;
+    float *s[3];
+    int kind = adaptive_args(a, 3, &hp, s);
+    rows_args r = rows_begin(a, 1);
+    r.s1 = s[0], r.s2 = s[1], r.s3 = s[2];
+    if (r.n <= 0 || r.d <= 0) return 0;
+    CUDA_LAUNCH(rows_blocks(r.n), rows_threads(r.d), 0, cuda_stream(a), adaptive_rows_kernel)
+    (kind, r, upd_lr(a), upd_gs(a), hp);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -506,6 +628,12 @@ extern "C" const cuda_row cuda_rows_update[] = {
     {OP_APPLY_MOMENTUM_ROWS, k_apply_momentum_rows},
     {OP_APPLY_ADAM, k_apply_adam},
     {OP_APPLY_ADAM_ROWS, k_apply_adam_rows},
+    {OP_APPLY_RMSPROP, k_apply_adaptive},
+    {OP_APPLY_RMSPROP_ROWS, k_apply_adaptive_rows},
+    {OP_APPLY_ADAGRAD, k_apply_adaptive},
+    {OP_APPLY_ADAGRAD_ROWS, k_apply_adaptive_rows},
+    {OP_APPLY_ADADELTA, k_apply_adaptive},
+    {OP_APPLY_ADADELTA_ROWS, k_apply_adaptive_rows},
     {OP_ASSIGN_ADD, k_assign_add},
     {OP_GROUP, k_group},
     {OP_ASSIGN, k_assign},
