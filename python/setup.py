@@ -10,8 +10,8 @@ Which libgraphrun (docs/python.md, "Installing"):
   GRAPHRUN_PREFIX=/opt/graphrun   an installed graphrun (cmake --install):
                                   PREFIX/include and PREFIX/lib*/libgraphrun.so,
                                   found again at run time through an rpath;
-  otherwise, in the source tree,  the build folder GRAPHRUN_BUILD_DIR (default
-                                  ../build), which is configured if missing and
+  otherwise, in the source tree,  the build folder GRAPHRUN_BUILD_DIR (relative to
+                                  the source tree; default build), which is configured if missing and
                                   brought up to date (cmake --build --target
                                   graphrun_shared; GRAPHRUN_NO_BUILD=1 skips
                                   that); its libgraphrun.so.0 is copied into
@@ -51,7 +51,7 @@ def version():
 def from_prefix(prefix):
     for sub in ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu"):
         if glob.glob(os.path.join(prefix, sub, "libgraphrun.so*")):
-            return os.path.join(prefix, "include"), os.path.join(prefix, sub), None
+            return [os.path.join(prefix, "include")], os.path.join(prefix, sub), None
     sys.exit(f"graphrun setup: no libgraphrun.so under {prefix}/lib*")
 
 
@@ -59,7 +59,8 @@ def from_build_tree():
     header = os.path.join(ROOT, "include", "graphrun.h")
     if not os.path.exists(header) or not os.path.exists(os.path.join(ROOT, "CMakeLists.txt")):
         return None
-    build = os.path.abspath(os.environ.get("GRAPHRUN_BUILD_DIR") or os.path.join(ROOT, "build"))
+    # relative to the source tree: pip runs this file from a folder of its choice
+    build = os.path.join(ROOT, os.environ.get("GRAPHRUN_BUILD_DIR") or "build")
     if os.environ.get("GRAPHRUN_NO_BUILD") != "1":
         if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
             note(f"configuring {build}")
@@ -70,7 +71,7 @@ def from_build_tree():
     lib = os.path.join(build, "libgraphrun.so")
     if not os.path.exists(lib):
         sys.exit(f"graphrun setup: {lib} is missing (build it: cmake --build {build})")
-    return os.path.join(ROOT, "include"), build, os.path.realpath(lib)
+    return [os.path.join(ROOT, "include")], build, os.path.realpath(lib)
 
 
 def from_pkg_config():
@@ -82,7 +83,7 @@ def from_pkg_config():
                  "(make build), or set GRAPHRUN_PREFIX, or PKG_CONFIG_PATH for an install")
     inc = [f[2:] for f in flags if f.startswith("-I")]
     lib = [f[2:] for f in flags if f.startswith("-L")]
-    return (inc[0] if inc else "/usr/include"), (lib[0] if lib else None), None
+    return inc, (lib[0] if lib else None), None
 
 
 def locate():
@@ -112,7 +113,7 @@ INCLUDE, LIBDIR, BUNDLE = locate() if needs_lib else (None, None, None)
 ext = Extension(
     "graphrun._graphrun",
     sources=["graphrun/_graphrun.c"],
-    include_dirs=[INCLUDE] if INCLUDE else [],
+    include_dirs=INCLUDE or [],
     library_dirs=[LIBDIR] if LIBDIR else [],
     libraries=["graphrun"],
     runtime_library_dirs=["$ORIGIN"] if BUNDLE else ([LIBDIR] if LIBDIR else []),

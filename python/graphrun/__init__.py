@@ -17,6 +17,7 @@ the whole API.
 
 import os
 import threading
+import warnings
 
 import numpy as np
 
@@ -47,6 +48,22 @@ _DTYPES = {"float32": np.dtype(np.float32), "int32": np.dtype(np.int32)}
 def version():
     """The version of the libgraphrun this module runs on."""
     return _graphrun.version()
+
+
+def blas_kernels():
+    """(the kernels OpenBLAS runs, e.g. "Haswell"; the OPENBLAS_CORETYPE value
+    that would pick faster ones on this CPU, or None)."""
+    return _graphrun.blas_kernels()
+
+
+# OpenBLAS picks its kernels when it loads, by CPU model, and falls back to
+# generic ones (about 4x slower GEMMs) on a model it does not know.  The CLI
+# re-runs itself with OPENBLAS_CORETYPE set; a Python process can only say so.
+_kernels, _better = _graphrun.blas_kernels()
+if _better:
+    warnings.warn(f"graphrun: OpenBLAS runs its generic '{_kernels}' kernels on this CPU; "
+                  f"OPENBLAS_CORETYPE={_better} in the environment picks faster ones",
+                  RuntimeWarning, stacklevel=2)
 
 
 def _param_text(value):

@@ -882,11 +882,23 @@ static PyObject *mod_version(PyObject *mod, PyObject *unused)
     return PyUnicode_FromString(gr_version());
 }
 
+/* blas_kernels() -> (OpenBLAS's kernels, the OPENBLAS_CORETYPE that would pick
+ * better ones or None) */
+static PyObject *mod_blas_kernels(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    const char *better = NULL;
+    const char *k = gr_blas_kernels(&better);
+    return Py_BuildValue("(zz)", k, better);
+}
+
 static PyMethodDef mod_methods[] = {
     {"compile", (PyCFunction)(void (*)(void))mod_compile, METH_VARARGS | METH_KEYWORDS,
      "compile(path, text=None, name='<string>', params=(), devices=None, soft_placement=False, "
      "cpu_as_gpu=False) -> Program"},
     {"version", mod_version, METH_NOARGS, "the library's version string"},
+    {"blas_kernels", mod_blas_kernels, METH_NOARGS, "(kernels, better OPENBLAS_CORETYPE or None)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -113,6 +113,8 @@ def test_program_introspection(linear):
     assert z.shape == (4, 3) and z.dtype == np.float32 and not z.any()
     assert linear.files == []
     assert graphrun.version()
+    kernels, better = graphrun.blas_kernels()
+    assert kernels and (better is None or isinstance(better, str))
 
 
 def test_params_and_devices_reach_the_compiler(mlp_path):
