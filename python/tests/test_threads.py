@@ -33,33 +33,40 @@ def test_threads_share_one_session_with_feeds(linear):
 
 
 def test_the_gil_is_released_while_the_library_runs():
-    # A step of a few ms: while one thread runs, another thread's Python
-    # keeps counting (it would not while the GIL was held).
-    prog = graphrun.compile_string("input a: f32[400, 400]\nb = a @ a @ a @ a\n", name="mm.graph")
+    # One long run (five 1000x1000 matmuls, about half a second):
+    # a thread that holds the GIL for a call blocks every other thread's
+    # Python for all of it, so the other thread's longest pause would be the
+    # whole call.  Released, that thread goes on (pauses of a few ms, more
+    # only when the OS runs something else).
+    n = 1000
+    prog = graphrun.compile_string(f"input a: f32[{n}, {n}]\nb = sum(" + " @ ".join(["a"] * 6)
+                                   + ")\n", name="mm.graph")
     s = graphrun.Session(prog, threads=1)
-    a = np.random.default_rng(0).random((400, 400), np.float32)
+    a = np.eye(n, dtype=np.float32)
+    s.run("b", feed={"a": a})  # plan and arena made outside the timing
     stop = threading.Event()
-    ticks = [0]
+    stamps = []
 
     def count():
         while not stop.is_set():
-            ticks[0] += 1
+            stamps.append(time.perf_counter())
 
     t = threading.Thread(target=count)
     t.start()
     try:
-        time.sleep(0.01)
-        before = ticks[0]
-        runs = 0
+        time.sleep(0.02)
         t0 = time.perf_counter()
-        while time.perf_counter() - t0 < 0.5:
-            s.run("b", feed={"a": a})
-            runs += 1
-        counted = ticks[0] - before
+        b = s.run("b", feed={"a": a})
+        t1 = time.perf_counter()
+        time.sleep(0.02)
     finally:
         stop.set()
         t.join()
-    assert runs > 0 and counted > 1000, (runs, counted)
+    assert b == n
+    inside = [x for x in stamps if t0 <= x <= t1]
+    gaps = np.diff([t0] + inside + [t1])
+    assert t1 - t0 > 0.05, "the run was too short to tell"
+    assert gaps.max() < 0.5 * (t1 - t0), (gaps.max(), t1 - t0, len(inside))
 
 
 @needs_fashion
