@@ -11,6 +11,7 @@
 # python3-dev, python3-numpy, python3-pytest and python3-venv bootstrap
 # installs).  When something is missing the tests are still registered and
 # fail saying what to install: CI runs on a clean machine after bootstrap.
+# All carry the label `python` (ctest -L python).
 #
 # Not in the Asan and Tsan builds: an uninstrumented python3 can load a
 # sanitized libgraphrun only with the sanitizer runtime in LD_PRELOAD, and
@@ -86,7 +87,8 @@ foreach(t ${GR_PY_TESTS})
         COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
                 ${PROJECT_SOURCE_DIR}/python/tests/test_${t}.py
         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
-    set_tests_properties(python_${t} PROPERTIES ENVIRONMENT "${GR_PY_ENV}" TIMEOUT 300)
+    set_tests_properties(python_${t} PROPERTIES ENVIRONMENT "${GR_PY_ENV}" TIMEOUT 300
+                         LABELS python)
 endforeach()
 
 # pip's route, on a copy of python/ (setuptools builds in place: the source
@@ -110,4 +112,4 @@ print("pip install ok:", graphrun.__file__, graphrun.version())
 add_test(NAME python_pip_install
     COMMAND sh -c "${GR_PIP_SCRIPT}" ${GR_PIP_DIR} ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}
             ${CMAKE_BINARY_DIR})
-set_tests_properties(python_pip_install PROPERTIES TIMEOUT 300)
+set_tests_properties(python_pip_install PROPERTIES TIMEOUT 300 LABELS python)
