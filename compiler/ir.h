@@ -114,8 +114,10 @@ typedef struct ir_data {
     double split;
     int val_part;
     int byte_vocab;          /* ids are bytes */
+    int64_t word_vocab;      /* > 0: ids are words, this many at most (<unk> included) */
     int64_t vocab;           /* ids are in [0, vocab) */
-    const char *vocab_chars; /* chars: the characters in id order, UTF-8; NULL: bytes */
+    const char *vocab_chars; /* chars: the characters in id order, UTF-8 (words: the words,
+                                one a line); NULL: bytes */
     const src_file *src;
     src_span span;
 } ir_data;

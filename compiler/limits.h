@@ -35,6 +35,8 @@
 #define LIM_LITERAL_ELEMS (1 << 20)
 /* Data sources: each opens a reader with its own thread when it runs. */
 #define LIM_DATA 64
+/* Words of a text(vocab="words") vocabulary, <unk> included (vocab_size=). */
+#define LIM_TEXT_WORDS (1LL << 24)
 /* .minimize() calls: each builds a backward pass over the graph so far. */
 #define LIM_MINIMIZE 1024
 /* minimize(accumulate=k): runs per update. */

@@ -686,7 +686,11 @@ static int str_choice(sema *S, const ast_node *at, const char *what, value v,
     for (int i = 0; v.k == V_STR && i < n; i++)
         if (strcmp(v.str, choices[i]) == 0) return i;
     if (v.k == V_NONE) return 0;
-    sema_err(S, at, "'%s' must be \"%s\" or \"%s\"", what, choices[0], choices[1]);
+    char list[96] = "";
+    for (int i = 0, len = 0; i < n && len < (int)sizeof list; i++)
+        len += snprintf(list + len, sizeof list - (size_t)len, "%s\"%s\"",
+                        i == 0 ? "" : i == n - 1 ? " or " : ", ", choices[i]);
+    sema_err(S, sema_arg_at(&v, at), "'%s' must be %s", what, list);
     return -1;
 }
 
@@ -712,9 +716,11 @@ static int text_paths(sema *S, const ast_node *at, value v, ir_data *d)
 
 static int text_options(sema *S, const ast_node *call, const value *x, ir_data *d)
 {
-    static const char *const parts[] = {"train", "val"}, *const vocabs[] = {"chars", "bytes"};
+    static const char *const parts[] = {"train", "val"},
+                             *const vocabs[] = {"chars", "bytes", "words"};
     double shuffle = 1;
     int64_t seed;
+    int vocab;
     if (text_paths(S, call, x[0], d) < 0 ||
         sema_int_in(S, call, "block", x[1], 0, 1, LIM_DIM, &d->block) < 0 ||
         sema_int_in(S, call, "batch", x[2], 0, 1, LIM_DIM, &d->batch) < 0 ||
@@ -724,8 +730,15 @@ static int text_options(sema *S, const ast_node *call, const value *x, ir_data *
         (d->val_part = str_choice(S, call, "part", x[6], parts, 2)) < 0 ||
         sema_int_in(S, call, "stride", x[7], d->val_part ? d->block : 1, 1, LIM_DIM, &d->stride) <
             0 ||
-        (d->byte_vocab = str_choice(S, call, "vocab", x[8], vocabs, 2)) < 0)
+        (vocab = str_choice(S, call, "vocab", x[8], vocabs, 3)) < 0 ||
+        sema_int_in(S, call, "vocab_size", x[9], 10000, 2, LIM_TEXT_WORDS, &d->word_vocab) < 0)
         return -1;
+    d->byte_vocab = vocab == 1;
+    if (vocab != 2 && x[9].k != V_NONE) {
+        sema_err(S, sema_arg_at(&x[9], call), "'vocab_size' is for vocab=\"words\"");
+        return -1;
+    }
+    if (vocab != 2) d->word_vocab = 0;
     d->shuffle = shuffle != 0;
     d->seed = (uint64_t)seed;
     if (d->split > 0 && d->split <= 1) return 0;
@@ -747,14 +760,14 @@ static int text_types(sema *S, const ast_node *call, sema_data_shape *info, ir_d
 
 static value call_text(sema *S, const sema_args *args)
 {
-    static const argspec spec[] = {{"path", 1},    {"block", 1},  {"batch", 1},
-                                   {"shuffle", 0}, {"seed", 0},   {"split", 0},
-                                   {"part", 0},    {"stride", 0}, {"vocab", 0}};
+    static const argspec spec[] = {{"path", 1},  {"block", 1},      {"batch", 1}, {"shuffle", 0},
+                                   {"seed", 0},  {"split", 0},      {"part", 0},  {"stride", 0},
+                                   {"vocab", 0}, {"vocab_size", 0}};
     const ast_node *call = args->call;
-    value x[9];
+    value x[10];
     ir_data d = {.src = S->src, .span = call->span, .kind = DATA_TEXT};
     sema_data_shape info = {0};
-    if (bind_args(S, "text", spec, 9, args, 0, x) < 0 || data_room(S, call) ||
+    if (bind_args(S, "text", spec, 10, args, 0, x) < 0 || data_room(S, call) ||
         text_options(S, call, x, &d) < 0 || probe_data(S, call, &d, &info) < 0 ||
         text_types(S, call, &info, &d) < 0)
         return sema_value_err();

@@ -199,8 +199,9 @@ const char *gr_program_variable_name(const gr_program *p, int k);
  * as sampling needs it to decode ids: its size (ids are in [0, size)) and,
  * for a character vocabulary, the characters in id order as UTF-8 (id k is
  * the k-th character; no NUL), which lives as long as the program; *chars
- * is NULL for a byte vocabulary (vocab="bytes": id k is byte k, size 256).
- * Either output may be NULL.  Checkpoints store it too (docs/checkpoints.md). */
+ * is NULL for a byte vocabulary (vocab="bytes": id k is byte k, size 256);
+ * for a word vocabulary (vocab="words") it is the words in id order, one a
+ * line ("<unk>" first, id 0).  Either output may be NULL.  Checkpoints store it too (docs/checkpoints.md). */
 gr_code gr_program_vocab(const gr_program *p, const char *data, const char **chars, int64_t *size,
                          gr_status *st);
 /* Writes a dump: "ast", "ir", "plan" (for target, or the default target)

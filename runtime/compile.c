@@ -33,7 +33,8 @@ void rt_data_spec(const ir_data *d, data_spec *s)
                      .stride = d->stride,
                      .split = d->split,
                      .val_part = d->val_part,
-                     .byte_vocab = d->byte_vocab};
+                     .byte_vocab = d->byte_vocab,
+                     .word_vocab = d->word_vocab};
     for (int i = 0; i < d->x_rank; i++) s->x_dims[i] = d->x_dims[i];
 }
 

@@ -143,6 +143,43 @@ static void test_vocabulary_is_the_characters_present(void **state)
     assert_int_equal(info.n, 14 - 2);
 }
 
+/* vocab="words": lowercased runs of letters, digits and apostrophes (and
+ * UTF-8), punctuation dropped; id 0 is <unk>, then the most frequent words,
+ * ties in byte order, vocab_size in all; the rest are <unk>. */
+static void test_word_vocabulary_by_frequency_with_unk(void **state)
+{
+    (void)state;
+    const char *paths[] = {fixture_str("w.txt", "The cat sat. The dog sat!\nA cat, a DOG; "
+                                                "the end. Don't caf\xc3\xa9")};
+    data_spec s = spec_of(paths, 1, 2, 1);
+    s.word_vocab = 5;
+    char *words = NULL, err[512];
+    assert_int_equal(data_text_vocab(&s, &words, err, sizeof err), 0);
+    /* the 3, then a, cat, dog, sat 2 each: sat is the fifth, so <unk> */
+    assert_string_equal(words, "<unk>\nthe\na\ncat\ndog");
+    free(words);
+    data_info info;
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.vocab, 5);
+    assert_int_equal(info.n, 14 - 2); /* 14 words, windows of 3 */
+    s.batch = 12;
+    s.shuffle = 0;
+    data_reader *r = open_ok(&s);
+    int32_t x[24], y[24];
+    assert_int_equal(data_next(r, (float *)x, y), 0);
+    /* the cat sat the dog sat a cat a dog the end don't café */
+    static const int32_t ids[] = {1, 3, 0, 1, 4, 0, 2, 3, 2, 4, 1, 0, 0, 0};
+    for (int i = 0; i < 12; i++) {
+        assert_int_equal(x[2 * i], ids[i]);
+        assert_int_equal(x[2 * i + 1], ids[i + 1]);
+        assert_int_equal(y[2 * i + 1], ids[i + 2]);
+    }
+    data_close(r);
+    s.word_vocab = 100; /* more room than words: all 8 and <unk> */
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.vocab, 9);
+}
+
 /* split=0.75 of 20 characters: training windows in the first 15, the
  * validation ones in the last 5, both with the whole text's ids. */
 static void test_split_holds_out_the_end(void **state)
@@ -442,6 +479,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_windows_and_shifted_labels),
         cmocka_unit_test(test_vocabulary_is_the_characters_present),
+        cmocka_unit_test(test_word_vocabulary_by_frequency_with_unk),
         cmocka_unit_test(test_split_holds_out_the_end),
         cmocka_unit_test(test_directory_and_list_of_files),
         cmocka_unit_test(test_shuffled_windows_resume_from_a_cursor),

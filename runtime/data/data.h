@@ -63,7 +63,8 @@ typedef struct data_spec {
     int64_t block, stride;
     double split;
     int val_part;
-    int byte_vocab; /* ids are bytes (256), not the characters present */
+    int byte_vocab;     /* ids are bytes (256), not the characters present */
+    int64_t word_vocab; /* > 0: ids are words, at most this many (<unk> = 0 included) */
 } data_spec;
 
 typedef struct data_info {

@@ -1,7 +1,8 @@
 /* The text source, text(...): files read whole and concatenated (a
  * directory stands for the text files in it), decoded as UTF-8 characters
- * or taken as bytes, and the vocabulary built: the characters present, in
- * code-point order, or the 256 bytes.  An example is a window of block + 1
+ * or taken as bytes, or split into words, and the vocabulary built: the
+ * characters present, in code-point order, the 256 bytes, or the most
+ * frequent words.  An example is a window of block + 1
  * ids: x is its first block, y its last block (each id's next one).
  * Windows start every stride ids of the first `split` of the text (the
  * training part) or of the rest (the validation part); the vocabulary comes
@@ -294,8 +295,155 @@ typedef struct text_corpus {
     int32_t *ids;
     int64_t n;
     int32_t *cps; /* chars: the vocabulary's code points in id order */
+    char *words;  /* words: the vocabulary in id order, one a line */
     int64_t vocab;
 } text_corpus;
+
+/* ---- words ----
+ * A word is a run of ASCII letters, digits and apostrophes, or of UTF-8's
+ * bytes above 0x7F, with ASCII letters lowercased; everything else parts
+ * words and is dropped.  Id 0 is "<unk>"; ids 1.. are the vocab_size - 1
+ * most frequent words, ties in byte order; every other word is <unk>. */
+
+typedef struct word_slot {
+    int64_t at;      /* the first occurrence's offset in the text */
+    int32_t len, id; /* its bytes; its id (after text_word_ids) */
+    int64_t count;
+} word_slot;
+
+/* The words in order of first appearance, found through a hash table of
+ * their indices + 1 (0: empty). */
+typedef struct word_table {
+    word_slot *word;
+    int64_t n, cap_words;
+    int64_t *slot;
+    int64_t cap; /* slots, a power of 2 */
+    const char *text;
+} word_table;
+
+static int word_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '\'' || c >= 0x80;
+}
+
+static uint64_t word_hash(const char *s, int32_t n)
+{
+    uint64_t h = 1469598103934665603u;
+    for (int32_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211u;
+    return h;
+}
+
+static int word_grow(word_table *w)
+{
+    int64_t cap = w->cap ? 2 * w->cap : 1024;
+    int64_t *s = calloc((size_t)cap, sizeof *s);
+    word_slot *words = realloc(w->word, (size_t)(cap / 2) * sizeof *words);
+    if (words) w->word = words;
+    if (!s || !words) {
+        free(s);
+        return -1;
+    }
+    for (int64_t k = 0; k < w->n; k++) {
+        uint64_t i = word_hash(w->text + w->word[k].at, w->word[k].len) & (uint64_t)(cap - 1);
+        while (s[i]) i = (i + 1) & (uint64_t)(cap - 1);
+        s[i] = k + 1;
+    }
+    free(w->slot);
+    w->slot = s;
+    w->cap = cap;
+    return 0;
+}
+
+/* The index of the word at text[at..at+len), counted once more. */
+static int64_t word_add(word_table *w, int64_t at, int32_t len)
+{
+    if (2 * (w->n + 1) > w->cap && word_grow(w) < 0) return -1;
+    uint64_t i = word_hash(w->text + at, len) & (uint64_t)(w->cap - 1);
+    for (;; i = (i + 1) & (uint64_t)(w->cap - 1)) {
+        int64_t k = w->slot[i] - 1;
+        if (k < 0) {
+            k = w->n++;
+            w->slot[i] = k + 1;
+            w->word[k] = (word_slot){.at = at, .len = len};
+        } else if (w->word[k].len != len ||
+                   memcmp(w->text + w->word[k].at, w->text + at, (size_t)len)) {
+            continue;
+        }
+        w->word[k].count++;
+        return k;
+    }
+}
+
+static int by_count(const void *a, const void *b, void *text)
+{
+    const word_slot *x = *(word_slot *const *)a, *y = *(word_slot *const *)b;
+    const char *t = text;
+    if (x->count != y->count) return x->count > y->count ? -1 : 1;
+    int32_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(t + x->at, t + y->at, (size_t)n);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* Ids by rank, the vocabulary string; ids[] holds slots, then ids. */
+static int text_word_ids(const data_spec *s, word_table *w, text_corpus *c)
+{
+    word_slot **order = malloc((size_t)(w->n + 1) * sizeof *order);
+    if (!order) return -1;
+    int64_t n = w->n, bytes = 6;
+    for (int64_t k = 0; k < n; k++) order[k] = &w->word[k];
+    qsort_r(order, (size_t)n, sizeof *order, by_count, (void *)w->text);
+    int64_t keep = n < s->word_vocab - 1 ? n : s->word_vocab - 1;
+    for (int64_t k = 0; k < n; k++) order[k]->id = k < keep ? (int32_t)(k + 1) : 0;
+    for (int64_t k = 0; k < keep; k++) bytes += order[k]->len + 1;
+    if ((c->words = malloc((size_t)bytes))) {
+        char *p = c->words + sprintf(c->words, "<unk>");
+        for (int64_t k = 0; k < keep; k++) {
+            *p++ = '\n';
+            memcpy(p, w->text + order[k]->at, (size_t)order[k]->len);
+            p += order[k]->len;
+        }
+        *p = 0;
+    }
+    free(order);
+    for (int64_t i = 0; i < c->n; i++) c->ids[i] = w->word[c->ids[i]].id;
+    c->vocab = keep + 1;
+    return c->words ? 0 : -1;
+}
+
+/* The text's words as ids; t's bytes are lowercased on the way. */
+static int text_words(const data_spec *s, text_buf *t, text_corpus *c, char *err, size_t errlen)
+{
+    unsigned char *b = (unsigned char *)t->bytes;
+    for (int64_t i = 0; i < t->len;) { /* the same UTF-8 rules as chars */
+        int32_t cp;
+        int len = utf8_next(b + i, t->len - i, &cp);
+        if (len == 0 || cp == 0) {
+            text_err_at(t, i, len ? "a NUL character" : "invalid UTF-8", err, errlen);
+            return -1;
+        }
+        i += len;
+    }
+    for (int64_t i = 0; i < t->len; i++)
+        if (b[i] >= 'A' && b[i] <= 'Z') b[i] = (unsigned char)(b[i] - 'A' + 'a');
+    word_table w = {.text = t->bytes};
+    int rc = 0;
+    c->n = 0;
+    for (int64_t i = 0; i < t->len && rc == 0;) {
+        if (!word_byte(b[i])) {
+            i++;
+            continue;
+        }
+        int64_t at = i;
+        while (i < t->len && word_byte(b[i]) && i - at < INT32_MAX) i++;
+        int64_t k = word_add(&w, at, (int32_t)(i - at));
+        if (k < 0) rc = -1;
+        else c->ids[c->n++] = (int32_t)k;
+    }
+    if (rc == 0) rc = text_word_ids(s, &w, c);
+    free(w.slot);
+    free(w.word);
+    return rc ? text_oom(s->path[0], err, errlen) : 0;
+}
 
 static int text_load_corpus(const data_spec *s, text_corpus *c, char *err, size_t errlen)
 {
@@ -304,14 +452,19 @@ static int text_load_corpus(const data_spec *s, text_corpus *c, char *err, size_
     int rc = text_read(s, &t, err, errlen);
     if (rc == 0 && !(c->ids = malloc((size_t)t.len * sizeof *c->ids + 1)))
         rc = text_oom(s->path[0], err, errlen);
-    if (rc == 0) rc = text_decode(s, &t, c->ids, &c->n, err, errlen);
-    c->vocab = 256;
-    if (rc == 0 && !s->byte_vocab && text_rank(c->ids, c->n, &c->cps, &c->vocab) < 0)
-        rc = text_oom(s->path[0], err, errlen);
+    if (rc == 0 && s->word_vocab) {
+        rc = text_words(s, &t, c, err, errlen);
+    } else {
+        if (rc == 0) rc = text_decode(s, &t, c->ids, &c->n, err, errlen);
+        c->vocab = 256;
+        if (rc == 0 && !s->byte_vocab && text_rank(c->ids, c->n, &c->cps, &c->vocab) < 0)
+            rc = text_oom(s->path[0], err, errlen);
+    }
     text_buf_free(&t);
     if (rc) {
         free(c->ids);
         free(c->cps);
+        free(c->words);
     }
     return rc;
 }
@@ -338,7 +491,7 @@ static int text_part(const data_spec *s, const text_corpus *c, int64_t *first, i
                  "%s: block %lld is longer than the text's %s part (%lld %s; a window needs "
                  "block + 1)",
                  s->path[0], (long long)s->block, part, (long long)*len,
-                 s->byte_vocab ? "bytes" : "characters");
+                 s->word_vocab ? "words" : s->byte_vocab ? "bytes" : "characters");
         return -1;
     }
     memset(info, 0, sizeof *info);
@@ -368,6 +521,7 @@ int data_text_probe(const data_spec *s, data_info *info, char *err, size_t errle
     int rc = text_part(s, &c, &first, &len, info, err, errlen);
     free(c.ids);
     free(c.cps);
+    free(c.words);
     return rc;
 }
 
@@ -377,6 +531,7 @@ int data_text_load(const data_spec *s, data_set *ds, char *err, size_t errlen)
     int64_t first, len;
     if (text_load_corpus(s, &c, err, errlen)) return -1;
     free(c.cps);
+    free(c.words);
     ds->x = c.ids;
     if (text_part(s, &c, &first, &len, &ds->info, err, errlen)) return -1;
     memmove(c.ids, c.ids + first, (size_t)len * sizeof *c.ids);
@@ -404,6 +559,10 @@ int data_text_vocab(const data_spec *s, char **chars, char *err, size_t errlen)
     *chars = NULL;
     if (text_load_corpus(s, &c, err, errlen)) return -1;
     free(c.ids);
+    if (s->word_vocab) {
+        *chars = c.words;
+        return 0;
+    }
     if (s->byte_vocab) return 0;
     char *out = malloc((size_t)c.vocab * 4 + 1);
     int64_t at = 0;
