@@ -2029,6 +2029,92 @@ static void test_update_rules_by_hand(void **state)
     free(var), free(g), free(s1), free(s2), free(rv), free(r1), free(r2);
 }
 
+/* An update with attrs f[0..4] and i[0] (rmsprop's centered). */
+static void run_update_i0(op_kind op, const ir_type *t, void **bufs, int n, const double *f,
+                          int i0, float lr, float gs)
+{
+    ir_type tok = ty(DT_F32, 0), sc = ty(DT_F32, 0);
+    call c;
+    call_init(&c, op, &tok, NULL);
+    for (int k = 0; k < n; k++) call_in(&c, bufs[k], t);
+    call_in(&c, &lr, &sc);
+    call_in(&c, &gs, &sc);
+    for (int k = 0; k < 5; k++) c.node.attr.f[k] = f[k];
+    c.node.attr.i[0] = i0;
+    c.pool = pool2;
+    call_run(&c);
+}
+
+/* sgd and momentum with an L2 weight decay, rmsprop (plain; with momentum,
+ * centered and a decay), adagrad and adadelta, against PyTorch's formulas
+ * in double (g' = gs g + wd w). */
+static void test_decay_and_adaptive_rules_by_hand(void **state)
+{
+    (void)state;
+    ir_type t = ty(DT_F32, 2, 313L, 257L); /* big enough to split */
+    int64_t n = numel(&t);
+    float *var = frandom(&t, -1, 1), *g = frandom(&t, -1, 1), *s1 = frandom(&t, 0.5, 1);
+    float *s2 = frandom(&t, 0, 1), *s3 = frandom(&t, -0.1, 0.1);
+    double *rv = dalloc(n), *r1 = dalloc(n), *r2 = dalloc(n), *r3 = dalloc(n);
+    for (int64_t i = 0; i < n; i++) rv[i] = var[i] - 0.1 * (0.5 * g[i] + 0.01 * var[i]);
+    run_update(OP_APPLY_SGD, &t, (void *[]){var, g}, 2, (double[]){0, 0, 0, 0, 0.01}, 0, 0.1f, 0.5f);
+    check_close(var, rv, n, "sgd weight_decay");
+    for (int64_t i = 0; i < n; i++) {
+        double gi = 0.25 * g[i] + 0.1 * var[i];
+        r1[i] = 0.9 * s2[i] + gi;
+        rv[i] = var[i] - 0.05 * (gi + 0.9 * r1[i]);
+    }
+    run_update(OP_APPLY_MOMENTUM, &t, (void *[]){var, g, s2}, 3, (double[]){0, 0.9, 0, 0, 0.1}, 1,
+               0.05f, 0.25f);
+    check_close(var, rv, n, "momentum weight_decay var");
+    check_close(s2, r1, n, "momentum weight_decay accum");
+    for (int64_t i = 0; i < n; i++) { /* rmsprop(0.01, rho=0.99): v, then w -= lr g / (sqrt(v) + eps) */
+        double gi = 0.5 * g[i];
+        r1[i] = 0.99 * s1[i] + 0.01 * gi * gi;
+        rv[i] = var[i] - 0.01 * gi / (sqrt(r1[i]) + 1e-8);
+    }
+    run_update_i0(OP_APPLY_RMSPROP, &t, (void *[]){var, g, s1}, 3, (double[]){0, 0.99, 0, 1e-8, 0},
+                  0, 0.01f, 0.5f);
+    check_close(var, rv, n, "rmsprop var");
+    check_close(s1, r1, n, "rmsprop v");
+    for (int64_t i = 0; i < n; i++) { /* m = 0.9, centered, weight_decay = 0.1 */
+        double gi = g[i] + 0.1 * var[i];
+        r1[i] = 0.9 * s1[i] + 0.1 * gi * gi;
+        r3[i] = 0.9 * s3[i] + 0.1 * gi;
+        r2[i] = 0.9 * s2[i] + gi / (sqrt(r1[i] - r3[i] * r3[i]) + 1e-8);
+        rv[i] = var[i] - 0.01 * r2[i];
+    }
+    run_update_i0(OP_APPLY_RMSPROP, &t, (void *[]){var, g, s1, s2, s3}, 5,
+                  (double[]){0, 0.9, 0.9, 1e-8, 0.1}, 1, 0.01f, 1.0f);
+    check_close(var, rv, n, "rmsprop centered var");
+    check_close(s1, r1, n, "rmsprop centered v");
+    check_close(s2, r2, n, "rmsprop momentum");
+    check_close(s3, r3, n, "rmsprop mean gradient");
+    for (int64_t i = 0; i < n; i++) { /* adagrad: s += g², w -= lr g / (sqrt(s) + eps) */
+        double gi = 0.5 * g[i] + 0.01 * var[i];
+        r1[i] = s1[i] + gi * gi;
+        rv[i] = var[i] - 0.1 * gi / (sqrt(r1[i]) + 1e-10);
+    }
+    run_update_i0(OP_APPLY_ADAGRAD, &t, (void *[]){var, g, s1}, 3, (double[]){0, 0, 0, 1e-10, 0.01},
+                  0, 0.1f, 0.5f);
+    check_close(var, rv, n, "adagrad var");
+    check_close(s1, r1, n, "adagrad sum");
+    for (int64_t i = 0; i < n; i++) s2[i] = 0.01f * (float)(i % 5); /* u >= 0 */
+    for (int64_t i = 0; i < n; i++) { /* adadelta(1.0, rho=0.9, eps=1e-6) */
+        double gi = g[i];
+        r1[i] = 0.9 * s1[i] + 0.1 * gi * gi;
+        double d = sqrt(s2[i] + 1e-6) / sqrt(r1[i] + 1e-6) * gi;
+        r2[i] = 0.9 * s2[i] + 0.1 * d * d;
+        rv[i] = var[i] - 1.0 * d;
+    }
+    run_update_i0(OP_APPLY_ADADELTA, &t, (void *[]){var, g, s1, s2}, 4,
+                  (double[]){0, 0.9, 0, 1e-6, 0}, 0, 1.0f, 1.0f);
+    check_close(var, rv, n, "adadelta var");
+    check_close(s1, r1, n, "adadelta v");
+    check_close(s2, r2, n, "adadelta u");
+    free(var), free(g), free(s1), free(s2), free(s3), free(rv), free(r1), free(r2), free(r3);
+}
+
 /* sgd_rows scales its rows by lr * gscale; a repeated id adds both rows. */
 static void test_sgd_rows_scale_by_gscale(void **state)
 {
@@ -2054,8 +2140,15 @@ static void test_sgd_rows_scale_by_gscale(void **state)
 enum { RW_V = 5, RW_D = 3, RW_STEPS = 3 };
 
 typedef struct rows_state {
-    float var[RW_V * RW_D], s1[RW_V * RW_D], s2[RW_V * RW_D], step;
+    float var[RW_V * RW_D], s1[RW_V * RW_D], s2[RW_V * RW_D], s3[RW_V * RW_D], step;
 } rows_state;
+
+static int is_rows_op(op_kind op)
+{
+    return op == OP_APPLY_SGD_ROWS || op == OP_APPLY_MOMENTUM_ROWS || op == OP_APPLY_ADAM_ROWS ||
+           op == OP_APPLY_RMSPROP_ROWS || op == OP_APPLY_ADAGRAD_ROWS ||
+           op == OP_APPLY_ADADELTA_ROWS;
+}
 
 /* One step of op on st: dense (grad [V,D]) or rows (rows [n,D], ids). */
 static void rows_step(op_kind op, rows_state *st, const float *g, const int32_t *ids, int64_t n)
@@ -2064,8 +2157,11 @@ static void rows_step(op_kind op, rows_state *st, const float *g, const int32_t 
             tok = ty(DT_F32, 1, 0L);
     ir_type rt = ty(DT_F32, 2, n, (int64_t)RW_D), it = ty(DT_I32, 1, n);
     float lr = 0.05f, gs = 0.7f;
-    int rows = op == OP_APPLY_MOMENTUM_ROWS || op == OP_APPLY_ADAM_ROWS;
+    int rows = is_rows_op(op);
     int adam = op == OP_APPLY_ADAM || op == OP_APPLY_ADAM_ROWS;
+    int sgd = op == OP_APPLY_SGD || op == OP_APPLY_SGD_ROWS;
+    int rms = op == OP_APPLY_RMSPROP || op == OP_APPLY_RMSPROP_ROWS;
+    int two = op == OP_APPLY_ADADELTA || op == OP_APPLY_ADADELTA_ROWS;
     uint64_t scratch[64];
     call c;
     call_init(&c, op, &tok, NULL);
@@ -2073,8 +2169,10 @@ static void rows_step(op_kind op, rows_state *st, const float *g, const int32_t 
     call_in(&c, st->var, &vt);
     call_in(&c, (void *)g, rows ? &rt : &vt);
     if (rows) call_in(&c, (void *)ids, &it);
-    call_in(&c, st->s1, &vt);
+    if (!sgd) call_in(&c, st->s1, &vt);
     if (adam) call_in(&c, st->s2, &vt), call_in(&c, &st->step, &sc);
+    if (rms || two) call_in(&c, st->s2, &vt); /* rmsprop: m = ATTR_ADAM_B2's 0.999 */
+    if (rms) call_in(&c, st->s3, &vt), c.node.attr.i[ATTR_RMS_CENTERED] = 1;
     call_in(&c, &lr, &sc);
     call_in(&c, &gs, &sc);
     c.node.attr.f[ATTR_MOMENTUM_M] = 0.9; /* ATTR_ADAM_B1 is the same slot */
@@ -2106,6 +2204,7 @@ static void check_rows_match_dense(op_kind rows_op, op_kind dense_op, const int3
             assert_float_equal(a.var[i], b.var[i], 1e-6);
             assert_float_equal(a.s1[i], b.s1[i], 1e-6);
             assert_float_equal(a.s2[i], b.s2[i], 1e-6);
+            assert_float_equal(a.s3[i], b.s3[i], 1e-6);
         }
     }
 }
@@ -2135,6 +2234,38 @@ static void test_adam_rows_sum_repeated_ids_first(void **state)
 {
     (void)state;
     check_rows_match_dense(OP_APPLY_ADAM_ROWS, OP_APPLY_ADAM, rw_dups, 9);
+}
+
+/* Every row op (weight decay 0.1, rho 0.9, rmsprop with momentum and
+ * centered) against its dense op, on a permutation and on repeated ids. */
+static void test_new_rows_ops_equal_dense(void **state)
+{
+    (void)state;
+    static const op_kind pairs[][2] = {{OP_APPLY_SGD_ROWS, OP_APPLY_SGD},
+                                       {OP_APPLY_RMSPROP_ROWS, OP_APPLY_RMSPROP},
+                                       {OP_APPLY_ADAGRAD_ROWS, OP_APPLY_ADAGRAD},
+                                       {OP_APPLY_ADADELTA_ROWS, OP_APPLY_ADADELTA}};
+    for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
+        check_rows_match_dense(pairs[k][0], pairs[k][1], rw_perm, RW_V);
+        check_rows_match_dense(pairs[k][0], pairs[k][1], rw_dups, 9);
+    }
+}
+
+/* Lazy adagrad: a row no id names keeps its value and its sum. */
+static void test_adagrad_rows_leave_other_rows_alone(void **state)
+{
+    (void)state;
+    rows_state a;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < RW_V * RW_D; i++) a.var[i] = 1.0f, a.s1[i] = 0.5f;
+    int32_t ids[2] = {3, 3};
+    float rows[2 * RW_D] = {1, 2, 3, 4, 5, 6};
+    rows_step(OP_APPLY_ADAGRAD_ROWS, &a, rows, ids, 2);
+    for (int i = 0; i < RW_V * RW_D; i++) {
+        int moved = i / RW_D == 3;
+        assert_true((a.var[i] != 1.0f) == moved);
+        assert_true((a.s1[i] != 0.5f) == moved);
+    }
 }
 
 /* Lazy: a row no id names keeps its value and its slots. */
@@ -2437,6 +2568,9 @@ int main(void)
         cmocka_unit_test(test_adam_rows_equal_dense_on_a_permutation),
         cmocka_unit_test(test_adam_rows_sum_repeated_ids_first),
         cmocka_unit_test(test_adam_rows_leave_other_rows_alone),
+        cmocka_unit_test(test_decay_and_adaptive_rules_by_hand),
+        cmocka_unit_test(test_new_rows_ops_equal_dense),
+        cmocka_unit_test(test_adagrad_rows_leave_other_rows_alone),
         cmocka_unit_test(test_rows_sum_puts_each_ids_sum_at_its_first_place),
         cmocka_unit_test(test_lr_schedules_by_hand),
         cmocka_unit_test(test_clip_scale_is_the_global_norm),

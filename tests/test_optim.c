@@ -328,6 +328,213 @@ static void test_schedule_resumes_from_a_checkpoint(void **state)
     unlink(path);
 }
 
+/* ---- rmsprop, adagrad, adadelta and L2 weight decay, step by step ---- */
+
+/* An optimizer as PyTorch writes it, in double: its kind (0 sgd, 1
+ * momentum, 2 rmsprop, 3 adagrad, 4 adadelta) and hyperparameters. */
+typedef struct opt_ref {
+    int kind;
+    double lr, m, rho, eps, wd, initial;
+    int nesterov, centered, decay_all;
+} opt_ref;
+
+/* One step of element w with gradient g and slots s[3] (PyTorch's SGD,
+ * RMSprop, Adagrad, Adadelta); decay: the weight decay applies. */
+static double ref_step(const opt_ref *o, double w, double g, double *s, int decay)
+{
+    if (decay) g += o->wd * w;
+    double d;
+    switch (o->kind) {
+    case 0:
+        return w - o->lr * g;
+    case 1:
+        s[0] = o->m * s[0] + g;
+        return w - o->lr * (o->nesterov ? g + o->m * s[0] : s[0]);
+    case 2: {
+        s[0] = o->rho * s[0] + (1 - o->rho) * g * g;
+        double v = s[0];
+        if (o->centered) {
+            s[2] = o->rho * s[2] + (1 - o->rho) * g;
+            v -= s[2] * s[2];
+        }
+        d = g / (sqrt(v) + o->eps);
+        if (o->m != 0) d = s[1] = o->m * s[1] + d;
+        return w - o->lr * d;
+    }
+    case 3:
+        s[0] += g * g;
+        return w - o->lr * g / (sqrt(s[0]) + o->eps);
+    default:
+        s[0] = o->rho * s[0] + (1 - o->rho) * g * g;
+        d = sqrt(s[1] + o->eps) / sqrt(s[0] + o->eps) * g;
+        s[1] = o->rho * s[1] + (1 - o->rho) * d * d;
+        return w - o->lr * d;
+    }
+}
+
+/* loss = sum(w * w) / 2 + sum(w * k) + sum(b * b) / 2: the gradient is
+ * w + k for the matrix w, b for the vector b.  Six steps of opt against
+ * ref_step from the same start, to 1e-5; the weight decay reaches b only
+ * with decay_all. */
+static const char *formula_net = "var w = normal([2, 3])\nvar b = normal([3])\n"
+                                 "loss = sum(w * w) * 0.5 + sum(w * [[0.5, -1.0, 2.0], "
+                                 "[0.0, 0.25, -3.0]]) + sum(b * b) * 0.5\n"
+                                 "train = %s.minimize(loss)\n";
+
+static void check_formula(const char *opt, const opt_ref *o)
+{
+    static const double k[6] = {0.5, -1.0, 2.0, 0.0, 0.25, -3.0};
+    char text[640];
+    snprintf(text, sizeof text, formula_net, opt);
+    run r;
+    run_open(&r, text);
+    float w[6], b[3];
+    double rw[6], rb[3], sw[6][3], sb[3][3];
+    read_var(&r, "w", w, 6);
+    read_var(&r, "b", b, 3);
+    for (int i = 0; i < 6; i++) rw[i] = w[i], sw[i][0] = o->initial, sw[i][1] = sw[i][2] = 0;
+    for (int i = 0; i < 3; i++) rb[i] = b[i], sb[i][0] = o->initial, sb[i][1] = sb[i][2] = 0;
+    for (int t = 1; t <= 6; t++) {
+        step(&r, NULL, NULL);
+        for (int i = 0; i < 6; i++) rw[i] = ref_step(o, rw[i], rw[i] + k[i], sw[i], 1);
+        for (int i = 0; i < 3; i++) rb[i] = ref_step(o, rb[i], rb[i], sb[i], o->decay_all);
+        read_var(&r, "w", w, 6);
+        read_var(&r, "b", b, 3);
+        for (int i = 0; i < 6; i++)
+            if (!(fabs(w[i] - rw[i]) <= 1e-5 * (fabs(rw[i]) > 1 ? fabs(rw[i]) : 1)))
+                fail_msg("%s: step %d w[%d] = %.9g, want %.9g", opt, t, i, w[i], rw[i]);
+        for (int i = 0; i < 3; i++)
+            if (!(fabs(b[i] - rb[i]) <= 1e-5 * (fabs(rb[i]) > 1 ? fabs(rb[i]) : 1)))
+                fail_msg("%s: step %d b[%d] = %.9g, want %.9g", opt, t, i, b[i], rb[i]);
+    }
+    run_close(&r);
+}
+
+static void test_each_optimizer_follows_its_formula(void **state)
+{
+    (void)state;
+    check_formula("sgd(0.1, weight_decay=0.5)", &(opt_ref){0, .lr = 0.1, .wd = 0.5});
+    check_formula("sgd(0.1, weight_decay=0.5, decay_all=true)",
+                  &(opt_ref){0, .lr = 0.1, .wd = 0.5, .decay_all = 1});
+    check_formula("momentum(0.05, m=0.8, nesterov=true, weight_decay=0.1)",
+                  &(opt_ref){1, .lr = 0.05, .m = 0.8, .wd = 0.1, .nesterov = 1});
+    check_formula("momentum(0.05, weight_decay=0.1, decay_all=true)",
+                  &(opt_ref){1, .lr = 0.05, .m = 0.9, .wd = 0.1, .decay_all = 1});
+    /* PyTorch's defaults: RMSprop(lr=0.01, alpha=0.99, eps=1e-8) */
+    check_formula("rmsprop()", &(opt_ref){2, .lr = 0.01, .rho = 0.99, .eps = 1e-8});
+    check_formula("rmsprop(0.02, rho=0.9, m=0.5, centered=true, weight_decay=0.1)",
+                  &(opt_ref){2, .lr = 0.02, .rho = 0.9, .eps = 1e-8, .m = 0.5, .wd = 0.1,
+                             .centered = 1});
+    check_formula("adagrad(0.1)", &(opt_ref){3, .lr = 0.1, .eps = 1e-10});
+    check_formula("adagrad(0.1, initial=0.1, eps=1e-3, weight_decay=0.2, decay_all=true)",
+                  &(opt_ref){3, .lr = 0.1, .eps = 1e-3, .initial = 0.1, .wd = 0.2,
+                             .decay_all = 1});
+    /* Adadelta(lr=1.0, rho=0.9, eps=1e-6), pytorch/examples' MNIST, with its StepLR */
+    check_formula("adadelta()", &(opt_ref){4, .lr = 1.0, .rho = 0.9, .eps = 1e-6});
+    check_formula("adadelta(0.5, rho=0.95, eps=1e-4, weight_decay=0.01)",
+                  &(opt_ref){4, .lr = 0.5, .rho = 0.95, .eps = 1e-4, .wd = 0.01});
+}
+
+/* A gathered table is updated by rows, lazily: under every optimizer a row
+ * no id names keeps its value (a dense update with weight_decay would
+ * shrink it) and a repeated id's rows are summed, so the rows that move
+ * follow the dense formula. */
+static void test_rows_update_only_the_rows_looked_up(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *opt;
+        opt_ref ref;
+    } cases[] = {
+        {"sgd(0.1, weight_decay=0.5, decay_all=true)", {0, .lr = 0.1, .wd = 0.5}},
+        {"momentum(0.1, weight_decay=0.5, decay_all=true)", {1, .lr = 0.1, .m = 0.9, .wd = 0.5}},
+        {"rmsprop(0.01, m=0.5, centered=true, weight_decay=0.5, decay_all=true)",
+         {2, .lr = 0.01, .rho = 0.99, .eps = 1e-8, .m = 0.5, .wd = 0.5, .centered = 1}},
+        {"adagrad(0.1, initial=0.1, weight_decay=0.5, decay_all=true)",
+         {3, .lr = 0.1, .eps = 1e-10, .initial = 0.1, .wd = 0.5}},
+        {"adadelta(weight_decay=0.5, decay_all=true)",
+         {4, .lr = 1.0, .rho = 0.9, .eps = 1e-6, .wd = 0.5}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "var e = normal([4, 2])\n"
+                 "loss = sum(gather(e, cast([[0, 2], [0, 3]], dtype=\"i32\")) * [[[1.0, -1.0], [0.5, 2.0]], "
+                 "[[0.25, 0.0], [-2.0, 1.0]]])\n"
+                 "train = %s.minimize(loss)\n",
+                 cases[c].opt);
+        /* row 0: 1 - 1, 0.25 - ... summed; row 1 never looked up */
+        static const double g[4][2] = {{1.25, -1.0}, {0, 0}, {0.5, 2.0}, {-2.0, 1.0}};
+        run r;
+        run_open(&r, text);
+        float e[8], e0[8];
+        read_var(&r, "e", e0, 8);
+        double re[8], s[8][3];
+        for (int i = 0; i < 8; i++) re[i] = e0[i], s[i][0] = cases[c].ref.initial, s[i][1] = s[i][2] = 0;
+        for (int t = 1; t <= 4; t++) {
+            step(&r, NULL, NULL);
+            for (int i = 0; i < 8; i++)
+                if (i / 2 != 1) re[i] = ref_step(&cases[c].ref, re[i], g[i / 2][i % 2], s[i], 1);
+            read_var(&r, "e", e, 8);
+            for (int i = 0; i < 8; i++)
+                if (!(fabs(e[i] - re[i]) <= 1e-5 * (fabs(re[i]) > 1 ? fabs(re[i]) : 1)))
+                    fail_msg("%s: step %d e[%d] = %.9g, want %.9g", cases[c].opt, t, i, e[i],
+                             re[i]);
+        }
+        assert_true(e[2] == e0[2] && e[3] == e0[3]);
+        run_close(&r);
+    }
+}
+
+/* The slots are variables: a run restored from a checkpoint after 5 steps
+ * continues as the uninterrupted one, to the bit (adagrad's accumulator
+ * starts at initial, and the checkpoint keeps what it has become). */
+static void test_adaptive_slots_resume_from_a_checkpoint(void **state)
+{
+    (void)state;
+    static const char *opts[] = {"rmsprop(0.01, m=0.5, centered=true, weight_decay=0.01)",
+                                 "adagrad(0.1, initial=0.1)", "adadelta(weight_decay=0.01)",
+                                 "momentum(0.05, weight_decay=0.1)"};
+    for (size_t k = 0; k < sizeof opts / sizeof *opts; k++) {
+        char text[640], path[] = "/tmp/gr_optim_XXXXXX";
+        snprintf(text, sizeof text,
+                 "data d = gaussian(n=64, dims=[2], batch=8, seed=1)\n"
+                 "var w = zeros([2, 1])\nvar e = normal([5, 2])\n"
+                 "loss = mse(d.x @ w, d.x @ [[1.0], [2.0]]) + sum(gather(e, cast([1, 3, 1], dtype=\"i32\")))\n"
+                 "train = %s.minimize(loss)\n",
+                 opts[k]);
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        float whole[2], we[10], got[2], ge[10];
+        run a, b;
+        run_open(&a, text);
+        if (k == 1) {
+            float acc[2];
+            read_var(&a, "w/adagrad", acc, 2);
+            assert_true(acc[0] == 0.1f && acc[1] == 0.1f);
+        }
+        for (int t = 0; t < 10; t++) step(&a, NULL, NULL);
+        read_var(&a, "w", whole, 2);
+        read_var(&a, "e", we, 10);
+        run_close(&a);
+        run_open(&a, text);
+        for (int t = 0; t < 5; t++) step(&a, NULL, NULL);
+        assert_gr_ok(gr_session_save(a.s, path, a.st), a.st);
+        run_close(&a);
+        run_open(&b, text);
+        assert_gr_ok(gr_session_restore(b.s, path, NULL, b.st), b.st);
+        for (int t = 5; t < 10; t++) step(&b, NULL, NULL);
+        read_var(&b, "w", got, 2);
+        read_var(&b, "e", ge, 10);
+        run_close(&b);
+        unlink(path);
+        assert_memory_equal(got, whole, sizeof got);
+        assert_memory_equal(ge, we, sizeof ge);
+        assert_true(whole[0] != 0.0f);
+    }
+}
+
 /* How many `op` nodes the plan of train has, compiled for dist (w1's
  * gradient, 256 KiB, is averaged alone in sync mode; b1's and w2's in a
  * bucket). */
@@ -417,6 +624,9 @@ int main(void)
         cmocka_unit_test(test_adamw_decays_matrices_not_biases),
         cmocka_unit_test(test_adamw_clip_and_cosine_train_a_net),
         cmocka_unit_test(test_schedule_resumes_from_a_checkpoint),
+        cmocka_unit_test(test_each_optimizer_follows_its_formula),
+        cmocka_unit_test(test_rows_update_only_the_rows_looked_up),
+        cmocka_unit_test(test_adaptive_slots_resume_from_a_checkpoint),
         cmocka_unit_test(test_sgd_fuses_into_its_gemm_only_with_a_constant_rate),
         cmocka_unit_test(test_sync_sgd_fuses_into_its_allreduce),
         cmocka_unit_test(test_sync_averages_a_lone_small_gradient),
