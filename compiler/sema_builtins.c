@@ -371,21 +371,25 @@ static double opt_default(int b, int id)
     return opt_defaults[id];
 }
 
-/* rmsprop's, adagrad's and adadelta's own arguments, each checked at the
- * argument: 0 <= rho < 1, eps > 0, 0 <= m < 1, initial >= 0. */
-static int adaptive_check(sema *S, const ast_node *call, const signed char *ids, int n,
-                          const value *x, const double *val)
+/* Arguments checked where they are written: weight_decay >= 0 (every
+ * optimizer); rmsprop's, adagrad's and adadelta's 0 <= rho < 1, eps > 0,
+ * 0 <= m < 1 and initial >= 0. */
+static int args_check(sema *S, const ast_node *call, int b, const signed char *ids, int n,
+                      const value *x, const double *val)
 {
+    int adaptive = b >= B_RMSPROP;
     for (int i = 0; i < n; i++) {
         int id = ids[i];
         double v = val[id];
-        const char *bad = id == O_RHO && !(v >= 0 && v < 1)       ? "must be in [0, 1)"
-                          : id == O_M && !(v >= 0 && v < 1)       ? "must be in [0, 1)"
-                          : id == O_EPS && !(v > 0)               ? "must be positive"
-                          : id == O_INITIAL && !(v >= 0)          ? "must be >= 0"
-                                                                  : NULL;
+        const char *bad = id == O_WD && !(v >= 0)                          ? "must be >= 0"
+                          : !adaptive                                      ? NULL
+                          : (id == O_RHO || id == O_M) && !(v >= 0 && v < 1) ? "must be in [0, 1)"
+                          : id == O_EPS && !(v > 0)                        ? "must be positive"
+                          : id == O_INITIAL && !(v >= 0)                   ? "must be >= 0"
+                                                                           : NULL;
         if (bad) {
-            sema_err(S, sema_arg_at(&x[i], call), "'%s' %s, got %g", opt_names[id], bad, v);
+            sema_err(S, sema_arg_at(&x[i], call), "%s(): '%s' %s, got %g", builtin_names[b],
+                     opt_names[id], bad, v);
             return -1;
         }
     }
@@ -429,7 +433,7 @@ static value call_opt(sema *S, int b, const sema_args *args)
         if (ids[i] == O_LR ? lr_arg(S, call, x[i], val[O_LR], &v.opt) < 0
                            : num_arg(S, call, x[i], val[ids[i]], &val[ids[i]]) < 0)
             return sema_value_err();
-    if (b >= B_RMSPROP && adaptive_check(S, call, ids, n, x, val) < 0) return sema_value_err();
+    if (args_check(S, call, b, ids, n, x, val) < 0) return sema_value_err();
     ad_optimizer *o = &v.opt;
     static const ad_kind kinds[] = {AD_SGD,     AD_MOMENTUM, AD_ADAM,    AD_ADAM,
                                     AD_RMSPROP, AD_ADAGRAD,  AD_ADADELTA};
