@@ -382,6 +382,30 @@ static void test_clipped_table_gathered_twice_gets_one_row_update(void **state)
     check_gathered_twice(AD_ADAM, 1.0, OP_APPLY_ADAM_ROWS);
 }
 
+/* rmsprop (m = 0.9: its momentum slot too), adagrad (clipped) and adadelta
+ * have row updates, and their slots are named after the variable. */
+static void test_rmsprop_table_gathered_twice_gets_one_row_update(void **state)
+{
+    (void)state;
+    check_gathered_twice(AD_RMSPROP, 0, OP_APPLY_RMSPROP_ROWS);
+    assert_true(ir_find_var(g, "emb/rms") >= 0 && ir_find_var(g, "emb/momentum") >= 0);
+    assert_true(ir_find_var(g, "emb/mean_grad") < 0);
+}
+
+static void test_adagrad_table_gathered_twice_gets_one_row_update(void **state)
+{
+    (void)state;
+    check_gathered_twice(AD_ADAGRAD, 1.0, OP_APPLY_ADAGRAD_ROWS);
+    assert_true(ir_find_var(g, "emb/adagrad") >= 0);
+}
+
+static void test_adadelta_table_gathered_twice_gets_one_row_update(void **state)
+{
+    (void)state;
+    check_gathered_twice(AD_ADADELTA, 0, OP_APPLY_ADADELTA_ROWS);
+    assert_true(ir_find_var(g, "emb/adadelta_v") >= 0 && ir_find_var(g, "emb/adadelta_u") >= 0);
+}
+
 /* A gathered table also read by a matmul has a dense update: a warning at
  * the matmul. */
 static void test_gathered_table_read_densely_warns(void **state)
@@ -479,6 +503,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_adam_table_gathered_twice_gets_one_row_update, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_clipped_table_gathered_twice_gets_one_row_update,
+                                        setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_rmsprop_table_gathered_twice_gets_one_row_update,
+                                        setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_adagrad_table_gathered_twice_gets_one_row_update,
+                                        setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_adadelta_table_gathered_twice_gets_one_row_update,
                                         setup, irfx_teardown),
         cmocka_unit_test_setup_teardown(test_gathered_table_read_densely_warns, setup,
                                         irfx_teardown),
