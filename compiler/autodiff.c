@@ -375,12 +375,10 @@ static op_kind rows_inputs(ad_ctx *c, int sp, int *in, int *n_in)
 {
     in[1] = c->g->nodes[sp].in[0];
     in[(*n_in)++] = c->g->nodes[sp].in[1];
-    static const op_kind rows[] = {[AD_SGD] = OP_APPLY_SGD_ROWS,
-                                   [AD_MOMENTUM] = OP_APPLY_MOMENTUM_ROWS,
-                                   [AD_ADAM] = OP_APPLY_ADAM_ROWS,
-                                   [AD_RMSPROP] = OP_APPLY_RMSPROP_ROWS,
-                                   [AD_ADAGRAD] = OP_APPLY_ADAGRAD_ROWS,
-                                   [AD_ADADELTA] = OP_APPLY_ADADELTA_ROWS};
+    static const op_kind rows[] = {
+        [AD_SGD] = OP_APPLY_SGD_ROWS,         [AD_MOMENTUM] = OP_APPLY_MOMENTUM_ROWS,
+        [AD_ADAM] = OP_APPLY_ADAM_ROWS,       [AD_RMSPROP] = OP_APPLY_RMSPROP_ROWS,
+        [AD_ADAGRAD] = OP_APPLY_ADAGRAD_ROWS, [AD_ADADELTA] = OP_APPLY_ADADELTA_ROWS};
     return rows[c->opt->kind];
 }
 
@@ -403,12 +401,10 @@ static void adaptive_slots(ad_ctx *c, int vi, int *in, int *n_in)
 
 static int make_update(ad_ctx *c, int vi)
 {
-    static const op_kind dense[] = {[AD_SGD] = OP_APPLY_SGD,
-                                    [AD_MOMENTUM] = OP_APPLY_MOMENTUM,
-                                    [AD_ADAM] = OP_APPLY_ADAM,
-                                    [AD_RMSPROP] = OP_APPLY_RMSPROP,
-                                    [AD_ADAGRAD] = OP_APPLY_ADAGRAD,
-                                    [AD_ADADELTA] = OP_APPLY_ADADELTA};
+    static const op_kind dense[] = {
+        [AD_SGD] = OP_APPLY_SGD,         [AD_MOMENTUM] = OP_APPLY_MOMENTUM,
+        [AD_ADAM] = OP_APPLY_ADAM,       [AD_RMSPROP] = OP_APPLY_RMSPROP,
+        [AD_ADAGRAD] = OP_APPLY_ADAGRAD, [AD_ADADELTA] = OP_APPLY_ADADELTA};
     int with = c->g->vars[vi].node;
     int in[8] = {c->g->vars[vi].node, var_grad(c, vi), -1, -1, -1, -1, -1, -1}, n_in = 2;
     int sp = sparse_grad(c, vi), adam = c->opt->kind == AD_ADAM;

@@ -2030,8 +2030,8 @@ static void test_update_rules_by_hand(void **state)
 }
 
 /* An update with attrs f[0..4] and i[0] (rmsprop's centered). */
-static void run_update_i0(op_kind op, const ir_type *t, void **bufs, int n, const double *f,
-                          int i0, float lr, float gs)
+static void run_update_i0(op_kind op, const ir_type *t, void **bufs, int n, const double *f, int i0,
+                          float lr, float gs)
 {
     ir_type tok = ty(DT_F32, 0), sc = ty(DT_F32, 0);
     call c;
@@ -2057,7 +2057,8 @@ static void test_decay_and_adaptive_rules_by_hand(void **state)
     float *s2 = frandom(&t, 0, 1), *s3 = frandom(&t, -0.1, 0.1);
     double *rv = dalloc(n), *r1 = dalloc(n), *r2 = dalloc(n), *r3 = dalloc(n);
     for (int64_t i = 0; i < n; i++) rv[i] = var[i] - 0.1 * (0.5 * g[i] + 0.01 * var[i]);
-    run_update(OP_APPLY_SGD, &t, (void *[]){var, g}, 2, (double[]){0, 0, 0, 0, 0.01}, 0, 0.1f, 0.5f);
+    run_update(OP_APPLY_SGD, &t, (void *[]){var, g}, 2, (double[]){0, 0, 0, 0, 0.01}, 0, 0.1f,
+               0.5f);
     check_close(var, rv, n, "sgd weight_decay");
     for (int64_t i = 0; i < n; i++) {
         double gi = 0.25 * g[i] + 0.1 * var[i];
@@ -2068,7 +2069,8 @@ static void test_decay_and_adaptive_rules_by_hand(void **state)
                0.05f, 0.25f);
     check_close(var, rv, n, "momentum weight_decay var");
     check_close(s2, r1, n, "momentum weight_decay accum");
-    for (int64_t i = 0; i < n; i++) { /* rmsprop(0.01, rho=0.99): v, then w -= lr g / (sqrt(v) + eps) */
+    for (int64_t i = 0; i < n;
+         i++) { /* rmsprop(0.01, rho=0.99): v, then w -= lr g / (sqrt(v) + eps) */
         double gi = 0.5 * g[i];
         r1[i] = 0.99 * s1[i] + 0.01 * gi * gi;
         rv[i] = var[i] - 0.01 * gi / (sqrt(r1[i]) + 1e-8);

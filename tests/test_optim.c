@@ -422,13 +422,12 @@ static void test_each_optimizer_follows_its_formula(void **state)
                   &(opt_ref){1, .lr = 0.05, .m = 0.9, .wd = 0.1, .decay_all = 1});
     /* PyTorch's defaults: RMSprop(lr=0.01, alpha=0.99, eps=1e-8) */
     check_formula("rmsprop()", &(opt_ref){2, .lr = 0.01, .rho = 0.99, .eps = 1e-8});
-    check_formula("rmsprop(0.02, rho=0.9, m=0.5, centered=true, weight_decay=0.1)",
-                  &(opt_ref){2, .lr = 0.02, .rho = 0.9, .eps = 1e-8, .m = 0.5, .wd = 0.1,
-                             .centered = 1});
+    check_formula(
+        "rmsprop(0.02, rho=0.9, m=0.5, centered=true, weight_decay=0.1)",
+        &(opt_ref){2, .lr = 0.02, .rho = 0.9, .eps = 1e-8, .m = 0.5, .wd = 0.1, .centered = 1});
     check_formula("adagrad(0.1)", &(opt_ref){3, .lr = 0.1, .eps = 1e-10});
     check_formula("adagrad(0.1, initial=0.1, eps=1e-3, weight_decay=0.2, decay_all=true)",
-                  &(opt_ref){3, .lr = 0.1, .eps = 1e-3, .initial = 0.1, .wd = 0.2,
-                             .decay_all = 1});
+                  &(opt_ref){3, .lr = 0.1, .eps = 1e-3, .initial = 0.1, .wd = 0.2, .decay_all = 1});
     /* Adadelta(lr=1.0, rho=0.9, eps=1e-6), pytorch/examples' MNIST, with its StepLR */
     check_formula("adadelta()", &(opt_ref){4, .lr = 1.0, .rho = 0.9, .eps = 1e-6});
     check_formula("adadelta(0.5, rho=0.95, eps=1e-4, weight_decay=0.01)",
@@ -459,7 +458,8 @@ static void test_rows_update_only_the_rows_looked_up(void **state)
         char text[512];
         snprintf(text, sizeof text,
                  "var e = normal([4, 2])\n"
-                 "loss = sum(gather(e, cast([[0, 2], [0, 3]], dtype=\"i32\")) * [[[1.0, -1.0], [0.5, 2.0]], "
+                 "loss = sum(gather(e, cast([[0, 2], [0, 3]], dtype=\"i32\")) * [[[1.0, -1.0], "
+                 "[0.5, 2.0]], "
                  "[[0.25, 0.0], [-2.0, 1.0]]])\n"
                  "train = %s.minimize(loss)\n",
                  cases[c].opt);
@@ -470,7 +470,8 @@ static void test_rows_update_only_the_rows_looked_up(void **state)
         float e[8], e0[8];
         read_var(&r, "e", e0, 8);
         double re[8], s[8][3];
-        for (int i = 0; i < 8; i++) re[i] = e0[i], s[i][0] = cases[c].ref.initial, s[i][1] = s[i][2] = 0;
+        for (int i = 0; i < 8; i++)
+            re[i] = e0[i], s[i][0] = cases[c].ref.initial, s[i][1] = s[i][2] = 0;
         for (int t = 1; t <= 4; t++) {
             step(&r, NULL, NULL);
             for (int i = 0; i < 8; i++)
@@ -500,7 +501,8 @@ static void test_adaptive_slots_resume_from_a_checkpoint(void **state)
         snprintf(text, sizeof text,
                  "data d = gaussian(n=64, dims=[2], batch=8, seed=1)\n"
                  "var w = zeros([2, 1])\nvar e = normal([5, 2])\n"
-                 "loss = mse(d.x @ w, d.x @ [[1.0], [2.0]]) + sum(gather(e, cast([1, 3, 1], dtype=\"i32\")))\n"
+                 "loss = mse(d.x @ w, d.x @ [[1.0], [2.0]]) + sum(gather(e, cast([1, 3, 1], "
+                 "dtype=\"i32\")))\n"
                  "train = %s.minimize(loss)\n",
                  opts[k]);
         int fd = mkstemp(path);

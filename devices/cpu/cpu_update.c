@@ -278,7 +278,8 @@ void cpu_apply_adaptive_rows(int kind, float *var, const float *rows, const int3
                              float *const *slots, int64_t n, int64_t D, const optim_hp *hp,
                              cpu_rows_scratch *sc)
 {
-    upd_ctx c = {.var = var, .s1 = slots[0], .s2 = slots[1], .s3 = slots[2], .kind = kind, .ohp = hp};
+    upd_ctx c = {
+        .var = var, .s1 = slots[0], .s2 = slots[1], .s3 = slots[2], .kind = kind, .ohp = hp};
     rows_apply(&c, adaptive_range, rows, ids, n, D, sc);
 }
 
