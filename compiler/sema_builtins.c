@@ -340,9 +340,9 @@ enum {
     O_INITIAL,
     O_N
 };
-static const char *const opt_names[O_N] = {"lr",   "m",         "nesterov", "b1",       "b2",
-                                           "eps",  "weight_decay", "decay_all", "locking", "clip",
-                                           "rho",  "centered",  "initial"};
+static const char *const opt_names[O_N] = {
+    "lr",        "m",       "nesterov", "b1",  "b2",       "eps",    "weight_decay",
+    "decay_all", "locking", "clip",     "rho", "centered", "initial"};
 static const double opt_defaults[O_N] = {1e-3, 0.9, 0, 0.9, 0.999, 1e-8, 0.01, 0, 0, 0, 0.99, 0, 0};
 /* Per optimizer (B_SGD...), its arguments in positional order, ended by -1
  * (sgd's and momentum's weight_decay came later: after their others). */
@@ -381,12 +381,12 @@ static int args_check(sema *S, const ast_node *call, int b, const signed char *i
     for (int i = 0; i < n; i++) {
         int id = ids[i];
         double v = val[id];
-        const char *bad = id == O_WD && !(v >= 0)                          ? "must be >= 0"
-                          : !adaptive                                      ? NULL
+        const char *bad = id == O_WD && !(v >= 0)                            ? "must be >= 0"
+                          : !adaptive                                        ? NULL
                           : (id == O_RHO || id == O_M) && !(v >= 0 && v < 1) ? "must be in [0, 1)"
-                          : id == O_EPS && !(v > 0)                        ? "must be positive"
-                          : id == O_INITIAL && !(v >= 0)                   ? "must be >= 0"
-                                                                           : NULL;
+                          : id == O_EPS && !(v > 0)                          ? "must be positive"
+                          : id == O_INITIAL && !(v >= 0)                     ? "must be >= 0"
+                                                                             : NULL;
         if (bad) {
             sema_err(S, sema_arg_at(&x[i], call), "%s(): '%s' %s, got %g", builtin_names[b],
                      opt_names[id], bad, v);
