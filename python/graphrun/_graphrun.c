@@ -145,7 +145,7 @@ static int fill_buffer(PyObject *self, Py_buffer *view, void *data, gr_dtype dt,
     view->len = n * 4;
     view->itemsize = 4;
     view->readonly = readonly;
-    view->ndim = rank;
+    view->ndim = (flags & PyBUF_ND) ? rank : 1; /* a simple request sees bytes */
     view->format = (flags & PyBUF_FORMAT) ? (char *)dtype_format(dt) : NULL;
     view->shape = (flags & PyBUF_ND) ? shape : NULL;
     view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? strides : NULL;

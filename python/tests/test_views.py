@@ -88,3 +88,12 @@ def test_variable_reads_are_zero_copy_and_owned(sess):
     del s
     gc.collect()
     assert w.tolist() == [[2, 2, 2], [2, 2, 2]]
+
+
+def test_a_scalar_view_and_a_bytes_view():
+    s = graphrun.Session(graphrun.compile_string("input x: f32[3]\nloss = sum(x)\n"))
+    v = s.run("loss", feed={"x": [1, 2, 3]}, copy=False)
+    assert v.shape == () and v == 6
+    assert bytes(memoryview(v)) == np.float32(6).tobytes()
+    del v
+    assert s.run("loss", feed={"x": [1, 1, 1]}) == 3
