@@ -117,6 +117,8 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_LAYERNORM_GRAD, 3, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM},
     E(OP_LAYERNORM_GRAD_PARAMS, 2, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM,
         .scratch = ops_scratch_layernorm_grad_params},
+    E(OP_RMSNORM, 2, PUB, ops_shape_layernorm, ops_grad_rmsnorm), .attrs = ATTRS_NORM},
+    E(OP_RMSNORM_GRAD, 3, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM},
     E(OP_BN_STATS, 1, 0, ops_shape_bn_stats, ops_grad_none), .attrs = {[ATTR_AXIS] = A_INT("axis", 1)}},
     E(OP_BATCHNORM, 4, 0, ops_shape_batchnorm, ops_grad_batchnorm), .attrs = ATTRS_NORM_BN},
     E(OP_BN_GRAD_PARAMS, 3, 0, ops_shape_bn_grad, NULL), .attrs = ATTRS_NORM_BN},

@@ -97,6 +97,8 @@
     X(LAYERNORM, "layernorm")      /* in: x[...,C], gain[C], bias[C]; attr0 axis, f1 eps */        \
     X(LAYERNORM_GRAD, "layernorm_grad") /* in: dy, x, gain; out dx; attrs as layernorm */          \
     X(LAYERNORM_GRAD_PARAMS, "layernorm_grad_params") /* in: dy, x; out [2C]: dgain, dbias */      \
+    X(RMSNORM, "rmsnorm")           /* in: x[...,C], gain[C]; attrs as layernorm */                \
+    X(RMSNORM_GRAD, "rmsnorm_grad") /* in: dy, x, gain; out dx */                                  \
     /* batch normalisation over every axis but the channel axis 1 of [N,C] or [N,C,H,W] */         \
     X(BN_STATS, "batchnorm_stats") /* in: x; attr0 axis; out [2,C]: mean, biased variance */       \
     X(BATCHNORM, "batchnorm_apply") /* in: x, gain[C], bias[C], stats[2,C]; attr0 axis, f1 eps */  \

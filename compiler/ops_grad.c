@@ -506,6 +506,22 @@ int ops_grad_layernorm(ir_graph *g, int id, int dy, int *dx)
     return dx[0] < 0 || split_params(g, id, p, c, dx + 1) < 0 ? -1 : 0;
 }
 
+/* y = x * rstd * gain, rstd = 1 / sqrt(mean(x^2) + eps) per row: dx from
+ * one kernel (rmsnorm_grad), dgain = the sum over rows of dy * x * rstd,
+ * that is of dy * rmsnorm(x, ones). */
+int ops_grad_rmsnorm(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_attrs a = g->nodes[id].attr;
+    int x = IN(0), gain = IN(1), in[3] = {dy, x, gain};
+    ir_type gt = g->nodes[gain].type;
+    dx[0] = ir_add_like(g, id, OP_RMSNORM_GRAD, in, 3, &a);
+    int ones = ir_add_const_like(g, id, 1.0, &gt);
+    int unit[2] = {x, ones};
+    int xhat = ones < 0 ? -1 : ir_add_like(g, id, OP_RMSNORM, unit, 2, &a);
+    dx[1] = reduce_to(g, id, add2(g, id, OP_MUL, dy, xhat), gain);
+    return dx[0] < 0 || dx[1] < 0 ? -1 : 0;
+}
+
 /* ---- batch normalisation ---- */
 
 /* y = (x - mean) * rstd * gain + bias per channel, mean and var the rows of

@@ -94,6 +94,7 @@ int ops_grad_cos(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_minmax(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_pow(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_where(ir_graph *g, int id, int dy, int *dx);
+int ops_grad_rmsnorm(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_softmax(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_log_softmax(ir_graph *g, int id, int dy, int *dx);
 int ops_grad_xent(ir_graph *g, int id, int dy, int *dx);

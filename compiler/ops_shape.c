@@ -647,8 +647,8 @@ static int need_row_param(ir_graph *g, int id, int k, const ir_type *x, const ch
     const ir_type *p = ops_in_type(g, id, k);
     int64_t c = x->dim[x->rank - 1];
     if (p->dtype == DT_F32 && p->rank == 1 && p->dim[0] == c) return 0;
-    return ops_error(g, id, "layernorm: %s must be f32[%lld] (the last axis of %s), got %s", what,
-                     (long long)c, ops_ts(x).s, ops_ts(p).s);
+    return ops_error(g, id, "%s: %s must be f32[%lld] (the last axis of %s), got %s", OPNAME(id),
+                     what, (long long)c, ops_ts(x).s, ops_ts(p).s);
 }
 
 /* Only the last axis: the kernels normalise contiguous rows. */
@@ -669,23 +669,23 @@ static int need_last_axis(ir_graph *g, int id, const ir_type *x)
     return 0;
 }
 
-/* in: x, gain, bias */
+/* in: x, gain, bias (rmsnorm: x, gain) */
 int ops_shape_layernorm(ir_graph *g, int id)
 {
     const ir_type *x = ops_in_type(g, id, 0);
     if (need_last_axis(g, id, x) < 0 || need_row_param(g, id, 1, x, "gain") < 0 ||
-        need_row_param(g, id, 2, x, "bias") < 0)
+        (NODE(id)->op == OP_LAYERNORM && need_row_param(g, id, 2, x, "bias") < 0))
         return -1;
     return set_type(g, id, *x);
 }
 
-/* layernorm_grad (in: dy, x, gain; out like x) and layernorm_grad_params
- * (in: dy, x; out [2C], dgain then dbias). */
+/* layernorm_grad and rmsnorm_grad (in: dy, x, gain; out like x) and
+ * layernorm_grad_params (in: dy, x; out [2C], dgain then dbias). */
 int ops_shape_layernorm_grad(ir_graph *g, int id)
 {
     const ir_type *dy = ops_in_type(g, id, 0), *x = ops_in_type(g, id, 1);
     if (need_last_axis(g, id, x) < 0 || need_grad_like(g, id, dy, x) < 0) return -1;
-    if (NODE(id)->op == OP_LAYERNORM_GRAD)
+    if (NODE(id)->op != OP_LAYERNORM_GRAD_PARAMS)
         return need_row_param(g, id, 2, x, "gain") < 0 ? -1 : set_type(g, id, *x);
     int64_t two_c = 2 * x->dim[x->rank - 1];
     return set_type(g, id, make_type(DT_F32, 1, &two_c));

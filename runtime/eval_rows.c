@@ -186,6 +186,7 @@ static rows_lbl rows_rule(const rows_ctx *c, const ir_node *n)
     case OP_MAX:
     case OP_ARGMAX:
     case OP_LAYERNORM:
+    case OP_RMSNORM:
         return rows_off_axis0(c, n);
     case OP_SLICE:
         return rows_slice(c, n);

@@ -304,6 +304,10 @@ static const dev_case cases[] = {
     {.op = OP_LAYERNORM_GRAD, {"f32[7,1500]", "f32[7,1500]", "f32[1500]"}, {-1}, {0, 1e-5}},
     {.op = OP_LAYERNORM_GRAD_PARAMS, {"f32[a,b,c]", "f32[a,b,c]"}, {-1}, {0, 1e-5}},
     {.op = OP_LAYERNORM_GRAD_PARAMS, {"f32[2048,128]", "f32[2048,128]"}, {-1}, {0, 1e-5}},
+    {.op = OP_RMSNORM, {"f32[a,b,c]", "f32[c]"}, {-1}, {0, 1e-5}},
+    {.op = OP_RMSNORM, {"f32[7,1500]", "f32[1500]"}, {-1}, {0, 1e-6}},
+    {.op = OP_RMSNORM_GRAD, {"f32[a,b,c]", "f32[a,b,c]", "f32[c]"}, {-1}, {0, 1e-5}},
+    {.op = OP_RMSNORM_GRAD, {"f32[7,1500]", "f32[7,1500]", "f32[1500]"}, {-1}, {0, 1e-5}},
     /* batch normalisation: channels on axis 1, eps 1e-5; stats' variances > 0 */
     BN_ROWS("a,b", "b"),
     BN_ROWS("a,b,c,d", "b"),
@@ -772,6 +776,8 @@ static tolerance op_tolerance(op_kind op)
     case OP_LAYERNORM:
     case OP_LAYERNORM_GRAD:
     case OP_LAYERNORM_GRAD_PARAMS:
+    case OP_RMSNORM:
+    case OP_RMSNORM_GRAD:
     case OP_BN_STATS:
     case OP_BATCHNORM:
     case OP_BN_GRAD_PARAMS:

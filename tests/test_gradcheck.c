@@ -80,6 +80,7 @@ static const gc_case cases[] = {
     {"minimum", "var x0 = zeros([3, 1])\nvar x1 = zeros([1, 4])", "minimum(x0, x1)", {SPACED, NORMAL}},
     {"pow", "var x0 = zeros([3, 4])\nvar x1 = zeros([4])", "pow(x0, x1)", {POSITIVE, NORMAL}},
     {"pow", "var x0 = zeros([3, 4])", "pow(x0, 3.0)", {NORMAL}},
+    {"rmsnorm", "var x0 = zeros([2, 3, 5])\nvar x1 = zeros([5])", "rmsnorm(x0, x1)", {0}},
     {"where",
      "var x0 = zeros([3, 4])\nvar x1 = zeros([4])",
      "where(x0 > 0.0, x0 * 2.0, x1)",
@@ -566,7 +567,8 @@ static void test_losses_against_their_formulas(void **state)
                                "n = nll(log_softmax(x), lab)\n"
                                "x1 = softmax_xent(x, lab)\n"
                                "ls = softmax_xent(x, lab, label_smoothing=0.3)\n"
-                               "w = where(x > 0.0, log(x), [[-1.0], [-2.0]])\n";
+                               "w = where(x > 0.0, log(x), [[-1.0], [-2.0]])\n"
+                               "rn = rmsnorm(x, [1.0, 2.0, 0.5], eps=0.001)\n";
     static const double x[2][3] = {{50, -50, 0.5}, {-2, 3, 0}}, z[2][3] = {{1, 0, 0.25}, {0, 1, 0.5}};
     static const int lab[2] = {2, 1};
     gr_status *st = gr_status_new();
@@ -574,12 +576,13 @@ static void test_losses_against_their_formulas(void **state)
     gr_session *s = NULL;
     assert_gr_ok(gr_compile_string("losses.graph", text, strlen(text), NULL, &p, st), st);
     assert_gr_ok(gr_session_new(p, &(gr_session_options){0}, &s, st), st);
-    float sx[6], n[2], xe[2], ls[2], w[6];
+    float sx[6], n[2], xe[2], ls[2], w[6], rn[6];
     fetch_reduction(s, "s", sx, 6, st);
     fetch_reduction(s, "n", n, 2, st);
     fetch_reduction(s, "x1", xe, 2, st);
     fetch_reduction(s, "ls", ls, 2, st);
     fetch_reduction(s, "w", w, 6, st); /* log of x <= 0 is NaN, and not picked */
+    fetch_reduction(s, "rn", rn, 6, st);
     for (int r = 0; r < 2; r++) {
         double m = fmax(fmax(x[r][0], x[r][1]), x[r][2]), lse = 0, mean_lp = 0;
         for (int c = 0; c < 3; c++) lse += exp(x[r][c] - m);
@@ -590,6 +593,10 @@ static void test_losses_against_their_formulas(void **state)
             mean_lp += (x[r][c] - lse) / 3;
             assert_float_equal(w[r * 3 + c], x[r][c] > 0 ? log(x[r][c]) : -1.0 - r, 1e-6);
         }
+        double ms = (x[r][0] * x[r][0] + x[r][1] * x[r][1] + x[r][2] * x[r][2]) / 3;
+        for (int c = 0; c < 3; c++)
+            assert_float_equal(rn[r * 3 + c], x[r][c] / sqrt(ms + 0.001) * (c == 0 ? 1 : c == 1 ? 2 : 0.5),
+                               1e-5);
         double xent = lse - x[r][lab[r]];
         assert_float_equal(n[r], xent, 1e-5 * (1 + xent));
         assert_float_equal(xe[r], xent, 1e-5 * (1 + xent));

@@ -135,6 +135,8 @@ static const shape_case valid[] = {
     {OP_AVGPOOL2D, {"f32[8,16,32,32]"}, {3, 2}, .want = "f32[8,16,15,15]"},
     {OP_DROPOUT, {"f32[4,4]"}, {0, 1}, 0.5, .want = "f32[4,4]"},
     {OP_LAYERNORM, {"f32[4,8,16]", "f32[16]", "f32[16]"}, {-1}, .want = "f32[4,8,16]", .f1 = 1e-5},
+    {OP_RMSNORM, {"f32[2,3,8]", "f32[8]"}, {-1}, .want = "f32[2,3,8]", .f1 = 1e-5},
+    {OP_RMSNORM_GRAD, {"f32[4,8]", "f32[4,8]", "f32[8]"}, {-1}, .want = "f32[4,8]", .f1 = 1e-5},
     {OP_LAYERNORM_GRAD,
      {"f32[4,16]", "f32[4,16]", "f32[16]"},
      {1},
@@ -737,7 +739,7 @@ static void test_lookup_finds_public_ops_only(void **state)
         "avgpool2d",  "dropout",       "equal",       "not_equal",    "less",         "greater",
         "less_equal", "greater_equal", "layernorm",   "gelu",         "stop_gradient",
         "maximum",    "minimum",       "pow",         "abs",          "sin",          "cos",
-        "softplus",   "log_sigmoid",   "silu",        "elu",          "where"};
+        "softplus",   "log_sigmoid",   "silu",        "elu",          "where",        "rmsnorm"};
     int n_pub = 0;
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);

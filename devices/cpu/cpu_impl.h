@@ -257,13 +257,14 @@ typedef struct cpu_norm_args {
     const float *x, *dy, *gain, *bias;
     int64_t rows, c;
     float eps;
+    int rms;       /* rmsnorm: x is not centred and there is no bias */
     void *scratch; /* layernorm_grad_params: max_tasks slices of task_bytes */
     size_t task_bytes;
     int max_tasks;
 } cpu_norm_args;
 /* out = (x - mean) / sqrt(var + eps) * gain + bias, per row. */
 void cpu_layernorm(cpu_pool *p, const cpu_norm_args *n);
-/* out = dx, from dy, x and gain. */
+/* out = dx, from dy, x and gain (rms: rmsnorm's). */
 void cpu_layernorm_grad(cpu_pool *p, const cpu_norm_args *n);
 /* out[0..c) = dgain, out[c..2c) = dbias: sums over the rows of dy. */
 void cpu_layernorm_grad_params(cpu_pool *p, const cpu_norm_args *n);

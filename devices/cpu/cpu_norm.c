@@ -1,4 +1,5 @@
-/* cpu_norm.c - LAYERNORM and its two gradients along the last axis (rows of
+/* cpu_norm.c - LAYERNORM and its two gradients, and RMSNORM and its dx,
+ * along the last axis (rows of
  * length c): y = (x - mean) * rstd * gain + bias with rstd = 1 / sqrt(var +
  * eps) and var the biased variance, as GPT-2 and PyTorch.  The gradients
  * recompute each row's mean and rstd from x (compiler/ops_grad.c says why).
@@ -8,10 +9,12 @@
 
 #include "cpu_impl.h"
 
-/* One row's mean and rstd; c >= 1. */
-static void ln_stats(const float *restrict x, int64_t c, float eps, float *mean, float *rstd)
+/* One row's mean and rstd; c >= 1.  rms: the mean is taken as 0, so v is
+ * the mean of the squares (rmsnorm). */
+static void ln_stats(const float *restrict x, int64_t c, float eps, int rms, float *mean,
+                     float *rstd)
 {
-    float m = cpu_row_sum(x, c) / (float)c, acc[8] = {0}, v = 0.0f;
+    float m = rms ? 0.0f : cpu_row_sum(x, c) / (float)c, acc[8] = {0}, v = 0.0f;
     int64_t i = 0;
     for (; i + 8 <= c; i += 8)
         for (int j = 0; j < 8; j++) acc[j] += (x[i + j] - m) * (x[i + j] - m);
@@ -25,18 +28,22 @@ static void ln_row(const cpu_norm_args *n, int64_t r)
 {
     const float *restrict x = n->x + r * n->c, *restrict g = n->gain, *restrict b = n->bias;
     float *restrict y = n->out + r * n->c, m, rs;
-    ln_stats(x, n->c, n->eps, &m, &rs);
-    for (int64_t i = 0; i < n->c; i++) y[i] = (x[i] - m) * rs * g[i] + b[i];
+    ln_stats(x, n->c, n->eps, n->rms, &m, &rs);
+    if (n->rms)
+        for (int64_t i = 0; i < n->c; i++) y[i] = x[i] * rs * g[i];
+    else
+        for (int64_t i = 0; i < n->c; i++) y[i] = (x[i] - m) * rs * g[i] + b[i];
 }
 
 /* With xhat = (x - mean) * rstd and d = gain * dy:
- * dx = rstd * (d - mean(d) - xhat * mean(d * xhat)). */
+ * dx = rstd * (d - mean(d) - xhat * mean(d * xhat)); rms: without mean(d)
+ * (x is not centred, so nothing of it is subtracted). */
 static void ln_grad_row(const cpu_norm_args *n, int64_t r)
 {
     int64_t c = n->c, i = 0;
     const float *restrict x = n->x + r * c, *restrict dy = n->dy + r * c, *restrict g = n->gain;
     float *restrict dx = n->out + r * c, m, rs, s1[8] = {0}, s2[8] = {0}, d1 = 0.0f, d2 = 0.0f;
-    ln_stats(x, c, n->eps, &m, &rs);
+    ln_stats(x, c, n->eps, n->rms, &m, &rs);
     for (; i + 8 <= c; i += 8)
         for (int j = 0; j < 8; j++) {
             float d = g[i + j] * dy[i + j];
@@ -48,7 +55,7 @@ static void ln_grad_row(const cpu_norm_args *n, int64_t r)
         d2 += g[i] * dy[i] * (x[i] - m) * rs;
     }
     for (int j = 0; j < 8; j++) d1 += s1[j], d2 += s2[j];
-    d1 /= (float)c;
+    d1 = n->rms ? 0.0f : d1 / (float)c;
     d2 /= (float)c;
     for (i = 0; i < c; i++) dx[i] = rs * (g[i] * dy[i] - d1 - (x[i] - m) * rs * d2);
 }
@@ -96,7 +103,7 @@ static void ln_params_task(void *vctx, int t)
     for (int64_t r = lo; r < hi; r++) {
         const float *restrict xr = n->x + r * c, *restrict dy = n->dy + r * c;
         float m, rs;
-        ln_stats(xr, c, n->eps, &m, &rs);
+        ln_stats(xr, c, n->eps, 0, &m, &rs);
         for (int64_t i = 0; i < c; i++) {
             dg[i] += dy[i] * (xr[i] - m) * rs;
             db[i] += dy[i];

@@ -222,6 +222,17 @@ static int k_layernorm_grad(const kern_args *a)
     return 0;
 }
 
+/* in: x, gain; rmsnorm_grad: dy, x, gain */
+static int k_rmsnorm(const kern_args *a)
+{
+    int grad = a->node->op == OP_RMSNORM_GRAD;
+    cpu_norm_args n = norm_args(a, a->in_t[grad]);
+    n.rms = 1;
+    n.dy = grad ? INF(0) : NULL, n.x = INF(grad), n.gain = INF(grad + 1);
+    (grad ? cpu_layernorm_grad : cpu_layernorm)(a->pool, &n);
+    return 0;
+}
+
 /* in: dy, x */
 static int k_layernorm_grad_params(const kern_args *a)
 {
@@ -783,6 +794,8 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_LAYERNORM] = k_layernorm,
     [OP_LAYERNORM_GRAD] = k_layernorm_grad,
     [OP_LAYERNORM_GRAD_PARAMS] = k_layernorm_grad_params,
+    [OP_RMSNORM] = k_rmsnorm,
+    [OP_RMSNORM_GRAD] = k_rmsnorm,
     [OP_BN_STATS] = k_bn_stats,
     [OP_BATCHNORM] = k_batchnorm,
     [OP_BN_GRAD_PARAMS] = k_bn_grad_params,

@@ -1,4 +1,5 @@
-// k_norm.cu - LAYERNORM and its two gradients along the last axis (rows of
+// k_norm.cu - LAYERNORM and its two gradients, RMSNORM and its dx, along
+// the last axis (rows of
 // length c), and the batch normalisation ops per channel (BN_STATS,
 // BATCHNORM, BN_GRAD_PARAMS, BN_GRAD), computing what
 // devices/cpu/cpu_norm.c computes:
@@ -13,10 +14,12 @@
 #define OUT_F   ((float *)a->out)
 
 // Row xr's mean and rstd (c >= 1), on every thread of the group.
+// rms (rmsnorm): the mean is taken as 0, so v is the mean of the squares.
 template <int G>
-__device__ static void ln_stats(const float *xr, int64_t c, float eps, float *mean, float *rstd)
+__device__ static void ln_stats(const float *xr, int64_t c, float eps, float *mean, float *rstd,
+                                int rms = 0)
 {
-    float m = row_sum<G>(c, [=](int64_t i) { return xr[i]; }) / (float)c;
+    float m = rms ? 0.0f : row_sum<G>(c, [=](int64_t i) { return xr[i]; }) / (float)c;
     float v = row_sum<G>(c, [=](int64_t i) { return (xr[i] - m) * (xr[i] - m); }) / (float)c;
     *mean = m;
     *rstd = 1.0f / sqrtf(v + eps);
@@ -24,22 +27,24 @@ __device__ static void ln_stats(const float *xr, int64_t c, float eps, float *me
 
 template <int G>
 __device__ static void ln_row(float *y, const float *x, const float *gain, const float *bias,
-                              int64_t c, float eps)
+                              int64_t c, float eps, int rms)
 {
     float m, rs;
-    ln_stats<G>(x, c, eps, &m, &rs);
-    for (int64_t i = group_lane<G>(); i < c; i += G) y[i] = (x[i] - m) * rs * gain[i] + bias[i];
+    ln_stats<G>(x, c, eps, &m, &rs, rms);
+    for (int64_t i = group_lane<G>(); i < c; i += G)
+        y[i] = rms ? x[i] * rs * gain[i] : (x[i] - m) * rs * gain[i] + bias[i];
 }
 
 // With xhat = (x - mean) * rstd and d = gain * dy:
 // dx = rstd * (d - mean(d) - xhat * mean(d * xhat)).
+// rms: without mean(d), as x is not centred.
 template <int G>
 __device__ static void ln_grad_row(float *dx, const float *dy, const float *x, const float *gain,
-                                   int64_t c, float eps)
+                                   int64_t c, float eps, int rms)
 {
     float m, rs;
-    ln_stats<G>(x, c, eps, &m, &rs);
-    float d1 = row_sum<G>(c, [=](int64_t i) { return gain[i] * dy[i]; }) / (float)c;
+    ln_stats<G>(x, c, eps, &m, &rs, rms);
+    float d1 = rms ? 0.0f : row_sum<G>(c, [=](int64_t i) { return gain[i] * dy[i]; }) / (float)c;
     float d2 =
         row_sum<G>(c, [=](int64_t i) { return gain[i] * dy[i] * (x[i] - m) * rs; }) / (float)c;
     for (int64_t i = group_lane<G>(); i < c; i += G)
@@ -51,13 +56,13 @@ __device__ static void ln_grad_row(float *dx, const float *dy, const float *x, c
 template <int G>
 __global__ static void layernorm_kernel(float *out, const float *in0, const float *in1,
                                         const float *in2, int64_t rows, int64_t c, float eps,
-                                        int grad)
+                                        int grad, int rms)
 {
     for (int64_t r = group_row<G>(); r < rows; r += group_rows_stride<G>()) {
         if (grad)
-            ln_grad_row<G>(out + r * c, in0 + r * c, in1 + r * c, in2, c, eps);
+            ln_grad_row<G>(out + r * c, in0 + r * c, in1 + r * c, in2, c, eps, rms);
         else
-            ln_row<G>(out + r * c, in0 + r * c, in1, in2, c, eps);
+            ln_row<G>(out + r * c, in0 + r * c, in1, in2, c, eps, rms);
     }
 }
 
@@ -109,13 +114,22 @@ static float eps_of(const kern_args *a)
     return (float)a->node->attr.f[ATTR_NORM_EPS];
 }
 
-static int layernorm_rows(const kern_args *a, int grad)
+// rmsnorm's forward pass has no third input (bias).
+static int layernorm_rows(const kern_args *a, int grad, int rms = 0)
 {
     int64_t c = last_dim(a->out_t), n = ir_numel(a->out_t);
     if (c <= 0 || n == 0) return 0;
-    ROW_LAUNCH(a, n / c, c, layernorm_kernel, OUT_F, IN_F(0), IN_F(1), IN_F(2), n / c, c, eps_of(a),
-               grad);
+    const float *in2 = rms && !grad ? NULL : IN_F(2);
+    ROW_LAUNCH(a, n / c, c, layernorm_kernel, OUT_F, IN_F(0), IN_F(1), in2, n / c, c, eps_of(a),
+               grad, rms);
     return 0;
+}
+
+// rmsnorm (in: x, gain) and rmsnorm_grad (in: dy, x, gain): layernorm's
+// kernels without the mean or the bias.
+static int k_rmsnorm(const kern_args *a)
+{
+    return layernorm_rows(a, a->node->op == OP_RMSNORM_GRAD, 1);
 }
 
 // in: x, gain, bias
@@ -275,6 +289,8 @@ extern "C" const cuda_row cuda_rows_norm[] = {
     {OP_LAYERNORM, k_layernorm},
     {OP_LAYERNORM_GRAD, k_layernorm_grad},
     {OP_LAYERNORM_GRAD_PARAMS, k_layernorm_grad_params},
+    {OP_RMSNORM, k_rmsnorm},
+    {OP_RMSNORM_GRAD, k_rmsnorm},
     {OP_BN_STATS, k_bn_stats},
     {OP_BATCHNORM, k_batchnorm},
     {OP_BN_GRAD_PARAMS, k_bn_grad_params},
