@@ -29,6 +29,8 @@ typedef struct ad_ctx {
     int step_inc;   /* adam, schedules: its ASSIGN_ADD node */
     int lr, gscale; /* the f32[] learning rate and gradient scale every update reads */
     int *accum;     /* accumulate=k: [n_vars] each variable's accum slot node, or -1 */
+    unsigned char *gathered; /* while updates are made: [n_gathered] nodes a gather reads */
+    int n_gathered;
 } ad_ctx;
 
 static int is_trained(const ad_ctx *c, int vi)
@@ -346,6 +348,8 @@ static int dense_reader(const ad_ctx *c, int vi, int *gathered)
  * so (a reader that is no gather, else the minimize of a sync run). */
 static void warn_dense(ad_ctx *c, int vi)
 {
+    int vn = c->g->vars[vi].node;
+    if (vn >= c->n_gathered || !c->gathered[vn]) return; /* one scan per gathered table only */
     int gathered, r = dense_reader(c, vi, &gathered);
     if (!gathered) return;
     const ir_node *nd = r >= 0 ? &c->g->nodes[r] : NULL;
@@ -640,8 +644,17 @@ static int make_updates(ad_ctx *c)
     c->updates = base_xmalloc(sizeof(int) * (size_t)(c->n_anc + 1));
     if ((!c->opt->allreduce && make_barrier(c) < 0) || make_lr_gscale(c) < 0) return -1;
     IR_WORK(c->n_anc);
-    for (int i = 0, vi; i < c->n_anc; i++) /* slots appended here are not ancestors */
-        if ((vi = trained_here(c, i)) >= 0 && make_update(c, vi) < 0) return -1;
+    c->n_gathered = g->n_nodes;
+    c->gathered = base_xcalloc((size_t)g->n_nodes + 1, 1);
+    for (int i = 0; i < c->n_anc; i++)
+        if (g->nodes[c->anc[i]].op == OP_GATHER && c->path[i])
+            c->gathered[g->nodes[c->anc[i]].in[0]] = 1;
+    int rc = 0;
+    for (int i = 0, vi; rc == 0 && i < c->n_anc; i++) /* slots appended here are not ancestors */
+        if ((vi = trained_here(c, i)) >= 0) rc = make_update(c, vi);
+    free(c->gathered);
+    c->gathered = NULL;
+    if (rc < 0) return -1;
     if (c->n_updates == 0) {
         diag_error(g->diags, c->src, c->span,
                    c->only ? "minimize: loss does not depend on any variable of vars="
