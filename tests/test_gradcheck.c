@@ -547,6 +547,28 @@ static void test_batchnorm_fixed_statistics_gradient(void **state)
 /* sum, mean and max over several axes against loops over x's values:
  * y[c] of x[a, c, h, w] with axis=[0, 2, 3] (keepdims: [1, C, 1, 1]),
  * axis=[0, 2] of the same x, which reshapes nothing, and global_avgpool. */
+/* A session of the program text (seed 3), for the forward-value tests. */
+typedef struct inline_run {
+    gr_status *st;
+    gr_program *p;
+    gr_session *s;
+} inline_run;
+
+static inline_run open_text(const char *name, const char *text)
+{
+    inline_run r = {gr_status_new(), NULL, NULL};
+    assert_gr_ok(gr_compile_string(name, text, strlen(text), NULL, &r.p, r.st), r.st);
+    assert_gr_ok(gr_session_new(r.p, &(gr_session_options){.seed = 3}, &r.s, r.st), r.st);
+    return r;
+}
+
+static void close_text(inline_run *r)
+{
+    gr_session_free(r->s);
+    gr_program_free(r->p);
+    gr_status_free(r->st);
+}
+
 static void fetch_reduction(gr_session *s, const char *name, float *out, size_t n, gr_status *st)
 {
     gr_fetch f = {name, out, n * sizeof *out, NULL};
@@ -571,11 +593,9 @@ static void test_losses_against_their_formulas(void **state)
                                "rn = rmsnorm(x, [1.0, 2.0, 0.5], eps=0.001)\n";
     static const double x[2][3] = {{50, -50, 0.5}, {-2, 3, 0}}, z[2][3] = {{1, 0, 0.25}, {0, 1, 0.5}};
     static const int lab[2] = {2, 1};
-    gr_status *st = gr_status_new();
-    gr_program *p = NULL;
-    gr_session *s = NULL;
-    assert_gr_ok(gr_compile_string("losses.graph", text, strlen(text), NULL, &p, st), st);
-    assert_gr_ok(gr_session_new(p, &(gr_session_options){0}, &s, st), st);
+    inline_run run = open_text("losses.graph", text);
+    gr_session *s = run.s;
+    gr_status *st = run.st;
     float sx[6], n[2], xe[2], ls[2], w[6], rn[6];
     fetch_reduction(s, "s", sx, 6, st);
     fetch_reduction(s, "n", n, 2, st);
@@ -602,9 +622,7 @@ static void test_losses_against_their_formulas(void **state)
         assert_float_equal(xe[r], xent, 1e-5 * (1 + xent));
         assert_float_equal(ls[r], 0.7 * xent - 0.3 * mean_lp, 1e-5 * (1 + xent));
     }
-    gr_session_free(s);
-    gr_program_free(p);
-    gr_status_free(st);
+    close_text(&run);
 }
 
 static void test_reductions_over_several_axes(void **state)
@@ -615,12 +633,9 @@ static void test_reductions_over_several_axes(void **state)
                                "b = sum(x, axis=[0, 2])\n"
                                "c = max(x, axis=[3, 0])\n"
                                "d = global_avgpool(x)\n";
-    gr_status *st = gr_status_new();
-    gr_program *p = NULL;
-    gr_session *s = NULL;
-    assert_gr_ok(gr_compile_string("axes.graph", text, strlen(text), NULL, &p, st), st);
-    gr_session_options so = {.seed = 3};
-    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+    inline_run run = open_text("axes.graph", text);
+    gr_session *s = run.s;
+    gr_status *st = run.st;
     float x[2][3][4][5], a[3], b[3 * 5], c[3 * 4], d[2 * 3];
     assert_gr_ok(gr_variable_read(s, "x", x, sizeof x, st), st);
     fetch_reduction(s, "a", a, 3, st);
@@ -646,9 +661,7 @@ static void test_reductions_over_several_axes(void **state)
             assert_float_equal(d[n * 3 + k], plane, 1e-5);
         }
     }
-    gr_session_free(s);
-    gr_program_free(p);
-    gr_status_free(st);
+    close_text(&run);
 }
 
 int main(void)
