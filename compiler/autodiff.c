@@ -24,11 +24,11 @@ typedef struct ad_ctx {
     int *grad;    /* [n_anc] gradient node of each node's output, or -1 */
     int *updates; /* update nodes, one per updated variable */
     int n_updates;
-    int step_node;  /* adam, schedules: the step counter's VARIABLE node, or -1 */
-    int barrier;    /* group over all gradients: updates wait for it */
-    int step_inc;   /* adam, schedules: its ASSIGN_ADD node */
-    int lr, gscale; /* the f32[] learning rate and gradient scale every update reads */
-    int *accum;     /* accumulate=k: [n_vars] each variable's accum slot node, or -1 */
+    int step_node;           /* adam, schedules: the step counter's VARIABLE node, or -1 */
+    int barrier;             /* group over all gradients: updates wait for it */
+    int step_inc;            /* adam, schedules: its ASSIGN_ADD node */
+    int lr, gscale;          /* the f32[] learning rate and gradient scale every update reads */
+    int *accum;              /* accumulate=k: [n_vars] each variable's accum slot node, or -1 */
     unsigned char *gathered; /* while updates are made: [n_gathered] nodes a gather reads */
     int n_gathered;
 } ad_ctx;

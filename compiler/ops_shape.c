@@ -175,7 +175,8 @@ int ops_shape_binary_f32(ir_graph *g, int id)
  * f32 (a comparison's 0/1, or any value: nonzero picks a). */
 int ops_shape_where(ir_graph *g, int id)
 {
-    const ir_type *c = ops_in_type(g, id, 0), *a = ops_in_type(g, id, 1), *b = ops_in_type(g, id, 2);
+    const ir_type *c = ops_in_type(g, id, 0), *a = ops_in_type(g, id, 1),
+                  *b = ops_in_type(g, id, 2);
     if (need_f32(g, id, c, "condition") < 0) return -1;
     if (a->dtype != b->dtype)
         return ops_error(g, id, "where: dtype mismatch: %s and %s", ops_ts(a).s, ops_ts(b).s);

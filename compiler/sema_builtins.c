@@ -52,10 +52,15 @@ enum {
 };
 
 static const char *const builtin_names[B_COUNT] = {
-    "zeros",    "ones",   "constant",  "uniform",     "normal", "glorot", "he",
-    "cols",     "rows",   "shard",     "none",        "idx",    "csv",    "raw",
-    "gaussian", "text",   "sgd",       "momentum",    "adam",   "adamw",  "rmsprop", "adagrad", "adadelta", "cosine",
-    "linear",   "warmup", "step_decay", "exponential", "bernoulli", "categorical", "sample", "global_avgpool", "clip", "leaky_relu", "sigmoid_xent", "nll",
+    "zeros",     "ones",        "constant",     "uniform",
+    "normal",    "glorot",      "he",           "cols",
+    "rows",      "shard",       "none",         "idx",
+    "csv",       "raw",         "gaussian",     "text",
+    "sgd",       "momentum",    "adam",         "adamw",
+    "rmsprop",   "adagrad",     "adadelta",     "cosine",
+    "linear",    "warmup",      "step_decay",   "exponential",
+    "bernoulli", "categorical", "sample",       "global_avgpool",
+    "clip",      "leaky_relu",  "sigmoid_xent", "nll",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -693,7 +698,10 @@ static int str_choice(sema *S, const ast_node *at, const char *what, value v,
     char list[96] = "";
     for (int i = 0, len = 0; i < n && len < (int)sizeof list; i++)
         len += snprintf(list + len, sizeof list - (size_t)len, "%s\"%s\"",
-                        i == 0 ? "" : i == n - 1 ? " or " : ", ", choices[i]);
+                        i == 0       ? ""
+                        : i == n - 1 ? " or "
+                                     : ", ",
+                        choices[i]);
     sema_err(S, sema_arg_at(&v, at), "'%s' must be %s", what, list);
     return -1;
 }
@@ -720,8 +728,8 @@ static int text_paths(sema *S, const ast_node *at, value v, ir_data *d)
 
 static int text_options(sema *S, const ast_node *call, const value *x, ir_data *d)
 {
-    static const char *const parts[] = {"train", "val"},
-                             *const vocabs[] = {"chars", "bytes", "words"};
+    static const char *const parts[] = {"train", "val"}, *const vocabs[] = {"chars", "bytes",
+                                                                            "words"};
     double shuffle = 1;
     int64_t seed;
     int vocab;
@@ -764,8 +772,8 @@ static int text_types(sema *S, const ast_node *call, sema_data_shape *info, ir_d
 
 static value call_text(sema *S, const sema_args *args)
 {
-    static const argspec spec[] = {{"path", 1},  {"block", 1},      {"batch", 1}, {"shuffle", 0},
-                                   {"seed", 0},  {"split", 0},      {"part", 0},  {"stride", 0},
+    static const argspec spec[] = {{"path", 1},  {"block", 1},     {"batch", 1}, {"shuffle", 0},
+                                   {"seed", 0},  {"split", 0},     {"part", 0},  {"stride", 0},
                                    {"vocab", 0}, {"vocab_size", 0}};
     const ast_node *call = args->call;
     value x[10];

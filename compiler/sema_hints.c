@@ -58,18 +58,12 @@ static const struct {
 
 /* TensorFlow and PyTorch optimizers graphrun does not have. */
 static const char *const other_optimizers[] = {
-    "ftrl",
-    "nadam",
-    "adamax",
-    "lamb",
-    "lars",
-    "lbfgs",
-    "adafactor",
-    "GradientDescentOptimizer",
-    "AdamOptimizer",
-    "MomentumOptimizer",
-    "SGD",
-    "Adam",
+    "ftrl",          "nadam",
+    "adamax",        "lamb",
+    "lars",          "lbfgs",
+    "adafactor",     "GradientDescentOptimizer",
+    "AdamOptimizer", "MomentumOptimizer",
+    "SGD",           "Adam",
 };
 
 int sema_edit_distance(const char *a, const char *b)

@@ -201,7 +201,8 @@ const char *gr_program_variable_name(const gr_program *p, int k);
  * the k-th character; no NUL), which lives as long as the program; *chars
  * is NULL for a byte vocabulary (vocab="bytes": id k is byte k, size 256);
  * for a word vocabulary (vocab="words") it is the words in id order, one a
- * line ("<unk>" first, id 0).  Either output may be NULL.  Checkpoints store it too (docs/checkpoints.md). */
+ * line ("<unk>" first, id 0).  Either output may be NULL.  Checkpoints store it too
+ * (docs/checkpoints.md). */
 gr_code gr_program_vocab(const gr_program *p, const char *data, const char **chars, int64_t *size,
                          gr_status *st);
 /* Writes a dump: "ast", "ir", "plan" (for target, or the default target)

@@ -35,8 +35,8 @@ typedef struct ps_ctx {
     int tree_too_deep;
     int last_tok; /* the token just returned, for hints */
     src_span last_span;
-    int prev_tok;          /* the one before it */
-    int stmt_tok;          /* the first token of the statement being read */
+    int prev_tok; /* the one before it */
+    int stmt_tok; /* the first token of the statement being read */
     src_span stmt_span;
     src_span *comments; /* every comment, in source order (arena memory) */
     int n_comments;

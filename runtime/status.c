@@ -46,7 +46,7 @@ int gr_status_location(const gr_status *st, const char **file, int *line, int *c
 const char *gr_code_name(gr_code c)
 {
     static const char *names[] = {
-        "ok",           "syntax error",  "compile error", "I/O error",     "data error",
+        "ok",           "syntax error",  "compile error", "I/O error",      "data error",
         "bad argument", "numeric error", "out of memory", "internal error", "cancelled"};
     return (unsigned)c < sizeof names / sizeof *names ? names[c] : "unknown error";
 }
@@ -75,8 +75,8 @@ gr_code rt_null(gr_status *st, const char *fn, const char *arg)
 
 gr_code rt_source_too_long(gr_status *st, const char *fn, size_t len)
 {
-    return rt_fail(st, GR_ERR_ARG, "%s: len is %zu, above the limit of %lld MiB for a source\n",
-                   fn, len, LIM_SOURCE_BYTES >> 20);
+    return rt_fail(st, GR_ERR_ARG, "%s: len is %zu, above the limit of %lld MiB for a source\n", fn,
+                   len, LIM_SOURCE_BYTES >> 20);
 }
 
 gr_code rt_catch_oom(gr_code (*fn)(void *arg), void *arg, const char *what, gr_status *st)

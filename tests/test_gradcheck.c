@@ -77,7 +77,10 @@ static const gc_case cases[] = {
     {"silu", "var x0 = zeros([3, 5])", "silu(x0 * 2.0)", {0}},
     {"elu", "var x0 = zeros([3, 5])", "elu(x0)", {SPACED}},
     {"maximum", "var x0 = zeros([3, 4])\nvar x1 = zeros([4])", "maximum(x0, x1)", {SPACED, NORMAL}},
-    {"minimum", "var x0 = zeros([3, 1])\nvar x1 = zeros([1, 4])", "minimum(x0, x1)", {SPACED, NORMAL}},
+    {"minimum",
+     "var x0 = zeros([3, 1])\nvar x1 = zeros([1, 4])",
+     "minimum(x0, x1)",
+     {SPACED, NORMAL}},
     {"pow", "var x0 = zeros([3, 4])\nvar x1 = zeros([4])", "pow(x0, x1)", {POSITIVE, NORMAL}},
     {"pow", "var x0 = zeros([3, 4])", "pow(x0, 3.0)", {NORMAL}},
     {"rmsnorm", "var x0 = zeros([2, 3, 5])\nvar x1 = zeros([5])", "rmsnorm(x0, x1)", {0}},
@@ -96,7 +99,10 @@ static const gc_case cases[] = {
      "var x0 = zeros([4, 5])\nlab = cast([1, 0, 4, 2], dtype=\"i32\")",
      "softmax_xent(x0, lab, label_smoothing=0.2)",
      {0}},
-    {"softplus", "var x0 = zeros([3, 4])\nvar x1 = zeros([3, 4])", "sigmoid_xent(x0 * 3.0, sigmoid(x1))", {0}},
+    {"softplus",
+     "var x0 = zeros([3, 4])\nvar x1 = zeros([3, 4])",
+     "sigmoid_xent(x0 * 3.0, sigmoid(x1))",
+     {0}},
     {"one_hot",
      "var x0 = zeros([4, 5])\nlab = cast([1, 0, 4, 2], dtype=\"i32\")",
      "nll(log_softmax(x0), lab)",
@@ -591,7 +597,8 @@ static void test_losses_against_their_formulas(void **state)
                                "ls = softmax_xent(x, lab, label_smoothing=0.3)\n"
                                "w = where(x > 0.0, log(x), [[-1.0], [-2.0]])\n"
                                "rn = rmsnorm(x, [1.0, 2.0, 0.5], eps=0.001)\n";
-    static const double x[2][3] = {{50, -50, 0.5}, {-2, 3, 0}}, z[2][3] = {{1, 0, 0.25}, {0, 1, 0.5}};
+    static const double x[2][3] = {{50, -50, 0.5}, {-2, 3, 0}},
+                        z[2][3] = {{1, 0, 0.25}, {0, 1, 0.5}};
     static const int lab[2] = {2, 1};
     inline_run run = open_text("losses.graph", text);
     gr_session *s = run.s;
@@ -615,7 +622,11 @@ static void test_losses_against_their_formulas(void **state)
         }
         double ms = (x[r][0] * x[r][0] + x[r][1] * x[r][1] + x[r][2] * x[r][2]) / 3;
         for (int c = 0; c < 3; c++)
-            assert_float_equal(rn[r * 3 + c], x[r][c] / sqrt(ms + 0.001) * (c == 0 ? 1 : c == 1 ? 2 : 0.5),
+            assert_float_equal(rn[r * 3 + c],
+                               x[r][c] / sqrt(ms + 0.001) *
+                                   (c == 0   ? 1
+                                    : c == 1 ? 2
+                                             : 0.5),
                                1e-5);
         double xent = lse - x[r][lab[r]];
         assert_float_equal(n[r], xent, 1e-5 * (1 + xent));

@@ -411,9 +411,9 @@ static double ref_act_grad(op_kind op, double dy, double v)
 static void test_unary_ops(void **state)
 {
     (void)state;
-    op_kind ops[] = {OP_NEG,  OP_EXP,      OP_LOG,         OP_SQRT, OP_RELU, OP_SIGMOID,
-                     OP_TANH, OP_GELU,     OP_IDENTITY,    OP_ABS,  OP_SIN,  OP_COS,
-                     OP_SOFTPLUS, OP_LOG_SIGMOID, OP_SILU, OP_ELU};
+    op_kind ops[] = {OP_NEG,      OP_EXP,         OP_LOG,      OP_SQRT, OP_RELU, OP_SIGMOID,
+                     OP_TANH,     OP_GELU,        OP_IDENTITY, OP_ABS,  OP_SIN,  OP_COS,
+                     OP_SOFTPLUS, OP_LOG_SIGMOID, OP_SILU,     OP_ELU};
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
         for (int big = 0; big < 2; big++) {
             ir_type t = big ? ty(DT_F32, 2, 401L, 333L) : ty(DT_F32, 3, rsize(), rsize(), 3L);
@@ -460,9 +460,8 @@ static void test_activations_stay_finite_at_large_inputs(void **state)
 static void test_activation_grads(void **state)
 {
     (void)state;
-    op_kind ops[] = {OP_RELU_GRAD,     OP_SIGMOID_GRAD,      OP_TANH_GRAD,
-                     OP_GELU_GRAD,     OP_ABS_GRAD,          OP_SOFTPLUS_GRAD,
-                     OP_LOG_SIGMOID_GRAD, OP_SILU_GRAD,      OP_ELU_GRAD};
+    op_kind ops[] = {OP_RELU_GRAD,     OP_SIGMOID_GRAD,     OP_TANH_GRAD, OP_GELU_GRAD, OP_ABS_GRAD,
+                     OP_SOFTPLUS_GRAD, OP_LOG_SIGMOID_GRAD, OP_SILU_GRAD, OP_ELU_GRAD};
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
         ir_type t = ty(DT_F32, 2, 13L, 31L);
         float range = ops[k] == OP_GELU_GRAD ? 5 : 1;

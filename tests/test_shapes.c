@@ -484,7 +484,8 @@ static const shape_case errors[] = {
     {OP_CONV2D,
      {"f32[8,3,32,32]", "f32[16,1,5,5]"},
      {1, 0},
-     .want = "conv2d: input f32[8,3,32,32] has 3 channels but filter f32[16,1,5,5] expects 1 (inputs are [N, C, H, W] and filters [OC, C, KH, KW])"},
+     .want = "conv2d: input f32[8,3,32,32] has 3 channels but filter f32[16,1,5,5] expects 1 "
+             "(inputs are [N, C, H, W] and filters [OC, C, KH, KW])"},
     {OP_SUM, {"f32[64,10]"}, {2, 0}, .want = "sum: axis 2 out of range for f32[64,10]"},
     {OP_SUM, {"i32[5]"}, {ALL, 0}, .want = "sum: input must be f32, got i32[5]"},
     {OP_ARGMAX, {"i32[5,2]"}, {1}, .want = "argmax: input must be f32, got i32[5,2]"},
@@ -731,15 +732,15 @@ static void test_lookup_finds_public_ops_only(void **state)
 {
     (void)state;
     static const char *pub[] = {
-        "matmul",     "add",           "sub",         "mul",          "div",          "neg",
-        "exp",        "log",           "sqrt",        "relu",         "sigmoid",      "tanh",
-        "identity",   "softmax",       "log_softmax", "softmax_xent", "mse",          "sum",
-        "mean",       "max",           "argmax",      "reshape",      "transpose",    "concat",
-        "slice",      "gather",        "cast",        "one_hot",      "conv2d",       "maxpool2d",
-        "avgpool2d",  "dropout",       "equal",       "not_equal",    "less",         "greater",
-        "less_equal", "greater_equal", "layernorm",   "gelu",         "stop_gradient",
-        "maximum",    "minimum",       "pow",         "abs",          "sin",          "cos",
-        "softplus",   "log_sigmoid",   "silu",        "elu",          "where",        "rmsnorm"};
+        "matmul",      "add",           "sub",         "mul",          "div",           "neg",
+        "exp",         "log",           "sqrt",        "relu",         "sigmoid",       "tanh",
+        "identity",    "softmax",       "log_softmax", "softmax_xent", "mse",           "sum",
+        "mean",        "max",           "argmax",      "reshape",      "transpose",     "concat",
+        "slice",       "gather",        "cast",        "one_hot",      "conv2d",        "maxpool2d",
+        "avgpool2d",   "dropout",       "equal",       "not_equal",    "less",          "greater",
+        "less_equal",  "greater_equal", "layernorm",   "gelu",         "stop_gradient", "maximum",
+        "minimum",     "pow",           "abs",         "sin",          "cos",           "softplus",
+        "log_sigmoid", "silu",          "elu",         "where",        "rmsnorm"};
     int n_pub = 0;
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);

@@ -93,7 +93,7 @@ typedef struct bin_fns {
     bin_fn f32, i32;
 } bin_fns;
 
-#define BIN_ROW(op, ...) [OP_##op] = {op##_f32, op##_i32},
+#define BIN_ROW(op, ...)     [OP_##op] = {op##_f32, op##_i32},
 #define BIN_ROW_F32(op, ...) [OP_##op] = {op##_f32, NULL},
 static const bin_fns binary_fns[OP_COUNT] = {CPU_ARITH(BIN_ROW) CPU_ARITH_F32(BIN_ROW_F32)
                                                  CPU_COMPARE(BIN_ROW)};

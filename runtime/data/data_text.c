@@ -436,8 +436,10 @@ static int text_words(const data_spec *s, text_buf *t, text_corpus *c, char *err
         int64_t at = i;
         while (i < t->len && word_byte(b[i]) && i - at < INT32_MAX) i++;
         int64_t k = word_add(&w, at, (int32_t)(i - at));
-        if (k < 0) rc = -1;
-        else c->ids[c->n++] = (int32_t)k;
+        if (k < 0)
+            rc = -1;
+        else
+            c->ids[c->n++] = (int32_t)k;
     }
     if (rc == 0) rc = text_word_ids(s, &w, c);
     free(w.slot);
@@ -491,7 +493,9 @@ static int text_part(const data_spec *s, const text_corpus *c, int64_t *first, i
                  "%s: block %lld is longer than the text's %s part (%lld %s; a window needs "
                  "block + 1)",
                  s->path[0], (long long)s->block, part, (long long)*len,
-                 s->word_vocab ? "words" : s->byte_vocab ? "bytes" : "characters");
+                 s->word_vocab   ? "words"
+                 : s->byte_vocab ? "bytes"
+                                 : "characters");
         return -1;
     }
     memset(info, 0, sizeof *info);
