@@ -667,6 +667,15 @@ static void test_softmax_and_log_softmax_stable(void **state)
     call_run(&c);
     assert_float_equal(y[0], -log1p(exp(-6.0)), 1e-7);
     assert_float_equal(y[1], -6.0 - log1p(exp(-6.0)), 1e-6);
+    /* the cross-entropy of the same row, label 0: as small, as exact */
+    ir_type lt = ty(DT_I32, 1, 1L), ft = ty(DT_F32, 1, 1L);
+    int32_t label = 0;
+    float loss = -1;
+    call_init(&c, OP_SOFTMAX_XENT, &ft, &loss);
+    call_in(&c, x, &t);
+    call_in(&c, &label, &lt);
+    call_run(&c);
+    assert_float_equal(loss, log1p(exp(-6.0)), 1e-7);
 }
 
 /* The vectorised exp: scores far below the row's max give 0 (-inf

@@ -46,13 +46,6 @@ static float sm_row_exp(float *restrict o, const float *restrict x, float m, int
     return cpu_row_sum(o, c);
 }
 
-/* log(sum(exp(x))) computed stably; uses o as scratch. */
-static float sm_row_lse(float *restrict o, const float *restrict x, int64_t c)
-{
-    float m = sm_row_max(x, c);
-    return m + logf(sm_row_exp(o, x, m, c));
-}
-
 static void sm_row(float *restrict o, const float *restrict x, int64_t c, int log)
 {
     float m = sm_row_max(x, c);
@@ -160,15 +153,14 @@ void cpu_xent(float *out, const float *logits, const int32_t *labels, int64_t ro
     float tmp[256];
     for (int64_t r = 0; r < rows; r++) {
         const float *x = logits + r * c;
-        float lse = 0.0f;
+        float m = sm_row_max(x, c), s = 0.0f;
         if (c <= 256) {
-            lse = sm_row_lse(tmp, x, c);
+            s = sm_row_exp(tmp, x, m, c);
         } else { /* too long for the stack buffer: plain two-pass loop */
-            float m = sm_row_max(x, c), s = 0.0f;
             for (int64_t i = 0; i < c; i++) s += sm_exp(x[i] - m);
-            lse = m + logf(s);
         }
-        out[r] = lse - (label_ok(labels[r], c) ? x[labels[r]] : 0.0f);
+        /* (m - x[label]) + log(s): m + log(s) would round log(s) to m's ulp */
+        out[r] = (label_ok(labels[r], c) ? m - x[labels[r]] : m) + logf(s);
     }
 }
 

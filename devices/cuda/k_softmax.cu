@@ -70,7 +70,7 @@ __device__ static int label_ok(int32_t l, int64_t c)
     return l >= 0 && l < c;
 }
 
-// out[r] = logsumexp(row) - row[label].
+// out[r] = logsumexp(row) - row[label], as (m - row[label]) + log(sum).
 template <int G>
 __global__ static void xent_kernel(float *out, const float *x, const int32_t *labels, int64_t rows,
                                    int64_t c)
@@ -78,9 +78,9 @@ __global__ static void xent_kernel(float *out, const float *x, const int32_t *la
     for (int64_t r = group_row<G>(); r < rows; r += group_rows_stride<G>()) {
         const float *xr = x + r * c;
         float m = row_max<G>(xr, c);
-        float lse = m + logf(row_sum_exp<G>(xr, m, c));
+        float ls = logf(row_sum_exp<G>(xr, m, c));
         int32_t l = labels[r];
-        if (group_lane<G>() == 0) out[r] = lse - (label_ok(l, c) ? xr[l] : 0.0f);
+        if (group_lane<G>() == 0) out[r] = (label_ok(l, c) ? m - xr[l] : m) + ls;
     }
 }
 
