@@ -27,7 +27,7 @@ void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const args
         sema_err(S, kw, "%s() has no argument named '%s' (it takes %s)", fname, kw->name, have);
 }
 
-int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const sema_args *args,
+int sema_bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const sema_args *args,
               int skip, value *out)
 {
     int n_pos = args->n_pos - skip;
@@ -68,7 +68,7 @@ int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const
     return 0;
 }
 
-int num_arg(sema *S, const ast_node *at, value v, double def, double *out)
+int sema_num_arg(sema *S, const ast_node *at, value v, double def, double *out)
 {
     if (v.k == V_NONE) {
         *out = def;

@@ -143,7 +143,7 @@ static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value
         a->i[slot] = v.num != 0;
         return 0;
     case ATTR_FLOAT:
-        return num_arg(S, at, v, 0, &a->f[slot]);
+        return sema_num_arg(S, at, v, 0, &a->f[slot]);
     case ATTR_DTYPE:
         if (v.k != V_STR || (strcmp(v.str, "f32") && strcmp(v.str, "i32"))) {
             sema_err(S, at, "'%s' must be \"f32\" or \"i32\"", spec->name);
@@ -186,7 +186,7 @@ static int op_attrs(sema *S, op_kind op, const sema_args *args, int skip, ir_att
     argspec spec[IR_MAX_ATTRS] = {{0}};
     for (int i = 0; i < na; i++)
         spec[i] = (argspec){info->attrs[i].name, isnan(info->attrs[i].def)};
-    if (bind_args(S, ops_name(op), spec, na, args, skip, bound) < 0) return -1;
+    if (sema_bind_args(S, ops_name(op), spec, na, args, skip, bound) < 0) return -1;
     for (int i = 0; i < na; i++) {
         if (bound[i].k == V_NONE) {
             a->i[i] = (int64_t)info->attrs[i].def;
@@ -258,10 +258,10 @@ static value call_init(sema *S, int b, const sema_args *args)
                         : b == B_UNIFORM ? uspec
                                          : spec;
     int ns = b == B_CONSTANT ? 3 : (b == B_NORMAL || b == B_UNIFORM) ? 4 : 2;
-    if (bind_args(S, builtin_names[b], sp, ns, args, 0, bound) < 0) return sema_value_err();
+    if (sema_bind_args(S, builtin_names[b], sp, ns, args, 0, bound) < 0) return sema_value_err();
     value v = {.k = V_INIT};
     double trainable;
-    if (num_arg(S, call, bound[ns - 1], 1, &trainable) < 0) return sema_value_err();
+    if (sema_num_arg(S, call, bound[ns - 1], 1, &trainable) < 0) return sema_value_err();
     v.init_frozen = trainable == 0; /* trainable=false: no optimizer updates it */
     static const ir_init kinds[] = {[B_ZEROS] = INIT_ZEROS,
                                     [B_ONES] = INIT_ONES,
@@ -274,12 +274,12 @@ static value call_init(sema *S, int b, const sema_args *args)
     int shape_at = b == B_CONSTANT ? 1 : 0;
     if (shape_arg(S, call, builtin_names[b], bound[shape_at], &v.itype) < 0)
         return sema_value_err();
-    if (b == B_CONSTANT && num_arg(S, call, bound[0], 0, &v.ia) < 0) return sema_value_err();
+    if (b == B_CONSTANT && sema_num_arg(S, call, bound[0], 0, &v.ia) < 0) return sema_value_err();
     if (b == B_NORMAL &&
-        (num_arg(S, call, bound[1], 0, &v.ia) < 0 || num_arg(S, call, bound[2], 1, &v.ib) < 0))
+        (sema_num_arg(S, call, bound[1], 0, &v.ia) < 0 || sema_num_arg(S, call, bound[2], 1, &v.ib) < 0))
         return sema_value_err();
-    if (b == B_UNIFORM && (num_arg(S, call, bound[1], -0.05, &v.ia) < 0 ||
-                           num_arg(S, call, bound[2], 0.05, &v.ib) < 0))
+    if (b == B_UNIFORM && (sema_num_arg(S, call, bound[1], -0.05, &v.ia) < 0 ||
+                           sema_num_arg(S, call, bound[2], 0.05, &v.ib) < 0))
         return sema_value_err();
     return v;
 }
@@ -404,7 +404,7 @@ static int args_check(sema *S, const ast_node *call, int b, const signed char *i
 /* A number, or a schedule whose peak becomes the lr. */
 static int lr_arg(sema *S, const ast_node *at, value v, double def, ad_optimizer *o)
 {
-    if (v.k != V_SCHED) return num_arg(S, at, v, def, &o->lr);
+    if (v.k != V_SCHED) return sema_num_arg(S, at, v, def, &o->lr);
     o->lr = v.opt.lr;
     o->sched = v.opt.sched;
     return 0;
@@ -432,11 +432,11 @@ static value call_opt(sema *S, int b, const sema_args *args)
     double val[O_N];
     int n = 0;
     for (; ids[n] >= 0; n++) spec[n] = (argspec){opt_names[ids[n]], ids[n] == O_LR && b < B_ADAM};
-    if (bind_args(S, builtin_names[b], spec, n, args, 0, x) < 0) return sema_value_err();
+    if (sema_bind_args(S, builtin_names[b], spec, n, args, 0, x) < 0) return sema_value_err();
     for (int i = 0; i < O_N; i++) val[i] = opt_default(b, i);
     for (int i = 0; i < n; i++)
         if (ids[i] == O_LR ? lr_arg(S, call, x[i], val[O_LR], &v.opt) < 0
-                           : num_arg(S, call, x[i], val[ids[i]], &val[ids[i]]) < 0)
+                           : sema_num_arg(S, call, x[i], val[ids[i]], &val[ids[i]]) < 0)
             return sema_value_err();
     if (args_check(S, call, b, ids, n, x, val) < 0) return sema_value_err();
     ad_optimizer *o = &v.opt;
@@ -473,9 +473,9 @@ static int factor_args(sema *S, int b, const sema_args *args, value *v)
     ad_schedule *s = &v->opt.sched;
     int step = b == B_STEP_DECAY;
     value x[4];
-    if (bind_args(S, builtin_names[b], step ? sd : ex, 4, args, 0, x) < 0 ||
-        num_arg(S, call, x[0], 0, &v->opt.lr) < 0 ||
-        num_arg(S, call, x[step ? 2 : 1], 0.1, &s->factor) < 0 ||
+    if (sema_bind_args(S, builtin_names[b], step ? sd : ex, 4, args, 0, x) < 0 ||
+        sema_num_arg(S, call, x[0], 0, &v->opt.lr) < 0 ||
+        sema_num_arg(S, call, x[step ? 2 : 1], 0.1, &s->factor) < 0 ||
         sema_int_in(S, call, "every", x[step ? 1 : 2], 1, 1, LIM_INT, &s->steps) < 0 ||
         sema_int_in(S, call, "warmup", x[3], 0, 0, LIM_INT, &s->warmup) < 0)
         return -1;
@@ -497,8 +497,8 @@ static int schedule_args(sema *S, int b, const sema_args *args, value *v)
     ad_schedule *s = &v->opt.sched;
     int rises = b == B_WARMUP;
     value x[4];
-    if (bind_args(S, builtin_names[b], rises ? rise : decay, rises ? 2 : 4, args, 0, x) < 0 ||
-        num_arg(S, call, x[0], 0, &v->opt.lr) < 0)
+    if (sema_bind_args(S, builtin_names[b], rises ? rise : decay, rises ? 2 : 4, args, 0, x) < 0 ||
+        sema_num_arg(S, call, x[0], 0, &v->opt.lr) < 0)
         return -1;
     if (rises) {
         s->kind = OP_LR_WARMUP;
@@ -509,7 +509,7 @@ static int schedule_args(sema *S, int b, const sema_args *args, value *v)
     s->kind = b == B_LINEAR ? OP_LR_LINEAR : OP_LR_COSINE;
     return sema_int_in(S, call, "warmup", x[1], 0, 0, LIM_INT, &s->warmup) < 0 ||
                    sema_int_in(S, call, "steps", x[2], 0, 1, LIM_INT, &s->steps) < 0 ||
-                   num_arg(S, call, x[3], 0, &s->min) < 0
+                   sema_num_arg(S, call, x[3], 0, &s->min) < 0
                ? -1
                : 0;
 }
@@ -579,8 +579,8 @@ static int data_from_call(sema *S, const ast_node *call, int b, const data_call 
     if (str_or_none(S, call, c->paths[0], &d->path[0]) < 0 ||
         str_or_none(S, call, c->paths[1], &d->path[1]) < 0 ||
         sema_int_in(S, call, "batch", c->batch, 0, 1, LIM_DIM, &d->batch) < 0 ||
-        num_arg(S, call, c->shuffle, 0, &shuffle) < 0 ||
-        num_arg(S, call, c->nonfinite, 0, &nonfinite) < 0 ||
+        sema_num_arg(S, call, c->shuffle, 0, &shuffle) < 0 ||
+        sema_num_arg(S, call, c->nonfinite, 0, &nonfinite) < 0 ||
         sema_int_in(S, call, "seed", c->seed, 0, 0, LIM_INT, &seed) < 0 ||
         sema_int_in(S, call, "classes", c->classes, 0, 0, LIM_DIM, &classes) < 0 ||
         sema_int_in(S, call, "label", c->label, -1, -2, LIM_DIM, &label) < 0 ||
@@ -674,7 +674,7 @@ static value call_data(sema *S, int b, const sema_args *args)
                                    {"seed", 0}, {"shape", 0}, {"classes", 0},  {"label", 0},
                                    {"n", 0},    {"dims", 0},  {"nonfinite", 0}};
     data_call c;
-    if (bind_args(S, builtin_names[b], spec, 11, args, 0, &c.paths[0]) < 0 || data_room(S, call))
+    if (sema_bind_args(S, builtin_names[b], spec, 11, args, 0, &c.paths[0]) < 0 || data_room(S, call))
         return sema_value_err();
     ir_data d = {.src = S->src, .span = call->span};
     sema_data_shape info;
@@ -736,9 +736,9 @@ static int text_options(sema *S, const ast_node *call, const value *x, ir_data *
     if (text_paths(S, call, x[0], d) < 0 ||
         sema_int_in(S, call, "block", x[1], 0, 1, LIM_DIM, &d->block) < 0 ||
         sema_int_in(S, call, "batch", x[2], 0, 1, LIM_DIM, &d->batch) < 0 ||
-        num_arg(S, call, x[3], 1, &shuffle) < 0 ||
+        sema_num_arg(S, call, x[3], 1, &shuffle) < 0 ||
         sema_int_in(S, call, "seed", x[4], 0, 0, LIM_INT, &seed) < 0 ||
-        num_arg(S, call, x[5], 1.0, &d->split) < 0 ||
+        sema_num_arg(S, call, x[5], 1.0, &d->split) < 0 ||
         (d->val_part = str_choice(S, call, "part", x[6], parts, 2)) < 0 ||
         sema_int_in(S, call, "stride", x[7], d->val_part ? d->block : 1, 1, LIM_DIM, &d->stride) <
             0 ||
@@ -779,7 +779,7 @@ static value call_text(sema *S, const sema_args *args)
     value x[10];
     ir_data d = {.src = S->src, .span = call->span, .kind = DATA_TEXT};
     sema_data_shape info = {0};
-    if (bind_args(S, "text", spec, 10, args, 0, x) < 0 || data_room(S, call) ||
+    if (sema_bind_args(S, "text", spec, 10, args, 0, x) < 0 || data_room(S, call) ||
         text_options(S, call, x, &d) < 0 || probe_data(S, call, &d, &info) < 0 ||
         text_types(S, call, &info, &d) < 0)
         return sema_value_err();
@@ -907,7 +907,7 @@ static value call_categorical(sema *S, const sema_args *args)
     static const argspec spec[] = {{"logits", 1}, {"n", 1}};
     value v[2];
     int64_t n;
-    if (bind_args(S, "categorical", spec, 2, args, 0, v) < 0) return sema_value_err();
+    if (sema_bind_args(S, "categorical", spec, 2, args, 0, v) < 0) return sema_value_err();
     int x = draw_input(S, args, &v[0], 0, "logits", 2, "f32[B, K], a row of logits per draw");
     if (x < 0 || draw_count(S, args, v[1], &n) < 0) return sema_value_err();
     ir_type t = {.dtype = DT_I32, .rank = 2, .dim = {S->g->nodes[x].type.dim[0], n}};
@@ -920,7 +920,7 @@ static value call_sample(sema *S, const sema_args *args)
     static const argspec spec[] = {{"weights", 1}, {"n", 1}};
     value v[2];
     ir_type t;
-    if (bind_args(S, "sample", spec, 2, args, 0, v) < 0) return sema_value_err();
+    if (sema_bind_args(S, "sample", spec, 2, args, 0, v) < 0) return sema_value_err();
     int x = draw_input(S, args, &v[0], 0, "weights", 1, "f32[V], a table of weights");
     if (x < 0 || check_weights(S, arg_at(args, 0, "weights"), x) < 0) return sema_value_err();
     if (v[1].k == V_LIST) {
@@ -951,7 +951,7 @@ static value call_bernoulli(sema *S, const sema_args *args)
     static const argspec spec[] = {{"p", 1}, {"shape", 1}};
     value v[2];
     ir_type t;
-    if (bind_args(S, "bernoulli", spec, 2, args, 0, v) < 0 ||
+    if (sema_bind_args(S, "bernoulli", spec, 2, args, 0, v) < 0 ||
         shape_arg(S, arg_at(args, 1, "shape"), "bernoulli", v[1], &t) < 0)
         return sema_value_err();
     const ast_node *at = arg_at(args, 0, "p");

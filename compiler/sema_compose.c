@@ -89,9 +89,9 @@ static int is_axes_call(sema *S, int op, const sema_args *args, value *axes, int
     int is_list = args->n_pos >= 2 && args->pos[1].k == V_LIST;
     for (int k = 0; k < args->n_kw; k++)
         is_list |= strcmp(args->kw_at[k]->name, "axis") == 0 && args->kw[k].k == V_LIST;
-    if (!is_list || bind_args(S, ops_name(op), spec, 2, args, 1, v) < 0) return is_list ? -1 : 0;
+    if (!is_list || sema_bind_args(S, ops_name(op), spec, 2, args, 1, v) < 0) return is_list ? -1 : 0;
     double kd;
-    if (num_arg(S, args->call, v[1], 0, &kd) < 0) return -1;
+    if (sema_num_arg(S, args->call, v[1], 0, &kd) < 0) return -1;
     *axes = v[0];
     *keep = kd != 0;
     return 1;
@@ -143,8 +143,8 @@ static value call_global_avgpool(sema *S, const sema_args *args)
     static const argspec spec[] = {{"x", 1}, {"keepdims", 0}};
     value v[2];
     double keep;
-    if (bind_args(S, "global_avgpool", spec, 2, args, 0, v) < 0 ||
-        num_arg(S, args->call, v[1], 0, &keep) < 0)
+    if (sema_bind_args(S, "global_avgpool", spec, 2, args, 0, v) < 0 ||
+        sema_num_arg(S, args->call, v[1], 0, &keep) < 0)
         return sema_value_err();
     int x = sema_to_tensor(S, sema_arg_at(&v[0], args->call), v[0], DT_F32);
     if (x < 0) return sema_value_err();
@@ -178,7 +178,7 @@ static value call_clip_leaky(sema *S, const char *name, const sema_args *args)
     const ast_node *call = args->call;
     int is_clip = strcmp(name, "clip") == 0;
     value v[3];
-    if (bind_args(S, name, is_clip ? clip : leaky, is_clip ? 3 : 2, args, 0, v) < 0)
+    if (sema_bind_args(S, name, is_clip ? clip : leaky, is_clip ? 3 : 2, args, 0, v) < 0)
         return sema_value_err();
     int x = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
     if (is_clip) {
@@ -192,7 +192,7 @@ static value call_clip_leaky(sema *S, const char *name, const sema_args *args)
             binary_node(S, call, OP_MINIMUM, binary_node(S, call, OP_MAXIMUM, x, lo), hi));
     }
     double alpha;
-    if (num_arg(S, call, v[1], 0.01, &alpha) < 0) return sema_value_err();
+    if (sema_num_arg(S, call, v[1], 0.01, &alpha) < 0) return sema_value_err();
     if (!(alpha >= 0 && alpha <= 1)) {
         sema_err(S, sema_arg_at(&v[1], call), "leaky_relu(): 'alpha' must be in [0, 1], got %g",
                  alpha);
@@ -234,7 +234,7 @@ static value call_loss(sema *S, const char *name, const sema_args *args)
     const ast_node *call = args->call;
     value v[2];
     int is_nll = strcmp(name, "nll") == 0;
-    if (bind_args(S, name, is_nll ? nl : sx, 2, args, 0, v) < 0) return sema_value_err();
+    if (sema_bind_args(S, name, is_nll ? nl : sx, 2, args, 0, v) < 0) return sema_value_err();
     int x = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
     if (!is_nll) {
         int z = sema_to_tensor(S, sema_arg_at(&v[1], call), v[1], DT_F32);
@@ -276,7 +276,7 @@ static int smoothed_xent(sema *S, const sema_args *args, const int *in, value *o
     }
     const ast_node *call = args->call, *at = args->kw_at[k];
     double e;
-    if (num_arg(S, at, args->kw[k], 0, &e) < 0 || !(e >= 0 && e < 1)) {
+    if (sema_num_arg(S, at, args->kw[k], 0, &e) < 0 || !(e >= 0 && e < 1)) {
         if (args->kw[k].k == V_NUM)
             sema_err(S, at, "'label_smoothing' must be in [0, 1), got %g", e);
         *out = sema_value_err();

@@ -49,7 +49,7 @@ struct value {
     ir_type itype;    /* V_INIT shape */
     int init_annot;   /* V_INIT: the annotation on it (request + 1 into g->place_reqs), 0 none */
     int init_frozen;  /* V_INIT: trainable=false */
-    /* An argument bound by bind_args: where it was written and what it is
+    /* An argument bound by sema_bind_args: where it was written and what it is
      * (function and parameter names), so that a message about its value
      * underlines it and names it (sema_arg_at, sema_arg_label). */
     const ast_node *arg_at;
@@ -136,7 +136,7 @@ value sema_value_err(void);
 const char *sema_value_kind(const value *v); /* "an integer", "a list", ... */
 /* Where argument v was written, else at. */
 const ast_node *sema_arg_at(const value *v, const ast_node *at);
-/* "mean(): 'axis'" for an argument bound by bind_args, else NULL (buf holds it). */
+/* "mean(): 'axis'" for an argument bound by sema_bind_args, else NULL (buf holds it). */
 const char *sema_arg_label(const value *v, char *buf, size_t n);
 /* An integer (at most LIM_INT in magnitude), else reports at `at`. */
 int sema_int_arg(sema *S, const ast_node *at, value v, int64_t *out);
@@ -163,10 +163,10 @@ typedef struct argspec {
 } argspec;
 /* Binds args (the positional ones from `skip` on, then the keyword ones) to
  * spec slots in out[] (V_NONE when absent). */
-int bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const sema_args *args,
+int sema_bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const sema_args *args,
               int skip, value *out);
 /* A number, or def when v is V_NONE. */
-int num_arg(sema *S, const ast_node *at, value v, double def, double *out);
+int sema_num_arg(sema *S, const ast_node *at, value v, double def, double *out);
 /* kw names no argument of fname: the error lists spec's, with a "did you
  * mean" when one is close. */
 void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const argspec *spec,

@@ -186,14 +186,14 @@ static int setup(void **state)
 {
     (void)state;
     cpu_blas_init();
-    pool2 = pool_new(2);
+    pool2 = cpu_pool_new(2);
     return pool2 ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    pool_free(pool2);
+    cpu_pool_free(pool2);
     return 0;
 }
 
@@ -1054,7 +1054,7 @@ static void run_norm(op_kind op, const ir_type *ot, void *out, float **in, const
     c.pool = pool;
     c.scratch = scratch;
     c.task_bytes = task_bytes;
-    c.max_tasks = pool ? pool_size(pool) : 1;
+    c.max_tasks = pool ? cpu_pool_size(pool) : 1;
     call_run(&c);
 }
 
@@ -2461,8 +2461,8 @@ static void test_pool_for_repeated_tiny_calls(void **state)
     (void)state;
     int sizes[] = {1, 2, 4};
     for (int s = 0; s < 3; s++) {
-        cpu_pool *p = pool_new(sizes[s]);
-        assert_int_equal(pool_size(p), sizes[s]);
+        cpu_pool *p = cpu_pool_new(sizes[s]);
+        assert_int_equal(cpu_pool_size(p), sizes[s]);
         count_ctx c = {{0}};
         int64_t want[8] = {0};
         for (int i = 0; i < 100000; i++) {
@@ -2471,7 +2471,7 @@ static void test_pool_for_repeated_tiny_calls(void **state)
             for (int t = 0; t < nt; t++) want[t]++;
         }
         for (int t = 0; t < 8; t++) assert_int_equal(c.hits[t], want[t]);
-        pool_free(p);
+        cpu_pool_free(p);
     }
     count_ctx c = {{0}};
     cpu_pool_for(NULL, 3, count_task, &c); /* NULL pool: serial */

@@ -11,13 +11,13 @@ extern const device_vtable cpu_vtable;
 device_obj *cpu_device_new(int id);
 extern const kernel_fn cpu_kernels[OP_COUNT];
 
-/* Intra-op thread pool.  pool_new(n) starts n-1 workers (the caller is the
+/* Intra-op thread pool.  cpu_pool_new(n) starts n-1 workers (the caller is the
  * n-th); cpu_pool_for runs fn(arg, 0..n_tasks-1) across them and returns when all
  * are done.  Safe to call cpu_pool_for with p == NULL (runs serially). One pool is
  * used by one executor at a time. */
-cpu_pool *pool_new(int nthreads);
-void pool_free(cpu_pool *p);
-int pool_size(const cpu_pool *p);
+cpu_pool *cpu_pool_new(int nthreads);
+void cpu_pool_free(cpu_pool *p);
+int cpu_pool_size(const cpu_pool *p);
 void cpu_pool_for(cpu_pool *p, int n_tasks, void (*fn)(void *arg, int task), void *arg);
 
 /* The hint for a spin-wait loop: lets the core's sibling thread run and

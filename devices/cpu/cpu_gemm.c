@@ -62,7 +62,7 @@ static void gemm_task(void *arg, int t)
 void cpu_matmul(cpu_pool *p, const cpu_gemm_args *g)
 {
     int64_t work = g->m * g->n * g->k;
-    int nt = work >= GEMM_PAR_MIN ? pool_size(p) : 1;
+    int nt = work >= GEMM_PAR_MIN ? cpu_pool_size(p) : 1;
     gemm_ctx x = {g, nt, 1};
     /* Split the larger output side so every task keeps a decent block. */
     x.split_rows = g->m >= g->n;

@@ -116,7 +116,7 @@ void cpu_layernorm_grad_params(cpu_pool *p, const cpu_norm_args *n)
     int64_t c = n->c, nt = n->rows * c / CPU_PAR_MIN;
     if (c <= 0) return;
     if (nt > n->max_tasks) nt = n->max_tasks;
-    if (nt > pool_size(p)) nt = pool_size(p);
+    if (nt > cpu_pool_size(p)) nt = cpu_pool_size(p);
     if (nt < 1 || !n->scratch) nt = 1;
     ln_params_ctx x = {n, (int)nt};
     cpu_pool_for(p, (int)nt, ln_params_task, &x);

@@ -97,7 +97,7 @@ static void *pool_worker(void *vp)
     return NULL;
 }
 
-cpu_pool *pool_new(int nthreads)
+cpu_pool *cpu_pool_new(int nthreads)
 {
     cpu_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
@@ -120,7 +120,7 @@ cpu_pool *pool_new(int nthreads)
     return p;
 }
 
-void pool_free(cpu_pool *p)
+void cpu_pool_free(cpu_pool *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -135,7 +135,7 @@ void pool_free(cpu_pool *p)
     free(p);
 }
 
-int pool_size(const cpu_pool *p)
+int cpu_pool_size(const cpu_pool *p)
 {
     return p ? p->n : 1;
 }
@@ -193,7 +193,7 @@ static void par_range_task(void *arg, int t)
 static int cpu_ntasks(const cpu_pool *p, int64_t work, int64_t min_work)
 {
     int64_t t = min_work > 0 ? work / min_work : work;
-    if (t > pool_size(p)) t = pool_size(p);
+    if (t > cpu_pool_size(p)) t = cpu_pool_size(p);
     return t < 1 ? 1 : (int)t;
 }
 
@@ -213,7 +213,7 @@ void cpu_par_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void 
 
 int cpu_tasks_open(const cpu_conv_ctx *cx, int64_t jobs, size_t need, cpu_tasks *t)
 {
-    int nt = pool_size(cx->pool);
+    int nt = cpu_pool_size(cx->pool);
     if (nt > cx->max_tasks) nt = cx->max_tasks;
     if (nt > jobs) nt = (int)jobs;
     *t = (cpu_tasks){.scratch = cx->scratch, .task_bytes = cx->task_bytes, .n = nt < 1 ? 1 : nt};

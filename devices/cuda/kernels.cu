@@ -2,9 +2,10 @@
 // (k_*.cu) when the library loads.  An op in two families, or one of
 // CUDA_NO_ROW (cuda.h) given a row, is a bug found here; an op in none has a
 // NULL row, and compiling a program that places it on a GPU is an error
-// (runtime/compile.c).  tests/test_cuda_rows.c reads the families' rows and
-// checks that every op but the sources and CUDA_NO_ROW has one, in the CPU
-// suite; tests/test_cuda.c checks that every op the examples use has a row.
+// (compiler/place.c, place_kernels).  tests/test_cuda_rows.c reads the
+// families' rows and checks that every op but the sources and CUDA_NO_ROW has
+// one, in the CPU suite; tests/test_cuda.c checks that every op the examples
+// use has a row.
 #include "cuda_impl.cuh"
 
 kernel_fn cuda_kernels[OP_COUNT];

@@ -72,7 +72,7 @@ static void prepare_call(rt_exec *e, int id, kernel_fn fn, int *used_in)
                      .in_t = int_,
                      .scratch = sb ? part->scratch : NULL,
                      .scratch_task_bytes = sb,
-                     .max_tasks = part->pool ? pool_size(part->pool) : 1,
+                     .max_tasks = part->pool ? cpu_pool_size(part->pool) : 1,
                      .pool = part->pool,
                      .seed = e->env->opt->seed,
                      .comm = e->env->comm,
@@ -232,10 +232,10 @@ static gr_code alloc_part(rt_exec *e, int k, int threads, gr_status *st)
         pt->q = d->vt->queue_new(d);
         if (e->env->opt->check_numerics && !(pt->host_out = malloc(largest_output(e, k) + 4)))
             return no_room(e, "host copy for --check-numerics", largest_output(e, k), st);
-    } else if (!(pt->pool = pool_new(threads > 0 ? threads : 1))) {
+    } else if (!(pt->pool = cpu_pool_new(threads > 0 ? threads : 1))) {
         return rt_fail(st, GR_ERR_INTERNAL, "cannot start the threads of partition %d\n", k);
     }
-    size_t bytes = p->scratch_task_bytes * (size_t)(pt->pool ? pool_size(pt->pool) : 1);
+    size_t bytes = p->scratch_task_bytes * (size_t)(pt->pool ? cpu_pool_size(pt->pool) : 1);
     if (!(pt->scratch = d->vt->alloc(d, bytes))) return no_room(e, "kernel scratch", bytes, st);
     return GR_OK;
 }
@@ -298,7 +298,7 @@ static void free_part(exec_part *pt)
     device_obj *d = pt->dev;
     if (!d) return;
     if (pt->q) d->vt->queue_free(d, pt->q);
-    pool_free(pt->pool);
+    cpu_pool_free(pt->pool);
     if (pt->scratch) d->vt->free(d, pt->scratch);
     if (pt->arena) d->vt->free(d, pt->arena);
     free(pt->host_out);

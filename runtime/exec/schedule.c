@@ -99,7 +99,7 @@ static int node_id(const rt_exec *e, int call)
 static int part_threads(const rt_exec *e, int k)
 {
     const exec_part *pt = &e->parts[k];
-    int t = pt->pool ? pool_size(pt->pool) : 1;
+    int t = pt->pool ? cpu_pool_size(pt->pool) : 1;
     return t > MAX_TASKS ? MAX_TASKS : t;
 }
 
