@@ -34,30 +34,29 @@ static int conv_is_pointwise(const cpu_conv_shape *s)
 }
 
 /* col[(c*KH+kh)*KW+kw, oh*OW+ow] = x[c, oh*s-p+kh, ow*s-p+kw], 0 outside. */
-/* Output columns [lo, hi) of a kernel column kw read inside the image row;
- * the rest read padding.  Stride 1 only. */
+/* Output columns [lo, hi) of a kernel column kw read inside the image row
+ * (0 <= ow * stride - pad + kw < w); the rest read padding. */
 static void valid_cols(const cpu_conv_shape *s, int64_t kw, int64_t *lo, int64_t *hi)
 {
-    *lo = s->pad - kw > 0 ? s->pad - kw : 0;
-    *hi = s->w + s->pad - kw < s->ow ? s->w + s->pad - kw : s->ow;
+    int64_t st = s->stride, off = kw - s->pad;
+    *lo = off >= 0 ? 0 : (-off + st - 1) / st;
+    *hi = s->w - off <= 0 ? 0 : (s->w - off + st - 1) / st;
+    if (*lo > s->ow) *lo = s->ow;
+    if (*hi > s->ow) *hi = s->ow;
     if (*hi < *lo) *hi = *lo;
 }
 
 /* One output row of one (c, kh, kw) column-matrix row. */
 static void im2col_row(const cpu_conv_shape *s, const float *src, int64_t kw, float *restrict dst)
 {
-    if (s->stride == 1) { /* a shifted copy with zero edges */
-        int64_t lo, hi;
-        valid_cols(s, kw, &lo, &hi);
-        cpu_fill_f32(dst, 0.0f, lo);
-        memcpy(dst + lo, src + lo - s->pad + kw, sizeof(float) * (size_t)(hi - lo));
-        cpu_fill_f32(dst + hi, 0.0f, s->ow - hi);
-        return;
-    }
-    for (int64_t ow = 0; ow < s->ow; ow++) {
-        int64_t iw = ow * s->stride - s->pad + kw;
-        dst[ow] = iw >= 0 && iw < s->w ? src[iw] : 0.0f;
-    }
+    int64_t lo, hi, st = s->stride, off = kw - s->pad;
+    valid_cols(s, kw, &lo, &hi);
+    cpu_fill_f32(dst, 0.0f, lo);
+    if (st == 1) /* a shifted copy with zero edges */
+        memcpy(dst + lo, src + lo + off, sizeof(float) * (size_t)(hi - lo));
+    else /* a strided gather, without a test per column */
+        for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * st + off];
+    cpu_fill_f32(dst + hi, 0.0f, s->ow - hi);
 }
 
 /* Stride 1 with the output as wide as the input ("same" padding): the rows
@@ -146,16 +145,13 @@ static void im2col_start(const cpu_conv_shape *s, float *col)
 static void col2im_row(const cpu_conv_shape *s, const float *restrict src, int64_t kw,
                        float *restrict dst)
 {
-    if (s->stride == 1) {
-        int64_t lo, hi;
-        valid_cols(s, kw, &lo, &hi);
-        float *restrict d = dst + lo - s->pad + kw;
+    int64_t lo, hi, st = s->stride, off = kw - s->pad;
+    valid_cols(s, kw, &lo, &hi);
+    if (st == 1) {
+        float *restrict d = dst + lo + off;
         for (int64_t ow = lo; ow < hi; ow++) d[ow - lo] += src[ow];
-        return;
-    }
-    for (int64_t ow = 0; ow < s->ow; ow++) {
-        int64_t iw = ow * s->stride - s->pad + kw;
-        if (iw >= 0 && iw < s->w) dst[iw] += src[ow];
+    } else {
+        for (int64_t ow = lo; ow < hi; ow++) dst[ow * st + off] += src[ow];
     }
 }
 

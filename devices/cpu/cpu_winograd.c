@@ -190,6 +190,21 @@ static void in_tile_row(const wino_job *j, const float *rows, float *v, int64_t 
             in_lanes(4, bt3, rows, j->pl.pw, x0, v, vstride);
 }
 
+/* One row of a plane (its first `cols` floats) into a row of the padded
+ * plane, split: padded column c = j + pad goes to out[(c & 1) * half + c / 2].
+ * Each half is a plain stride-2 gather, which the compiler vectorises. */
+static void split_row(const float *restrict src, int64_t cols, int64_t pad, int64_t half,
+                      float *restrict out)
+{
+    for (int64_t e = 0; e < 2; e++) {
+        int64_t j0 = (e + pad) & 1; /* the first source column of parity e */
+        int64_t n = j0 < cols ? (cols - j0 + 1) / 2 : 0;
+        float *restrict o = out + e * half + (j0 + pad) / 2;
+        const float *restrict in = src + j0;
+        for (int64_t q = 0; q < n; q++) o[q] = in[2 * q];
+    }
+}
+
 /* Plane x (h x w, its top left corner at (pad, pad)) into the zero-padded
  * plane of the tile grid, each row split into its even columns, then its
  * odd ones: the tiles' lanes then read consecutive floats. */
@@ -200,12 +215,7 @@ static void pad_plane(const wino_job *j, const float *x, int64_t h, int64_t w, i
     int64_t cols = w < 2 * half - pad ? w : 2 * half - pad;
     cpu_fill_f32(plane, 0.0f, j->pl.p);
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t e = 0; e < 2; e++) { /* columns 2q + e of the padded row */
-            float *restrict out = plane + (r + pad) * j->pl.pw + e * half;
-            const float *restrict src = x + r * w;
-            for (int64_t q = pad > e ? (pad - e + 1) / 2 : 0; 2 * q + e - pad < cols; q++)
-                out[q] = src[2 * q + e - pad];
-        }
+        split_row(x + r * w, cols, pad, half, plane + (r + pad) * j->pl.pw);
 }
 
 /* Image x (cin planes) into v's columns [t0, t0 + tiles). */
