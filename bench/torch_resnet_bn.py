@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """torch_resnet_bn.py - the PyTorch reference of examples/fashion_resnet.graph.
 
-    torch_resnet_bn.py STEPS THREADS
+    torch_resnet_bn.py STEPS THREADS [SEED]
+
+SEED (default 0) seeds the initialisation and, plus 1, the batch order.
 
 The same model, initialisation, data and hyperparameters as the .graph file
 at its defaults: Fashion-MNIST / 255 in shuffled batches of 64; a 3x3 stem
@@ -83,13 +85,14 @@ class ResNet(nn.Module):
 
 def main():
     steps, threads = int(sys.argv[1]), int(sys.argv[2])
+    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     x, y = idx("train-images-idx3-ubyte.gz"), idx("train-labels-idx1-ubyte.gz")
     tx, ty = idx("t10k-images-idx3-ubyte.gz"), idx("t10k-labels-idx1-ubyte.gz")
     model = ResNet()
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(seed + 1)
     order, pos = torch.randperm(len(x), generator=g), 0
     t0 = time.perf_counter()
     for _ in range(steps):
