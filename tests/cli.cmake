@@ -25,9 +25,20 @@ add_test(NAME cli_missing_steps_is_usage_error
   COMMAND graphrun ${GR_EX}/linear_regression.graph)
 set_tests_properties(cli_missing_steps_is_usage_error PROPERTIES WILL_FAIL TRUE)
 
+# A missing model file is usage (2) when training as in every command
+# (the rule: tools/cli_opts.c, cli_exit_rule; docs/cli.md).
 add_test(NAME cli_exit_codes
-  COMMAND sh -c "$0 nosuch.graph --steps 1; test $? -eq 1 || exit 1; $0 x.graph --steps 1 --bogus; test $? -eq 2"
+  COMMAND sh -c "$0 nosuch.graph --steps 1; test $? -eq 2 || exit 1; $0 x.graph --steps 1 --bogus; test $? -eq 2"
           $<TARGET_FILE:graphrun>)
+
+# Did-you-mean, exact option names, one-line usage errors, the exit-status
+# rule, the man page against --help, the completion script, --version.
+add_test(NAME cli_help COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/help_cli.sh $<TARGET_FILE:graphrun>
+                               ${PROJECT_SOURCE_DIR})
+
+# The CLI's helpers (tools/cli_util.c): the rate of the progress line, suggestions.
+target_sources(test_cli_util PRIVATE ${PROJECT_SOURCE_DIR}/tools/cli_util.c)
+target_include_directories(test_cli_util PRIVATE ${PROJECT_SOURCE_DIR}/tools)
 
 # OpenBLAS 0.3.21 falls back to its generic kernels (Prescott) on CPUs it
 # does not know; the CLI then re-runs itself with the kernels the CPU has:

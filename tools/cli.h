@@ -1,9 +1,10 @@
 /* cli.h - the graphrun command line: one function per subcommand.
  *
  * tools/main.c dispatches on argv[1]; each cmd_* gets argc/argv with argv[0]
- * the subcommand and returns the process exit status: 0 ok, 1 errors in the
- * input, 2 misuse (unknown option, missing file).  The CLI uses only the
- * public API, include/graphrun.h. */
+ * the subcommand and returns the process exit status: 0 ok, 1 a problem
+ * with the model or its data, 2 usage (unknown option, missing file; the
+ * whole rule: cli_exit_rule in cli_opts.c).  The CLI uses only the public
+ * API, include/graphrun.h. */
 #ifndef GR_CLI_H
 #define GR_CLI_H
 
@@ -53,8 +54,18 @@ int cli_mpi_agree(const struct train_opts *o, gr_session *s, gr_status *st);
  * "distributed: rank R ..."; include/graphrun.h), each ends by itself after
  * printing why, instead of aborting the job before the others have. */
 void cli_mpi_session_failed(const gr_status *st);
-/* Exit status for a failed compile: a missing or unreadable file is misuse. */
+/* The exit status for a failed library call (the rule: cli_opts.c,
+ * cli_exit_rule): a file named on the command line that cannot be read
+ * (GR_ERR_IO) and a name the model lacks (GR_ERR_ARG: --target, --eval) are
+ * usage, 2; the rest is the model's or its data's, 1. */
 int cli_exit_code(gr_code c);
+/* The names among cands (n of them) that word may have meant, at most
+ * max, into out; their count.  For now the candidates word is a prefix of
+ * (--step: --steps) or that are a prefix of it. */
+int cli_suggest(const char *word, const char *const *cands, int n, const char **out, int max);
+/* A training rate for people: "12 steps/s", and below 1 step/s the
+ * seconds a step takes, "3.25 s/step" (never "0 steps/s"); returns buf. */
+const char *cli_rate(double steps_per_s, char *buf, size_t n);
 /* Opens path for reading if it is a regular file (a FIFO or a device never
  * blocks the open), else NULL with *why saying why not. */
 FILE *cli_open_regular(const char *path, const char **why);

@@ -24,6 +24,30 @@ int cli_exit_code(gr_code c)
     return c == GR_ERR_IO || c == GR_ERR_ARG ? CLI_USAGE : CLI_FAILED;
 }
 
+int cli_suggest(const char *word, const char *const *cands, int n, const char **out, int max)
+{
+    /* Prefixes only: the edit distance the compiler's did-you-mean uses
+     * (compiler/sema_hints.c) is not part of the public API yet. */
+    int k = 0;
+    size_t lw = strlen(word);
+    for (int i = 0; i < n && k < max; i++) {
+        size_t lc = strlen(cands[i]);
+        if (lw && lw != lc &&
+            (lw < lc ? strncmp(word, cands[i], lw) == 0 : strncmp(word, cands[i], lc) == 0))
+            out[k++] = cands[i];
+    }
+    return k;
+}
+
+const char *cli_rate(double steps_per_s, char *buf, size_t n)
+{
+    if (steps_per_s >= 1 || steps_per_s <= 0)
+        snprintf(buf, n, "%.0f steps/s", steps_per_s);
+    else
+        snprintf(buf, n, "%.*f s/step", 1 / steps_per_s < 10 ? 2 : 1, 1 / steps_per_s);
+    return buf;
+}
+
 const char *cli_rank_prefix = "";
 
 void cli_print_status(const gr_status *st)

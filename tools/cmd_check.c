@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 
 typedef struct check_opts {
     const char *emit, *target;
@@ -14,16 +15,63 @@ typedef struct check_opts {
     gr_compile_options comp;
 } check_opts;
 
-static const char check_help[] =
-    "usage: graphrun check [options] FILE...\n"
-    "  --emit WHAT        also print a stage: ast, ir, plan or dot\n"
-    "  --target NAME      the target --emit plan lays out (default: the last .minimize())\n"
-    "  --set NAME=VALUE   override a param (repeatable)\n"
-    "  --devices SPEC     the devices to compile for, e.g. cpu:0-1,gpu:0 (sim:N: simulated\n"
-    "                     GPUs; each kind numbered 0 to 15); default: this machine's\n"
-    "  --soft-placement   accept nodes on missing devices or without a kernel there (cpu:0)\n"
-    "  --cpu-as-gpu       compile what is placed on cpu:N for gpu:(N mod GPUs), data\n"
-    "                     sources excepted (no effect without a GPU)\n";
+enum { O_EMIT = 256, O_TARGET, O_SET, O_SOFT, O_DEVICES, O_CPU_AS_GPU };
+
+/* What check and dot share: compiling. */
+#define COMPILE_OPTS                                                                               \
+    {"set", O_SET, "NAME=VALUE", "override a param (repeatable)", CLI_V_PARAM, NULL},              \
+        {"devices",                                                                                \
+         O_DEVICES,                                                                                \
+         "SPEC",                                                                                   \
+         "the devices to compile for, e.g. cpu:0-1,gpu:0 (sim:N: simulated\n"                      \
+         "GPUs; each kind numbered 0 to 15); default: this machine's",                             \
+         CLI_V_NONE,                                                                               \
+         NULL},                                                                                    \
+        {"soft-placement",                                                                         \
+         O_SOFT,                                                                                   \
+         NULL,                                                                                     \
+         "accept nodes on missing devices or without a kernel there (cpu:0)",                      \
+         CLI_V_NONE,                                                                               \
+         NULL},                                                                                    \
+    {                                                                                              \
+        "cpu-as-gpu", O_CPU_AS_GPU, NULL,                                                          \
+            "compile what is placed on cpu:N for gpu:(N mod GPUs), data\n"                         \
+            "sources excepted (no effect without a GPU)",                                          \
+            CLI_V_NONE, NULL                                                                       \
+    }
+
+static const cli_opt check_table[] = {
+    {"emit", O_EMIT, "WHAT", "also print a stage: ast, ir, plan or dot", CLI_V_WORDS,
+     "ast ir plan dot"},
+    {"target", O_TARGET, "NAME", "the target --emit plan lays out (default: the last .minimize())",
+     CLI_V_TARGET, NULL},
+    COMPILE_OPTS,
+};
+
+static const cli_opt dot_table[] = {COMPILE_OPTS};
+
+const cli_spec cli_check_spec = {
+    "check",
+    "check [options] FILE...",
+    "report errors without running",
+    "Compiles each FILE (syntax, names, shapes, dtypes, reuse, devices, --set) and reports\n"
+    "every error without running anything.\n",
+    check_table,
+    sizeof check_table / sizeof *check_table,
+    "*.graph",
+    NULL,
+};
+
+const cli_spec cli_dot_spec = {
+    "dot",
+    "dot [options] FILE...",
+    "Graphviz: a cluster per device, transfers in red",
+    "Prints the compiled graph of FILE for Graphviz (graphrun dot m.graph | dot -Tsvg).\n",
+    dot_table,
+    sizeof dot_table / sizeof *dot_table,
+    "*.graph",
+    NULL,
+};
 
 static int valid_emit(const char *e)
 {
@@ -31,21 +79,13 @@ static int valid_emit(const char *e)
 }
 
 /* Returns CLI_OK, CLI_USAGE, or -1 after --help. */
-static int parse_check_opts(int argc, char **argv, check_opts *o)
+static int parse_check_opts(int argc, char **argv, const cli_spec *spec, check_opts *o)
 {
-    enum { O_EMIT = 256, O_TARGET, O_SET, O_SOFT, O_DEVICES, O_CPU_AS_GPU };
-    static const struct option longs[] = {{"emit", 1, 0, O_EMIT},
-                                          {"target", 1, 0, O_TARGET},
-                                          {"set", 1, 0, O_SET},
-                                          {"soft-placement", 0, 0, O_SOFT},
-                                          {"cpu-as-gpu", 0, 0, O_CPU_AS_GPU},
-                                          {"devices", 1, 0, O_DEVICES},
-                                          {"help", 0, 0, 'h'},
-                                          {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-        if (c == 'h') return fputs(check_help, stdout), -1;
+    while ((c = cli_getopt(argc, argv, spec)) != CLI_OPT_END) {
+        if (c == CLI_OPT_HELP) return -1;
+        if (c == CLI_OPT_BAD) return CLI_USAGE;
         if (c == O_EMIT)
             o->emit = optarg;
         else if (c == O_TARGET)
@@ -56,17 +96,12 @@ static int parse_check_opts(int argc, char **argv, check_opts *o)
             o->comp.cpu_as_gpu = 1;
         else if (c == O_DEVICES)
             o->comp.devices = optarg;
-        else if (c != O_SET || cli_add_param(&o->params, optarg) < 0)
-            return CLI_USAGE;
+        else if (c == O_SET && cli_add_param(&o->params, optarg) < 0)
+            return cli_usage_error(spec, "--set needs NAME=VALUE, got %s", optarg);
     }
-    if (!valid_emit(o->emit)) {
-        fprintf(stderr, "graphrun check: unknown --emit '%s' (ast, ir, plan or dot)\n", o->emit);
-        return CLI_USAGE;
-    }
-    if (optind >= argc) {
-        fputs("graphrun check: no input file\n", stderr);
-        return CLI_USAGE;
-    }
+    if (!valid_emit(o->emit))
+        return cli_usage_error(spec, "unknown --emit '%s' (ast, ir, plan or dot)", o->emit);
+    if (optind >= argc) return cli_usage_error(spec, "no input file");
     o->comp.params = o->params.v;
     o->comp.n_params = o->params.n;
     return CLI_OK;
@@ -88,11 +123,11 @@ static int check_file(const char *path, const check_opts *o)
     return cli_exit_code(c);
 }
 
-static int check_all(int argc, char **argv, check_opts *o)
+static int check_all(int argc, char **argv, const cli_spec *spec, check_opts *o)
 {
-    int rc = parse_check_opts(argc, argv, o);
+    int rc = parse_check_opts(argc, argv, spec, o);
     if (rc < 0) return CLI_OK;
-    if (rc != CLI_OK) return fputs(check_help, stderr), rc;
+    if (rc != CLI_OK) return rc;
     for (int i = optind; i < argc; i++) {
         int r = check_file(argv[i], o);
         if (r > rc) rc = r;
@@ -103,11 +138,11 @@ static int check_all(int argc, char **argv, check_opts *o)
 int cmd_check(int argc, char **argv)
 {
     check_opts o = {0};
-    return check_all(argc, argv, &o);
+    return check_all(argc, argv, &cli_check_spec, &o);
 }
 
 int cmd_dot(int argc, char **argv)
 {
     check_opts o = {.emit = "dot"};
-    return check_all(argc, argv, &o);
+    return check_all(argc, argv, &cli_dot_spec, &o);
 }

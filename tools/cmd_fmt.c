@@ -9,17 +9,32 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 
-static const char fmt_help[] =
-    "usage: graphrun fmt [-w | --check] FILE...\n"
+enum { O_CHECK = 256 };
+
+static const cli_opt fmt_table[] = {
+    {"write", 'w', NULL,
+     "rewrite each FILE in place instead (atomically, keeping its mode); a file\n"
+     "that is canonical already, has errors or is read-only is left untouched",
+     CLI_V_NONE, NULL},
+    {"check", O_CHECK, NULL,
+     "print nothing for canonical files, a unified diff for the others, and\n"
+     "exit 1 if there are any (for CI)",
+     CLI_V_NONE, NULL},
+};
+
+const cli_spec cli_fmt_spec = {
+    "fmt",
+    "fmt [-w | --check] FILE...",
+    "print, rewrite (-w) or check FILEs' canonical form",
     "Prints each FILE (- reads standard input) in canonical form: 2-space indentation,\n"
-    "lines of at most 100 columns, comments kept (docs/language.md, \"Canonical form\").\n"
-    "  -w, --write  rewrite each FILE in place instead (atomically, keeping its mode); a file\n"
-    "               that is canonical already, has errors or is read-only is left untouched\n"
-    "  --check      print nothing for canonical files, a unified diff for the others, and\n"
-    "               exit 1 if there are any (for CI)\n"
-    "Exit status: 0 done; 1 errors in a file, or a file that is not canonical (--check);\n"
-    "2 misuse, or a file that cannot be read or written.\n";
+    "lines of at most 100 columns, comments kept (docs/language.md, \"Canonical form\").\n",
+    fmt_table,
+    sizeof fmt_table / sizeof *fmt_table,
+    "*.graph",
+    NULL,
+};
 
 typedef enum fmt_mode { FMT_PRINT, FMT_WRITE, FMT_CHECK } fmt_mode;
 
@@ -76,25 +91,22 @@ static int fmt_one(const char *path, fmt_mode mode)
     return rc;
 }
 
-/* The mode, or -1 after --help, or -2 on misuse. */
+/* The mode, or -1 after --help, or -2 on misuse (printed). */
 static int parse_fmt_opts(int argc, char **argv)
 {
-    enum { O_CHECK = 256 };
-    static const struct option longs[] = {
-        {"write", 0, 0, 'w'}, {"check", 0, 0, O_CHECK}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, write = 0, check = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "hw", longs, NULL)) != -1) {
-        if (c == 'h') return fputs(fmt_help, stdout), -1;
+    while ((c = cli_getopt(argc, argv, &cli_fmt_spec)) != CLI_OPT_END) {
+        if (c == CLI_OPT_HELP) return -1;
+        if (c == CLI_OPT_BAD) return -2;
         if (c == 'w')
             write = 1;
         else if (c == O_CHECK)
             check = 1;
-        else
-            return -2;
     }
     if (write && check)
-        return fputs("graphrun fmt: -w and --check exclude each other\n", stderr), -2;
+        return cli_usage_error(&cli_fmt_spec, "-w and --check exclude each other"), -2;
+    if (optind == argc) return cli_usage_error(&cli_fmt_spec, "no input file"), -2;
     return write ? FMT_WRITE : check ? FMT_CHECK : FMT_PRINT;
 }
 
@@ -102,7 +114,7 @@ int cmd_fmt(int argc, char **argv)
 {
     int mode = parse_fmt_opts(argc, argv);
     if (mode == -1) return CLI_OK;
-    if (mode == -2 || optind == argc) return fputs(fmt_help, stderr), CLI_USAGE;
+    if (mode == -2) return CLI_USAGE;
     for (int i = optind; i < argc; i++)
         if (mode == FMT_WRITE && strcmp(argv[i], "-") == 0)
             return fputs("graphrun fmt: -w cannot rewrite standard input\n", stderr), CLI_USAGE;

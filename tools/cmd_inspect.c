@@ -9,12 +9,23 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 
-static const char inspect_help[] =
-    "usage: graphrun inspect [--json] FILE.safetensors\n"
-    "  print a checkpoint's metadata (step, graph hash, version, data cursors) and, for\n"
-    "  every tensor, its dtype, shape, bytes, min, max, mean and NaN/Inf counts\n"
-    "  --json   the same as one JSON object\n";
+static const cli_opt inspect_table[] = {
+    {"json", 'j' + 256, NULL, "the same as one JSON object", CLI_V_NONE, NULL},
+};
+
+const cli_spec cli_inspect_spec = {
+    "inspect",
+    "inspect [--json] FILE.safetensors",
+    "a checkpoint's metadata and tensor statistics",
+    "Prints a checkpoint's metadata (step, graph hash, version, data cursors) and, for\n"
+    "every tensor, its dtype, shape, bytes, min, max, mean and NaN/Inf counts.\n",
+    inspect_table,
+    sizeof inspect_table / sizeof *inspect_table,
+    "*.safetensors",
+    NULL,
+};
 
 typedef struct tensor_stats {
     double min, max, mean; /* over the values that are not NaN; NAN when there are none */
@@ -169,19 +180,15 @@ static int inspect_file(const char *path, int json)
 
 int cmd_inspect(int argc, char **argv)
 {
-    static const struct option longs[] = {{"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int json = 0, c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-        if (c == 'h') return fputs(inspect_help, stdout), CLI_OK;
-        if (c != 'j') return fputs(inspect_help, stderr), CLI_USAGE;
+    while ((c = cli_getopt(argc, argv, &cli_inspect_spec)) != CLI_OPT_END) {
+        if (c == CLI_OPT_HELP) return CLI_OK;
+        if (c == CLI_OPT_BAD) return CLI_USAGE;
         json = 1;
     }
-    if (optind != argc - 1) {
-        fputs(optind < argc ? "graphrun inspect: one FILE at a time\n"
-                            : "graphrun inspect: no input file\n",
-              stderr);
-        return fputs(inspect_help, stderr), CLI_USAGE;
-    }
+    if (optind != argc - 1)
+        return cli_usage_error(&cli_inspect_spec,
+                               optind < argc ? "one FILE at a time" : "no input file");
     return inspect_file(argv[optind], json);
 }

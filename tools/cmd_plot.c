@@ -10,15 +10,29 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "plot.h"
 
-static const char plot_help[] =
-    "usage: graphrun plot RUN.jsonl... [-o OUT.svg] [--log-y] [--smooth S]\n"
-    "  chart the training loss (smoothed, raw values faint) and the --eval metrics of\n"
-    "  graphrun --log files against the step, one colour per file\n"
-    "  -o OUT.svg     write the SVG here (default: standard output)\n"
-    "  --log-y        the loss on a logarithmic scale\n"
-    "  --smooth S     smoothing weight of the loss, 0 (none) to 0.99 (default 0.6)\n";
+enum { O_LOG_Y = 256, O_SMOOTH };
+
+static const cli_opt plot_table[] = {
+    {"output", 'o', "OUT.svg", "write the SVG here (default: standard output)", CLI_V_FILE, NULL},
+    {"log-y", O_LOG_Y, NULL, "the loss on a logarithmic scale", CLI_V_NONE, NULL},
+    {"smooth", O_SMOOTH, "S", "smoothing weight of the loss, 0 (none) to 0.99 (default 0.6)",
+     CLI_V_NONE, NULL},
+};
+
+const cli_spec cli_plot_spec = {
+    "plot",
+    "plot RUN.jsonl... [-o OUT.svg] [--log-y] [--smooth S]",
+    "chart the curves of --log files",
+    "Charts the training loss (smoothed, raw values faint) and the --eval metrics of\n"
+    "graphrun --log files against the step, one colour per file, as one SVG.\n",
+    plot_table,
+    sizeof plot_table / sizeof *plot_table,
+    "*.jsonl",
+    NULL,
+};
 
 /* Where a line is read, for messages. */
 typedef struct plot_src {
@@ -191,21 +205,19 @@ static int parse_smooth(const char *arg, double *out)
 /* Returns CLI_OK, CLI_USAGE, or -1 after --help. */
 static int parse_plot_opts(int argc, char **argv, plot_opts *o)
 {
-    enum { O_LOG_Y = 256, O_SMOOTH };
-    static const struct option longs[] = {
-        {"log-y", 0, 0, O_LOG_Y}, {"smooth", 1, 0, O_SMOOTH}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "ho:", longs, NULL)) != -1) {
-        if (c == 'h') return fputs(plot_help, stdout), -1;
+    while ((c = cli_getopt(argc, argv, &cli_plot_spec)) != CLI_OPT_END) {
+        if (c == CLI_OPT_HELP) return -1;
+        if (c == CLI_OPT_BAD) return CLI_USAGE;
         if (c == 'o')
             o->out = optarg;
         else if (c == O_LOG_Y)
             o->log_y = 1;
-        else if (c != O_SMOOTH || parse_smooth(optarg, &o->smooth) < 0)
+        else if (c == O_SMOOTH && parse_smooth(optarg, &o->smooth) < 0)
             return CLI_USAGE;
     }
-    if (optind >= argc) return fputs("graphrun plot: no input file\n", stderr), CLI_USAGE;
+    if (optind >= argc) return cli_usage_error(&cli_plot_spec, "no input file");
     return CLI_OK;
 }
 
@@ -246,7 +258,7 @@ int cmd_plot(int argc, char **argv)
     plot_opts o = {.smooth = 0.6};
     int rc = parse_plot_opts(argc, argv, &o);
     if (rc < 0) return CLI_OK;
-    if (rc != CLI_OK) return fputs(plot_help, stderr), rc;
+    if (rc != CLI_OK) return rc;
     int n = argc - optind;
     if (check_out(&o, argv + optind, n) < 0) return CLI_USAGE;
     plot_run *runs = calloc((size_t)n, sizeof *runs);

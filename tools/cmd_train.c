@@ -236,10 +236,10 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
     float loss = 0;
     trep_progress pg = {.tty = isatty(2)};
     int bad = check_evals(o, prog, st);
-    if (bad == -2) return 1;
-    if (bad < 0 || target_infos(o, prog, &ti, st) < 0) {
+    if (bad == -2) return CLI_USAGE;
+    if (bad < 0 || target_infos(o, prog, &ti, st) < 0) { /* a name the model lacks: usage */
         cli_print_status(st);
-        return 1;
+        return cli_exit_code(gr_status_code(st));
     }
     if (check_files(o, prog) < 0) return CLI_USAGE;
     /* --checkpoint must be writable now, not only after the run */
@@ -294,10 +294,11 @@ int cmd_train(int argc, char **argv)
     if (start_distributed(&o) < 0) return cli_mpi_end(1);
     gr_status *st = gr_status_new();
     gr_program *prog = NULL;
-    if (gr_compile_file(o.file, &o.comp, &prog, st) != GR_OK) {
+    gr_code c = gr_compile_file(o.file, &o.comp, &prog, st);
+    if (c != GR_OK) { /* a missing model file is usage (2), as in every command */
         cli_print_status(st);
         gr_status_free(st);
-        return cli_mpi_end(1);
+        return cli_mpi_end(cli_exit_code(c));
     }
     if (!o.silent) fprintf(stderr, "%s", gr_program_warnings(prog));
     if (!o.target) o.target = o.targets[o.n_targets++] = gr_program_default_target(prog);
@@ -305,7 +306,7 @@ int cmd_train(int argc, char **argv)
     o.sess.executors = o.executors * o.n_targets;
     if (!o.target) {
         fprintf(stderr, "graphrun: %s has no .minimize() target; name one with --target\n", o.file);
-        rc = 1;
+        rc = CLI_USAGE;
     } else
         rc = train_session(&o, prog, st);
     gr_program_free(prog);

@@ -1,5 +1,6 @@
 /* main.c - `graphrun`: dispatches to a subcommand, or trains when the first
- * argument is a file.  Adding a subcommand = one line in `commands`. */
+ * argument is a file.  Adding a subcommand = one line in `commands` and its
+ * cli_spec (cli_opts.h), which --help, the man page and the completion read. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,33 +8,133 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 
 typedef struct cli_command {
-    const char *name;
+    const cli_spec *spec;
     int (*run)(int argc, char **argv);
-    const char *help;
 } cli_command;
 
+static int cmd_completion(int argc, char **argv);
+static int cmd_man(int argc, char **argv);
+
 static const cli_command commands[] = {
-    {"check", cmd_check, "check [--emit ast|ir|plan|dot] FILE...  report errors without running"},
-    {"dot", cmd_dot,
-     "dot FILE                    Graphviz: a cluster per device, transfers in red"},
-    {"fmt", cmd_fmt,
-     "fmt [-w | --check] FILE...  print, rewrite (-w) or check FILEs' canonical form"},
-    {"inspect", cmd_inspect,
-     "inspect [--json] FILE.safetensors  a checkpoint's metadata and tensor statistics"},
-    {"plot", cmd_plot,
-     "plot RUN.jsonl... [-o OUT.svg] [--log-y] [--smooth S]  chart the curves of --log files"},
+    {&cli_check_spec, cmd_check}, {&cli_dot_spec, cmd_dot},
+    {&cli_fmt_spec, cmd_fmt},     {&cli_inspect_spec, cmd_inspect},
+    {&cli_plot_spec, cmd_plot},   {&cli_completion_spec, cmd_completion},
+    {&cli_man_spec, cmd_man},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
+const cli_spec cli_completion_spec = {
+    "completion",
+    "completion bash|zsh",
+    "print the shell completion script",
+    "Prints a script that completes graphrun's commands, options, files and the targets\n"
+    "and params of the .graph file on the line.  Load it with\n"
+    "  source <(graphrun completion bash)      (or zsh), e.g. from ~/.bashrc\n",
+    NULL,
+    0,
+    NULL,
+    NULL,
+};
+
+const cli_spec cli_man_spec = {
+    "man",
+    "man",
+    "print the man page (roff; from the tables --help prints)",
+    "View it with: graphrun man | man -l -\n",
+    NULL,
+    0,
+    NULL,
+    NULL,
+};
+
 static void usage(FILE *out)
 {
-    fputs("usage: graphrun FILE.graph --steps N [options]  train the model in FILE (FILE --help: "
-          "options)\n",
+    fprintf(out, "usage: graphrun %-28s %s\n", cli_train_spec.usage, "train the model in FILE");
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        const cli_spec *s = commands[i].spec;
+        if (strlen(s->usage) > 28) /* the summary on a line of its own */
+            fprintf(out, "       graphrun %s\n%45s%s\n", s->usage, "", s->summary);
+        else
+            fprintf(out, "       graphrun %-28s %s\n", s->usage, s->summary);
+    }
+    fputs("       graphrun --help | --version\n"
+          "graphrun FILE --help and graphrun COMMAND --help list the options.\n",
           out);
-    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "       graphrun %s\n", commands[i].help);
-    fputs("       graphrun --help | --version\n", out);
+    fputs(cli_exit_rule, out);
+}
+
+static int cmd_completion(int argc, char **argv)
+{
+    int c;
+    optind = 1;
+    while ((c = cli_getopt(argc, argv, &cli_completion_spec)) != CLI_OPT_END)
+        return c == CLI_OPT_HELP ? CLI_OK : CLI_USAGE;
+    if (optind != argc - 1)
+        return cli_usage_error(&cli_completion_spec, "name one shell: bash or zsh");
+    if (cli_print_completion(argv[optind], stdout) < 0)
+        return cli_usage_error(&cli_completion_spec, "unknown shell '%s' (bash or zsh)",
+                               argv[optind]);
+    return CLI_OK;
+}
+
+static int cmd_man(int argc, char **argv)
+{
+    int c;
+    optind = 1;
+    while ((c = cli_getopt(argc, argv, &cli_man_spec)) != CLI_OPT_END)
+        return c == CLI_OPT_HELP ? CLI_OK : CLI_USAGE;
+    if (optind != argc) return cli_usage_error(&cli_man_spec, "takes no arguments");
+    cli_print_man(stdout);
+    return CLI_OK;
+}
+
+/* --version: what this graphrun was built with. */
+static void version(void)
+{
+    const char *better = NULL, *kernels = gr_blas_kernels(&better);
+    printf("graphrun %s\n", gr_version());
+    printf("devices: cpu, sim (simulated GPUs)%s\n",
+#ifdef GR_HAVE_CUDA
+           ", gpu (CUDA)"
+#else
+           ""
+#endif
+    );
+    /* "OpenBLAS kernels: NAME" as before: bench/run.sh reads it */
+    printf("BLAS: OpenBLAS kernels: %s%s%s%s\n", kernels, better ? " (this CPU can run " : "",
+           better ? better : "", better ? ")" : "");
+#ifdef GR_HAVE_CUDA
+    puts("CUDA: yes (cuBLAS is opened when a GPU is first used)");
+#else
+    puts("CUDA: no (configure with -DGR_CUDA=ON where nvcc is installed)");
+#endif
+#ifdef GR_HAVE_MPI
+    puts("MPI: yes (--distributed, under mpirun)");
+#else
+    puts("MPI: no (install libopenmpi-dev and configure with -DGR_MPI=ON)");
+#endif
+}
+
+/* argv[1] is neither an option nor a command: a file to train, unless it
+ * looks like a mistyped command (no such file, no '/' or '.'). */
+static int unknown_command(const char *a)
+{
+    if (strpbrk(a, "/.") || access(a, F_OK) == 0) return 0;
+    const char *names[N_COMMANDS], *near[3];
+    for (size_t i = 0; i < N_COMMANDS; i++) names[i] = commands[i].spec->name;
+    int k = cli_suggest(a, names, (int)N_COMMANDS, near, 3);
+    fprintf(stderr, "graphrun: unknown command '%s'", a);
+    for (int i = 0; i < k; i++)
+        fprintf(stderr, "%s'%s'%s",
+                i == 0       ? "; did you mean "
+                : i == k - 1 ? " or "
+                             : ", ",
+                near[i], i == k - 1 ? "?" : "");
+    fputs(" (graphrun --help lists the commands; a model file is FILE.graph)\n", stderr);
+    return 1;
 }
 
 /* Runs graphrun again, once, with OPENBLAS_CORETYPE set when OpenBLAS fell
@@ -74,16 +175,20 @@ static int run_command(int argc, char **argv)
         return CLI_OK;
     }
     if (strcmp(a, "--version") == 0) {
-        printf("graphrun %s (OpenBLAS kernels: %s)\n", gr_version(), gr_blas_kernels(NULL));
+        version();
         return CLI_OK;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (strcmp(a, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(a, commands[i].spec->name) == 0) return commands[i].run(argc - 1, argv + 1);
     if (a[0] == '-') {
-        fprintf(stderr, "graphrun: unknown option '%s'\n", a);
-        usage(stderr);
+        const char *names[] = {"help", "version"}, *near[2];
+        int k = strncmp(a, "--", 2) == 0 ? cli_suggest(a + 2, names, 2, near, 2) : 0;
+        fprintf(stderr, "graphrun: unknown option '%s'", a);
+        if (k) fprintf(stderr, "; did you mean '--%s'?", near[0]);
+        fputs(" (graphrun --help lists the commands; options follow FILE or COMMAND)\n", stderr);
         return CLI_USAGE;
     }
+    if (unknown_command(a)) return CLI_USAGE;
     return cmd_train(argc, argv);
 }
 

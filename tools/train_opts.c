@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_opts.h"
 #include "train.h"
 
 #define TRAIN_MAX_THREADS   1024 /* gr_session_options.threads' limit */
@@ -39,62 +40,113 @@ enum {
     O_LOG_EVERY,
     O_TENSORBOARD,
     O_RUN_NAME,
-    O_PROFILE,
-    O_HELP
+    O_PROFILE
 };
 
-static const char train_usage[] =
-    "usage: graphrun FILE --steps N [options]\n"
-    "  --steps N          train until step N, in [0, 2^53] (required; with --restore, N\n"
-    "                     counts the restored steps too: the run does N - S more)\n"
-    "  --target NAME      target to run (default: the last .minimize()); repeat it to run\n"
-    "                     several targets at once, one executor each (async towers)\n"
-    "  --executors K      K executors (1 to 64) run each target concurrently, sharing\n"
-    "                     the variables without locks (Hogwild!); --steps is the total\n"
-    "  --locking          every variable update takes that variable's lock\n"
-    "  --eval NAME        scalar target evaluated over its data at the end (repeatable)\n"
-    "  --eval-every K     also evaluate every K steps (K in [1, 2^53])\n"
-    "  --set NAME=VALUE   override a param (repeatable)\n"
-    "  --seed S           seed for initialisation, shuffling and dropout, in [0, 2^64 - 1]\n"
-    "                     (default 0)\n"
-    "  --threads T        total threads (1 to 1024), split evenly between executors\n"
-    "                     (default: all cores)\n"
-    "  --log PATH         write JSON lines: a record every --log-every steps (loss,\n"
-    "                     steps/s, examples/s, lr), evaluations, then a final summary\n"
-    "                     (the file appears at PATH when the run ends; until then\n"
-    "                     PATH.tmp.<pid>.*)\n"
-    "  --log-every K      steps between records in the log and TensorBoard, in [1, 2^53]\n"
-    "                     (default: steps / 1000, rounded down, plus 1)\n"
-    "  --tensorboard DIR  also write the records as TensorBoard scalars, into\n"
-    "                     DIR/RUN (view: tensorboard --logdir DIR)\n"
-    "  --run-name RUN     the run's folder in DIR (default: FILE's name and the time)\n"
-    "  --check-numerics   stop at the first NaN/Inf, naming the op and its line\n"
-    "  --profile          time every kernel call; print the costliest nodes at the end\n"
-    "  --devices SPEC     the devices, e.g. cpu:0-1,gpu:0 (sim:N: simulated GPUs; each\n"
-    "                     kind numbered 0 to 15); default: this machine's\n"
-    "  --no-step-graphs   on a GPU, launch each step's calls one by one (no CUDA graphs)\n"
-    "  --soft-placement   run nodes placed on missing devices, or without a kernel there, on "
-    "cpu:0\n"
-    "  --cpu-as-gpu       run what is placed on cpu:N on gpu:(N mod GPUs) instead, data\n"
-    "                     sources excepted (no effect without a GPU)\n"
-    "  --quiet            print only errors and the final summary\n"
-    "  --checkpoint PATH  save a checkpoint (safetensors) to PATH at the end\n"
-    "  --checkpoint-every K  also save it every K steps, K in [1, 2^53] (needs --checkpoint)\n"
-    "  --restore PATH     resume from a checkpoint: variables, optimizer slots, step and\n"
-    "                     data positions; training continues from its step\n"
-    "  --init-from PATH   load only the trainable weights of a checkpoint; start at step 0\n"
-    "  --allow-missing    variables absent from the checkpoint keep their initial values\n"
-    "  --distributed MODE train over the processes mpirun started (Open MPI): sync\n"
-    "                     averages gradients every step (P processes of batch B train\n"
-    "                     as one of batch P*B); async shares the variables through rank 0\n"
-    "                     without waiting (Hogwild! across processes)\n"
-    "  --sync-every K     with --distributed async: average the variables every K steps\n"
-    "                     instead (K in [1, 2^31 - 1])\n"
+static const cli_opt train_opts_table[] = {
+    {"steps", O_STEPS, "N",
+     "train until step N, in [0, 2^53] (required; with --restore, N\n"
+     "counts the restored steps too: the run does N - S more)",
+     CLI_V_NONE, NULL},
+    {"target", O_TARGET, "NAME",
+     "target to run (default: the last .minimize()); repeat it to run\n"
+     "several targets at once, one executor each (async towers)",
+     CLI_V_TARGET, NULL},
+    {"executors", O_EXECUTORS, "K",
+     "K executors (1 to 64) run each target concurrently, sharing\n"
+     "the variables without locks (Hogwild!); --steps is the total",
+     CLI_V_NONE, NULL},
+    {"locking", O_LOCKING, NULL, "every variable update takes that variable's lock", CLI_V_NONE,
+     NULL},
+    {"eval", O_EVAL, "NAME", "scalar target evaluated over its data at the end (repeatable)",
+     CLI_V_TARGET, NULL},
+    {"eval-every", O_EVAL_EVERY, "K", "also evaluate every K steps (K in [1, 2^53])", CLI_V_NONE,
+     NULL},
+    {"set", O_SET, "NAME=VALUE", "override a param (repeatable)", CLI_V_PARAM, NULL},
+    {"seed", O_SEED, "S",
+     "seed for initialisation, shuffling and dropout, in [0, 2^64 - 1]\n"
+     "(default 0)",
+     CLI_V_NONE, NULL},
+    {"threads", O_THREADS, "T",
+     "total threads (1 to 1024), split evenly between executors\n"
+     "(default: all cores)",
+     CLI_V_NONE, NULL},
+    {"log", O_LOG, "PATH",
+     "write JSON lines: a record every --log-every steps (loss,\n"
+     "steps/s, examples/s, lr), evaluations, then a final summary\n"
+     "(the file appears at PATH when the run ends; until then\n"
+     "PATH.tmp.<pid>.*)",
+     CLI_V_FILE, NULL},
+    {"log-every", O_LOG_EVERY, "K",
+     "steps between records in the log and TensorBoard, in [1, 2^53]\n"
+     "(default: steps / 1000, rounded down, plus 1)",
+     CLI_V_NONE, NULL},
+    {"tensorboard", O_TENSORBOARD, "DIR",
+     "also write the records as TensorBoard scalars, into\n"
+     "DIR/RUN (view: tensorboard --logdir DIR)",
+     CLI_V_DIR, NULL},
+    {"run-name", O_RUN_NAME, "RUN", "the run's folder in DIR (default: FILE's name and the time)",
+     CLI_V_NONE, NULL},
+    {"check-numerics", O_NUMERICS, NULL, "stop at the first NaN/Inf, naming the op and its line",
+     CLI_V_NONE, NULL},
+    {"profile", O_PROFILE, NULL, "time every kernel call; print the costliest nodes at the end",
+     CLI_V_NONE, NULL},
+    {"devices", O_DEVICES, "SPEC",
+     "the devices, e.g. cpu:0-1,gpu:0 (sim:N: simulated GPUs; each\n"
+     "kind numbered 0 to 15); default: this machine's",
+     CLI_V_NONE, NULL},
+    {"no-step-graphs", O_NO_GRAPHS, NULL,
+     "on a GPU, launch each step's calls one by one (no CUDA graphs)", CLI_V_NONE, NULL},
+    {"soft-placement", O_SOFT, NULL,
+     "run nodes placed on missing devices, or without a kernel there,\n"
+     "on cpu:0",
+     CLI_V_NONE, NULL},
+    {"cpu-as-gpu", O_CPU_AS_GPU, NULL,
+     "run what is placed on cpu:N on gpu:(N mod GPUs) instead, data\n"
+     "sources excepted (no effect without a GPU)",
+     CLI_V_NONE, NULL},
+    {"quiet", O_QUIET, NULL, "print only errors and the final summary", CLI_V_NONE, NULL},
+    {"checkpoint", O_CKPT, "PATH", "save a checkpoint (safetensors) to PATH at the end", CLI_V_FILE,
+     NULL},
+    {"checkpoint-every", O_CKPT_EVERY, "K",
+     "also save it every K steps, K in [1, 2^53] (needs --checkpoint)", CLI_V_NONE, NULL},
+    {"restore", O_RESTORE, "PATH",
+     "resume from a checkpoint: variables, optimizer slots, step and\n"
+     "data positions; training continues from its step",
+     CLI_V_FILE, NULL},
+    {"init-from", O_INIT_FROM, "PATH",
+     "load only the trainable weights of a checkpoint; start at step 0", CLI_V_FILE, NULL},
+    {"allow-missing", O_ALLOW_MISSING, NULL,
+     "variables absent from the checkpoint keep their initial values", CLI_V_NONE, NULL},
+    {"distributed", O_DISTRIBUTED, "MODE",
+     "train over the processes mpirun started (Open MPI): sync\n"
+     "averages gradients every step (P processes of batch B train\n"
+     "as one of batch P*B); async shares the variables through rank 0\n"
+     "without waiting (Hogwild! across processes)",
+     CLI_V_WORDS, "sync async"},
+    {"sync-every", O_SYNC_EVERY, "K",
+     "with --distributed async: average the variables every K steps\n"
+     "instead (K in [1, 2^31 - 1])",
+     CLI_V_NONE, NULL},
+};
+
+const cli_spec cli_train_spec = {
+    "",
+    "FILE --steps N [options]",
+    "train the model of a .graph file: run a target (by default the last .minimize())\n"
+    "for N steps, report progress, evaluate, checkpoint",
+    NULL,
+    train_opts_table,
+    sizeof train_opts_table / sizeof *train_opts_table,
+    "*.graph",
+    "Long options are spelled in full: a prefix (--step) is an error, not an abbreviation.\n"
     "Numbers are decimal digits only (no sign, spaces or suffix); one out of its range\n"
     "is an error (exit 2).  2^53 = 9007199254740992.\n"
+    "Below 1 step/s the progress line shows seconds per step (s/step) instead.\n"
     "Ctrl-C or SIGTERM stops training after the step in flight (cancelling an --eval pass in\n"
     "flight), saves --checkpoint, completes the log and the TensorBoard file, and exits 130\n"
-    "(143 for SIGTERM; no final evaluation); a second one kills.\n";
+    "(143 for SIGTERM; no final evaluation); a second one kills.\n",
+};
 
 /* Every number option: decimal digits only, checked against its range. */
 typedef struct num_opt {
@@ -169,8 +221,7 @@ static void set_num(train_opts *o, int id, uint64_t v)
 
 static int bad_usage(const char *msg, const char *arg)
 {
-    fprintf(stderr, "graphrun: %s%s%s\n%s", msg, arg ? " " : "", arg ? arg : "", train_usage);
-    return 2;
+    return cli_usage_error(&cli_train_spec, "%s%s%s", msg, arg ? " " : "", arg ? arg : "");
 }
 
 /* The name of option c when it takes a path (never empty), else NULL. */
@@ -227,41 +278,14 @@ static int check_ckpt_opts(train_opts *o)
 
 int parse_train_opts(int argc, char **argv, train_opts *o)
 {
-    static const struct option longs[] = {{"steps", 1, 0, O_STEPS},
-                                          {"target", 1, 0, O_TARGET},
-                                          {"eval", 1, 0, O_EVAL},
-                                          {"eval-every", 1, 0, O_EVAL_EVERY},
-                                          {"set", 1, 0, O_SET},
-                                          {"seed", 1, 0, O_SEED},
-                                          {"threads", 1, 0, O_THREADS},
-                                          {"log", 1, 0, O_LOG},
-                                          {"quiet", 0, 0, O_QUIET},
-                                          {"check-numerics", 0, 0, O_NUMERICS},
-                                          {"soft-placement", 0, 0, O_SOFT},
-                                          {"cpu-as-gpu", 0, 0, O_CPU_AS_GPU},
-                                          {"devices", 1, 0, O_DEVICES},
-                                          {"no-step-graphs", 0, 0, O_NO_GRAPHS},
-                                          {"checkpoint", 1, 0, O_CKPT},
-                                          {"checkpoint-every", 1, 0, O_CKPT_EVERY},
-                                          {"restore", 1, 0, O_RESTORE},
-                                          {"init-from", 1, 0, O_INIT_FROM},
-                                          {"allow-missing", 0, 0, O_ALLOW_MISSING},
-                                          {"executors", 1, 0, O_EXECUTORS},
-                                          {"locking", 0, 0, O_LOCKING},
-                                          {"distributed", 1, 0, O_DISTRIBUTED},
-                                          {"sync-every", 1, 0, O_SYNC_EVERY},
-                                          {"log-every", 1, 0, O_LOG_EVERY},
-                                          {"tensorboard", 1, 0, O_TENSORBOARD},
-                                          {"run-name", 1, 0, O_RUN_NAME},
-                                          {"profile", 0, 0, O_PROFILE},
-                                          {"help", 0, 0, O_HELP},
-                                          {0, 0, 0, 0}};
     const num_opt *num;
     uint64_t v;
     int c;
     o->steps = -1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {
+    optind = 1;
+    while ((c = cli_getopt(argc, argv, &cli_train_spec)) != CLI_OPT_END) {
+        if (c == CLI_OPT_HELP) return -1;
+        if (c == CLI_OPT_BAD) return 2;
         if ((num = find_num_opt(c)) && parse_num(num, optarg, &v)) return 2;
         const char *path_opt = path_opt_name(c);
         if (path_opt && !*optarg) /* --tensorboard '' would write to /RUN */
@@ -335,13 +359,8 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
             if (parse_mode(optarg, &o->comp.distributed))
                 return bad_usage("--distributed takes sync or async, not", optarg);
             break;
-        case O_HELP:
-            fputs(train_usage, stdout);
-            return -1;
-        case ':':
-            return bad_usage("missing value for", argv[optind - 1]);
         default:
-            return bad_usage("unknown option", argv[optind - 1]);
+            break;
         }
     }
     if (optind != argc - 1)

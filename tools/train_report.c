@@ -190,11 +190,13 @@ static void progress_line(const train_opts *o, const trep_progress *pg, long ste
                           double sps, int final)
 {
     double eta = sps > 0 ? (double)(o->steps - step) / sps : 0;
+    char rate[32];
+    cli_rate(sps, rate, sizeof rate);
     if (pg->tty)
-        fprintf(stderr, "\rstep %ld/%ld  loss %.4f  %.0f steps/s  ETA %.0fs   %s", step, o->steps,
-                (double)loss, sps, eta, final ? "\n" : "");
+        fprintf(stderr, "\rstep %ld/%ld  loss %.4f  %s  ETA %.0fs   %s", step, o->steps,
+                (double)loss, rate, eta, final ? "\n" : "");
     else
-        fprintf(stderr, "step %ld/%ld loss %.4f %.0f steps/s\n", step, o->steps, (double)loss, sps);
+        fprintf(stderr, "step %ld/%ld loss %.4f %s\n", step, o->steps, (double)loss, rate);
 }
 
 int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, float lr, int final)
