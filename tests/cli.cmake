@@ -90,3 +90,13 @@ add_test(NAME cli_plan_fuses_sgd_into_gemm
 # and our own examples being canonical.
 add_test(NAME cli_fmt COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fmt_cli.sh $<TARGET_FILE:graphrun>
                               ${PROJECT_SOURCE_DIR})
+
+# The top-level Makefile: `make demo` builds only the graphrun it runs (not
+# the 40-odd test and fuzz targets `make test` builds), `make install` installs.
+add_test(NAME make_demo_builds_only_the_cli
+  COMMAND sh -c "out=$(make -s -n -C $0 demo BUILD=B) || exit 1; echo \"$out\"
+    echo \"$out\" | grep -qx 'cmake --build B -j[0-9]* --target graphrun' || exit 1
+    ! echo \"$out\" | grep -qx 'cmake --build B -j[0-9]*' || exit 1
+    make -s -n -C $0 test BUILD=B | grep -qx 'cmake --build B -j[0-9]*' || exit 1
+    make -s -n -C $0 install BUILD=B PREFIX=/p | grep -qx 'cmake --install B --prefix /p'"
+          ${PROJECT_SOURCE_DIR})
