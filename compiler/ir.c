@@ -639,6 +639,8 @@ static int dump_attr(const ir_node *n, int j, const char *sep, FILE *out)
         fprintf(out, "%s%s=%g", sep, a->name, n->attr.f[j]);
     } else if (a->kind == ATTR_DTYPE) {
         fprintf(out, "%s%s=%s", sep, a->name, ir_dtype_name((ir_dtype)n->attr.i[j]));
+    } else if (a->kind == ATTR_PAD && n->attr.i[j] == OP_PAD_SAME) {
+        fprintf(out, "%s%s=same", sep, a->name);
     } else if (a->kind == ATTR_CHOICE) {
         if (!required && n->attr.i[j] == (int64_t)a->def) return 0;
         fprintf(out, "%s%s=%s", sep, a->name, a->choices[n->attr.i[j]]);

@@ -27,7 +27,8 @@
 #define ATTRS_SLICE {[ATTR_AXIS] = A_INT("axis", REQ), [ATTR_SLICE_BEGIN] = A_INT("begin", REQ), \
                      [ATTR_SLICE_END] = A_INT("end", REQ), A_LIST("shape", REQ)}
 #define ATTRS_CONV {[ATTR_CONV_STRIDE] = A_INT("stride", 1), [ATTR_CONV_PAD] = A_INT("padding", 0), A_LIST("shape", REQ)}
-#define ATTRS_POOL {[ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0), A_LIST("shape", REQ)}
+#define A_POOL [ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0), [ATTR_POOL_PAD] = {"padding", ATTR_PAD, 0}
+#define ATTRS_POOL {A_POOL, A_LIST("shape", REQ)}
 #define ATTRS_SHAPE {A_LIST("shape", REQ)}
 #define LOCK [ATTR_LOCKING] = A_BOOL("locking", 0)
 #define WD   [ATTR_WD] = A_FLT("weight_decay", 0)
@@ -107,8 +108,8 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_CONV2D, 2, PUB, ops_shape_conv2d, ops_grad_conv2d),
         .attrs = {[ATTR_CONV_STRIDE] = A_INT("stride", 1), [ATTR_CONV_PAD] = A_INT("padding", 0)}, .scratch = ops_scratch_conv2d,
         .cost = ops_cost_conv},
-    E(OP_MAXPOOL2D, 1, PUB, ops_shape_pool, ops_grad_maxpool), .attrs = {[ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0)}},
-    E(OP_AVGPOOL2D, 1, PUB, ops_shape_pool, ops_grad_avgpool), .attrs = {[ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0)}},
+    E(OP_MAXPOOL2D, 1, PUB, ops_shape_pool, ops_grad_maxpool), .attrs = {A_POOL}},
+    E(OP_AVGPOOL2D, 1, PUB, ops_shape_pool, ops_grad_avgpool), .attrs = {A_POOL}},
     /* stateful: the mask depends on the run's step */
     /* training= absent (-1): sema builds both modes (compiler/modes.c) */
     E(OP_DROPOUT, 1, PUB | OPF_STATEFUL | OPF_PER_RUN, ops_shape_dropout, ops_grad_dropout),
@@ -143,7 +144,7 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_CONV2D_GRAD_W, 2, 0, ops_shape_from_list, NULL), .attrs = ATTRS_CONV,
         .scratch = ops_scratch_conv2d_grad_w, .cost = ops_cost_conv},
     E(OP_MAXPOOL_GRAD, 2, 0, ops_shape_like_in1, NULL),
-        .attrs = {[ATTR_POOL_SIZE] = A_INT("size", REQ), [ATTR_POOL_STRIDE] = A_INT("stride", 0), A_LIST("shape", REQ), [ATTR_POOL_RELU] = A_BOOL("relu", 0)}},
+        .attrs = {A_POOL, [ATTR_POOL_RELU] = A_BOOL("relu", 0), A_LIST("shape", REQ)}},
     E(OP_AVGPOOL_GRAD, 1, 0, ops_shape_from_list, NULL), .attrs = ATTRS_POOL},
     E(OP_DROPOUT_GRAD, 1, OPF_STATEFUL | OPF_PER_RUN, ops_shape_like_in0, NULL),
         .attrs = {[ATTR_DROPOUT_RATE] = A_FLT("rate", REQ), [ATTR_DROPOUT_TRAINING] = A_BOOL("training", 1), [ATTR_DROPOUT_KEY] = A_INT("forward", REQ)}},

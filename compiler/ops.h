@@ -90,8 +90,8 @@
     X(SUM_TO, "sum_to")            /* in: x; out: shape in attr list; sums broadcast axes */       \
     /* convolution and pooling */                                                                  \
     X(CONV2D, "conv2d")            /* in: x[N,C,H,W] w[OC,C,KH,KW]; attr0 stride, attr1 pad */     \
-    X(MAXPOOL2D, "maxpool2d")      /* in: x; attr0 size, attr1 stride (0 = size) */                \
-    X(AVGPOOL2D, "avgpool2d")      /* same attrs as maxpool2d */                                   \
+    X(MAXPOOL2D, "maxpool2d")      /* in: x; attr0 size, attr1 stride (0 = size), attr2 padding */ \
+    X(AVGPOOL2D, "avgpool2d")      /* same attrs as maxpool2d; padding is not counted */           \
     X(DROPOUT, "dropout")          /* attr f0 rate, attr i1 training (0 = identity) */             \
     /* transformer ops (softmax's mask="causal" is softmax's attr0) */                             \
     X(LAYERNORM, "layernorm")      /* in: x[...,C], gain[C], bias[C]; attr0 axis, f1 eps */        \
@@ -209,6 +209,8 @@ typedef enum op_kind {
  *                            list                        grads: x's / w's shape
  *   maxpool2d avgpool2d (+_grad) i ATTR_POOL_SIZE        the window
  *                            i ATTR_POOL_STRIDE          stride (0 = size)
+ *                            i ATTR_POOL_PAD             OP_PAD_SAME, or the padding of
+ *                                                        each side (0: "valid")
  *                            list                        grads: x's shape
  *   maxpool2d_grad           i ATTR_POOL_RELU            a relu after the pool, fused
  *   dropout, dropout_grad    f ATTR_DROPOUT_RATE         the rate
@@ -266,6 +268,7 @@ enum op_attr_slot {
     ATTR_CONV_PAD = 1,
     ATTR_POOL_SIZE = 0,
     ATTR_POOL_STRIDE = 1,
+    ATTR_POOL_PAD = 2,
     ATTR_POOL_RELU = 3,
     ATTR_DROPOUT_RATE = 0,
     ATTR_DROPOUT_TRAINING = 1,
@@ -322,7 +325,8 @@ typedef enum attr_kind {
     ATTR_BOOL,
     ATTR_LIST,
     ATTR_DTYPE,
-    ATTR_CHOICE /* a string of the language, one of `choices`; the slot holds its index */
+    ATTR_CHOICE, /* a string of the language, one of `choices`; the slot holds its index */
+    ATTR_PAD     /* "same" (OP_PAD_SAME), "valid" (0) or an integer >= 0 */
 } attr_kind;
 
 typedef struct op_attr {
@@ -335,6 +339,21 @@ typedef struct op_attr {
 /* softmax's mask= (ATTR_CHOICE): causal masks the scores of the last axis
  * past the position on the axis before it (j > i in a [..., T, T] block). */
 enum { OP_MASK_NONE, OP_MASK_CAUSAL };
+/* A pool's padding= "same": TensorFlow's, the output ceil(in / stride)
+ * and the padding max((out - 1) * stride + size - in, 0) split with the
+ * extra one after (bottom, right).  A padding p >= 0 pads p on every side
+ * (PyTorch's, p <= size / 2), and "valid" is 0.  Padded cells are never
+ * read: a max is over the window's cells inside the input, an average
+ * divides by their count. */
+#define OP_PAD_SAME (-1)
+/* The padding before the first row (column) of a pool whose input has `in`
+ * of them and its output `out`: for the shape rule and every device. */
+static inline long long ops_pool_pad_begin(long long pad, long long in, long long out,
+                                           long long size, long long stride)
+{
+    long long total = (out - 1) * stride + size - in;
+    return pad != OP_PAD_SAME ? pad : total > 0 ? total / 2 : 0;
+}
 /* random's attr i0. */
 enum { OP_RANDOM_UNIFORM, OP_RANDOM_NORMAL, OP_RANDOM_BERNOULLI };
 /* categorical's attr i0: a table of non-negative weights, or logits. */

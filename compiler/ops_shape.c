@@ -591,10 +591,24 @@ int ops_shape_pool(ir_graph *g, int id)
     if (k < 1 || s < 1)
         return ops_error(g, id, "%s: need size >= 1 and stride >= 1, got %lld and %lld", OPNAME(id),
                          (long long)k, (long long)s);
-    if (x->dim[2] < k || x->dim[3] < k)
-        return ops_error(g, id, "%s: window %lld is larger than the input %s", OPNAME(id),
-                         (long long)k, ops_ts(x).s);
-    int64_t dims[4] = {x->dim[0], x->dim[1], (x->dim[2] - k) / s + 1, (x->dim[3] - k) / s + 1};
+    int64_t p = a->i[ATTR_POOL_PAD], dims[4] = {x->dim[0], x->dim[1], 0, 0};
+    if (k > LIM_DIM || s > LIM_DIM)
+        return ops_error(g, id, "%s: need size and stride in [1, %lld], got %lld and %lld",
+                         OPNAME(id), LIM_DIM, (long long)k, (long long)s);
+    if (p == OP_PAD_SAME) { /* every window holds a cell of the input */
+        dims[2] = (x->dim[2] + s - 1) / s, dims[3] = (x->dim[3] + s - 1) / s;
+        return set_type(g, id, make_type(DT_F32, 4, dims));
+    }
+    if (p < 0 || 2 * p > k) /* a window of padding only would have no value */
+        return ops_error(g, id,
+                         "%s: padding %lld must be \"same\", \"valid\" or in [0, %lld] (at most "
+                         "half the window %lld)",
+                         OPNAME(id), (long long)p, (long long)(k / 2), (long long)k);
+    if (x->dim[2] + 2 * p < k || x->dim[3] + 2 * p < k)
+        return ops_error(g, id, "%s: window %lld is larger than the %sinput %s%s", OPNAME(id),
+                         (long long)k, p ? "padded " : "", ops_ts(x).s,
+                         p ? "" : " (padding=\"same\" pads it)");
+    dims[2] = (x->dim[2] + 2 * p - k) / s + 1, dims[3] = (x->dim[3] + 2 * p - k) / s + 1;
     return set_type(g, id, make_type(DT_F32, 4, dims));
 }
 

@@ -153,6 +153,26 @@ static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value
         return 0;
     case ATTR_CHOICE:
         return choice_value(S, at, spec, v, &a->i[slot]);
+    case ATTR_PAD: /* "same", "valid" or a number of cells on each side */
+        if (v.k == V_STR && (!strcmp(v.str, "same") || !strcmp(v.str, "valid"))) {
+            a->i[slot] = strcmp(v.str, "same") == 0 ? OP_PAD_SAME : 0;
+            return 0;
+        }
+        if (v.k == V_NUM && sema_int_arg(S, at, v, &iv) < 0) return -1;
+        if (v.k == V_NUM && iv >= 0) {
+            a->i[slot] = iv;
+            return 0;
+        }
+        if (v.k == V_STR)
+            sema_err(S, at, "'%s' must be \"same\", \"valid\" or an integer >= 0, got \"%s\"",
+                     spec->name, v.str);
+        else if (v.k == V_NUM)
+            sema_err(S, at, "'%s' must be \"same\", \"valid\" or an integer >= 0, got %lld",
+                     spec->name, (long long)iv);
+        else if (v.k != V_ERR)
+            sema_err(S, at, "'%s' must be \"same\", \"valid\" or an integer >= 0, got %s",
+                     spec->name, sema_value_kind(&v));
+        return -1;
     case ATTR_LIST:
         if (v.k != V_LIST || v.n_items > IR_MAX_DIMS) {
             sema_err(S, at, "'%s' must be a list of at most %d integers", spec->name, IR_MAX_DIMS);

@@ -1496,9 +1496,21 @@ static void test_conv2d_and_grads_against_naive(void **state)
 
 /* ---- pooling ---- */
 
-static void check_pool(int64_t n, int64_t ch, int64_t h, int64_t w, int64_t size, int64_t stride)
+/* pad: OP_PAD_SAME (TensorFlow's, the extra cell after) or p on each side;
+ * a window is its cells inside the input, an average divides by their
+ * count (TF's SAME, PyTorch's count_include_pad=False). */
+static void check_pool(int64_t n, int64_t ch, int64_t h, int64_t w, int64_t size, int64_t stride,
+                       int64_t pad)
 {
-    int64_t s = stride ? stride : size, oh = (h - size) / s + 1, ow = (w - size) / s + 1;
+    int64_t s = stride ? stride : size, oh, ow, ph, pw;
+    if (pad == OP_PAD_SAME) {
+        oh = (h + s - 1) / s, ow = (w + s - 1) / s;
+        ph = (oh - 1) * s + size - h, pw = (ow - 1) * s + size - w;
+        ph = ph > 0 ? ph / 2 : 0, pw = pw > 0 ? pw / 2 : 0;
+    } else {
+        oh = (h + 2 * pad - size) / s + 1, ow = (w + 2 * pad - size) / s + 1;
+        ph = pw = pad;
+    }
     ir_type xt = ty(DT_F32, 4, n, ch, h, w), yt = ty(DT_F32, 4, n, ch, oh, ow);
     float *x = frandom(&xt, -1, 1), *dy = frandom(&yt, -1, 1);
     float *ym = falloc(&yt), *ya = falloc(&yt), *gm = frandom(&xt, 3, 4), *ga = frandom(&xt, 3, 4);
@@ -1507,19 +1519,23 @@ static void check_pool(int64_t n, int64_t ch, int64_t h, int64_t w, int64_t size
     for (int64_t p = 0; p < n * ch; p++)
         for (int64_t i = 0; i < oh; i++)
             for (int64_t j = 0; j < ow; j++) {
-                int64_t yi = (p * oh + i) * ow + j, best = -1;
+                int64_t yi = (p * oh + i) * ow + j, best = -1, cells = 0;
                 double sum = 0;
-                for (int64_t a = 0; a < size; a++)
-                    for (int64_t b = 0; b < size; b++) {
-                        int64_t xi = (p * h + i * s + a) * w + j * s + b;
-                        sum += x[xi];
-                        if (best < 0 || x[xi] > x[best]) best = xi;
-                    }
-                for (int64_t a = 0; a < size; a++)
-                    for (int64_t b = 0; b < size; b++)
-                        rga[(p * h + i * s + a) * w + j * s + b] += dy[yi] / (double)(size * size);
+                for (int pass = 0; pass < 2; pass++)
+                    for (int64_t a = i * s - ph; a < i * s - ph + size; a++)
+                        for (int64_t b = j * s - pw; b < j * s - pw + size; b++) {
+                            if (a < 0 || a >= h || b < 0 || b >= w) continue;
+                            int64_t xi = (p * h + a) * w + b;
+                            if (pass) {
+                                rga[xi] += dy[yi] / (double)cells;
+                                continue;
+                            }
+                            sum += x[xi], cells++;
+                            if (best < 0 || x[xi] > x[best]) best = xi;
+                        }
+                assert_true(cells > 0);
                 rm[yi] = x[best];
-                ra[yi] = sum / (double)(size * size);
+                ra[yi] = sum / (double)cells;
                 rgm[best] += dy[yi];
             }
     op_kind ops[4] = {OP_MAXPOOL2D, OP_AVGPOOL2D, OP_MAXPOOL_GRAD, OP_AVGPOOL_GRAD};
@@ -1529,6 +1545,7 @@ static void check_pool(int64_t n, int64_t ch, int64_t h, int64_t w, int64_t size
         call_init(&c, ops[k], k < 2 ? &yt : &xt, outs[k]);
         c.node.attr.i[ATTR_POOL_SIZE] = size;
         c.node.attr.i[ATTR_POOL_STRIDE] = stride;
+        c.node.attr.i[ATTR_POOL_PAD] = pad;
         call_in(&c, k < 2 ? x : dy, k < 2 ? &xt : &yt);
         if (k == 2) call_in(&c, x, &xt);
         c.pool = pool2;
@@ -1545,12 +1562,26 @@ static void check_pool(int64_t n, int64_t ch, int64_t h, int64_t w, int64_t size
 static void test_pools_and_grads(void **state)
 {
     (void)state;
-    check_pool(2, 3, 8, 8, 2, 0);
-    check_pool(1, 1, 7, 7, 2, 0);   /* odd: last row/col dropped */
-    check_pool(3, 2, 13, 11, 3, 2); /* overlapping windows */
-    check_pool(2, 5, 5, 5, 5, 1);
-    check_pool(1, 3, 9, 31, 1, 1);
-    check_pool(64, 32, 24, 24, 2, 0); /* big enough to split over the pool */
+    check_pool(2, 3, 8, 8, 2, 0, 0);
+    check_pool(1, 1, 7, 7, 2, 0, 0);   /* odd: last row/col dropped */
+    check_pool(3, 2, 13, 11, 3, 2, 0); /* overlapping windows */
+    check_pool(2, 5, 5, 5, 5, 1, 0);
+    check_pool(1, 3, 9, 31, 1, 1, 0);
+    check_pool(64, 32, 24, 24, 2, 0, 0); /* big enough to split over the pool */
+    /* padding="same": 2x2/2 on odd sizes pads one after (the 2x2 path must
+     * not take it), 3x3/1 one each side, 3x3/2 and 5x5/3 uneven */
+    check_pool(2, 3, 7, 9, 2, 2, OP_PAD_SAME);
+    check_pool(2, 3, 8, 8, 2, 2, OP_PAD_SAME); /* no padding at all */
+    check_pool(1, 2, 6, 5, 3, 1, OP_PAD_SAME);
+    check_pool(2, 2, 9, 10, 3, 2, OP_PAD_SAME);
+    check_pool(1, 2, 11, 7, 5, 3, OP_PAD_SAME);
+    check_pool(1, 1, 2, 3, 4, 1, OP_PAD_SAME);     /* a window wider than the image */
+    check_pool(32, 16, 15, 15, 3, 2, OP_PAD_SAME); /* split over the pool */
+    /* explicit padding, PyTorch's (at most half the window) */
+    check_pool(2, 3, 8, 8, 2, 2, 1);
+    check_pool(2, 2, 7, 6, 3, 2, 1);
+    check_pool(1, 2, 5, 5, 5, 1, 2);
+    check_pool(1, 1, 1, 1, 3, 1, 1);
 }
 
 static void test_maxpool_grad_first_max_in_window(void **state)

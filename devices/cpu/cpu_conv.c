@@ -333,7 +333,8 @@ void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *d
     cpu_tasks_close(&j.tasks);
 }
 
-/* ---- pooling (no padding) ---- */
+/* ---- pooling: a window is its cells inside the input (padding is never
+ * read; an average divides by the count of those cells) ---- */
 
 typedef struct pool_job {
     const cpu_pool_shape *s;
@@ -342,26 +343,46 @@ typedef struct pool_job {
     int avg;
 } pool_job;
 
+/* Every window inside the input, as without padding: the fast paths. */
+static int pool_fits(const cpu_pool_shape *s)
+{
+    return s->pad_h == 0 && s->pad_w == 0 && (s->oh - 1) * s->stride + s->size <= s->h &&
+           (s->ow - 1) * s->stride + s->size <= s->w;
+}
+
+/* Window (oh, ow): rows [r[0], r[1]) and columns [r[2], r[3]) of the input,
+ * never empty (the shape rule's padding leaves a cell in each). */
+static void pool_window(const cpu_pool_shape *s, int64_t oh, int64_t ow, int64_t r[4])
+{
+    int64_t h0 = oh * s->stride - s->pad_h, w0 = ow * s->stride - s->pad_w;
+    r[0] = h0 > 0 ? h0 : 0;
+    r[1] = h0 + s->size < s->h ? h0 + s->size : s->h;
+    r[2] = w0 > 0 ? w0 : 0;
+    r[3] = w0 + s->size < s->w ? w0 + s->size : s->w;
+}
+
 static void pool_plane(const cpu_pool_shape *s, float *out, const float *x, int avg)
 {
-    float inv = 1.0f / (float)(s->size * s->size);
     for (int64_t oh = 0; oh < s->oh; oh++)
         for (int64_t ow = 0; ow < s->ow; ow++) {
-            const float *win = x + oh * s->stride * s->w + ow * s->stride;
-            float acc = avg ? 0.0f : win[0];
-            for (int64_t i = 0; i < s->size; i++)
-                for (int64_t k = 0; k < s->size; k++) {
-                    float v = win[i * s->w + k];
+            int64_t r[4];
+            pool_window(s, oh, ow, r);
+            float acc = avg ? 0.0f : x[r[0] * s->w + r[2]];
+            for (int64_t i = r[0]; i < r[1]; i++)
+                for (int64_t k = r[2]; k < r[3]; k++) {
+                    float v = x[i * s->w + k];
                     acc = avg ? acc + v : (v > acc ? v : acc);
                 }
-            out[oh * s->ow + ow] = avg ? acc * inv : acc;
+            out[oh * s->ow + ow] =
+                avg ? acc * (1.0f / (float)((r[1] - r[0]) * (r[3] - r[2]))) : acc;
         }
 }
 
-/* 2x2 windows, stride 2: the common case, without the generic loops. */
+/* 2x2 windows, stride 2, inside the input: the common case, without the
+ * generic loops. */
 static int pool_is_2x2(const cpu_pool_shape *s)
 {
-    return s->size == 2 && s->stride == 2;
+    return s->size == 2 && s->stride == 2 && pool_fits(s);
 }
 
 static void maxpool2_plane(const cpu_pool_shape *s, float *restrict out, const float *x)
@@ -470,10 +491,12 @@ static void maxpool_grad_range(void *vctx, int64_t lo, int64_t hi)
         float *dxp = j->dx + pl * s->h * s->w;
         for (int64_t oh = 0; oh < s->oh; oh++)
             for (int64_t ow = 0; ow < s->ow; ow++) {
-                int64_t base = oh * s->stride * s->w + ow * s->stride, best = base;
-                for (int64_t i = 0; i < s->size; i++)
-                    for (int64_t k = 0; k < s->size; k++)
-                        if (xp[base + i * s->w + k] > xp[best]) best = base + i * s->w + k;
+                int64_t r[4];
+                pool_window(s, oh, ow, r);
+                int64_t best = r[0] * s->w + r[2];
+                for (int64_t i = r[0]; i < r[1]; i++)
+                    for (int64_t k = r[2]; k < r[3]; k++)
+                        if (xp[i * s->w + k] > xp[best]) best = i * s->w + k;
                 if (!j->relu || xp[best] > 0.0f) dxp[best] += j->dy[(pl * s->oh + oh) * s->ow + ow];
             }
     }
@@ -489,16 +512,17 @@ void cpu_maxpool_grad(cpu_pool *p, const cpu_pool_shape *s, float *dx, const flo
 
 void cpu_avgpool_grad(const cpu_pool_shape *s, float *dx, const float *dy)
 {
-    float inv = 1.0f / (float)(s->size * s->size);
     memset(dx, 0, (size_t)(s->planes * s->h * s->w) * sizeof *dx);
     for (int64_t pl = 0; pl < s->planes; pl++) {
         float *dxp = dx + pl * s->h * s->w;
         for (int64_t oh = 0; oh < s->oh; oh++)
             for (int64_t ow = 0; ow < s->ow; ow++) {
+                int64_t r[4];
+                pool_window(s, oh, ow, r);
+                float inv = 1.0f / (float)((r[1] - r[0]) * (r[3] - r[2]));
                 float g = dy[(pl * s->oh + oh) * s->ow + ow] * inv;
-                float *win = dxp + oh * s->stride * s->w + ow * s->stride;
-                for (int64_t i = 0; i < s->size; i++)
-                    for (int64_t k = 0; k < s->size; k++) win[i * s->w + k] += g;
+                for (int64_t i = r[0]; i < r[1]; i++)
+                    for (int64_t k = r[2]; k < r[3]; k++) dxp[i * s->w + k] += g;
             }
     }
 }

@@ -334,6 +334,7 @@ void cpu_wino_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, flo
 typedef struct cpu_pool_shape {
     int64_t planes, h, w; /* planes = N*C */
     int64_t oh, ow, size, stride;
+    int64_t pad_h, pad_w; /* padding before the first row, column (ops_pool_pad_begin) */
 } cpu_pool_shape;
 void cpu_maxpool(cpu_pool *p, const cpu_pool_shape *s, float *out, const float *x);
 void cpu_avgpool(cpu_pool *p, const cpu_pool_shape *s, float *out, const float *x);

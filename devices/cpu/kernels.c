@@ -530,6 +530,7 @@ static int k_conv2d_grad_w(const kern_args *a)
 static void pool_shape(const kern_args *a, const ir_type *xt, const ir_type *yt, cpu_pool_shape *s)
 {
     int64_t size = ATTR_I(ATTR_POOL_SIZE), stride = ATTR_I(ATTR_POOL_STRIDE);
+    int64_t pad = ATTR_I(ATTR_POOL_PAD);
     if (stride <= 0) stride = size;
     *s = (cpu_pool_shape){.planes = xt->dim[0] * xt->dim[1],
                           .h = xt->dim[2],
@@ -537,7 +538,9 @@ static void pool_shape(const kern_args *a, const ir_type *xt, const ir_type *yt,
                           .oh = yt->dim[2],
                           .ow = yt->dim[3],
                           .size = size,
-                          .stride = stride};
+                          .stride = stride,
+                          .pad_h = ops_pool_pad_begin(pad, xt->dim[2], yt->dim[2], size, stride),
+                          .pad_w = ops_pool_pad_begin(pad, xt->dim[3], yt->dim[3], size, stride)};
 }
 
 static int k_maxpool(const kern_args *a)

@@ -257,42 +257,71 @@ static int k_one_hot(const kern_args *a)
     return 0;
 }
 
-// ---- pooling: NCHW, no padding; windows that do not fit are dropped ----
+// ---- pooling: NCHW; a window is its cells inside the input (padding is
+// never read; an average divides by the count of those cells) ----
 
 struct pool_shape {
     int64_t planes, h, w; // planes = N*C
     int64_t oh, ow, size, stride;
+    int64_t pad_h, pad_w; // padding before the first row, column
 };
 
 // x is the forward input (xt), y the pooled output (yt); ATTR_POOL_SIZE,
-// ATTR_POOL_STRIDE (0 = size), as kernels.c's pool_shape.
+// ATTR_POOL_STRIDE (0 = size), ATTR_POOL_PAD, as kernels.c's pool_shape.
 static pool_shape pool_shape_of(const kern_args *a, const ir_type *xt, const ir_type *yt)
 {
     int64_t size = a->node->attr.i[ATTR_POOL_SIZE], stride = a->node->attr.i[ATTR_POOL_STRIDE];
-    return pool_shape{
-        xt->dim[0] * xt->dim[1],   xt->dim[2], xt->dim[3], yt->dim[2], yt->dim[3], size,
-        stride > 0 ? stride : size};
+    int64_t pad = a->node->attr.i[ATTR_POOL_PAD];
+    stride = stride > 0 ? stride : size;
+    return pool_shape{xt->dim[0] * xt->dim[1],
+                      xt->dim[2],
+                      xt->dim[3],
+                      yt->dim[2],
+                      yt->dim[3],
+                      size,
+                      stride,
+                      ops_pool_pad_begin(pad, xt->dim[2], yt->dim[2], size, stride),
+                      ops_pool_pad_begin(pad, xt->dim[3], yt->dim[3], size, stride)};
+}
+
+// Window (oh, ow): rows [r[0], r[1]) and columns [r[2], r[3]) of the input,
+// as cpu_conv.c's pool_window.
+__device__ static inline void pool_window(const pool_shape &s, int64_t oh, int64_t ow, int64_t r[4])
+{
+    int64_t h0 = oh * s.stride - s.pad_h, w0 = ow * s.stride - s.pad_w;
+    r[0] = h0 > 0 ? h0 : 0;
+    r[1] = h0 + s.size < s.h ? h0 + s.size : s.h;
+    r[2] = w0 > 0 ? w0 : 0;
+    r[3] = w0 + s.size < s.w ? w0 + s.size : s.w;
+}
+
+// 1 / the count of window (oh, ow)'s cells, rounded as the CPU's.
+__device__ static inline float pool_inv(const pool_shape &s, int64_t oh, int64_t ow)
+{
+    int64_t r[4];
+    pool_window(s, oh, ow, r);
+    return __fdiv_rn(1.0f, (float)((r[1] - r[0]) * (r[3] - r[2])));
 }
 
 // Windows scanned row by row as the CPU: max starts at the window's first
 // element and takes v only when v > it (a NaN there wins, others lose);
-// avg adds from 0 and multiplies by 1/size^2.
+// avg adds from 0 and multiplies by 1/count.
 template <int AVG>
-__global__ static void pool_fwd(float *out, const float *x, const __grid_constant__ pool_shape s,
-                                float inv)
+__global__ static void pool_fwd(float *out, const float *x, const __grid_constant__ pool_shape s)
 {
     int64_t total = s.planes * s.oh * s.ow;
     CUDA_FOR(i, total)
     {
-        int64_t ow = i % s.ow, oh = i / s.ow % s.oh, pl = i / (s.ow * s.oh);
-        const float *win = x + (pl * s.h + oh * s.stride) * s.w + ow * s.stride;
-        float acc = AVG ? 0.0f : win[0];
-        for (int64_t r = 0; r < s.size; r++)
-            for (int64_t c = 0; c < s.size; c++) {
-                float v = win[r * s.w + c];
+        int64_t ow = i % s.ow, oh = i / s.ow % s.oh, pl = i / (s.ow * s.oh), r[4];
+        pool_window(s, oh, ow, r);
+        const float *xp = x + pl * s.h * s.w;
+        float acc = AVG ? 0.0f : xp[r[0] * s.w + r[2]];
+        for (int64_t y = r[0]; y < r[1]; y++)
+            for (int64_t c = r[2]; c < r[3]; c++) {
+                float v = xp[y * s.w + c];
                 acc = AVG ? acc + v : (v > acc ? v : acc);
             }
-        out[i] = AVG ? acc * inv : acc;
+        out[i] = AVG ? __fmul_rn(acc, pool_inv(s, oh, ow)) : acc;
     }
 }
 
@@ -300,10 +329,9 @@ template <int AVG> static int pool_launch(const kern_args *a)
 {
     pool_shape s = pool_shape_of(a, a->in_t[0], a->out_t);
     int64_t total = s.planes * s.oh * s.ow;
-    float inv = 1.0f / (float)(s.size * s.size);
     if (total <= 0) return 0;
     CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a), pool_fwd<AVG>)
-    ((float *)a->out, (const float *)a->in[0], s, inv);
+    ((float *)a->out, (const float *)a->in[0], s);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -318,12 +346,14 @@ static int k_avgpool(const kern_args *a)
     return pool_launch<1>(a);
 }
 
-// The windows along one axis that hold input coordinate i: [*lo, *hi].
-__device__ static inline void windows_of(int64_t i, int64_t size, int64_t stride, int64_t count,
-                                         int64_t *lo, int64_t *hi)
+// The windows along one axis that hold input coordinate i (pad before the
+// first): [*lo, *hi], possibly empty.
+__device__ static inline void windows_of(int64_t i, int64_t size, int64_t stride, int64_t pad,
+                                         int64_t count, int64_t *lo, int64_t *hi)
 {
-    *lo = i >= size ? (i - size) / stride + 1 : 0;
-    *hi = i / stride < count - 1 ? i / stride : count - 1;
+    int64_t ip = i + pad;
+    *lo = ip >= size ? (ip - size) / stride + 1 : 0;
+    *hi = ip / stride < count - 1 ? ip / stride : count - 1;
 }
 
 // The flat plane offset of a window's first maximum: strict '>' in row
@@ -331,34 +361,36 @@ __device__ static inline void windows_of(int64_t i, int64_t size, int64_t stride
 __device__ static inline int64_t window_argmax(const float *xp, const pool_shape &s, int64_t oh,
                                                int64_t ow)
 {
-    int64_t base = oh * s.stride * s.w + ow * s.stride, best = base;
-    for (int64_t r = 0; r < s.size; r++)
-        for (int64_t c = 0; c < s.size; c++)
-            if (xp[base + r * s.w + c] > xp[best]) best = base + r * s.w + c;
+    int64_t r[4];
+    pool_window(s, oh, ow, r);
+    int64_t best = r[0] * s.w + r[2];
+    for (int64_t y = r[0]; y < r[1]; y++)
+        for (int64_t c = r[2]; c < r[3]; c++)
+            if (xp[y * s.w + c] > xp[best]) best = y * s.w + c;
     return best;
 }
 
 // dx[e] = the sum, over the windows holding e in (oh, ow) order, of their
 // dy where e is the window's first maximum (and, with relu, > 0; avg:
-// dy / size^2, every element): the order in which the CPU adds them into
+// dy / count, every element): the order in which the CPU adds them into
 // its zeroed dx.
 template <int AVG>
 __global__ static void pool_grad(float *dx, const float *dy, const float *x,
-                                 const __grid_constant__ pool_shape s, float inv, int relu)
+                                 const __grid_constant__ pool_shape s, int relu)
 {
     int64_t total = s.planes * s.h * s.w;
     CUDA_FOR(i, total)
     {
         int64_t iw = i % s.w, ih = i / s.w % s.h, pl = i / (s.w * s.h), e = ih * s.w + iw;
         int64_t h_lo, h_hi, w_lo, w_hi;
-        windows_of(ih, s.size, s.stride, s.oh, &h_lo, &h_hi);
-        windows_of(iw, s.size, s.stride, s.ow, &w_lo, &w_hi);
+        windows_of(ih, s.size, s.stride, s.pad_h, s.oh, &h_lo, &h_hi);
+        windows_of(iw, s.size, s.stride, s.pad_w, s.ow, &w_lo, &w_hi);
         const float *g = dy + pl * s.oh * s.ow, *xp = AVG ? x : x + pl * s.h * s.w;
         float acc = 0.0f;
         for (int64_t oh = h_lo; oh <= h_hi; oh++)
             for (int64_t ow = w_lo; ow <= w_hi; ow++) {
-                if (AVG)
-                    acc += __fmul_rn(g[oh * s.ow + ow], inv); // the CPU rounds g first
+                if (AVG) // the CPU rounds g first
+                    acc += __fmul_rn(g[oh * s.ow + ow], pool_inv(s, oh, ow));
                 else if (window_argmax(xp, s, oh, ow) == e && (!relu || xp[e] > 0.0f))
                     acc += g[oh * s.ow + ow];
             }
@@ -371,10 +403,9 @@ template <int AVG> static int pool_grad_launch(const kern_args *a)
 {
     pool_shape s = pool_shape_of(a, a->out_t, a->in_t[0]);
     int64_t total = s.planes * s.h * s.w;
-    float inv = 1.0f / (float)(s.size * s.size);
     if (total <= 0) return 0;
     CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a), pool_grad<AVG>)
-    ((float *)a->out, (const float *)a->in[0], AVG ? NULL : (const float *)a->in[1], s, inv,
+    ((float *)a->out, (const float *)a->in[0], AVG ? NULL : (const float *)a->in[1], s,
      AVG ? 0 : a->node->attr.i[ATTR_POOL_RELU] != 0);
     CUDA_LAUNCHED(a);
     return 0;
