@@ -388,9 +388,10 @@ enum op_flag {
                                  folded or merged */
     OPF_UPDATE = 1 << 4,      /* writes in[0], a variable, in place (ATTR_LOCKING) */
     OPF_ELEMENTWISE = 1 << 5, /* fusable unary/binary elementwise */
-    OPF_PER_RUN = 1 << 6,     /* its kernel reads kern_args.step (dropout's mask): a step
-                                 graph, which replays the arguments it recorded, cannot
-                                 hold it */
+    OPF_PER_RUN = 1 << 6,     /* its kernel reads the run counter (dropout's mask, random
+                                 draws): kern_args.step, or on an async device *step_dev,
+                                 which the executor sets each step, so that a step graph
+                                 (replaying the arguments it recorded) draws anew */
 };
 
 typedef struct op_info {

@@ -67,7 +67,15 @@ typedef struct kern_args {
     int max_tasks;             /* scratch slices available (>= 1) */
     cpu_pool *pool;            /* intra-op threads; NULL = run serially */
     uint64_t seed;             /* session seed (dropout mixes in its mask key, attr i2) */
-    uint64_t step;             /* run counter of this executor run (dropout) */
+    uint64_t step;             /* run counter of this executor run (dropout, random ops) */
+    /* Async devices: the same run counter in device memory (8 bytes,
+     * runtime/exec/parts.c writes it on the queue before each step's calls),
+     * or NULL.  Kernels of OPF_PER_RUN ops read it there, when it is set,
+     * instead of step, so that a step graph, which replays the arguments it
+     * recorded, still draws each step's numbers: CUDA's kernels read
+     * *step_dev on the GPU, the simulated GPU loads it into step when the
+     * call runs on its queue (docs/gpu.md, "Step graphs"). */
+    const uint64_t *step_dev;
     struct dev_var_lock *lock; /* held around this update (locking=true), else
                                   NULL: dev_kern_run takes it */
     kern_fault *fault;         /* where a failing kernel says why */

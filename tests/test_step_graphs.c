@@ -9,8 +9,13 @@
  * every step and the final weights must be the same bits, and the sim's
  * count of graph launches says whether the recordings were really replayed:
  * a runtime that recorded and then forgot to launch, replayed a stale
- * argument, or recorded what it must not (dropout's mask reads the step
- * counter) fails here. */
+ * argument (a run counter that random nodes read: the sim stops the
+ * program when such a call's recorded step is replayed), or recorded what
+ * it must not fails here.  Random nodes (dropout, normal, bernoulli,
+ * sample) are recorded too: they read the run counter from device memory,
+ * which the runtime sets before each step (runtime/exec/parts.c), so a
+ * replay draws each step's numbers, the same as call by call and as the
+ * CPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -71,7 +76,8 @@ static const char *scheduled = "input x: f32[8, 4]\n"
                                "train = adamw(cosine(0.05, warmup=3, steps=8), clip=0.5)"
                                ".minimize(loss) @gpu:0\n";
 
-/* Dropout reads the run counter: its partition must not be recorded. */
+/* Dropout reads the run counter, from device memory: replays draw each
+ * step's mask. */
 static const char *dropout = "input x: f32[8, 4]\n"
                              "input y: i32[8]\n"
                              "scope m @gpu:0 {\n"
@@ -191,12 +197,95 @@ static void test_scheduled_rate_and_clipping_replay_with_new_values(void **state
     assert_true(with.launches >= STEPS - 1);
 }
 
-static void test_dropout_is_never_recorded(void **state)
+static void test_dropout_replays_with_each_steps_mask(void **state)
 {
     (void)state;
     run_out with = {0};
     same_with_and_without(dropout, "m/w2", 16 * 3 * sizeof(float), &with);
-    assert_int_equal(with.launches, 0);
+    assert_true(with.launches >= STEPS - 1);
+}
+
+/* Random numbers and sampled ids in a trained model, on DEV (twice). */
+static const char *random_src = "input x: f32[8, 4]\n"
+                                "input y: i32[8]\n"
+                                "scope m @%s {\n"
+                                "  var w1 = glorot([4, 16])\n"
+                                "  var w2 = glorot([16, 3])\n"
+                                "  jitter = 0.1 * normal([8, 16])\n"
+                                "  keep = bernoulli(0.5, [8, 16])\n"
+                                "  ids = sample([1.0, 2.0, 3.0, 4.0, 0.0, 6.0], [8, 4])\n"
+                                "  h = relu(x @ w1 + jitter) * keep\n"
+                                "  loss = mean(softmax_xent(h @ w2, y))\n"
+                                "}\n"
+                                "train = sgd(0.1).minimize(loss) @%s\n";
+
+typedef struct draws {
+    float noise[STEPS][8 * 16], keep[STEPS][8 * 16], loss[STEPS];
+    int32_t ids[STEPS][8 * 4];
+    uint64_t launches;
+} draws;
+
+/* STEPS training steps of random_src on dev (of devices), fetching each
+ * step's draws; on_gpu: count the graph launches. */
+static void draw(const char *devices, const char *dev, int on_gpu, int no_graphs, draws *out)
+{
+    char src[1024];
+    snprintf(src, sizeof src, random_src, dev, dev);
+    gr_status *st = gr_status_new();
+    gr_compile_options o = {.devices = devices};
+    gr_program *p = NULL;
+    assert_gr_ok(gr_compile_string("inline.graph", src, strlen(src), &o, &p, st), st);
+    gr_session_options so = {.seed = 7, .threads = 1, .no_step_graphs = no_graphs};
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, &so, &s, st), st);
+    uint64_t launched = on_gpu ? graph_launches(s) : 0;
+    float x[BATCH * 4];
+    int32_t y[BATCH];
+    gr_feed feeds[2] = {{"x", x, sizeof x}, {"y", y, sizeof y}};
+    for (int k = 0; k < STEPS; k++) {
+        feeds_for(k, x, y);
+        gr_fetch f[4] = {{"loss", &out->loss[k], sizeof out->loss[k], NULL},
+                         {"jitter", out->noise[k], sizeof out->noise[k], NULL},
+                         {"keep", out->keep[k], sizeof out->keep[k], NULL},
+                         {"ids", out->ids[k], sizeof out->ids[k], NULL}};
+        assert_gr_ok(gr_run(s, "train", feeds, 2, f, 4, st), st);
+    }
+    out->launches = on_gpu ? graph_launches(s) - launched : 0;
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* A replayed step draws that step's numbers: other bits than the step
+ * before (a frozen counter would repeat them), the bits a run call by call
+ * draws, and the CPU's (an off-by-one counter would shift them by a step;
+ * normal's Box-Muller may round differently where a compiler contracts, so
+ * its numbers are compared to 1e-6). */
+static void test_random_ops_replay_with_each_steps_counter(void **state)
+{
+    (void)state;
+    static draws with, without, cpu;
+    draw(GPU_DEVICES, "gpu:0", 1, 0, &with);
+    draw(GPU_DEVICES, "gpu:0", 1, 1, &without);
+    draw("cpu:0", "cpu:0", 0, 0, &cpu);
+    assert_true(with.launches >= STEPS - 1);
+    assert_int_equal(without.launches, 0);
+    assert_memory_equal(&with, &without, offsetof(draws, launches));
+    for (int k = 1; k < STEPS; k++) {
+        assert_memory_not_equal(with.noise[k], with.noise[k - 1], sizeof with.noise[k]);
+        assert_memory_not_equal(with.keep[k], with.keep[k - 1], sizeof with.keep[k]);
+        assert_memory_not_equal(with.ids[k], with.ids[k - 1], sizeof with.ids[k]);
+    }
+    assert_memory_equal(with.keep, cpu.keep, sizeof with.keep);
+    assert_memory_equal(with.ids, cpu.ids, sizeof with.ids);
+    for (int k = 0; k < STEPS; k++)
+        for (int i = 0; i < 8 * 16; i++) {
+            float a = with.noise[k][i], b = cpu.noise[k][i];
+            if (!(a - b <= 1e-6f && b - a <= 1e-6f))
+                fail_msg("noise at step %d [%d]: %.9g on gpu:0, %.9g on cpu:0", k, i, a, b);
+        }
+    for (int k = 0; k < STEPS; k++) /* the id of weight 0 is never drawn */
+        for (int i = 0; i < 8 * 4; i++) assert_true(with.ids[k][i] != 4);
 }
 
 static void test_towers_across_cpu_and_gpu_replay_what_they_can(void **state)
@@ -249,7 +338,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replayed_steps_match_steps_enqueued_call_by_call),
         cmocka_unit_test(test_scheduled_rate_and_clipping_replay_with_new_values),
-        cmocka_unit_test(test_dropout_is_never_recorded),
+        cmocka_unit_test(test_dropout_replays_with_each_steps_mask),
+        cmocka_unit_test(test_random_ops_replay_with_each_steps_counter),
         cmocka_unit_test(test_towers_across_cpu_and_gpu_replay_what_they_can),
         cmocka_unit_test(test_transformer_ops_replay),
         cmocka_unit_test(test_fault_in_a_replayed_step_names_its_op_and_line),

@@ -362,11 +362,26 @@ static int k_cast(const kern_args *a)
     return 0;
 }
 
+// ---- the run counter: dropout, random and categorical read it on the GPU
+// (kern_args.step_dev, set on the stream before each step: a step graph
+// replays the arguments it recorded), or, where the runtime gives none
+// (a call made outside an executor), take it as an argument ----
+
+// The step's key of a seed (the node's key mixed in): dropout_key of the
+// run counter in device memory, or of step.
+__device__ static inline uint64_t cua_step_key(uint64_t seed, const uint64_t *step_dev,
+                                               uint64_t step)
+{
+    return dropout_key(seed, step_dev ? *step_dev : step);
+}
+
 // ---- dropout and its gradient (same mask: devices/dropout.h) ----
 
-__global__ static void dropout_kernel(float *out, const float *x, int64_t n, uint64_t key,
-                                      float rate, float scale)
+__global__ static void dropout_kernel(float *out, const float *x, int64_t n, uint64_t seed,
+                                      const uint64_t *step_dev, uint64_t step, float rate,
+                                      float scale)
 {
+    uint64_t key = cua_step_key(seed, step_dev, step);
     CUDA_FOR(i, n) out[i] = x[i] * (dropout_u(key, i) >= rate ? scale : 0.0f); /* as the CPU */
 }
 
@@ -381,25 +396,32 @@ static int k_dropout(const kern_args *a)
     }
     float rate = cua_attr_f(a, ATTR_DROPOUT_RATE);
     uint64_t seed = a->seed ^ ((uint64_t)cua_attr_i(a, ATTR_DROPOUT_KEY) * 0x9e3779b97f4a7c15ull);
-    cua_launch(a, n, dropout_kernel, (float *)a->out, (const float *)a->in[0], n,
-               dropout_key(seed, a->step), rate, dropout_scale(rate));
+    cua_launch(a, n, dropout_kernel, (float *)a->out, (const float *)a->in[0], n, seed, a->step_dev,
+               a->step, rate, dropout_scale(rate));
     return 0;
 }
 
-__global__ static void random_kernel(float *out, int64_t n, uint64_t key, int kind, float a,
-                                     float b)
+__global__ static void random_kernel(float *out, int64_t n, uint64_t seed, const uint64_t *step_dev,
+                                     uint64_t step, int kind, float a, float b)
 {
+    uint64_t key = cua_step_key(seed, step_dev, step);
     CUDA_FOR(i, n) out[i] = random_at(key, i, kind, a, b);
+}
+
+// The seed of a random node's key (random_key, devices/dropout.h, without
+// its step).
+static uint64_t random_seed(const kern_args *a)
+{
+    return a->seed ^ ((uint64_t)cua_attr_i(a, ATTR_RANDOM_KEY) * 0x9e3779b97f4a7c15ull);
 }
 
 // random: the CPU's numbers (devices/dropout.h), element by element.
 static int k_random(const kern_args *a)
 {
     int64_t n = ir_numel(a->out_t);
-    uint64_t key = random_key(a->seed, cua_attr_i(a, ATTR_RANDOM_KEY), a->step);
     int kind = (int)cua_attr_i(a, ATTR_RANDOM_KIND);
-    cua_launch(a, n, random_kernel, (float *)a->out, n, key, kind, cua_attr_f(a, ATTR_RANDOM_A),
-               cua_attr_f(a, ATTR_RANDOM_B));
+    cua_launch(a, n, random_kernel, (float *)a->out, n, random_seed(a), a->step_dev, a->step, kind,
+               cua_attr_f(a, ATTR_RANDOM_A), cua_attr_f(a, ATTR_RANDOM_B));
     return 0;
 }
 
@@ -452,8 +474,10 @@ __global__ static void draw_row_offsets(draw_bufs b)
     CUDA_FOR(r, b.rows) b.total[r] = draw_offsets(b.off + r * b.chunks, b.chunks);
 }
 
-__global__ static void draw_search_kernel(int32_t *out, draw_bufs b, int64_t per, uint64_t key)
+__global__ static void draw_search_kernel(int32_t *out, draw_bufs b, int64_t per, uint64_t seed,
+                                          const uint64_t *step_dev, uint64_t step)
 {
+    uint64_t key = cua_step_key(seed, step_dev, step);
     CUDA_FOR(i, b.rows * per)
     {
         int64_t r = i / per;
@@ -481,8 +505,8 @@ static int k_categorical(const kern_args *a)
     cua_launch(a, b.rows * b.chunks, draw_chunk_sums, b, logits);
     cua_launch(a, b.rows, draw_row_offsets, b);
     int64_t per = ir_numel(a->out_t) / b.rows;
-    uint64_t key = random_key(a->seed, cua_attr_i(a, ATTR_RANDOM_KEY), a->step);
-    cua_launch(a, b.rows * per, draw_search_kernel, (int32_t *)a->out, b, per, key);
+    cua_launch(a, b.rows * per, draw_search_kernel, (int32_t *)a->out, b, per, random_seed(a),
+               a->step_dev, a->step);
     return 0;
 }
 

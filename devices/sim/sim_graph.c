@@ -9,9 +9,11 @@
  *    they are now: a caller that changes an argument between steps and
  *    expects the replay to see it (a step counter, a pointer it patches) is
  *    wrong on a GPU.  The sim says so at the launch, by comparing what it
- *    recorded with what the caller's kern_args hold now: any difference but
- *    the run counter (step: kernels that read it are not recorded, see
- *    OPF_PER_RUN) is a fatal() naming the op and the field;
+ *    recorded with what the caller's kern_args hold now: any difference is
+ *    a fatal() naming the op and the field, but the run counter's (step)
+ *    of a kernel that does not read it, or that reads it from device memory
+ *    (step_dev, which the sim loads into step when the call runs, as a GPU
+ *    kernel reads it: the runtime sets it on the queue before each step);
  *  - every pointer of a replayed call is checked again against the live
  *    allocations, as on its first enqueue. */
 #include <stdlib.h>
@@ -133,6 +135,10 @@ static const char *changed_field(const sim_call *c)
         if (now->in[j] != was->in[j]) return "in[]";
     if (now->scratch != was->scratch || now->max_tasks != was->max_tasks) return "scratch";
     if (now->seed != was->seed) return "seed";
+    if (now->step_dev != was->step_dev) return "step_dev";
+    if (now->step != was->step && !was->step_dev && was->node &&
+        ops_has(was->node->op, OPF_PER_RUN))
+        return "step";
     if (now->lock != was->lock) return "lock";
     if (now->queue != was->queue) return "queue";
     if (now->node != was->node || now->out_t != was->out_t || now->in_t != was->in_t) return "node";

@@ -193,7 +193,11 @@ static void sim_sleep_us(unsigned us)
  * that has faulted runs nothing more of that step. */
 static void sim_run_launch(dev_queue *q, sim_entry *e)
 {
-    if (e->gen == q->fail_gen || dev_kern_run(e->fn, &e->a) == 0) return;
+    if (e->gen == q->fail_gen) return;
+    /* The run counter as a GPU kernel reads it: from device memory, when
+     * the call runs (kern_args.step_dev; the CPU's kernel reads step). */
+    if (e->a.step_dev) e->a.step = *e->a.step_dev;
+    if (dev_kern_run(e->fn, &e->a) == 0) return;
     q->fail_gen = e->gen;
     q->fail_args = e->orig;
 }
@@ -367,6 +371,7 @@ void sim_queue_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args
     e->a.in = e->in;
     e->a.scratch = sim_kernel_buf(d, a, "scratch", 0, a->scratch,
                                   a->scratch_task_bytes * (size_t)a->max_tasks);
+    e->a.step_dev = sim_kernel_buf(d, a, "run counter", 0, a->step_dev, sizeof *a->step_dev);
     e->a.pool = NULL; /* the sim runs a kernel on its worker alone */
     sim_push(q, e);
 }

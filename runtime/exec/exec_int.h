@@ -45,6 +45,10 @@ typedef struct exec_part {
     int *send0, n_send0; /* transfers of sources (variables, data...), sent first */
     exec_seg *segs;      /* the step in stretches, in order */
     int n_segs;
+    /* Async, with calls that read the run counter (OPF_PER_RUN): the
+     * counter in device memory (kern_args.step_dev) and the pinned word it
+     * is copied from on the queue as each step starts (parts.c); else NULL. */
+    uint64_t *step_dev, *step_host;
     pthread_t thread;
     int started;
     gr_status *st; /* a NaN found by check_numerics on this partition's thread */

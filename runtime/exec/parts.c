@@ -219,20 +219,64 @@ static void build_segs(rt_exec *e, exec_part *pt)
     }
 }
 
+/* The run counter on an async device.  Its kernels that read the counter
+ * (OPF_PER_RUN: dropout, random numbers, sampling) read it from device
+ * memory (kern_args.step_dev), which run_part sets on the queue before
+ * anything else of the step: a copy from a pinned word, outside every step
+ * graph, so that a recorded stretch, which replays the arguments it was
+ * recorded with, still draws this step's numbers.  The host writes the
+ * pinned word only at the start of a step, after the end-of-step sync of
+ * the one before, when the previous copy has certainly run. */
+static gr_code link_step(rt_exec *e, exec_part *pt, gr_status *st)
+{
+    int per_run = 0;
+    for (int l = pt->first_level; pt->q && l < pt->first_level + pt->n_levels; l++)
+        for (int i = e->levels[l].first; i < e->levels[l].first + e->levels[l].n; i++)
+            per_run |= ops_has(e->args[i].node->op, OPF_PER_RUN);
+    if (!per_run) return GR_OK;
+    device_obj *d = pt->dev;
+    if (!(pt->step_dev = d->vt->alloc(d, sizeof(uint64_t))) ||
+        !(pt->step_host = d->vt->host_alloc(d, sizeof(uint64_t))))
+        return rt_fail(st, GR_ERR_NOMEM, "cannot allocate the run counter on %s\n", d->vt->name);
+    for (int l = pt->first_level; l < pt->first_level + pt->n_levels; l++)
+        for (int i = e->levels[l].first; i < e->levels[l].first + e->levels[l].n; i++)
+            if (ops_has(e->args[i].node->op, OPF_PER_RUN)) e->args[i].step_dev = pt->step_dev;
+    return GR_OK;
+}
+
+static void unlink_step(exec_part *pt)
+{
+    if (pt->step_dev) pt->dev->vt->free(pt->dev, pt->step_dev);
+    if (pt->step_host) pt->dev->vt->host_free(pt->dev, pt->step_host);
+    pt->step_dev = pt->step_host = NULL;
+}
+
+/* The step's run counter (exec_run gives every call the same one) into
+ * device memory, first on the queue. */
+static void set_step(rt_exec *e, exec_part *pt)
+{
+    if (!pt->step_dev) return;
+    *pt->step_host = e->args[0].step;
+    pt->dev->vt->copy_async(pt->dev, pt->q, pt->step_dev, pt->step_host, sizeof(uint64_t), DEV_H2D);
+}
+
 /* Whether the stretches of partition pt may be recorded: an async device
- * with step graphs, no --check-numerics (it syncs inside the step), no call
- * that reads the run counter, no locking update (a replay would run it
- * without its variable's lock, racing another executor's), and, per
- * stretch, no copy into host memory that is not pinned (a dev -> host send
- * writes the CPU's arena). */
+ * with step graphs, no --check-numerics (it syncs inside the step), no
+ * locking update (a replay would run it without its variable's lock,
+ * racing another executor's), and, per stretch, no copy into host memory
+ * that is not pinned (a dev -> host send writes the CPU's arena).  Calls
+ * that read the run counter are recorded: they read it from device memory
+ * (link_step). */
 static void mark_recordable(rt_exec *e, exec_part *pt)
 {
     if (!pt->q || !pt->dev->vt->capture_begin || e->env->opt->check_numerics ||
         e->env->opt->no_step_graphs)
         return;
     for (int l = pt->first_level; l < pt->first_level + pt->n_levels; l++)
-        for (int i = e->levels[l].first; i < e->levels[l].first + e->levels[l].n; i++)
-            if (ops_has(e->args[i].node->op, OPF_PER_RUN) || e->args[i].lock) return;
+        for (int i = e->levels[l].first; i < e->levels[l].first + e->levels[l].n; i++) {
+            if (e->args[i].lock) return;
+            GR_ASSERT(!ops_has(e->args[i].node->op, OPF_PER_RUN) || e->args[i].step_dev);
+        }
     for (int s = 0; s < pt->n_segs; s++) {
         const int *x;
         int n, ok = 1;
@@ -293,6 +337,7 @@ static void seg_run(rt_exec *e, int k, exec_seg *sg)
 static void run_part(rt_exec *e, int k, uint64_t gen)
 {
     exec_part *pt = &e->parts[k];
+    set_step(e, pt);
     for (int s = 0; s < pt->n_segs; s++) {
         exec_seg *sg = &pt->segs[s];
         const exec_level *L = seg_first(e, sg);
@@ -334,7 +379,7 @@ gr_code parts_link(rt_exec *e, gr_status *st)
     gr_code c = link_xfers(e, st);
     for (int k = 0; c == GR_OK && k < e->n_parts; k++) {
         build_segs(e, &e->parts[k]);
-        mark_recordable(e, &e->parts[k]);
+        if ((c = link_step(e, &e->parts[k], st)) == GR_OK) mark_recordable(e, &e->parts[k]);
     }
     if (c == GR_OK) /* parts_stop's sign that parts_start ran */
         e->xfer_ready = base_xcalloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
@@ -392,7 +437,10 @@ gr_code parts_start(rt_exec *e, gr_status *st)
 
 void parts_stop(rt_exec *e)
 {
-    for (int k = 0; e->parts && k < e->n_parts; k++) free_segs(&e->parts[k]);
+    for (int k = 0; e->parts && k < e->n_parts; k++) {
+        free_segs(&e->parts[k]);
+        unlink_step(&e->parts[k]);
+    }
     unlink_xfers(e);
     if (!e->xfer_ready) return; /* parts_link never ran */
     pthread_mutex_lock(&e->mu);
