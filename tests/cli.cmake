@@ -100,3 +100,22 @@ add_test(NAME make_demo_builds_only_the_cli
     make -s -n -C $0 test BUILD=B | grep -qx 'cmake --build B -j[0-9]*' || exit 1
     make -s -n -C $0 install BUILD=B PREFIX=/p | grep -qx 'cmake --install B --prefix /p'"
           ${PROJECT_SOURCE_DIR})
+
+# graphrun launch: mpirun with --oversubscribe past the cores and
+# --allow-run-as-root as root (both refused by default), this graphrun by
+# its full path, the training command line as given.
+add_test(NAME cli_launch_dry_run
+  COMMAND sh -c "out=$($0 launch -np 4096 --dry-run $1 --steps 5 --distributed sync) || exit 1; echo \"$out\"
+    root=; [ $(id -u) -eq 0 ] && root='--allow-run-as-root '
+    [ \"$out\" = \"mpirun $root--oversubscribe -np 4096 $0 $1 --steps 5 --distributed sync\" ] || exit 1
+    $0 launch -np 1 --dry-run --mpirun /x/mpirun $1 | grep -q '^/x/mpirun .*-np 1 ' || exit 1
+    $0 launch -np 1 --dry-run $1 | grep -q -- --oversubscribe && exit 1
+    $0 launch $1 2>&1 | grep -q 'launch: -np N is required'"
+          $<TARGET_FILE:graphrun> ${GR_EX}/linear_regression.graph)
+if(GR_HAVE_MPI)
+  # 4 processes on any machine, as root too (the README's command).
+  add_test(NAME mpi_cli_launch
+    COMMAND graphrun launch -np 4 ${GR_EX}/linear_regression.graph --steps 50 --distributed sync --quiet)
+  set_tests_properties(mpi_cli_launch PROPERTIES LABELS mpi TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "distributed: 4 processes")
+endif()

@@ -70,7 +70,7 @@ printf 'x = [1.0, 2.0]\ny = x @ z\n' > "$T/bad.graph"
 head -n 1 "$T/graphrun.1" | grep -q '^\.TH GRAPHRUN 1 ' || fail "man: no .TH line"
 sed 's/\\-/-/g; s/\\f[BIR]//g' "$T/graphrun.1" > "$T/man.txt"
 n=0
-for cmd in "$M" check dot fmt inspect plot completion man; do
+for cmd in "$M" check dot fmt inspect plot launch completion man; do
     "$G" $cmd --help > "$T/help.txt" || fail "graphrun $cmd --help"
     for opt in $(grep -o -- '--[a-z][a-z-]*' "$T/help.txt" | sort -u); do
         grep -q -- "$opt\b" "$T/man.txt" || fail "man page lacks $opt (in graphrun $cmd --help)"

@@ -18,6 +18,8 @@ int cmd_fmt(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 /* `graphrun plot`: SVG charts of --log files (cmd_plot.c, plot_svg.c). */
 int cmd_plot(int argc, char **argv);
+/* `graphrun launch -np N FILE ...`: mpirun with the flags it needs (cmd_launch.c). */
+int cmd_launch(int argc, char **argv);
 /* `graphrun FILE.graph [options]`: trains (tools/cmd_train.c). */
 int cmd_train(int argc, char **argv);
 

@@ -11,9 +11,9 @@
 
 #define MAX_OPTS 48
 
-const cli_spec *const cli_specs[] = {&cli_train_spec,      &cli_check_spec,   &cli_dot_spec,
-                                     &cli_fmt_spec,        &cli_inspect_spec, &cli_plot_spec,
-                                     &cli_completion_spec, &cli_man_spec};
+const cli_spec *const cli_specs[] = {&cli_train_spec,  &cli_check_spec,      &cli_dot_spec,
+                                     &cli_fmt_spec,    &cli_inspect_spec,    &cli_plot_spec,
+                                     &cli_launch_spec, &cli_completion_spec, &cli_man_spec};
 const int cli_n_specs = sizeof cli_specs / sizeof *cli_specs;
 
 const char cli_exit_rule[] =

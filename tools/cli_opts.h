@@ -43,7 +43,7 @@ typedef struct cli_spec {
 
 /* The commands, training first, in the order --help lists them. */
 extern const cli_spec cli_train_spec, cli_check_spec, cli_dot_spec, cli_fmt_spec, cli_inspect_spec,
-    cli_plot_spec, cli_completion_spec, cli_man_spec;
+    cli_plot_spec, cli_launch_spec, cli_completion_spec, cli_man_spec;
 extern const cli_spec *const cli_specs[];
 extern const int cli_n_specs;
 

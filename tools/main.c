@@ -19,9 +19,13 @@ static int cmd_completion(int argc, char **argv);
 static int cmd_man(int argc, char **argv);
 
 static const cli_command commands[] = {
-    {&cli_check_spec, cmd_check}, {&cli_dot_spec, cmd_dot},
-    {&cli_fmt_spec, cmd_fmt},     {&cli_inspect_spec, cmd_inspect},
-    {&cli_plot_spec, cmd_plot},   {&cli_completion_spec, cmd_completion},
+    {&cli_check_spec, cmd_check},
+    {&cli_dot_spec, cmd_dot},
+    {&cli_fmt_spec, cmd_fmt},
+    {&cli_inspect_spec, cmd_inspect},
+    {&cli_plot_spec, cmd_plot},
+    {&cli_launch_spec, cmd_launch},
+    {&cli_completion_spec, cmd_completion},
     {&cli_man_spec, cmd_man},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
