@@ -99,6 +99,9 @@ typedef struct dev_var_lock {
     pthread_mutex_t mu;
     device_obj *dev;
     dev_event *ev; /* NULL on a synchronous device */
+    /* Steps that updated the variable so far, locked or not: what the
+     * staleness of an update is counted against (runtime/exec/stale.c). */
+    _Atomic uint64_t version;
 } dev_var_lock;
 
 /* The fault of an id outside [0, limit) at flat index i of a tensor of

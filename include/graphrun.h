@@ -409,6 +409,30 @@ typedef struct gr_profile_row {
  * while no gr_run is in progress for exact sums. */
 int gr_session_profile(gr_session *s, gr_profile_row *rows, int cap);
 
+/* Staleness of asynchronous updates (docs/api.md, "Staleness").  Each step
+ * that updates a variable counts, as it ends, how many other steps'
+ * updates of that variable landed between its start (when it read the
+ * variable) and its own write: 0 for one executor and for synchronous
+ * towers, more where Hogwild! executors race.  count[k] is the number of
+ * updates of staleness k; the last bucket holds k or more.  The counts
+ * only grow: read them twice and take gr_staleness_between for an
+ * interval. */
+#define GR_STALENESS_BUCKETS 256
+typedef struct gr_staleness {
+    uint64_t updates; /* updates counted: the sum of count[] */
+    uint64_t sum;     /* their staleness, summed */
+    uint64_t count[GR_STALENESS_BUCKETS];
+} gr_staleness;
+/* The counts so far, over every executor of the session (all zero for a
+ * NULL session).  Safe while other threads run steps. */
+void gr_session_staleness(gr_session *s, gr_staleness *out);
+/* The updates counted between two readings (before may be all zero: since
+ * the session began): their mean, 99th percentile and maximum staleness,
+ * each 0 when there were none (a percentile or maximum in the last bucket
+ * reads GR_STALENESS_BUCKETS - 1, "or more").  Any pointer may be NULL. */
+void gr_staleness_between(const gr_staleness *now, const gr_staleness *before, double *mean,
+                          uint64_t *p99, uint64_t *max);
+
 /* A checkpoint file on its own, without a program (`graphrun inspect`):
  * opening reads it whole and checks it as gr_session_restore checks the
  * container (header, dtypes, shapes, offsets, sizes).  Tensors and

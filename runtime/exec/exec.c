@@ -281,6 +281,7 @@ gr_code exec_new(const exec_env *env, const plan_graph *p, rt_exec **out, gr_sta
     }
     if (c == GR_OK) {
         sched_build(e);
+        stale_build(e);
         prepare_data(e);
         c = parts_link(e, st);
     }
@@ -310,6 +311,7 @@ void exec_free(rt_exec *e)
     if (!e) return;
     parts_stop(e);
     sched_free(e);
+    stale_free(e);
     for (int k = 0; e->parts && k < e->n_parts; k++) free_part(&e->parts[k]);
     for (int r = 0; e->views && r < e->p->n_roots; r++) free(e->views[r]);
     free(e->views);
@@ -402,7 +404,9 @@ gr_code exec_run(rt_exec *e, const gr_feed *feeds, int n_feeds, gr_fetch *fetche
     if (c != GR_OK) return c;
     uint64_t step = atomic_fetch_add(e->env->steps, 1);
     for (int i = 0; i < e->n_calls; i++) e->args[i].step = step; /* dropout's mask */
+    stale_begin(e);
     c = parts_run(e, st);
+    if (c == GR_OK) stale_end(e);
     if (c == GR_OK) c = copy_fetches(e, fetches, n_fetches, views, st);
     give_batches(e);
     return c;

@@ -76,6 +76,16 @@ typedef struct exec_data {
     data_batch batch; /* taken for a step, given back after it */
 } exec_data;
 
+/* Staleness of this executor's updates (stale.c): the variables its plan
+ * updates, their versions when the running step began, and the counts of
+ * what it found at the step's end, read by other threads
+ * (gr_session_staleness) while it runs. */
+typedef struct exec_stale {
+    int *var, n_var;
+    uint64_t *seen;
+    _Atomic uint64_t sum, count[GR_STALENESS_BUCKETS];
+} exec_stale;
+
 /* gr_session_options.profile: one per call, summed over this executor's runs. */
 typedef struct exec_prof {
     _Atomic uint64_t ns, calls;
@@ -109,6 +119,7 @@ struct rt_exec {
     int n_levels;
     void **views;    /* per fetch on an async device: the host copy a view shows */
     exec_prof *prof; /* per call (schedule order), when the session profiles; else NULL */
+    exec_stale stale;
 };
 
 /* exec.c: where plan offset off of partition k lives. */
@@ -121,6 +132,14 @@ static inline char *exec_addr(const rt_exec *e, int k, size_t off)
  * spread over each partition's pool (an async device's calls go in order). */
 void sched_build(rt_exec *e);
 void sched_free(rt_exec *e);
+
+/* stale.c: the variables the plan updates (once, by exec_new); around each
+ * step that ran them, their versions read as it begins and, as it ends,
+ * each one's staleness counted and its version advanced. */
+void stale_build(rt_exec *e);
+void stale_free(rt_exec *e);
+void stale_begin(rt_exec *e);
+void stale_end(rt_exec *e);
 
 /* One level's calls, in order or over the partition's pool, or enqueued on
  * its queue: GR_OK, or the error of a kernel that failed (at its node's

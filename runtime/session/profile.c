@@ -1,6 +1,7 @@
-/* profile.c - gr_session_profile: the executors' per-call times
- * (schedule.c's run_call, under gr_session_options.profile), summed per
- * graph node over every plan and executor of the session. */
+/* profile.c - what the executors measured, summed over every plan and
+ * executor of the session: gr_session_profile, the per-call times
+ * (schedule.c's run_call, under gr_session_options.profile) per graph node,
+ * and gr_session_staleness, the staleness of their updates (stale.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,4 +73,40 @@ int gr_session_profile(gr_session *s, gr_profile_row *rows, int cap)
     for (int i = 0; rows && i < n && i < cap; i++) fill_row(s, &t[i], &rows[i]);
     free(t);
     return n;
+}
+
+/* ---- staleness (runtime/exec/stale.c counts it) ---- */
+
+static void add_stale(const rt_exec *e, void *ctx)
+{
+    gr_staleness *o = ctx;
+    for (int k = 0; k < GR_STALENESS_BUCKETS; k++) {
+        uint64_t c = atomic_load_explicit(&e->stale.count[k], memory_order_relaxed);
+        o->count[k] += c;
+        o->updates += c;
+    }
+    o->sum += atomic_load_explicit(&e->stale.sum, memory_order_relaxed);
+}
+
+void gr_session_staleness(gr_session *s, gr_staleness *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s) rt_plans_each_exec(s, add_stale, out);
+}
+
+void gr_staleness_between(const gr_staleness *now, const gr_staleness *before, double *mean,
+                          uint64_t *p99, uint64_t *max)
+{
+    uint64_t n = now->updates - before->updates, hi = 0, at99 = 0, seen = 0;
+    /* the smallest k with at least 99% of the updates at k or below */
+    uint64_t need = n - n / 100;
+    for (int k = 0; k < GR_STALENESS_BUCKETS; k++) {
+        uint64_t c = now->count[k] - before->count[k];
+        if (c) hi = (uint64_t)k;
+        if (seen < need && seen + c >= need) at99 = (uint64_t)k;
+        seen += c;
+    }
+    if (mean) *mean = n ? (double)(now->sum - before->sum) / (double)n : 0.0;
+    if (p99) *p99 = at99;
+    if (max) *max = hi;
 }
