@@ -37,6 +37,8 @@
      [ATTR_RMS_M] = A_FLT("m", 0), [ATTR_EPS] = A_FLT("eps", 1e-8), WD, LOCK}
 #define A_MASK [ATTR_MASK] = {"mask", ATTR_CHOICE, OP_MASK_NONE, ops_mask_names}
 #define ATTRS_NORM {[ATTR_AXIS] = A_INT("axis", -1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5)}
+#define ATTRS_LRN {[ATTR_LRN_RADIUS] = A_INT("depth_radius", 5), [ATTR_LRN_BIAS] = A_FLT("bias", 1), \
+                   [ATTR_LRN_ALPHA] = A_FLT("alpha", 1), [ATTR_LRN_BETA] = A_FLT("beta", 0.5)}
 #define ATTRS_NORM_BN {[ATTR_AXIS] = A_INT("axis", 1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5)}
 
 /* E(op, arity, flags, shape, grad); the name comes from OPS_LIST (ops.h). */
@@ -120,6 +122,8 @@ const op_info ops_table[OP_COUNT] = {
         .scratch = ops_scratch_layernorm_grad_params},
     E(OP_RMSNORM, 2, PUB, ops_shape_layernorm, ops_grad_rmsnorm), .attrs = ATTRS_NORM},
     E(OP_RMSNORM_GRAD, 3, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM},
+    E(OP_LRN, 1, PUB, ops_shape_lrn, ops_grad_lrn), .attrs = ATTRS_LRN},
+    E(OP_LRN_GRAD, 2, 0, ops_shape_lrn, NULL), .attrs = ATTRS_LRN, .scratch = ops_scratch_lrn_grad},
     E(OP_BN_STATS, 1, 0, ops_shape_bn_stats, ops_grad_none), .attrs = {[ATTR_AXIS] = A_INT("axis", 1)}},
     E(OP_BATCHNORM, 4, 0, ops_shape_batchnorm, ops_grad_batchnorm), .attrs = ATTRS_NORM_BN},
     E(OP_BN_GRAD_PARAMS, 3, 0, ops_shape_bn_grad, NULL), .attrs = ATTRS_NORM_BN},
@@ -326,6 +330,13 @@ size_t ops_scratch_layernorm_grad_params(const ir_graph *g, int id)
     const ir_type *x = ops_in_type(g, id, 1);
     int64_t c = x->dim[x->rank - 1];
     return (size_t)(2 * c + 2 * (c ? ir_numel(x) / c : 0)) * 4;
+}
+
+/* lrn_grad: s^-beta and dy * x * s^(-beta-1) of OP_LRN_CHUNK positions of
+ * every channel (devices/cpu/cpu_norm.c). */
+size_t ops_scratch_lrn_grad(const ir_graph *g, int id)
+{
+    return (size_t)(2 * ops_in_type(g, id, 1)->dim[1] * OP_LRN_CHUNK) * 4;
 }
 
 /* A double per OP_CLIP_CHUNK elements of each gradient. */

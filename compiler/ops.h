@@ -99,6 +99,10 @@
     X(LAYERNORM_GRAD_PARAMS, "layernorm_grad_params") /* in: dy, x; out [2C]: dgain, dbias */      \
     X(RMSNORM, "rmsnorm")           /* in: x[...,C], gain[C]; attrs as layernorm */                \
     X(RMSNORM_GRAD, "rmsnorm_grad") /* in: dy, x, gain; out dx */                                  \
+    /* local response normalisation across the channels (axis 1) of [N, C, ...], TF's:          \
+       y = x / (bias + alpha * the sum of x^2 over channels c - r .. c + r)^beta */              \
+    X(LRN, "lrn")                  /* in: x; i0 depth_radius r, f1 bias, f2 alpha, f3 beta */      \
+    X(LRN_GRAD, "lrn_grad")        /* in: dy, x; out dx; attrs as lrn */                           \
     /* batch normalisation over every axis but the channel axis 1 of [N,C] or [N,C,H,W] */         \
     X(BN_STATS, "batchnorm_stats") /* in: x; attr0 axis; out [2,C]: mean, biased variance */       \
     X(BATCHNORM, "batchnorm_apply") /* in: x, gain[C], bias[C], stats[2,C]; attr0 axis, f1 eps */  \
@@ -223,6 +227,8 @@ typedef enum op_kind {
  *                            i ATTR_RANDOM_KEY           its node id, as random's
  *                            list                        the output's shape
  *   layernorm (+_grad, _grad_params) f ATTR_NORM_EPS     eps
+ *   lrn, lrn_grad            i ATTR_LRN_RADIUS           depth_radius: 2r + 1 channels
+ *                            f ATTR_LRN_BIAS, _ALPHA, _BETA  the rest of the formula
  *   batchnorm_stats batchnorm_apply (+_grad, _grad_params) i ATTR_AXIS  1, the channels
  *   batchnorm_apply batchnorm_grad f ATTR_NORM_EPS       eps
  *   batchnorm_grad           i ATTR_BN_BATCH             1: stats are batchnorm_stats of x
@@ -278,6 +284,10 @@ enum op_attr_slot {
     ATTR_RANDOM_A = 2,
     ATTR_RANDOM_B = 3,
     ATTR_NORM_EPS = 1,
+    ATTR_LRN_RADIUS = 0,
+    ATTR_LRN_BIAS = 1,
+    ATTR_LRN_ALPHA = 2,
+    ATTR_LRN_BETA = 3,
     ATTR_BN_BATCH = 2,
     ATTR_LOCKING = 5,
     ATTR_MOMENTUM_M = 1,
@@ -354,6 +364,9 @@ static inline long long ops_pool_pad_begin(long long pad, long long in, long lon
     long long total = (out - 1) * stride + size - in;
     return pad != OP_PAD_SAME ? pad : total > 0 ? total / 2 : 0;
 }
+/* lrn_grad on the CPU takes the positions of an image this many at a
+ * time, with two [C, OP_LRN_CHUNK] floats of scratch per task (ops.c). */
+#define OP_LRN_CHUNK 32
 /* random's attr i0. */
 enum { OP_RANDOM_UNIFORM, OP_RANDOM_NORMAL, OP_RANDOM_BERNOULLI };
 /* categorical's attr i0: a table of non-negative weights, or logits. */

@@ -522,6 +522,14 @@ int ops_grad_rmsnorm(ir_graph *g, int id, int dy, int *dx)
     return dx[0] < 0 || dx[1] < 0 ? -1 : 0;
 }
 
+/* lrn: dx from one fused kernel (lrn_grad) that makes each s again from x. */
+int ops_grad_lrn(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_attrs a = g->nodes[id].attr;
+    int in[2] = {dy, IN(0)};
+    return finish1(dx, ir_add_like(g, id, OP_LRN_GRAD, in, 2, &a));
+}
+
 /* ---- batch normalisation ---- */
 
 /* y = (x - mean) * rstd * gain + bias per channel, mean and var the rows of

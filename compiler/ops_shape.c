@@ -4,6 +4,7 @@
  * permutations, pool strides) so kernels see only resolved values. */
 #include "ops_impl.h"
 
+#include <math.h>
 #include <string.h>
 
 #define NODE(id)   (&g->nodes[id])
@@ -704,6 +705,31 @@ int ops_shape_layernorm_grad(ir_graph *g, int id)
         return need_row_param(g, id, 2, x, "gain") < 0 ? -1 : set_type(g, id, *x);
     int64_t two_c = 2 * x->dim[x->rank - 1];
     return set_type(g, id, make_type(DT_F32, 1, &two_c));
+}
+
+/* lrn (in: x) and lrn_grad (in: dy, x): [N, C, ...], channels on axis 1;
+ * bias > 0 and alpha >= 0 keep every s = bias + alpha * sum x^2 > 0. */
+int ops_shape_lrn(ir_graph *g, int id)
+{
+    int grad = NODE(id)->op == OP_LRN_GRAD;
+    const ir_type *x = ops_in_type(g, id, grad);
+    const ir_attrs *a = &NODE(id)->attr;
+    double bias = a->f[ATTR_LRN_BIAS], alpha = a->f[ATTR_LRN_ALPHA], beta = a->f[ATTR_LRN_BETA];
+    if (need_f32(g, id, x, "input") < 0) return -1;
+    if (x->rank < 2)
+        return ops_error(g, id, "%s: input must be [N, C, ...] (channels on axis 1), got %s",
+                         OPNAME(id), ops_ts(x).s);
+    if (grad && need_grad_like(g, id, ops_in_type(g, id, 0), x) < 0) return -1;
+    if (a->i[ATTR_LRN_RADIUS] < 0)
+        return ops_error(g, id, "%s: depth_radius must be >= 0, got %lld", OPNAME(id),
+                         (long long)a->i[ATTR_LRN_RADIUS]);
+    if (!(bias > 0) || !isfinite(bias))
+        return ops_error(g, id, "%s: bias must be > 0, got %g", OPNAME(id), bias);
+    if (!(alpha >= 0) || !isfinite(alpha))
+        return ops_error(g, id, "%s: alpha must be >= 0, got %g", OPNAME(id), alpha);
+    if (!isfinite(beta))
+        return ops_error(g, id, "%s: beta must be finite, got %g", OPNAME(id), beta);
+    return set_type(g, id, *x);
 }
 
 /* ---- batch normalisation: channels on axis 1 of [N,C] or [N,C,H,W] ---- */

@@ -49,6 +49,10 @@ static const struct {
                "units]); var b = zeros([units]); return x @ w + b }"},
     {"batch_normalization", "write batchnorm(x, gain, bias, axis=1)"},
     {"BatchNorm2d", "write batchnorm(x, gain, bias, axis=1)"},
+    {"local_response_normalization", "write lrn(x, depth_radius=, bias=, alpha=, beta=) (across "
+                                     "the channels, axis 1 of NCHW)"},
+    {"LocalResponseNorm", "write lrn(x, depth_radius=(size - 1) / 2, alpha=alpha / size, beta=, "
+                          "bias=k)"},
     {"view", "write reshape(x, [...])"},
     {"flatten", "write reshape(x, [rows(x), -1])"},
     {"permute", "write transpose(x, perm=[...])"},

@@ -308,6 +308,13 @@ static const dev_case cases[] = {
     {.op = OP_RMSNORM, {"f32[7,1500]", "f32[1500]"}, {-1}, {0, 1e-6}},
     {.op = OP_RMSNORM_GRAD, {"f32[a,b,c]", "f32[a,b,c]", "f32[c]"}, {-1}, {0, 1e-5}},
     {.op = OP_RMSNORM_GRAD, {"f32[7,1500]", "f32[7,1500]", "f32[1500]"}, {-1}, {0, 1e-5}},
+    /* lrn: i0 depth_radius, f1 bias, f2 alpha, f3 beta; channels on axis 1 */
+    {.op = OP_LRN, {"f32[a,b,c,d]"}, {2}, {0, 1.0, 0.5, 0.75}},
+    {.op = OP_LRN, {"f32[a,7,c]"}, {5}, {0, 2.0, 1e-4, 0.75}},
+    {.op = OP_LRN, {"f32[16,64,12,12]"}, {4}, {0, 1.0, 0.001 / 9, 0.75}},
+    {.op = OP_LRN_GRAD, {"f32[a,b,c,d]", "f32[a,b,c,d]"}, {2}, {0, 1.0, 0.5, 0.75}},
+    {.op = OP_LRN_GRAD, {"f32[a,7,c]", "f32[a,7,c]"}, {5}, {0, 2.0, 0.3, 0.5}},
+    {.op = OP_LRN_GRAD, {"f32[8,64,12,12]", "f32[8,64,12,12]"}, {4}, {0, 1.0, 0.001 / 9, 0.75}},
     /* batch normalisation: channels on axis 1, eps 1e-5; stats' variances > 0 */
     BN_ROWS("a,b", "b"),
     BN_ROWS("a,b,c,d", "b"),
@@ -795,6 +802,8 @@ static tolerance op_tolerance(op_kind op)
     case OP_LAYERNORM_GRAD_PARAMS:
     case OP_RMSNORM:
     case OP_RMSNORM_GRAD:
+    case OP_LRN:      /* powf within 2 ulp; sums in the CPU's order */
+    case OP_LRN_GRAD: /* dy s^-beta less a sum: it may cancel */
     case OP_BN_STATS:
     case OP_BATCHNORM:
     case OP_BN_GRAD_PARAMS:
@@ -1552,6 +1561,7 @@ static const grad_case grad_cases[] = {
     {.vars = "var x0 = zeros([3, 8])\n  var x1 = zeros([8])\n  var x2 = zeros([8])",
      "layernorm(x0, x1 + 1, x2)"},
     {.vars = "var x0 = zeros([3, 5])", "gelu(x0)"},
+    {.vars = "var x0 = zeros([2, 5, 2, 3])", "lrn(x0, depth_radius=1, alpha=0.5, beta=0.75)"},
 };
 
 #define GC_EPS   1e-2

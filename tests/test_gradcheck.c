@@ -84,6 +84,11 @@ static const gc_case cases[] = {
     {"pow", "var x0 = zeros([3, 4])\nvar x1 = zeros([4])", "pow(x0, x1)", {POSITIVE, NORMAL}},
     {"pow", "var x0 = zeros([3, 4])", "pow(x0, 3.0)", {NORMAL}},
     {"rmsnorm", "var x0 = zeros([2, 3, 5])\nvar x1 = zeros([5])", "rmsnorm(x0, x1)", {0}},
+    {"lrn",
+     "var x0 = zeros([2, 5, 2, 3])",
+     "lrn(x0, depth_radius=1, bias=1.5, alpha=0.5, beta=0.75)",
+     {0}},
+    {"lrn", "var x0 = zeros([2, 7, 3])", "lrn(x0, depth_radius=2, alpha=0.2)", {0}},
     {"where",
      "var x0 = zeros([3, 4])\nvar x1 = zeros([4])",
      "where(x0 > 0.0, x0 * 2.0, x1)",
@@ -649,6 +654,37 @@ static void test_losses_against_their_formulas(void **state)
     close_text(&run);
 }
 
+/* lrn against TF's formula in double, across the channels (axis 1):
+ * x / (bias + alpha * the sum of x^2 over channels c - r .. c + r)^beta,
+ * with its arguments and with TF's defaults (r 5, bias 1, alpha 1, beta
+ * 0.5: every channel of the 6 in the window). */
+static void test_lrn_against_its_formula(void **state)
+{
+    (void)state;
+    static const char text[] = "var x = normal([2, 6, 3, 2])\n"
+                               "l = lrn(x, depth_radius=1, bias=2.0, alpha=0.3, beta=0.75)\n"
+                               "d = lrn(x)\n";
+    inline_run run = open_text("lrn.graph", text);
+    float x[2][6][3][2], l[72], d[72];
+    assert_gr_ok(gr_variable_read(run.s, "x", x, sizeof x, run.st), run.st);
+    fetch_reduction(run.s, "l", l, 72, run.st);
+    fetch_reduction(run.s, "d", d, 72, run.st);
+    for (int n = 0; n < 2; n++)
+        for (int c = 0; c < 6; c++)
+            for (int p = 0; p < 6; p++) {
+                double s1 = 0, s5 = 0, v = x[n][c][p / 2][p % 2];
+                for (int j = 0; j < 6; j++) {
+                    double sq = (double)x[n][j][p / 2][p % 2] * x[n][j][p / 2][p % 2];
+                    s1 += abs(j - c) <= 1 ? sq : 0;
+                    s5 += sq;
+                }
+                double want1 = v / pow(2.0 + 0.3 * s1, 0.75), want5 = v / sqrt(1.0 + s5);
+                assert_float_equal(l[(n * 6 + c) * 6 + p], want1, 1e-5 * (1 + fabs(want1)));
+                assert_float_equal(d[(n * 6 + c) * 6 + p], want5, 1e-5 * (1 + fabs(want5)));
+            }
+    close_text(&run);
+}
+
 static void test_reductions_over_several_axes(void **state)
 {
     (void)state;
@@ -693,6 +729,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reductions_over_several_axes),
         cmocka_unit_test(test_losses_against_their_formulas),
+        cmocka_unit_test(test_lrn_against_its_formula),
         cmocka_unit_test(test_every_gradient_matches_finite_differences),
         cmocka_unit_test(test_every_differentiable_op_has_a_case),
         cmocka_unit_test_setup_teardown(test_batchnorm_training_gradients_on_n_c, bn_setup,

@@ -140,6 +140,9 @@ static const shape_case valid[] = {
     {OP_DROPOUT, {"f32[4,4]"}, {0, 1}, 0.5, .want = "f32[4,4]"},
     {OP_LAYERNORM, {"f32[4,8,16]", "f32[16]", "f32[16]"}, {-1}, .want = "f32[4,8,16]", .f1 = 1e-5},
     {OP_RMSNORM, {"f32[2,3,8]", "f32[8]"}, {-1}, .want = "f32[2,3,8]", .f1 = 1e-5},
+    {OP_LRN, {"f32[2,6,3,3]"}, {2}, .want = "f32[2,6,3,3]", .f1 = 1, .f2 = 1},
+    {OP_LRN, {"f32[4,3]"}, {5}, .want = "f32[4,3]", .f1 = 2, .f2 = 1e-4},
+    {OP_LRN_GRAD, {"f32[2,6,5]", "f32[2,6,5]"}, {1}, .want = "f32[2,6,5]", .f1 = 1},
     {OP_RMSNORM_GRAD, {"f32[4,8]", "f32[4,8]", "f32[8]"}, {-1}, .want = "f32[4,8]", .f1 = 1e-5},
     {OP_LAYERNORM_GRAD,
      {"f32[4,16]", "f32[4,16]", "f32[16]"},
@@ -542,6 +545,19 @@ static const shape_case errors[] = {
      .want = "maxpool2d: padding 2 must be \"same\", \"valid\" or in [0, 1] (at most half the "
              "window 2)"},
     {OP_DROPOUT, {"f32[3]"}, {0, 1}, 1.5, .want = "dropout: rate must be in [0, 1), got 1.5"},
+    {OP_LRN,
+     {"f32[6]"},
+     {2},
+     .f1 = 1,
+     .want = "lrn: input must be [N, C, ...] (channels on axis 1), got f32[6]"},
+    {OP_LRN, {"f32[2,6]"}, {-1}, .f1 = 1, .want = "lrn: depth_radius must be >= 0, got -1"},
+    {OP_LRN, {"f32[2,6]"}, {2}, .f1 = 0, .want = "lrn: bias must be > 0, got 0"},
+    {OP_LRN, {"f32[2,6]"}, {2}, .f1 = 1, .f2 = -1, .want = "lrn: alpha must be >= 0, got -1"},
+    {OP_LRN_GRAD,
+     {"f32[2,5]", "f32[2,6]"},
+     {2},
+     .f1 = 1,
+     .want = "lrn_grad: gradient f32[2,5] does not match f32[2,6]"},
     {OP_APPLY_SGD,
      {"f32[3]", "f32[3]", "f32[]", "f32[]"},
      .want = "apply_sgd: first input must be a variable, got input"},
@@ -754,7 +770,7 @@ static void test_lookup_finds_public_ops_only(void **state)
         "avgpool2d",   "dropout",       "equal",       "not_equal",    "less",          "greater",
         "less_equal",  "greater_equal", "layernorm",   "gelu",         "stop_gradient", "maximum",
         "minimum",     "pow",           "abs",         "sin",          "cos",           "softplus",
-        "log_sigmoid", "silu",          "elu",         "where",        "rmsnorm"};
+        "log_sigmoid", "silu",          "elu",         "where",        "rmsnorm",       "lrn"};
     int n_pub = 0;
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);

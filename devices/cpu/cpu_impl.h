@@ -269,6 +269,22 @@ void cpu_layernorm_grad(cpu_pool *p, const cpu_norm_args *n);
 /* out[0..c) = dgain, out[c..2c) = dbias: sums over the rows of dy. */
 void cpu_layernorm_grad_params(cpu_pool *p, const cpu_norm_args *n);
 
+/* ---- local response normalisation across axis 1 of [N, C, S...] (cpu_lrn.c) ---- */
+typedef struct cpu_lrn_args {
+    float *out;
+    const float *x, *dy; /* dy: lrn_grad's */
+    int64_t n, c, s;     /* images, channels, positions of a channel */
+    int64_t r;           /* depth_radius: channels k - r .. k + r */
+    float bias, alpha, beta;
+    void *scratch; /* lrn_grad: max_tasks slices of task_bytes (ops_scratch_lrn_grad) */
+    size_t task_bytes;
+    int max_tasks;
+} cpu_lrn_args;
+/* out = x * (bias + alpha * the sum of the window's x^2)^-beta */
+void cpu_lrn(cpu_pool *p, const cpu_lrn_args *l);
+/* out = dx, from dy and x */
+void cpu_lrn_grad(cpu_pool *p, const cpu_lrn_args *l);
+
 /* ---- batch normalisation per channel of x [n, c, s] (cpu_norm.c) ---- */
 typedef struct cpu_bn_args {
     float *out;

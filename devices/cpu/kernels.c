@@ -233,6 +233,29 @@ static int k_rmsnorm(const kern_args *a)
     return 0;
 }
 
+/* lrn (in: x) and lrn_grad (in: dy, x) of [N, C, ...] */
+static int k_lrn(const kern_args *a)
+{
+    int grad = a->node->op == OP_LRN_GRAD;
+    const ir_type *xt = a->in_t[grad];
+    int64_t n = xt->dim[0], c = xt->dim[1];
+    cpu_lrn_args l = {.out = OUTF,
+                      .x = INF(grad),
+                      .dy = grad ? INF(0) : NULL,
+                      .n = n,
+                      .c = c,
+                      .s = n * c != 0 ? cpu_numel(xt) / (n * c) : 0,
+                      .r = ATTR_I(ATTR_LRN_RADIUS),
+                      .bias = ATTR_F(ATTR_LRN_BIAS),
+                      .alpha = ATTR_F(ATTR_LRN_ALPHA),
+                      .beta = ATTR_F(ATTR_LRN_BETA),
+                      .scratch = a->scratch,
+                      .task_bytes = a->scratch_task_bytes,
+                      .max_tasks = a->max_tasks};
+    (grad ? cpu_lrn_grad : cpu_lrn)(a->pool, &l);
+    return 0;
+}
+
 /* in: dy, x */
 static int k_layernorm_grad_params(const kern_args *a)
 {
@@ -799,6 +822,8 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_LAYERNORM_GRAD_PARAMS] = k_layernorm_grad_params,
     [OP_RMSNORM] = k_rmsnorm,
     [OP_RMSNORM_GRAD] = k_rmsnorm,
+    [OP_LRN] = k_lrn,
+    [OP_LRN_GRAD] = k_lrn,
     [OP_BN_STATS] = k_bn_stats,
     [OP_BATCHNORM] = k_batchnorm,
     [OP_BN_GRAD_PARAMS] = k_bn_grad_params,

@@ -7,7 +7,8 @@
 // biased variance; the gradients recompute each row's mean and rstd from
 // x, as the CPU does.  Rows are split over groups of threads
 // (cu_rows.cuh); dgain and dbias, sums over rows, are summed per column in
-// a fixed order, so every result is deterministic.
+// a fixed order, so every result is deterministic.  LRN and its gradient
+// (across the channels, devices/cpu/cpu_lrn.c's) take a thread per element.
 #include "cu_rows.cuh"
 
 #define IN_F(k) ((const float *)a->in[k])
@@ -285,12 +286,87 @@ static int k_bn_grad(const kern_args *a)
     return bn_affine(a, bn_dims_of(a->in_t[1]), IN_F(1), IN_F(0), IN_F(2), NULL, IN_F(3), IN_F(4));
 }
 
+// ---- LRN across the channels (axis 1) of [N, C, S], as cpu_lrn.c: a
+// thread per element, every sum over the channels j upwards ----
+
+struct lrn_shape {
+    int64_t n, c, s, r;
+    float bias, alpha, beta;
+};
+
+// bias + alpha * the sum of x_j^2 over the channels j in [k - r, k + r]
+// inside [0, c), xp at one position of channel 0 (channels s apart).
+__device__ static inline float lrn_scale(const float *xp, int64_t k, const lrn_shape &l)
+{
+    int64_t j0 = k - l.r > 0 ? k - l.r : 0, j1 = k + l.r < l.c - 1 ? k + l.r : l.c - 1;
+    float acc = 0.0f;
+    for (int64_t j = j0; j <= j1; j++) acc = __fadd_rn(acc, __fmul_rn(xp[j * l.s], xp[j * l.s]));
+    return __fadd_rn(l.bias, __fmul_rn(l.alpha, acc));
+}
+
+// y_k = x_k s_k^-beta; GRAD: dx_k = dy_k s_k^-beta - 2 alpha beta x_k
+// sum_j dy_j x_j s_j^-beta / s_j, each s_j made again (2r + 1 channels).
+template <int GRAD>
+__global__ static void lrn_kernel(float *out, const float *dy, const float *x,
+                                  const __grid_constant__ lrn_shape l)
+{
+    int64_t total = l.n * l.c * l.s;
+    CUDA_FOR(i, total)
+    {
+        int64_t p = i % l.s, k = i / l.s % l.c, base = i / (l.s * l.c) * l.c * l.s + p;
+        const float *xp = x + base;
+        float sk = lrn_scale(xp, k, l), ek = powf(sk, -l.beta);
+        if (!GRAD) {
+            out[i] = __fmul_rn(xp[k * l.s], ek);
+        } else {
+            const float *gp = dy + base;
+            int64_t j0 = k - l.r > 0 ? k - l.r : 0, j1 = k + l.r < l.c - 1 ? k + l.r : l.c - 1;
+            float acc = 0.0f, k2 = __fmul_rn(__fmul_rn(2.0f, l.alpha), l.beta);
+            for (int64_t j = j0; j <= j1; j++) {
+                float sj = lrn_scale(xp, j, l), ej = powf(sj, -l.beta);
+                acc = __fadd_rn(acc,
+                                __fdiv_rn(__fmul_rn(__fmul_rn(gp[j * l.s], xp[j * l.s]), ej), sj));
+            }
+            out[i] =
+                __fsub_rn(__fmul_rn(gp[k * l.s], ek), __fmul_rn(__fmul_rn(k2, xp[k * l.s]), acc));
+        }
+    }
+}
+
+// lrn (in: x) and lrn_grad (in: dy, x) of [N, C, ...]
+static int k_lrn(const kern_args *a)
+{
+    int grad = a->node->op == OP_LRN_GRAD;
+    const ir_type *xt = a->in_t[grad];
+    const ir_attrs *at = &a->node->attr;
+    int64_t n = xt->dim[0], c = xt->dim[1], total = ir_numel(xt);
+    if (total <= 0) return 0;
+    lrn_shape l = {n,
+                   c,
+                   total / (n * c),
+                   at->i[ATTR_LRN_RADIUS],
+                   (float)at->f[ATTR_LRN_BIAS],
+                   (float)at->f[ATTR_LRN_ALPHA],
+                   (float)at->f[ATTR_LRN_BETA]};
+    if (grad) {
+        CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a), lrn_kernel<1>)
+        (OUT_F, IN_F(0), IN_F(1), l);
+    } else {
+        CUDA_LAUNCH(cuda_blocks(total), CUDA_BLOCK, 0, cuda_stream(a), lrn_kernel<0>)
+        (OUT_F, (const float *)NULL, IN_F(0), l);
+    }
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
 extern "C" const cuda_row cuda_rows_norm[] = {
     {OP_LAYERNORM, k_layernorm},
     {OP_LAYERNORM_GRAD, k_layernorm_grad},
     {OP_LAYERNORM_GRAD_PARAMS, k_layernorm_grad_params},
     {OP_RMSNORM, k_rmsnorm},
     {OP_RMSNORM_GRAD, k_rmsnorm},
+    {OP_LRN, k_lrn},
+    {OP_LRN_GRAD, k_lrn},
     {OP_BN_STATS, k_bn_stats},
     {OP_BATCHNORM, k_batchnorm},
     {OP_BN_GRAD_PARAMS, k_bn_grad_params},
