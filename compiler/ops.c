@@ -39,6 +39,7 @@
 #define ATTRS_NORM {[ATTR_AXIS] = A_INT("axis", -1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5)}
 #define ATTRS_LRN {[ATTR_LRN_RADIUS] = A_INT("depth_radius", 5), [ATTR_LRN_BIAS] = A_FLT("bias", 1), \
                    [ATTR_LRN_ALPHA] = A_FLT("alpha", 1), [ATTR_LRN_BETA] = A_FLT("beta", 0.5)}
+#define ATTRS_ROPE {[ATTR_ROPE_BASE] = A_FLT("base", 10000)}
 #define ATTRS_NORM_BN {[ATTR_AXIS] = A_INT("axis", 1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5)}
 
 /* E(op, arity, flags, shape, grad); the name comes from OPS_LIST (ops.h). */
@@ -124,6 +125,8 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_RMSNORM_GRAD, 3, 0, ops_shape_layernorm_grad, NULL), .attrs = ATTRS_NORM},
     E(OP_LRN, 1, PUB, ops_shape_lrn, ops_grad_lrn), .attrs = ATTRS_LRN},
     E(OP_LRN_GRAD, 2, 0, ops_shape_lrn, NULL), .attrs = ATTRS_LRN, .scratch = ops_scratch_lrn_grad},
+    E(OP_ROPE, 1, PUB, ops_shape_rope, ops_grad_rope), .attrs = ATTRS_ROPE},
+    E(OP_ROPE_GRAD, 1, 0, ops_shape_rope, NULL), .attrs = ATTRS_ROPE},
     E(OP_BN_STATS, 1, 0, ops_shape_bn_stats, ops_grad_none), .attrs = {[ATTR_AXIS] = A_INT("axis", 1)}},
     E(OP_BATCHNORM, 4, 0, ops_shape_batchnorm, ops_grad_batchnorm), .attrs = ATTRS_NORM_BN},
     E(OP_BN_GRAD_PARAMS, 3, 0, ops_shape_bn_grad, NULL), .attrs = ATTRS_NORM_BN},

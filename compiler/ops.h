@@ -103,6 +103,10 @@
        y = x / (bias + alpha * the sum of x^2 over channels c - r .. c + r)^beta */              \
     X(LRN, "lrn")                  /* in: x; i0 depth_radius r, f1 bias, f2 alpha, f3 beta */      \
     X(LRN_GRAD, "lrn_grad")        /* in: dy, x; out dx; attrs as lrn */                           \
+    /* rotary position embeddings of [..., T, D] (D even), pairs (i, i + D/2), HF's Llama:       \
+       angle t * base^(-2i/D) at position t of axis -2 */                                        \
+    X(ROPE, "rope")                /* in: x; f0 base */                                            \
+    X(ROPE_GRAD, "rope_grad")      /* in: dy; the inverse rotation; attrs as rope */               \
     /* batch normalisation over every axis but the channel axis 1 of [N,C] or [N,C,H,W] */         \
     X(BN_STATS, "batchnorm_stats") /* in: x; attr0 axis; out [2,C]: mean, biased variance */       \
     X(BATCHNORM, "batchnorm_apply") /* in: x, gain[C], bias[C], stats[2,C]; attr0 axis, f1 eps */  \
@@ -229,6 +233,7 @@ typedef enum op_kind {
  *   layernorm (+_grad, _grad_params) f ATTR_NORM_EPS     eps
  *   lrn, lrn_grad            i ATTR_LRN_RADIUS           depth_radius: 2r + 1 channels
  *                            f ATTR_LRN_BIAS, _ALPHA, _BETA  the rest of the formula
+ *   rope, rope_grad          f ATTR_ROPE_BASE            the base of the frequencies
  *   batchnorm_stats batchnorm_apply (+_grad, _grad_params) i ATTR_AXIS  1, the channels
  *   batchnorm_apply batchnorm_grad f ATTR_NORM_EPS       eps
  *   batchnorm_grad           i ATTR_BN_BATCH             1: stats are batchnorm_stats of x
@@ -288,6 +293,7 @@ enum op_attr_slot {
     ATTR_LRN_BIAS = 1,
     ATTR_LRN_ALPHA = 2,
     ATTR_LRN_BETA = 3,
+    ATTR_ROPE_BASE = 0,
     ATTR_BN_BATCH = 2,
     ATTR_LOCKING = 5,
     ATTR_MOMENTUM_M = 1,

@@ -530,6 +530,14 @@ int ops_grad_lrn(ir_graph *g, int id, int dy, int *dx)
     return finish1(dx, ir_add_like(g, id, OP_LRN_GRAD, in, 2, &a));
 }
 
+/* rope turns each pair by an angle of its position: its gradient turns dy
+ * back (rope_grad, the transposed rotation). */
+int ops_grad_rope(ir_graph *g, int id, int dy, int *dx)
+{
+    ir_attrs a = g->nodes[id].attr;
+    return finish1(dx, add1(g, id, OP_ROPE_GRAD, dy, &a));
+}
+
 /* ---- batch normalisation ---- */
 
 /* y = (x - mean) * rstd * gain + bias per channel, mean and var the rows of

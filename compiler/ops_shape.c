@@ -732,6 +732,22 @@ int ops_shape_lrn(ir_graph *g, int id)
     return set_type(g, id, *x);
 }
 
+/* rope and rope_grad (in: x): [..., T, D] with D even. */
+int ops_shape_rope(ir_graph *g, int id)
+{
+    const ir_type *x = ops_in_type(g, id, 0);
+    double base = NODE(id)->attr.f[ATTR_ROPE_BASE];
+    if (need_f32(g, id, x, "input") < 0) return -1;
+    if (x->rank < 2 || x->dim[x->rank - 1] % 2)
+        return ops_error(g, id,
+                         "%s: input must be [..., T, D] with D even (it turns the pairs (i, i + "
+                         "D/2)), got %s",
+                         OPNAME(id), ops_ts(x).s);
+    if (!(base > 0) || !isfinite(base))
+        return ops_error(g, id, "%s: base must be > 0, got %g", OPNAME(id), base);
+    return set_type(g, id, *x);
+}
+
 /* ---- batch normalisation: channels on axis 1 of [N,C] or [N,C,H,W] ---- */
 
 /* x: f32 [N,C] or [N,C,H,W], axis 1 (-1 of [N,C], -3 of [N,C,H,W]); eps > 0

@@ -51,6 +51,8 @@ static const struct {
     {"BatchNorm2d", "write batchnorm(x, gain, bias, axis=1)"},
     {"local_response_normalization", "write lrn(x, depth_radius=, bias=, alpha=, beta=) (across "
                                      "the channels, axis 1 of NCHW)"},
+    {"apply_rotary_pos_emb", "write rope(q, base=) (and rope(k, base=)) on [B, H, T, D]"},
+    {"rotary_embedding", "write rope(x, base=) on [B, H, T, D]"},
     {"LocalResponseNorm", "write lrn(x, depth_radius=(size - 1) / 2, alpha=alpha / size, beta=, "
                           "bias=k)"},
     {"view", "write reshape(x, [...])"},

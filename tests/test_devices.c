@@ -315,6 +315,12 @@ static const dev_case cases[] = {
     {.op = OP_LRN_GRAD, {"f32[a,b,c,d]", "f32[a,b,c,d]"}, {2}, {0, 1.0, 0.5, 0.75}},
     {.op = OP_LRN_GRAD, {"f32[a,7,c]", "f32[a,7,c]"}, {5}, {0, 2.0, 0.3, 0.5}},
     {.op = OP_LRN_GRAD, {"f32[8,64,12,12]", "f32[8,64,12,12]"}, {4}, {0, 1.0, 0.001 / 9, 0.75}},
+    /* rope: f0 base; positions on axis -2 (up to 299 radians here) */
+    {.op = OP_ROPE, {"f32[a,b,c,8]"}, .f = {10000}},
+    {.op = OP_ROPE, {"f32[a,6]"}, .f = {10}},
+    {.op = OP_ROPE, {"f32[2,4,300,64]"}, .f = {10000}},
+    {.op = OP_ROPE_GRAD, {"f32[a,b,c,8]"}, .f = {10000}},
+    {.op = OP_ROPE_GRAD, {"f32[2,4,300,64]"}, .f = {500000}},
     /* batch normalisation: channels on axis 1, eps 1e-5; stats' variances > 0 */
     BN_ROWS("a,b", "b"),
     BN_ROWS("a,b,c,d", "b"),
@@ -742,6 +748,8 @@ static tolerance op_tolerance(op_kind op)
     case OP_LOG_SIGMOID:
     case OP_SILU:
     case OP_ELU:
+    case OP_ROPE: /* the same cos and sin (made in double), 2 products and a sum */
+    case OP_ROPE_GRAD:
     case OP_SOFTPLUS_GRAD:
     case OP_LOG_SIGMOID_GRAD:
     case OP_SILU_GRAD:
@@ -1562,6 +1570,7 @@ static const grad_case grad_cases[] = {
      "layernorm(x0, x1 + 1, x2)"},
     {.vars = "var x0 = zeros([3, 5])", "gelu(x0)"},
     {.vars = "var x0 = zeros([2, 5, 2, 3])", "lrn(x0, depth_radius=1, alpha=0.5, beta=0.75)"},
+    {.vars = "var x0 = zeros([2, 2, 3, 4])", "rope(x0, base=10.0) + x0"},
 };
 
 #define GC_EPS   1e-2

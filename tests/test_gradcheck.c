@@ -89,6 +89,9 @@ static const gc_case cases[] = {
      "lrn(x0, depth_radius=1, bias=1.5, alpha=0.5, beta=0.75)",
      {0}},
     {"lrn", "var x0 = zeros([2, 7, 3])", "lrn(x0, depth_radius=2, alpha=0.2)", {0}},
+    /* a rotation keeps sum(y^2): + x0 makes the loss see the turn */
+    {"rope", "var x0 = zeros([2, 2, 3, 4])", "rope(x0, base=10.0) + x0", {0}},
+    {"rope", "var x0 = zeros([5, 6])\nvar x1 = zeros([5, 6])", "rope(x0) * x1", {0}},
     {"where",
      "var x0 = zeros([3, 4])\nvar x1 = zeros([4])",
      "where(x0 > 0.0, x0 * 2.0, x1)",
@@ -685,6 +688,37 @@ static void test_lrn_against_its_formula(void **state)
     close_text(&run);
 }
 
+/* rope against HF's Llama in double: q * cos + rotate_half(q) * sin, with
+ * rotate_half(q) = [-q[D/2:], q[:D/2]] and the angles t * inv_freq
+ * repeated over both halves, inv_freq = base^(-arange(0, D, 2) / D), t the
+ * position on axis -2; with base= and with its default 10000. */
+static void test_rope_against_its_formula(void **state)
+{
+    (void)state;
+    static const char text[] = "var q = normal([2, 3, 5, 6])\n"
+                               "r = rope(q, base=100.0)\n"
+                               "d = rope(q)\n";
+    inline_run run = open_text("rope.graph", text);
+    float q[2][3][5][6], r[180], d[180];
+    assert_gr_ok(gr_variable_read(run.s, "q", q, sizeof q, run.st), run.st);
+    fetch_reduction(run.s, "r", r, 180, run.st);
+    fetch_reduction(run.s, "d", d, 180, run.st);
+    for (int b = 0; b < 2; b++)
+        for (int h = 0; h < 3; h++)
+            for (int t = 0; t < 5; t++)
+                for (int i = 0; i < 6; i++) {
+                    const float *x = q[b][h][t];
+                    double rot = i < 3 ? -(double)x[i + 3] : x[i - 3];
+                    double a1 = t * pow(100.0, -(2.0 * (i % 3)) / 6);
+                    double a2 = t * pow(10000.0, -(2.0 * (i % 3)) / 6);
+                    double w1 = x[i] * cos(a1) + rot * sin(a1), w2 = x[i] * cos(a2) + rot * sin(a2);
+                    int k = ((b * 3 + h) * 5 + t) * 6 + i;
+                    assert_float_equal(r[k], w1, 1e-5 * (1 + fabs(w1)));
+                    assert_float_equal(d[k], w2, 1e-5 * (1 + fabs(w2)));
+                }
+    close_text(&run);
+}
+
 static void test_reductions_over_several_axes(void **state)
 {
     (void)state;
@@ -730,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_reductions_over_several_axes),
         cmocka_unit_test(test_losses_against_their_formulas),
         cmocka_unit_test(test_lrn_against_its_formula),
+        cmocka_unit_test(test_rope_against_its_formula),
         cmocka_unit_test(test_every_gradient_matches_finite_differences),
         cmocka_unit_test(test_every_differentiable_op_has_a_case),
         cmocka_unit_test_setup_teardown(test_batchnorm_training_gradients_on_n_c, bn_setup,

@@ -143,6 +143,9 @@ static const shape_case valid[] = {
     {OP_LRN, {"f32[2,6,3,3]"}, {2}, .want = "f32[2,6,3,3]", .f1 = 1, .f2 = 1},
     {OP_LRN, {"f32[4,3]"}, {5}, .want = "f32[4,3]", .f1 = 2, .f2 = 1e-4},
     {OP_LRN_GRAD, {"f32[2,6,5]", "f32[2,6,5]"}, {1}, .want = "f32[2,6,5]", .f1 = 1},
+    {OP_ROPE, {"f32[2,4,8,16]"}, .f0 = 10000, .want = "f32[2,4,8,16]"},
+    {OP_ROPE, {"f32[8,2]"}, .f0 = 10, .want = "f32[8,2]"},
+    {OP_ROPE_GRAD, {"f32[2,4,8,16]"}, .f0 = 10000, .want = "f32[2,4,8,16]"},
     {OP_RMSNORM_GRAD, {"f32[4,8]", "f32[4,8]", "f32[8]"}, {-1}, .want = "f32[4,8]", .f1 = 1e-5},
     {OP_LAYERNORM_GRAD,
      {"f32[4,16]", "f32[4,16]", "f32[16]"},
@@ -551,6 +554,17 @@ static const shape_case errors[] = {
      .f1 = 1,
      .want = "lrn: input must be [N, C, ...] (channels on axis 1), got f32[6]"},
     {OP_LRN, {"f32[2,6]"}, {-1}, .f1 = 1, .want = "lrn: depth_radius must be >= 0, got -1"},
+    {OP_ROPE,
+     {"f32[2,3,5]"},
+     .f0 = 10000,
+     .want = "rope: input must be [..., T, D] with D even (it turns the pairs (i, i + D/2)), "
+             "got f32[2,3,5]"},
+    {OP_ROPE,
+     {"f32[6]"},
+     .f0 = 10000,
+     .want = "rope: input must be [..., T, D] with D even (it turns the pairs (i, i + D/2)), "
+             "got f32[6]"},
+    {OP_ROPE, {"f32[4,6]"}, .f0 = 0, .want = "rope: base must be > 0, got 0"},
     {OP_LRN, {"f32[2,6]"}, {2}, .f1 = 0, .want = "lrn: bias must be > 0, got 0"},
     {OP_LRN, {"f32[2,6]"}, {2}, .f1 = 1, .f2 = -1, .want = "lrn: alpha must be >= 0, got -1"},
     {OP_LRN_GRAD,
@@ -770,7 +784,8 @@ static void test_lookup_finds_public_ops_only(void **state)
         "avgpool2d",   "dropout",       "equal",       "not_equal",    "less",          "greater",
         "less_equal",  "greater_equal", "layernorm",   "gelu",         "stop_gradient", "maximum",
         "minimum",     "pow",           "abs",         "sin",          "cos",           "softplus",
-        "log_sigmoid", "silu",          "elu",         "where",        "rmsnorm",       "lrn"};
+        "log_sigmoid", "silu",          "elu",         "where",        "rmsnorm",       "lrn",
+        "rope"};
     int n_pub = 0;
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);

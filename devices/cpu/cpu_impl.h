@@ -285,6 +285,16 @@ void cpu_lrn(cpu_pool *p, const cpu_lrn_args *l);
 /* out = dx, from dy and x */
 void cpu_lrn_grad(cpu_pool *p, const cpu_lrn_args *l);
 
+/* ---- rotary position embeddings of [rows, t, d] (cpu_rope.c) ---- */
+typedef struct cpu_rope_args {
+    float *out;
+    const float *x;
+    int64_t rows, t, d; /* d even: the pairs (i, i + d/2) */
+    double base;
+    int inverse; /* rope_grad: the rotation back */
+} cpu_rope_args;
+void cpu_rope(cpu_pool *p, const cpu_rope_args *r);
+
 /* ---- batch normalisation per channel of x [n, c, s] (cpu_norm.c) ---- */
 typedef struct cpu_bn_args {
     float *out;

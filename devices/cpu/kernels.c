@@ -256,6 +256,22 @@ static int k_lrn(const kern_args *a)
     return 0;
 }
 
+/* rope and rope_grad (in: x) of [..., T, D] */
+static int k_rope(const kern_args *a)
+{
+    const ir_type *xt = a->in_t[0];
+    int64_t d = xt->dim[xt->rank - 1], t = xt->dim[xt->rank - 2];
+    cpu_rope_args r = {.out = OUTF,
+                       .x = INF(0),
+                       .rows = t * d != 0 ? cpu_numel(xt) / (t * d) : 0,
+                       .t = t,
+                       .d = d,
+                       .base = a->node->attr.f[ATTR_ROPE_BASE],
+                       .inverse = a->node->op == OP_ROPE_GRAD};
+    cpu_rope(a->pool, &r);
+    return 0;
+}
+
 /* in: dy, x */
 static int k_layernorm_grad_params(const kern_args *a)
 {
@@ -824,6 +840,8 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_RMSNORM_GRAD] = k_rmsnorm,
     [OP_LRN] = k_lrn,
     [OP_LRN_GRAD] = k_lrn,
+    [OP_ROPE] = k_rope,
+    [OP_ROPE_GRAD] = k_rope,
     [OP_BN_STATS] = k_bn_stats,
     [OP_BATCHNORM] = k_batchnorm,
     [OP_BN_GRAD_PARAMS] = k_bn_grad_params,

@@ -8,7 +8,8 @@
 // x, as the CPU does.  Rows are split over groups of threads
 // (cu_rows.cuh); dgain and dbias, sums over rows, are summed per column in
 // a fixed order, so every result is deterministic.  LRN and its gradient
-// (across the channels, devices/cpu/cpu_lrn.c's) take a thread per element.
+// (across the channels, devices/cpu/cpu_lrn.c's) take a thread per element,
+// and so do ROPE and its gradient (devices/cpu/cpu_rope.c's rotation).
 #include "cu_rows.cuh"
 
 #define IN_F(k) ((const float *)a->in[k])
@@ -359,6 +360,39 @@ static int k_lrn(const kern_args *a)
     return 0;
 }
 
+// ---- ROPE: rotary position embeddings of [R, T, D], as cpu_rope.c ----
+
+// A thread per (row, position, pair (i, i + D/2)); the angle in double, as
+// the CPU makes it: t * base^(-2i/D).  inverse: rope_grad, sin negated.
+__global__ static void rope_kernel(float *out, const float *x, int64_t rows, int64_t t, int64_t d,
+                                   double base, int inverse)
+{
+    int64_t h = d / 2, total = rows * t * h;
+    CUDA_FOR(k, total)
+    {
+        int64_t i = k % h, rt = k / h, pos = rt % t;
+        double ang = (double)pos * pow(base, -2.0 * (double)i / (double)d);
+        float c = (float)cos(ang), s = inverse ? -(float)sin(ang) : (float)sin(ang);
+        const float *xr = x + rt * d;
+        float *yr = out + rt * d, x0 = xr[i], x1 = xr[i + h];
+        yr[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+        yr[i + h] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+    }
+}
+
+// rope (in: x) and rope_grad (in: dy) of [..., T, D]
+static int k_rope(const kern_args *a)
+{
+    const ir_type *xt = a->in_t[0];
+    int64_t d = xt->dim[xt->rank - 1], t = xt->dim[xt->rank - 2], total = ir_numel(xt);
+    if (total <= 0 || d < 2) return 0;
+    CUDA_LAUNCH(cuda_blocks(total / 2), CUDA_BLOCK, 0, cuda_stream(a), rope_kernel)
+    (OUT_F, IN_F(0), total / (t * d), t, d, a->node->attr.f[ATTR_ROPE_BASE],
+     a->node->op == OP_ROPE_GRAD);
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
 extern "C" const cuda_row cuda_rows_norm[] = {
     {OP_LAYERNORM, k_layernorm},
     {OP_LAYERNORM_GRAD, k_layernorm_grad},
@@ -367,6 +401,8 @@ extern "C" const cuda_row cuda_rows_norm[] = {
     {OP_RMSNORM_GRAD, k_rmsnorm},
     {OP_LRN, k_lrn},
     {OP_LRN_GRAD, k_lrn},
+    {OP_ROPE, k_rope},
+    {OP_ROPE_GRAD, k_rope},
     {OP_BN_STATS, k_bn_stats},
     {OP_BATCHNORM, k_batchnorm},
     {OP_BN_GRAD_PARAMS, k_bn_grad_params},
