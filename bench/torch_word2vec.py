@@ -16,7 +16,7 @@ contexts; 5 negatives per (center, context) pair drawn from rank^-0.75
 word's rank by Zipf's law; <unk> never); an input table uniform in
 +-0.5 / 64 and an output table of zeros, both [V, 64]; the loss per center
 the sum over its contexts of -log sigmoid(pos) - sum -log sigmoid(-neg),
-averaged over the batch; plain SGD, lr 1, on sparse gradients
+averaged over the batch; plain SGD, lr 2.5, on sparse gradients
 (F.embedding(sparse=True): only the rows looked up change, as graphrun's
 sparse row update).  THREADS is torch's intra-op threads (the graphrun
 side runs Hogwild! executors instead).  The windows and negatives come
@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 CORPUS = "/usr/share/games/fortunes"
-VOCAB, BATCH, WIN, DIM, K, LR = 10000, 256, 2, 64, 5, 1.0
+VOCAB, BATCH, WIN, DIM, K, LR = 10000, 256, 2, 64, 5, 2.5
 
 
 def corpus_files(d):
