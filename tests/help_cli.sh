@@ -38,6 +38,8 @@ refused 2 "graphrun fmt: unknown option '--chec'; did you mean '--check'?" fmt -
 refused 2 "graphrun plot: unknown option '--smoo'; did you mean '--smooth'?" plot --smoo 0.5 x.jsonl
 refused 2 "graphrun inspect: unknown option '--js'; did you mean '--json'?" inspect --js x.safetensors
 refused 2 "graphrun: --steps needs a value" "$M" --steps
+refused 2 "graphrun: --quiet takes no value (graphrun FILE --help" "$M" --steps 1 --quiet=1
+refused 2 "graphrun fmt: unknown option '-x'" fmt -x "$M"
 refused 2 "graphrun: --steps N is required (graphrun FILE --help" "$M"
 refused 2 "graphrun: --set needs NAME=VALUE, got lr" "$M" --steps 1 --set lr
 refused 2 "graphrun: unknown option '--verison'" --verison

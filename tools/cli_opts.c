@@ -122,8 +122,12 @@ int cli_getopt(int argc, char **argv, const cli_spec *spec)
         return CLI_OPT_BAD;
     }
     if (c == '?') {
+        const char *arg = argv[optind - 1];
+        if (strncmp(arg, "--", 2) == 0 && strchr(arg, '=') && optopt) /* --quiet=1 */
+            return cli_usage_error(spec, "%.*s takes no value", (int)strcspn(arg, "="), arg),
+                   CLI_OPT_BAD;
         char word[3] = {'-', (char)optopt, 0};
-        return bad_option(spec, optopt ? word : argv[optind - 1], "unknown option");
+        return bad_option(spec, optopt > 0 && optopt < 128 ? word : arg, "unknown option");
     }
     if (li >= 0) {
         /* The option's own word: before its value when the value was the next word. */
