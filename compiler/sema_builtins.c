@@ -48,6 +48,7 @@ enum {
     B_LEAKY_RELU,
     B_SIGMOID_XENT,
     B_NLL,
+    B_GROUPNORM,
     B_COUNT
 };
 
@@ -61,6 +62,7 @@ static const char *const builtin_names[B_COUNT] = {
     "linear",    "warmup",      "step_decay",   "exponential",
     "bernoulli", "categorical", "sample",       "global_avgpool",
     "clip",      "leaky_relu",  "sigmoid_xent", "nll",
+    "groupnorm",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -1004,7 +1006,8 @@ static value call_bernoulli(sema *S, const sema_args *args)
 
 value sema_call_builtin(sema *S, int b, const sema_args *args)
 {
-    if (b >= B_GLOBAL_AVGPOOL && b <= B_NLL) return sema_compose_call(S, builtin_names[b], args);
+    if (b >= B_GLOBAL_AVGPOOL && b <= B_GROUPNORM)
+        return sema_compose_call(S, builtin_names[b], args);
     if (b == B_BERNOULLI) return call_bernoulli(S, args);
     if (b == B_CATEGORICAL) return call_categorical(S, args);
     if (b == B_SAMPLE) return call_sample(S, args);

@@ -9,6 +9,8 @@
  *   nll(logp, labels)             -sum(logp * one_hot(labels)) per row
  *   softmax_xent(..., label_smoothing=)
  *   where(cond, a, b)             its operands broadcast for the op
+ *   groupnorm(x, gain, bias, groups=)  layernorm of x as [N, groups, rest],
+ *                                 then gain and bias per channel
  *
  * Gradients come from the ops they are built of. */
 #include <string.h>
@@ -290,8 +292,83 @@ static int smoothed_xent(sema *S, const sema_args *args, const int *in, value *o
     return 1;
 }
 
+/* The tensor argument v of groupnorm(), f32 of the channels' shape [C]. */
+static int channel_param(sema *S, const ast_node *call, value v, const char *what, int64_t c,
+                         const ir_type *xt)
+{
+    const ast_node *at = sema_arg_at(&v, call);
+    int p = sema_to_tensor(S, at, v, DT_F32);
+    if (p < 0) return -1;
+    const ir_type *t = &S->g->nodes[p].type;
+    if (t->dtype == DT_F32 && t->rank == 1 && t->dim[0] == c) return p;
+    char tb[160], xb[160];
+    sema_err(S, at, "groupnorm(): %s must be f32[%lld] (the channels, axis 1 of x %s), got %s",
+             what, (long long)c, ir_type_str(xt, xb, sizeof xb), ir_type_str(t, tb, sizeof tb));
+    return -1;
+}
+
+/* groupnorm(x, gain, bias, groups=, eps=1e-5): x [N, C, ...] with C a
+ * multiple of groups; each example's group of C / groups channels, at
+ * every position, is normalised together, (x - mean) / sqrt(var + eps)
+ * with the biased variance, then times gain and plus bias ([C]) per
+ * channel: PyTorch's nn.GroupNorm.  It is layernorm of x as [N, groups,
+ * C / groups * positions] with a unit gain and a zero bias (constants, so
+ * nothing differentiates them), reshaped back, then the affine; the
+ * gradients are those ops'. */
+static value call_groupnorm(sema *S, const sema_args *args)
+{
+    static const argspec spec[] = {{"x", 1}, {"gain", 1}, {"bias", 1}, {"groups", 1}, {"eps", 0}};
+    const ast_node *call = args->call;
+    value v[5];
+    int64_t groups;
+    double eps;
+    if (sema_bind_args(S, "groupnorm", spec, 5, args, 0, v) < 0) return sema_value_err();
+    int x = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
+    if (x < 0 || sema_int_arg(S, call, v[3], &groups) < 0 ||
+        sema_num_arg(S, call, v[4], 1e-5, &eps) < 0)
+        return sema_value_err();
+    const ir_type xt = S->g->nodes[x].type;
+    char tb[160];
+    if (xt.dtype != DT_F32 || xt.rank < 2) {
+        sema_err(S, sema_arg_at(&v[0], call),
+                 "groupnorm(): x must be f32 [N, C, ...] (channels on axis 1), got %s",
+                 ir_type_str(&xt, tb, sizeof tb));
+        return sema_value_err();
+    }
+    int64_t n = xt.dim[0], c = xt.dim[1];
+    if (groups < 1 || groups > c || c % groups) {
+        sema_err(S, sema_arg_at(&v[3], call),
+                 "groupnorm(): 'groups' must divide the %lld channels of x %s, got %lld",
+                 (long long)c, ir_type_str(&xt, tb, sizeof tb), (long long)groups);
+        return sema_value_err();
+    }
+    if (!(eps > 0)) {
+        sema_err(S, sema_arg_at(&v[4], call), "groupnorm(): 'eps' must be > 0, got %g", eps);
+        return sema_value_err();
+    }
+    int gain = channel_param(S, call, v[1], "gain", c, &xt);
+    int bias = gain < 0 ? -1 : channel_param(S, call, v[2], "bias", c, &xt);
+    if (bias < 0) return sema_value_err();
+    int64_t rest = n != 0 ? ir_numel(&xt) / (n * groups) : 0, rows[3] = {n, groups, rest};
+    ir_type pt = {.dtype = DT_F32, .rank = 1, .dim = {rest}};
+    int in[3] = {reshape_to(S, call, x, rows, 3), ir_add_const(S->g, 1.0, &pt, S->src, call->span),
+                 ir_add_const(S->g, 0.0, &pt, S->src, call->span)};
+    if (in[0] < 0 || in[1] < 0 || in[2] < 0) return sema_value_err();
+    ir_attrs a = {0};
+    a.i[ATTR_AXIS] = -1;
+    a.f[ATTR_NORM_EPS] = eps;
+    int ln = ir_add(S->g, OP_LAYERNORM, in, 3, &a, S->src, call->span);
+    if (ln < 0) return sema_value_err();
+    int y = reshape_to(S, call, ln, xt.dim, xt.rank);
+    int64_t per[IR_MAX_DIMS];
+    for (int d = 0; d < xt.rank; d++) per[d] = d == 1 ? c : 1;
+    int g4 = reshape_to(S, call, gain, per, xt.rank), b4 = reshape_to(S, call, bias, per, xt.rank);
+    return sema_value_tensor(binary_node(S, call, OP_ADD, binary_node(S, call, OP_MUL, y, g4), b4));
+}
+
 value sema_compose_call(sema *S, const char *name, const sema_args *args)
 {
+    if (strcmp(name, "groupnorm") == 0) return call_groupnorm(S, args);
     if (strcmp(name, "global_avgpool") == 0) return call_global_avgpool(S, args);
     if (strcmp(name, "clip") == 0 || strcmp(name, "leaky_relu") == 0)
         return call_clip_leaky(S, name, args);

@@ -49,6 +49,9 @@ static const struct {
                "units]); var b = zeros([units]); return x @ w + b }"},
     {"batch_normalization", "write batchnorm(x, gain, bias, axis=1)"},
     {"BatchNorm2d", "write batchnorm(x, gain, bias, axis=1)"},
+    {"GroupNorm", "write groupnorm(x, gain, bias, groups=, eps=)"},
+    {"group_norm", "write groupnorm(x, gain, bias, groups=, eps=)"},
+    {"GroupNormalization", "write groupnorm(x, gain, bias, groups=, eps=)"},
     {"local_response_normalization", "write lrn(x, depth_radius=, bias=, alpha=, beta=) (across "
                                      "the channels, axis 1 of NCHW)"},
     {"apply_rotary_pos_emb", "write rope(q, base=) (and rope(k, base=)) on [B, H, T, D]"},

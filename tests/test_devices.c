@@ -1571,6 +1571,8 @@ static const grad_case grad_cases[] = {
     {.vars = "var x0 = zeros([3, 5])", "gelu(x0)"},
     {.vars = "var x0 = zeros([2, 5, 2, 3])", "lrn(x0, depth_radius=1, alpha=0.5, beta=0.75)"},
     {.vars = "var x0 = zeros([2, 2, 3, 4])", "rope(x0, base=10.0) + x0"},
+    {.vars = "var x0 = zeros([2, 4, 3, 2])\n  var x1 = zeros([4])\n  var x2 = zeros([4])",
+     "groupnorm(x0, x1 + 1.0, x2, groups=2)"},
 };
 
 #define GC_EPS   1e-2

@@ -89,6 +89,15 @@ static const gc_case cases[] = {
      "lrn(x0, depth_radius=1, bias=1.5, alpha=0.5, beta=0.75)",
      {0}},
     {"lrn", "var x0 = zeros([2, 7, 3])", "lrn(x0, depth_radius=2, alpha=0.2)", {0}},
+    /* groupnorm is layernorm of x regrouped, then a per-channel affine */
+    {"layernorm",
+     "var x0 = zeros([2, 4, 3])\nvar x1 = zeros([4])\nvar x2 = zeros([4])",
+     "groupnorm(x0, x1 + 1.0, x2, groups=2)",
+     {0}},
+    {"layernorm",
+     "var x0 = zeros([2, 6, 2, 2])\nvar x1 = zeros([6])\nvar x2 = zeros([6])",
+     "groupnorm(x0, x1, x2, groups=3, eps=0.01)",
+     {0}},
     /* a rotation keeps sum(y^2): + x0 makes the loss see the turn */
     {"rope", "var x0 = zeros([2, 2, 3, 4])", "rope(x0, base=10.0) + x0", {0}},
     {"rope", "var x0 = zeros([5, 6])\nvar x1 = zeros([5, 6])", "rope(x0) * x1", {0}},
@@ -719,6 +728,41 @@ static void test_rope_against_its_formula(void **state)
     close_text(&run);
 }
 
+/* groupnorm against PyTorch's GroupNorm in double: each example's group of
+ * channels (2 of the 6 here), at every position, normalised with its mean
+ * and biased variance, then gain and bias per channel. */
+static void test_groupnorm_against_its_formula(void **state)
+{
+    (void)state;
+    static const char text[] = "var x = normal([2, 6, 2, 3])\n"
+                               "g = groupnorm(x, [1.0, 2.0, 0.5, -1.0, 1.5, 0.25],\n"
+                               "              [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], groups=3, eps=0.01)\n"
+                               "i = groupnorm(x, ones([6]), zeros([6]), groups=6)\n";
+    static const double gain[6] = {1, 2, 0.5, -1, 1.5, 0.25}, bias[6] = {.1, .2, .3, .4, .5, .6};
+    inline_run run = open_text("groupnorm.graph", text);
+    float x[2][6][6], gn[72], in[72];
+    assert_gr_ok(gr_variable_read(run.s, "x", x, sizeof x, run.st), run.st);
+    fetch_reduction(run.s, "g", gn, 72, run.st);
+    fetch_reduction(run.s, "i", in, 72, run.st);
+    for (int n = 0; n < 2; n++)
+        for (int c = 0; c < 6; c++) {
+            double m = 0, v = 0, mi = 0, vi = 0;
+            for (int k = c / 2 * 2; k < c / 2 * 2 + 2; k++)
+                for (int p = 0; p < 6; p++) m += x[n][k][p] / 12.0;
+            for (int k = c / 2 * 2; k < c / 2 * 2 + 2; k++)
+                for (int p = 0; p < 6; p++) v += (x[n][k][p] - m) * (x[n][k][p] - m) / 12.0;
+            for (int p = 0; p < 6; p++) mi += x[n][c][p] / 6.0;
+            for (int p = 0; p < 6; p++) vi += (x[n][c][p] - mi) * (x[n][c][p] - mi) / 6.0;
+            for (int p = 0; p < 6; p++) {
+                double want = (x[n][c][p] - m) / sqrt(v + 0.01) * gain[c] + bias[c];
+                double inst = (x[n][c][p] - mi) / sqrt(vi + 1e-5); /* groups=C: instance norm */
+                assert_float_equal(gn[(n * 6 + c) * 6 + p], want, 1e-5 * (1 + fabs(want)));
+                assert_float_equal(in[(n * 6 + c) * 6 + p], inst, 1e-4 * (1 + fabs(inst)));
+            }
+        }
+    close_text(&run);
+}
+
 static void test_reductions_over_several_axes(void **state)
 {
     (void)state;
@@ -765,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_losses_against_their_formulas),
         cmocka_unit_test(test_lrn_against_its_formula),
         cmocka_unit_test(test_rope_against_its_formula),
+        cmocka_unit_test(test_groupnorm_against_its_formula),
         cmocka_unit_test(test_every_gradient_matches_finite_differences),
         cmocka_unit_test(test_every_differentiable_op_has_a_case),
         cmocka_unit_test_setup_teardown(test_batchnorm_training_gradients_on_n_c, bn_setup,
