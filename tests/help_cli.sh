@@ -99,6 +99,8 @@ complete_words graphrun "$M" --ste | grep -qx -- --steps || fail "completion: --
 complete_words graphrun "$M" --steps 5 --target "" | grep -qx train || fail "completion: --target"
 complete_words graphrun "$M" --eval lo | grep -qx loss || fail "completion: --eval lo -> loss"
 complete_words graphrun check --emit "" | grep -qx plan || fail "completion: --emit"
+complete_words graphrun launch --dr | grep -qx -- --dry-run || fail "completion: launch --dr"
+complete_words graphrun launch -np 2 "$M" --ste | grep -qx -- --steps || fail "completion: launch FILE --ste"
 printf 'param lr = 0.1\nparam batch = 8\nx = [1.0]\n' > "$T/p.graph"
 complete_words graphrun "$T/p.graph" --set "" | grep -qx 'lr=' || fail "completion: --set"
 (cd "$SRC/examples" && complete_words graphrun fashion_m) | grep -qx fashion_mlp.graph ||

@@ -316,6 +316,8 @@ static void completion_bash(FILE *out)
           "    for ((i = 1; i < COMP_CWORD; i++)); do\n"
           "        case ${COMP_WORDS[i]} in -*) ;; *) cmd=${COMP_WORDS[i]}; break;; esac\n"
           "    done\n"
+          "    # launch -np N FILE ...: from FILE on, the training options\n"
+          "    [ \"$cmd\" = launch ] && [ -n \"$(_graphrun_graph_file)\" ] && cmd=FILE\n"
           "    case $cmd in\n",
           out);
     for (int i = 1; i < cli_n_specs; i++) {
