@@ -34,9 +34,45 @@ static void chunk_range(void *vctx, int64_t lo, int64_t hi)
     }
 }
 
+/* Draws i .. i + DRAW_LANES - 1 at once: draw_search's steps, one lane a
+ * draw, in lockstep (its halving depends on k alone), so that the lanes'
+ * loads overlap instead of each probe waiting for the one before (a probe
+ * is a cache miss in a table of tens of thousands).  Each lane computes
+ * exactly what draw_search does, so every device still draws the same
+ * ids.  Word2vec's negatives, sample(weights[10000], 5120): 0.22 -> 0.09
+ * ms a call; test_sample's sample(weights[50000], 2560): 365 -> 207 us. */
+enum { DRAW_LANES = 8 };
+
+static void search_lanes(const draw_ctx *c, int64_t i)
+{
+    const double *local[DRAW_LANES], *off[DRAW_LANES];
+    double t[DRAW_LANES];
+    int64_t base[DRAW_LANES], k = c->s.k;
+    for (int l = 0; l < DRAW_LANES; l++) {
+        int64_t r = (i + l) / c->s.per;
+        local[l] = c->local + r * k;
+        off[l] = c->off + r * c->chunks;
+        t[l] = draw_u(c->key, i + l) * c->total[r];
+        base[l] = 0;
+    }
+    for (int64_t n = k; n > 1;) {
+        int64_t half = n / 2;
+        for (int l = 0; l < DRAW_LANES; l++) {
+            int64_t mid = base[l] + half - 1;
+            base[l] += off[l][mid / OP_CDF_CHUNK] + local[l][mid] > t[l] ? 0 : half;
+        }
+        n -= half;
+    }
+    for (int l = 0; l < DRAW_LANES; l++) {
+        int64_t b = base[l] + (off[l][base[l] / OP_CDF_CHUNK] + local[l][base[l]] > t[l] ? 0 : 1);
+        c->out[i + l] = (int32_t)(b < k - 1 ? b : k - 1);
+    }
+}
+
 static void search_range(void *vctx, int64_t lo, int64_t hi)
 {
     const draw_ctx *c = vctx;
+    for (; lo + DRAW_LANES <= hi; lo += DRAW_LANES) search_lanes(c, lo);
     for (int64_t i = lo; i < hi; i++) {
         int64_t r = i / c->s.per;
         double t = draw_u(c->key, i) * c->total[r];
