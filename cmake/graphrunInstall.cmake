@@ -2,16 +2,21 @@
 # top-level CMakeLists.txt after the library targets exist.
 #
 # `cmake --install BUILD --prefix P` gives P/include/graphrun.h,
-# P/lib/libgraphrun.{a,so*}, P/bin/graphrun, P/lib/pkgconfig/graphrun.pc and
+# P/lib/libgraphrun.{a,so*}, P/lib/libgraphrun-{cuda,mpi}.so (the modules
+# that were built), P/bin/graphrun, P/lib/pkgconfig/graphrun.pc and
 # P/lib/cmake/graphrun/, so that find_package(graphrun) provides
 # graphrun::graphrun (shared) and graphrun::graphrun_static.
+#
+# The modules are opened with dlopen, never linked: neither the package
+# config nor the .pc file asks for CUDA or MPI, and a program of any
+# language (project(app CXX)) finds the package with only the core's
+# dependencies installed.
 #
 # graphrun_obj is not exported: its include dirs point into the source tree
 # and its link deps are imported targets that exist only in this build.  So
 # the two libraries see it only in the build tree, and the installed targets
 # get their own interface, derived below from graphrun_obj's link deps so
 # that a dependency added to graphrun_obj shows up here without an edit.
-include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(GR_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/graphrun)
@@ -35,14 +40,9 @@ function(gr_export_dep dep)
     elseif(dep STREQUAL "Threads::Threads")
         list(APPEND libs -pthread)
         string(APPEND code "find_dependency(Threads)\n")
-    elseif(dep STREQUAL "MPI::MPI_C")
-        list(APPEND req ompi-c)
-        string(APPEND code "find_dependency(MPI COMPONENTS C)\n")
-    elseif(dep MATCHES "^CUDA::(.+)$")
-        list(APPEND libs "-L${CUDAToolkit_LIBRARY_DIR}" -l${CMAKE_MATCH_1})
-        if(NOT code MATCHES "CUDAToolkit")
-            string(APPEND code "find_dependency(CUDAToolkit)\n")
-        endif()
+    elseif(dep MATCHES "^(MPI|CUDA)::")
+        message(FATAL_ERROR "graphrun install: the core links ${dep}; MPI and CUDA belong "
+                            "to the modules (runtime/modules.h), which link them themselves")
     elseif(TARGET ${dep})
         message(FATAL_ERROR "graphrun install: do not know how to export link dep ${dep}; "
                             "teach cmake/graphrunInstall.cmake about it")
@@ -60,10 +60,6 @@ set(GR_PC_REQUIRES)
 set(GR_PC_LIBS)
 set(GR_CONFIG_DEPS "")
 get_target_property(GR_OBJ_DEPS graphrun_obj INTERFACE_LINK_LIBRARIES)
-get_target_property(GR_CUDA_DEPS graphrun_cuda_iface INTERFACE_LINK_LIBRARIES)
-if(GR_CUDA_DEPS)
-    list(APPEND GR_OBJ_DEPS ${GR_CUDA_DEPS})
-endif()
 foreach(dep ${GR_OBJ_DEPS})
     gr_export_dep(${dep})
 endforeach()
@@ -72,12 +68,11 @@ list(REMOVE_DUPLICATES GR_PC_LIBS)
 string(REPLACE ";" ", " GR_PC_REQUIRES "${GR_PC_REQUIRES}")
 string(REPLACE ";" " " GR_PC_LIBS "${GR_PC_LIBS}")
 
-# Build tree: the libraries pass graphrun_obj's usage requirements on, and
-# graphrun_cuda_iface's (the CUDA runtime, when the device is built).  Install tree: the header dir; the static library also lists its
-# link deps (LINK_ONLY: the public header needs none of their headers).
+# Build tree: the libraries pass graphrun_obj's usage requirements on.
+# Install tree: the header dir; the static library also lists its link
+# deps (LINK_ONLY: the public header needs none of their headers).
 foreach(t graphrun_static graphrun_shared)
-    set_property(TARGET ${t} PROPERTY INTERFACE_LINK_LIBRARIES
-                 $<BUILD_INTERFACE:graphrun_obj> $<BUILD_INTERFACE:graphrun_cuda_iface>)
+    set_property(TARGET ${t} PROPERTY INTERFACE_LINK_LIBRARIES $<BUILD_INTERFACE:graphrun_obj>)
     target_include_directories(${t} INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 endforeach()
 foreach(dep ${GR_OBJ_DEPS})
@@ -91,6 +86,9 @@ install(TARGETS graphrun_static graphrun_shared EXPORT graphrunTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS graphrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(GR_MODULE_TARGETS)
+    install(TARGETS ${GR_MODULE_TARGETS} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(FILES include/graphrun.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT graphrunTargets NAMESPACE graphrun:: DESTINATION ${GR_CMAKE_DIR})
 

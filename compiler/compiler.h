@@ -128,6 +128,9 @@ typedef struct place_options {
      * every device runs every op. */
     int (*implements)(void *ctx, op_kind op, int dev);
     void *ctx;
+    /* Why the machine has no GPU when it is not for want of one (the CUDA
+     * module could not be opened), added to the error; NULL: none. */
+    const char *no_gpu_why;
 } place_options;
 
 /* Runs after sema_compile and before the passes: sets every node's and

@@ -60,13 +60,18 @@ static void describe(const ir_graph *g, const ir_node *n, char *what, size_t len
         snprintf(what, len, "'%s'", ops_name(n->op));
 }
 
-static void missing_error(const ir_graph *g, const ir_node *n, int have)
+static void missing_error(const ir_graph *g, const ir_node *n, int have, const char *no_gpu_why)
 {
     int kind = IR_DEV_KIND(n->device), idx = IR_DEV_INDEX(n->device);
     const char *kn = kind == DEV_GPU ? "gpu" : "cpu";
     char what[LIM_NAME + 16];
     describe(g, n, what, sizeof what);
-    if (have == 0)
+    if (have == 0 && kind == DEV_GPU && no_gpu_why)
+        diag_error(g->diags, n->src, n->span,
+                   "%s is placed on %s:%d, but this machine has no GPU: %s (use --soft-placement "
+                   "to run it on the CPU)",
+                   what, kn, idx, no_gpu_why);
+    else if (have == 0)
         diag_error(g->diags, n->src, n->span,
                    "%s is placed on %s:%d, but this machine has no GPU (use --soft-placement to "
                    "run it on the CPU)",
@@ -111,7 +116,7 @@ static int place_missing_node(ir_graph *g, ir_node *n, const place_options *o, p
         n->device = PLACE_HOST;
         return 0;
     }
-    if (!seen) missing_error(g, n, have);
+    if (!seen) missing_error(g, n, have, o->no_gpu_why);
     return -1;
 }
 

@@ -388,6 +388,19 @@ void gr_session_dist_info(const gr_session *s, int *rank, int *size, double *com
  * starting "distributed: rank R" (its other failures are the process's
  * own).  GR_OK at once for a session that is not distributed. */
 gr_code gr_session_dist_agree(gr_session *s, const char *what, const char *value, gr_status *st);
+/* MPI for a program that does not link it (the graphrun CLI): distributed
+ * sessions run in libgraphrun-mpi.so, a module opened when first needed
+ * (docs/distributed.md), so a program that leaves MPI to graphrun starts
+ * it here: MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED) on
+ * MPI_COMM_WORLD, whose rank and size come back.  argc and argv may be
+ * NULL.  GR_ERR_ARG when the module cannot be opened or MPI does not start;
+ * GR_ERR_IO when MPI started below MPI_THREAD_SERIALIZED (still call
+ * gr_mpi_finalize).  A program that calls MPI itself does not need these. */
+gr_code gr_mpi_init(int *argc, char ***argv, int *rank, int *size, gr_status *st);
+/* Ends what gr_mpi_init started (nothing if it did not): abort_code 0
+ * finalises MPI; any other ends the whole job with MPI_Abort(abort_code),
+ * so that the other processes do not wait for this one. */
+void gr_mpi_finalize(int abort_code);
 
 /* With gr_session_options.profile: where the kernels' time went, one row
  * per graph node (fused nodes under the fused op's name), summed over every

@@ -94,16 +94,23 @@ def locate():
 
 class BuildExt(build_ext):
     """Copies the in-tree libgraphrun.so.0 next to the extension, whose
-    rpath ($ORIGIN) finds it there."""
+    rpath ($ORIGIN) finds it there, and the modules that were built
+    (libgraphrun-cuda.so, libgraphrun-mpi.so), which libgraphrun opens
+    from its own folder when a program first needs them."""
 
     def run(self):
         super().run()
         if BUNDLE:
-            dest = os.path.join(self.build_lib, "graphrun", "libgraphrun.so.0")
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            shutil.copyfile(BUNDLE, dest)
+            files = [(BUNDLE, "libgraphrun.so.0")]
+            for mod in sorted(glob.glob(os.path.join(os.path.dirname(BUNDLE), "libgraphrun-*.so"))):
+                files.append((mod, os.path.basename(mod)))
+            dirs = [os.path.join(self.build_lib, "graphrun")]
             if self.inplace:
-                shutil.copyfile(BUNDLE, os.path.join(HERE, "graphrun", "libgraphrun.so.0"))
+                dirs.append(os.path.join(HERE, "graphrun"))
+            for d in dirs:
+                os.makedirs(d, exist_ok=True)
+                for src, name in files:
+                    shutil.copyfile(src, os.path.join(d, name))
 
 
 # Only a build needs the library (not `setup.py --version`, clean, egg_info).

@@ -169,7 +169,8 @@ gr_code rt_compile_probe(gr_program *p, const gr_compile_options *opt, sema_data
                         .soft_placement = opt && opt->soft_placement,
                         .cpu_as_gpu = opt && opt->cpu_as_gpu,
                         .implements = compile_implements,
-                        .ctx = &p->machine};
+                        .ctx = &p->machine,
+                        .no_gpu_why = p->machine.gpu_why};
     if (place_run(p->g, &po) < 0) return rt_fail_diags(st, GR_ERR_COMPILE, &p->diags);
     pass_evaluator ev = {.can_eval = compile_can_eval, .eval = compile_eval};
     pass_run_all(p->g, opt ? opt->passes_off : 0, &ev);

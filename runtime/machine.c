@@ -16,49 +16,36 @@
 #include <string.h>
 
 #include "../devices/sim/sim.h"
+#include "modules.h"
 #include "runtime.h"
 
-#ifdef GR_HAVE_CUDA
-#include "../devices/cuda/cuda.h"
-enum { HAVE_CUDA = 1 };
+/* The CUDA device is a module (modules.h), opened by the first probe or
+ * spec that asks for a real GPU. */
 static int cuda_gpus(void)
 {
-    return cuda_device_count();
+    const cuda_module *m = rt_cuda_module(NULL);
+    return m ? m->device_count() : 0;
 }
+
 static const kernel_fn *cuda_table(void)
 {
-    return cuda_kernels;
+    const cuda_module *m = rt_cuda_module(NULL);
+    return m ? m->kernels : NULL;
 }
+
 /* NULL, or why gpu:N cannot be used (the CUDA device itself aborts when
  * cuBLAS is missing: asked first, it is an error instead). */
 static const char *cuda_unusable(void)
 {
-    return cuda_blas_load();
+    const char *why = NULL;
+    const cuda_module *m = rt_cuda_module(&why);
+    return m ? m->blas_load() : why;
 }
+
 static device_obj *cuda_new(int dev)
 {
-    return cuda_device_new(dev);
+    return rt_cuda_module(NULL)->device_new(dev);
 }
-#else
-enum { HAVE_CUDA = 0 };
-static int cuda_gpus(void)
-{
-    return 0;
-}
-static const kernel_fn *cuda_table(void)
-{
-    return NULL;
-}
-static const char *cuda_unusable(void)
-{
-    return "this graphrun was built without CUDA";
-}
-static device_obj *cuda_new(int dev)
-{
-    (void)dev;
-    return NULL;
-}
-#endif
 
 static rt_machine probed;
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
@@ -84,6 +71,8 @@ static void probe(void)
     }
     probed.n_gpu = clamp_devices(cuda_gpus());
     probed.gpu = probed.n_gpu > 0 ? MACHINE_GPU_CUDA : MACHINE_GPU_NONE;
+    const char *why = NULL;
+    if (!rt_cuda_module(&why) && rt_cuda_built()) probed.gpu_why = why;
 }
 
 const rt_machine *machine_probe(void)
@@ -152,11 +141,10 @@ int machine_parse(const char *spec, rt_machine *m, char *err, size_t errlen)
             return -1;
         }
     }
-    if (m->gpu != MACHINE_GPU_CUDA || HAVE_CUDA) return 0;
-    snprintf(err, errlen,
-             "--devices '%s': gpu:N needs CUDA, and this graphrun was built without it "
-             "(sim:N simulates GPUs)",
-             spec);
+    const char *why = NULL;
+    if (m->gpu != MACHINE_GPU_CUDA || rt_cuda_module(&why)) return 0;
+    snprintf(err, errlen, "--devices '%s': gpu:N needs CUDA, and %s (sim:N simulates GPUs)", spec,
+             why);
     return -1;
 }
 
@@ -181,9 +169,13 @@ static gr_code cuda_lacking(int idx, int have, gr_status *st)
 
 static gr_code cuda_open(int dev, device_obj **out, gr_status *st)
 {
-    int idx = IR_DEV_INDEX(dev), have = clamp_devices(cuda_gpus());
+    int idx = IR_DEV_INDEX(dev);
+    const char *why = NULL;
+    if (!rt_cuda_module(&why))
+        return rt_fail(st, GR_ERR_IO, "gr_session_new: gpu:%d cannot be used: %s\n", idx, why);
+    int have = clamp_devices(cuda_gpus());
     if (idx >= have) return cuda_lacking(idx, have, st);
-    const char *why = cuda_unusable();
+    why = cuda_unusable();
     if (why || !(*out = cuda_new(dev)))
         return rt_fail(st, GR_ERR_IO, "gr_session_new: gpu:%d cannot be used: %s\n", idx,
                        why ? why : "the CUDA device did not open");

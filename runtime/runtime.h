@@ -64,6 +64,7 @@ typedef enum machine_gpu { MACHINE_GPU_NONE, MACHINE_GPU_CUDA, MACHINE_GPU_SIM }
 typedef struct rt_machine {
     int n_cpu, n_gpu;
     machine_gpu gpu;
+    const char *gpu_why; /* no GPU because the CUDA module, built, could not be opened: why */
 } rt_machine;
 /* The machine this process runs on, probed once. */
 const rt_machine *machine_probe(void);

@@ -25,12 +25,17 @@ set_target_properties(cuda_host_cublas PROPERTIES OUTPUT_NAME cublas SOVERSION 1
 
 file(GLOB GR_CH_DEVICE CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/devices/cuda/*.cu)
 set_source_files_properties(${GR_CH_DEVICE} PROPERTIES LANGUAGE CXX COMPILE_OPTIONS "-xc++")
+# runtime/modules.c with the device linked in (GR_LINK_CUDA): the core
+# calls the stand-in's module entry instead of opening libgraphrun-cuda.so
+# (runtime/dist/dist.c: not in graphrun_obj, built with it).
 add_library(graphrun_cuda_host OBJECT ${GR_CH_DEVICE} ${GR_CH}/runtime.cc ${GR_CH}/exec.cc
-  ${GR_CH}/fiber.cc ${PROJECT_SOURCE_DIR}/runtime/machine.c)
+  ${GR_CH}/fiber.cc ${PROJECT_SOURCE_DIR}/runtime/modules.c
+  ${PROJECT_SOURCE_DIR}/runtime/dist/dist.c)
 target_include_directories(graphrun_cuda_host BEFORE PRIVATE ${GR_CH}/include ${GR_CH})
 target_link_libraries(graphrun_cuda_host PRIVATE graphrun_obj)
 target_compile_definitions(graphrun_cuda_host PRIVATE GR_HAVE_CUDA=1
-  GR_CUDA_LIBDIR="${GR_CH_LIBDIR}")
+  GR_CUDA_LIBDIR="${GR_CH_LIBDIR}" GR_LINK_CUDA=1 GR_CUDA_MODULE=1
+  $<$<BOOL:${GR_HAVE_MPI}>:GR_MPI_MODULE=1>)
 target_compile_options(graphrun_cuda_host PRIVATE
   "$<$<COMPILE_LANGUAGE:CXX>:${GR_CH_CXX_OPTIONS}>")
 set_target_properties(graphrun_cuda_host PROPERTIES CXX_STANDARD 17)

@@ -11,7 +11,7 @@ set(GR_MPI_SCHEDULE_CASES agree-steps agree-seed agree-eval agree-eval-every agr
     stop-mpi other-eval other-target-sync other-target-mpi together)
 if(GR_HAVE_MPI AND MPIEXEC_EXECUTABLE AND EXISTS /usr/bin/python3)
   add_executable(mpi_schedule ${CMAKE_CURRENT_SOURCE_DIR}/mpi/schedule.c)
-  target_link_libraries(mpi_schedule PRIVATE graphrun_internal)
+  target_link_libraries(mpi_schedule PRIVATE graphrun_internal MPI::MPI_C)
   set(GR_MPI_CASES ${GR_MPI_SCHEDULE_CASES})
   if(EXISTS ${GR_MPI_DATA})
     list(APPEND GR_MPI_CASES ${GR_MPI_TRAIN_CASES})

@@ -128,6 +128,9 @@ static void test_sessions_refuse_null_arguments(void **state)
     REFUSED(gr_session_dist_agree(NULL, "--steps", "1", f->st), "gr_session_dist_agree", "session");
     REFUSED(gr_session_dist_agree(f->s, NULL, "1", f->st), "gr_session_dist_agree", "what");
     REFUSED(gr_session_dist_agree(f->s, "--steps", NULL, f->st), "gr_session_dist_agree", "value");
+    int rank = -1, size = -1;
+    REFUSED(gr_mpi_init(NULL, NULL, NULL, &size, f->st), "gr_mpi_init", "rank");
+    REFUSED(gr_mpi_init(NULL, NULL, &rank, NULL, f->st), "gr_mpi_init", "size");
     assert_null(s);
     assert_null(t);
 }
@@ -191,6 +194,7 @@ static void test_accessors_take_null(void **state)
     assert_null(gr_tensor_new(GR_F32, 2, NULL));
     assert_null(gr_tensor_new(GR_F32, -1, NULL));
     gr_session_dist_info(NULL, NULL, NULL, NULL);
+    gr_mpi_finalize(0); /* MPI not started by gr_mpi_init: nothing */
     gr_session_free(NULL);
     gr_program_free(NULL);
     gr_checkpoint_free(NULL);

@@ -1,8 +1,8 @@
 /* cli_mpi.c - the CLI's side of --distributed (docs/distributed.md): MPI's
  * start and end, the check that every rank runs the same schedule, and the
- * note for a process that mpirun started without it.  The library never
- * starts or ends MPI; a program embedding it does, as this file does for
- * the CLI. */
+ * note for a process that mpirun started without it.  A program embedding
+ * the library starts and ends MPI itself; the CLI, which does not link MPI,
+ * asks the library to (gr_mpi_init, gr_mpi_finalize). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,52 +13,25 @@
  * then ends by itself, after printing why, instead of aborting the job. */
 static int failed_together;
 
-#ifdef GR_HAVE_MPI
-#include <mpi.h>
-
-static int started;
-
+/* MPI itself is started and ended through the library (gr_mpi_init), so
+ * that this program does not link it: libgraphrun-mpi.so, opened only for
+ * --distributed, does. */
 int cli_mpi_start(int *argc, char ***argv, int *rank, int *size)
 {
-    int level = 0;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &level) != MPI_SUCCESS) {
-        fprintf(stderr, "graphrun: error: --distributed: MPI_Init_thread failed\n");
-        return -1;
-    }
-    started = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, rank);
-    MPI_Comm_size(MPI_COMM_WORLD, size);
-    if (level >= MPI_THREAD_SERIALIZED) return 0;
-    fprintf(stderr,
-            "graphrun: error: rank %d: this MPI gives thread level %d, below "
-            "MPI_THREAD_SERIALIZED\n",
-            *rank, level);
-    return -1;
+    gr_status *st = gr_status_new();
+    gr_code c = gr_mpi_init(argc, argv, rank, size, st);
+    if (c != GR_OK) fprintf(stderr, "graphrun: error: --distributed: %s", gr_status_message(st));
+    gr_status_free(st);
+    return c == GR_OK ? 0 : -1;
 }
 
 /* A failed process ends the whole job at once: the others would otherwise
  * wait for it in their next collective. */
 int cli_mpi_end(int rc)
 {
-    if (!started) return rc;
-    if (rc != 0 && !failed_together) MPI_Abort(MPI_COMM_WORLD, rc);
-    MPI_Finalize();
+    gr_mpi_finalize(rc != 0 && !failed_together ? rc : 0);
     return rc;
 }
-#else
-int cli_mpi_start(int *argc, char ***argv, int *rank, int *size)
-{
-    (void)argc, (void)argv, (void)rank, (void)size;
-    fprintf(stderr, "graphrun: error: --distributed: this graphrun was built without MPI "
-                    "(install libopenmpi-dev and configure with -DGR_MPI=ON)\n");
-    return -1;
-}
-
-int cli_mpi_end(int rc)
-{
-    return rc;
-}
-#endif
 
 void cli_mpi_note(void)
 {

@@ -5,6 +5,7 @@
 #ifndef GR_CUDA_H
 #define GR_CUDA_H
 
+#include "../core_calls.h"
 #include "../device.h"
 
 #ifdef __cplusplus
@@ -30,6 +31,18 @@ device_obj *cuda_device_new(int id);
 /* Opens cuBLAS (not linked: cuda_device_new opens it); NULL, or why it
  * could not.  Once per process. */
 const char *cuda_blas_load(void);
+
+/* The module libgraphrun-cuda.so (runtime/modules.c opens it): its one
+ * exported function hands the core these, or NULL when version is not the
+ * GR_VERSION_STRING the module was built as. */
+typedef struct cuda_module {
+    int (*device_count)(void);
+    const kernel_fn *kernels;
+    const char *(*blas_load)(void);
+    device_obj *(*device_new)(int id);
+} cuda_module;
+#define CUDA_MODULE_ENTRY "grmod_cuda_entry"
+const cuda_module *grmod_cuda_entry(const core_calls *core, int abi, const char *version);
 
 #ifdef __cplusplus
 }

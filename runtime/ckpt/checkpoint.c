@@ -181,11 +181,18 @@ static gr_code ckpt_save(gr_session *s, const char *path, gr_status *st)
     return c;
 }
 
+/* ckpt_save as the distributed save calls it (dist_saver). */
+static gr_code save_session(void *s, const char *path, gr_status *st)
+{
+    return ckpt_save(s, path, st);
+}
+
 /* A distributed session: rank 0 writes the file, every process waits for it. */
 gr_code gr_session_save(gr_session *s, const char *path, gr_status *st)
 {
     if (!s || !path) return rt_null(st, "gr_session_save", s ? "path" : "session");
-    return rt_session_dist(s) ? dist_save(s, path, ckpt_save, st) : ckpt_save(s, path, st);
+    rt_dist *d = rt_session_dist(s);
+    return d ? dist_save(d, path, save_session, s, st) : ckpt_save(s, path, st);
 }
 
 /* ---- restore ---- */
@@ -494,8 +501,9 @@ static gr_code ckpt_load(gr_session *s, const char *path, uint8_t **buf, safet_f
     char err[1024];
     memset(f, 0, sizeof *f);
     *buf = NULL;
-    gr_code c = s && rt_session_dist(s) ? dist_read_file(s, path, buf, &len, st)
-                                        : ckio_read(path, buf, &len, st);
+    rt_dist *d = s ? rt_session_dist(s) : NULL;
+    gr_code c =
+        d ? dist_read_file(d, path, ckio_read, buf, &len, st) : ckio_read(path, buf, &len, st);
     if (c == GR_OK && safet_parse(*buf, len, path, f, err, sizeof err) < 0)
         c = rt_fail(st, GR_ERR_DATA, "%s\n", err);
     return c;
@@ -513,7 +521,7 @@ gr_code gr_session_restore(gr_session *s, const char *path, const gr_restore_opt
     if (c == GR_OK) c = ckpt_restore_parsed(s, path, &f, &o, st);
     safet_file_free(&f);
     free(buf);
-    if (c == GR_OK && rt_session_dist(s)) c = dist_restored(s, st);
+    if (c == GR_OK && rt_session_dist(s)) c = dist_restored(rt_session_dist(s), st);
     if (c == GR_OK) rt_ok(st);
     return c;
 }

@@ -20,63 +20,64 @@
  * collective) or a wait past GR_DIST_TIMEOUT fails the call, with a
  * message naming the processes, the collectives and the step.
  *
- * Built without MPI (GR_HAVE_MPI unset), dist_open is an error and nothing
- * else is ever called. */
+ * The MPI side lives in libgraphrun-mpi.so (dist_mpi.c, dist_coll.c,
+ * dist_shm.c; dist_module.h), opened when the first distributed session
+ * is made; the calls below (dist.c) forward to it.  Without the module
+ * (not built, or not installed beside the library), dist_open is an error
+ * and nothing else is ever called. */
 #ifndef GR_RUNTIME_DIST_H
 #define GR_RUNTIME_DIST_H
 
 #include <stdint.h>
 
-#include "devices/device.h"
-#include "include/graphrun.h"
+#include "dist_module.h"
 
-typedef struct rt_dist rt_dist;
-
-/* Joins the session to its processes into *slot (the session's own, which
- * the checks reach through the session): checks that every process has the
- * same options (mode, seed, sync_every, locking, check_numerics), compiled
- * the same graph and initialised the same variables, and in async mode
- * makes rank 0's window.  On error (the same on every process) *slot stays
- * NULL. */
-gr_code dist_open(gr_session *s, rt_dist **slot, gr_status *st);
+/* Joins the session h describes to its processes into *out: checks that
+ * every process has the same options (mode, seed, sync_every, locking,
+ * check_numerics), compiled the same graph and initialised the same
+ * variables, and in async mode makes rank 0's window.  h is copied; its
+ * ctx must outlive the rt_dist.  On error (the same on every process)
+ * *out stays NULL. */
+gr_code dist_open(const dist_host *h, rt_dist **out, gr_status *st);
 /* Says goodbye to the others and waits for theirs (GR_DIST_TIMEOUT at
  * most); frees the MPI objects when every process left after the same
- * collective, else leaves them. */
+ * collective, else leaves them.  NULL: nothing. */
 void dist_close(rt_dist *d);
 /* gr_session_dist_agree on a distributed session. */
-gr_code dist_agree(gr_session *s, const char *what, const char *value, gr_status *st);
+gr_code dist_agree(rt_dist *d, const char *what, const char *value, gr_status *st);
+/* 0 and 1 for NULL (not distributed). */
 int dist_rank(const rt_dist *d);
 int dist_size(const rt_dist *d);
 /* How many processes split data source di's batches: the number of
  * processes for a source a train target reads, else 1 (each process reads
  * it whole); this process takes share dist_rank. */
 int dist_data_shards(const rt_dist *d, int di);
-/* What the allreduce kernels call. */
+/* What the allreduce kernels call (NULL for NULL). */
 kern_comm *dist_kern_comm(rt_dist *d);
 /* Seconds this process has spent communicating (allreduce, window). */
 double dist_comm_seconds(const rt_dist *d);
 
 /* Around each train step (gr_run of a .minimize() target), outside the
  * pause lock: the async mode's read and write of the shared variables. */
-gr_code dist_step_begin(gr_session *s, gr_status *st);
+gr_code dist_step_begin(rt_dist *d, gr_status *st);
 /* ran: the step succeeded (else only the lock taken by begin is let go). */
-gr_code dist_step_end(gr_session *s, int ran, gr_status *st);
+gr_code dist_step_end(rt_dist *d, int ran, gr_status *st);
 /* Before an evaluation: async, the local variables become the shared
  * ones; sync_every, they are averaged now (on every process). */
-gr_code dist_refresh(gr_session *s, gr_status *st);
+gr_code dist_refresh(rt_dist *d, gr_status *st);
 
-/* A checkpoint's bytes, read by rank 0 and sent to every process: all
- * restore exactly what rank 0 read, or all fail. */
-gr_code dist_read_file(gr_session *s, const char *path, uint8_t **buf, size_t *len, gr_status *st);
+/* A checkpoint's bytes, read by rank 0 with read and sent to every
+ * process: all restore exactly what rank 0 read, or all fail. */
+gr_code dist_read_file(rt_dist *d, const char *path, dist_reader read, uint8_t **buf, size_t *len,
+                       gr_status *st);
 /* After a restore changed the variables (async: rank 0's go to the window). */
-gr_code dist_restored(gr_session *s, gr_status *st);
-/* Runs save on rank 0 only (after the refresh dist_refresh would do);
- * every process returns its result. */
-gr_code dist_save(gr_session *s, const char *path,
-                  gr_code (*save)(gr_session *s, const char *path, gr_status *st), gr_status *st);
+gr_code dist_restored(rt_dist *d, gr_status *st);
+/* Runs save(ctx, path, st) on rank 0 only (after the refresh dist_refresh
+ * would do); every process returns its result. */
+gr_code dist_save(rt_dist *d, const char *path, dist_saver save, void *ctx, gr_status *st);
 /* An evaluation's sum and its count (of batch means and batches, or of
  * example values and examples when a partial batch is counted), summed
  * over the processes (each evaluated its own shard). */
-gr_code dist_eval_total(gr_session *s, double *sum, int64_t *batches, gr_status *st);
+gr_code dist_eval_total(rt_dist *d, double *sum, int64_t *batches, gr_status *st);
 
 #endif

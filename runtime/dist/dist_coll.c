@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "dist_coll.h"
-#include "runtime/runtime.h"
+#include "base/fatal.h"
 
 #define DEFAULT_TIMEOUT 600.0
 #define MAX_TIMEOUT     1e9

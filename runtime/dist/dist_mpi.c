@@ -1,20 +1,26 @@
-/* dist_mpi.c - distributed training over MPI (dist.h).  Every collective
- * goes through dist_coll.c, which numbers it and never waits for ever. */
+/* dist_mpi.c - distributed training over MPI (dist.h), the heart of
+ * libgraphrun-mpi.so: what it knows of its session comes in the dist_host
+ * it is opened with (dist_module.h), and its one exported function,
+ * grmod_mpi_entry, returns the vtable at the end.  Every collective goes
+ * through dist_coll.c, which numbers it and never waits for ever. */
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "runtime/ckpt/ckpt_io.h"
-#include "dist.h"
+#include "base/fatal.h"
 #include "dist_coll.h"
+#include "dist_module.h"
 #include "dist_shm.h"
-#include "runtime/runtime.h"
 
 struct rt_dist {
     kern_comm kc; /* first: the allreduce kernels hand it back */
+    dist_host h;  /* the session */
     coll_sched sched;
     int rank, size;
     shm_reduce *shm; /* sync, every process on one node: the allreduce, else NULL */
@@ -41,6 +47,24 @@ struct rt_dist {
  * GR_ERR_ARG, and the schedule goes on.) */
 #define COLL_ERR GR_ERR_IO
 
+/* The core's calls (core_calls.h), handed to grmod_mpi_entry. */
+static const core_calls *core;
+
+/* rt_fail, through the core: st gets the message, the caller code. */
+static gr_code dm_fail(gr_status *st, gr_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static gr_code dm_fail(gr_status *st, gr_code code, const char *fmt, ...)
+{
+    char *msg = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
+    va_end(ap);
+    code = core->fail(st, code, "%s", msg ? msg : "distributed: out of memory\n");
+    free(msg);
+    return code;
+}
+
 static double now(void)
 {
     struct timespec t;
@@ -55,16 +79,15 @@ static size_t max_size(size_t a, size_t b)
 
 /* Takes the session's MPI lock; the collectives that follow belong to the
  * step the session has reached. */
-static void dist_lock(gr_session *s)
+static void dist_lock(rt_dist *d)
 {
-    rt_dist *d = rt_session_dist(s);
     pthread_mutex_lock(&d->mu);
-    coll_set_step(&d->sched, gr_session_step(s), 0);
+    coll_set_step(&d->sched, d->h.step(d->h.ctx), 0);
 }
 
-static void dist_unlock(gr_session *s)
+static void dist_unlock(rt_dist *d)
 {
-    pthread_mutex_unlock(&rt_session_dist(s)->mu);
+    pthread_mutex_unlock(&d->mu);
 }
 
 /* ---- counts over INT_MAX go in pieces ---- */
@@ -184,16 +207,14 @@ static size_t largest(const ir_graph *g, op_kind op)
 
 /* ---- the shared variables, packed ---- */
 
-static void pack_vars(gr_session *s, float *out)
+static void pack_vars(rt_dist *d, float *out)
 {
-    rt_dist *d = rt_session_dist(s);
-    for (int k = 0; k < d->n_shared; k++) rt_var_read(s, d->shared[k], out + d->off[k]);
+    for (int k = 0; k < d->n_shared; k++) d->h.var_read(d->h.ctx, d->shared[k], out + d->off[k]);
 }
 
-static void unpack_vars(gr_session *s, const float *in)
+static void unpack_vars(rt_dist *d, const float *in)
 {
-    rt_dist *d = rt_session_dist(s);
-    for (int k = 0; k < d->n_shared; k++) rt_var_write(s, d->shared[k], in + d->off[k]);
+    for (int k = 0; k < d->n_shared; k++) d->h.var_write(d->h.ctx, d->shared[k], in + d->off[k]);
 }
 
 static void pick_shared(rt_dist *d, const ir_graph *g)
@@ -244,11 +265,11 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 /* What the graph computes, not where its text was: ops, edges, attributes,
  * types, devices, variables and data sources, and the mode. */
-static uint64_t graph_fingerprint(const gr_session *s)
+static uint64_t graph_fingerprint(const rt_dist *d)
 {
-    const ir_graph *g = rt_session_graph(s);
+    const ir_graph *g = d->h.g;
     uint64_t h = 14695981039346656037ull;
-    int mode = (int)rt_session_program(s)->distributed;
+    int mode = (int)d->h.mode;
     h = fnv(h, &mode, sizeof mode);
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
@@ -274,14 +295,14 @@ static uint64_t graph_fingerprint(const gr_session *s)
     return h;
 }
 
-static uint64_t vars_fingerprint(gr_session *s)
+static uint64_t vars_fingerprint(rt_dist *d)
 {
     uint64_t h = 14695981039346656037ull;
-    const ir_graph *g = rt_session_graph(s);
+    const ir_graph *g = d->h.g;
     for (int i = 0; i < g->n_vars; i++) {
         size_t n = ir_nbytes(&g->vars[i].type);
         void *host = base_xmalloc(n + 1);
-        rt_var_read(s, i, host);
+        d->h.var_read(d->h.ctx, i, host);
         h = fnv(h, host, n);
         free(host);
     }
@@ -309,23 +330,22 @@ static int differing_ranks(rt_dist *d, uint64_t h, char *which, size_t len, char
     return n;
 }
 
-static gr_code check_same(gr_session *s, gr_status *st)
+static gr_code check_same(rt_dist *d, gr_status *st)
 {
-    rt_dist *d = rt_session_dist(s);
     char which[256], why[WHY];
-    int n = differing_ranks(d, graph_fingerprint(s), which, sizeof which, why);
+    int n = differing_ranks(d, graph_fingerprint(d), which, sizeof which, why);
     if (n > 0)
-        return rt_fail(st, GR_ERR_ARG,
+        return dm_fail(st, GR_ERR_ARG,
                        "distributed: rank %s compiled a different graph than rank 0 (another "
                        ".graph file, --set value or --devices, or another mode); every process "
                        "must run the same program\n",
                        which);
-    if (n == 0) n = differing_ranks(d, vars_fingerprint(s), which, sizeof which, why);
+    if (n == 0) n = differing_ranks(d, vars_fingerprint(d), which, sizeof which, why);
     if (n > 0)
-        return rt_fail(st, GR_ERR_ARG,
+        return dm_fail(st, GR_ERR_ARG,
                        "distributed: rank %s initialised its variables differently from rank 0\n",
                        which);
-    return n < 0 ? rt_fail(st, COLL_ERR, "%s\n", why) : GR_OK;
+    return n < 0 ? dm_fail(st, COLL_ERR, "%s\n", why) : GR_OK;
 }
 
 /* ---- gr_session_dist_agree: one text, compared ---- */
@@ -365,40 +385,39 @@ static gr_code compare_texts(const rt_dist *d, const char *all, const int *at, g
             more++;
     }
     if (first < 0) {
-        rt_ok(st);
+        core->ok(st);
         return GR_OK;
     }
     const char *w = all + at[first], *v = w + strlen(w) + 1;
     char extra[48] = "";
     if (more) snprintf(extra, sizeof extra, " (and %d more rank%s)", more, more > 1 ? "s" : "");
     if (strcmp(w, w0) != 0)
-        return rt_fail(st, GR_ERR_ARG,
+        return dm_fail(st, GR_ERR_ARG,
                        "distributed: rank %d compares %s while rank 0 compares %s%s: every "
                        "process must call gr_session_dist_agree in the same order\n",
                        first, w, w0, extra);
-    return rt_fail(st, GR_ERR_ARG,
+    return dm_fail(st, GR_ERR_ARG,
                    "distributed: rank %d: %s %s differs from rank 0's %s %s%s; every process "
                    "must run the same schedule\n",
                    first, w, v, w0, v0, extra);
 }
 
-gr_code dist_agree(gr_session *s, const char *what, const char *value, gr_status *st)
+static gr_code mpi_agree(rt_dist *d, const char *what, const char *value, gr_status *st)
 {
-    rt_dist *d = rt_session_dist(s);
     size_t lw = strlen(what), lv = strlen(value);
     if (lw + lv + 2 > AGREE_MAX)
-        return rt_fail(st, GR_ERR_ARG, "gr_session_dist_agree: %.40s: over %d bytes\n", what,
+        return dm_fail(st, GR_ERR_ARG, "gr_session_dist_agree: %.40s: over %d bytes\n", what,
                        AGREE_MAX);
     char text[AGREE_MAX], why[WHY];
     memcpy(text, what, lw + 1);
     memcpy(text + lw + 1, value, lv + 1);
     int *at = NULL;
     char *all = NULL;
-    dist_lock(s);
+    dist_lock(d);
     int rc = coll_begin(&d->sched, COLL_AGREE, why, sizeof why);
     if (rc == 0) all = gather_texts(d, text, (int)(lw + lv + 2), &at);
-    dist_unlock(s);
-    if (rc != 0) return rt_fail(st, COLL_ERR, "%s\n", why);
+    dist_unlock(d);
+    if (rc != 0) return dm_fail(st, COLL_ERR, "%s\n", why);
     gr_code c = compare_texts(d, all, at, st);
     free(all);
     free(at);
@@ -406,29 +425,28 @@ gr_code dist_agree(gr_session *s, const char *what, const char *value, gr_status
 }
 
 /* What the sessions' own options must agree on, named as the CLI's flags. */
-static gr_code agree_options(gr_session *s, gr_status *st)
+static gr_code agree_options(rt_dist *d, gr_status *st)
 {
     static const char *const modes[] = {"none", "sync", "async"};
-    const gr_session_options *o = rt_session_options(s);
+    const gr_session_options *o = d->h.opt;
     char seed[24], every[16];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     snprintf(every, sizeof every, "%d", o->sync_every);
-    const char *pairs[][2] = {{"--distributed", modes[rt_session_program(s)->distributed]},
+    const char *pairs[][2] = {{"--distributed", modes[d->h.mode]},
                               {"--seed", seed},
                               {"--sync-every", every},
                               {"--locking", o->locking ? "on" : "off"},
                               {"--check-numerics", o->check_numerics ? "on" : "off"}};
     gr_code c = GR_OK;
     for (size_t i = 0; i < sizeof pairs / sizeof *pairs && c == GR_OK; i++)
-        c = dist_agree(s, pairs[i][0], pairs[i][1], st);
+        c = mpi_agree(d, pairs[i][0], pairs[i][1], st);
     return c;
 }
 
 /* ---- async: rank 0's window ---- */
 
-static void window_open(gr_session *s)
+static void window_open(rt_dist *d)
 {
-    rt_dist *d = rt_session_dist(s);
     MPI_Aint bytes = d->rank == 0 ? (MPI_Aint)(d->total * sizeof(float)) : 0;
     MPI_Win_allocate(bytes, sizeof(float), MPI_INFO_NULL, d->sched.comm, &d->win_mem, &d->win);
     d->use_win = 1;
@@ -437,16 +455,15 @@ static void window_open(gr_session *s)
 /* Rank 0's variables become the shared ones (at the start, after a
  * restore); the header that follows is the barrier after which the others
  * read them. */
-static gr_code window_fill(gr_session *s, coll_kind kind, gr_status *st)
+static gr_code window_fill(rt_dist *d, coll_kind kind, gr_status *st)
 {
-    rt_dist *d = rt_session_dist(s);
     char why[WHY];
     if (d->rank == 0) {
         MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, d->win);
-        pack_vars(s, d->win_mem);
+        pack_vars(d, d->win_mem);
         MPI_Win_unlock(0, d->win);
     }
-    if (coll_begin(&d->sched, kind, why, sizeof why)) return rt_fail(st, COLL_ERR, "%s\n", why);
+    if (coll_begin(&d->sched, kind, why, sizeof why)) return dm_fail(st, COLL_ERR, "%s\n", why);
     return GR_OK;
 }
 
@@ -467,36 +484,33 @@ static void window_rma(rt_dist *d, float *buf, int get)
 }
 
 /* Local variables <- the shared ones (async). */
-static void pull_shared(gr_session *s)
+static void pull_shared(rt_dist *d)
 {
-    rt_dist *d = rt_session_dist(s);
     window_rma(d, d->base, 1);
-    unpack_vars(s, d->base);
+    unpack_vars(d, d->base);
 }
 
 /* sync_every: every process's variables become their mean (after the
  * collective's header). */
-static void average_vars(gr_session *s)
+static void average_vars(rt_dist *d)
 {
-    rt_dist *d = rt_session_dist(s);
-    pack_vars(s, d->cur);
+    pack_vars(d, d->cur);
     double t = now();
     allreduce_sum(d->sched.comm, d->cur, d->cur, d->total);
     d->comm_secs += now() - t;
     float scale = 1.0f / (float)d->size;
     for (size_t i = 0; i < d->total; i++) d->cur[i] *= scale;
-    unpack_vars(s, d->cur);
+    unpack_vars(d, d->cur);
 }
 
 /* Before an evaluation or a save (async): the shared values, or the mean. */
-static int refresh(gr_session *s, coll_kind kind, char *why)
+static int refresh(rt_dist *d, coll_kind kind, char *why)
 {
-    rt_dist *d = rt_session_dist(s);
     if (d->use_win) {
-        pull_shared(s);
+        pull_shared(d);
     } else if (d->mode == GR_DIST_ASYNC) {
         if (coll_begin(&d->sched, kind, why, WHY)) return -1;
-        average_vars(s);
+        average_vars(d);
     }
     return 0;
 }
@@ -504,15 +518,14 @@ static int refresh(gr_session *s, coll_kind kind, char *why)
 /* ---- the interface ---- */
 
 /* The mode's own means: the window, the one-node allreduce. */
-static gr_code open_mode(gr_session *s, gr_status *st)
+static gr_code open_mode(rt_dist *d, gr_status *st)
 {
-    rt_dist *d = rt_session_dist(s);
     if (d->mode == GR_DIST_ASYNC && d->sync_every == 0) {
-        window_open(s);
-        return window_fill(s, COLL_OPEN, st);
+        window_open(d);
+        return window_fill(d, COLL_OPEN, st);
     }
     if (d->mode != GR_DIST_SYNC) return GR_OK;
-    const ir_graph *g = rt_session_graph(s);
+    const ir_graph *g = d->h.g;
     size_t max_n = max_size(largest(g, OP_ALLREDUCE), largest(g, OP_APPLY_SGD_ALLREDUCE));
     d->shm = shm_reduce_open(d->sched.comm, max_n, !getenv("GR_MPI_ALLREDUCE"));
     if (!d->shm) d->sum = base_xcalloc(largest(g, OP_APPLY_SGD_ALLREDUCE) + 1, sizeof *d->sum);
@@ -524,52 +537,55 @@ static gr_code check_mpi(gr_status *st)
     int init = 0, level = 0;
     MPI_Initialized(&init);
     if (!init)
-        return rt_fail(st, GR_ERR_ARG,
+        return dm_fail(st, GR_ERR_ARG,
                        "distributed: MPI is not initialised (call MPI_Init_thread before "
                        "gr_session_new; the graphrun CLI does with --distributed)\n");
     MPI_Query_thread(&level);
     if (level < MPI_THREAD_SERIALIZED)
-        return rt_fail(st, GR_ERR_ARG,
+        return dm_fail(st, GR_ERR_ARG,
                        "distributed: MPI was initialised below MPI_THREAD_SERIALIZED\n");
     return GR_OK;
 }
 
-gr_code dist_open(gr_session *s, rt_dist **slot, gr_status *st)
+static void mpi_close(rt_dist *d);
+
+static gr_code mpi_open(const dist_host *h, rt_dist **out, gr_status *st)
 {
     double timeout = 0;
     char why[WHY];
+    *out = NULL;
     gr_code c = check_mpi(st);
     if (c != GR_OK) return c;
-    if (coll_timeout_env(&timeout, why, sizeof why)) return rt_fail(st, GR_ERR_ARG, "%s\n", why);
+    if (coll_timeout_env(&timeout, why, sizeof why)) return dm_fail(st, GR_ERR_ARG, "%s\n", why);
     rt_dist *d = base_xcalloc(1, sizeof *d);
+    d->h = *h;
     d->kc.allreduce_mean = comm_allreduce_mean;
     d->kc.allreduce_sgd = comm_allreduce_sgd;
-    const gr_session_options *o = rt_session_options(s);
-    d->mode = rt_session_program(s)->distributed;
+    const gr_session_options *o = h->opt;
+    d->mode = h->mode;
     d->sync_every = o->sync_every;
     pthread_mutex_init(&d->mu, NULL);
-    *slot = d; /* what follows reaches it through the session */
-    pick_shared(d, rt_session_graph(s));
-    pick_sharded(d, rt_session_graph(s));
+    pick_shared(d, h->g);
+    pick_sharded(d, h->g);
     MPI_Comm user = o->mpi_comm ? *(const MPI_Comm *)o->mpi_comm : MPI_COMM_WORLD;
     if (coll_open(&d->sched, user, timeout, why, sizeof why))
-        c = rt_fail(st, COLL_ERR, "%s\n", why);
+        c = dm_fail(st, COLL_ERR, "%s\n", why);
     d->rank = d->sched.rank;
     d->size = d->sched.size;
-    if (c == GR_OK) c = agree_options(s, st);
-    if (c == GR_OK) c = check_same(s, st);
-    if (c == GR_OK) c = open_mode(s, st);
-    if (c != GR_OK) {
-        dist_close(d);
-        *slot = NULL;
-    }
+    if (c == GR_OK) c = agree_options(d, st);
+    if (c == GR_OK) c = check_same(d, st);
+    if (c == GR_OK) c = open_mode(d, st);
+    if (c != GR_OK)
+        mpi_close(d);
+    else
+        *out = d;
     return c;
 }
 
 /* Together (every process left after the same collective), the MPI
  * objects are freed; otherwise the others may still be inside them, and
  * this process leaves them (the job is to end with MPI_Abort). */
-void dist_close(rt_dist *d)
+static void mpi_close(rt_dist *d)
 {
     if (!d) return;
     int together = coll_close(&d->sched);
@@ -589,136 +605,186 @@ void dist_close(rt_dist *d)
     if (!d->sched.abandoned) free(d); /* else a pending duplicate may write d->sched */
 }
 
-int dist_rank(const rt_dist *d)
+static int mpi_rank(const rt_dist *d)
 {
-    return d ? d->rank : 0;
+    return d->rank;
 }
 
-int dist_size(const rt_dist *d)
+static int mpi_size(const rt_dist *d)
 {
-    return d ? d->size : 1;
+    return d->size;
 }
 
-int dist_data_shards(const rt_dist *d, int di)
+static int mpi_data_shards(const rt_dist *d, int di)
 {
-    return d && d->sharded[di] ? d->size : 1;
+    return d->sharded[di] ? d->size : 1;
 }
 
-kern_comm *dist_kern_comm(rt_dist *d)
+static kern_comm *mpi_kern_comm(rt_dist *d)
 {
-    return d ? &d->kc : NULL;
+    return &d->kc;
 }
 
-double dist_comm_seconds(const rt_dist *d)
+static double mpi_comm_seconds(const rt_dist *d)
 {
-    return d ? d->comm_secs : 0;
+    return d->comm_secs;
 }
 
-gr_code dist_step_begin(gr_session *s, gr_status *st)
+static gr_code mpi_step_begin(rt_dist *d, gr_status *st)
 {
-    rt_dist *d = rt_session_dist(s);
-    dist_lock(s);
-    coll_set_step(&d->sched, gr_session_step(s), 1);
-    if (d->sched.broken) /* the lock stays taken: dist_step_end lets it go */
-        return rt_fail(st, COLL_ERR, "distributed: an earlier collective failed: %s\n",
+    dist_lock(d);
+    coll_set_step(&d->sched, d->h.step(d->h.ctx), 1);
+    if (d->sched.broken) /* the lock stays taken: mpi_step_end lets it go */
+        return dm_fail(st, COLL_ERR, "distributed: an earlier collective failed: %s\n",
                        coll_failure(&d->sched));
-    if (d->use_win) pull_shared(s);
+    if (d->use_win) pull_shared(d);
     return GR_OK;
 }
 
-gr_code dist_step_end(gr_session *s, int ran, gr_status *st)
+static gr_code mpi_step_end(rt_dist *d, int ran, gr_status *st)
 {
-    rt_dist *d = rt_session_dist(s);
     char why[WHY];
     gr_code c = GR_OK;
-    coll_set_step(&d->sched, gr_session_step(s), 0);
+    coll_set_step(&d->sched, d->h.step(d->h.ctx), 0);
     if (ran && d->use_win) {
-        pack_vars(s, d->cur);
+        pack_vars(d, d->cur);
         for (size_t i = 0; i < d->total; i++) d->cur[i] -= d->base[i];
         window_rma(d, d->cur, 0);
     } else if (ran && d->mode == GR_DIST_ASYNC && ++d->steps % (uint64_t)d->sync_every == 0) {
         if (coll_begin(&d->sched, COLL_AVERAGE, why, sizeof why))
-            c = rt_fail(st, COLL_ERR, "%s\n", why);
+            c = dm_fail(st, COLL_ERR, "%s\n", why);
         else
-            average_vars(s);
+            average_vars(d);
     }
-    dist_unlock(s);
+    dist_unlock(d);
     return c;
 }
 
-gr_code dist_read_file(gr_session *s, const char *path, uint8_t **buf, size_t *len, gr_status *st)
+static gr_code mpi_read_file(rt_dist *d, const char *path, dist_reader read, uint8_t **buf,
+                             size_t *len, gr_status *st)
 {
-    rt_dist *d = rt_session_dist(s);
     int64_t head[2] = {GR_OK, 0}; /* code, length */
     char why[WHY];
     *buf = NULL;
-    dist_lock(s);
+    dist_lock(d);
     int rc = coll_begin(&d->sched, COLL_RESTORE, why, sizeof why);
     if (rc == 0 && d->rank == 0) {
-        head[0] = ckio_read(path, buf, len, st);
+        head[0] = read(path, buf, len, st);
         head[1] = head[0] == GR_OK ? (int64_t)*len : 0;
     }
     if (rc == 0) rc = coll_bcast_words(&d->sched, head, 2, why, sizeof why);
     if (rc == 0 && head[0] == GR_OK && d->rank != 0) *buf = base_xmalloc((size_t)head[1] + 1);
     if (rc == 0 && head[0] == GR_OK) rc = bcast_bytes(d, *buf, (size_t)head[1], why);
-    dist_unlock(s);
+    dist_unlock(d);
     if (rc != 0) {
         if (!d->sched.abandoned) free(*buf); /* else the broadcast may still write it */
         *buf = NULL;
-        return rt_fail(st, COLL_ERR, "%s: %s\n", path, why);
+        return dm_fail(st, COLL_ERR, "%s: %s\n", path, why);
     }
     *len = (size_t)head[1];
     if (head[0] == GR_OK || d->rank == 0) return (gr_code)head[0];
-    return rt_fail(st, (gr_code)head[0], "%s: rank 0 could not read the checkpoint\n", path);
+    return dm_fail(st, (gr_code)head[0], "%s: rank 0 could not read the checkpoint\n", path);
 }
 
-gr_code dist_restored(gr_session *s, gr_status *st)
+static gr_code mpi_restored(rt_dist *d, gr_status *st)
 {
-    if (!rt_session_dist(s)->use_win) return GR_OK;
-    dist_lock(s);
-    gr_code c = window_fill(s, COLL_RESTORED, st);
-    dist_unlock(s);
+    if (!d->use_win) return GR_OK;
+    dist_lock(d);
+    gr_code c = window_fill(d, COLL_RESTORED, st);
+    dist_unlock(d);
     return c;
 }
 
-gr_code dist_refresh(gr_session *s, gr_status *st)
+static gr_code mpi_refresh(rt_dist *d, gr_status *st)
 {
     char why[WHY];
-    dist_lock(s);
-    int rc = refresh(s, COLL_REFRESH, why);
-    dist_unlock(s);
-    return rc == 0 ? GR_OK : rt_fail(st, COLL_ERR, "%s\n", why);
+    dist_lock(d);
+    int rc = refresh(d, COLL_REFRESH, why);
+    dist_unlock(d);
+    return rc == 0 ? GR_OK : dm_fail(st, COLL_ERR, "%s\n", why);
 }
 
-gr_code dist_save(gr_session *s, const char *path,
-                  gr_code (*save)(gr_session *s, const char *path, gr_status *st), gr_status *st)
+static gr_code mpi_save(rt_dist *d, const char *path, dist_saver save, void *ctx, gr_status *st)
 {
-    rt_dist *d = rt_session_dist(s);
     int64_t code = GR_OK;
     char why[WHY];
-    dist_lock(s);
+    dist_lock(d);
     int rc = coll_begin(&d->sched, COLL_SAVE, why, sizeof why);
-    if (rc == 0 && d->use_win) pull_shared(s);
-    if (rc == 0 && !d->use_win && d->mode == GR_DIST_ASYNC) average_vars(s);
-    if (rc == 0 && d->rank == 0) code = save(s, path, st);
+    if (rc == 0 && d->use_win) pull_shared(d);
+    if (rc == 0 && !d->use_win && d->mode == GR_DIST_ASYNC) average_vars(d);
+    if (rc == 0 && d->rank == 0) code = save(ctx, path, st);
     if (rc == 0) rc = coll_bcast_words(&d->sched, &code, 1, why, sizeof why);
-    dist_unlock(s);
-    if (rc != 0) return rt_fail(st, COLL_ERR, "%s: %s\n", path, why);
+    dist_unlock(d);
+    if (rc != 0) return dm_fail(st, COLL_ERR, "%s: %s\n", path, why);
     if (code == GR_OK || d->rank == 0) return (gr_code)code;
-    return rt_fail(st, (gr_code)code, "%s: rank 0 could not save the checkpoint\n", path);
+    return dm_fail(st, (gr_code)code, "%s: rank 0 could not save the checkpoint\n", path);
 }
 
-gr_code dist_eval_total(gr_session *s, double *sum, int64_t *batches, gr_status *st)
+static gr_code mpi_eval_total(rt_dist *d, double *sum, int64_t *batches, gr_status *st)
 {
-    rt_dist *d = rt_session_dist(s);
     double v[2] = {*sum, (double)*batches};
     char why[WHY];
-    dist_lock(s);
+    dist_lock(d);
     int rc = coll_begin(&d->sched, COLL_EVAL, why, sizeof why);
     if (rc == 0) MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, d->sched.comm);
-    dist_unlock(s);
-    if (rc != 0) return rt_fail(st, COLL_ERR, "%s\n", why);
+    dist_unlock(d);
+    if (rc != 0) return dm_fail(st, COLL_ERR, "%s\n", why);
     *sum = v[0];
     *batches = (int64_t)v[1];
     return GR_OK;
+}
+
+/* ---- MPI itself, for a program that leaves it to graphrun (gr_mpi_init) ---- */
+
+static gr_code mpi_init(int *argc, char ***argv, int *rank, int *size, gr_status *st)
+{
+    int level = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &level) != MPI_SUCCESS)
+        return dm_fail(st, GR_ERR_ARG, "MPI_Init_thread failed\n");
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    if (level >= MPI_THREAD_SERIALIZED) {
+        core->ok(st);
+        return GR_OK;
+    }
+    return dm_fail(st, GR_ERR_IO,
+                   "rank %d: this MPI gives thread level %d, below "
+                   "MPI_THREAD_SERIALIZED\n",
+                   *rank, level);
+}
+
+/* A failed process ends the whole job at once: the others would otherwise
+ * wait for it in their next collective. */
+static void mpi_finalize(int abort_code)
+{
+    if (abort_code != 0) MPI_Abort(MPI_COMM_WORLD, abort_code);
+    MPI_Finalize();
+}
+
+static const dist_module mpi_module = {
+    .open = mpi_open,
+    .close = mpi_close,
+    .agree = mpi_agree,
+    .rank = mpi_rank,
+    .size = mpi_size,
+    .data_shards = mpi_data_shards,
+    .kern_comm = mpi_kern_comm,
+    .comm_seconds = mpi_comm_seconds,
+    .step_begin = mpi_step_begin,
+    .step_end = mpi_step_end,
+    .refresh = mpi_refresh,
+    .read_file = mpi_read_file,
+    .restored = mpi_restored,
+    .save = mpi_save,
+    .eval_total = mpi_eval_total,
+    .mpi_init = mpi_init,
+    .mpi_finalize = mpi_finalize,
+};
+
+const dist_module *grmod_mpi_entry(const core_calls *c, int abi, const char *version)
+{
+    if (abi != CORE_CALLS_ABI || strcmp(version, GR_VERSION_STRING) != 0) return NULL;
+    core_calls_bind(c);
+    core = c;
+    return &mpi_module;
 }

@@ -30,7 +30,8 @@
 
 #include "dist_shm.h"
 #include <time.h>
-#include "runtime/runtime.h"
+#include "base/fatal.h"
+#include "devices/cpu/cpu.h"
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "barrier counters shared between processes");
 

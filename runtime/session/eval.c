@@ -211,7 +211,7 @@ static gr_code eval_mean(gr_session *s, const plan_graph *p, const eval_pass *ep
         sum = sum * (double)ep->d->batch + tail_sum;
         count = ep->batches * ep->d->batch + ep->tail_rows;
     }
-    gr_code c = eval_sharded(s, p) ? dist_eval_total(s, &sum, &count, st) : GR_OK;
+    gr_code c = eval_sharded(s, p) ? dist_eval_total(s->dist, &sum, &count, st) : GR_OK;
     *value = sum / (double)count;
     return c;
 }
@@ -268,7 +268,7 @@ gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st)
     eval_tail tail = {0};
     double sum = 0, tail_sum = 0;
     if (ec.ep.tail_rows > 0) c = eval_tail_open(s, target, ec.id, &ec.ep, &tail, st);
-    if (c == GR_OK && s->dist) c = dist_refresh(s, st);
+    if (c == GR_OK && s->dist) c = dist_refresh(s->dist, st);
     if (c == GR_OK) c = eval_locked(s, plan, ec.e, &ec.f, &ec.ep, &tail, &sum, &tail_sum, st);
     eval_tail_free(&tail, &ec.ep.rows);
     eval_end(s, &ec);

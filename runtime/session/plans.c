@@ -306,14 +306,14 @@ gr_code gr_run(gr_session *s, const char *target, const gr_feed *feeds, int n_fe
     if (c != GR_OK) return c;
     if (is_train) c = step_room(s, st);
     int views = 0, dist = is_train && s->dist && c == GR_OK;
-    if (dist) c = dist_step_begin(s, st);
+    if (dist) c = dist_step_begin(s->dist, st);
     pthread_rwlock_rdlock(&s->pause);
     if (c == GR_OK) c = exec_run(e, feeds, n_feeds, fetches, n_fetches, &views, st);
     /* counted under the pause lock: a checkpoint's step matches its variables */
     if (c == GR_OK && is_train) atomic_fetch_add(&s->train_steps, 1);
     pthread_rwlock_unlock(&s->pause);
     if (dist) {
-        gr_code end = dist_step_end(s, c == GR_OK, st);
+        gr_code end = dist_step_end(s->dist, c == GR_OK, st);
         if (c == GR_OK) c = end;
     }
     if (c == GR_OK && views && keep_held(s, pi, e) < 0)

@@ -74,6 +74,34 @@ static void set_env(gr_session *s)
                         .comm = dist_kern_comm(s->dist)};
 }
 
+/* What a distributed session's processes read and write of it (dist.h). */
+static uint64_t host_step(void *s)
+{
+    return gr_session_step(s);
+}
+
+static void host_var_read(void *s, int vi, void *dst)
+{
+    rt_var_read(s, vi, dst);
+}
+
+static void host_var_write(void *s, int vi, const void *src)
+{
+    rt_var_write(s, vi, src);
+}
+
+static gr_code open_dist(gr_session *s, const gr_program *p, gr_status *st)
+{
+    dist_host h = {.ctx = s,
+                   .g = s->g,
+                   .mode = p->distributed,
+                   .opt = &s->opt,
+                   .step = host_step,
+                   .var_read = host_var_read,
+                   .var_write = host_var_write};
+    return dist_open(&h, &s->dist, st);
+}
+
 gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_session **out,
                        gr_status *st)
 {
@@ -85,7 +113,7 @@ gr_code gr_session_new(const gr_program *p, const gr_session_options *opt, gr_se
     cpu_blas_init();
     gr_code c = machine_devices_open(&p->machine, s->g, &s->devs, st);
     if (c == GR_OK) c = sess_vars_init(s, st);
-    if (c == GR_OK && p->distributed) c = dist_open(s, &s->dist, st);
+    if (c == GR_OK && p->distributed) c = open_dist(s, p, st);
     if (c == GR_OK && s->opt.tensorboard_dir)
         c = rt_summary_open(s->opt.tensorboard_dir, &s->summary, st);
     s->opt.tensorboard_dir = NULL; /* the caller's string: not kept */
@@ -129,7 +157,7 @@ gr_code gr_session_dist_agree(gr_session *s, const char *what, const char *value
     gr_code bad = sess_check(s, "gr_session_dist_agree", st);
     if (bad != GR_OK) return bad;
     if (!what || !value) return rt_null(st, "gr_session_dist_agree", what ? "value" : "what");
-    if (s->dist) return dist_agree(s, what, value, st);
+    if (s->dist) return dist_agree(s->dist, what, value, st);
     rt_ok(st);
     return GR_OK;
 }
