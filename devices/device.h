@@ -100,8 +100,10 @@ typedef struct dev_var_lock {
     device_obj *dev;
     dev_event *ev; /* NULL on a synchronous device */
     /* Steps that updated the variable so far, locked or not: what the
-     * staleness of an update is counted against (runtime/exec/stale.c). */
-    _Atomic uint64_t version;
+     * staleness of an update is counted against (runtime/exec/stale.c).
+     * Read and written with __atomic builtins only (this header is C++'s
+     * too, which has no _Atomic). */
+    uint64_t version;
 } dev_var_lock;
 
 /* The fault of an id outside [0, limit) at flat index i of a tensor of

@@ -49,16 +49,15 @@ void stale_begin(rt_exec *e)
 {
     exec_stale *s = &e->stale;
     for (int i = 0; i < s->n_var; i++)
-        s->seen[i] =
-            atomic_load_explicit(&e->env->var_lock[s->var[i]].version, memory_order_relaxed);
+        s->seen[i] = __atomic_load_n(&e->env->var_lock[s->var[i]].version, __ATOMIC_RELAXED);
 }
 
 void stale_end(rt_exec *e)
 {
     exec_stale *s = &e->stale;
     for (int i = 0; i < s->n_var; i++) {
-        uint64_t was = atomic_fetch_add_explicit(&e->env->var_lock[s->var[i]].version, 1,
-                                                 memory_order_relaxed);
+        uint64_t was =
+            __atomic_fetch_add(&e->env->var_lock[s->var[i]].version, 1, __ATOMIC_RELAXED);
         uint64_t k = was - s->seen[i];
         atomic_fetch_add_explicit(&s->sum, k, memory_order_relaxed);
         atomic_fetch_add_explicit(
