@@ -202,7 +202,10 @@ static rows_lbl rows_rule(const rows_ctx *c, const ir_node *n)
     case OP_BROADCAST:
     case OP_SUM_TO:
         return rows_same_shape(c, n);
+    case OP_ROPE: /* [B, ..., T, D]: axis 0 is not the positions it turns by */
+        return n->type.rank >= 3 ? rows_first_only(c, n) : rows_mixed;
     case OP_BATCHNORM: /* per sample with fixed statistics (batchnorm_stats is MIXED) */
+    case OP_LRN:       /* across the channels of one sample */
     case OP_ONE_HOT:
     case OP_CONV2D:
     case OP_CONV2D_BIAS:

@@ -151,6 +151,21 @@ static void test_partial_last_batch_through_newer_elementwise_ops(void **state)
         assert_close(eval_csv_with(batches[k], 0, extra, "through"), want, "through", batches[k]);
 }
 
+/* lrn works within one example's channels, and rope turns each example's
+ * [.., T, D] by its own positions: a partial last batch through them
+ * counts every example. */
+static void test_partial_last_batch_through_lrn_and_rope(void **state)
+{
+    (void)state;
+    const char *extra = "q = reshape(lrn(reshape(test.x, [-1, 4, 1]), depth_radius=1), [-1, 4])\n"
+                        "r = reshape(rope(reshape(test.x, [-1, 1, 2, 2])), [-1, 4])\n"
+                        "turned = mean(q @ w + r @ w)\n";
+    double want = eval_csv_with(1, 0, extra, "turned");
+    static const int batches[] = {3, 4, 7};
+    for (int k = 0; k < 3; k++)
+        assert_close(eval_csv_with(batches[k], 0, extra, "turned"), want, "turned", batches[k]);
+}
+
 /* Towers' means over slices of the batch, averaged, weigh every example
  * alike: batches of 4 and 6 (2 and 4 examples left) give xent's value. */
 static void test_partial_last_batch_split_between_towers(void **state)
@@ -302,6 +317,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partial_last_batch_counts_every_example),
         cmocka_unit_test(test_partial_last_batch_through_newer_elementwise_ops),
+        cmocka_unit_test(test_partial_last_batch_through_lrn_and_rope),
         cmocka_unit_test(test_partial_last_batch_split_between_towers),
         cmocka_unit_test(test_tail_that_cannot_be_split_by_example_is_refused),
         cmocka_unit_test(test_partial_last_batch_of_text_windows),
