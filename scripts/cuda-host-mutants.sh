@@ -26,6 +26,7 @@ reduction_missing_syncthreads|devices/cuda/k_reduce.cu|s/(if \(lane == 0\) part\
 gemm_wrong_lda|devices/cuda/k_gemm.cu|s/int lda = g->ta \? m : k,/int lda = g->ta ? m : k + 1,/|^cuda_host_devices$
 missing_stream_event_wait|devices/cuda/device.cu|s/    CUDA_CHECK\(cudaStreamWaitEvent\(q->stream, e->ev, cudaEventWaitExternal\), NULL\);\n//|^cuda_host_(test_partitions|test_concurrency|embed_towers_async)$
 step_graph_captures_host_pointer|runtime/exec/parts.c|s/ok &= e->xfers\[x\[i\]\].mode != XFER_DEV_HOST;/(void)x;/|^cuda_host_test_step_graphs$
+step_graph_frozen_run_counter|devices/cuda/k_elementwise.cu|s/step_dev \? \*step_dev : step\)/step_dev ? step : step)/|^cuda_host_test_step_graphs$
 '
 targets="cuda_host_test_devices cuda_host_test_partitions cuda_host_test_concurrency \
 cuda_host_towers_async cuda_host_test_step_graphs"
