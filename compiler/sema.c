@@ -1297,6 +1297,21 @@ static void name_part(sema *S, const char *target, const char *suffix, int node,
     ir_set_name(S->g, buf, node, is_train);
 }
 
+/* `noise = normal(...)` at the top level: one draw per run under that name,
+ * fetchable, and the same one in every expression that reads it; the value
+ * stays an initializer, so `var w = noise` still initialises. */
+static int draw_named(sema *S, env *e, const ast_node *st, value *v)
+{
+    if (e != S->global || v->k != V_INIT || v->drawn ||
+        (v->init != INIT_UNIFORM && v->init != INIT_NORMAL))
+        return 0;
+    int node = sema_to_tensor(S, st->b, *v, DT_F32);
+    if (node < 0) return -1;
+    v->drawn = node + 1;
+    ir_set_name(S->g, st->a->name, node, 0);
+    return 0;
+}
+
 static void stmt_assign(sema *S, env *e, const ast_node *st)
 {
     value v = sema_eval(S, e, st->b);
@@ -1305,6 +1320,7 @@ static void stmt_assign(sema *S, env *e, const ast_node *st)
         return;
     }
     param_rebound(S, e, st, st->a->name);
+    if (draw_named(S, e, st, &v) < 0) v = sema_value_err();
     env_set(e, st->a->name, v);
     if (e != S->global || v.k != V_TENSOR) return;
     if (v.is_train && v.every > 1) /* first: the target itself stays the default */

@@ -49,6 +49,8 @@ struct value {
     ir_type itype;    /* V_INIT shape */
     int init_annot;   /* V_INIT: the annotation on it (request + 1 into g->place_reqs), 0 none */
     int init_frozen;  /* V_INIT: trainable=false */
+    int drawn;        /* V_INIT uniform/normal bound to a global name: 1 + the node of
+                         its draw, which every expression reading the name shares */
     /* An argument bound by sema_bind_args: where it was written and what it is
      * (function and parameter names), so that a message about its value
      * underlines it and names it (sema_arg_at, sema_arg_label). */
@@ -163,8 +165,8 @@ typedef struct argspec {
 } argspec;
 /* Binds args (the positional ones from `skip` on, then the keyword ones) to
  * spec slots in out[] (V_NONE when absent). */
-int sema_bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const sema_args *args,
-              int skip, value *out);
+int sema_bind_args(sema *S, const char *fname, const argspec *spec, int n_spec,
+                   const sema_args *args, int skip, value *out);
 /* A number, or def when v is V_NONE. */
 int sema_num_arg(sema *S, const ast_node *at, value v, double def, double *out);
 /* kw names no argument of fname: the error lists spec's, with a "did you

@@ -286,6 +286,7 @@ static int to_tensor(sema *S, const ast_node *at, value v, ir_dtype like, int de
                 return stack_tensors(S, at, v, depth);
         return list_const(S, at, v);
     case V_INIT:
+        if (v.drawn) return v.drawn - 1;
         if (v.init <= INIT_CONSTANT) {
             double fill = v.init == INIT_ZEROS ? 0 : v.init == INIT_ONES ? 1 : v.ia;
             return ir_add_const(S->g, fill, &v.itype, S->src, at->span);

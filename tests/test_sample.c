@@ -104,6 +104,31 @@ static void test_bernoulli_draws_ones_with_probability_p(void **state)
     run_close(&r);
 }
 
+/* A draw bound to a name at the top level is fetchable by that name, and
+ * every expression reading the name reads the same draw (one per run),
+ * while the name still initialises a var. */
+static void test_a_named_draw_is_one_draw(void **state)
+{
+    (void)state;
+    run r;
+    run_open(&r, "noise = normal([2, 3], std=0.5)\n"
+                 "var w = noise\n"
+                 "both = concat([noise, noise * 2 - noise], axis=0)\n"
+                 "u = uniform([4], low=2, high=3)\n");
+    float a[6], b[6], both[12], u[4];
+    fetch(&r, "noise", a, sizeof a, NULL);
+    fetch(&r, "noise", b, sizeof b, NULL);
+    assert_true(memcmp(a, b, sizeof a) != 0); /* fresh each run */
+    fetch(&r, "both", both, sizeof both, NULL);
+    for (int i = 0; i < 6; i++) assert_float_equal(both[i], both[6 + i], 1e-6f);
+    fetch(&r, "u", u, sizeof u, NULL);
+    for (int i = 0; i < 4; i++) assert_true(u[i] >= 2.0f && u[i] < 3.0f);
+    fetch(&r, "w", a, sizeof a, NULL); /* a variable, initialised by the spec */
+    fetch(&r, "w", b, sizeof b, NULL);
+    assert_memory_equal(a, b, sizeof a);
+    run_close(&r);
+}
+
 /* categorical on logits log(1), log(2), log(3) draws 1:2:3; a row of equal
  * logits draws uniformly; a logit 100 below the others is never drawn. */
 static void test_categorical_draws_softmax_of_each_row(void **state)
@@ -310,6 +335,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bernoulli_draws_ones_with_probability_p),
+        cmocka_unit_test(test_a_named_draw_is_one_draw),
         cmocka_unit_test(test_categorical_draws_softmax_of_each_row),
         cmocka_unit_test(test_sample_follows_weights_and_never_draws_a_zero),
         cmocka_unit_test(test_sample_from_a_fed_table_of_50000),
