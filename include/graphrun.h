@@ -68,7 +68,20 @@
 extern "C" {
 #endif
 
-#define GR_VERSION_STRING "0.1.0"
+/* The version: this header is its one source (CMakeLists.txt reads these
+ * three lines; libgraphrun's soname is libgraphrun.so.MAJOR, docs/api.md).
+ * gr_version() says which library a program runs against; these say which
+ * header it was compiled with. */
+#define GR_VERSION_MAJOR    0
+#define GR_VERSION_MINOR    1
+#define GR_VERSION_PATCH    0
+#define GR_VERSION_STR2_(x) #x
+#define GR_VERSION_STR_(x)  GR_VERSION_STR2_(x)
+#define GR_VERSION_STRING                                                                          \
+    GR_VERSION_STR_(GR_VERSION_MAJOR)                                                              \
+    "." GR_VERSION_STR_(GR_VERSION_MINOR) "." GR_VERSION_STR_(GR_VERSION_PATCH)
+/* One number to compare: 10000 * MAJOR + 100 * MINOR + PATCH. */
+#define GR_VERSION_NUMBER (GR_VERSION_MAJOR * 10000 + GR_VERSION_MINOR * 100 + GR_VERSION_PATCH)
 
 typedef enum gr_code {
     GR_OK = 0,
@@ -507,6 +520,8 @@ void gr_output_discard(gr_output *o);
  * again.  NULL restores the default (print, then abort()).  Process-wide. */
 typedef void (*gr_abort_hook)(const char *msg);
 void gr_set_abort_hook(gr_abort_hook hook);
+/* The library's version, "MAJOR.MINOR.PATCH" (GR_VERSION_STRING of the
+ * header it was built with). */
 const char *gr_version(void);
 /* The kernels OpenBLAS runs for the CPU ("SkylakeX", "Haswell"...).  OpenBLAS
  * picks them by CPU model when it loads; on a model it does not know it

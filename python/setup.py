@@ -38,11 +38,14 @@ def note(msg):
 
 
 def version():
+    # include/graphrun.h is the version's one source (GR_VERSION_MAJOR...)
     try:
-        with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
-            m = re.search(r"project\(graphrun\s+VERSION\s+([0-9.]+)", f.read())
-        if m:
-            return m.group(1)
+        with open(os.path.join(ROOT, "include", "graphrun.h")) as f:
+            text = f.read()
+        parts = [re.search(r"^#define GR_VERSION_%s +([0-9]+)$" % k, text, re.M)
+                 for k in ("MAJOR", "MINOR", "PATCH")]
+        if all(parts):
+            return ".".join(m.group(1) for m in parts)
     except OSError:
         pass
     return "0.1.0"

@@ -3,7 +3,9 @@
 # exactly the functions HEADER declares: every gr_* declared is defined and
 # global, and nothing else is (no internal gr_ tables or helpers, no names
 # without the prefix).  The expected list is read from the header each run,
-# so adding a declaration or an exported symbol cannot go unnoticed.
+# so adding a declaration or an exported symbol cannot go unnoticed.  The
+# shared library's symbols must also carry the version node GRAPHRUN_<MAJOR>
+# (cmake/graphrun.map), MAJOR being the header's GR_VERSION_MAJOR.
 set -u
 NM=$1 HEADER=$2 SHARED=$3 STATIC=$4
 tmp=$(mktemp -d) || exit 1
@@ -32,9 +34,10 @@ api_declared() {
 }
 
 # Defined and global: "ADDRESS TYPE NAME" rows with an upper-case type (nm
-# on an archive also prints member names and blank lines).
+# on an archive also prints member names and blank lines), less a version
+# node's own absolute symbol (type A) and a name's @@VERSION.
 lib_exported() {
-    awk 'NF == 3 && $2 ~ /^[A-Z]$/ { print $3 }' | sort -u
+    awk 'NF == 3 && $2 ~ /^[A-Z]$/ && $2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort -u
 }
 
 api_declared "$HEADER" >"$tmp/declared"
@@ -46,6 +49,14 @@ if [ "$(wc -l <"$tmp/declared")" -lt 10 ]; then
     exit 1
 fi
 rc=0
+major=$(sed -n 's/^#define GR_VERSION_MAJOR  *\([0-9]*\)$/\1/p' "$HEADER")
+unversioned=$("$NM" -D --defined-only "$SHARED" |
+    awk -v v="GRAPHRUN_$major" 'NF == 3 && $2 ~ /^[A-Z]$/ && $2 != "A" && $3 !~ ("@@" v "$")')
+if [ -z "$major" ] || [ -n "$unversioned" ]; then
+    echo "shared library symbols without the version node GRAPHRUN_${major:-?}:"
+    echo "$unversioned"
+    rc=1
+fi
 for lib in shared static; do
     comm -23 "$tmp/declared" "$tmp/$lib" | sed "s/^/$lib library lacks declared /"
     comm -13 "$tmp/declared" "$tmp/$lib" | sed "s/^/$lib library exports undeclared /"

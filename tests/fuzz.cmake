@@ -56,7 +56,7 @@ if(GR_FUZZ AND GR_CLANG)
   list(FILTER GR_FZ_SRCS EXCLUDE REGEX "/runtime/dist/dist_(mpi|shm|coll)\\.c$|/devices/core_calls\\.c$")
   set_source_files_properties(${GR_PROTO_C} PROPERTIES GENERATED TRUE)
   list(APPEND GR_FZ_SRCS ${GR_FUZZ_GEN} ${GR_PROTO_C} ${GR_FUZZ_SRC}/tests/fuzz/fuzz_compile.c)
-  set(GR_FZ_CFLAGS -std=c11 -g -O1 -D_GNU_SOURCE "-DGR_VERSION=\"${PROJECT_VERSION}\""
+  set(GR_FZ_CFLAGS -std=c11 -g -O1 -D_GNU_SOURCE
       -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
       -I${GR_FUZZ_SRC} -I${GR_FUZZ_SRC}/include -I${GR_FUZZ_SRC}/lang -I${CMAKE_BINARY_DIR}/lang
       -I${GR_PROTO_DIR} ${OPENBLAS_CFLAGS} ${CJSON_CFLAGS} ${PROTOBUFC_CFLAGS})

@@ -201,6 +201,18 @@ static void test_accessors_take_null(void **state)
     gr_output_discard(NULL);
 }
 
+/* The header's version macros are one version, the library's (gr_version). */
+static void test_version_macros_match_the_library(void **state)
+{
+    (void)state;
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", GR_VERSION_MAJOR, GR_VERSION_MINOR, GR_VERSION_PATCH);
+    assert_string_equal(GR_VERSION_STRING, want);
+    assert_string_equal(gr_version(), want);
+    assert_int_equal(GR_VERSION_NUMBER,
+                     GR_VERSION_MAJOR * 10000 + GR_VERSION_MINOR * 100 + GR_VERSION_PATCH);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_checkpoints_and_outputs_refuse_null_arguments),
         cmocka_unit_test(test_runs_refuse_bad_feeds_and_fetches),
         cmocka_unit_test(test_accessors_take_null),
+        cmocka_unit_test(test_version_macros_match_the_library),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
