@@ -1,5 +1,5 @@
-# tests/examples.cmake - issue 26's example models (examples/fashion_denoise,
-# fashion_resnet, word2vec) each trained in a tiny configuration by
+# tests/examples.cmake - issue 26's and 27's example models (examples/fashion_denoise,
+# fashion_resnet, word2vec, cifar_towers, llama) each trained in a tiny configuration by
 # tests/examples.sh, which checks that it learns: the loss falls, and the
 # denoiser's test mse, the ResNet's test accuracy (with batch norm's running
 # statistics) or word2vec's final loss are where only training puts them.
@@ -12,6 +12,16 @@ if(EXISTS /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz)
   add_test(NAME example_resnet_bn_trains COMMAND ${GR_EXAMPLES_SH} resnet --threads 2
            WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
   set_tests_properties(example_denoise_trains example_resnet_bn_trains PROPERTIES TIMEOUT 120)
+  # issue 27: TF's CIFAR-10 model in two synchronous towers (cpu:0 and cpu:1)
+  add_test(NAME example_cifar_towers_trains COMMAND ${GR_EXAMPLES_SH} cifar_towers --threads 2
+           WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(example_cifar_towers_trains PROPERTIES TIMEOUT 120)
+endif()
+# issue 27: the Llama-style character model on the fortunes
+if(EXISTS /usr/share/games/fortunes/fortunes)
+  add_test(NAME example_llama_trains COMMAND ${GR_EXAMPLES_SH} llama --threads 1
+           WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(example_llama_trains PROPERTIES TIMEOUT 60)
 endif()
 # on tests/models/tiny_text.txt, one thread and two Hogwild! executors
 add_test(NAME example_word2vec_trains COMMAND ${GR_EXAMPLES_SH} word2vec --threads 1

@@ -12,6 +12,11 @@
 #             on the 172 words of tests/models/tiny_text.txt, with
 #             lr 1: so few words repeat so often in a batch that the
 #             example's 2.5 can diverge there
+#   cifar_towers (issue 27) the two synchronous towers train one set of
+#             variables (the checkpoint holds tower/model/conv1/w once) and
+#             the test accuracy is well above chance
+#   llama     (issue 27) the validation loss is a number below that of the
+#             untrained model (log 113 = 4.7 nats per character)
 set -u
 G=$1 EX=$2 M=$3
 shift 3
@@ -54,6 +59,26 @@ word2vec)
   last=$(sed -n 's/.*"event":"done".*"loss":\([0-9.e+-]*\).*/\1/p' "$M.jsonl")
   echo "loss 16.64 -> $last"
   awk -v b="$last" 'BEGIN { exit !(b != "" && b > 0 && b < 12.5) }' || fail "final loss '$last' is not below 12.5"
+  ;;
+cifar_towers)
+  "$G" "$EX/cifar_towers.graph" --set batch=8 --steps 80 --log-every 5 --log "$M.jsonl" \
+      --eval accuracy --checkpoint "$M.st" --quiet "$@" > "$M.out" || fail "training: $(cat "$M.out")"
+  loss_falls "$M.jsonl" 0.9
+  acc=$(sed -n 's/^accuracy = \([0-9.e+-]*\)$/\1/p' "$M.out")
+  echo "accuracy $acc"
+  awk -v a="$acc" 'BEGIN { exit !(a != "" && a > 0.25 && a <= 1) }' || fail "accuracy '$acc' is not above 0.25"
+  "$G" inspect "$M.st" > "$M.inspect" || fail "inspect"
+  n=$(grep -c '/conv1/w ' "$M.inspect")
+  [ "$n" -eq 1 ] || fail "$n copies of conv1/w, not one shared by the towers: $(cat "$M.inspect")"
+  ;;
+llama)
+  "$G" "$EX/llama.graph" --set batch=8 --set block=16 --set width=32 --set heads=2 --set layers=2 \
+      --set hidden=64 --set warmup=5 --set steps=100 --steps 100 --log-every 10 --log "$M.jsonl" \
+      --eval val_loss --quiet "$@" > "$M.out" || fail "training: $(cat "$M.out")"
+  loss_falls "$M.jsonl" 0.9
+  val=$(sed -n 's/^val_loss = \([0-9.e+-]*\)$/\1/p' "$M.out")
+  echo "val_loss $val"
+  awk -v v="$val" 'BEGIN { exit !(v != "" && v > 0 && v < 4.2) }' || fail "val_loss '$val' is not below 4.2"
   ;;
 *) fail "unknown model" ;;
 esac
