@@ -2,23 +2,34 @@
  * (dist_module.h), opened by the first dist_open.  Without the module,
  * dist_open is an error, so no session has an rt_dist and the calls that
  * need one are never made. */
+#include <pthread.h>
+
 #include "dist.h"
 #include "runtime/modules.h"
 #include "runtime/runtime.h"
 
-/* Set by the first dist_open that found the module: every rt_dist is its. */
+/* The module's vtable, or NULL with why: opened once (modules.h), or, linked
+ * in (the test library, GR_LINK_MPI), its entry called once here.  Every
+ * rt_dist is the module's, so the calls on one read mod without a check. */
 static const dist_module *mod;
+static const char *mod_why;
+static pthread_once_t mod_once = PTHREAD_ONCE_INIT;
 
-/* The module's vtable, or NULL with why (modules.h).  Linked in (the test
- * library, GR_LINK_MPI), its entry is called here. */
-static const dist_module *mpi_module(const char **why)
+static void mod_open(void)
 {
 #ifdef GR_LINK_MPI
-    *why = "the linked MPI module is not from this build";
-    return grmod_mpi_entry(rt_core_calls(), CORE_CALLS_ABI, GR_VERSION_STRING);
+    mod_why = "the linked MPI module is not from this build";
+    mod = grmod_mpi_entry(rt_core_calls(), CORE_CALLS_ABI, GR_VERSION_STRING);
 #else
-    return rt_mpi_module(why);
+    mod = rt_mpi_module(&mod_why);
 #endif
+}
+
+static const dist_module *mpi_module(const char **why)
+{
+    pthread_once(&mod_once, mod_open);
+    *why = mod_why;
+    return mod;
 }
 
 gr_code dist_open(const dist_host *h, rt_dist **out, gr_status *st)
@@ -27,7 +38,6 @@ gr_code dist_open(const dist_host *h, rt_dist **out, gr_status *st)
     const dist_module *m = mpi_module(&why);
     *out = NULL;
     if (!m) return rt_fail(st, GR_ERR_ARG, "distributed: %s\n", why);
-    mod = m;
     return m->open(h, out, st);
 }
 
@@ -113,7 +123,6 @@ gr_code gr_mpi_init(int *argc, char ***argv, int *rank, int *size, gr_status *st
     const char *why = NULL;
     const dist_module *m = mpi_module(&why);
     if (!m) return rt_fail(st, GR_ERR_ARG, "%s\n", why);
-    mod = m;
     gr_code c = m->mpi_init(argc, argv, rank, size, st);
     started = c == GR_OK || c == GR_ERR_IO; /* IO: started, at too low a thread level */
     return c;
