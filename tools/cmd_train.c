@@ -58,6 +58,12 @@ static void dist_summary(const gr_session *s, const gr_target_info *ti, double s
            size, sps * (double)ti->batch * size, comm, secs > 0 ? 100 * comm / secs : 0);
 }
 
+/* Several executors or targets run at once (train_async.c). */
+static int concurrent(const train_opts *o)
+{
+    return o->executors > 1 || o->n_targets > 1;
+}
+
 /* The step training ended at (a restore may have started past --steps). */
 static long last_step(const train_opts *o)
 {
@@ -74,6 +80,11 @@ static int summary(const train_opts *o, const gr_session *s, const gr_target_inf
     for (int i = 0; i < o->n_targets; i++) printf("%s %s", i ? "," : "", o->targets[i]);
     printf(": %ld steps in %.2fs, %.1f steps/s", done, secs, sps);
     if (ti->loss) printf(", final loss %.4f", (double)loss);
+    if (concurrent(o)) { /* one executor's updates are never stale */
+        char stale[96];
+        trep_staleness(pg, stale, sizeof stale);
+        fputs(stale, stdout);
+    }
     printf("\n");
     for (int i = 0; i < o->n_evals; i++) printf("%s = %.4f\n", o->evals[i], vals[i]);
     if (o->comp.distributed) dist_summary(s, ti, secs, sps);
@@ -139,11 +150,6 @@ static int target_infos(train_opts *o, const gr_program *prog, gr_target_info *f
     return 0;
 }
 
-static int concurrent(const train_opts *o)
-{
-    return o->executors > 1 || o->n_targets > 1;
-}
-
 /* --tensorboard DIR: the run's folder, DIR/RUN, malloc'd; NULL without. */
 static char *tb_run_dir(const train_opts *o)
 {
@@ -176,6 +182,7 @@ static gr_session *open_session(train_opts *o, gr_program *prog, trep_progress *
         fprintf(stderr, "tensorboard: writing to %s (view: tensorboard --logdir %s)\n", run,
                 o->tb_dir);
     pg->tb = run ? s : NULL;
+    pg->sess = s;
     o->sess.tensorboard_dir = NULL;
     free(run);
     return s;

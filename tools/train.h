@@ -50,6 +50,8 @@ typedef struct trep_progress {
     int log_failed;        /* a write to the log failed (printed): the run stops */
     gr_session *tb;        /* the session, when --tensorboard writes its scalars */
     long last_record;      /* the step of the last record: records only move forward */
+    gr_session *sess;      /* the session trained: its updates' staleness */
+    gr_staleness stale_at; /* gr_session_staleness at the last record */
 } trep_progress;
 
 /* Seconds on a monotonic clock. */
@@ -75,6 +77,9 @@ int trep_evals_done(const train_opts *o, trep_progress *pg, const double *vals, 
  * path, complete); -1 when it cannot be written there (printed). */
 int trep_log_open(const train_opts *o, trep_progress *pg);
 int trep_log_close(trep_progress *pg);
+/* The staleness of the updates since the session began (docs/api.md):
+ * ", staleness mean M p99 P max X" into buf. */
+void trep_staleness(const trep_progress *pg, char *buf, size_t n);
 /* The log's last line: {"event":"done",...}; -1 when the write failed. */
 int trep_log_done(const train_opts *o, trep_progress *pg, long done, long step, double sps,
                   float loss, const double *vals);

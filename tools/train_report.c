@@ -212,12 +212,39 @@ int trep_report(const train_opts *o, trep_progress *pg, long step, float loss, f
         !(final || step / k > pg->last_record / k))
         return 0;
     pg->last_record = step;
+    gr_staleness at;
+    double mean;
+    uint64_t p99, max;
+    gr_session_staleness(pg->sess, &at); /* of the updates since the last record */
+    gr_staleness_between(&at, &pg->stale_at, &mean, &p99, &max);
+    pg->stale_at = at;
     trep_scalar v[] = {{"loss", round6(loss)},
                        {"steps_per_s", round6(sps)},
                        {"examples_per_s", round6(sps * (double)o->batch)},
+                       {"staleness_mean", round6(mean)},
+                       {"staleness_p99", (double)p99},
+                       {"staleness_max", (double)max},
                        {"lr", round6(lr)}};
     int n = sizeof v / sizeof *v;
     return record(pg, step, v, isnan(lr) ? n - 1 : n, el); /* NaN: the target has no rate */
+}
+
+/* The whole run's: since the session began. */
+static void run_staleness(const trep_progress *pg, double *mean, uint64_t *p99, uint64_t *max)
+{
+    static const gr_staleness zero;
+    gr_staleness now;
+    gr_session_staleness(pg->sess, &now);
+    gr_staleness_between(&now, &zero, mean, p99, max);
+}
+
+void trep_staleness(const trep_progress *pg, char *buf, size_t n)
+{
+    double mean;
+    uint64_t p99, max;
+    run_staleness(pg, &mean, &p99, &max);
+    snprintf(buf, n, ", staleness mean %.2f p99 %llu max %llu", mean, (unsigned long long)p99,
+             (unsigned long long)max);
 }
 
 int trep_run_evals(const train_opts *o, gr_session *s, double *vals, gr_status *st)
@@ -258,6 +285,12 @@ int trep_log_done(const train_opts *o, trep_progress *pg, long done, long step, 
     cJSON_AddNumberToObject(j, "step", (double)step);
     json_add(j, "steps_per_s", sps, 2, 1);
     json_add(j, "loss", loss, 6, 0);
+    double mean;
+    uint64_t p99, max;
+    run_staleness(pg, &mean, &p99, &max);
+    json_add(j, "staleness_mean", mean, 6, 0);
+    cJSON_AddNumberToObject(j, "staleness_p99", (double)p99);
+    cJSON_AddNumberToObject(j, "staleness_max", (double)max);
     json_add_evals(j, o, vals);
     return log_line(pg, j);
 }
