@@ -127,6 +127,8 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_LRN_GRAD, 2, 0, ops_shape_lrn, NULL), .attrs = ATTRS_LRN, .scratch = ops_scratch_lrn_grad},
     E(OP_ROPE, 1, PUB, ops_shape_rope, ops_grad_rope), .attrs = ATTRS_ROPE},
     E(OP_ROPE_GRAD, 1, 0, ops_shape_rope, NULL), .attrs = ATTRS_ROPE},
+    E(OP_LSTM_CELL, 2, PUB, ops_shape_lstm_cell, ops_grad_lstm_cell)},
+    E(OP_LSTM_CELL_GRAD, 3, 0, ops_shape_lstm_cell, NULL)},
     E(OP_BN_STATS, 1, 0, ops_shape_bn_stats, ops_grad_none), .attrs = {[ATTR_AXIS] = A_INT("axis", 1)}},
     E(OP_BATCHNORM, 4, 0, ops_shape_batchnorm, ops_grad_batchnorm), .attrs = ATTRS_NORM_BN},
     E(OP_BN_GRAD_PARAMS, 3, 0, ops_shape_bn_grad, NULL), .attrs = ATTRS_NORM_BN},

@@ -107,6 +107,10 @@
        angle t * base^(-2i/D) at position t of axis -2 */                                        \
     X(ROPE, "rope")                /* in: x; f0 base */                                            \
     X(ROPE_GRAD, "rope_grad")      /* in: dy; the inverse rotation; attrs as rope */               \
+    /* recurrent cells, PyTorch's nn.LSTMCell gates i, f, g, o: c' = sig(f) c + sig(i) tanh(g),    \
+       h' = sig(o) tanh(c'); the state s is [B, 2H] = [h, c] */                                    \
+    X(LSTM_CELL, "lstm_cell")      /* in: z[B,4H], s[B,2H]; out [B,2H]: h', c' */                  \
+    X(LSTM_CELL_GRAD, "lstm_cell_grad") /* in: dy[B,2H], z, s; out [B,6H]: dz, ds (dh 0) */        \
     /* batch normalisation over every axis but the channel axis 1 of [N,C] or [N,C,H,W] */         \
     X(BN_STATS, "batchnorm_stats") /* in: x; attr0 axis; out [2,C]: mean, biased variance */       \
     X(BATCHNORM, "batchnorm_apply") /* in: x, gain[C], bias[C], stats[2,C]; attr0 axis, f1 eps */  \

@@ -538,6 +538,26 @@ int ops_grad_rope(ir_graph *g, int id, int dy, int *dx)
     return finish1(dx, add1(g, id, OP_ROPE_GRAD, dy, &a));
 }
 
+/* lstm_cell: dz and ds from one fused kernel (lstm_cell_grad) that makes
+ * the gates and c' again from z and s, as [B, 6H] = [dz, ds]; ds's h half
+ * is 0 (h reaches the cell only through z), its c half dc' sig(f) plus
+ * what flows through h'. */
+int ops_grad_lstm_cell(ir_graph *g, int id, int dy, int *dx)
+{
+    int in[3] = {dy, IN(0), IN(1)};
+    int64_t h4 = ops_in_type(g, id, 0)->dim[1];
+    ir_attrs a = no_attrs();
+    int d = ir_add_like(g, id, OP_LSTM_CELL_GRAD, in, 3, &a);
+    for (int k = 0; k < 2; k++) {
+        ir_attrs s = no_attrs();
+        s.i[ATTR_AXIS] = 1;
+        s.i[ATTR_SLICE_BEGIN] = k ? h4 : 0;
+        s.i[ATTR_SLICE_END] = k ? h4 + h4 / 2 : h4;
+        dx[k] = add1(g, id, OP_SLICE, d, &s);
+    }
+    return dx[0] < 0 || dx[1] < 0 ? -1 : 0;
+}
+
 /* ---- batch normalisation ---- */
 
 /* y = (x - mean) * rstd * gain + bias per channel, mean and var the rows of

@@ -748,6 +748,30 @@ int ops_shape_rope(ir_graph *g, int id)
     return set_type(g, id, *x);
 }
 
+/* lstm_cell (in: z, s) and lstm_cell_grad (in: dy, z, s): z f32[B, 4H]
+ * (the gates i, f, g, o), s f32[B, 2H] (h, then c); out [B, 2H] (h', c'),
+ * the gradient's [B, 6H] (dz, then ds). */
+int ops_shape_lstm_cell(ir_graph *g, int id)
+{
+    int grad = NODE(id)->op == OP_LSTM_CELL_GRAD;
+    const ir_type *z = ops_in_type(g, id, grad), *s = ops_in_type(g, id, grad + 1);
+    if (need_f32(g, id, z, "gates") < 0 || need_f32(g, id, s, "state") < 0) return -1;
+    if (z->rank != 2 || z->dim[1] % 4 || z->dim[1] == 0)
+        return ops_error(
+            g, id, "%s: gates must be [B, 4H] (i, f, g, o: concat([x, h], axis=1) @ w + b), got %s",
+            OPNAME(id), ops_ts(z).s);
+    int64_t h = z->dim[1] / 4;
+    if (s->rank != 2 || s->dim[0] != z->dim[0] || s->dim[1] != 2 * h)
+        return ops_error(g, id,
+                         "%s: state must be [B, 2H] = [%lld, %lld] (h, then c) for gates %s, "
+                         "got %s",
+                         OPNAME(id), (long long)z->dim[0], (long long)(2 * h), ops_ts(z).s,
+                         ops_ts(s).s);
+    if (grad && need_grad_like(g, id, ops_in_type(g, id, 0), s) < 0) return -1;
+    int64_t dims[2] = {z->dim[0], (grad ? 6 : 2) * h};
+    return set_type(g, id, make_type(DT_F32, 2, dims));
+}
+
 /* ---- batch normalisation: channels on axis 1 of [N,C] or [N,C,H,W] ---- */
 
 /* x: f32 [N,C] or [N,C,H,W], axis 1 (-1 of [N,C], -3 of [N,C,H,W]); eps > 0

@@ -49,6 +49,9 @@ enum {
     B_SIGMOID_XENT,
     B_NLL,
     B_GROUPNORM,
+    B_LSTM,
+    B_LSTM_H,
+    B_LSTM_C,
     B_COUNT
 };
 
@@ -62,7 +65,7 @@ static const char *const builtin_names[B_COUNT] = {
     "linear",    "warmup",      "step_decay",   "exponential",
     "bernoulli", "categorical", "sample",       "global_avgpool",
     "clip",      "leaky_relu",  "sigmoid_xent", "nll",
-    "groupnorm",
+    "groupnorm", "lstm",        "lstm_h",       "lstm_c",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -1006,7 +1009,7 @@ static value call_bernoulli(sema *S, const sema_args *args)
 
 value sema_call_builtin(sema *S, int b, const sema_args *args)
 {
-    if (b >= B_GLOBAL_AVGPOOL && b <= B_GROUPNORM)
+    if (b >= B_GLOBAL_AVGPOOL && b <= B_LSTM_C)
         return sema_compose_call(S, builtin_names[b], args);
     if (b == B_BERNOULLI) return call_bernoulli(S, args);
     if (b == B_CATEGORICAL) return call_categorical(S, args);

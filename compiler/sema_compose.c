@@ -11,6 +11,8 @@
  *   where(cond, a, b)             its operands broadcast for the op
  *   groupnorm(x, gain, bias, groups=)  layernorm of x as [N, groups, rest],
  *                                 then gain and bias per channel
+ *   lstm(x, s, w, b)              lstm_cell(concat([x, lstm_h(s)], 1) @ w + b, s)
+ *   lstm_h(s), lstm_c(s)          the halves of an LSTM state [B, 2H]
  *
  * Gradients come from the ops they are built of. */
 #include <string.h>
@@ -366,8 +368,96 @@ static value call_groupnorm(sema *S, const sema_args *args)
     return sema_value_tensor(binary_node(S, call, OP_ADD, binary_node(S, call, OP_MUL, y, g4), b4));
 }
 
+/* ---- LSTM: the state s is f32[B, 2H], h then c (lstm_cell, ops.h) ---- */
+
+/* Tensor v of call fname as an LSTM state: f32[B, 2H]; -1 after reporting. */
+static int lstm_state(sema *S, const ast_node *call, const char *fname, value v)
+{
+    const ast_node *at = sema_arg_at(&v, call);
+    int s = sema_to_tensor(S, at, v, DT_F32);
+    if (s < 0) return -1;
+    const ir_type *t = &S->g->nodes[s].type;
+    if (t->dtype == DT_F32 && t->rank == 2 && t->dim[1] % 2 == 0 && t->dim[1] > 0) return s;
+    char tb[160];
+    sema_err(S, at, "%s(): the state must be f32[B, 2H] (h, then c: lstm()'s value), got %s", fname,
+             ir_type_str(t, tb, sizeof tb));
+    return -1;
+}
+
+/* Columns [k H, (k + 1) H) of the state s [B, 2H]: h (k 0) or c (k 1). */
+static int lstm_half(sema *S, const ast_node *call, int s, int k)
+{
+    int64_t h = S->g->nodes[s].type.dim[1] / 2;
+    ir_attrs a = {
+        .i = {[ATTR_AXIS] = 1, [ATTR_SLICE_BEGIN] = k * h, [ATTR_SLICE_END] = (k + 1) * h}};
+    return ir_add(S->g, OP_SLICE, &s, 1, &a, S->src, call->span);
+}
+
+/* lstm_h(s), lstm_c(s) */
+static value call_lstm_half(sema *S, const char *name, const sema_args *args)
+{
+    static const argspec spec[] = {{"s", 1}};
+    value v;
+    if (sema_bind_args(S, name, spec, 1, args, 0, &v) < 0) return sema_value_err();
+    int s = lstm_state(S, args->call, name, v);
+    if (s < 0) return sema_value_err();
+    return sema_value_tensor(lstm_half(S, args->call, s, strcmp(name, "lstm_c") == 0));
+}
+
+/* lstm(x, s, w, b): one step of PyTorch's nn.LSTMCell on x f32[B, X] and
+ * the state s [B, 2H], the gates' pre-activations from one GEMM,
+ * z = concat([x, h], 1) @ w + b with w [X + H, 4H] and b [4H] (gates i, f,
+ * g, o), then the fused cell lstm_cell(z, s): the new state [B, 2H]. */
+static value call_lstm(sema *S, const sema_args *args)
+{
+    static const argspec spec[] = {{"x", 1}, {"s", 1}, {"w", 1}, {"b", 1}};
+    const ast_node *call = args->call;
+    value v[4];
+    char xb[160], sb[160], tb[160];
+    if (sema_bind_args(S, "lstm", spec, 4, args, 0, v) < 0) return sema_value_err();
+    int x = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
+    int s = x < 0 ? -1 : lstm_state(S, call, "lstm", v[1]);
+    if (s < 0) return sema_value_err();
+    ir_type xt = S->g->nodes[x].type, st = S->g->nodes[s].type;
+    if (xt.dtype != DT_F32 || xt.rank != 2 || xt.dim[0] != st.dim[0]) {
+        sema_err(S, sema_arg_at(&v[0], call),
+                 "lstm(): x must be f32[B, X] with the state's B (state %s), got %s",
+                 ir_type_str(&st, sb, sizeof sb), ir_type_str(&xt, xb, sizeof xb));
+        return sema_value_err();
+    }
+    int64_t h = st.dim[1] / 2, want_w[2] = {xt.dim[1] + h, 4 * h};
+    int w = sema_to_tensor(S, sema_arg_at(&v[2], call), v[2], DT_F32);
+    if (w < 0) return sema_value_err();
+    const ir_type *wt = &S->g->nodes[w].type;
+    if (wt->dtype != DT_F32 || wt->rank != 2 || wt->dim[0] != want_w[0] ||
+        wt->dim[1] != want_w[1]) {
+        sema_err(S, sema_arg_at(&v[2], call),
+                 "lstm(): w must be f32[X + H, 4H] = [%lld, %lld] for x %s and state %s "
+                 "(rows: x's, then h's; columns: the gates i, f, g, o), got %s",
+                 (long long)want_w[0], (long long)want_w[1], ir_type_str(&xt, xb, sizeof xb),
+                 ir_type_str(&st, sb, sizeof sb), ir_type_str(wt, tb, sizeof tb));
+        return sema_value_err();
+    }
+    int b = sema_to_tensor(S, sema_arg_at(&v[3], call), v[3], DT_F32);
+    if (b < 0) return sema_value_err();
+    const ir_type *bt = &S->g->nodes[b].type;
+    if (bt->dtype != DT_F32 || bt->rank != 1 || bt->dim[0] != 4 * h) {
+        sema_err(S, sema_arg_at(&v[3], call), "lstm(): b must be f32[4H] = [%lld], got %s",
+                 (long long)(4 * h), ir_type_str(bt, tb, sizeof tb));
+        return sema_value_err();
+    }
+    int parts[2] = {x, lstm_half(S, call, s, 0)};
+    ir_attrs cat = {.i = {[ATTR_AXIS] = 1}};
+    int xh = parts[1] < 0 ? -1 : ir_add(S->g, OP_CONCAT, parts, 2, &cat, S->src, call->span);
+    int z = binary_node(S, call, OP_ADD, binary_node(S, call, OP_MATMUL, xh, w), b);
+    return sema_value_tensor(binary_node(S, call, OP_LSTM_CELL, z, s));
+}
+
 value sema_compose_call(sema *S, const char *name, const sema_args *args)
 {
+    if (strcmp(name, "lstm") == 0) return call_lstm(S, args);
+    if (strcmp(name, "lstm_h") == 0 || strcmp(name, "lstm_c") == 0)
+        return call_lstm_half(S, name, args);
     if (strcmp(name, "groupnorm") == 0) return call_groupnorm(S, args);
     if (strcmp(name, "global_avgpool") == 0) return call_global_avgpool(S, args);
     if (strcmp(name, "clip") == 0 || strcmp(name, "leaky_relu") == 0)

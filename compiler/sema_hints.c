@@ -58,6 +58,9 @@ static const struct {
     {"rotary_embedding", "write rope(x, base=) on [B, H, T, D]"},
     {"LocalResponseNorm", "write lrn(x, depth_radius=(size - 1) / 2, alpha=alpha / size, beta=, "
                           "bias=k)"},
+    {"LSTMCell", "write s = lstm(x, s, w, b) in a for loop: the state s is [B, 2H] = [h, c], "
+                 "w [X + H, 4H] (gates i, f, g, o); h is lstm_h(s)"},
+    {"LSTM", "write s = lstm(x, s, w, b) in a for loop over the steps (one cell a step)"},
     {"view", "write reshape(x, [...])"},
     {"flatten", "write reshape(x, [rows(x), -1])"},
     {"permute", "write transpose(x, perm=[...])"},

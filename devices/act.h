@@ -94,4 +94,32 @@ ACT_FN int32_t act_minimum_i32(int32_t x, int32_t y)
     return x < y ? x : y;
 }
 
+/* One unit of an LSTM cell, PyTorch's nn.LSTMCell: the gates' pre-activations
+ * z = (i, f, g, o) and the old cell c give
+ *   c' = sigmoid(f) c + sigmoid(i) tanh(g),   h' = sigmoid(o) tanh(c')
+ * (lstm_cell; devices/cpu/cpu_rnn.c and k_elementwise.cu call these). */
+ACT_FN void act_lstm_cell(const float z[4], float c, float *h_out, float *c_out)
+{
+    float i = act_sigmoid(z[0]), f = act_sigmoid(z[1]), g = tanhf(z[2]), o = act_sigmoid(z[3]);
+    float cn = f * c + i * g;
+    *c_out = cn;
+    *h_out = o * tanhf(cn);
+}
+
+/* lstm_cell_grad: from dh' and dc' (and z and c, the forward's inputs), dz
+ * of the four gates and dc.  dc' takes in what reaches it through h':
+ * dc'' = dc' + dh' sigmoid(o) (1 - tanh(c')^2). */
+ACT_FN void act_lstm_cell_grad(const float z[4], float c, float dh, float dcn, float dz[4],
+                               float *dc)
+{
+    float i = act_sigmoid(z[0]), f = act_sigmoid(z[1]), g = tanhf(z[2]), o = act_sigmoid(z[3]);
+    float tc = tanhf(f * c + i * g);
+    float d = dcn + dh * o * (1.0f - tc * tc);
+    dz[0] = d * g * i * (1.0f - i);
+    dz[1] = d * c * f * (1.0f - f);
+    dz[2] = d * i * (1.0f - g * g);
+    dz[3] = dh * tc * o * (1.0f - o);
+    *dc = d * f;
+}
+
 #endif

@@ -321,6 +321,13 @@ static const dev_case cases[] = {
     {.op = OP_ROPE, {"f32[2,4,300,64]"}, .f = {10000}},
     {.op = OP_ROPE_GRAD, {"f32[a,b,c,8]"}, .f = {10000}},
     {.op = OP_ROPE_GRAD, {"f32[2,4,300,64]"}, .f = {500000}},
+    /* lstm_cell: z [B, 4H] (i, f, g, o), s [B, 2H] (h, c); the gradient's dy [B, 2H] */
+    {.op = OP_LSTM_CELL, {"f32[a,4]", "f32[a,2]"}},
+    {.op = OP_LSTM_CELL, {"f32[a,20]", "f32[a,10]"}},
+    {.op = OP_LSTM_CELL, {"f32[64,2048]", "f32[64,1024]"}},
+    {.op = OP_LSTM_CELL_GRAD, {"f32[a,2]", "f32[a,4]", "f32[a,2]"}},
+    {.op = OP_LSTM_CELL_GRAD, {"f32[a,10]", "f32[a,20]", "f32[a,10]"}},
+    {.op = OP_LSTM_CELL_GRAD, {"f32[64,1024]", "f32[64,2048]", "f32[64,1024]"}},
     /* batch normalisation: channels on axis 1, eps 1e-5; stats' variances > 0 */
     BN_ROWS("a,b", "b"),
     BN_ROWS("a,b,c,d", "b"),
@@ -750,6 +757,8 @@ static tolerance op_tolerance(op_kind op)
     case OP_ELU:
     case OP_ROPE: /* the same cos and sin (made in double), 2 products and a sum */
     case OP_ROPE_GRAD:
+    case OP_LSTM_CELL: /* act.h's expf and tanhf (2 ulp on a GPU), products a GPU may fuse */
+    case OP_LSTM_CELL_GRAD:
     case OP_SOFTPLUS_GRAD:
     case OP_LOG_SIGMOID_GRAD:
     case OP_SILU_GRAD:
@@ -1571,6 +1580,8 @@ static const grad_case grad_cases[] = {
     {.vars = "var x0 = zeros([3, 5])", "gelu(x0)"},
     {.vars = "var x0 = zeros([2, 5, 2, 3])", "lrn(x0, depth_radius=1, alpha=0.5, beta=0.75)"},
     {.vars = "var x0 = zeros([2, 2, 3, 4])", "rope(x0, base=10.0) + x0"},
+    {.vars = "var x0 = zeros([2, 3])\n  var x1 = zeros([8])\n  var x2 = zeros([2, 4])",
+     "lstm(x0, lstm(x0 * 0.5, x2, zeros([5, 8]) + 0.3, x1), zeros([5, 8]) - 0.2, x1)"},
     {.vars = "var x0 = zeros([2, 4, 3, 2])\n  var x1 = zeros([4])\n  var x2 = zeros([4])",
      "groupnorm(x0, x1 + 1.0, x2, groups=2)"},
 };

@@ -101,6 +101,23 @@ static const gc_case cases[] = {
     /* a rotation keeps sum(y^2): + x0 makes the loss see the turn */
     {"rope", "var x0 = zeros([2, 2, 3, 4])", "rope(x0, base=10.0) + x0", {0}},
     {"rope", "var x0 = zeros([5, 6])\nvar x1 = zeros([5, 6])", "rope(x0) * x1", {0}},
+    /* z [B, 4H] (i, f, g, o) and the state [B, 2H] = (h, c): dz, and dc (dh is 0) */
+    {"lstm_cell", "var x0 = zeros([3, 8])\nvar x1 = zeros([3, 4])", "lstm_cell(x0 * 2.0, x1)", {0}},
+    /* three steps of lstm() in a for loop: w [X + H, 4H], b [4H], the inputs x of each step
+       (3 columns of x2 a step); the gradients flow back through h (the GEMM) and c */
+    {"lstm_cell",
+     "var x0 = zeros([5, 8])\nvar x1 = zeros([8])\nvar x2 = zeros([2, 9])\n"
+     "s = [[0.5, -0.25, 0.1, 0.3], [-0.4, 0.2, -0.6, 0.05]]\n"
+     "for t in 0..3 { s = lstm(slice(x2, axis=1, begin=3 * t, end=3 * t + 3), s, x0, x1) }",
+     "s",
+     {0}},
+    /* the same steps written with lstm_cell on the user's one GEMM; only h' of the last */
+    {"lstm_cell",
+     "var x0 = zeros([5, 8])\nvar x1 = zeros([8])\nvar x2 = zeros([2, 9])\ns = zeros([2, 4])\n"
+     "for t in 0..3 {\n  x = slice(x2, axis=1, begin=3 * t, end=3 * t + 3)\n"
+     "  s = lstm_cell(concat([x, lstm_h(s)], axis=1) @ x0 + x1, s)\n}",
+     "lstm_h(s) * 3.0",
+     {0}},
     {"where",
      "var x0 = zeros([3, 4])\nvar x1 = zeros([4])",
      "where(x0 > 0.0, x0 * 2.0, x1)",
@@ -763,6 +780,75 @@ static void test_groupnorm_against_its_formula(void **state)
     close_text(&run);
 }
 
+/* Unit j of a PyTorch nn.LSTMCell step in double: gates = x W_ih^T + b_ih +
+ * h W_hh^T + b_hh, chunked i, f, g, o; here W_ih^T = w[0:X], W_hh^T =
+ * w[X:X+H], b_ih = b and b_hh = 0. */
+enum { LX = 3, LH = 3, LB = 2, LT = 4 };
+static void lstm_ref_step(const float w[LX + LH][4 * LH], const float *b, const double *x,
+                          double h[LB][LH], double c[LB][LH])
+{
+    double hn[LB][LH];
+    for (int r = 0; r < LB; r++)
+        for (int j = 0; j < LH; j++) {
+            double z[4];
+            for (int k = 0; k < 4; k++) {
+                z[k] = b[k * LH + j];
+                for (int q = 0; q < LX; q++) z[k] += x[r * LX + q] * w[q][k * LH + j];
+                for (int q = 0; q < LH; q++) z[k] += h[r][q] * w[LX + q][k * LH + j];
+            }
+            double i = 1 / (1 + exp(-z[0])), f = 1 / (1 + exp(-z[1])), gt = tanh(z[2]),
+                   o = 1 / (1 + exp(-z[3]));
+            c[r][j] = f * c[r][j] + i * gt;
+            hn[r][j] = o * tanh(c[r][j]);
+        }
+    memcpy(h, hn, sizeof hn);
+}
+
+/* Four steps of lstm() unrolled by a for loop, and the same steps with
+ * lstm_cell on the user's own GEMM, against PyTorch's LSTMCell formula in
+ * double (a nonzero first state; the gates i, f, g, o in that order). */
+static void test_lstm_against_its_formula(void **state)
+{
+    (void)state;
+    static const char text[] = "var w = normal([6, 12], std=0.6)\nvar b = normal([12], std=0.5)\n"
+                               "var xs = normal([4, 2, 3])\nvar s0 = normal([2, 6])\n"
+                               "s = s0\nu = s0\n"
+                               "for t in 0..4 {\n"
+                               "  x = reshape(slice(xs, axis=0, begin=t, end=t + 1), [2, 3])\n"
+                               "  s = lstm(x, s, w, b)\n"
+                               "  u = lstm_cell(concat([x, lstm_h(u)], axis=1) @ w + b, u)\n"
+                               "  hs[t] = lstm_h(s)\n"
+                               "}\n"
+                               "h = reshape(hs, [4, 2, 3])\nc = lstm_c(s)\nsu = u\n";
+    inline_run run = open_text("lstm.graph", text);
+    float w[LX + LH][4 * LH], b[4 * LH], xs[LT][LB][LX], s0[LB][2 * LH];
+    float h[LT][LB][LH], c[LB][LH], su[LB][2 * LH];
+    assert_gr_ok(gr_variable_read(run.s, "w", w, sizeof w, run.st), run.st);
+    assert_gr_ok(gr_variable_read(run.s, "b", b, sizeof b, run.st), run.st);
+    assert_gr_ok(gr_variable_read(run.s, "xs", xs, sizeof xs, run.st), run.st);
+    assert_gr_ok(gr_variable_read(run.s, "s0", s0, sizeof s0, run.st), run.st);
+    fetch_reduction(run.s, "h", &h[0][0][0], LT * LB * LH, run.st);
+    fetch_reduction(run.s, "c", &c[0][0], LB * LH, run.st);
+    fetch_reduction(run.s, "su", &su[0][0], LB * 2 * LH, run.st);
+    double rh[LB][LH], rc[LB][LH], x[LB * LX];
+    for (int r = 0; r < LB; r++)
+        for (int j = 0; j < LH; j++) rh[r][j] = s0[r][j], rc[r][j] = s0[r][LH + j];
+    for (int t = 0; t < LT; t++) {
+        for (int k = 0; k < LB * LX; k++) x[k] = xs[t][k / LX][k % LX];
+        lstm_ref_step(w, b, x, rh, rc);
+        for (int r = 0; r < LB; r++)
+            for (int j = 0; j < LH; j++)
+                assert_float_equal(h[t][r][j], rh[r][j], 1e-5 * (1 + fabs(rh[r][j])));
+    }
+    for (int r = 0; r < LB; r++)
+        for (int j = 0; j < LH; j++) {
+            assert_float_equal(c[r][j], rc[r][j], 1e-5 * (1 + fabs(rc[r][j])));
+            assert_float_equal(su[r][j], rh[r][j], 1e-5 * (1 + fabs(rh[r][j])));
+            assert_float_equal(su[r][LH + j], rc[r][j], 1e-5 * (1 + fabs(rc[r][j])));
+        }
+    close_text(&run);
+}
+
 static void test_reductions_over_several_axes(void **state)
 {
     (void)state;
@@ -810,6 +896,7 @@ int main(void)
         cmocka_unit_test(test_lrn_against_its_formula),
         cmocka_unit_test(test_rope_against_its_formula),
         cmocka_unit_test(test_groupnorm_against_its_formula),
+        cmocka_unit_test(test_lstm_against_its_formula),
         cmocka_unit_test(test_every_gradient_matches_finite_differences),
         cmocka_unit_test(test_every_differentiable_op_has_a_case),
         cmocka_unit_test_setup_teardown(test_batchnorm_training_gradients_on_n_c, bn_setup,

@@ -146,6 +146,8 @@ static const shape_case valid[] = {
     {OP_ROPE, {"f32[2,4,8,16]"}, .f0 = 10000, .want = "f32[2,4,8,16]"},
     {OP_ROPE, {"f32[8,2]"}, .f0 = 10, .want = "f32[8,2]"},
     {OP_ROPE_GRAD, {"f32[2,4,8,16]"}, .f0 = 10000, .want = "f32[2,4,8,16]"},
+    {OP_LSTM_CELL, {"f32[3,20]", "f32[3,10]"}, .want = "f32[3,10]"},
+    {OP_LSTM_CELL_GRAD, {"f32[3,10]", "f32[3,20]", "f32[3,10]"}, .want = "f32[3,30]"},
     {OP_RMSNORM_GRAD, {"f32[4,8]", "f32[4,8]", "f32[8]"}, {-1}, .want = "f32[4,8]", .f1 = 1e-5},
     {OP_LAYERNORM_GRAD,
      {"f32[4,16]", "f32[4,16]", "f32[16]"},
@@ -565,6 +567,24 @@ static const shape_case errors[] = {
      .want = "rope: input must be [..., T, D] with D even (it turns the pairs (i, i + D/2)), "
              "got f32[6]"},
     {OP_ROPE, {"f32[4,6]"}, .f0 = 0, .want = "rope: base must be > 0, got 0"},
+    {OP_LSTM_CELL,
+     {"f32[3,10]", "f32[3,5]"},
+     .want = "lstm_cell: gates must be [B, 4H] (i, f, g, o: concat([x, h], axis=1) @ w + b), got "
+             "f32[3,10]"},
+    {OP_LSTM_CELL,
+     {"f32[3,20]", "f32[3,5]"},
+     .want = "lstm_cell: state must be [B, 2H] = [3, 10] (h, then c) for gates f32[3,20], got "
+             "f32[3,5]"},
+    {OP_LSTM_CELL,
+     {"f32[3,20]", "f32[2,10]"},
+     .want = "lstm_cell: state must be [B, 2H] = [3, 10] (h, then c) for gates f32[3,20], got "
+             "f32[2,10]"},
+    {OP_LSTM_CELL,
+     {"f32[3,20]", "i32[3,10]"},
+     .want = "lstm_cell: state must be f32, got i32[3,10]"},
+    {OP_LSTM_CELL_GRAD,
+     {"f32[3,20]", "f32[3,20]", "f32[3,10]"},
+     .want = "lstm_cell_grad: gradient f32[3,20] does not match f32[3,10]"},
     {OP_LRN, {"f32[2,6]"}, {2}, .f1 = 0, .want = "lrn: bias must be > 0, got 0"},
     {OP_LRN, {"f32[2,6]"}, {2}, .f1 = 1, .f2 = -1, .want = "lrn: alpha must be >= 0, got -1"},
     {OP_LRN_GRAD,
@@ -785,7 +805,7 @@ static void test_lookup_finds_public_ops_only(void **state)
         "less_equal",  "greater_equal", "layernorm",   "gelu",         "stop_gradient", "maximum",
         "minimum",     "pow",           "abs",         "sin",          "cos",           "softplus",
         "log_sigmoid", "silu",          "elu",         "where",        "rmsnorm",       "lrn",
-        "rope"};
+        "rope",        "lstm_cell"};
     int n_pub = 0;
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);

@@ -295,6 +295,17 @@ typedef struct cpu_rope_args {
 } cpu_rope_args;
 void cpu_rope(cpu_pool *p, const cpu_rope_args *r);
 
+/* ---- recurrent cells, a row of units at a time (cpu_rnn.c) ---- */
+typedef struct cpu_lstm_args {
+    float *out;
+    const float *z, *s, *dy; /* z [b, 4h] (i, f, g, o), s [b, 2h] (h, c); dy: the gradient's */
+    int64_t b, h;
+} cpu_lstm_args;
+/* out [b, 2h]: h', c' */
+void cpu_lstm_cell(cpu_pool *p, const cpu_lstm_args *l);
+/* out [b, 6h]: dz, then ds (its h half 0), from dy [b, 2h] */
+void cpu_lstm_cell_grad(cpu_pool *p, const cpu_lstm_args *l);
+
 /* ---- batch normalisation per channel of x [n, c, s] (cpu_norm.c) ---- */
 typedef struct cpu_bn_args {
     float *out;

@@ -272,6 +272,21 @@ static int k_rope(const kern_args *a)
     return 0;
 }
 
+/* lstm_cell (in: z, s) and lstm_cell_grad (in: dy, z, s) */
+static int k_lstm_cell(const kern_args *a)
+{
+    int grad = a->node->op == OP_LSTM_CELL_GRAD;
+    const ir_type *zt = a->in_t[grad];
+    cpu_lstm_args l = {.out = OUTF,
+                       .z = INF(grad),
+                       .s = INF(grad + 1),
+                       .dy = grad ? INF(0) : NULL,
+                       .b = zt->dim[0],
+                       .h = zt->dim[1] / 4};
+    (grad ? cpu_lstm_cell_grad : cpu_lstm_cell)(a->pool, &l);
+    return 0;
+}
+
 /* in: dy, x */
 static int k_layernorm_grad_params(const kern_args *a)
 {
@@ -842,6 +857,8 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_LRN_GRAD] = k_lrn,
     [OP_ROPE] = k_rope,
     [OP_ROPE_GRAD] = k_rope,
+    [OP_LSTM_CELL] = k_lstm_cell,
+    [OP_LSTM_CELL_GRAD] = k_lstm_cell,
     [OP_BN_STATS] = k_bn_stats,
     [OP_BATCHNORM] = k_batchnorm,
     [OP_BN_GRAD_PARAMS] = k_bn_grad_params,

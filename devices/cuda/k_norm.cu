@@ -10,6 +10,9 @@
 // a fixed order, so every result is deterministic.  LRN and its gradient
 // (across the channels, devices/cpu/cpu_lrn.c's) take a thread per element,
 // and so do ROPE and its gradient (devices/cpu/cpu_rope.c's rotation).
+// LSTM_CELL and its gradient take a thread per unit of a row
+// (devices/cpu/cpu_rnn.c's), the math act.h's, as the CPU's.
+#include "../act.h"
 #include "cu_rows.cuh"
 
 #define IN_F(k) ((const float *)a->in[k])
@@ -393,6 +396,47 @@ static int k_rope(const kern_args *a)
     return 0;
 }
 
+// ---- LSTM cell: z [B, 4H] (i, f, g, o), s [B, 2H] (h, c); a thread per
+// unit (row r, unit j) ----
+
+template <int GRAD>
+__global__ static void lstm_kernel(float *out, const float *dy, const float *z, const float *s,
+                                   int64_t b, int64_t h)
+{
+    CUDA_FOR(i, b * h)
+    {
+        int64_t r = i / h, j = i % h;
+        const float *zr = z + r * 4 * h;
+        float zj[4] = {zr[j], zr[h + j], zr[2 * h + j], zr[3 * h + j]}, c = s[r * 2 * h + h + j];
+        if (!GRAD) {
+            act_lstm_cell(zj, c, &out[r * 2 * h + j], &out[r * 2 * h + h + j]);
+        } else {
+            float d[4], *dz = out + r * 6 * h;
+            act_lstm_cell_grad(zj, c, dy[r * 2 * h + j], dy[r * 2 * h + h + j], d, &dz[5 * h + j]);
+            dz[4 * h + j] = 0.0f;
+            for (int k = 0; k < 4; k++) dz[k * h + j] = d[k];
+        }
+    }
+}
+
+// lstm_cell (in: z, s) and lstm_cell_grad (in: dy, z, s)
+static int k_lstm_cell(const kern_args *a)
+{
+    int grad = a->node->op == OP_LSTM_CELL_GRAD;
+    const ir_type *zt = a->in_t[grad];
+    int64_t b = zt->dim[0], h = zt->dim[1] / 4;
+    if (b * h <= 0) return 0;
+    if (grad) {
+        CUDA_LAUNCH(cuda_blocks(b * h), CUDA_BLOCK, 0, cuda_stream(a), lstm_kernel<1>)
+        (OUT_F, IN_F(0), IN_F(1), IN_F(2), b, h);
+    } else {
+        CUDA_LAUNCH(cuda_blocks(b * h), CUDA_BLOCK, 0, cuda_stream(a), lstm_kernel<0>)
+        (OUT_F, (const float *)NULL, IN_F(0), IN_F(1), b, h);
+    }
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
 extern "C" const cuda_row cuda_rows_norm[] = {
     {OP_LAYERNORM, k_layernorm},
     {OP_LAYERNORM_GRAD, k_layernorm_grad},
@@ -403,6 +447,8 @@ extern "C" const cuda_row cuda_rows_norm[] = {
     {OP_LRN_GRAD, k_lrn},
     {OP_ROPE, k_rope},
     {OP_ROPE_GRAD, k_rope},
+    {OP_LSTM_CELL, k_lstm_cell},
+    {OP_LSTM_CELL_GRAD, k_lstm_cell},
     {OP_BN_STATS, k_bn_stats},
     {OP_BATCHNORM, k_batchnorm},
     {OP_BN_GRAD_PARAMS, k_bn_grad_params},
