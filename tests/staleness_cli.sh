@@ -3,6 +3,8 @@
 # updates (docs/curves.md): every record and the done line carry
 # staleness_mean/p99/max; one executor's are 0 and its summary says
 # nothing of it; with two executors the summary line gives the run's.
+# --max-staleness S bounds it (two workers: at most 2S + 1), with a
+# straggler (--slow) too, and both refuse what they cannot act on.
 set -u
 G=$1
 T=$(mktemp -d)
@@ -25,4 +27,21 @@ grep -Eq '^trained train: .*, staleness mean [0-9]+\.[0-9]{2} p99 [0-9]+ max [0-
     fail "two executors' summary: $(cat "$T/two.out")"
 grep '"event":"done"' "$T/two.jsonl" | grep -Eq '"staleness_mean":[0-9.e+-]+,"staleness_p99":[0-9]+,"staleness_max":[0-9]+' ||
     fail "two executors' done line: $(tail -n 1 "$T/two.jsonl")"
-echo "ok: staleness in the log and the summary"
+# max_of FILE: the summary's max staleness
+max_of() { sed -n 's/.*, staleness mean [0-9.]* p99 [0-9]* max \([0-9]*\)$/\1/p' "$1"; }
+for S in 0 1; do
+    for slow in "" "--slow 1:3"; do
+        timeout 60 "$G" "$T/m.graph" --steps 300 --executors 2 --threads 2 --max-staleness $S $slow \
+            > "$T/b.out" 2>&1 || fail "--max-staleness $S $slow: $(cat "$T/b.out")"
+        m=$(max_of "$T/b.out")
+        [ -n "$m" ] && [ "$m" -le $((2 * S + 1)) ] ||
+            fail "--max-staleness $S $slow: max staleness '$m' above $((2 * S + 1)): $(cat "$T/b.out")"
+    done
+done
+for bad in "--max-staleness 1" "--executors 2 --slow 2:3" "--executors 2 --slow 1:0.5" \
+    "--executors 2 --slow x" "--executors 2 --max-staleness -1"; do
+    timeout 20 "$G" "$T/m.graph" --steps 10 $bad > "$T/u.out" 2>&1
+    [ $? -eq 2 ] || fail "$bad: want exit 2: $(cat "$T/u.out")"
+    [ "$(wc -l < "$T/u.out")" -eq 1 ] || fail "$bad: want one line: $(cat "$T/u.out")"
+done
+echo "ok: staleness in the log and the summary, bounded by --max-staleness"

@@ -23,7 +23,10 @@ typedef struct train_opts {
     const char *lrs[MAX_TARGETS];     /* each target's learning rate name, or NULL */
     int64_t batch;                    /* examples per run of the first target */
     int n_targets;
-    int executors; /* --executors: concurrent runs per target */
+    int executors;      /* --executors: concurrent runs per target */
+    long max_staleness; /* --max-staleness S: no worker more than S steps ahead; -1 none */
+    int slow_worker;    /* --slow W:F: worker W (-1 none) sleeps (F - 1) x its step time */
+    double slow_factor;
     const char *ckpt_path, *restore_path, *init_path;
     const char *evals[MAX_EVALS];
     int n_evals;

@@ -6,16 +6,40 @@
  * under per-variable locks with --locking.  Several `--target`s run side by
  * side the same way (one executor each by default: the async-towers
  * pattern).  This thread only watches: progress, records, --eval-every,
- * --checkpoint-every (a save is a consistent snapshot taken between runs). */
+ * --checkpoint-every (a save is a consistent snapshot taken between runs).
+ *
+ * --max-staleness S bounds them (stale synchronous parallel): a worker
+ * starts a step only while it is at most S steps ahead of the slowest
+ * worker still running.  The slowest never waits, and a worker that leaves
+ * (the budget spent, a failure, Ctrl-C) stops counting, so a wait always
+ * ends.  With two workers an update then has a staleness of at most
+ * 2S + 1.  --slow W:F makes worker W a straggler for experiments. */
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "train.h"
 
+/* What --max-staleness shares: each worker's steps done, and whether it
+ * still runs, under one lock. */
+typedef struct bound {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    long s; /* -1: unbounded */
+    long *done;
+    char *running;
+    int n;
+} bound;
+
 typedef struct worker {
+    int id;
+    bound *b;
+    double slow; /* 1, or --slow's factor for this worker */
     gr_session *s;
     const char *target, *loss_name, *lr_name;
     atomic_long *next;     /* steps handed out so far */
@@ -28,22 +52,65 @@ typedef struct worker {
     pthread_t th;
 } worker;
 
+static void nap(double secs)
+{
+    struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* The fewest steps done by a running worker (the caller runs). */
+static long slowest(const bound *b)
+{
+    long m = LONG_MAX;
+    for (int i = 0; i < b->n; i++)
+        if (b->running[i] && b->done[i] < m) m = b->done[i];
+    return m;
+}
+
+/* --max-staleness: waits while this worker is more than S steps ahead. */
+static void bound_wait(worker *w)
+{
+    bound *b = w->b;
+    if (b->s < 0) return;
+    pthread_mutex_lock(&b->mu);
+    while (b->done[w->id] - slowest(b) > b->s && atomic_load(w->next) < w->end)
+        pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* A step done (left: the worker stops running), and the waiters told. */
+static void bound_step(worker *w, int left)
+{
+    bound *b = w->b;
+    pthread_mutex_lock(&b->mu);
+    b->done[w->id] += !left;
+    if (left) b->running[w->id] = 0;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
     float loss = 0, lr = NAN;
     gr_fetch f[2] = {{w->loss_name, &loss, sizeof loss, NULL}, {w->lr_name, &lr, sizeof lr, NULL}};
     int nf = w->loss_name ? w->lr_name ? 2 : 1 : 0;
-    while (atomic_fetch_add(w->next, 1) < w->end) {
+    for (;;) {
+        bound_wait(w);
+        if (atomic_fetch_add(w->next, 1) >= w->end) break;
+        double t0 = trep_now();
         if (gr_run(w->s, w->target, NULL, 0, f, nf, w->st) != GR_OK) {
             w->failed = 1;
             atomic_store(w->next, w->end); /* stops the others too */
             break;
         }
+        if (w->slow > 1) nap((trep_now() - t0) * (w->slow - 1));
         atomic_store(&w->loss, loss);
         atomic_store(&w->lr, lr);
         atomic_fetch_add(w->finished, 1);
+        bound_step(w, 0);
     }
+    bound_step(w, 1);
     atomic_store(&w->done, 1);
     return NULL;
 }
@@ -53,12 +120,6 @@ static int all_done(worker *w, int n)
     for (int i = 0; i < n; i++)
         if (!atomic_load(&w[i].done)) return 0;
     return 1;
-}
-
-static void nap(double secs)
-{
-    struct timespec ts = {0, (long)(secs * 1e9)};
-    nanosleep(&ts, NULL);
 }
 
 /* Progress, records, --eval-every and --checkpoint-every at the step count
@@ -110,11 +171,26 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
     int n = o->executors * o->n_targets, rc = 0;
     if (prepare_targets(o, s, st) < 0) return -1;
     worker *w = calloc((size_t)n, sizeof *w);
+    bound b = {.s = o->max_staleness,
+               .n = n,
+               .done = calloc((size_t)n, sizeof(long)),
+               .running = calloc((size_t)n, 1)};
+    if (!w || !b.done || !b.running) {
+        fprintf(stderr, "graphrun: error: out of memory for %d workers\n", n);
+        free(w), free(b.done), free(b.running);
+        return -1;
+    }
+    memset(b.running, 1, (size_t)n);
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cv, NULL);
     atomic_long next = o->start, finished = 0;
     trep_start(o, pg);
     for (int i = 0; i < n; i++) {
         int t = i % o->n_targets;
-        w[i] = (worker){.s = s,
+        w[i] = (worker){.id = i,
+                        .b = &b,
+                        .slow = i == o->slow_worker ? o->slow_factor : 1,
+                        .s = s,
                         .target = o->targets[t],
                         .loss_name = o->losses[t],
                         .lr_name = o->lrs[t],
@@ -127,6 +203,9 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
     }
     rc = watch(o, s, w, n, pg, st);
     if (rc) atomic_store(&next, o->steps);
+    pthread_mutex_lock(&b.mu); /* waiters see the budget spent */
+    pthread_cond_broadcast(&b.cv);
+    pthread_mutex_unlock(&b.mu);
     for (int i = 0; i < n; i++) {
         pthread_join(w[i].th, NULL);
         if (w[i].failed && !rc) {
@@ -141,5 +220,8 @@ int train_async(const train_opts *o, gr_session *s, double *secs, float *last_lo
                            atomic_load(&w[0].lr), 1) < 0)
         rc = -1;
     free(w);
+    pthread_cond_destroy(&b.cv);
+    pthread_mutex_destroy(&b.mu);
+    free(b.done), free(b.running);
     return rc;
 }

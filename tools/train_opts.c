@@ -40,7 +40,9 @@ enum {
     O_LOG_EVERY,
     O_TENSORBOARD,
     O_RUN_NAME,
-    O_PROFILE
+    O_PROFILE,
+    O_MAX_STALENESS,
+    O_SLOW
 };
 
 static const cli_opt train_opts_table[] = {
@@ -58,6 +60,16 @@ static const cli_opt train_opts_table[] = {
      CLI_V_NONE, NULL},
     {"locking", O_LOCKING, NULL, "every variable update takes that variable's lock", CLI_V_NONE,
      NULL},
+    {"max-staleness", O_MAX_STALENESS, "S",
+     "bounded staleness for concurrent executors: none starts a step\n"
+     "more than S steps ahead of the slowest still running (0: in\n"
+     "lockstep; S in [0, 2^31 - 1]; default: unbounded, Hogwild!)",
+     CLI_V_NONE, NULL},
+    {"slow", O_SLOW, "W:F",
+     "a straggler, for experiments: concurrent worker W (0 is the\n"
+     "first) sleeps after each step so that its steps take F times\n"
+     "as long (F a number in [1, 1000])",
+     CLI_V_NONE, NULL},
     {"eval", O_EVAL, "NAME", "scalar target evaluated over its data at the end (repeatable)",
      CLI_V_TARGET, NULL},
     {"eval-every", O_EVAL_EVERY, "K", "also evaluate every K steps (K in [1, 2^53])", CLI_V_NONE,
@@ -164,6 +176,7 @@ static const num_opt num_opts[] = {
     {O_LOG_EVERY, "--log-every", 1, GR_MAX_STEPS},
     {O_CKPT_EVERY, "--checkpoint-every", 1, GR_MAX_STEPS},
     {O_SYNC_EVERY, "--sync-every", 1, INT_MAX},
+    {O_MAX_STALENESS, "--max-staleness", 0, INT_MAX},
 };
 
 static const num_opt *find_num_opt(int id)
@@ -212,6 +225,9 @@ static void set_num(train_opts *o, int id, uint64_t v)
         break;
     case O_CKPT_EVERY:
         o->ckpt_every = (long)v;
+        break;
+    case O_MAX_STALENESS:
+        o->max_staleness = (long)v;
         break;
     default:
         o->sess.sync_every = (int)v;
@@ -265,6 +281,40 @@ static int check_dist_opts(const train_opts *o)
     return 0;
 }
 
+/* --slow W:F: a worker index and a factor in [1, 1000]. */
+static int parse_slow(const char *s, train_opts *o)
+{
+    char *end;
+    errno = 0;
+    unsigned long w = strtoul(s, &end, 10);
+    if (end == s || *end != ':' || !(s[0] >= '0' && s[0] <= '9') || errno || w > INT_MAX) return -1;
+    const char *f = end + 1;
+    double x = strtod(f, &end);
+    if (end == f || *end || !(f[0] >= '0' && f[0] <= '9') || !(x >= 1 && x <= 1000)) return -1;
+    o->slow_worker = (int)w, o->slow_factor = x;
+    return 0;
+}
+
+/* --max-staleness and --slow act on the concurrent workers (train_async.c):
+ * executors x targets of them. */
+static int check_worker_opts(const train_opts *o)
+{
+    int workers = (o->executors > 1 ? o->executors : 1) * (o->n_targets > 1 ? o->n_targets : 1);
+    const char *which = o->max_staleness >= 0 ? "--max-staleness"
+                        : o->slow_worker >= 0 ? "--slow"
+                                              : NULL;
+    if (which && workers < 2)
+        return cli_usage_error(&cli_train_spec,
+                               "%s acts on concurrent workers: give --executors K (K >= 2) or "
+                               "several --target",
+                               which);
+    if (o->slow_worker >= workers)
+        return cli_usage_error(&cli_train_spec,
+                               "--slow %d:...: there are %d workers, numbered 0 to %d",
+                               o->slow_worker, workers, workers - 1);
+    return 0;
+}
+
 static int check_ckpt_opts(train_opts *o)
 {
     if (o->run_name && !o->tb_dir) return bad_usage("--run-name needs --tensorboard DIR", NULL);
@@ -282,6 +332,8 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
     uint64_t v;
     int c;
     o->steps = -1;
+    o->max_staleness = -1;
+    o->slow_worker = -1;
     optind = 1;
     while ((c = cli_getopt(argc, argv, &cli_train_spec)) != CLI_OPT_END) {
         if (c == CLI_OPT_HELP) return -1;
@@ -359,6 +411,11 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
             if (parse_mode(optarg, &o->comp.distributed))
                 return bad_usage("--distributed takes sync or async, not", optarg);
             break;
+        case O_SLOW:
+            if (parse_slow(optarg, o))
+                return bad_usage("--slow takes W:F, a worker and a factor in [1, 1000], not",
+                                 optarg);
+            break;
         default:
             break;
         }
@@ -369,5 +426,5 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
     if (o->steps < 0) return bad_usage("--steps N is required", NULL);
     o->comp.params = o->params.v;
     o->comp.n_params = o->params.n;
-    return check_dist_opts(o) ? 2 : check_ckpt_opts(o);
+    return check_dist_opts(o) || check_worker_opts(o) ? 2 : check_ckpt_opts(o);
 }
