@@ -272,6 +272,7 @@ int trep_evals_done(const train_opts *o, trep_progress *pg, const double *vals, 
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "step", (double)step);
     json_add_evals(j, o, vals);
+    json_add(j, "elapsed_s", trep_now() - pg->t0, 3, 1); /* time to an accuracy */
     return log_line(pg, j);
 }
 

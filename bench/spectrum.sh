@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# bench/spectrum.sh: between synchronous and asynchronous on one machine
+# (issue 29, docs/distributed.md): the Fashion-MNIST MLP trained by one
+# executor and by two concurrent ones, unbounded (Hogwild!) and under
+# --max-staleness S, each with and without a straggler (--slow 1:F); for
+# each, the seconds of training until the test accuracy first reaches
+# TARGET (evaluated every EVAL_EVERY steps), the staleness the summary
+# reports, and the final accuracy.  Prints a markdown table; the runs'
+# logs stay in OUT.
+#
+#   bench/spectrum.sh                 # builds build/graphrun if missing
+#   TARGET=0.84 STEPS=4000 bench/spectrum.sh
+#
+# Environment: GRAPHRUN (default build/graphrun), TARGET (0.85), STEPS
+# (8000), EVAL_EVERY (250), SLOW (3), SEED (1), OUT (a temporary folder).
+# Not here yet: MPI ranks (sync with backup workers, periodic averaging)
+# and the staleness-aware learning rate.
+set -eu
+set -o pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+G=${GRAPHRUN:-$ROOT/build/graphrun}
+TARGET=${TARGET:-0.85}
+STEPS=${STEPS:-8000}
+EVAL_EVERY=${EVAL_EVERY:-250}
+SLOW=${SLOW:-3}
+SEED=${SEED:-1}
+OUT=${OUT:-$(mktemp -d)}
+MODEL=$ROOT/examples/fashion_mlp.graph
+if [ ! -x "$G" ]; then
+    cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release > /dev/null
+    cmake --build "$ROOT/build" -j2 --target graphrun > /dev/null
+fi
+
+# run NAME ARGS...: trains, then prints the table's row
+run() {
+    name=$1
+    shift
+    log=$OUT/$(echo "$name" | tr -c 'a-zA-Z0-9\n' _).jsonl
+    echo "spectrum: $name" >&2
+    "$G" "$MODEL" --steps "$STEPS" --seed "$SEED" --eval accuracy --eval-every "$EVAL_EVERY" \
+        --log "$log" --quiet "$@" > "$log.out"
+    reached=$(awk -v t="$TARGET" -F'"accuracy":' '/"eval"/ && !/"done"/ {
+        split($2, a, /[,}]/); if (a[1] + 0 >= t) {
+            n = split($0, e, /"elapsed_s":/); split(e[2], s, /[,}]/); print s[1]; exit } }' "$log")
+    stale=$(sed -n 's/.*, staleness mean \([0-9.]*\) p99 \([0-9]*\) max \([0-9]*\)$/\1 \/ \2 \/ \3/p' "$log.out")
+    final=$(sed -n 's/^accuracy = //p' "$log.out")
+    secs=$(sed -n 's/.* steps in \([0-9.]*\)s.*/\1/p' "$log.out")
+    echo "| $name | ${reached:-not reached} | $secs | ${stale:-0 (one executor)} | $final |"
+}
+
+echo "| mode (\`examples/fashion_mlp.graph\`, $STEPS steps) | seconds to accuracy $TARGET | seconds in all | staleness mean / p99 / max | final accuracy |"
+echo "|---|---|---|---|---|"
+run "1 executor (synchronous), 2 threads" --threads 2
+for slow in "" "--slow 1:$SLOW"; do
+    tag=${slow:+, worker 1 ${SLOW}x slower}
+    run "2 executors, Hogwild!$tag" --executors 2 --threads 2 $slow
+    for S in 0 1 4; do
+        run "2 executors, --max-staleness $S$tag" --executors 2 --threads 2 --max-staleness $S $slow
+    done
+done
+echo "logs: $OUT" >&2
