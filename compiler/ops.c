@@ -129,6 +129,8 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_ROPE_GRAD, 1, 0, ops_shape_rope, NULL), .attrs = ATTRS_ROPE},
     E(OP_LSTM_CELL, 2, PUB, ops_shape_lstm_cell, ops_grad_lstm_cell)},
     E(OP_LSTM_CELL_GRAD, 3, 0, ops_shape_lstm_cell, NULL)},
+    E(OP_GRU_CELL, 3, PUB, ops_shape_gru_cell, ops_grad_gru_cell)},
+    E(OP_GRU_CELL_GRAD, 4, 0, ops_shape_gru_cell, NULL)},
     E(OP_BN_STATS, 1, 0, ops_shape_bn_stats, ops_grad_none), .attrs = {[ATTR_AXIS] = A_INT("axis", 1)}},
     E(OP_BATCHNORM, 4, 0, ops_shape_batchnorm, ops_grad_batchnorm), .attrs = ATTRS_NORM_BN},
     E(OP_BN_GRAD_PARAMS, 3, 0, ops_shape_bn_grad, NULL), .attrs = ATTRS_NORM_BN},

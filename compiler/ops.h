@@ -111,6 +111,10 @@
        h' = sig(o) tanh(c'); the state s is [B, 2H] = [h, c] */                                    \
     X(LSTM_CELL, "lstm_cell")      /* in: z[B,4H], s[B,2H]; out [B,2H]: h', c' */                  \
     X(LSTM_CELL_GRAD, "lstm_cell_grad") /* in: dy[B,2H], z, s; out [B,6H]: dz, ds (dh 0) */        \
+    /* PyTorch's nn.GRUCell, gates r, z, n: gx = x w_ih + b_ih, gh = h w_hh + b_hh [B, 3H];        \
+       n = tanh(gx_n + sig(r) gh_n), h' = (1 - sig(z)) n + sig(z) h */                             \
+    X(GRU_CELL, "gru_cell")        /* in: gx[B,3H], gh[B,3H], h[B,H]; out h' [B,H] */              \
+    X(GRU_CELL_GRAD, "gru_cell_grad") /* in: dy[B,H], gx, gh, h; out [B,7H]: dgx, dgh, dh */       \
     /* batch normalisation over every axis but the channel axis 1 of [N,C] or [N,C,H,W] */         \
     X(BN_STATS, "batchnorm_stats") /* in: x; attr0 axis; out [2,C]: mean, biased variance */       \
     X(BATCHNORM, "batchnorm_apply") /* in: x, gain[C], bias[C], stats[2,C]; attr0 axis, f1 eps */  \

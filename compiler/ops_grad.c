@@ -558,6 +558,24 @@ int ops_grad_lstm_cell(ir_graph *g, int id, int dy, int *dx)
     return dx[0] < 0 || dx[1] < 0 ? -1 : 0;
 }
 
+/* gru_cell: dgx, dgh and dh from one fused kernel (gru_cell_grad) that
+ * makes the gates again, as [B, 7H] = [dgx, dgh, dh], then three slices. */
+int ops_grad_gru_cell(ir_graph *g, int id, int dy, int *dx)
+{
+    int in[4] = {dy, IN(0), IN(1), IN(2)};
+    int64_t h = ops_in_type(g, id, 2)->dim[1], at[4] = {0, 3 * h, 6 * h, 7 * h};
+    ir_attrs a = no_attrs();
+    int d = ir_add_like(g, id, OP_GRU_CELL_GRAD, in, 4, &a);
+    for (int k = 0; k < 3; k++) {
+        ir_attrs s = no_attrs();
+        s.i[ATTR_AXIS] = 1;
+        s.i[ATTR_SLICE_BEGIN] = at[k];
+        s.i[ATTR_SLICE_END] = at[k + 1];
+        dx[k] = add1(g, id, OP_SLICE, d, &s);
+    }
+    return dx[0] < 0 || dx[1] < 0 || dx[2] < 0 ? -1 : 0;
+}
+
 /* ---- batch normalisation ---- */
 
 /* y = (x - mean) * rstd * gain + bias per channel, mean and var the rows of

@@ -772,6 +772,33 @@ int ops_shape_lstm_cell(ir_graph *g, int id)
     return set_type(g, id, make_type(DT_F32, 2, dims));
 }
 
+/* gru_cell (in: gx, gh, h) and gru_cell_grad (in: dy, gx, gh, h): gx and
+ * gh f32[B, 3H] (the gates r, z, n of x and of h), h f32[B, H]; out
+ * [B, H] (h'), the gradient's [B, 7H] (dgx, dgh, dh). */
+int ops_shape_gru_cell(ir_graph *g, int id)
+{
+    int grad = NODE(id)->op == OP_GRU_CELL_GRAD;
+    const ir_type *gx = ops_in_type(g, id, grad), *gh = ops_in_type(g, id, grad + 1);
+    const ir_type *h = ops_in_type(g, id, grad + 2);
+    if (need_f32(g, id, gx, "gates") < 0 || need_f32(g, id, gh, "gates") < 0 ||
+        need_f32(g, id, h, "state") < 0)
+        return -1;
+    if (gx->rank != 2 || gx->dim[1] % 3 || gx->dim[1] == 0 || gh->rank != 2 ||
+        gh->dim[0] != gx->dim[0] || gh->dim[1] != gx->dim[1])
+        return ops_error(g, id,
+                         "%s: gates must be two [B, 3H] (r, z, n: x @ w_ih + b_ih, then h @ w_hh "
+                         "+ b_hh), got %s and %s",
+                         OPNAME(id), ops_ts(gx).s, ops_ts(gh).s);
+    int64_t hh = gx->dim[1] / 3;
+    if (h->rank != 2 || h->dim[0] != gx->dim[0] || h->dim[1] != hh)
+        return ops_error(g, id, "%s: state must be [B, H] = [%lld, %lld] for gates %s, got %s",
+                         OPNAME(id), (long long)gx->dim[0], (long long)hh, ops_ts(gx).s,
+                         ops_ts(h).s);
+    if (grad && need_grad_like(g, id, ops_in_type(g, id, 0), h) < 0) return -1;
+    int64_t dims[2] = {gx->dim[0], (grad ? 7 : 1) * hh};
+    return set_type(g, id, make_type(DT_F32, 2, dims));
+}
+
 /* ---- batch normalisation: channels on axis 1 of [N,C] or [N,C,H,W] ---- */
 
 /* x: f32 [N,C] or [N,C,H,W], axis 1 (-1 of [N,C], -3 of [N,C,H,W]); eps > 0

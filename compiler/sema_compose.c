@@ -13,8 +13,10 @@
  *                                 then gain and bias per channel
  *   lstm(x, s, w, b)              lstm_cell(concat([x, lstm_h(s)], 1) @ w + b, s)
  *   lstm_h(s), lstm_c(s)          the halves of an LSTM state [B, 2H]
+ *   gru(x, h, w_ih, w_hh, b_ih, b_hh)  gru_cell(x @ w_ih + b_ih, h @ w_hh + b_hh, h)
  *
  * Gradients come from the ops they are built of. */
+#include <stdio.h>
 #include <string.h>
 
 #include "sema_int.h"
@@ -453,8 +455,71 @@ static value call_lstm(sema *S, const sema_args *args)
     return sema_value_tensor(binary_node(S, call, OP_LSTM_CELL, z, s));
 }
 
+/* Argument k of gru(), v, as an f32 tensor of rank 2 [d0, d1] (rank 1
+ * [d1] when d0 < 0); -1 after reporting. */
+static int gru_param(sema *S, const ast_node *call, value v, const char *what, int64_t d0,
+                     int64_t d1, const char *how)
+{
+    const ast_node *at = sema_arg_at(&v, call);
+    int p = sema_to_tensor(S, at, v, DT_F32);
+    if (p < 0) return -1;
+    const ir_type *t = &S->g->nodes[p].type;
+    int rank = d0 < 0 ? 1 : 2;
+    if (t->dtype == DT_F32 && t->rank == rank && t->dim[rank - 1] == d1 &&
+        (rank == 1 || t->dim[0] == d0))
+        return p;
+    char tb[160], want[64];
+    if (rank == 1)
+        snprintf(want, sizeof want, "[%lld]", (long long)d1);
+    else
+        snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);
+    sema_err(S, at, "gru(): %s must be f32%s = %s, got %s", what, how, want,
+             ir_type_str(t, tb, sizeof tb));
+    return -1;
+}
+
+/* gru(x, h, w_ih, w_hh, b_ih, b_hh): one step of PyTorch's nn.GRUCell on x
+ * f32[B, X] and h f32[B, H]: gx = x @ w_ih + b_ih and gh = h @ w_hh + b_hh
+ * (w_ih [X, 3H], w_hh [H, 3H], the gates r, z, n), two GEMMs since n's h
+ * part is gated by r, then the fused cell gru_cell(gx, gh, h): h'. */
+static value call_gru(sema *S, const sema_args *args)
+{
+    static const argspec spec[] = {{"x", 1},    {"h", 1},    {"w_ih", 1},
+                                   {"w_hh", 1}, {"b_ih", 1}, {"b_hh", 1}};
+    const ast_node *call = args->call;
+    value v[6];
+    char xb[160], hb[160];
+    if (sema_bind_args(S, "gru", spec, 6, args, 0, v) < 0) return sema_value_err();
+    int x = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
+    int h = x < 0 ? -1 : sema_to_tensor(S, sema_arg_at(&v[1], call), v[1], DT_F32);
+    if (h < 0) return sema_value_err();
+    ir_type xt = S->g->nodes[x].type, ht = S->g->nodes[h].type;
+    if (ht.dtype != DT_F32 || ht.rank != 2 || ht.dim[1] < 1) {
+        sema_err(S, sema_arg_at(&v[1], call), "gru(): h must be f32[B, H], got %s",
+                 ir_type_str(&ht, hb, sizeof hb));
+        return sema_value_err();
+    }
+    if (xt.dtype != DT_F32 || xt.rank != 2 || xt.dim[0] != ht.dim[0]) {
+        sema_err(S, sema_arg_at(&v[0], call),
+                 "gru(): x must be f32[B, X] with h's B (h %s), got %s",
+                 ir_type_str(&ht, hb, sizeof hb), ir_type_str(&xt, xb, sizeof xb));
+        return sema_value_err();
+    }
+    int64_t n = ht.dim[1], three = 3 * n;
+    int w_ih = gru_param(S, call, v[2], "w_ih", xt.dim[1], three, "[X, 3H]");
+    int w_hh = w_ih < 0 ? -1 : gru_param(S, call, v[3], "w_hh", n, three, "[H, 3H]");
+    int b_ih = w_hh < 0 ? -1 : gru_param(S, call, v[4], "b_ih", -1, three, "[3H]");
+    int b_hh = b_ih < 0 ? -1 : gru_param(S, call, v[5], "b_hh", -1, three, "[3H]");
+    if (b_hh < 0) return sema_value_err();
+    int in[3] = {binary_node(S, call, OP_ADD, binary_node(S, call, OP_MATMUL, x, w_ih), b_ih),
+                 binary_node(S, call, OP_ADD, binary_node(S, call, OP_MATMUL, h, w_hh), b_hh), h};
+    if (in[0] < 0 || in[1] < 0) return sema_value_err();
+    return sema_value_tensor(ir_add(S->g, OP_GRU_CELL, in, 3, &(ir_attrs){0}, S->src, call->span));
+}
+
 value sema_compose_call(sema *S, const char *name, const sema_args *args)
 {
+    if (strcmp(name, "gru") == 0) return call_gru(S, args);
     if (strcmp(name, "lstm") == 0) return call_lstm(S, args);
     if (strcmp(name, "lstm_h") == 0 || strcmp(name, "lstm_c") == 0)
         return call_lstm_half(S, name, args);

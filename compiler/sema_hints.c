@@ -61,6 +61,9 @@ static const struct {
     {"LSTMCell", "write s = lstm(x, s, w, b) in a for loop: the state s is [B, 2H] = [h, c], "
                  "w [X + H, 4H] (gates i, f, g, o); h is lstm_h(s)"},
     {"LSTM", "write s = lstm(x, s, w, b) in a for loop over the steps (one cell a step)"},
+    {"GRUCell", "write h = gru(x, h, w_ih, w_hh, b_ih, b_hh) in a for loop: w_ih [X, 3H], w_hh "
+                "[H, 3H] (gates r, z, n)"},
+    {"GRU", "write h = gru(x, h, w_ih, w_hh, b_ih, b_hh) in a for loop over the steps"},
     {"view", "write reshape(x, [...])"},
     {"flatten", "write reshape(x, [rows(x), -1])"},
     {"permute", "write transpose(x, perm=[...])"},

@@ -122,4 +122,31 @@ ACT_FN void act_lstm_cell_grad(const float z[4], float c, float dh, float dcn, f
     *dc = d * f;
 }
 
+/* One unit of a GRU cell, PyTorch's nn.GRUCell: gx = (r, z, n) of x @ w_ih +
+ * b_ih, gh the same of h @ w_hh + b_hh, and the old h give
+ *   n = tanh(gx_n + sigmoid(gx_r + gh_r) gh_n),
+ *   h' = (1 - sigmoid(gx_z + gh_z)) n + sigmoid(gx_z + gh_z) h
+ * (gru_cell; devices/cpu/cpu_rnn.c and k_norm.cu call these). */
+ACT_FN float act_gru_cell(const float gx[3], const float gh[3], float h)
+{
+    float r = act_sigmoid(gx[0] + gh[0]), z = act_sigmoid(gx[1] + gh[1]);
+    float n = tanhf(gx[2] + r * gh[2]);
+    return (1.0f - z) * n + z * h;
+}
+
+/* gru_cell_grad: from dh' (and the forward's inputs), dgx, dgh and dh. */
+ACT_FN void act_gru_cell_grad(const float gx[3], const float gh[3], float h, float dy, float dgx[3],
+                              float dgh[3], float *dh)
+{
+    float r = act_sigmoid(gx[0] + gh[0]), z = act_sigmoid(gx[1] + gh[1]);
+    float n = tanhf(gx[2] + r * gh[2]);
+    float dn = dy * (1.0f - z) * (1.0f - n * n);
+    float dr = dn * gh[2] * r * (1.0f - r), dz = dy * (h - n) * z * (1.0f - z);
+    dgx[0] = dgh[0] = dr;
+    dgx[1] = dgh[1] = dz;
+    dgx[2] = dn;
+    dgh[2] = dn * r;
+    *dh = dy * z;
+}
+
 #endif

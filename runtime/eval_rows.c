@@ -176,6 +176,7 @@ static rows_lbl rows_rule(const rows_ctx *c, const ir_node *n)
     case OP_CAST:
     case OP_DROPOUT:
     case OP_LSTM_CELL: /* z [B, 4H] and s [B, 2H]: row b's units from row b alone */
+    case OP_GRU_CELL:  /* gx, gh [B, 3H] and h [B, H], as lstm_cell */
         return n->type.rank >= 1 ? rows_aligned(c, n, n->type.rank) : rows_mixed;
     case OP_SOFTMAX_XENT:
         return rows_xent(c, n);

@@ -328,6 +328,13 @@ static const dev_case cases[] = {
     {.op = OP_LSTM_CELL_GRAD, {"f32[a,2]", "f32[a,4]", "f32[a,2]"}},
     {.op = OP_LSTM_CELL_GRAD, {"f32[a,10]", "f32[a,20]", "f32[a,10]"}},
     {.op = OP_LSTM_CELL_GRAD, {"f32[64,1024]", "f32[64,2048]", "f32[64,1024]"}},
+    /* gru_cell: gx, gh [B, 3H] (r, z, n), h [B, H]; the gradient's dy [B, H] */
+    {.op = OP_GRU_CELL, {"f32[a,3]", "f32[a,3]", "f32[a,1]"}},
+    {.op = OP_GRU_CELL, {"f32[a,21]", "f32[a,21]", "f32[a,7]"}},
+    {.op = OP_GRU_CELL, {"f32[64,3072]", "f32[64,3072]", "f32[64,1024]"}},
+    {.op = OP_GRU_CELL_GRAD, {"f32[a,1]", "f32[a,3]", "f32[a,3]", "f32[a,1]"}},
+    {.op = OP_GRU_CELL_GRAD, {"f32[a,7]", "f32[a,21]", "f32[a,21]", "f32[a,7]"}},
+    {.op = OP_GRU_CELL_GRAD, {"f32[64,1024]", "f32[64,3072]", "f32[64,3072]", "f32[64,1024]"}},
     /* batch normalisation: channels on axis 1, eps 1e-5; stats' variances > 0 */
     BN_ROWS("a,b", "b"),
     BN_ROWS("a,b,c,d", "b"),
@@ -759,6 +766,8 @@ static tolerance op_tolerance(op_kind op)
     case OP_ROPE_GRAD:
     case OP_LSTM_CELL: /* act.h's expf and tanhf (2 ulp on a GPU), products a GPU may fuse */
     case OP_LSTM_CELL_GRAD:
+    case OP_GRU_CELL:
+    case OP_GRU_CELL_GRAD:
     case OP_SOFTPLUS_GRAD:
     case OP_LOG_SIGMOID_GRAD:
     case OP_SILU_GRAD:
@@ -1582,6 +1591,9 @@ static const grad_case grad_cases[] = {
     {.vars = "var x0 = zeros([2, 2, 3, 4])", "rope(x0, base=10.0) + x0"},
     {.vars = "var x0 = zeros([2, 3])\n  var x1 = zeros([8])\n  var x2 = zeros([2, 4])",
      "lstm(x0, lstm(x0 * 0.5, x2, zeros([5, 8]) + 0.3, x1), zeros([5, 8]) - 0.2, x1)"},
+    {.vars = "var x0 = zeros([2, 3])\n  var x1 = zeros([6])\n  var x2 = zeros([2, 2])",
+     "gru(x0, gru(x0 * 0.5, x2, zeros([3, 6]) + 0.3, ones([2, 6]) - 1.5, x1, x1 * 0.5), "
+     "zeros([3, 6]) - 0.2, ones([2, 6]) * 0.7, x1, x1)"},
     {.vars = "var x0 = zeros([2, 4, 3, 2])\n  var x1 = zeros([4])\n  var x2 = zeros([4])",
      "groupnorm(x0, x1 + 1.0, x2, groups=2)"},
 };

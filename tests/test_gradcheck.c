@@ -118,6 +118,27 @@ static const gc_case cases[] = {
      "  s = lstm_cell(concat([x, lstm_h(s)], axis=1) @ x0 + x1, s)\n}",
      "lstm_h(s) * 3.0",
      {0}},
+    /* gx, gh [B, 3H] (r, z, n) and h [B, H]: dgx, dgh, dh */
+    {"gru_cell",
+     "var x0 = zeros([3, 6])\nvar x1 = zeros([3, 6])\nvar x2 = zeros([3, 2])",
+     "gru_cell(x0 * 2.0, x1, x2)",
+     {0}},
+    /* three steps of gru() in a for loop: w_ih [X, 3H], w_hh [H, 3H], the inputs */
+    {"gru_cell",
+     "var x0 = zeros([3, 6])\nvar x1 = zeros([2, 6])\nvar x2 = zeros([2, 9])\n"
+     "bi = [0.1, -0.2, 0.3, 0.05, -0.1, 0.2]\nbh = [-0.3, 0.2, 0.1, 0.4, 0.25, -0.5]\n"
+     "h = [[0.5, -0.25], [0.1, 0.3]]\n"
+     "for t in 0..3 { h = gru(slice(x2, axis=1, begin=3 * t, end=3 * t + 3), h, x0, x1, bi, bh) }",
+     "h",
+     {0}},
+    /* the biases (b_hh's n part is gated by r) and the first state, weights fixed */
+    {"gru_cell",
+     "var x0 = zeros([6])\nvar x1 = zeros([6])\nvar x2 = zeros([2, 2])\n"
+     "xs = [[0.5, -1.0, 0.3], [0.2, 0.7, -0.4]]\nh = x2\n"
+     "for t in 0..3 { h = gru(xs * (t + 1.0), h, zeros([3, 6]) + 0.3, ones([2, 6]) - 1.5, x0, x1) "
+     "}",
+     "h * 2.0",
+     {0}},
     {"where",
      "var x0 = zeros([3, 4])\nvar x1 = zeros([4])",
      "where(x0 > 0.0, x0 * 2.0, x1)",
@@ -849,6 +870,67 @@ static void test_lstm_against_its_formula(void **state)
     close_text(&run);
 }
 
+/* A step of PyTorch's nn.GRUCell in double: gx = x W_ih^T + b_ih, gh = h
+ * W_hh^T + b_hh chunked r, z, n; n = tanh(gx_n + r gh_n), h' = (1 - z) n +
+ * z h.  Here W_ih^T = w_ih [X, 3H], W_hh^T = w_hh [H, 3H]. */
+static void gru_ref_step(const float wi[LX][3 * LH], const float wh[LH][3 * LH], const float *bi,
+                         const float *bh, const double *x, double h[LB][LH])
+{
+    double hn[LB][LH];
+    for (int r = 0; r < LB; r++)
+        for (int j = 0; j < LH; j++) {
+            double gx[3], gh[3];
+            for (int k = 0; k < 3; k++) {
+                gx[k] = bi[k * LH + j];
+                gh[k] = bh[k * LH + j];
+                for (int q = 0; q < LX; q++) gx[k] += x[r * LX + q] * wi[q][k * LH + j];
+                for (int q = 0; q < LH; q++) gh[k] += h[r][q] * wh[q][k * LH + j];
+            }
+            double rr = 1 / (1 + exp(-(gx[0] + gh[0]))), z = 1 / (1 + exp(-(gx[1] + gh[1])));
+            double n = tanh(gx[2] + rr * gh[2]);
+            hn[r][j] = (1 - z) * n + z * h[r][j];
+        }
+    memcpy(h, hn, sizeof hn);
+}
+
+/* Four steps of gru() unrolled by a for loop against PyTorch's GRUCell
+ * formula in double (a nonzero first state, both biases). */
+static void test_gru_against_its_formula(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "var wi = normal([3, 9], std=0.6)\nvar wh = normal([3, 9], std=0.6)\n"
+        "var bi = normal([9], std=0.5)\nvar bh = normal([9], std=0.5)\n"
+        "var xs = normal([4, 2, 3])\nvar h0 = normal([2, 3])\n"
+        "h = h0\n"
+        "for t in 0..4 {\n"
+        "  h = gru(reshape(slice(xs, axis=0, begin=t, end=t + 1), [2, 3]), h, wi, wh, bi, bh)\n"
+        "  hs[t] = h\n"
+        "}\n"
+        "all = reshape(hs, [4, 2, 3])\n";
+    inline_run run = open_text("gru.graph", text);
+    float wi[LX][3 * LH], wh[LH][3 * LH], bi[3 * LH], bh[3 * LH], xs[LT][LB][LX], h0[LB][LH];
+    float got[LT][LB][LH];
+    assert_gr_ok(gr_variable_read(run.s, "wi", wi, sizeof wi, run.st), run.st);
+    assert_gr_ok(gr_variable_read(run.s, "wh", wh, sizeof wh, run.st), run.st);
+    assert_gr_ok(gr_variable_read(run.s, "bi", bi, sizeof bi, run.st), run.st);
+    assert_gr_ok(gr_variable_read(run.s, "bh", bh, sizeof bh, run.st), run.st);
+    assert_gr_ok(gr_variable_read(run.s, "xs", xs, sizeof xs, run.st), run.st);
+    assert_gr_ok(gr_variable_read(run.s, "h0", h0, sizeof h0, run.st), run.st);
+    fetch_reduction(run.s, "all", &got[0][0][0], LT * LB * LH, run.st);
+    double rh[LB][LH], x[LB * LX];
+    for (int r = 0; r < LB; r++)
+        for (int j = 0; j < LH; j++) rh[r][j] = h0[r][j];
+    for (int t = 0; t < LT; t++) {
+        for (int k = 0; k < LB * LX; k++) x[k] = xs[t][k / LX][k % LX];
+        gru_ref_step(wi, wh, bi, bh, x, rh);
+        for (int r = 0; r < LB; r++)
+            for (int j = 0; j < LH; j++)
+                assert_float_equal(got[t][r][j], rh[r][j], 1e-5 * (1 + fabs(rh[r][j])));
+    }
+    close_text(&run);
+}
+
 static void test_reductions_over_several_axes(void **state)
 {
     (void)state;
@@ -897,6 +979,7 @@ int main(void)
         cmocka_unit_test(test_rope_against_its_formula),
         cmocka_unit_test(test_groupnorm_against_its_formula),
         cmocka_unit_test(test_lstm_against_its_formula),
+        cmocka_unit_test(test_gru_against_its_formula),
         cmocka_unit_test(test_every_gradient_matches_finite_differences),
         cmocka_unit_test(test_every_differentiable_op_has_a_case),
         cmocka_unit_test_setup_teardown(test_batchnorm_training_gradients_on_n_c, bn_setup,

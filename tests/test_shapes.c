@@ -148,6 +148,8 @@ static const shape_case valid[] = {
     {OP_ROPE_GRAD, {"f32[2,4,8,16]"}, .f0 = 10000, .want = "f32[2,4,8,16]"},
     {OP_LSTM_CELL, {"f32[3,20]", "f32[3,10]"}, .want = "f32[3,10]"},
     {OP_LSTM_CELL_GRAD, {"f32[3,10]", "f32[3,20]", "f32[3,10]"}, .want = "f32[3,30]"},
+    {OP_GRU_CELL, {"f32[3,15]", "f32[3,15]", "f32[3,5]"}, .want = "f32[3,5]"},
+    {OP_GRU_CELL_GRAD, {"f32[3,5]", "f32[3,15]", "f32[3,15]", "f32[3,5]"}, .want = "f32[3,35]"},
     {OP_RMSNORM_GRAD, {"f32[4,8]", "f32[4,8]", "f32[8]"}, {-1}, .want = "f32[4,8]", .f1 = 1e-5},
     {OP_LAYERNORM_GRAD,
      {"f32[4,16]", "f32[4,16]", "f32[16]"},
@@ -582,6 +584,16 @@ static const shape_case errors[] = {
     {OP_LSTM_CELL,
      {"f32[3,20]", "i32[3,10]"},
      .want = "lstm_cell: state must be f32, got i32[3,10]"},
+    {OP_GRU_CELL,
+     {"f32[3,15]", "f32[3,12]", "f32[3,5]"},
+     .want = "gru_cell: gates must be two [B, 3H] (r, z, n: x @ w_ih + b_ih, then h @ w_hh + "
+             "b_hh), got f32[3,15] and f32[3,12]"},
+    {OP_GRU_CELL,
+     {"f32[3,15]", "f32[3,15]", "f32[3,15]"},
+     .want = "gru_cell: state must be [B, H] = [3, 5] for gates f32[3,15], got f32[3,15]"},
+    {OP_GRU_CELL_GRAD,
+     {"f32[3,15]", "f32[3,15]", "f32[3,15]", "f32[3,5]"},
+     .want = "gru_cell_grad: gradient f32[3,15] does not match f32[3,5]"},
     {OP_LSTM_CELL_GRAD,
      {"f32[3,20]", "f32[3,20]", "f32[3,10]"},
      .want = "lstm_cell_grad: gradient f32[3,20] does not match f32[3,10]"},
@@ -805,7 +817,7 @@ static void test_lookup_finds_public_ops_only(void **state)
         "less_equal",  "greater_equal", "layernorm",   "gelu",         "stop_gradient", "maximum",
         "minimum",     "pow",           "abs",         "sin",          "cos",           "softplus",
         "log_sigmoid", "silu",          "elu",         "where",        "rmsnorm",       "lrn",
-        "rope",        "lstm_cell"};
+        "rope",        "lstm_cell",     "gru_cell"};
     int n_pub = 0;
     for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
         int op = ops_lookup(pub[k]);

@@ -305,6 +305,15 @@ typedef struct cpu_lstm_args {
 void cpu_lstm_cell(cpu_pool *p, const cpu_lstm_args *l);
 /* out [b, 6h]: dz, then ds (its h half 0), from dy [b, 2h] */
 void cpu_lstm_cell_grad(cpu_pool *p, const cpu_lstm_args *l);
+typedef struct cpu_gru_args {
+    float *out;
+    const float *gx, *gh, *h, *dy; /* gx, gh [b, 3h] (r, z, n), h [b, h]; dy: the gradient's */
+    int64_t b, hh;
+} cpu_gru_args;
+/* out [b, h]: h' */
+void cpu_gru_cell(cpu_pool *p, const cpu_gru_args *g);
+/* out [b, 7h]: dgx, dgh, dh, from dy [b, h] */
+void cpu_gru_cell_grad(cpu_pool *p, const cpu_gru_args *g);
 
 /* ---- batch normalisation per channel of x [n, c, s] (cpu_norm.c) ---- */
 typedef struct cpu_bn_args {

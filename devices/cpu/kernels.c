@@ -287,6 +287,22 @@ static int k_lstm_cell(const kern_args *a)
     return 0;
 }
 
+/* gru_cell (in: gx, gh, h) and gru_cell_grad (in: dy, gx, gh, h) */
+static int k_gru_cell(const kern_args *a)
+{
+    int grad = a->node->op == OP_GRU_CELL_GRAD;
+    const ir_type *ht = a->in_t[grad + 2];
+    cpu_gru_args g = {.out = OUTF,
+                      .gx = INF(grad),
+                      .gh = INF(grad + 1),
+                      .h = INF(grad + 2),
+                      .dy = grad ? INF(0) : NULL,
+                      .b = ht->dim[0],
+                      .hh = ht->dim[1]};
+    (grad ? cpu_gru_cell_grad : cpu_gru_cell)(a->pool, &g);
+    return 0;
+}
+
 /* in: dy, x */
 static int k_layernorm_grad_params(const kern_args *a)
 {
@@ -859,6 +875,8 @@ const kernel_fn cpu_kernels[OP_COUNT] = {
     [OP_ROPE_GRAD] = k_rope,
     [OP_LSTM_CELL] = k_lstm_cell,
     [OP_LSTM_CELL_GRAD] = k_lstm_cell,
+    [OP_GRU_CELL] = k_gru_cell,
+    [OP_GRU_CELL_GRAD] = k_gru_cell,
     [OP_BN_STATS] = k_bn_stats,
     [OP_BATCHNORM] = k_batchnorm,
     [OP_BN_GRAD_PARAMS] = k_bn_grad_params,

@@ -10,7 +10,7 @@
 // a fixed order, so every result is deterministic.  LRN and its gradient
 // (across the channels, devices/cpu/cpu_lrn.c's) take a thread per element,
 // and so do ROPE and its gradient (devices/cpu/cpu_rope.c's rotation).
-// LSTM_CELL and its gradient take a thread per unit of a row
+// LSTM_CELL, GRU_CELL and their gradients take a thread per unit of a row
 // (devices/cpu/cpu_rnn.c's), the math act.h's, as the CPU's.
 #include "../act.h"
 #include "cu_rows.cuh"
@@ -437,6 +437,45 @@ static int k_lstm_cell(const kern_args *a)
     return 0;
 }
 
+// ---- GRU cell: gx, gh [B, 3H] (r, z, n), h [B, H]; a thread per unit ----
+
+template <int GRAD>
+__global__ static void gru_kernel(float *out, const float *dy, const float *gx, const float *gh,
+                                  const float *hp, int64_t b, int64_t h)
+{
+    CUDA_FOR(i, b * h)
+    {
+        int64_t r = i / h, j = i % h;
+        const float *xr = gx + r * 3 * h, *hr = gh + r * 3 * h;
+        float x3[3] = {xr[j], xr[h + j], xr[2 * h + j]}, h3[3] = {hr[j], hr[h + j], hr[2 * h + j]};
+        if (!GRAD) {
+            out[i] = act_gru_cell(x3, h3, hp[i]);
+        } else {
+            float dx3[3], dh3[3], *o = out + r * 7 * h;
+            act_gru_cell_grad(x3, h3, hp[i], dy[i], dx3, dh3, &o[6 * h + j]);
+            for (int k = 0; k < 3; k++) o[k * h + j] = dx3[k], o[3 * h + k * h + j] = dh3[k];
+        }
+    }
+}
+
+// gru_cell (in: gx, gh, h) and gru_cell_grad (in: dy, gx, gh, h)
+static int k_gru_cell(const kern_args *a)
+{
+    int grad = a->node->op == OP_GRU_CELL_GRAD;
+    const ir_type *ht = a->in_t[grad + 2];
+    int64_t b = ht->dim[0], h = ht->dim[1];
+    if (b * h <= 0) return 0;
+    if (grad) {
+        CUDA_LAUNCH(cuda_blocks(b * h), CUDA_BLOCK, 0, cuda_stream(a), gru_kernel<1>)
+        (OUT_F, IN_F(0), IN_F(1), IN_F(2), IN_F(3), b, h);
+    } else {
+        CUDA_LAUNCH(cuda_blocks(b * h), CUDA_BLOCK, 0, cuda_stream(a), gru_kernel<0>)
+        (OUT_F, (const float *)NULL, IN_F(0), IN_F(1), IN_F(2), b, h);
+    }
+    CUDA_LAUNCHED(a);
+    return 0;
+}
+
 extern "C" const cuda_row cuda_rows_norm[] = {
     {OP_LAYERNORM, k_layernorm},
     {OP_LAYERNORM_GRAD, k_layernorm_grad},
@@ -449,6 +488,8 @@ extern "C" const cuda_row cuda_rows_norm[] = {
     {OP_ROPE_GRAD, k_rope},
     {OP_LSTM_CELL, k_lstm_cell},
     {OP_LSTM_CELL_GRAD, k_lstm_cell},
+    {OP_GRU_CELL, k_gru_cell},
+    {OP_GRU_CELL_GRAD, k_gru_cell},
     {OP_BN_STATS, k_bn_stats},
     {OP_BATCHNORM, k_batchnorm},
     {OP_BN_GRAD_PARAMS, k_bn_grad_params},
