@@ -52,6 +52,10 @@ typedef struct sema_options {
  * are not decided yet: each node records what the program asks for
  * (ir_node.place_req, ir_node.coloc) and place_run decides. */
 int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt);
+/* The target, named tensor or variable of g that name most likely meant
+ * (sema_hints.c: an edit or two away, or the one name starts with), or
+ * NULL: "did you mean" for a name the runtime does not find. */
+const char *ir_near_name(const ir_graph *g, const char *name);
 
 /* ---- autodiff ---- */
 typedef enum ad_kind { AD_SGD, AD_MOMENTUM, AD_ADAM, AD_RMSPROP, AD_ADAGRAD, AD_ADADELTA } ad_kind;

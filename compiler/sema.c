@@ -1425,10 +1425,21 @@ static int stmt_block(sema *S, env *e, const ast_node *blk)
 static void check_params_used(sema *S)
 {
     src_span none = {0, 0};
-    for (int i = 0; i < S->opt->n_params; i++)
-        if (!S->param_used[i])
-            diag_error(S->g->diags, NULL, none, "--set %s=%s: there is no param named '%s'",
-                       S->opt->params[i].name, S->opt->params[i].value, S->opt->params[i].name);
+    for (int i = 0; i < S->opt->n_params; i++) {
+        if (S->param_used[i]) continue;
+        const char *name = S->opt->params[i].name, *near = NULL;
+        int bd = 99;
+        for (int k = 0; k < S->global->n; k++) /* the params declared: lrr, lr */
+            if (S->global->v[k].decl && S->global->v[k].decl->kind == AST_PARAM)
+                sema_closer(name, S->global->v[k].name, &near, &bd);
+        if (near)
+            diag_error(S->g->diags, NULL, none,
+                       "--set %s=%s: there is no param named '%s'; did you mean '%s'?", name,
+                       S->opt->params[i].value, name, near);
+        else
+            diag_error(S->g->diags, NULL, none, "--set %s=%s: there is no param named '%s'", name,
+                       S->opt->params[i].value, name);
+    }
 }
 
 int sema_compile(ir_graph *g, const ast_tree *t, const sema_options *opt)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graphrun.h"
 #include "sema_int.h"
 
 /* Names users bring from elsewhere, and what to write instead. */
@@ -103,6 +104,27 @@ void sema_closer(const char *name, const char *cand, const char **best, int *bd)
     int d = sema_edit_distance(name, cand);
     int most = (int)strlen(name) / 3 + 1;
     if (d < *bd && d <= most && d > 0) *bd = d, *best = cand;
+}
+
+const char *gr_suggest(const char *word, const char *const *candidates, int n)
+{
+    const char *best = NULL;
+    int bd = 99;
+    if (!word || !candidates) return NULL;
+    for (int i = 0; i < n; i++) sema_closer(word, candidates[i], &best, &bd);
+    return best;
+}
+
+const char *ir_near_name(const ir_graph *g, const char *name)
+{
+    const char *best = NULL;
+    int bd = 99;
+    for (int i = 0; name && i < g->n_names; i++) sema_closer(name, g->names[i].name, &best, &bd);
+    for (int i = 0; name && i < g->n_vars; i++) sema_closer(name, g->vars[i].name, &best, &bd);
+    size_t n = name ? strlen(name) : 0;
+    for (int i = 0; !best && n >= 2 && i < g->n_names; i++) /* acc: accuracy */
+        if (strncmp(g->names[i].name, name, n) == 0) best = g->names[i].name;
+    return best;
 }
 
 const char *sema_foreign_hint(const char *name)

@@ -530,6 +530,13 @@ const char *gr_version(void);
  * the kernels this CPU can run (else NULL): set it in the environment of a
  * new process (the graphrun CLI re-runs itself so). */
 const char *gr_blas_kernels(const char **better);
+/* "Did you mean": the candidate closest to word in edit distance, chosen
+ * as the compiler's own hints choose (at most strlen(word) / 3 + 1 edits
+ * away, never word itself; the first of equals), or NULL when none is that
+ * close.  n candidates, any of them NULL (skipped); NULL word or
+ * candidates, or n <= 0: NULL.  How the CLI suggests an option, a command
+ * or a name. */
+const char *gr_suggest(const char *word, const char *const *candidates, int n);
 
 #ifdef __cplusplus
 }

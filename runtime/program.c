@@ -143,15 +143,31 @@ gr_code gr_program_vocab(const gr_program *p, const char *data, const char **cha
         rt_ok(st);
         return GR_OK;
     }
+    const char *near = NULL, *names[64];
+    int n = 0;
+    for (int d = 0; data && d < p->g->n_data && n < 64; d++)
+        if (p->g->data[d].kind == DATA_TEXT) names[n++] = p->g->data[d].name;
+    if (data && (near = gr_suggest(data, names, n)))
+        return rt_fail(st, GR_ERR_ARG, "no text data source named '%s'; did you mean '%s'?\n", data,
+                       near);
     return rt_fail(st, GR_ERR_ARG, data ? "no text data source named '%s'\n" : "%s\n",
                    data ? data : "the program has no text data source");
+}
+
+/* "no target named 'trian'; did you mean 'train'?" */
+static gr_code no_target(const gr_program *p, const char *target, gr_status *st)
+{
+    const char *near = ir_near_name(p->g, target);
+    if (near)
+        return rt_fail(st, GR_ERR_ARG, "no target named '%s'; did you mean '%s'?\n", target, near);
+    return rt_fail(st, GR_ERR_ARG, "no target named '%s'\n", target);
 }
 
 static gr_code emit_plan(const gr_program *p, const char *target, FILE *out, gr_status *st)
 {
     if (!target) target = gr_program_default_target(p);
     int k = target ? ir_find_name(p->g, target) : -1;
-    if (k < 0) return rt_fail(st, GR_ERR_ARG, "no target named '%s'\n", target ? target : "(none)");
+    if (k < 0) return no_target(p, target ? target : "(none)", st);
     plan_graph *plan = rt_plan_build(p->g, &p->g->names[k].node, 1, st);
     if (!plan) return GR_ERR_NOMEM;
     fprintf(out, "target %s\n", target);
@@ -225,7 +241,7 @@ gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_in
     memset(info, 0, sizeof *info);
     if (!p || !target) return rt_null(st, "gr_target_info_get", !p ? "program" : "target");
     int k = ir_find_name(p->g, target);
-    if (k < 0) return rt_fail(st, GR_ERR_ARG, "no target named '%s'\n", target ? target : "(null)");
+    if (k < 0) return no_target(p, target, st);
     const ir_graph *g = p->g;
     const ir_type *t = &g->nodes[g->names[k].node].type;
     info->is_train = g->names[k].is_train;

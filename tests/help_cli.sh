@@ -27,7 +27,7 @@ refused() {
 }
 
 # An unknown option: one line, a pointer to --help, 2 (it was 44 lines).
-refused 2 "unknown option '--stpes' (graphrun FILE --help lists the options)" "$M" --stpes 5
+refused 2 "unknown option '--stpes'; did you mean '--steps'? (graphrun FILE --help lists the options)" "$M" --stpes 5
 # No abbreviations: --step would have trained; now it names the option.
 refused 2 "unknown option '--step'; did you mean '--steps'?" "$M" --step 1
 refused 2 "did you mean '--steps'?" "$M" --step=1
@@ -45,7 +45,7 @@ refused 2 "graphrun: --set needs NAME=VALUE, got lr" "$M" --steps 1 --set lr
 refused 2 "graphrun: unknown option '--verison'" --verison
 # A mistyped command is not a model file to train.
 refused 2 "graphrun: unknown command 'chec'; did you mean 'check'?" chec "$M"
-refused 2 "graphrun: unknown command 'chekc' (graphrun --help lists the commands" chekc "$M"
+refused 2 "graphrun: unknown command 'chekc'; did you mean 'check'? (graphrun --help lists the commands" chekc "$M"
 refused 2 "unknown shell 'fish'" completion fish
 
 # The exit-status rule: a file named on the command line that cannot be
@@ -56,9 +56,17 @@ refused 2 "nosuch.graph" check "$T/nosuch.graph"
 refused 2 "nosuch.graph" dot "$T/nosuch.graph"
 refused 2 "nosuch.graph" fmt "$T/nosuch.graph"
 "$G" "$M" --steps 1 --target trian > /dev/null 2> "$T/err.txt"
-[ $? -eq 2 ] && grep -q "no target named 'trian'" "$T/err.txt" || fail "--target trian: $(cat "$T/err.txt")"
-"$G" "$M" --steps 1 --eval acc > /dev/null 2> "$T/err.txt"
-[ $? -eq 2 ] && grep -q "no target named 'acc'" "$T/err.txt" || fail "--eval acc: $(cat "$T/err.txt")"
+[ $? -eq 2 ] && grep -q "no target named 'trian'; did you mean 'train'?" "$T/err.txt" ||
+    fail "--target trian: $(cat "$T/err.txt")"
+"$G" "$M" --steps 1 --eval lo > /dev/null 2> "$T/err.txt"
+[ $? -eq 2 ] && grep -q "no target named 'lo'; did you mean 'loss'?" "$T/err.txt" ||
+    fail "--eval lo: $(cat "$T/err.txt")"
+"$G" check --emit plan --target trian "$M" > /dev/null 2> "$T/err.txt"
+[ $? -eq 2 ] && grep -q "did you mean 'train'?" "$T/err.txt" || fail "check --target trian: $(cat "$T/err.txt")"
+printf 'param lr = 0.1\nx = [1.0] * lr\n' > "$T/lr.graph"
+"$G" check --set lrr=1 "$T/lr.graph" > /dev/null 2> "$T/err.txt"
+[ $? -eq 1 ] && grep -q "no param named 'lrr'; did you mean 'lr'?" "$T/err.txt" ||
+    fail "--set lrr: $(cat "$T/err.txt")"
 printf 'x = [1.0, 2.0]\ny = x @ z\n' > "$T/bad.graph"
 "$G" "$T/bad.graph" --steps 1 > /dev/null 2>&1
 [ $? -eq 1 ] || fail "a model with an error must exit 1 when training"

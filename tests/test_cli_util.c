@@ -44,6 +44,10 @@ static void test_suggest(void **state)
     assert_int_equal(cli_suggest("steps", opts, 5, near, 3), 0); /* itself: nothing */
     assert_int_equal(cli_suggest("", opts, 5, near, 3), 0);
     assert_int_equal(cli_suggest("bogus", opts, 5, near, 3), 0);
+    assert_int_equal(cli_suggest("stpes", opts, 5, near, 3), 1); /* edit distance */
+    assert_string_equal(near[0], "steps");
+    assert_int_equal(cli_suggest("evla", opts, 5, near, 3), 1);
+    assert_string_equal(near[0], "eval");
 }
 
 int main(void)

@@ -62,8 +62,9 @@ void cli_mpi_session_failed(const gr_status *st);
  * usage, 2; the rest is the model's or its data's, 1. */
 int cli_exit_code(gr_code c);
 /* The names among cands (n of them) that word may have meant, at most
- * max, into out; their count.  For now the candidates word is a prefix of
- * (--step: --steps) or that are a prefix of it. */
+ * max, into out; their count: those word is a prefix of (--step: --steps)
+ * or that are a prefix of it, then the closest by edit distance
+ * (gr_suggest: --stpes, chekc). */
 int cli_suggest(const char *word, const char *const *cands, int n, const char **out, int max);
 /* A training rate for people: "12 steps/s", and below 1 step/s the
  * seconds a step takes, "3.25 s/step" (never "0 steps/s"); returns buf. */

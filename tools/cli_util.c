@@ -26,8 +26,8 @@ int cli_exit_code(gr_code c)
 
 int cli_suggest(const char *word, const char *const *cands, int n, const char **out, int max)
 {
-    /* Prefixes only: the edit distance the compiler's did-you-mean uses
-     * (compiler/sema_hints.c) is not part of the public API yet. */
+    /* The names word is a prefix of (or that are a prefix of it), then the
+     * closest by edit distance, as the compiler's did-you-mean picks it. */
     int k = 0;
     size_t lw = strlen(word);
     for (int i = 0; i < n && k < max; i++) {
@@ -36,6 +36,10 @@ int cli_suggest(const char *word, const char *const *cands, int n, const char **
             (lw < lc ? strncmp(word, cands[i], lw) == 0 : strncmp(word, cands[i], lc) == 0))
             out[k++] = cands[i];
     }
+    const char *near = k < max ? gr_suggest(word, cands, n) : NULL;
+    for (int i = 0; near && i < k; i++)
+        if (out[i] == near) near = NULL;
+    if (near) out[k++] = near;
     return k;
 }
 

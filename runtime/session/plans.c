@@ -25,8 +25,15 @@ int sess_find_tensor(const gr_session *s, const char *name, gr_status *st)
     if (v >= 0) return s->g->vars[v].node;
     char names[512];
     list_names(s->g, names, sizeof names);
-    rt_fail(st, GR_ERR_ARG, "no target or tensor named '%s' (the program has: %s)\n",
-            name ? name : "(null)", names);
+    const char *near = name ? ir_near_name(s->g, name) : NULL;
+    if (near)
+        rt_fail(st, GR_ERR_ARG,
+                "no target or tensor named '%s'; did you mean '%s'? (the program "
+                "has: %s)\n",
+                name, near, names);
+    else
+        rt_fail(st, GR_ERR_ARG, "no target or tensor named '%s' (the program has: %s)\n",
+                name ? name : "(null)", names);
     return -1;
 }
 
