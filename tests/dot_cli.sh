@@ -53,6 +53,18 @@ awk 'NR == FNR { at[$1] = $2; next }
     fail "red edges are not exactly the transfers"
 grep -q 'label="200704 bytes/step"' "$T/towers.dot" || fail "the batch transfer has no bytes label"
 
+# names as well as ops (loss and accuracy are both a mean f32[]); no
+# constant that nothing reads; a legend for the kinds of edges drawn
+grep -qF 'label="loss\nmean f32[]"' "$T/fashion_mlp.dot" &&
+    grep -qF 'label="accuracy\nmean f32[]"' "$T/fashion_mlp.dot" || fail "loss and accuracy are not named"
+awk '/^    n[0-9]+ \[label="const/ { c[$1] = 1 } /^  n[0-9]+ -> / { used[$1] = 1 }
+     END { for (n in c) if (!used[n]) { print "unread constant", n; bad = 1 }; exit bad }' \
+    "$T/fashion_mlp.dot" || fail "constants nothing reads are drawn"
+grep -q 'label="control: runs after"' "$T/fashion_mlp.dot" || fail "no legend for control edges"
+grep -q 'lg4 -> lg5 .*label="transfer between devices, bytes/step"' "$T/towers.dot" ||
+    fail "no legend for transfers"
+! grep -q 'lg4 -> lg5' "$T/linear_regression.dot" || fail "a transfer legend without transfers"
+
 # the plan: a line per transfer with its bytes per step; they add up
 "$G" check --emit plan --devices cpu:0-1 --target train "$TOWERS" > "$T/plan.txt" || fail "plan"
 awk '/^  send / { for (i = 1; i <= NF; i++) if ($(i + 1) == "bytes/step,") sum += $i; n++
