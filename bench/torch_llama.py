@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """torch_llama.py - the PyTorch reference of examples/llama.graph.
 
-    torch_llama.py STEPS THREADS [--eval]
+    torch_llama.py STEPS THREADS [SEED] [--eval]
+
+SEED (default 0) seeds the initialisation and, plus 1, the windows' order.
 
 The same model, initialisation, data and hyperparameters as the .graph file
 at its defaults: characters of Debian's fortunes read as graphrun's text()
@@ -150,7 +152,8 @@ def val_loss(model, ids):
 def main():
     steps, threads = int(sys.argv[1]), int(sys.argv[2])
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
+    seed = next((int(a) for a in sys.argv[3:] if a != "--eval"), 0)
+    torch.manual_seed(seed)
     train_ids, val_ids, vocab = load_text()
     model = Llama(vocab)
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -158,7 +161,7 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": DECAY},
                              {"params": rest, "weight_decay": 0.0}],
                             lr=LR, betas=(0.9, 0.95), eps=1e-8)
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(seed + 1)
     t0 = time.perf_counter()
     for t in range(1, steps + 1):
         x, y = batch_of(train_ids, g)
