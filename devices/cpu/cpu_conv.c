@@ -494,10 +494,11 @@ static void maxpool_grad_range(void *vctx, int64_t lo, int64_t hi)
                 int64_t r[4];
                 pool_window(s, oh, ow, r);
                 int64_t best = r[0] * s->w + r[2];
+                float m = xp[best]; /* kept in a register: no reload per compare */
                 for (int64_t i = r[0]; i < r[1]; i++)
                     for (int64_t k = r[2]; k < r[3]; k++)
-                        if (xp[i * s->w + k] > xp[best]) best = i * s->w + k;
-                if (!j->relu || xp[best] > 0.0f) dxp[best] += j->dy[(pl * s->oh + oh) * s->ow + ow];
+                        if (xp[i * s->w + k] > m) m = xp[i * s->w + k], best = i * s->w + k;
+                if (!j->relu || m > 0.0f) dxp[best] += j->dy[(pl * s->oh + oh) * s->ow + ow];
             }
     }
 }
