@@ -107,14 +107,24 @@ echo \"$out\"; [ $rc -ne 0 ] && echo \"$out\" | grep -q 'libgraphrun-mpi.so was 
                 $<TARGET_FILE:graphrun> ${GR_EMBED_DIR}/alone ${CMAKE_CURRENT_SOURCE_DIR}/mpi/tiny.graph)
 endif()
 # The installed CLI (static, in bin/) finds the module in ../lib: one
-# process of a distributed run, without mpirun.
+# process of a distributed run, without mpirun.  Named mpi_* as the other
+# tests that start Open MPI: under the sanitizers they take its
+# suppressions (tests/mpi/lsan.supp, tsan.supp), not the CPU's.
 if(GR_HAVE_MPI)
-    add_test(NAME embed_installed_cli_finds_its_module
+    add_test(NAME mpi_embed_installed_cli_finds_its_module
         COMMAND sh -c "cd \"$2\" && env -u GR_MODULE_DIR \"$0/bin/graphrun\" \"$1\" --distributed sync \
 --steps 2"
                 ${GR_EMBED_PREFIX} ${CMAKE_CURRENT_SOURCE_DIR}/mpi/tiny.graph ${GR_EMBED_DIR})
-    set_tests_properties(embed_installed_cli_finds_its_module PROPERTIES
+    set_tests_properties(mpi_embed_installed_cli_finds_its_module PROPERTIES
         FIXTURES_REQUIRED gr_installed)
+    if(CMAKE_BUILD_TYPE STREQUAL "Asan") # Open MPI never frees its own state
+        set_property(TEST mpi_embed_installed_cli_finds_its_module APPEND PROPERTY ENVIRONMENT
+            "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/mpi/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0")
+    endif()
+    if(CMAKE_BUILD_TYPE STREQUAL "Tsan") # Open MPI's own locks and threads
+        set_property(TEST mpi_embed_installed_cli_finds_its_module APPEND PROPERTY ENVIRONMENT
+            "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/mpi/tsan.supp halt_on_error=1")
+    endif()
 endif()
 # The same for @gpu:0 in a CUDA build: the compile error says why there is no GPU.
 if(GR_HAVE_CUDA)
