@@ -66,6 +66,9 @@ int cli_exit_code(gr_code c);
  * or that are a prefix of it, then the closest by edit distance
  * (gr_suggest: --stpes, chekc). */
 int cli_suggest(const char *word, const char *const *cands, int n, const char **out, int max);
+/* "; did you mean 'PRE a', 'PRE b' or 'PRE c'?" for cli_suggest's k picks
+ * (nothing when k is 0): the tail of an unknown-name line. */
+void cli_print_near(FILE *out, const char *pre, const char *const *near, int k);
 /* A training rate for people: "12 steps/s", and below 1 step/s the
  * seconds a step takes, "3.25 s/step" (never "0 steps/s"); returns buf. */
 const char *cli_rate(double steps_per_s, char *buf, size_t n);

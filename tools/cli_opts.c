@@ -61,13 +61,7 @@ static void suggest_option(const cli_spec *spec, const char *word, FILE *out)
     if (strncmp(word, "--", 2) != 0) return;
     char bare[128];
     snprintf(bare, sizeof bare, "%.*s", (int)strcspn(word + 2, "="), word + 2);
-    int k = cli_suggest(bare, names, n, near, 3);
-    for (int i = 0; i < k; i++)
-        fprintf(out, "%s'--%s'%s",
-                i == 0       ? "; did you mean "
-                : i == k - 1 ? " or "
-                             : ", ",
-                near[i], i == k - 1 ? "?" : "");
+    cli_print_near(out, "--", near, cli_suggest(bare, names, n, near, 3));
 }
 
 static int bad_option(const cli_spec *spec, const char *word, const char *why)

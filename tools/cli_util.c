@@ -43,6 +43,16 @@ int cli_suggest(const char *word, const char *const *cands, int n, const char **
     return k;
 }
 
+void cli_print_near(FILE *out, const char *pre, const char *const *near, int k)
+{
+    for (int i = 0; i < k; i++)
+        fprintf(out, "%s'%s%s'%s",
+                i == 0       ? "; did you mean "
+                : i == k - 1 ? " or "
+                             : ", ",
+                pre, near[i], i == k - 1 ? "?" : "");
+}
+
 const char *cli_rate(double steps_per_s, char *buf, size_t n)
 {
     if (steps_per_s >= 1 || steps_per_s <= 0)

@@ -129,14 +129,8 @@ static int unknown_command(const char *a)
     if (strpbrk(a, "/.") || access(a, F_OK) == 0) return 0;
     const char *names[N_COMMANDS], *near[3];
     for (size_t i = 0; i < N_COMMANDS; i++) names[i] = commands[i].spec->name;
-    int k = cli_suggest(a, names, (int)N_COMMANDS, near, 3);
     fprintf(stderr, "graphrun: unknown command '%s'", a);
-    for (int i = 0; i < k; i++)
-        fprintf(stderr, "%s'%s'%s",
-                i == 0       ? "; did you mean "
-                : i == k - 1 ? " or "
-                             : ", ",
-                near[i], i == k - 1 ? "?" : "");
+    cli_print_near(stderr, "", near, cli_suggest(a, names, (int)N_COMMANDS, near, 3));
     fputs(" (graphrun --help lists the commands; a model file is FILE.graph)\n", stderr);
     return 1;
 }
