@@ -16,6 +16,10 @@ if(EXISTS /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz)
   add_test(NAME example_cifar_towers_trains COMMAND ${GR_EXAMPLES_SH} cifar_towers --threads 2
            WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
   set_tests_properties(example_cifar_towers_trains PROPERTIES TIMEOUT 120)
+  if(CMAKE_BUILD_TYPE STREQUAL "Tsan") # ThreadSanitizer trains about 20 times slower
+    set_tests_properties(example_resnet_bn_trains example_cifar_towers_trains PROPERTIES
+                         TIMEOUT 480)
+  endif()
 endif()
 # issue 27: the Llama-style character model on the fortunes
 if(EXISTS /usr/share/games/fortunes/fortunes)
