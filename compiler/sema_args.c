@@ -27,8 +27,8 @@ void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const args
         sema_err(S, kw, "%s() has no argument named '%s' (it takes %s)", fname, kw->name, have);
 }
 
-int sema_bind_args(sema *S, const char *fname, const argspec *spec, int n_spec, const sema_args *args,
-              int skip, value *out)
+int sema_bind_args(sema *S, const char *fname, const argspec *spec, int n_spec,
+                   const sema_args *args, int skip, value *out)
 {
     int n_pos = args->n_pos - skip;
     for (int i = 0; i < n_spec; i++) out[i] = (value){.k = V_NONE};

@@ -302,8 +302,8 @@ static value call_init(sema *S, int b, const sema_args *args)
     if (shape_arg(S, call, builtin_names[b], bound[shape_at], &v.itype) < 0)
         return sema_value_err();
     if (b == B_CONSTANT && sema_num_arg(S, call, bound[0], 0, &v.ia) < 0) return sema_value_err();
-    if (b == B_NORMAL &&
-        (sema_num_arg(S, call, bound[1], 0, &v.ia) < 0 || sema_num_arg(S, call, bound[2], 1, &v.ib) < 0))
+    if (b == B_NORMAL && (sema_num_arg(S, call, bound[1], 0, &v.ia) < 0 ||
+                          sema_num_arg(S, call, bound[2], 1, &v.ib) < 0))
         return sema_value_err();
     if (b == B_UNIFORM && (sema_num_arg(S, call, bound[1], -0.05, &v.ia) < 0 ||
                            sema_num_arg(S, call, bound[2], 0.05, &v.ib) < 0))
@@ -701,7 +701,8 @@ static value call_data(sema *S, int b, const sema_args *args)
                                    {"seed", 0}, {"shape", 0}, {"classes", 0},  {"label", 0},
                                    {"n", 0},    {"dims", 0},  {"nonfinite", 0}};
     data_call c;
-    if (sema_bind_args(S, builtin_names[b], spec, 11, args, 0, &c.paths[0]) < 0 || data_room(S, call))
+    if (sema_bind_args(S, builtin_names[b], spec, 11, args, 0, &c.paths[0]) < 0 ||
+        data_room(S, call))
         return sema_value_err();
     ir_data d = {.src = S->src, .span = call->span};
     sema_data_shape info;
@@ -1011,8 +1012,7 @@ static value call_bernoulli(sema *S, const sema_args *args)
 
 value sema_call_builtin(sema *S, int b, const sema_args *args)
 {
-    if (b >= B_GLOBAL_AVGPOOL && b <= B_GRU)
-        return sema_compose_call(S, builtin_names[b], args);
+    if (b >= B_GLOBAL_AVGPOOL && b <= B_GRU) return sema_compose_call(S, builtin_names[b], args);
     if (b == B_BERNOULLI) return call_bernoulli(S, args);
     if (b == B_CATEGORICAL) return call_categorical(S, args);
     if (b == B_SAMPLE) return call_sample(S, args);

@@ -127,7 +127,8 @@ static value call_ema(sema *S, const sema_args *args)
     static const argspec spec[] = {{"x", 1}, {"decay", 1}};
     value b[2];
     double decay;
-    if (sema_bind_args(S, "ema", spec, 2, args, 0, b) < 0 || sema_num_arg(S, args->call, b[1], 0, &decay) < 0)
+    if (sema_bind_args(S, "ema", spec, 2, args, 0, b) < 0 ||
+        sema_num_arg(S, args->call, b[1], 0, &decay) < 0)
         return sema_value_err();
     if (!(decay > 0 && decay < 1)) {
         sema_err(S, args->call, "ema(): decay=%g must be in (0, 1), such as 0.999", decay);
@@ -281,7 +282,8 @@ static int bn_args(sema *S, const sema_args *args, bn_call *b)
     double axis;
     b->at = args->call;
     if (sema_bind_args(S, "batchnorm", spec, 6, args, 0, v) < 0 ||
-        sema_num_arg(S, b->at, v[3], 1, &axis) < 0 || sema_num_arg(S, b->at, v[4], 0.9, &b->momentum) < 0 ||
+        sema_num_arg(S, b->at, v[3], 1, &axis) < 0 ||
+        sema_num_arg(S, b->at, v[4], 0.9, &b->momentum) < 0 ||
         sema_num_arg(S, b->at, v[5], 1e-5, &b->eps) < 0)
         return -1;
     if (!(b->momentum >= 0 && b->momentum < 1)) {
