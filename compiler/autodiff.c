@@ -145,9 +145,54 @@ static int is_gather_grad(const ad_ctx *c, int n)
     return c->g->nodes[n].op == OP_GATHER_GRAD && c->g->nodes[n].attr.n_list == 2;
 }
 
+/* The pieces of a slice_grad's dy along axis: a concat's inputs on that
+ * axis (a merge of earlier slices), else dy itself; appended to parts. */
+static int slice_pieces(const ir_graph *g, int dy, int64_t axis, int *parts, int n)
+{
+    const ir_node *d = &g->nodes[dy];
+    int64_t a = d->attr.i[ATTR_AXIS];
+    if (d->op != OP_CONCAT || (a < 0 ? a + d->type.rank : a) != axis) {
+        parts[n] = dy;
+        return n + 1;
+    }
+    memcpy(parts + n, d->in, sizeof(int) * (size_t)d->n_in);
+    return n + d->n_in;
+}
+
+/* Two slice_grads of x along one axis whose ranges meet become one, of
+ * their gradients concatenated: the T slices of an unrolled sequence
+ * (lstm_seq, or a for loop over slice()) give x's gradient in one concat
+ * of T pieces, not T adds of x-sized tensors (the concat alone once they
+ * cover the axis).  0 when they do not meet. */
+static int merge_slice_grads(ad_ctx *c, int x, int ga, int gb)
+{
+    ir_graph *g = c->g;
+    ir_node a = g->nodes[ga], b = g->nodes[gb];
+    int rank = g->nodes[x].type.rank;
+    int64_t ax = a.attr.i[ATTR_AXIS] < 0 ? a.attr.i[ATTR_AXIS] + rank : a.attr.i[ATTR_AXIS];
+    int64_t bx = b.attr.i[ATTR_AXIS] < 0 ? b.attr.i[ATTR_AXIS] + rank : b.attr.i[ATTR_AXIS];
+    if (ax != bx) return 0;
+    if (b.attr.i[ATTR_SLICE_END] == a.attr.i[ATTR_SLICE_BEGIN]) {
+        ir_node t = a;
+        a = b, b = t;
+    }
+    if (a.attr.i[ATTR_SLICE_END] != b.attr.i[ATTR_SLICE_BEGIN]) return 0;
+    int na = g->nodes[a.in[0]].op == OP_CONCAT ? g->nodes[a.in[0]].n_in : 1;
+    int nb = g->nodes[b.in[0]].op == OP_CONCAT ? g->nodes[b.in[0]].n_in : 1;
+    int *parts = base_xmalloc(sizeof(int) * (size_t)(na + nb));
+    int n = slice_pieces(g, b.in[0], ax, parts, slice_pieces(g, a.in[0], ax, parts, 0));
+    ir_attrs cat = {.i = {[ATTR_AXIS] = ax}}, sg = a.attr;
+    sg.i[ATTR_SLICE_END] = b.attr.i[ATTR_SLICE_END];
+    int dy = ir_add_like(g, x, OP_CONCAT, parts, n, &cat);
+    free(parts);
+    if (dy < 0 || (sg.i[ATTR_SLICE_BEGIN] == 0 && sg.i[ATTR_SLICE_END] == sg.list[ax])) return dy;
+    return ir_add_like(g, x, OP_SLICE_GRAD, &dy, 1, &sg);
+}
+
 /* Adds gradient gx into grad[x]; several consumers sum with ADD, which goes
- * with x (a variable's gradients meet where the variable lives), and
- * several gathers' rows merge (merge_gather_grads). */
+ * with x (a variable's gradients meet where the variable lives), several
+ * gathers' rows merge (merge_gather_grads) and so do slices that meet
+ * (merge_slice_grads). */
 static int accumulate(ad_ctx *c, int x, int gx)
 {
     int *gr = &c->grad[at(c, x)];
@@ -158,6 +203,14 @@ static int accumulate(ad_ctx *c, int x, int gx)
     if (is_gather_grad(c, *gr) && is_gather_grad(c, gx)) {
         *gr = merge_gather_grads(c, x, *gr, gx);
         return *gr < 0 ? -1 : 0;
+    }
+    if (c->g->nodes[*gr].op == OP_SLICE_GRAD && c->g->nodes[gx].op == OP_SLICE_GRAD) {
+        int m = merge_slice_grads(c, x, *gr, gx);
+        if (m < 0) return -1;
+        if (m > 0) {
+            *gr = m;
+            return 0;
+        }
     }
     int in[2] = {*gr, gx};
     ir_attrs a;

@@ -53,6 +53,8 @@ enum {
     B_LSTM_H,
     B_LSTM_C,
     B_GRU,
+    B_LSTM_SEQ,
+    B_GRU_SEQ,
     B_COUNT
 };
 
@@ -67,7 +69,7 @@ static const char *const builtin_names[B_COUNT] = {
     "bernoulli", "categorical", "sample",       "global_avgpool",
     "clip",      "leaky_relu",  "sigmoid_xent", "nll",
     "groupnorm", "lstm",        "lstm_h",       "lstm_c",
-    "gru",
+    "gru",       "lstm_seq",    "gru_seq",
 };
 
 int sema_builtin_lookup(const char *name)
@@ -1012,7 +1014,8 @@ static value call_bernoulli(sema *S, const sema_args *args)
 
 value sema_call_builtin(sema *S, int b, const sema_args *args)
 {
-    if (b >= B_GLOBAL_AVGPOOL && b <= B_GRU) return sema_compose_call(S, builtin_names[b], args);
+    if (b >= B_GLOBAL_AVGPOOL && b <= B_GRU_SEQ)
+        return sema_compose_call(S, builtin_names[b], args);
     if (b == B_BERNOULLI) return call_bernoulli(S, args);
     if (b == B_CATEGORICAL) return call_categorical(S, args);
     if (b == B_SAMPLE) return call_sample(S, args);

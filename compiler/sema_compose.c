@@ -14,9 +14,13 @@
  *   lstm(x, s, w, b)              lstm_cell(concat([x, lstm_h(s)], 1) @ w + b, s)
  *   lstm_h(s), lstm_c(s)          the halves of an LSTM state [B, 2H]
  *   gru(x, h, w_ih, w_hh, b_ih, b_hh)  gru_cell(x @ w_ih + b_ih, h @ w_hh + b_hh, h)
+ *   lstm_seq(xs, s, w, b), gru_seq(xs, h, ...)  the cells over the T steps
+ *                                 of xs [B, T, X]: [the h's [B, T, H], the
+ *                                 last state]
  *
  * Gradients come from the ops they are built of. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sema_int.h"
@@ -407,59 +411,141 @@ static value call_lstm_half(sema *S, const char *name, const sema_args *args)
     return sema_value_tensor(lstm_half(S, args->call, s, strcmp(name, "lstm_c") == 0));
 }
 
-/* lstm(x, s, w, b): one step of PyTorch's nn.LSTMCell on x f32[B, X] and
- * the state s [B, 2H], the gates' pre-activations from one GEMM,
- * z = concat([x, h], 1) @ w + b with w [X + H, 4H] and b [4H] (gates i, f,
- * g, o), then the fused cell lstm_cell(z, s): the new state [B, 2H]. */
-static value call_lstm(sema *S, const sema_args *args)
+/* The list [hs, last] that lstm_seq() and gru_seq() return: the h of each
+ * step, hs[t] [B, 1, H] side by side on axis 1 ([B, T, H]), and the last
+ * state, as PyTorch's nn.LSTM returns (output, (h_n, c_n)) and TF's
+ * dynamic_rnn (outputs, state). */
+static value seq_result(sema *S, const ast_node *call, const int *hs, int64_t steps, int last)
 {
-    static const argspec spec[] = {{"x", 1}, {"s", 1}, {"w", 1}, {"b", 1}};
+    ir_attrs cat = {.i = {[ATTR_AXIS] = 1}};
+    int all = ir_add(S->g, OP_CONCAT, hs, (int)steps, &cat, S->src, call->span);
+    if (all < 0) return sema_value_err();
+    value *items = ir_alloc(S->g, 2 * sizeof(value));
+    items[0] = sema_value_tensor(all);
+    items[1] = sema_value_tensor(last);
+    return (value){.k = V_LIST, .items = items, .n_items = 2, .cap_items = 2};
+}
+
+/* Step t of xz [B, T, N], as [B, N]. */
+static int time_step(sema *S, const ast_node *call, int xz, int64_t t)
+{
+    const ir_type *xt = &S->g->nodes[xz].type;
+    int64_t bn[2] = {xt->dim[0], xt->dim[2]};
+    ir_attrs a = {.i = {[ATTR_AXIS] = 1, [ATTR_SLICE_BEGIN] = t, [ATTR_SLICE_END] = t + 1}};
+    int sl = ir_add(S->g, OP_SLICE, &xz, 1, &a, S->src, call->span);
+    return sl < 0 ? -1 : reshape_to(S, call, sl, bn, 2);
+}
+
+/* h [B, H] as [B, 1, H], a step of seq_result's hs. */
+static int as_step(sema *S, const ast_node *call, int h)
+{
+    if (h < 0) return -1;
+    const ir_type *t = &S->g->nodes[h].type;
+    int64_t b1h[3] = {t->dim[0], 1, t->dim[1]};
+    return reshape_to(S, call, h, b1h, 3);
+}
+
+/* lstm(x, s, w, b) and lstm_seq(xs, s, w, b): binds and checks x (f32[B,
+ * X], or xs f32[B, T, X]) against the state s [B, 2H], then w [X + H, 4H]
+ * and b [4H]; in[] gets their nodes.  -1 after reporting. */
+static int lstm_args(sema *S, const char *name, const sema_args *args, int *in)
+{
+    static const argspec step[] = {{"x", 1}, {"s", 1}, {"w", 1}, {"b", 1}};
+    static const argspec seq[] = {{"xs", 1}, {"s", 1}, {"w", 1}, {"b", 1}};
     const ast_node *call = args->call;
+    int is_seq = strcmp(name, "lstm_seq") == 0, rank = is_seq ? 3 : 2;
+    const char *xn = is_seq ? "xs" : "x";
     value v[4];
     char xb[160], sb[160], tb[160];
-    if (sema_bind_args(S, "lstm", spec, 4, args, 0, v) < 0) return sema_value_err();
-    int x = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
-    int s = x < 0 ? -1 : lstm_state(S, call, "lstm", v[1]);
-    if (s < 0) return sema_value_err();
+    if (sema_bind_args(S, name, is_seq ? seq : step, 4, args, 0, v) < 0) return -1;
+    int x = in[0] = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
+    int s = in[1] = x < 0 ? -1 : lstm_state(S, call, name, v[1]);
+    if (s < 0) return -1;
     ir_type xt = S->g->nodes[x].type, st = S->g->nodes[s].type;
-    if (xt.dtype != DT_F32 || xt.rank != 2 || xt.dim[0] != st.dim[0]) {
+    if (xt.dtype != DT_F32 || xt.rank != rank || xt.dim[0] != st.dim[0] || xt.dim[rank - 2] < 1) {
         sema_err(S, sema_arg_at(&v[0], call),
-                 "lstm(): x must be f32[B, X] with the state's B (state %s), got %s",
+                 "%s(): %s must be f32%s with the state's B (state %s), got %s", name, xn,
+                 is_seq ? "[B, T, X] (batch, steps, features)" : "[B, X]",
                  ir_type_str(&st, sb, sizeof sb), ir_type_str(&xt, xb, sizeof xb));
-        return sema_value_err();
+        return -1;
     }
-    int64_t h = st.dim[1] / 2, want_w[2] = {xt.dim[1] + h, 4 * h};
-    int w = sema_to_tensor(S, sema_arg_at(&v[2], call), v[2], DT_F32);
-    if (w < 0) return sema_value_err();
+    int64_t h = st.dim[1] / 2, want_w[2] = {xt.dim[rank - 1] + h, 4 * h};
+    int w = in[2] = sema_to_tensor(S, sema_arg_at(&v[2], call), v[2], DT_F32);
+    if (w < 0) return -1;
     const ir_type *wt = &S->g->nodes[w].type;
     if (wt->dtype != DT_F32 || wt->rank != 2 || wt->dim[0] != want_w[0] ||
         wt->dim[1] != want_w[1]) {
         sema_err(S, sema_arg_at(&v[2], call),
-                 "lstm(): w must be f32[X + H, 4H] = [%lld, %lld] for x %s and state %s "
+                 "%s(): w must be f32[X + H, 4H] = [%lld, %lld] for %s %s and state %s "
                  "(rows: x's, then h's; columns: the gates i, f, g, o), got %s",
-                 (long long)want_w[0], (long long)want_w[1], ir_type_str(&xt, xb, sizeof xb),
-                 ir_type_str(&st, sb, sizeof sb), ir_type_str(wt, tb, sizeof tb));
-        return sema_value_err();
+                 name, (long long)want_w[0], (long long)want_w[1], xn,
+                 ir_type_str(&xt, xb, sizeof xb), ir_type_str(&st, sb, sizeof sb),
+                 ir_type_str(wt, tb, sizeof tb));
+        return -1;
     }
-    int b = sema_to_tensor(S, sema_arg_at(&v[3], call), v[3], DT_F32);
-    if (b < 0) return sema_value_err();
+    int b = in[3] = sema_to_tensor(S, sema_arg_at(&v[3], call), v[3], DT_F32);
+    if (b < 0) return -1;
     const ir_type *bt = &S->g->nodes[b].type;
     if (bt->dtype != DT_F32 || bt->rank != 1 || bt->dim[0] != 4 * h) {
-        sema_err(S, sema_arg_at(&v[3], call), "lstm(): b must be f32[4H] = [%lld], got %s",
+        sema_err(S, sema_arg_at(&v[3], call), "%s(): b must be f32[4H] = [%lld], got %s", name,
                  (long long)(4 * h), ir_type_str(bt, tb, sizeof tb));
-        return sema_value_err();
+        return -1;
     }
-    int parts[2] = {x, lstm_half(S, call, s, 0)};
-    ir_attrs cat = {.i = {[ATTR_AXIS] = 1}};
-    int xh = parts[1] < 0 ? -1 : ir_add(S->g, OP_CONCAT, parts, 2, &cat, S->src, call->span);
-    int z = binary_node(S, call, OP_ADD, binary_node(S, call, OP_MATMUL, xh, w), b);
-    return sema_value_tensor(binary_node(S, call, OP_LSTM_CELL, z, s));
+    return 0;
 }
 
-/* Argument k of gru(), v, as an f32 tensor of rank 2 [d0, d1] (rank 1
- * [d1] when d0 < 0); -1 after reporting. */
-static int gru_param(sema *S, const ast_node *call, value v, const char *what, int64_t d0,
-                     int64_t d1, const char *how)
+/* Rows [begin, end) of w. */
+static int rows_of(sema *S, const ast_node *call, int w, int64_t begin, int64_t end)
+{
+    ir_attrs a = {.i = {[ATTR_AXIS] = 0, [ATTR_SLICE_BEGIN] = begin, [ATTR_SLICE_END] = end}};
+    return ir_add(S->g, OP_SLICE, &w, 1, &a, S->src, call->span);
+}
+
+/* lstm_seq(xs, s, w, b): lstm() over the T steps of xs [B, T, X], the x
+ * rows of w applied to every step in one GEMM first (xs @ w[:X] + b, [B,
+ * T, 4H], as cuDNN does), then per step the h rows, h @ w[X:], and the
+ * fused cell.  [hs, last state] (seq_result). */
+static value lstm_unroll(sema *S, const ast_node *call, const int *in)
+{
+    int s = in[1];
+    const ir_type xt = S->g->nodes[in[0]].type;
+    int64_t nx = xt.dim[2], nh = S->g->nodes[s].type.dim[1] / 2, steps = xt.dim[1];
+    int xw = binary_node(S, call, OP_MATMUL, in[0], rows_of(S, call, in[2], 0, nx));
+    int xz = binary_node(S, call, OP_ADD, xw, in[3]);
+    int wh = rows_of(S, call, in[2], nx, nx + nh);
+    int *hs = base_xcalloc((size_t)steps, sizeof *hs);
+    for (int64_t t = 0; t < steps && s >= 0 && xz >= 0 && wh >= 0; t++) {
+        int hw = binary_node(S, call, OP_MATMUL, lstm_half(S, call, s, 0), wh);
+        s = binary_node(S, call, OP_LSTM_CELL,
+                        binary_node(S, call, OP_ADD, time_step(S, call, xz, t), hw), s);
+        if (s >= 0 && (hs[t] = as_step(S, call, lstm_half(S, call, s, 0))) < 0) s = -1;
+    }
+    value r = s < 0 || xz < 0 || wh < 0 ? sema_value_err() : seq_result(S, call, hs, steps, s);
+    free(hs);
+    return r;
+}
+
+/* lstm(x, s, w, b): one step of PyTorch's nn.LSTMCell on x f32[B, X] and
+ * the state s [B, 2H], the gates' pre-activations from one GEMM,
+ * z = concat([x, h], 1) @ w + b with w [X + H, 4H] and b [4H] (gates i, f,
+ * g, o), then the fused cell lstm_cell(z, s): the new state [B, 2H]. */
+static value call_lstm(sema *S, const char *name, const sema_args *args)
+{
+    const ast_node *call = args->call;
+    int in[4];
+    if (lstm_args(S, name, args, in) < 0) return sema_value_err();
+    if (strcmp(name, "lstm_seq") == 0) return lstm_unroll(S, call, in);
+    int parts[2] = {in[0], lstm_half(S, call, in[1], 0)};
+    ir_attrs cat = {.i = {[ATTR_AXIS] = 1}};
+    int xh = parts[1] < 0 ? -1 : ir_add(S->g, OP_CONCAT, parts, 2, &cat, S->src, call->span);
+    int z = binary_node(S, call, OP_ADD, binary_node(S, call, OP_MATMUL, xh, in[2]), in[3]);
+    return sema_value_tensor(binary_node(S, call, OP_LSTM_CELL, z, in[1]));
+}
+
+/* Argument v of gru() or gru_seq() (fname), as an f32 tensor of rank 2
+ * [d0, d1] (rank 1 [d1] when d0 < 0); -1 after reporting. */
+static int gru_param(sema *S, const ast_node *call, const char *fname, value v, const char *what,
+                     int64_t d0, int64_t d1, const char *how)
 {
     const ast_node *at = sema_arg_at(&v, call);
     int p = sema_to_tensor(S, at, v, DT_F32);
@@ -474,54 +560,88 @@ static int gru_param(sema *S, const ast_node *call, value v, const char *what, i
         snprintf(want, sizeof want, "[%lld]", (long long)d1);
     else
         snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);
-    sema_err(S, at, "gru(): %s must be f32%s = %s, got %s", what, how, want,
+    sema_err(S, at, "%s(): %s must be f32%s = %s, got %s", fname, what, how, want,
              ir_type_str(t, tb, sizeof tb));
     return -1;
+}
+
+/* gru(x, h, w_ih, w_hh, b_ih, b_hh) and gru_seq(xs, h, ...): binds and
+ * checks x (f32[B, X], or xs f32[B, T, X]), h [B, H], w_ih [X, 3H], w_hh
+ * [H, 3H], b_ih and b_hh [3H]; in[] gets their nodes.  -1 after
+ * reporting. */
+static int gru_args(sema *S, const char *name, const sema_args *args, int *in)
+{
+    static const argspec step[] = {{"x", 1},    {"h", 1},    {"w_ih", 1},
+                                   {"w_hh", 1}, {"b_ih", 1}, {"b_hh", 1}};
+    static const argspec seq[] = {{"xs", 1},   {"h", 1},    {"w_ih", 1},
+                                  {"w_hh", 1}, {"b_ih", 1}, {"b_hh", 1}};
+    const ast_node *call = args->call;
+    int is_seq = strcmp(name, "gru_seq") == 0, rank = is_seq ? 3 : 2;
+    value v[6];
+    char xb[160], hb[160];
+    if (sema_bind_args(S, name, is_seq ? seq : step, 6, args, 0, v) < 0) return -1;
+    int x = in[0] = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
+    int h = in[1] = x < 0 ? -1 : sema_to_tensor(S, sema_arg_at(&v[1], call), v[1], DT_F32);
+    if (h < 0) return -1;
+    ir_type xt = S->g->nodes[x].type, ht = S->g->nodes[h].type;
+    if (ht.dtype != DT_F32 || ht.rank != 2 || ht.dim[1] < 1) {
+        sema_err(S, sema_arg_at(&v[1], call), "%s(): h must be f32[B, H], got %s", name,
+                 ir_type_str(&ht, hb, sizeof hb));
+        return -1;
+    }
+    if (xt.dtype != DT_F32 || xt.rank != rank || xt.dim[0] != ht.dim[0] || xt.dim[rank - 2] < 1) {
+        sema_err(S, sema_arg_at(&v[0], call), "%s(): %s must be f32%s with h's B (h %s), got %s",
+                 name, is_seq ? "xs" : "x",
+                 is_seq ? "[B, T, X] (batch, steps, features)" : "[B, X]",
+                 ir_type_str(&ht, hb, sizeof hb), ir_type_str(&xt, xb, sizeof xb));
+        return -1;
+    }
+    int64_t n = ht.dim[1], three = 3 * n;
+    in[2] = gru_param(S, call, name, v[2], "w_ih", xt.dim[rank - 1], three, "[X, 3H]");
+    in[3] = in[2] < 0 ? -1 : gru_param(S, call, name, v[3], "w_hh", n, three, "[H, 3H]");
+    in[4] = in[3] < 0 ? -1 : gru_param(S, call, name, v[4], "b_ih", -1, three, "[3H]");
+    in[5] = in[4] < 0 ? -1 : gru_param(S, call, name, v[5], "b_hh", -1, three, "[3H]");
+    return in[5] < 0 ? -1 : 0;
+}
+
+/* gru_cell(gx, h @ w_hh + b_hh, h): one step on gx [B, 3H]. */
+static int gru_step(sema *S, const ast_node *call, int gx, int h, const int *in)
+{
+    int gh = binary_node(S, call, OP_ADD, binary_node(S, call, OP_MATMUL, h, in[3]), in[5]);
+    int cell[3] = {gx, gh, h};
+    if (gx < 0 || gh < 0) return -1;
+    return ir_add(S->g, OP_GRU_CELL, cell, 3, &(ir_attrs){0}, S->src, call->span);
 }
 
 /* gru(x, h, w_ih, w_hh, b_ih, b_hh): one step of PyTorch's nn.GRUCell on x
  * f32[B, X] and h f32[B, H]: gx = x @ w_ih + b_ih and gh = h @ w_hh + b_hh
  * (w_ih [X, 3H], w_hh [H, 3H], the gates r, z, n), two GEMMs since n's h
- * part is gated by r, then the fused cell gru_cell(gx, gh, h): h'. */
-static value call_gru(sema *S, const sema_args *args)
+ * part is gated by r, then the fused cell gru_cell(gx, gh, h): h'.
+ * gru_seq(xs, h, ...) runs it over the T steps of xs [B, T, X], gx of
+ * every step from one GEMM first: [hs, last h] (seq_result). */
+static value call_gru(sema *S, const char *name, const sema_args *args)
 {
-    static const argspec spec[] = {{"x", 1},    {"h", 1},    {"w_ih", 1},
-                                   {"w_hh", 1}, {"b_ih", 1}, {"b_hh", 1}};
     const ast_node *call = args->call;
-    value v[6];
-    char xb[160], hb[160];
-    if (sema_bind_args(S, "gru", spec, 6, args, 0, v) < 0) return sema_value_err();
-    int x = sema_to_tensor(S, sema_arg_at(&v[0], call), v[0], DT_F32);
-    int h = x < 0 ? -1 : sema_to_tensor(S, sema_arg_at(&v[1], call), v[1], DT_F32);
-    if (h < 0) return sema_value_err();
-    ir_type xt = S->g->nodes[x].type, ht = S->g->nodes[h].type;
-    if (ht.dtype != DT_F32 || ht.rank != 2 || ht.dim[1] < 1) {
-        sema_err(S, sema_arg_at(&v[1], call), "gru(): h must be f32[B, H], got %s",
-                 ir_type_str(&ht, hb, sizeof hb));
-        return sema_value_err();
+    int in[6];
+    if (gru_args(S, name, args, in) < 0) return sema_value_err();
+    int h = in[1];
+    int gx = binary_node(S, call, OP_ADD, binary_node(S, call, OP_MATMUL, in[0], in[2]), in[4]);
+    if (strcmp(name, "gru_seq") != 0) return sema_value_tensor(gru_step(S, call, gx, h, in));
+    int64_t steps = S->g->nodes[in[0]].type.dim[1];
+    int *hs = base_xcalloc((size_t)steps, sizeof *hs);
+    for (int64_t t = 0; t < steps && h >= 0 && gx >= 0; t++) {
+        h = gru_step(S, call, time_step(S, call, gx, t), h, in);
+        if ((hs[t] = as_step(S, call, h)) < 0) h = -1;
     }
-    if (xt.dtype != DT_F32 || xt.rank != 2 || xt.dim[0] != ht.dim[0]) {
-        sema_err(S, sema_arg_at(&v[0], call),
-                 "gru(): x must be f32[B, X] with h's B (h %s), got %s",
-                 ir_type_str(&ht, hb, sizeof hb), ir_type_str(&xt, xb, sizeof xb));
-        return sema_value_err();
-    }
-    int64_t n = ht.dim[1], three = 3 * n;
-    int w_ih = gru_param(S, call, v[2], "w_ih", xt.dim[1], three, "[X, 3H]");
-    int w_hh = w_ih < 0 ? -1 : gru_param(S, call, v[3], "w_hh", n, three, "[H, 3H]");
-    int b_ih = w_hh < 0 ? -1 : gru_param(S, call, v[4], "b_ih", -1, three, "[3H]");
-    int b_hh = b_ih < 0 ? -1 : gru_param(S, call, v[5], "b_hh", -1, three, "[3H]");
-    if (b_hh < 0) return sema_value_err();
-    int in[3] = {binary_node(S, call, OP_ADD, binary_node(S, call, OP_MATMUL, x, w_ih), b_ih),
-                 binary_node(S, call, OP_ADD, binary_node(S, call, OP_MATMUL, h, w_hh), b_hh), h};
-    if (in[0] < 0 || in[1] < 0) return sema_value_err();
-    return sema_value_tensor(ir_add(S->g, OP_GRU_CELL, in, 3, &(ir_attrs){0}, S->src, call->span));
+    value r = h < 0 || gx < 0 ? sema_value_err() : seq_result(S, call, hs, steps, h);
+    free(hs);
+    return r;
 }
 
 value sema_compose_call(sema *S, const char *name, const sema_args *args)
 {
-    if (strcmp(name, "gru") == 0) return call_gru(S, args);
-    if (strcmp(name, "lstm") == 0) return call_lstm(S, args);
+    if (strcmp(name, "gru") == 0 || strcmp(name, "gru_seq") == 0) return call_gru(S, name, args);
+    if (strcmp(name, "lstm") == 0 || strcmp(name, "lstm_seq") == 0) return call_lstm(S, name, args);
     if (strcmp(name, "lstm_h") == 0 || strcmp(name, "lstm_c") == 0)
         return call_lstm_half(S, name, args);
     if (strcmp(name, "groupnorm") == 0) return call_groupnorm(S, args);

@@ -61,10 +61,14 @@ static const struct {
                           "bias=k)"},
     {"LSTMCell", "write s = lstm(x, s, w, b) in a for loop: the state s is [B, 2H] = [h, c], "
                  "w [X + H, 4H] (gates i, f, g, o); h is lstm_h(s)"},
-    {"LSTM", "write s = lstm(x, s, w, b) in a for loop over the steps (one cell a step)"},
+    {"LSTM", "write out = lstm_seq(xs, s, w, b) on xs [B, T, X]: out[0] the h's [B, T, H], "
+             "out[1] the last state [B, 2H]"},
+    {"dynamic_rnn", "write out = lstm_seq(xs, s, w, b) (or gru_seq) on xs [B, T, X]: out[0] the "
+                    "h's [B, T, H], out[1] the last state"},
     {"GRUCell", "write h = gru(x, h, w_ih, w_hh, b_ih, b_hh) in a for loop: w_ih [X, 3H], w_hh "
                 "[H, 3H] (gates r, z, n)"},
-    {"GRU", "write h = gru(x, h, w_ih, w_hh, b_ih, b_hh) in a for loop over the steps"},
+    {"GRU", "write out = gru_seq(xs, h, w_ih, w_hh, b_ih, b_hh) on xs [B, T, X]: out[0] the "
+            "h's [B, T, H], out[1] the last h"},
     {"view", "write reshape(x, [...])"},
     {"flatten", "write reshape(x, [rows(x), -1])"},
     {"permute", "write transpose(x, perm=[...])"},

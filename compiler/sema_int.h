@@ -193,7 +193,7 @@ const char *sema_state_name(int i); /* NULL past the last */
 
 /* sema_compose.c: builtins and op arguments lowered to other registry ops.
  * sema_compose_call: global_avgpool, clip, leaky_relu, sigmoid_xent, nll,
- * groupnorm, lstm, lstm_h, lstm_c, gru.
+ * groupnorm, lstm, lstm_h, lstm_c, gru, lstm_seq, gru_seq.
  * sema_compose_op: 1 with *out when op's call is one it lowers (reductions
  * over several axes, label smoothing), else 0 (where's operands, in[],
  * are broadcast on the way). */

@@ -230,11 +230,21 @@ static int stack_tensors(sema *S, const ast_node *at, value v, int depth)
         return -1;
     }
     int *parts = base_xcalloc((size_t)v.n_items, sizeof *parts), node = -1;
+    ir_type first;
     for (int i = 0; i < v.n_items; i++) {
         int x = to_tensor(S, at, v.items[i], DT_F32, depth + 1);
         if (x < 0) goto out;
         ir_attrs a = {0};
         const ir_type *t = &S->g->nodes[x].type;
+        if (i == 0) first = *t;
+        if (!ir_type_eq(t, &first)) {
+            char ta[160], tb[160];
+            sema_err(S, at,
+                     "a list of tensors used as a tensor is stacked, but its items 0 and %d are "
+                     "%s and %s; index the list to take one (l[0])",
+                     i, ir_type_str(&first, ta, sizeof ta), ir_type_str(t, tb, sizeof tb));
+            goto out;
+        }
         a.n_list = t->rank + 1;
         a.list[0] = 1;
         for (int d = 0; d < t->rank; d++) a.list[d + 1] = t->dim[d];

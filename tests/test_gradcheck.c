@@ -118,6 +118,14 @@ static const gc_case cases[] = {
      "  s = lstm_cell(concat([x, lstm_h(s)], axis=1) @ x0 + x1, s)\n}",
      "lstm_h(s) * 3.0",
      {0}},
+    /* lstm_seq over 3 steps of x2 [B, T, X]: one GEMM of w's x rows for every step, then h's
+       rows a step; the steps' gradients of x2 and of w's two row blocks meet in concats
+       (autodiff's merge of slices); the last state's c and every h reach the loss */
+    {"lstm_cell",
+     "var x0 = zeros([5, 8])\nvar x1 = zeros([8])\nvar x2 = zeros([2, 3, 3])\n"
+     "r = lstm_seq(x2, [[0.5, -0.25, 0.1, 0.3], [-0.4, 0.2, -0.6, 0.05]], x0, x1)",
+     "concat([reshape(r[0], [2, 6]), lstm_c(r[1])], axis=1)",
+     {0}},
     /* gx, gh [B, 3H] (r, z, n) and h [B, H]: dgx, dgh, dh */
     {"gru_cell",
      "var x0 = zeros([3, 6])\nvar x1 = zeros([3, 6])\nvar x2 = zeros([3, 2])",
@@ -138,6 +146,13 @@ static const gc_case cases[] = {
      "for t in 0..3 { h = gru(xs * (t + 1.0), h, zeros([3, 6]) + 0.3, ones([2, 6]) - 1.5, x0, x1) "
      "}",
      "h * 2.0",
+     {0}},
+    /* gru_seq over 3 steps of x2 [B, T, X], gx of every step from one GEMM */
+    {"gru_cell",
+     "var x0 = zeros([3, 6])\nvar x1 = zeros([2, 6])\nvar x2 = zeros([2, 3, 3])\n"
+     "bi = [0.1, -0.2, 0.3, 0.05, -0.1, 0.2]\nbh = [-0.3, 0.2, 0.1, 0.4, 0.25, -0.5]\n"
+     "r = gru_seq(x2, [[0.5, -0.25], [0.1, 0.3]], x0, x1, bi, bh)",
+     "r[0]",
      {0}},
     {"where",
      "var x0 = zeros([3, 4])\nvar x1 = zeros([4])",
@@ -931,6 +946,79 @@ static void test_gru_against_its_formula(void **state)
     close_text(&run);
 }
 
+/* Program text's targets seq_NAME and loop_NAME, for each of names[] (of
+ * sizes[] values), equal to f32 rounding: a sequence form (its GEMMs
+ * split w's rows) against the for loop it replaces, not bit for bit. */
+static void assert_seq_is_loop(const char *text, const char *const *names, const size_t *sizes,
+                               int n)
+{
+    inline_run run = open_text("seq.graph", text);
+    for (int k = 0; k < n; k++) {
+        float x[MAX_ELEMS], y[MAX_ELEMS];
+        char a[32], b[32];
+        assert_true(sizes[k] <= MAX_ELEMS);
+        snprintf(a, sizeof a, "seq_%s", names[k]);
+        snprintf(b, sizeof b, "loop_%s", names[k]);
+        fetch_reduction(run.s, a, x, sizes[k], run.st);
+        fetch_reduction(run.s, b, y, sizes[k], run.st);
+        for (size_t i = 0; i < sizes[k]; i++)
+            assert_float_equal(x[i], y[i], 1e-5 * (1 + fabs(y[i])));
+    }
+    close_text(&run);
+}
+
+/* lstm_seq(xs, s0, w, b) against the for loop of lstm() it replaces: every
+ * h, the last state, and the gradients of a loss of both with respect to
+ * w, b, xs and s0. */
+static void test_lstm_seq_equals_the_for_loop(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "var w = normal([6, 12], std=0.6)\nvar b = normal([12], std=0.5)\n"
+        "var xs = normal([2, 4, 3])\nvar s0 = normal([2, 6])\n"
+        "s = s0\n"
+        "for t in 0..4 {\n"
+        "  s = lstm(reshape(slice(xs, axis=1, begin=t, end=t + 1), [2, 3]), s, w, b)\n"
+        "  hs[t] = lstm_h(s)\n"
+        "}\n"
+        "loop_h = transpose(hs, perm=[1, 0, 2])\nloop_s = s\n"
+        "r = lstm_seq(xs, s0, w, b)\nseq_h = r[0]\nseq_s = r[1]\n"
+        "gl = gradients(sum(loop_h * loop_h) + sum(lstm_c(loop_s)), vars=[w, b, xs, s0])\n"
+        "gs = gradients(sum(seq_h * seq_h) + sum(lstm_c(seq_s)), vars=[w, b, xs, s0])\n"
+        "loop_w = gl[0][0]\nloop_b = gl[1][0]\nloop_x = gl[2][0]\nloop_s0 = gl[3][0]\n"
+        "seq_w = gs[0][0]\nseq_b = gs[1][0]\nseq_x = gs[2][0]\nseq_s0 = gs[3][0]\n";
+    static const char *const names[] = {"h", "s", "w", "b", "x", "s0"};
+    static const size_t sizes[] = {2 * 4 * 3, 2 * 6, 6 * 12, 12, 2 * 4 * 3, 2 * 6};
+    assert_seq_is_loop(text, names, sizes, 6);
+}
+
+/* gru_seq(xs, h0, ...) against its for loop of gru(): every h, the last,
+ * and the gradients with respect to the weights, a bias, xs and h0. */
+static void test_gru_seq_equals_the_for_loop(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "var wi = normal([3, 9], std=0.6)\nvar wh = normal([3, 9], std=0.6)\n"
+        "var bi = normal([9], std=0.5)\nvar bh = normal([9], std=0.5)\n"
+        "var xs = normal([2, 4, 3])\nvar h0 = normal([2, 3])\n"
+        "h = h0\n"
+        "for t in 0..4 {\n"
+        "  h = gru(reshape(slice(xs, axis=1, begin=t, end=t + 1), [2, 3]), h, wi, wh, bi, bh)\n"
+        "  hs[t] = h\n"
+        "}\n"
+        "loop_h = transpose(hs, perm=[1, 0, 2])\nloop_last = h\n"
+        "r = gru_seq(xs, h0, wi, wh, bi, bh)\nseq_h = r[0]\nseq_last = r[1]\n"
+        "gl = gradients(sum(loop_h * loop_h), vars=[wi, wh, bh, xs, h0])\n"
+        "gs = gradients(sum(seq_h * seq_h), vars=[wi, wh, bh, xs, h0])\n"
+        "loop_wi = gl[0][0]\nloop_wh = gl[1][0]\nloop_bh = gl[2][0]\n"
+        "loop_x = gl[3][0]\nloop_h0 = gl[4][0]\n"
+        "seq_wi = gs[0][0]\nseq_wh = gs[1][0]\nseq_bh = gs[2][0]\n"
+        "seq_x = gs[3][0]\nseq_h0 = gs[4][0]\n";
+    static const char *const names[] = {"h", "last", "wi", "wh", "bh", "x", "h0"};
+    static const size_t sizes[] = {2 * 4 * 3, 2 * 3, 3 * 9, 3 * 9, 9, 2 * 4 * 3, 2 * 3};
+    assert_seq_is_loop(text, names, sizes, 7);
+}
+
 static void test_reductions_over_several_axes(void **state)
 {
     (void)state;
@@ -980,6 +1068,8 @@ int main(void)
         cmocka_unit_test(test_groupnorm_against_its_formula),
         cmocka_unit_test(test_lstm_against_its_formula),
         cmocka_unit_test(test_gru_against_its_formula),
+        cmocka_unit_test(test_lstm_seq_equals_the_for_loop),
+        cmocka_unit_test(test_gru_seq_equals_the_for_loop),
         cmocka_unit_test(test_every_gradient_matches_finite_differences),
         cmocka_unit_test(test_every_differentiable_op_has_a_case),
         cmocka_unit_test_setup_teardown(test_batchnorm_training_gradients_on_n_c, bn_setup,
