@@ -10,8 +10,8 @@
  * A node's label follows from its inputs' by a rule per op; an op without
  * a rule, or with the data along an axis it mixes, is MIXED.  A data-free
  * input that lines up with axis 0 must not vary along it (its size there
- * 1): the padded batch puts real examples in other rows than a batch of
- * another size would. */
+ * 1, or the same in every slice: rows_same): the padded batch puts real
+ * examples in other rows than a batch of another size would. */
 #include "runtime/eval_rows.h"
 
 #include <math.h>
@@ -43,6 +43,7 @@ typedef struct rows_ctx {
     int64_t batch;
     rows_lbl *lbl;    /* per node id */
     rows_lin *lin;    /* per node id: the form of a LIN node */
+    char *same;       /* per node id: an NB node the same in every slice of axis 0 */
     int culprit;      /* the first MIXED node whose inputs were not */
     int culprit_form; /* it had a LIN input */
 } rows_ctx;
@@ -76,7 +77,7 @@ static rows_lbl rows_aligned(const rows_ctx *c, const ir_node *n, int r)
     for (int j = 0; j < n->n_in; j++) {
         const ir_type *t = &c->g->nodes[n->in[j]].type;
         rows_lbl lj = rows_in(c, n, j);
-        if (lj.g == ROWS_NB && rows_flat(t, r)) continue;
+        if (lj.g == ROWS_NB && (rows_flat(t, r) || c->same[n->in[j]])) continue;
         if (lj.g < 1 || t->rank != r || (l.g != ROWS_NB && !rows_is(l, lj))) return rows_mixed;
         l = lj;
     }
@@ -340,6 +341,43 @@ static int rows_full(const rows_ctx *c, const ir_node *n)
     return n->attr.i[ATTR_AXIS] == OP_AXIS_ALL || (in->rank == 1 && n->attr.i[ATTR_AXIS] == 0);
 }
 
+/* Whether a constant's slices along axis 0 are all equal (one value, or
+ * equal rows of a literal). */
+static int rows_const_same(const ir_node *n)
+{
+    if (!n->cdata) return 1;
+    size_t row = (size_t)(ir_numel(&n->type) / n->type.dim[0]) * 4; /* f32 and i32 */
+    const char *v = n->cdata;
+    for (int64_t r = 1; r < n->type.dim[0]; r++)
+        if (memcmp(v, v + (size_t)r * row, row) != 0) return 0;
+    return 1;
+}
+
+/* Whether the NB node id is the same in every slice of axis 0, so that it
+ * may line up with the batch's rows (rows_aligned) as a size 1 would: a
+ * constant of equal slices, a broadcast of such, or an op that keeps rows
+ * apart (rows_rule gives one row per example) whose inputs along axis 0
+ * are such; e.g. an LSTM's zero first state through its slices and the h
+ * GEMM. */
+static int rows_same(rows_ctx *c, int id)
+{
+    const ir_node *n = &c->g->nodes[id];
+    if (n->type.rank < 1 || n->type.dim[0] <= 1) return 1;
+    if (n->op == OP_CONST) return rows_const_same(n);
+    if (n->op == OP_BROADCAST) return c->same[n->in[0]];
+    int any = 0;
+    for (int j = 0; j < n->n_in; j++) {
+        const ir_type *t = &c->g->nodes[n->in[j]].type;
+        if (c->same[n->in[j]] && t->rank >= 1 && t->dim[0] > 1) {
+            c->lbl[n->in[j]] = (rows_lbl){1, 0}; /* as the rows of one batch */
+            any = 1;
+        }
+    }
+    rows_lbl l = any ? rows_rule(c, n) : rows_mixed;
+    for (int j = 0; j < n->n_in; j++) c->lbl[n->in[j]] = rows_nb;
+    return l.g == 1;
+}
+
 static rows_lbl rows_label(rows_ctx *c, int id)
 {
     const ir_node *n = &c->g->nodes[id];
@@ -351,7 +389,10 @@ static rows_lbl rows_label(rows_ctx *c, int id)
         data |= c->lbl[n->in[j]].g != ROWS_NB;
     }
     if (mixed) return rows_mixed;
-    if (!data) return rows_nb;
+    if (!data) {
+        c->same[id] = (char)rows_same(c, id);
+        return rows_nb;
+    }
     rows_lbl l = rows_mixed;
     if (n->op == OP_DATA)
         l = n->type.rank >= 1 && n->type.dim[0] == c->batch ? (rows_lbl){1, 0} : rows_mixed;
@@ -506,9 +547,10 @@ int eval_rows_find(const ir_graph *g, int target, int64_t batch, eval_rows *out,
                   batch,
                   calloc((size_t)g->n_nodes + 1, sizeof *c.lbl),
                   calloc((size_t)g->n_nodes + 1, sizeof *c.lin),
+                  calloc((size_t)g->n_nodes + 1, 1),
                   -1,
                   0};
-    GR_ASSERT(c.lbl && c.lin);
+    GR_ASSERT(c.lbl && c.lin && c.same);
     memset(out, 0, sizeof *out);
     rows_walk(&c, target);
     int rc = -1;
@@ -527,6 +569,7 @@ int eval_rows_find(const ir_graph *g, int target, int64_t batch, eval_rows *out,
     for (int i = 0; i < g->n_nodes; i++) free(c.lin[i].term);
     free(c.lin);
     free(c.lbl);
+    free(c.same);
     return rc;
 }
 

@@ -1,5 +1,5 @@
 # tests/examples.cmake - issue 26's and 27's example models (examples/fashion_denoise,
-# fashion_resnet, word2vec, cifar_towers, llama) each trained in a tiny configuration by
+# fashion_resnet, word2vec, cifar_towers, llama, char_lstm) each trained in a tiny configuration by
 # tests/examples.sh, which checks that it learns: the loss falls, and the
 # denoiser's test mse, the ResNet's test accuracy (with batch norm's running
 # statistics) or word2vec's final loss are where only training puts them.
@@ -26,6 +26,10 @@ if(EXISTS /usr/share/games/fortunes/fortunes)
   add_test(NAME example_llama_trains COMMAND ${GR_EXAMPLES_SH} llama --threads 1
            WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
   set_tests_properties(example_llama_trains PROPERTIES TIMEOUT 60)
+  # lstm_seq: the character LSTM
+  add_test(NAME example_char_lstm_trains COMMAND ${GR_EXAMPLES_SH} char_lstm --threads 1
+           WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(example_char_lstm_trains PROPERTIES TIMEOUT 30)
 endif()
 # on tests/models/tiny_text.txt, one thread and two Hogwild! executors
 add_test(NAME example_word2vec_trains COMMAND ${GR_EXAMPLES_SH} word2vec --threads 1

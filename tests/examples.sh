@@ -17,6 +17,7 @@
 #             the test accuracy is well above chance
 #   llama     (issue 27) the validation loss is a number below that of the
 #             untrained model (log 113 = 4.7 nats per character)
+#   char_lstm (issue 27) the same for the character LSTM of lstm_seq
 set -u
 G=$1 EX=$2 M=$3
 shift 3
@@ -75,6 +76,15 @@ llama)
   "$G" "$EX/llama.graph" --set batch=8 --set block=16 --set width=32 --set heads=2 --set layers=2 \
       --set hidden=64 --set warmup=5 --set steps=100 --steps 100 --log-every 10 --log "$M.jsonl" \
       --eval val_loss --quiet "$@" > "$M.out" || fail "training: $(cat "$M.out")"
+  loss_falls "$M.jsonl" 0.9
+  val=$(sed -n 's/^val_loss = \([0-9.e+-]*\)$/\1/p' "$M.out")
+  echo "val_loss $val"
+  awk -v v="$val" 'BEGIN { exit !(v != "" && v > 0 && v < 4.2) }' || fail "val_loss '$val' is not below 4.2"
+  ;;
+char_lstm)
+  "$G" "$EX/char_lstm.graph" --set batch=8 --set block=16 --set embed=16 --set hidden=32 \
+      --set lr=0.01 --steps 100 --log-every 10 --log "$M.jsonl" --eval val_loss --quiet "$@" \
+      > "$M.out" || fail "training: $(cat "$M.out")"
   loss_falls "$M.jsonl" 0.9
   val=$(sed -n 's/^val_loss = \([0-9.e+-]*\)$/\1/p' "$M.out")
   echo "val_loss $val"

@@ -220,11 +220,15 @@ static void test_tail_that_cannot_be_split_by_example_is_refused(void **state)
     assert_close(eval_csv(5, 0, "centered"), eval_csv(10, 0, "centered"), "centered", 5);
 }
 
-/* A char model: embeddings, a causal attention over the window, logits
- * reshaped to [batch * block, vocab] (a row per character, block rows per
- * example).  40 windows of 4 (stride 1) in batches of 6 and 7 leave 4
- * and 5. */
-static double eval_text(int batch)
+/* A char model: embeddings, then model (the lines that make logits [batch,
+ * block, vocab] of h [batch, block, 8]), logits reshaped to [batch * block,
+ * vocab] (a row per character, block rows per example).  40 windows of 4
+ * (stride 1) in batches of 6 and 7 leave 4 and 5. */
+static const char causal_attention[] =
+    "att = softmax(matmul(h, h, transpose_b=true), mask=\"causal\") @ h\n"
+    "logits = (h + att) @ wo\n";
+
+static gr_program *text_program(int batch, const char *model, gr_status *st)
 {
     char text[2048];
     snprintf(text, sizeof text,
@@ -232,13 +236,18 @@ static double eval_text(int batch)
              "var wte = normal([val.vocab, 8], std=0.5)\n"
              "var wo = normal([8, val.vocab], std=0.5)\n"
              "h = gather(wte, val.x)\n"
-             "att = softmax(matmul(h, h, transpose_b=true), mask=\"causal\") @ h\n"
-             "logits = (h + att) @ wo\n"
+             "%s"
              "loss = mean(softmax_xent(reshape(logits, [-1, val.vocab]), reshape(val.y, [-1])))\n",
-             g_text, batch);
-    gr_status *st = gr_status_new();
+             g_text, batch, model);
     gr_program *p = NULL;
     assert_gr_ok(gr_compile_string("text.graph", text, strlen(text), NULL, &p, st), st);
+    return p;
+}
+
+static double eval_text(int batch, const char *model)
+{
+    gr_status *st = gr_status_new();
+    gr_program *p = text_program(batch, model, st);
     double v = eval_one(p, "loss", st);
     gr_program_free(p);
     gr_status_free(st);
@@ -248,9 +257,38 @@ static double eval_text(int batch)
 static void test_partial_last_batch_of_text_windows(void **state)
 {
     (void)state;
-    double want = eval_text(1);
-    assert_close(eval_text(6), want, "text loss", 6);
-    assert_close(eval_text(7), want, "text loss", 7);
+    double want = eval_text(1, causal_attention);
+    assert_close(eval_text(6, causal_attention), want, "text loss", 6);
+    assert_close(eval_text(7, causal_attention), want, "text loss", 7);
+}
+
+/* An LSTM over each window from a zero first state, zeros([batch, 16]): a
+ * constant the same in every row, so the padded last batch's rows are
+ * still each their own example's (refused before: 'add at line 6 mixes
+ * the examples'); a first state that differs by row is still refused. */
+static void test_partial_last_batch_through_an_lstm_from_a_zero_state(void **state)
+{
+    (void)state;
+    static const char lstm[] = "var w = normal([16, 32], std=0.5)\n"
+                               "out = lstm_seq(h, zeros([rows(h), 16]), w, zeros([32]))\n"
+                               "logits = out[0] @ wo\n";
+    double want = eval_text(1, lstm);
+    assert_close(eval_text(6, lstm), want, "lstm loss", 6);
+    assert_close(eval_text(7, lstm), want, "lstm loss", 7);
+    static const char rows_differ[] = "var w = normal([16, 32], std=0.5)\n"
+                                      "var s0 = normal([rows(h), 16])\n"
+                                      "out = lstm_seq(h, s0, w, zeros([32]))\n"
+                                      "logits = out[0] @ wo\n";
+    gr_status *st = gr_status_new();
+    gr_program *p = text_program(6, rows_differ, st);
+    gr_session *s = NULL;
+    double v;
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    assert_int_not_equal(gr_eval(s, "loss", &v, st), GR_OK);
+    assert_non_null(strstr(gr_status_message(st), "mixes the examples of a batch"));
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
 }
 
 /* tests/models/attention.graph (layernorm, gelu, heads split by reshape
@@ -321,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_partial_last_batch_split_between_towers),
         cmocka_unit_test(test_tail_that_cannot_be_split_by_example_is_refused),
         cmocka_unit_test(test_partial_last_batch_of_text_windows),
+        cmocka_unit_test(test_partial_last_batch_through_an_lstm_from_a_zero_state),
         cmocka_unit_test(test_partial_last_batch_through_a_transformer_block),
         cmocka_unit_test(test_cancel_stops_evaluations_only),
     };
