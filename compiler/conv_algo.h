@@ -8,7 +8,8 @@
  * include devices/ (a layer above it).  Included by compiler/ops.c, the
  * CPU's convolution kernels and tests/test_kernels.c; header only.
  *
- *  - im2col + GEMM, any convolution: one column matrix of an image per task.
+ *  - im2col + GEMM, any convolution: one column matrix of a chunk of images
+ *    per task (CONV_GEMM_COLS).
  *  - Winograd F(2x2, kxk), stride 1 with 3x3 or 5x5 filters between layers
  *    of at least CONV_WINO_MIN_CH channels: 2x2 outputs per tile of
  *    (k+1)x(k+1) inputs, so (k+1)^2 multiplies per 4 outputs instead of
@@ -28,9 +29,33 @@
  * AVX register of floats per element of the tile. */
 #define CONV_WINO_LANES 8
 
-static inline size_t conv_im2col_bytes(int64_t c, int64_t kh, int64_t kw, int64_t oh, int64_t ow)
+/* im2col + GEMM puts the output positions of several images side by side
+ * in one GEMM of about CONV_GEMM_COLS columns: one image of a 7x7 or 14x14
+ * layer is too narrow a GEMM for OpenBLAS (49 or 196 columns). */
+#define CONV_GEMM_COLS 512
+
+/* ... and a chunk's column matrix stays under 4 MiB, unless one image's is larger. */
+#define CONV_GEMM_FLOATS (1 << 20)
+
+/* Images per GEMM, for a batch of n (or a task's share of it) of images
+ * whose column matrices are ckk x ohw. */
+static inline int64_t conv_im2col_imgs(int64_t n, int64_t ckk, int64_t ohw)
 {
-    return (size_t)(c * kh * kw * oh * ow) * 4;
+    int64_t imgs = ohw > 0 ? (CONV_GEMM_COLS + ohw - 1) / ohw : 1;
+    if (ckk > 0 && ohw > 0 && imgs > CONV_GEMM_FLOATS / (ckk * ohw))
+        imgs = CONV_GEMM_FLOATS / (ckk * ohw);
+    if (imgs > n) imgs = n;
+    return imgs > 1 ? imgs : 1;
+}
+
+/* Floats per task: the column matrix of a chunk of images ([C*KH*KW] rows
+ * of imgs * OH*OW) and, for more than one image, the chunk's output (or
+ * output gradient) gathered the same way ([OC] rows). */
+static inline size_t conv_im2col_bytes(int64_t n, int64_t c, int64_t kh, int64_t kw, int64_t oc,
+                                       int64_t oh, int64_t ow)
+{
+    int64_t imgs = conv_im2col_imgs(n, c * kh * kw, oh * ow);
+    return (size_t)((c * kh * kw + (imgs > 1 ? oc : 0)) * imgs * oh * ow) * 4;
 }
 
 /* The layer (x: C channels, y: OC) runs all three of its kernels by

@@ -300,7 +300,9 @@ const ir_type *ops_in_type(const ir_graph *g, int id, int k)
 static size_t conv_scratch(const ir_node *n, const ir_type *x, const ir_type *w, const ir_type *y,
                            int grad_x)
 {
-    size_t col = conv_im2col_bytes(w->dim[1], w->dim[2], w->dim[3], y->dim[2], y->dim[3]), wino;
+    size_t col = conv_im2col_bytes(x->dim[0], w->dim[1], w->dim[2], w->dim[3], y->dim[1], y->dim[2],
+                                   y->dim[3]),
+           wino;
     if (n->op == OP_CONV2D_GRAD_W) col += (size_t)ir_numel(w) * 4;
     int64_t stride = n->attr.i[ATTR_CONV_STRIDE] > 0 ? n->attr.i[ATTR_CONV_STRIDE] : 1;
     int64_t pad = n->attr.i[ATTR_CONV_PAD];

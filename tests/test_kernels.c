@@ -1369,7 +1369,7 @@ static void conv_call(call *c, op_kind op, const conv_case *q, void *out, const 
                       int threads, void **scratch)
 {
     int64_t oh = conv_out(q->h, q->kh, q->s, q->p), ow = conv_out(q->w, q->kw, q->s, q->p);
-    size_t per = conv_im2col_bytes(q->c, q->kh, q->kw, oh, ow), wino = 0;
+    size_t per = conv_im2col_bytes(q->n, q->c, q->kh, q->kw, q->oc, oh, ow), wino = 0;
     if (op == OP_CONV2D_GRAD_W) per += (size_t)(q->oc * q->c * q->kh * q->kw) * 4;
     conv_wino pl; /* the plan's scratch for Winograd, as ops.c gives it */
     if (conv_wino_ok(q->c, q->oc, q->kh, q->kw, q->s, q->p) && op == OP_CONV2D_GRAD_X)
@@ -1475,6 +1475,9 @@ static void test_conv2d_and_grads_against_naive(void **state)
         {1, 3, 3, 3, 7, 3, 3, 1, 1},
         {3, 4, 31, 13, 3, 3, 1, 3, 1},
         {7, 1, 6, 6, 2, 2, 2, 2, 0},
+        /* im2col of several images a GEMM (conv_algo.h): 6 of 100 output
+         * positions, so chunks of 6, 6 and 1 on one task */
+        {13, 2, 20, 20, 3, 3, 3, 2, 1},
         /* "same" padding at stride 1 (the block path), also with a kernel
          * wider than the image */
         {3, 2, 9, 6, 4, 5, 5, 1, 2},

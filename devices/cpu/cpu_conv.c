@@ -1,10 +1,11 @@
 /* cpu_conv.c - CONV2D (im2col + GEMM) with its two gradients, and max/avg
  * pooling with theirs.  NCHW images, [OC, C, KH, KW] filters.
  *
- * Convolutions split the batch over pool tasks, one image at a time per
- * task; each task owns one slice of the node's scratch for its im2col
- * buffer (and, for the filter gradient, its partial dW, summed at the end
- * so no two tasks ever write the same memory). */
+ * Convolutions split the batch over pool tasks, a chunk of images at a
+ * time per task, one GEMM a chunk (conv_algo.h); each task owns one slice
+ * of the node's scratch for its im2col buffer (and, for the filter
+ * gradient, its partial dW, summed at the end so no two tasks ever write
+ * the same memory). */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,9 @@ static int conv_is_pointwise(const cpu_conv_shape *s)
     return s->kh == 1 && s->kw == 1 && s->stride == 1 && s->pad == 0;
 }
 
-/* col[(c*KH+kh)*KW+kw, oh*OW+ow] = x[c, oh*s-p+kh, ow*s-p+kw], 0 outside. */
+/* col[(c*KH+kh)*KW+kw, b*OH*OW + oh*OW+ow] = x_b[c, oh*s-p+kh, ow*s-p+kw],
+ * 0 outside: the column matrix of a chunk of images, its rows `ld` apart,
+ * image b's columns from b * OH*OW on (conv_algo.h). */
 /* Output columns [lo, hi) of a kernel column kw read inside the image row
  * (0 <= ow * stride - pad + kw < w); the rest read padding. */
 static void valid_cols(const cpu_conv_shape *s, int64_t kw, int64_t *lo, int64_t *hi)
@@ -46,17 +49,20 @@ static void valid_cols(const cpu_conv_shape *s, int64_t kw, int64_t *lo, int64_t
     if (*hi < *lo) *hi = *lo;
 }
 
-/* One output row of one (c, kh, kw) column-matrix row. */
-static void im2col_row(const cpu_conv_shape *s, const float *src, int64_t kw, float *restrict dst)
+/* One output row of one (c, kh, kw) column-matrix row: columns [lo, hi)
+ * (valid_cols) read the image row src, the rest are padding.  Inlined, so
+ * that the short rows of small images pay no call. */
+static inline void im2col_row(const cpu_conv_shape *s, const float *restrict src, int64_t off,
+                              int64_t lo, int64_t hi, float *restrict dst)
 {
-    int64_t lo, hi, st = s->stride, off = kw - s->pad;
-    valid_cols(s, kw, &lo, &hi);
-    cpu_fill_f32(dst, 0.0f, lo);
-    if (st == 1) /* a shifted copy with zero edges */
-        memcpy(dst + lo, src + lo + off, sizeof(float) * (size_t)(hi - lo));
-    else /* a strided gather, without a test per column */
-        for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * st + off];
-    cpu_fill_f32(dst + hi, 0.0f, s->ow - hi);
+    for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
+    if (s->stride == 1) /* a shifted copy */
+        for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow + off];
+    else if (s->stride == 2) /* a constant stride, which the compiler vectorises */
+        for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[2 * ow + off];
+    else
+        for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * s->stride + off];
+    for (int64_t ow = hi; ow < s->ow; ow++) dst[ow] = 0.0f;
 }
 
 /* Stride 1 with the output as wide as the input ("same" padding): the rows
@@ -75,7 +81,7 @@ typedef struct conv_block {
     int64_t col, x, len, rows, gap, col_step, x_step;
 } conv_block;
 
-static int conv_block_of(const cpu_conv_shape *s, int64_t kh, int64_t kw, conv_block *b)
+static int conv_block_of(const cpu_conv_shape *s, int64_t kh, int64_t kw, int64_t ld, conv_block *b)
 {
     int64_t oh0 = s->pad - kh > 0 ? s->pad - kh : 0;
     int64_t oh1 = s->h + s->pad - kh < s->oh ? s->h + s->pad - kh : s->oh, lo, hi;
@@ -83,10 +89,10 @@ static int conv_block_of(const cpu_conv_shape *s, int64_t kh, int64_t kw, conv_b
     if (oh1 <= oh0 || hi <= lo) return 0;
     b->rows = oh1 - oh0;
     b->gap = s->ow - (hi - lo);
-    b->col = (kh * s->kw + kw) * conv_ohw(s) + oh0 * s->ow + lo;
+    b->col = (kh * s->kw + kw) * ld + oh0 * s->ow + lo;
     b->x = (oh0 - s->pad + kh) * s->w + lo - s->pad + kw;
     b->len = (b->rows - 1) * s->ow + hi - lo;
-    b->col_step = s->kh * s->kw * conv_ohw(s);
+    b->col_step = s->kh * s->kw * ld;
     b->x_step = s->h * s->w;
     return 1;
 }
@@ -99,12 +105,12 @@ static void block_zero_gaps(const conv_block *b, int64_t ow, float *restrict blk
 }
 
 /* im2col by blocks (conv_same_rows), kernel position by kernel position. */
-static void im2col_blocks(const cpu_conv_shape *s, const float *x, float *col)
+static void im2col_blocks(const cpu_conv_shape *s, const float *x, float *col, int64_t ld)
 {
     conv_block b;
     for (int64_t kh = 0; kh < s->kh; kh++)
         for (int64_t kw = 0; kw < s->kw; kw++) {
-            if (!conv_block_of(s, kh, kw, &b)) continue;
+            if (!conv_block_of(s, kh, kw, ld, &b)) continue;
             for (int64_t c = 0; c < s->c; c++) {
                 float *dst = col + b.col + c * b.col_step;
                 memcpy(dst, x + b.x + c * b.x_step, sizeof(float) * (size_t)b.len);
@@ -113,57 +119,58 @@ static void im2col_blocks(const cpu_conv_shape *s, const float *x, float *col)
         }
 }
 
-/* im2col of an image into col that im2col_start prepared. */
-static void im2col(const cpu_conv_shape *s, const float *x, float *col)
+/* im2col of an image into its columns of col, which im2col_start prepared. */
+static void im2col(const cpu_conv_shape *s, const float *x, float *col, int64_t ld)
 {
     if (conv_same_rows(s)) {
-        im2col_blocks(s, x, col);
+        im2col_blocks(s, x, col, ld);
         return;
     }
     for (int64_t c = 0; c < s->c; c++)
         for (int64_t kh = 0; kh < s->kh; kh++)
             for (int64_t kw = 0; kw < s->kw; kw++) {
-                float *row = col + ((c * s->kh + kh) * s->kw + kw) * conv_ohw(s);
+                float *row = col + ((c * s->kh + kh) * s->kw + kw) * ld;
+                int64_t lo, hi;
+                valid_cols(s, kw, &lo, &hi);
                 for (int64_t oh = 0; oh < s->oh; oh++) {
                     int64_t ih = oh * s->stride - s->pad + kh;
                     float *dst = row + oh * s->ow;
                     if (ih < 0 || ih >= s->h)
                         cpu_fill_f32(dst, 0.0f, s->ow);
                     else
-                        im2col_row(s, x + (c * s->h + ih) * s->w, kw, dst);
+                        im2col_row(s, x + (c * s->h + ih) * s->w, kw - s->pad, lo, hi, dst);
                 }
             }
 }
 
 /* Before a task's first im2col of a call: the blocks never write the rows
  * and edges that read padding, which are the same for every image. */
-static void im2col_start(const cpu_conv_shape *s, float *col)
+static void im2col_start(const cpu_conv_shape *s, float *col, int64_t ld)
 {
-    if (conv_same_rows(s)) cpu_fill_f32(col, 0.0f, conv_ckk(s) * conv_ohw(s));
+    if (conv_same_rows(s)) cpu_fill_f32(col, 0.0f, conv_ckk(s) * ld);
 }
 
-static void col2im_row(const cpu_conv_shape *s, const float *restrict src, int64_t kw,
-                       float *restrict dst)
+/* The adjoint of im2col_row: dst[ow * stride + off] += src[ow] over [lo, hi). */
+static inline void col2im_row(const cpu_conv_shape *s, const float *restrict src, int64_t off,
+                              int64_t lo, int64_t hi, float *restrict dst)
 {
-    int64_t lo, hi, st = s->stride, off = kw - s->pad;
-    valid_cols(s, kw, &lo, &hi);
-    if (st == 1) {
-        float *restrict d = dst + lo + off;
-        for (int64_t ow = lo; ow < hi; ow++) d[ow - lo] += src[ow];
-    } else {
-        for (int64_t ow = lo; ow < hi; ow++) dst[ow * st + off] += src[ow];
-    }
+    if (s->stride == 1)
+        for (int64_t ow = lo; ow < hi; ow++) dst[ow + off] += src[ow];
+    else if (s->stride == 2)
+        for (int64_t ow = lo; ow < hi; ow++) dst[2 * ow + off] += src[ow];
+    else
+        for (int64_t ow = lo; ow < hi; ow++) dst[ow * s->stride + off] += src[ow];
 }
 
 /* col2im by blocks: col's padding columns are zeroed first, so one add
  * over a block leaves those parts of dx as they were.  Each dx element of
  * channel c gets its kernel positions' terms in (kh, kw) order, as below. */
-static void col2im_blocks(const cpu_conv_shape *s, float *col, float *dx)
+static void col2im_blocks(const cpu_conv_shape *s, float *col, int64_t ld, float *dx)
 {
     conv_block b;
     for (int64_t kh = 0; kh < s->kh; kh++)
         for (int64_t kw = 0; kw < s->kw; kw++) {
-            if (!conv_block_of(s, kh, kw, &b)) continue;
+            if (!conv_block_of(s, kh, kw, ld, &b)) continue;
             for (int64_t c = 0; c < s->c; c++) {
                 float *restrict src = col + b.col + c * b.col_step;
                 float *restrict dst = dx + b.x + c * b.x_step;
@@ -173,59 +180,122 @@ static void col2im_blocks(const cpu_conv_shape *s, float *col, float *dx)
         }
 }
 
-/* The adjoint of im2col: dx (already zeroed) += col scattered back, in
- * (c, kh, kw) order. */
-static void col2im(const cpu_conv_shape *s, float *col, float *dx)
+/* The adjoint of im2col: dx (already zeroed) += an image's columns of col
+ * scattered back, in (c, kh, kw) order. */
+static void col2im(const cpu_conv_shape *s, float *col, int64_t ld, float *dx)
 {
     if (conv_same_rows(s)) {
-        col2im_blocks(s, col, dx);
+        col2im_blocks(s, col, ld, dx);
         return;
     }
     for (int64_t c = 0; c < s->c; c++)
         for (int64_t kh = 0; kh < s->kh; kh++)
             for (int64_t kw = 0; kw < s->kw; kw++) {
-                const float *row = col + ((c * s->kh + kh) * s->kw + kw) * conv_ohw(s);
+                const float *row = col + ((c * s->kh + kh) * s->kw + kw) * ld;
+                int64_t lo, hi;
+                valid_cols(s, kw, &lo, &hi);
                 for (int64_t oh = 0; oh < s->oh; oh++) {
                     int64_t ih = oh * s->stride - s->pad + kh;
                     if (ih >= 0 && ih < s->h)
-                        col2im_row(s, row + oh * s->ow, kw, dx + (c * s->h + ih) * s->w);
+                        col2im_row(s, row + oh * s->ow, kw - s->pad, lo, hi,
+                                   dx + (c * s->h + ih) * s->w);
                 }
             }
 }
 
+/* A pass over the batch in chunks of `imgs` images, one GEMM a chunk. */
 typedef struct conv_job {
     const cpu_conv_shape *s;
     float *out;
     const float *x, *w, *dy;
     const float *bias; /* forward: per output channel, or NULL */
     int relu;          /* forward: max(y, 0) after the bias */
+    int64_t imgs, ld;  /* images per chunk, the GEMM's columns (imgs * OH*OW) */
+    int64_t n_chunks;
     cpu_tasks tasks;
 } conv_job;
 
-static float *conv_scratch(const conv_job *j, int t)
+/* Task t's scratch: the column matrix, then (several images a chunk) the
+ * chunk's output or dy, [OC] rows of ld, then the filter gradient's
+ * partial sums. */
+static float *conv_col(const conv_job *j, int t)
 {
     return cpu_task_slice(&j->tasks, t);
+}
+static float *conv_rows(const conv_job *j, int t)
+{
+    return conv_col(j, t) + conv_ckk(j->s) * j->ld;
+}
+static float *conv_gw_partial(const conv_job *j, int t)
+{
+    return conv_rows(j, t) + (j->imgs > 1 ? j->s->oc * j->ld : 0);
+}
+
+/* Images [*n0, *n0 + return) of chunk k. */
+static int64_t conv_chunk(const conv_job *j, int64_t k, int64_t *n0)
+{
+    *n0 = k * j->imgs;
+    return j->s->n - *n0 < j->imgs ? j->s->n - *n0 : j->imgs;
+}
+
+/* The GEMM's columns of the chunk's images: the images themselves for a
+ * pointwise convolution (one a chunk), else col, filled by im2col. */
+static const float *conv_cols_of(const conv_job *j, int64_t n0, int64_t nb, float *col)
+{
+    const cpu_conv_shape *s = j->s;
+    const float *x = j->x + n0 * s->c * s->h * s->w;
+    if (conv_is_pointwise(s)) return x;
+    for (int64_t b = 0; b < nb; b++)
+        im2col(s, x + b * s->c * s->h * s->w, col + b * conv_ohw(s), j->ld);
+    return col;
+}
+
+/* The chunk's dy as [OC] rows of its images side by side: dy itself for
+ * one image, else gathered into rows. */
+static const float *conv_dy_of(const conv_job *j, int64_t n0, int64_t nb, float *rows)
+{
+    const cpu_conv_shape *s = j->s;
+    int64_t ohw = conv_ohw(s);
+    const float *dy = j->dy + n0 * s->oc * ohw;
+    if (j->imgs == 1) return dy;
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t oc = 0; oc < s->oc; oc++)
+            memcpy(rows + oc * j->ld + b * ohw, dy + (b * s->oc + oc) * ohw,
+                   sizeof(float) * (size_t)ohw);
+    return rows;
+}
+
+/* y of the chunk's images from the GEMM's rows (in place for one image),
+ * plus the bias, then the relu. */
+static void conv_finish(const conv_job *j, const float *rows, int64_t nb, float *y)
+{
+    const cpu_conv_shape *s = j->s;
+    int64_t ohw = conv_ohw(s);
+    if (rows == y && !j->bias && !j->relu) return;
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t oc = 0; oc < s->oc; oc++) {
+            const float *in = rows + oc * j->ld + b * ohw;
+            float *o = y + (b * s->oc + oc) * ohw, bias = j->bias ? j->bias[oc] : 0.0f;
+            for (int64_t i = 0; i < ohw; i++) {
+                float v = in[i] + bias;
+                o[i] = j->relu && !(v > 0.0f) ? 0.0f : v; /* NaN -> 0, as relu */
+            }
+        }
 }
 
 static void conv_fwd_task(void *arg, int t)
 {
     const conv_job *j = arg;
     const cpu_conv_shape *s = j->s;
-    int64_t ckk = conv_ckk(s), ohw = conv_ohw(s);
-    if (!conv_is_pointwise(s)) im2col_start(s, conv_scratch(j, t));
-    for (int64_t n = t; n < s->n; n += j->tasks.n) {
-        const float *xn = j->x + n * s->c * s->h * s->w, *col = xn;
-        float *yn = j->out + n * s->oc * ohw;
-        if (!conv_is_pointwise(s)) {
-            im2col(s, xn, conv_scratch(j, t));
-            col = conv_scratch(j, t);
-        }
-        /* the bias first, for the GEMM to add to (beta 1): no extra pass */
-        for (int64_t oc = 0; j->bias && oc < s->oc; oc++)
-            cpu_fill_f32(yn + oc * ohw, j->bias[oc], ohw);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->oc, (int)ohw, (int)ckk, 1.0f,
-                    j->w, (int)ckk, col, (int)ohw, j->bias ? 1.0f : 0.0f, yn, (int)ohw);
-        if (j->relu) cpu_relu_inplace(yn, s->oc * ohw); /* while it is in cache */
+    int64_t ckk = conv_ckk(s), ohw = conv_ohw(s), n0;
+    if (!conv_is_pointwise(s)) im2col_start(s, conv_col(j, t), j->ld);
+    for (int64_t k = t; k < j->n_chunks; k += j->tasks.n) {
+        int64_t nb = conv_chunk(j, k, &n0);
+        const float *col = conv_cols_of(j, n0, nb, conv_col(j, t));
+        float *y = j->out + n0 * s->oc * ohw, *rows = j->imgs == 1 ? y : conv_rows(j, t);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->oc, (int)(nb * ohw),
+                    (int)ckk, 1.0f, j->w, (int)ckk, col, (int)j->ld, 0.0f, rows, (int)j->ld);
+        conv_finish(j, rows, nb, y); /* while it is in cache */
     }
 }
 
@@ -233,48 +303,53 @@ static void conv_gx_task(void *arg, int t)
 {
     const conv_job *j = arg;
     const cpu_conv_shape *s = j->s;
-    int64_t ckk = conv_ckk(s), ohw = conv_ohw(s), img = s->c * s->h * s->w;
-    for (int64_t n = t; n < s->n; n += j->tasks.n) {
-        float *dxn = j->out + n * img;
-        float *col = conv_is_pointwise(s) ? dxn : conv_scratch(j, t);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk, (int)ohw, (int)s->oc, 1.0f,
-                    j->w, (int)ckk, j->dy + n * s->oc * ohw, (int)ohw, 0.0f, col, (int)ohw);
+    int64_t ckk = conv_ckk(s), ohw = conv_ohw(s), img = s->c * s->h * s->w, n0;
+    for (int64_t k = t; k < j->n_chunks; k += j->tasks.n) {
+        int64_t nb = conv_chunk(j, k, &n0);
+        float *dx = j->out + n0 * img, *col = conv_is_pointwise(s) ? dx : conv_col(j, t);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk, (int)(nb * ohw), (int)s->oc,
+                    1.0f, j->w, (int)ckk, conv_dy_of(j, n0, nb, conv_rows(j, t)), (int)j->ld, 0.0f,
+                    col, (int)j->ld);
         if (conv_is_pointwise(s)) continue;
-        memset(dxn, 0, (size_t)img * sizeof *dxn);
-        col2im(s, col, dxn);
+        memset(dx, 0, (size_t)(nb * img) * sizeof *dx);
+        for (int64_t b = 0; b < nb; b++) col2im(s, col + b * ohw, j->ld, dx + b * img);
     }
-}
-
-/* Partial dW of this task's images, in the slice right after its im2col. */
-static float *conv_gw_partial(const conv_job *j, int t)
-{
-    return conv_scratch(j, t) + conv_ckk(j->s) * conv_ohw(j->s);
 }
 
 static void conv_gw_task(void *arg, int t)
 {
     const conv_job *j = arg;
     const cpu_conv_shape *s = j->s;
-    int64_t ckk = conv_ckk(s), ohw = conv_ohw(s);
+    int64_t ckk = conv_ckk(s), ohw = conv_ohw(s), n0;
     float beta = 0.0f;
-    if (!conv_is_pointwise(s)) im2col_start(s, conv_scratch(j, t));
-    for (int64_t n = t; n < s->n; n += j->tasks.n) {
-        const float *xn = j->x + n * s->c * s->h * s->w, *col = xn;
-        if (!conv_is_pointwise(s)) {
-            im2col(s, xn, conv_scratch(j, t));
-            col = conv_scratch(j, t);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->oc, (int)ckk, (int)ohw, 1.0f,
-                    j->dy + n * s->oc * ohw, (int)ohw, col, (int)ohw, beta, conv_gw_partial(j, t),
-                    (int)ckk);
-        beta = 1.0f;
+    if (!conv_is_pointwise(s)) im2col_start(s, conv_col(j, t), j->ld);
+    for (int64_t k = t; k < j->n_chunks; k += j->tasks.n, beta = 1.0f) {
+        int64_t nb = conv_chunk(j, k, &n0);
+        const float *col = conv_cols_of(j, n0, nb, conv_col(j, t));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->oc, (int)ckk, (int)(nb * ohw),
+                    1.0f, conv_dy_of(j, n0, nb, conv_rows(j, t)), (int)j->ld, col, (int)j->ld, beta,
+                    conv_gw_partial(j, t), (int)ckk);
     }
 }
 
-static void conv_run(const cpu_conv_ctx *cx, conv_job *j, size_t need, void (*fn)(void *, int))
+/* Chunks the batch for the tasks the context runs (each gets a share of
+ * the images, when there are enough) and opens them with the scratch they
+ * need, plus `extra` floats each; 0, or -1 when memory ran out. */
+static int conv_open(const cpu_conv_ctx *cx, conv_job *j, int64_t extra)
 {
-    if (cpu_tasks_open(cx, j->s->n, need, &j->tasks) == 0)
-        cpu_pool_for(cx->pool, j->tasks.n, fn, j);
+    const cpu_conv_shape *s = j->s;
+    int64_t ohw = conv_ohw(s), nt = cpu_tasks_count(cx, s->n);
+    j->imgs = conv_is_pointwise(s) ? 1 : conv_im2col_imgs((s->n + nt - 1) / nt, conv_ckk(s), ohw);
+    j->ld = j->imgs * ohw;
+    j->n_chunks = (s->n + j->imgs - 1) / j->imgs;
+    int64_t col = conv_is_pointwise(s) ? 0 : conv_ckk(s) * j->ld;
+    int64_t rows = j->imgs > 1 ? s->oc * j->ld : 0;
+    return cpu_tasks_open(cx, j->n_chunks, (size_t)(col + rows + extra) * 4, &j->tasks);
+}
+
+static void conv_run(const cpu_conv_ctx *cx, conv_job *j, void (*fn)(void *, int))
+{
+    if (conv_open(cx, j, 0) == 0) cpu_pool_for(cx->pool, j->tasks.n, fn, j);
     cpu_tasks_close(&j->tasks);
 }
 
@@ -292,8 +367,7 @@ void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, con
         return;
     }
     conv_job j = {.s = s, .out = out, .x = x, .w = w, .bias = bias, .relu = relu};
-    size_t need = conv_is_pointwise(s) ? 0 : (size_t)(conv_ckk(s) * conv_ohw(s)) * 4;
-    conv_run(cx, &j, need, conv_fwd_task);
+    conv_run(cx, &j, conv_fwd_task);
 }
 
 void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx, const float *dy,
@@ -304,8 +378,7 @@ void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *d
         return;
     }
     conv_job j = {.s = s, .out = dx, .w = w, .dy = dy};
-    size_t need = conv_is_pointwise(s) ? 0 : (size_t)(conv_ckk(s) * conv_ohw(s)) * 4;
-    conv_run(cx, &j, need, conv_gx_task);
+    conv_run(cx, &j, conv_gx_task);
 }
 
 void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw, const float *dy,
@@ -321,8 +394,7 @@ void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *d
         return;
     }
     conv_job j = {.s = s, .x = x, .dy = dy};
-    size_t need = (size_t)(conv_ckk(s) * conv_ohw(s) + wn) * 4;
-    if (cpu_tasks_open(cx, s->n, need, &j.tasks) == 0) {
+    if (conv_open(cx, &j, wn) == 0) {
         cpu_pool_for(cx->pool, j.tasks.n, conv_gw_task, &j);
         memcpy(dw, conv_gw_partial(&j, 0), (size_t)wn * sizeof *dw);
         for (int t = 1; t < j.tasks.n; t++) {

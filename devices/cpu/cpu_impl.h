@@ -358,6 +358,8 @@ typedef struct cpu_tasks {
     void *own; /* our own scratch, freed by close */
 } cpu_tasks;
 int cpu_tasks_open(const cpu_conv_ctx *cx, int64_t jobs, size_t need, cpu_tasks *t);
+/* The tasks cpu_tasks_open gives `jobs` jobs: at least 1. */
+int cpu_tasks_count(const cpu_conv_ctx *cx, int64_t jobs);
 void cpu_tasks_close(cpu_tasks *t);
 static inline float *cpu_task_slice(const cpu_tasks *t, int k)
 {

@@ -250,7 +250,10 @@ WINO_INLINE void out_lanes(const wino_job *j, int a, const float *at, const floa
                 float s = o[e * 2 + i][l] + bias;
                 row[2 * l + e] = j->relu && !(s > 0.0f) ? 0.0f : s;
             }
-        memcpy(y + i * j->ow + 2 * x0, row, sizeof(float) * (size_t)cols);
+        if (cols == 2 * WL) /* a constant size: stores, not a call */
+            memcpy(y + i * j->ow + 2 * x0, row, sizeof row);
+        else
+            for (int64_t c = 0; c < cols; c++) y[i * j->ow + 2 * x0 + c] = row[c];
     }
 }
 

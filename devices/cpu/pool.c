@@ -211,12 +211,18 @@ void cpu_par_range(cpu_pool *p, int64_t n, int64_t grain, cpu_range_fn fn, void 
 
 /* ---- tasks with scratch (cpu_impl.h) ---- */
 
-int cpu_tasks_open(const cpu_conv_ctx *cx, int64_t jobs, size_t need, cpu_tasks *t)
+int cpu_tasks_count(const cpu_conv_ctx *cx, int64_t jobs)
 {
     int nt = cpu_pool_size(cx->pool);
     if (nt > cx->max_tasks) nt = cx->max_tasks;
     if (nt > jobs) nt = (int)jobs;
-    *t = (cpu_tasks){.scratch = cx->scratch, .task_bytes = cx->task_bytes, .n = nt < 1 ? 1 : nt};
+    return nt < 1 ? 1 : nt;
+}
+
+int cpu_tasks_open(const cpu_conv_ctx *cx, int64_t jobs, size_t need, cpu_tasks *t)
+{
+    *t = (cpu_tasks){
+        .scratch = cx->scratch, .task_bytes = cx->task_bytes, .n = cpu_tasks_count(cx, jobs)};
     if (need == 0 || (cx->scratch && cx->task_bytes >= need)) return 0;
     /* The plan gave less than we need (or nothing): use our own. */
     t->own = t->scratch = malloc(need * (size_t)t->n);
