@@ -259,6 +259,9 @@ typedef struct gr_session_options {
     const void *mpi_comm;
     int sync_every; /* GR_DIST_ASYNC: average the variables every K steps instead of
                        sharing them through rank 0 at every step (0); K >= 0 */
+    int backup;     /* GR_DIST_SYNC, B backup workers (0 <= B < processes): each step
+                       rank 0 averages the first P - B gradients to arrive and the
+                       others take its variables after their step (0: every one) */
     /* a folder (made if missing) for a TensorBoard event file, which
        gr_session_scalar writes; NULL: none */
     const char *tensorboard_dir;

@@ -56,6 +56,15 @@ int cli_mpi_agree(const struct train_opts *o, gr_session *s, gr_status *st);
  * "distributed: rank R ..."; include/graphrun.h), each ends by itself after
  * printing why, instead of aborting the job before the others have. */
 void cli_mpi_session_failed(const gr_status *st);
+/* --distributed, once the number of processes is known: --backup B and
+ * --slow R:F's rank below it.  2 after rank 0 printed the usage error
+ * (every rank ends by itself, without aborting the job), else 0. */
+int cli_mpi_check(const struct train_opts *o, int size);
+/* The seconds this process has spent other than communicating (a clock
+ * for --slow), and after a step begun at busy0, --slow R:F's sleep on
+ * rank R: F - 1 times that step's own time. */
+double cli_mpi_busy(const gr_session *s);
+void cli_mpi_slow(const struct train_opts *o, const gr_session *s, double busy0);
 /* The exit status for a failed library call (the rule: cli_opts.c,
  * cli_exit_rule): a file named on the command line that cannot be read
  * (GR_ERR_IO) and a name the model lacks (GR_ERR_ARG: --target, --eval) are

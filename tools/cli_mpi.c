@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_opts.h"
 #include "train.h"
 
 /* Set when every process failed the same way (cli_mpi_agree): each one
@@ -92,4 +93,34 @@ int cli_mpi_agree(const train_opts *o, gr_session *s, gr_status *st)
         return -1;
     }
     return 0;
+}
+
+int cli_mpi_check(const train_opts *o, int size)
+{
+    if (o->sess.backup < size && o->slow_worker < size) return 0;
+    failed_together = 1;
+    if (o->silent) return CLI_USAGE;
+    if (o->sess.backup >= size)
+        return cli_usage_error(&cli_train_spec,
+                               "--backup %d with %d processes: B must be below the number of "
+                               "processes (each step averages P - B gradients)",
+                               o->sess.backup, size);
+    return cli_usage_error(&cli_train_spec, "--slow %d:...: there are %d ranks, numbered 0 to %d",
+                           o->slow_worker, size, size - 1);
+}
+
+double cli_mpi_busy(const gr_session *s)
+{
+    int rank, size;
+    double comm = 0;
+    gr_session_dist_info(s, &rank, &size, &comm);
+    return trep_now() - comm;
+}
+
+void cli_mpi_slow(const train_opts *o, const gr_session *s, double busy0)
+{
+    int rank = 0, size;
+    double comm;
+    gr_session_dist_info(s, &rank, &size, &comm);
+    if (rank == o->slow_worker) train_nap((cli_mpi_busy(s) - busy0) * (o->slow_factor - 1));
 }

@@ -22,11 +22,14 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
     }
     trep_start(o, pg);
     for (long step = o->start + 1; step <= o->steps; step++) {
+        double busy = o->comp.distributed ? cli_mpi_busy(s) : 0;
         if (gr_run(s, o->target, NULL, 0, f, nf, st) != GR_OK) {
             if (pg->tty && !o->quiet) fputc('\n', stderr);
             cli_print_status(st);
             return -1;
         }
+        if (o->comp.distributed) cli_mpi_slow(o, s, busy);
+        if (o->sess.backup) step = (long)gr_session_step(s); /* rank 0's, taken (may skip) */
         int last = step == o->steps || trep_interrupted();
         if (trep_report(o, pg, step, loss, lr, last) < 0) return -1;
         if (last) break;
@@ -45,9 +48,11 @@ static int train_loop(const train_opts *o, gr_session *s, const gr_target_info *
     return 0;
 }
 
-/* --distributed: examples/s of all the processes, and the share of the
- * time this one spent communicating. */
-static void dist_summary(const gr_session *s, const gr_target_info *ti, double secs, double sps)
+/* --distributed: examples/s of all the processes (with backup workers,
+ * of the gradients averaged), and the share of the time this one spent
+ * communicating. */
+static void dist_summary(const gr_session *s, const gr_target_info *ti, int backup, double secs,
+                         double sps)
 {
     int rank, size;
     double comm;
@@ -55,7 +60,7 @@ static void dist_summary(const gr_session *s, const gr_target_info *ti, double s
     if (size < 2 && comm == 0) return;
     printf("distributed: %d processes, %.0f examples/s in all, communication %.2fs (%.1f%% of "
            "rank 0's time)\n",
-           size, sps * (double)ti->batch * size, comm, secs > 0 ? 100 * comm / secs : 0);
+           size, sps * (double)ti->batch * (size - backup), comm, secs > 0 ? 100 * comm / secs : 0);
 }
 
 /* Several executors or targets run at once (train_async.c). */
@@ -87,7 +92,7 @@ static int summary(const train_opts *o, const gr_session *s, const gr_target_inf
     }
     printf("\n");
     for (int i = 0; i < o->n_evals; i++) printf("%s = %.4f\n", o->evals[i], vals[i]);
-    if (o->comp.distributed) dist_summary(s, ti, secs, sps);
+    if (o->comp.distributed) dist_summary(s, ti, o->sess.backup, secs, sps);
     return trep_log_done(o, pg, done, last_step(o), sps, loss, vals);
 }
 
@@ -277,7 +282,8 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
     return rc;
 }
 
-/* --distributed: MPI starts; only rank 0 reports (the others print errors). */
+/* --distributed: MPI starts; only rank 0 reports (the others print errors).
+ * 0, 1 (MPI did not start) or 2 (a usage error). */
 static int start_distributed(train_opts *o)
 {
     static char prefix[32];
@@ -286,11 +292,11 @@ static int start_distributed(train_opts *o)
         cli_mpi_note();
         return 0;
     }
-    if (cli_mpi_start(NULL, NULL, &rank, &size) < 0) return -1;
+    if (cli_mpi_start(NULL, NULL, &rank, &size) < 0) return 1;
     snprintf(prefix, sizeof prefix, "rank %d: ", rank);
     cli_rank_prefix = prefix;
     if (rank != 0) o->quiet = o->silent = 1, o->log_path = NULL, o->tb_dir = NULL;
-    return 0;
+    return cli_mpi_check(o, size);
 }
 
 int cmd_train(int argc, char **argv)
@@ -298,7 +304,7 @@ int cmd_train(int argc, char **argv)
     train_opts o = {0};
     int rc = parse_train_opts(argc, argv, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
-    if (start_distributed(&o) < 0) return cli_mpi_end(1);
+    if ((rc = start_distributed(&o)) != 0) return cli_mpi_end(rc);
     gr_status *st = gr_status_new();
     gr_program *prog = NULL;
     gr_code c = gr_compile_file(o.file, &o.comp, &prog, st);

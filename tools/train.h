@@ -25,7 +25,7 @@ typedef struct train_opts {
     int n_targets;
     int executors;      /* --executors: concurrent runs per target */
     long max_staleness; /* --max-staleness S: no worker more than S steps ahead; -1 none */
-    int slow_worker;    /* --slow W:F: worker W (-1 none) sleeps (F - 1) x its step time */
+    int slow_worker;    /* --slow W:F: worker or rank W (-1 none) sleeps (F - 1) x its step */
     double slow_factor;
     const char *ckpt_path, *restore_path, *init_path;
     const char *evals[MAX_EVALS];
@@ -111,5 +111,7 @@ int trep_save_checkpoint(const train_opts *o, gr_session *s, gr_status *st);
  * sharing the step budget; this thread reports, evaluates and saves. */
 int train_async(const train_opts *o, gr_session *s, double *secs, float *last_loss,
                 trep_progress *pg, gr_status *st);
+/* Sleeps secs (a straggler's, --slow). */
+void train_nap(double secs);
 
 #endif

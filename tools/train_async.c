@@ -52,7 +52,7 @@ typedef struct worker {
     pthread_t th;
 } worker;
 
-static void nap(double secs)
+void train_nap(double secs)
 {
     struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
     nanosleep(&ts, NULL);
@@ -104,7 +104,7 @@ static void *worker_main(void *arg)
             atomic_store(w->next, w->end); /* stops the others too */
             break;
         }
-        if (w->slow > 1) nap((trep_now() - t0) * (w->slow - 1));
+        if (w->slow > 1) train_nap((trep_now() - t0) * (w->slow - 1));
         atomic_store(&w->loss, loss);
         atomic_store(&w->lr, lr);
         atomic_fetch_add(w->finished, 1);
@@ -132,7 +132,7 @@ static int watch(const train_opts *o, gr_session *s, worker *w, int n, trep_prog
     long next_ckpt = o->ckpt_every ? (o->start / o->ckpt_every + 1) * o->ckpt_every : 0;
     double vals[MAX_EVALS];
     while (!all_done(w, n)) {
-        nap(pg->tty ? 0.2 : 0.05);
+        train_nap(pg->tty ? 0.2 : 0.05);
         if (trep_interrupted()) atomic_store(w[0].next, o->steps);
         long step = o->start + atomic_load(w[0].finished);
         if (step >= o->steps) continue; /* the final report follows */

@@ -42,7 +42,8 @@ enum {
     O_RUN_NAME,
     O_PROFILE,
     O_MAX_STALENESS,
-    O_SLOW
+    O_SLOW,
+    O_BACKUP
 };
 
 static const cli_opt train_opts_table[] = {
@@ -67,8 +68,8 @@ static const cli_opt train_opts_table[] = {
      CLI_V_NONE, NULL},
     {"slow", O_SLOW, "W:F",
      "a straggler, for experiments: concurrent worker W (0 is the\n"
-     "first) sleeps after each step so that its steps take F times\n"
-     "as long (F a number in [1, 1000])",
+     "first), or with --distributed rank W, sleeps after each step so\n"
+     "that its steps take F times as long (F a number in [1, 1000])",
      CLI_V_NONE, NULL},
     {"eval", O_EVAL, "NAME", "scalar target evaluated over its data at the end (repeatable)",
      CLI_V_TARGET, NULL},
@@ -140,6 +141,11 @@ static const cli_opt train_opts_table[] = {
      "with --distributed async: average the variables every K steps\n"
      "instead (K in [1, 2^31 - 1])",
      CLI_V_NONE, NULL},
+    {"backup", O_BACKUP, "B",
+     "with --distributed sync over P processes: each step averages\n"
+     "the first P - B gradients to arrive and drops the late ones\n"
+     "(backup workers; B in [0, P - 1])",
+     CLI_V_NONE, NULL},
 };
 
 const cli_spec cli_train_spec = {
@@ -177,6 +183,7 @@ static const num_opt num_opts[] = {
     {O_CKPT_EVERY, "--checkpoint-every", 1, GR_MAX_STEPS},
     {O_SYNC_EVERY, "--sync-every", 1, INT_MAX},
     {O_MAX_STALENESS, "--max-staleness", 0, INT_MAX},
+    {O_BACKUP, "--backup", 0, INT_MAX},
 };
 
 static const num_opt *find_num_opt(int id)
@@ -229,6 +236,9 @@ static void set_num(train_opts *o, int id, uint64_t v)
     case O_MAX_STALENESS:
         o->max_staleness = (long)v;
         break;
+    case O_BACKUP:
+        o->sess.backup = (int)v;
+        break;
     default:
         o->sess.sync_every = (int)v;
         break;
@@ -274,6 +284,8 @@ static int check_dist_opts(const train_opts *o)
 {
     if (o->sess.sync_every && o->comp.distributed != GR_DIST_ASYNC)
         return bad_usage("--sync-every needs --distributed async", NULL);
+    if (o->sess.backup && o->comp.distributed != GR_DIST_SYNC)
+        return bad_usage("--backup needs --distributed sync", NULL);
     if (o->comp.distributed && (o->executors > 1 || o->n_targets > 1))
         return bad_usage("--distributed runs one executor of one target per process; give "
                          "each process more cores with --threads, or start more processes",
@@ -296,9 +308,11 @@ static int parse_slow(const char *s, train_opts *o)
 }
 
 /* --max-staleness and --slow act on the concurrent workers (train_async.c):
- * executors x targets of them. */
+ * executors x targets of them; --slow with --distributed on a rank
+ * (cli_mpi_check, once the ranks are known). */
 static int check_worker_opts(const train_opts *o)
 {
+    if (o->comp.distributed && o->max_staleness < 0) return 0;
     int workers = (o->executors > 1 ? o->executors : 1) * (o->n_targets > 1 ? o->n_targets : 1);
     const char *which = o->max_staleness >= 0 ? "--max-staleness"
                         : o->slow_worker >= 0 ? "--slow"

@@ -265,6 +265,24 @@ int coll_poll(coll_sched *c, double waited, int missing, char *why, size_t len)
     return 0;
 }
 
+int coll_watch(coll_sched *c, double waited, int who, const char *what, char *why, size_t len)
+{
+    drain(c);
+    const coll_peer *p = who >= 0 ? &c->peers[who] : NULL;
+    if (p && p->bye_seq >= 0)
+        return coll_fail(c, why, len,
+                         "distributed: rank %d left (gr_session_free) at step %lld while rank %d "
+                         "waits for %s",
+                         who, (long long)p->bye_step, c->rank, what);
+    if (waited > c->timeout)
+        return coll_fail(c, why, len,
+                         "distributed: rank %d waited %.3g s for %s, which stopped coming "
+                         "(GR_DIST_TIMEOUT)",
+                         c->rank, waited, what);
+    if (waited > YIELD_AFTER) sched_yield();
+    return 0;
+}
+
 int coll_fast_check(coll_sched *c, size_t n, char *why, size_t len)
 {
     int64_t *v = coll_scratch(c), seq = c->now.seq;

@@ -26,6 +26,7 @@ typedef struct dist_host {
     uint64_t (*step)(void *ctx);                    /* gr_session_step */
     void (*var_read)(void *ctx, int vi, void *dst); /* variable vi's bytes */
     void (*var_write)(void *ctx, int vi, const void *src);
+    void (*set_step)(void *ctx, uint64_t step); /* backup workers: rank 0's step taken */
 } dist_host;
 
 /* A checkpoint's bytes (rank 0 reads them: ckio_read), and its writer. */

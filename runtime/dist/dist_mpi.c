@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "base/fatal.h"
+#include "dist_backup.h"
 #include "dist_coll.h"
 #include "dist_module.h"
 #include "dist_shm.h"
@@ -25,8 +26,12 @@ struct rt_dist {
     int rank, size;
     shm_reduce *shm; /* sync, every process on one node: the allreduce, else NULL */
     float *sum;      /* sync without shm: where apply_sgd_allreduce's sums land */
+    bk_window *bk;   /* sync with backup workers (dist_backup.h), else NULL */
+    uint8_t *state;  /* backup workers: every variable, packed (rank 0's, taken) */
+    size_t state_bytes;
+    uint64_t began; /* backup workers: the step this process's step started from */
     gr_distributed mode;
-    int sync_every;
+    int sync_every, backup;
     pthread_mutex_t mu; /* held from a train step's begin to its end, and around
                            every other sequence of MPI calls */
     int *shared;        /* indices of the trained variables (async, sync_every) */
@@ -149,10 +154,105 @@ static int shm_result(rt_dist *d, int rc, const shm_wait *w, size_t n, kern_faul
     return rc == SHM_OK ? 0 : -1;
 }
 
+/* ---- backup workers (dist_backup.h) ---- */
+
+typedef struct backup_wait {
+    bk_wait w; /* first */
+    rt_dist *d;
+    char *why;
+    size_t len;
+} backup_wait;
+
+/* What a backup wait is for, into b. */
+static const char *backup_what(const rt_dist *d, int missing, char *b, size_t n)
+{
+    unsigned long long step = (unsigned long long)d->h.step(d->h.ctx);
+    if (d->rank != 0)
+        snprintf(b, n, "rank 0's variables after a step past %llu (--backup %d)",
+                 (unsigned long long)d->began, d->backup);
+    else if (missing >= 0)
+        snprintf(b, n, "rank %d's gradient for step %llu (--backup %d)", missing, step + 1,
+                 d->backup);
+    else
+        snprintf(b, n, "the gradients of %d of the other %d ranks for step %llu (--backup %d)",
+                 d->size - d->backup - 1, d->size - 1, step + 1, d->backup);
+    return b;
+}
+
+static int backup_poll(bk_wait *w, int missing, double waited)
+{
+    backup_wait *b = (backup_wait *)w;
+    char what[128];
+    if (waited >= 1e-3)
+        return coll_watch(&b->d->sched, waited, missing,
+                          backup_what(b->d, missing, what, sizeof what), b->why, b->len);
+    if (waited > 20e-6) sched_yield(); /* as grad_poll */
+    return 0;
+}
+
+static int backup_gradient(rt_dist *d, const float *in, float *out, size_t n, const float *step,
+                           kern_fault *f)
+{
+    backup_wait b = {.w = {.poll = backup_poll}, .d = d, .why = f->msg, .len = sizeof f->msg};
+    int odd_rank = -1;
+    uint64_t odd_n = 0;
+    char a[128];
+    if (d->sched.broken)
+        return coll_fail(&d->sched, f->msg, sizeof f->msg,
+                         "distributed: an earlier collective failed: %s", coll_failure(&d->sched));
+    if (bk_gradient(d->bk, d->h.step(d->h.ctx), in, out, n, step, &b.w, &odd_rank, &odd_n) == 0)
+        return 0;
+    if (odd_rank >= 0)
+        coll_fail(&d->sched, f->msg, sizeof f->msg,
+                  "distributed: rank %d averages %llu floats while rank 0 averages %zu in its %s",
+                  odd_rank, (unsigned long long)odd_n, n, backup_what(d, odd_rank, a, sizeof a));
+    return -1;
+}
+
+/* Every variable, optimizer slots included, into buf (or from it: in). */
+static void state_copy(rt_dist *d, uint8_t *buf, int in)
+{
+    size_t at = 0;
+    for (int i = 0; i < d->h.g->n_vars; i++) {
+        if (in)
+            d->h.var_write(d->h.ctx, i, buf + at);
+        else
+            d->h.var_read(d->h.ctx, i, buf + at);
+        at += ir_nbytes(&d->h.g->vars[i].type);
+    }
+}
+
+/* Rank 0: its variables become the newest state, of its step. */
+static void publish_state(rt_dist *d)
+{
+    uint64_t step = d->h.step(d->h.ctx);
+    state_copy(d, bk_state_buffer(d->bk, step), 0);
+    bk_publish(d->bk, step);
+}
+
+/* After a step: rank 0 publishes its variables; the others take the
+ * newest ones, of a step after the one they started from, and its step. */
+static int backup_step_end(rt_dist *d, char *why)
+{
+    uint64_t step = 0;
+    double t = now();
+    if (d->rank == 0) {
+        publish_state(d);
+        return 0;
+    }
+    backup_wait b = {.w = {.poll = backup_poll}, .d = d, .why = why, .len = WHY};
+    if (bk_take(d->bk, d->began, d->state, &step, &b.w)) return -1;
+    d->comm_secs += now() - t;
+    state_copy(d, d->state, 1);
+    d->h.set_step(d->h.ctx, step);
+    return 0;
+}
+
 /* in[0..n)'s mean over the processes into out, or (step not NULL) var -= *step * mean. */
 static int grad_allreduce(rt_dist *d, const float *in, float *out, size_t n, const float *step,
                           kern_fault *f)
 {
+    if (d->bk) return backup_gradient(d, in, out, n, step, f);
     if (coll_enter(&d->sched, COLL_GRADIENT, f->msg, sizeof f->msg)) return -1;
     if (d->shm) {
         grad_wait g = {.w = {.poll = grad_poll, .seq = (uint64_t)d->sched.now.seq}, .d = d, .f = f};
@@ -429,12 +529,14 @@ static gr_code agree_options(rt_dist *d, gr_status *st)
 {
     static const char *const modes[] = {"none", "sync", "async"};
     const gr_session_options *o = d->h.opt;
-    char seed[24], every[16];
+    char seed[24], every[16], backup[16];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     snprintf(every, sizeof every, "%d", o->sync_every);
+    snprintf(backup, sizeof backup, "%d", o->backup);
     const char *pairs[][2] = {{"--distributed", modes[d->h.mode]},
                               {"--seed", seed},
                               {"--sync-every", every},
+                              {"--backup", backup},
                               {"--locking", o->locking ? "on" : "off"},
                               {"--check-numerics", o->check_numerics ? "on" : "off"}};
     gr_code c = GR_OK;
@@ -517,14 +619,51 @@ static int refresh(rt_dist *d, coll_kind kind, char *why)
 
 /* ---- the interface ---- */
 
+/* The gradient calls of a step at most (every allreduce node), and their floats. */
+static int gradient_calls(const ir_graph *g, size_t *floats)
+{
+    int calls = 0;
+    *floats = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *nd = &g->nodes[i];
+        if (nd->dead || (nd->op != OP_ALLREDUCE && nd->op != OP_APPLY_SGD_ALLREDUCE)) continue;
+        calls++;
+        *floats += (size_t)ir_numel(nd->op == OP_ALLREDUCE ? &nd->type : &g->nodes[nd->in[1]].type);
+    }
+    return calls;
+}
+
+/* Backup workers: the same error on every process, or the window. */
+static gr_code open_backup(rt_dist *d, gr_status *st)
+{
+    if (d->backup >= d->size)
+        return dm_fail(st, GR_ERR_ARG,
+                       "distributed: --backup %d with %d processes: B must be below P (each "
+                       "step averages P - B gradients)\n",
+                       d->backup, d->size);
+    size_t floats = 0;
+    int calls = gradient_calls(d->h.g, &floats);
+    for (int i = 0; i < d->h.g->n_vars; i++) d->state_bytes += ir_nbytes(&d->h.g->vars[i].type);
+    d->bk = bk_open(d->sched.comm, d->backup, calls, floats, d->state_bytes);
+    if (!d->bk)
+        return dm_fail(st, GR_ERR_ARG,
+                       "distributed: --backup needs every process on one machine (its "
+                       "gradients and rank 0's variables go through shared memory)\n");
+    d->state = base_xmalloc(d->state_bytes + 1);
+    return GR_OK;
+}
+
 /* The mode's own means: the window, the one-node allreduce. */
 static gr_code open_mode(rt_dist *d, gr_status *st)
 {
+    if (d->backup && d->mode != GR_DIST_SYNC)
+        return dm_fail(st, GR_ERR_ARG, "distributed: backup workers need sync mode\n");
     if (d->mode == GR_DIST_ASYNC && d->sync_every == 0) {
         window_open(d);
         return window_fill(d, COLL_OPEN, st);
     }
     if (d->mode != GR_DIST_SYNC) return GR_OK;
+    if (d->backup) return open_backup(d, st);
     const ir_graph *g = d->h.g;
     size_t max_n = max_size(largest(g, OP_ALLREDUCE), largest(g, OP_APPLY_SGD_ALLREDUCE));
     d->shm = shm_reduce_open(d->sched.comm, max_n, !getenv("GR_MPI_ALLREDUCE"));
@@ -564,6 +703,7 @@ static gr_code mpi_open(const dist_host *h, rt_dist **out, gr_status *st)
     const gr_session_options *o = h->opt;
     d->mode = h->mode;
     d->sync_every = o->sync_every;
+    d->backup = o->backup;
     pthread_mutex_init(&d->mu, NULL);
     pick_shared(d, h->g);
     pick_sharded(d, h->g);
@@ -590,13 +730,17 @@ static void mpi_close(rt_dist *d)
     if (!d) return;
     int together = coll_close(&d->sched);
     if (together && d->use_win) MPI_Win_free(&d->win);
-    if (together)
+    if (together) {
         shm_reduce_close(d->shm);
-    else
+        bk_close(d->bk);
+    } else {
         shm_reduce_abandon(d->shm);
+        bk_abandon(d->bk);
+    }
     coll_free(&d->sched, together);
     pthread_mutex_destroy(&d->mu);
     free(d->sum);
+    free(d->state);
     free(d->shared);
     free(d->sharded);
     free(d->off);
@@ -638,6 +782,8 @@ static gr_code mpi_step_begin(rt_dist *d, gr_status *st)
         return dm_fail(st, COLL_ERR, "distributed: an earlier collective failed: %s\n",
                        coll_failure(&d->sched));
     if (d->use_win) pull_shared(d);
+    if (d->bk) bk_step_begin(d->bk);
+    d->began = d->h.step(d->h.ctx);
     return GR_OK;
 }
 
@@ -646,7 +792,9 @@ static gr_code mpi_step_end(rt_dist *d, int ran, gr_status *st)
     char why[WHY];
     gr_code c = GR_OK;
     coll_set_step(&d->sched, d->h.step(d->h.ctx), 0);
-    if (ran && d->use_win) {
+    if (ran && d->bk && backup_step_end(d, why)) {
+        c = dm_fail(st, COLL_ERR, "%s\n", why);
+    } else if (ran && d->use_win) {
         pack_vars(d, d->cur);
         for (size_t i = 0; i < d->total; i++) d->cur[i] -= d->base[i];
         window_rma(d, d->cur, 0);
@@ -686,11 +834,23 @@ static gr_code mpi_read_file(rt_dist *d, const char *path, dist_reader read, uin
     return dm_fail(st, (gr_code)head[0], "%s: rank 0 could not read the checkpoint\n", path);
 }
 
+/* Backup workers: rank 0's restored variables are the newest state
+ * before any process takes one (the header is the barrier). */
+static gr_code backup_restored(rt_dist *d, gr_status *st)
+{
+    char why[WHY];
+    bk_forget(d->bk);
+    if (d->rank == 0) publish_state(d);
+    if (coll_begin(&d->sched, COLL_RESTORED, why, sizeof why))
+        return dm_fail(st, COLL_ERR, "%s\n", why);
+    return GR_OK;
+}
+
 static gr_code mpi_restored(rt_dist *d, gr_status *st)
 {
-    if (!d->use_win) return GR_OK;
+    if (!d->use_win && !d->bk) return GR_OK;
     dist_lock(d);
-    gr_code c = window_fill(d, COLL_RESTORED, st);
+    gr_code c = d->bk ? backup_restored(d, st) : window_fill(d, COLL_RESTORED, st);
     dist_unlock(d);
     return c;
 }

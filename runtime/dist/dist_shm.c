@@ -69,19 +69,25 @@ static size_t part_start(size_t n, int q, int parts)
     return at < n ? at : n;
 }
 
+int shm_one_node(MPI_Comm comm, int wanted, MPI_Comm *node)
+{
+    int size, node_size;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, node);
+    MPI_Comm_size(*node, &node_size);
+    int all_here = node_size == size && wanted, everywhere = 0;
+    MPI_Allreduce(&all_here, &everywhere, 1, MPI_INT, MPI_LAND, comm);
+    if (everywhere && size > 1) return 1;
+    MPI_Comm_free(node);
+    return 0;
+}
+
 shm_reduce *shm_reduce_open(MPI_Comm comm, size_t max_n, int wanted)
 {
     MPI_Comm node;
-    int size, node_size;
+    int size;
     MPI_Comm_size(comm, &size);
-    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &node_size);
-    int all_here = node_size == size && wanted, everywhere = 0;
-    MPI_Allreduce(&all_here, &everywhere, 1, MPI_INT, MPI_LAND, comm);
-    if (!everywhere || size < 2 || max_n == 0) {
-        MPI_Comm_free(&node);
-        return NULL;
-    }
+    if (!shm_one_node(comm, wanted && max_n > 0, &node)) return NULL;
     shm_reduce *r = base_xcalloc(1, sizeof *r);
     r->node = node, r->size = size, r->max_n = max_n;
     MPI_Comm_rank(node, &r->rank);

@@ -39,6 +39,9 @@ enum { SHM_OK = 0, SHM_STOPPED = -1, SHM_MISMATCH = -2 };
  * does not want it (wanted 0), then MPI's allreduce is the way.
  * Collective over comm. */
 shm_reduce *shm_reduce_open(MPI_Comm comm, size_t max_n, int wanted);
+/* Every process of comm on one node, more than one, and each wants it:
+ * 1 with the node's communicator in *node, else 0.  Collective. */
+int shm_one_node(MPI_Comm comm, int wanted, MPI_Comm *node);
 /* out[0..n) = the mean of every process's in[0..n) (in == out allowed),
  * the same bits on every process.  Collective; n <= max_n.  SHM_OK, or
  * SHM_STOPPED / SHM_MISMATCH (see shm_wait): r is then of no more use,

@@ -27,7 +27,8 @@ static gr_code check_session_options(const gr_session_options *o, gr_status *st)
 {
     if (opt_out_of_range("threads", o->threads, 0, SESSION_MAX_THREADS, st) ||
         opt_out_of_range("executors", o->executors, 0, SESSION_MAX_THREADS, st) ||
-        opt_out_of_range("sync_every", o->sync_every, 0, INT_MAX, st))
+        opt_out_of_range("sync_every", o->sync_every, 0, INT_MAX, st) ||
+        opt_out_of_range("backup", o->backup, 0, INT_MAX, st))
         return GR_ERR_ARG;
     return GR_OK;
 }
@@ -90,6 +91,13 @@ static void host_var_write(void *s, int vi, const void *src)
     rt_var_write(s, vi, src);
 }
 
+static void host_set_step(void *s, uint64_t step)
+{
+    uint64_t done, runs;
+    rt_session_counters(s, &done, &runs);
+    rt_session_set_counters(s, step, runs);
+}
+
 static gr_code open_dist(gr_session *s, const gr_program *p, gr_status *st)
 {
     dist_host h = {.ctx = s,
@@ -98,7 +106,8 @@ static gr_code open_dist(gr_session *s, const gr_program *p, gr_status *st)
                    .opt = &s->opt,
                    .step = host_step,
                    .var_read = host_var_read,
-                   .var_write = host_var_write};
+                   .var_write = host_var_write,
+                   .set_step = host_set_step};
     return dist_open(&h, &s->dist, st);
 }
 

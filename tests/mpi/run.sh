@@ -6,7 +6,11 @@
 #             one-node shared-memory allreduce and through MPI_Allreduce (the
 #             path between nodes); sgd also with 3 processes (1e-5 of 1 x 96).
 #             sgd's update of fc1/w is fused with its allreduce on both paths
-#             (apply_sgd_allreduce in --profile), momentum's and adam's are not
+#             (apply_sgd_allreduce in --profile), momentum's and adam's are not;
+#             with backup workers (3 processes, --backup 1, one of them 10 ms
+#             slower a step) every process's variables are rank 0's bit for bit
+#             after 30 steps (async processes' are not: the check can fail), and
+#             the slow one skipped steps (ran fewer than 30 times)
 #   resume    25 steps, checkpoint, resume to 50 == 50 uninterrupted, bit for
 #             bit; resuming with another number of processes is an error
 #   kill      a rank killed mid-run ends the job, non-zero, within 10 s
@@ -35,7 +39,17 @@
 #   other-target-M  rank 1 trains another target (M: sync, mpi), whose
 #             gradients have another length: caught at the first step
 #   together  the same calls on both ranks end normally, in every mode (and
-#             async ranks may train different numbers of steps)
+#             async ranks may train different numbers of steps); with backup
+#             workers too (3 ranks, backup 1)
+#   backup-stall  3 ranks, backup 1, the last stops calling after 3 steps: the
+#             others train on to step 10, and their evaluation ends the job
+#             (GR_DIST_TIMEOUT=2) naming the rank
+#   backup-stall-others  every rank but 0 stops: rank 0's wait for a gradient
+#             ends the job, naming the step
+#   backup-stall-root  rank 0 stops: the others' wait for its variables ends
+#             the job
+#   backup-cli  --backup without --distributed sync, --backup >= P and --slow
+#             of a rank that does not exist are usage errors (exit 2)
 set -u
 case_=$1 G=$2 MPIRUN=$3 P=${4:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -43,6 +57,7 @@ M=$HERE/mlp.graph T=$HERE/tiny.graph
 PY=/usr/bin/python3
 export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers: no CMA
 R="$MPIRUN -np 2 --oversubscribe --allow-run-as-root"
+R3="$MPIRUN -np 3 --oversubscribe --allow-run-as-root"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 train() { # train NPROC TARGET STEPS BATCH EXTRA...
@@ -121,6 +136,14 @@ oracle-*)
     # the check can fail: without averaging, the two are far apart
     train 2 "$t" 50 32 async --sync-every 1000 --checkpoint pa.st > /dev/null || fail async
     ! $PY "$HERE/compare.py" pa.st p1.st 1e-5 > /dev/null || fail "compare.py cannot fail"
+    job rep.out $R3 "$P" "$M" replicas sync 1 "$t"
+    grep -qx "replicas: identical" rep.out || fail "backup workers' replicas: $(cat rep.out)"
+    runs=$(sed -n 's/^replicas: the last rank ran \([0-9]*\) times$/\1/p' rep.out)
+    [ "${runs:-30}" -lt 30 ] || fail "the slow rank skipped no step: $(cat rep.out)"
+    if [ "$t" = train_sgd ]; then # the check can fail: async replicas differ
+        job rep.out $R "$P" "$M" replicas async 0 "$t"
+        grep -qx "replicas: rank 1 differs" rep.out || fail "async replicas: $(cat rep.out)"
+    fi
     ;;
 resume)
     rm -f r.st
@@ -249,9 +272,40 @@ together)
     # async steps are not collectives: rank 1 may stop first
     schedule leave async
     [ $rc -eq 0 ] || fail "async, rank 1 leaving: exit status $rc: $(cat sched.out)"
+    job sched.out $R3 "$P" "$T" together sync 1
+    [ $rc -eq 0 ] || fail "backup workers: exit status $rc: $(cat sched.out)"
     export GR_MPI_ALLREDUCE=1
     schedule together sync
     [ $rc -eq 0 ] || fail "MPI_Allreduce: exit status $rc: $(cat sched.out)"
+    ;;
+backup-stall | backup-stall-others | backup-stall-root)
+    export GR_DIST_TIMEOUT=2
+    job sched.out $R3 "$P" "$T" "${case_#backup-}" sync 1
+    quick_failure sched.out
+    case $case_ in
+    backup-stall) want="^rank 0: .*waited 2[.0-9]* s in its collective [0-9]* \
+(evaluation total, after step 10) for rank 2, which stopped calling" ;;
+    backup-stall-others) want="^rank 0: .*waited 2[.0-9]* s for the gradients of 1 of the \
+other 2 ranks for step 4 (--backup 1), which stopped coming (GR_DIST_TIMEOUT)" ;;
+    *) want="^rank [12]: .*waited 2[.0-9]* s for rank 0's variables after a step past 3 \
+(--backup 1), which stopped coming (GR_DIST_TIMEOUT)" ;;
+    esac
+    grep -q "$want" sched.out || fail "no message: $want: $(cat sched.out)"
+    ;;
+backup-cli)
+    "$G" "$T" --steps 1 --backup 1 2> e1; [ $? -eq 2 ] || fail "--backup alone"
+    grep -q "needs --distributed sync" e1 || fail "$(cat e1)"
+    "$G" "$T" --steps 1 --distributed async --backup 1 2> e2; [ $? -eq 2 ] || fail "async"
+    grep -q "needs --distributed sync" e2 || fail "$(cat e2)"
+    job e3 $R "$G" "$T" --steps 5 --quiet --distributed sync --backup 2
+    [ $rc -eq 2 ] || fail "--backup 2 of 2: exit status $rc: $(cat e3)"
+    [ "$(grep -c -- "--backup 2 with 2 processes: B must be below" e3)" = 1 ] || fail "$(cat e3)"
+    job e4 $R "$G" "$T" --steps 5 --quiet --distributed sync --slow 2:3
+    [ $rc -eq 2 ] || fail "--slow 2:3 of 2 ranks: exit status $rc: $(cat e4)"
+    grep -q "there are 2 ranks, numbered 0 to 1" e4 || fail "$(cat e4)"
+    job e5 $R "$G" "$T" --steps 20 --quiet --distributed sync --backup 1 --slow 1:2
+    [ $rc -eq 0 ] || fail "--backup 1 --slow 1:2: exit status $rc: $(cat e5)"
+    grep -q "trained train_b: 20 steps" e5 || fail "$(cat e5)"
     ;;
 *)
     fail "unknown case $case_"
