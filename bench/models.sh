@@ -10,11 +10,12 @@
 #                                   graphrun's two sync towers, PyTorch one model
 #                                   with both towers' batch)
 #   examples/llama.graph            bench/torch_llama.py      (and the validation loss)
+#   examples/char_lstm.graph        bench/torch_char_lstm.py  (and the validation loss)
 # Prints a markdown table on stdout, progress on stderr.  The results (test
 # mse, test accuracy, validation loss, word2vec's final training loss) are those of the last
 # repetition, after the same number of steps.
 #   STEPS (default 100; word2vec runs 10 x STEPS), REPS (default 3),
-#   MODELS (default "denoise resnet word2vec cifar_towers llama"), GRAPHRUN (default
+#   MODELS (default "denoise resnet word2vec cifar_towers llama char_lstm"), GRAPHRUN (default
 #   build/graphrun), PYTHON (default /usr/bin/python3:
 #   Debian's python3-torch)
 set -u
@@ -33,7 +34,7 @@ keep() {
 }
 steps_of() { if [ "$1" = word2vec ]; then echo $((10 * STEPS)); else echo "$STEPS"; fi; }
 graph_of() { case $1 in denoise) echo fashion_denoise;; resnet) echo fashion_resnet;; *) echo "$1";; esac; }
-eval_of() { case $1 in denoise) echo test_mse;; resnet|cifar_towers) echo accuracy;; llama) echo val_loss;; *) echo;; esac; }
+eval_of() { case $1 in denoise) echo test_mse;; resnet|cifar_towers) echo accuracy;; llama|char_lstm) echo val_loss;; *) echo;; esac; }
 gr() { # gr MODEL THREADS: the summary line's steps/s, then the evaluation
   local ev threads="--threads $2"
   ev=$(eval_of "$1")
@@ -47,7 +48,7 @@ gr() { # gr MODEL THREADS: the summary line's steps/s, then the evaluation
 }
 pt() { # pt MODEL THREADS
   local script=torch_$1.py extra=
-  [ "$1" = llama ] && extra=--eval
+  case $1 in llama|char_lstm) extra=--eval;; esac
   [ "$1" = resnet ] && script=torch_resnet_bn.py
   env OMP_NUM_THREADS="$2" MKL_NUM_THREADS="$2" OPENBLAS_NUM_THREADS="$2" OMP_WAIT_POLICY=PASSIVE \
     "$PYTHON" "$HERE/$script" "$(steps_of "$1")" "$2" $extra > "$TMP/out" 2>&1 || return
@@ -59,7 +60,7 @@ run() { # run KEY COMMAND...: keep the first line as steps/s, the second as qual
   local out; out=$("${@:2}")
   keep "$1" "$(echo "$out" | sed -n 1p)" "$(echo "$out" | sed -n 2p)"
 }
-MODELS=${MODELS:-denoise resnet word2vec cifar_towers llama}
+MODELS=${MODELS:-denoise resnet word2vec cifar_towers llama char_lstm}
 for rep in $(seq "$REPS"); do
   say "repetition $rep/$REPS (load $(cut -d' ' -f1 /proc/loadavg))"
   for m in $MODELS; do
