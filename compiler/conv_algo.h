@@ -73,8 +73,8 @@ static inline int conv_wino_ok(int64_t c, int64_t oc, int64_t kh, int64_t kw, in
  * gradient), v and m the transformed inputs and outputs of a chunk of
  * `imgs` images, their rows `ld` apart (a transform may write a row of
  * tiles' lanes past its last tile), and p one zero-padded input plane,
- * each row split into its even and odd columns, each half as wide as the
- * lanes of a row of tiles read. */
+ * as wide as the lanes of a row of tiles read (two columns a lane, and
+ * the tile's overlap). */
 typedef struct conv_wino {
     int64_t a;             /* tile side: k + 1 */
     int64_t th, tw, tiles; /* tiles per image: rows, columns, all */

@@ -27,6 +27,12 @@
 #include "../../compiler/conv_algo.h"
 #include "cpu_impl.h"
 
+/* The rows of a small image are short: GCC must not turn their copy loops
+ * into calls of memmove (40 cycles for a row of 28 floats here). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
+#endif
+
 typedef struct wino_mats {
     const float *at, *g, *bt; /* [2][a], [a][k], [a][a] */
 } wino_mats;
@@ -134,7 +140,8 @@ static void filter_task(void *arg, int t)
  * transforms are inlined for each tile size, so that the matrices are
  * constants: their zeros cost nothing and the loops unroll. */
 
-#define WL          CONV_WINO_LANES
+#define WL CONV_WINO_LANES
+_Static_assert(WL == 8, "load_pairs shuffles 8 lanes");
 #define WINO_INLINE static inline __attribute__((always_inline))
 /* WL floats, one per tile: GCC's and clang's vector extension, so the
  * lanes are one register whatever the loops become. */
@@ -158,18 +165,28 @@ WINO_INLINE void lanes_mul(int rows, int inner, int cols, const float *m, const 
         }
 }
 
+/* Lane l of *even and *odd: row[2 l] and row[2 l + 1], the columns c and
+ * c + 1 of WL tiles side by side (a tile starts every second column). */
+WINO_INLINE void load_pairs(const float *row, wl_vec *even, wl_vec *odd)
+{
+    wl_vec lo, hi;
+    memcpy(&lo, row, sizeof lo);
+    memcpy(&hi, row + WL, sizeof hi);
+    *even = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+    *odd = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+
 /* WL tiles from x0 of the row of tiles whose plane rows start at rows:
- * their BT d B into v's columns x0.. (the p-th element p * vstride on).
- * Plane rows are split (pad_plane): column 2q + e is at e * pw / 2 + q. */
+ * their BT d B into v's columns x0.. (the p-th element p * vstride on). */
 WINO_INLINE void in_lanes(int a, const float *bt, const float *rows, int64_t pw, int64_t x0,
                           float *v, int64_t vstride)
 {
     wl_vec d[36], t[36];
 #pragma GCC unroll 6
     for (int i = 0; i < a; i++)
-#pragma GCC unroll 6
-        for (int c = 0; c < a; c++)
-            memcpy(&d[i * a + c], rows + i * pw + (c & 1) * (pw / 2) + x0 + c / 2, sizeof(wl_vec));
+#pragma GCC unroll 3
+        for (int c = 0; c < a; c += 2)
+            load_pairs(rows + i * pw + 2 * x0 + c, &d[i * a + c], &d[i * a + c + 1]);
     lanes_mul(a, a, a, bt, d, 0, t); /* BT d */
     lanes_mul(a, a, a, bt, t, 1, d); /* (BT d) B, transposed: d[c][r] */
 #pragma GCC unroll 6
@@ -190,32 +207,41 @@ static void in_tile_row(const wino_job *j, const float *rows, float *v, int64_t 
             in_lanes(4, bt3, rows, j->pl.pw, x0, v, vstride);
 }
 
-/* One row of a plane (its first `cols` floats) into a row of the padded
- * plane, split: padded column c = j + pad goes to out[(c & 1) * half + c / 2].
- * Each half is a plain stride-2 gather, which the compiler vectorises. */
-static void split_row(const float *restrict src, int64_t cols, int64_t pad, int64_t half,
-                      float *restrict out)
+/* dst[0, n) = src[0, n) by vectors, the last one overlapping the one
+ * before. */
+static inline void copy_short(float *restrict dst, const float *restrict src, int64_t n)
 {
-    for (int64_t e = 0; e < 2; e++) {
-        int64_t j0 = (e + pad) & 1; /* the first source column of parity e */
-        int64_t n = j0 < cols ? (cols - j0 + 1) / 2 : 0;
-        float *restrict o = out + e * half + (j0 + pad) / 2;
-        const float *restrict in = src + j0;
-        for (int64_t q = 0; q < n; q++) o[q] = in[2 * q];
+    if (n < WL) {
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+        return;
     }
+    wl_vec v;
+    for (int64_t c = 0; c + WL < n; c += WL) {
+        memcpy(&v, src + c, sizeof v);
+        memcpy(dst + c, &v, sizeof v);
+    }
+    memcpy(&v, src + n - WL, sizeof v);
+    memcpy(dst + n - WL, &v, sizeof v);
 }
 
 /* Plane x (h x w, its top left corner at (pad, pad)) into the zero-padded
- * plane of the tile grid, each row split into its even columns, then its
- * odd ones: the tiles' lanes then read consecutive floats. */
+ * plane of the tile grid: each row's padding is written, not the whole
+ * plane first. */
 static void pad_plane(const wino_job *j, const float *x, int64_t h, int64_t w, int64_t pad,
                       float *restrict plane)
 {
-    int64_t half = j->pl.pw / 2, rows = h < j->pl.ph - pad ? h : j->pl.ph - pad;
-    int64_t cols = w < 2 * half - pad ? w : 2 * half - pad;
-    cpu_fill_f32(plane, 0.0f, j->pl.p);
-    for (int64_t r = 0; r < rows; r++)
-        split_row(x + r * w, cols, pad, half, plane + (r + pad) * j->pl.pw);
+    int64_t pw = j->pl.pw, rows = h < j->pl.ph - pad ? h : j->pl.ph - pad;
+    int64_t cols = w < pw - pad ? w : pw - pad;
+    for (int64_t r = 0; r < j->pl.ph; r++) {
+        float *restrict o = plane + r * pw;
+        if (r < pad || r >= pad + rows) {
+            cpu_fill_f32(o, 0.0f, pw);
+            continue;
+        }
+        for (int64_t c = 0; c < pad; c++) o[c] = 0.0f;
+        copy_short(o + pad, x + (r - pad) * w, cols);
+        for (int64_t c = pad + cols; c < pw; c++) o[c] = 0.0f;
+    }
 }
 
 /* Image x (cin planes) into v's columns [t0, t0 + tiles). */
@@ -376,9 +402,7 @@ WINO_INLINE void dy_lanes(int a, const float *at, const float *rows, int64_t pw,
                           float *m, int64_t mstride)
 {
     wl_vec d[4], t[12], o[36];
-    for (int i = 0; i < 2; i++)
-        for (int e = 0; e < 2; e++)
-            memcpy(&d[i * 2 + e], rows + i * pw + e * (pw / 2) + x0, sizeof(wl_vec));
+    for (int i = 0; i < 2; i++) load_pairs(rows + i * pw + 2 * x0, &d[i * 2], &d[i * 2 + 1]);
     float a_t[12]; /* A = AT transposed: [a][2] */
     for (int r = 0; r < a; r++)
         for (int i = 0; i < 2; i++) a_t[r * 2 + i] = at[i * a + r];
