@@ -5,16 +5,20 @@
 # --max-staleness S, each with and without a straggler (--slow 1:F); for
 # each, the seconds of training until the test accuracy first reaches
 # TARGET (evaluated every EVAL_EVERY steps), the staleness the summary
-# reports, and the final accuracy.  Prints a markdown table; the runs'
-# logs stay in OUT.
+# reports, and the final accuracy.  Then the same over RANKS MPI processes
+# (`graphrun launch`, one thread each): sync, and sync with one backup
+# worker (--backup 1), each with and without the last rank slowed (--slow
+# R:F).  Prints a markdown table; the runs' logs stay in OUT.
 #
 #   bench/spectrum.sh                 # builds build/graphrun if missing
 #   TARGET=0.84 STEPS=4000 bench/spectrum.sh
+#   ROWS=mpi bench/spectrum.sh        # only the MPI rows
 #
 # Environment: GRAPHRUN (default build/graphrun), TARGET (0.85), STEPS
-# (8000), EVAL_EVERY (250), SLOW (3), SEED (1), OUT (a temporary folder).
-# Not here yet: MPI ranks (sync with backup workers, periodic averaging)
-# and the staleness-aware learning rate.
+# (8000), EVAL_EVERY (250), SLOW (3), SEED (1), RANKS (3), ROWS (all,
+# local or mpi), OUT (a temporary folder).
+# Not here yet: periodic averaging over MPI ranks and the staleness-aware
+# learning rate.
 set -eu
 set -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,12 +28,16 @@ STEPS=${STEPS:-8000}
 EVAL_EVERY=${EVAL_EVERY:-250}
 SLOW=${SLOW:-3}
 SEED=${SEED:-1}
+RANKS=${RANKS:-3}
+ROWS=${ROWS:-all}
 OUT=${OUT:-$(mktemp -d)}
 MODEL=$ROOT/examples/fashion_mlp.graph
 if [ ! -x "$G" ]; then
     cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release > /dev/null
-    cmake --build "$ROOT/build" -j2 --target graphrun > /dev/null
+    cmake --build "$ROOT/build" -j2 --target graphrun graphrun_mpi > /dev/null
 fi
+LAUNCH=()                  # the MPI rows: graphrun launch -np RANKS
+NO_STALE="0 (one executor)" # what a run without staleness figures shows
 
 # run NAME ARGS...: trains, then prints the table's row
 run() {
@@ -37,7 +45,7 @@ run() {
     shift
     log=$OUT/$(echo "$name" | tr -c 'a-zA-Z0-9\n' _).jsonl
     echo "spectrum: $name" >&2
-    "$G" "$MODEL" --steps "$STEPS" --seed "$SEED" --eval accuracy --eval-every "$EVAL_EVERY" \
+    "$G" "${LAUNCH[@]}" "$MODEL" --steps "$STEPS" --seed "$SEED" --eval accuracy --eval-every "$EVAL_EVERY" \
         --log "$log" --quiet "$@" > "$log.out"
     reached=$(awk -v t="$TARGET" -F'"accuracy":' '/"eval"/ && !/"done"/ {
         split($2, a, /[,}]/); if (a[1] + 0 >= t) {
@@ -45,17 +53,28 @@ run() {
     stale=$(sed -n 's/.*, staleness mean \([0-9.]*\) p99 \([0-9]*\) max \([0-9]*\)$/\1 \/ \2 \/ \3/p' "$log.out")
     final=$(sed -n 's/^accuracy = //p' "$log.out")
     secs=$(sed -n 's/.* steps in \([0-9.]*\)s.*/\1/p' "$log.out")
-    echo "| $name | ${reached:-not reached} | $secs | ${stale:-0 (one executor)} | $final |"
+    echo "| $name | ${reached:-not reached} | $secs | ${stale:-$NO_STALE} | $final |"
 }
 
 echo "| mode (\`examples/fashion_mlp.graph\`, $STEPS steps) | seconds to accuracy $TARGET | seconds in all | staleness mean / p99 / max | final accuracy |"
 echo "|---|---|---|---|---|"
-run "1 executor (synchronous), 2 threads" --threads 2
-for slow in "" "--slow 1:$SLOW"; do
-    tag=${slow:+, worker 1 ${SLOW}x slower}
-    run "2 executors, Hogwild!$tag" --executors 2 --threads 2 $slow
-    for S in 0 1 4; do
-        run "2 executors, --max-staleness $S$tag" --executors 2 --threads 2 --max-staleness $S $slow
+if [ "$ROWS" != mpi ]; then
+    run "1 executor (synchronous), 2 threads" --threads 2
+    for slow in "" "--slow 1:$SLOW"; do
+        tag=${slow:+, worker 1 ${SLOW}x slower}
+        run "2 executors, Hogwild!$tag" --executors 2 --threads 2 $slow
+        for S in 0 1 4; do
+            run "2 executors, --max-staleness $S$tag" --executors 2 --threads 2 --max-staleness $S $slow
+        done
     done
-done
+fi
+if [ "$ROWS" != local ]; then
+    LAUNCH=(launch -np "$RANKS") NO_STALE="0 (sync)"
+    last=$((RANKS - 1))
+    for slow in "" "--slow $last:$SLOW"; do
+        tag=${slow:+, rank $last ${SLOW}x slower}
+        run "$RANKS MPI ranks, sync$tag" --threads 1 --distributed sync $slow
+        run "$RANKS MPI ranks, sync, --backup 1$tag" --threads 1 --distributed sync --backup 1 $slow
+    done
+fi
 echo "logs: $OUT" >&2
