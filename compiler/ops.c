@@ -247,6 +247,11 @@ int ops_has(op_kind op, unsigned flag)
     return (ops_table[op].flags & flag) != 0;
 }
 
+int ops_has_lr(op_kind op)
+{
+    return ops_has(op, OPF_UPDATE) && op != OP_ASSIGN && op != OP_ASSIGN_ADD;
+}
+
 int ops_lookup(const char *name)
 {
     if (!name) return -1;

@@ -436,6 +436,9 @@ extern const op_info ops_table[OP_COUNT];
 const char *ops_name(op_kind op);
 /* ops_table[op].flags & flag, as 0 or 1. */
 int ops_has(op_kind op, unsigned flag);
+/* Whether op steps its variable by a learning rate: an update but assign
+ * and assign_add (step counters, averages). */
+int ops_has_lr(op_kind op);
 /* Op callable from the language by name, or -1. Only ops whose name is
  * public (not the gradient helpers) are found. */
 int ops_lookup(const char *name);

@@ -76,6 +76,12 @@ typedef struct kern_args {
      * *step_dev on the GPU, the simulated GPU loads it into step when the
      * call runs on its queue (docs/gpu.md, "Step graphs"). */
     const uint64_t *step_dev;
+    /* An optimizer update under gr_session_options.stale_lr: its learning
+     * rate's factor, 1 / max(1, staleness), in device memory (the runtime
+     * sets it on the queue before the update, runtime/exec/stale.c), else
+     * NULL.  The kernel reads it as it runs, as its lr: a step graph replays
+     * the pointer.  CUDA's kernels turn it into the scaled lr in place. */
+    float *lr_scale;
     struct dev_var_lock *lock; /* held around this update (locking=true), else
                                   NULL: dev_kern_run takes it */
     kern_fault *fault;         /* where a failing kernel says why */

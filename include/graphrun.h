@@ -266,6 +266,11 @@ typedef struct gr_session_options {
        gr_session_scalar writes; NULL: none */
     const char *tensorboard_dir;
     int profile; /* time every kernel call (gr_session_profile); CPU partitions only */
+    /* the staleness-aware learning rate (Zhang et al. 2016) for concurrent
+       executors: each update's learning rate is scaled by 1 / max(1, s), s
+       the updates of its variable that other steps made since its step
+       began (gr_session_staleness); an update of staleness 0 is unscaled */
+    int stale_lr;
 } gr_session_options;
 
 /* opt may be NULL (all defaults); a field outside its range is refused

@@ -28,7 +28,7 @@ set_tests_properties(gpu_devices PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEO
 set(GR_GPU_FIRST [=["$0" --gpu || exit $?; exec "$@"]=])
 # The suite on a GPU: also what tests/cuda_host.cmake runs on the stand-in.
 set(GR_GPU_SUITE test_gradcheck test_train test_optim test_state test_text test_partitions test_concurrency
-  test_checkpoint)
+  test_checkpoint test_staleness)
 foreach(t ${GR_GPU_SUITE})
   add_test(NAME gpu_${t}
     COMMAND sh -c "${GR_GPU_FIRST}" $<TARGET_FILE:test_devices> $<TARGET_FILE:${t}>)

@@ -8,7 +8,8 @@
 # these runs prove that the runtime reaches device memory only through the
 # device.  Label `sim`.
 set(GR_SIM_ENV "GR_SIM_GPU=2" "GR_TEST_ON_GPU=1")
-foreach(t test_train test_optim test_state test_text test_partitions test_concurrency test_checkpoint test_soak)
+foreach(t test_train test_optim test_state test_text test_partitions test_concurrency test_checkpoint test_soak
+    test_staleness)
   add_test(NAME sim_${t} COMMAND ${t})
   set_tests_properties(sim_${t} PROPERTIES LABELS sim TIMEOUT 300 ENVIRONMENT "${GR_SIM_ENV}")
 endforeach()

@@ -4,7 +4,8 @@
 # staleness_mean/p99/max; one executor's are 0 and its summary says
 # nothing of it; with two executors the summary line gives the run's.
 # --max-staleness S bounds it (two workers: at most 2S + 1), with a
-# straggler (--slow) too, and both refuse what they cannot act on.
+# straggler (--slow) too; --stale-lr runs with two executors; all three
+# refuse what they cannot act on (one executor; --stale-lr MPI ranks).
 set -u
 G=$1
 T=$(mktemp -d)
@@ -38,10 +39,14 @@ for S in 0 1; do
             fail "--max-staleness $S $slow: max staleness '$m' above $((2 * S + 1)): $(cat "$T/b.out")"
     done
 done
+timeout 60 "$G" "$T/m.graph" --steps 300 --executors 2 --threads 2 --stale-lr > "$T/s.out" 2>&1 ||
+    fail "--stale-lr: $(cat "$T/s.out")"
+[ -n "$(max_of "$T/s.out")" ] || fail "--stale-lr's summary: $(cat "$T/s.out")"
 for bad in "--max-staleness 1" "--executors 2 --slow 2:3" "--executors 2 --slow 1:0.5" \
-    "--executors 2 --slow x" "--executors 2 --max-staleness -1"; do
+    "--executors 2 --slow x" "--executors 2 --max-staleness -1" "--stale-lr" \
+    "--stale-lr --distributed async"; do
     timeout 20 "$G" "$T/m.graph" --steps 10 $bad > "$T/u.out" 2>&1
     [ $? -eq 2 ] || fail "$bad: want exit 2: $(cat "$T/u.out")"
     [ "$(wc -l < "$T/u.out")" -eq 1 ] || fail "$bad: want one line: $(cat "$T/u.out")"
 done
-echo "ok: staleness in the log and the summary, bounded by --max-staleness"
+echo "ok: staleness in the log and the summary, bounded by --max-staleness; --stale-lr"

@@ -85,6 +85,7 @@ static device_obj *dev;
 static dev_queue *queue;
 static src_file *src;
 static const kernel_fn *table; /* the kernels launched; NULL: the device's */
+static float lr_factor;        /* updates get kern_args.lr_scale = this (0: none) */
 
 /* Why there is no usable CUDA GPU, or NULL when there is one. */
 static const char *no_gpu_reason(void)
@@ -901,6 +902,7 @@ typedef struct op_run {
     void *back_in[MAX_IN], *back_out;       /* the device's, copied back */
     kern_fault h_fault, d_fault;
     kern_args ha, da;
+    float h_scale, *d_scale; /* kern_args.lr_scale (lr_factor), or 0 and NULL */
 } op_run;
 
 static void *xmalloc0(size_t n)
@@ -1059,6 +1061,12 @@ static void opr_upload(op_run *r)
         r->d_scratch = vt->alloc(dev, r->scratch_bytes);
         assert_non_null(r->d_scratch);
     }
+    if (lr_factor != 0 && ops_has_lr(r->c->op)) {
+        r->h_scale = lr_factor;
+        r->d_scale = vt->alloc(dev, sizeof(float));
+        assert_non_null(r->d_scale);
+        vt->to_device(dev, r->d_scale, &r->h_scale, sizeof(float));
+    }
 }
 
 /* The processes of an allreduce: here one (tests/mpi.cmake runs more). */
@@ -1099,6 +1107,7 @@ static kern_args opr_args(op_run *r, void *out, void **in, void *scratch, kern_f
 static int opr_cpu(op_run *r)
 {
     r->ha = opr_args(r, r->h_out, r->h_in, r->h_scratch, &r->h_fault);
+    r->ha.lr_scale = r->d_scale ? &r->h_scale : NULL;
     return dev_kern_run(cpu_kernels[r->c->op], &r->ha);
 }
 
@@ -1107,6 +1116,7 @@ static void opr_launch(op_run *r)
 {
     r->da = opr_args(r, r->d_out, r->d_in, r->d_scratch, &r->d_fault);
     r->da.queue = queue;
+    r->da.lr_scale = r->d_scale;
     dev->vt->launch(dev, queue, (table ? table : dev->vt->kernels)[r->c->op], &r->da);
 }
 
@@ -1131,6 +1141,7 @@ static void opr_free(op_run *r)
     }
     if (r->d_out) dev->vt->free(dev, r->d_out);
     if (r->d_scratch) dev->vt->free(dev, r->d_scratch);
+    if (r->d_scale) dev->vt->free(dev, r->d_scale);
     free(r->h_out);
     free(r->back_out);
     free(r->h_scratch);
@@ -1322,6 +1333,69 @@ static void test_every_op_matches_the_cpu(void **state)
            the->name, n_cases, bad_ops, missing, absent);
     assert_int_equal(missing, 0);
     assert_int_equal(bad_cases, 0);
+}
+
+/* --stale-lr (kern_args.lr_scale): every update with a learning rate,
+ * scaled by 0.375 on the device, agrees with the CPU scaled alike. */
+static void test_updates_scale_their_lr_as_the_cpu(void **state)
+{
+    (void)state;
+    int bad = 0, ran = 0;
+    lr_factor = 0.375f;
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        if (!ops_has_lr(cases[k].op) || !dev->vt->kernels[cases[k].op]) continue;
+        draw_letters();
+        bad += run_case(&cases[k]);
+        ran++;
+    }
+    lr_factor = 0;
+    printf("%s: %d scaled updates, %d differ from the cpu\n", the->name, ran, bad);
+    assert_true(ran > 0);
+    assert_int_equal(bad, 0);
+}
+
+/* The CPU's update of case c scaled by f leaves exactly what the update
+ * with its learning rate multiplied by f leaves (an input, or
+ * apply_sgd_matmul's attribute). */
+static void check_scaled_is_smaller_lr(const dev_case *c, float f)
+{
+    op_run r;
+    opr_build(&r, c);
+    opr_fill(&r);
+    r.h_scratch = xmalloc0(r.scratch_bytes);
+    void *want[MAX_IN];
+    for (int j = 0; j < r.n_in; j++) {
+        want[j] = xmalloc0(r.in_bytes[j]);
+        memcpy(want[j], r.h_in[j], r.in_bytes[j]);
+    }
+    ir_node small = *r.n;
+    if (c->op == OP_APPLY_SGD_MATMUL)
+        small.attr.f[ATTR_SGDMM_LR] *= f;
+    else
+        ((float *)want[r.n_in - 2])[0] *= f;
+    kern_args a = opr_args(&r, NULL, want, r.h_scratch, &r.h_fault);
+    a.node = &small;
+    assert_int_equal(dev_kern_run(cpu_kernels[c->op], &a), 0);
+    r.ha = opr_args(&r, NULL, r.h_in, r.h_scratch, &r.h_fault);
+    r.ha.lr_scale = &f;
+    assert_int_equal(dev_kern_run(cpu_kernels[c->op], &r.ha), 0);
+    ((float *)want[r.n_in - 2])[0] = ((float *)r.h_in[r.n_in - 2])[0]; /* the lr itself */
+    for (int j = 0; j < r.n_in; j++) {
+        assert_memory_equal(r.h_in[j], want[j], r.in_bytes[j]);
+        free(want[j]);
+    }
+    opr_free(&r);
+}
+
+static void test_a_scaled_update_is_one_with_a_smaller_lr(void **state)
+{
+    (void)state;
+    if (strcmp(the->name, "sim") != 0) skip(); /* the CPU's kernels: once is enough */
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+        if (ops_has_lr(cases[k].op) && cases[k].op != OP_APPLY_SGD_ALLREDUCE) {
+            draw_letters();
+            check_scaled_is_smaller_lr(&cases[k], 0.375f);
+        }
 }
 
 /* clip_scale over more gradients than one launch of its CUDA chunk kernel
@@ -1813,6 +1887,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_op_matches_the_cpu),
         cmocka_unit_test(test_clip_scale_of_many_gradients_matches_the_cpu),
+        cmocka_unit_test(test_updates_scale_their_lr_as_the_cpu),
+        cmocka_unit_test(test_a_scaled_update_is_one_with_a_smaller_lr),
         cmocka_unit_test(test_the_harness_catches_wrong_kernels),
         cmocka_unit_test(test_ids_out_of_range_come_back_from_queue_sync),
         cmocka_unit_test(test_the_failing_call_of_several_is_named),

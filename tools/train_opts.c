@@ -43,7 +43,8 @@ enum {
     O_PROFILE,
     O_MAX_STALENESS,
     O_SLOW,
-    O_BACKUP
+    O_BACKUP,
+    O_STALE_LR
 };
 
 static const cli_opt train_opts_table[] = {
@@ -70,6 +71,10 @@ static const cli_opt train_opts_table[] = {
      "a straggler, for experiments: concurrent worker W (0 is the\n"
      "first), or with --distributed rank W, sleeps after each step so\n"
      "that its steps take F times as long (F a number in [1, 1000])",
+     CLI_V_NONE, NULL},
+    {"stale-lr", O_STALE_LR, NULL,
+     "staleness-aware learning rate for concurrent executors: each\n"
+     "update's lr is scaled by 1 / max(1, its staleness)",
      CLI_V_NONE, NULL},
     {"eval", O_EVAL, "NAME", "scalar target evaluated over its data at the end (repeatable)",
      CLI_V_TARGET, NULL},
@@ -286,6 +291,10 @@ static int check_dist_opts(const train_opts *o)
         return bad_usage("--sync-every needs --distributed async", NULL);
     if (o->sess.backup && o->comp.distributed != GR_DIST_SYNC)
         return bad_usage("--backup needs --distributed sync", NULL);
+    if (o->sess.stale_lr && o->comp.distributed)
+        return bad_usage("--stale-lr acts on the concurrent executors of one process; the "
+                         "staleness of MPI ranks is not counted",
+                         NULL);
     if (o->comp.distributed && (o->executors > 1 || o->n_targets > 1))
         return bad_usage("--distributed runs one executor of one target per process; give "
                          "each process more cores with --threads, or start more processes",
@@ -307,15 +316,16 @@ static int parse_slow(const char *s, train_opts *o)
     return 0;
 }
 
-/* --max-staleness and --slow act on the concurrent workers (train_async.c):
- * executors x targets of them; --slow with --distributed on a rank
- * (cli_mpi_check, once the ranks are known). */
+/* --max-staleness, --slow and --stale-lr act on the concurrent workers
+ * (train_async.c): executors x targets of them; --slow with --distributed
+ * on a rank (cli_mpi_check, once the ranks are known). */
 static int check_worker_opts(const train_opts *o)
 {
     if (o->comp.distributed && o->max_staleness < 0) return 0;
     int workers = (o->executors > 1 ? o->executors : 1) * (o->n_targets > 1 ? o->n_targets : 1);
     const char *which = o->max_staleness >= 0 ? "--max-staleness"
                         : o->slow_worker >= 0 ? "--slow"
+                        : o->sess.stale_lr    ? "--stale-lr"
                                               : NULL;
     if (which && workers < 2)
         return cli_usage_error(&cli_train_spec,
@@ -368,6 +378,9 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
             break;
         case O_LOCKING:
             o->sess.locking = 1;
+            break;
+        case O_STALE_LR:
+            o->sess.stale_lr = 1;
             break;
         case O_EVAL:
             if (o->n_evals == MAX_EVALS) return bad_usage("too many --eval", NULL);

@@ -647,8 +647,15 @@ static int k_avgpool_grad(const kern_args *a)
 
 /* ---- updates: in[0] is the variable, written in place ---- */
 
+/* An optimizer update's learning rate, by its staleness factor
+ * (kern_args.lr_scale) when it has one: lr * 1 is lr exactly. */
+static float lr_factor(const kern_args *a)
+{
+    return a->lr_scale ? *a->lr_scale : 1.0f;
+}
+
 /* An optimizer update's last two inputs: its lr and its gradient scale. */
-#define LR (INF(a->n_in - 2)[0])
+#define LR (INF(a->n_in - 2)[0] * lr_factor(a))
 #define GS (INF(a->n_in - 1)[0])
 
 static int k_apply_sgd(const kern_args *a)
@@ -660,7 +667,7 @@ static int k_apply_sgd(const kern_args *a)
 static int k_apply_sgd_matmul(const kern_args *a)
 {
     cpu_gemm_args g = gemm_args(a, (float *)IN(0));
-    cpu_apply_sgd_matmul(a->pool, &g, ATTR_F(ATTR_SGDMM_LR));
+    cpu_apply_sgd_matmul(a->pool, &g, ATTR_F(ATTR_SGDMM_LR) * lr_factor(a));
     return 0;
 }
 

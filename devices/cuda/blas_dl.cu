@@ -53,6 +53,7 @@ static void blas_open(void)
         blas_sym(lib, (void **)&b.destroy, BLAS_NAME(cublasDestroy)) ||
         blas_sym(lib, (void **)&b.set_stream, BLAS_NAME(cublasSetStream)) ||
         blas_sym(lib, (void **)&b.set_workspace, BLAS_NAME(cublasSetWorkspace)) ||
+        blas_sym(lib, (void **)&b.set_pointer_mode, BLAS_NAME(cublasSetPointerMode)) ||
         blas_sym(lib, (void **)&b.sgemm, BLAS_NAME(cublasSgemm)) ||
         blas_sym(lib, (void **)&b.sgemm_strided, BLAS_NAME(cublasSgemmStridedBatched)))
         return; // the library stays open: unloading it buys nothing

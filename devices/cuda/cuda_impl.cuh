@@ -48,6 +48,7 @@ struct dev_queue {
     int cap_launched;
     int capture_seq; /* seq when the step graph being captured began */
     void *blas_ws;   /* cuBLAS's workspace, CUDA_BLAS_WORKSPACE bytes */
+    float *one;      /* device memory: 1, a GEMM's beta in device pointer mode */
 };
 
 /* 32 MiB: what NVIDIA's cuBLAS notes advise for Hopper. */
@@ -60,6 +61,7 @@ typedef struct cuda_blas_api {
     decltype(&cublasDestroy) destroy;
     decltype(&cublasSetStream) set_stream;
     decltype(&cublasSetWorkspace) set_workspace;
+    decltype(&cublasSetPointerMode) set_pointer_mode;
     decltype(&cublasSgemm) sgemm;
     decltype(&cublasSgemmStridedBatched) sgemm_strided;
 } cuda_blas_api;

@@ -111,6 +111,9 @@ static dev_queue *cu_queue_new(device_obj *d)
     CUDA_CHECK(cudaMalloc(&q->fault, sizeof *q->fault), NULL);
     CUDA_CHECK(cudaMemset(q->fault, 0, sizeof *q->fault), NULL);
     CUDA_CHECK(cudaMallocHost(&q->fault_host, sizeof *q->fault_host), NULL);
+    const float one = 1.0f;
+    CUDA_CHECK(cudaMalloc(&q->one, sizeof *q->one), NULL);
+    CUDA_CHECK(cudaMemcpy(q->one, &one, sizeof one, cudaMemcpyHostToDevice), NULL);
     return q;
 }
 
@@ -122,6 +125,7 @@ static void cu_queue_free(device_obj *d, dev_queue *q)
     CUBLAS_CHECK(cuda_blas.destroy(q->blas), NULL);
     CUDA_CHECK(cudaFree(q->fault), NULL);
     CUDA_CHECK(cudaFree(q->blas_ws), NULL);
+    CUDA_CHECK(cudaFree(q->one), NULL);
     CUDA_CHECK(cudaFreeHost(q->fault_host), NULL);
     CUDA_CHECK(cudaStreamDestroy(q->stream), NULL);
     free(q->launched);

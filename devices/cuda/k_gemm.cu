@@ -44,6 +44,25 @@ static void gemm_empty(const kern_args *a, const gemm_rm *g)
     CUDA_CHECK(cudaMemset2DAsync(g->c, pitch, 0, row, (size_t)g->batch, cuda_stream(a)), a);
 }
 
+// The GEMM itself, alpha and beta where the handle's pointer mode says.
+static void gemm_blas(const kern_args *a, const gemm_rm *g, const float *alpha, const float *beta)
+{
+    cublasOperation_t opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int m = (int)g->m, n = (int)g->n, k = (int)g->k;
+    int lda = g->ta ? m : k, ldb = g->tb ? k : n;
+    if (g->batch == 1) {
+        CUBLAS_CHECK(cuda_blas.sgemm(a->queue->blas, opb, opa, n, m, k, alpha, g->b, ldb, g->a, lda,
+                                     beta, g->c, n),
+                     a);
+        return;
+    }
+    CUBLAS_CHECK(cuda_blas.sgemm_strided(a->queue->blas, opb, opa, n, m, k, alpha, g->b, ldb,
+                                         g->stride_b, g->a, lda, g->stride_a, beta, g->c, n,
+                                         g->stride_c, (int)g->batch),
+                 a);
+}
+
 static void gemm_run(const kern_args *a, const gemm_rm *g)
 {
     if (g->m == 0 || g->n == 0 || g->batch == 0) return;
@@ -51,20 +70,7 @@ static void gemm_run(const kern_args *a, const gemm_rm *g)
         gemm_empty(a, g);
         return;
     }
-    cublasOperation_t opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    int m = (int)g->m, n = (int)g->n, k = (int)g->k;
-    int lda = g->ta ? m : k, ldb = g->tb ? k : n;
-    if (g->batch == 1) {
-        CUBLAS_CHECK(cuda_blas.sgemm(a->queue->blas, opb, opa, n, m, k, &g->alpha, g->b, ldb, g->a,
-                                     lda, &g->beta, g->c, n),
-                     a);
-        return;
-    }
-    CUBLAS_CHECK(cuda_blas.sgemm_strided(a->queue->blas, opb, opa, n, m, k, &g->alpha, g->b, ldb,
-                                         g->stride_b, g->a, lda, g->stride_a, &g->beta, g->c, n,
-                                         g->stride_c, (int)g->batch),
-                 a);
+    gemm_blas(a, g, &g->alpha, &g->beta);
 }
 
 // The node's product (devices/gemm.h) into c, alpha 1, beta 0; with batch
@@ -168,13 +174,31 @@ static int k_matmul_bias(const kern_args *a)
     return 0;
 }
 
+// --stale-lr: alpha, -lr times the update's staleness factor, into the
+// factor's word (which the runtime sets on the stream before the update).
+__global__ static void neg_lr_kernel(float *scale, float lr)
+{
+    *scale = __fmul_rn(-lr, *scale);
+}
+
 // in[0] (the variable) -= lr * in[1] @ in[2]: one GEMM with beta = 1.
+// Under --stale-lr (a->lr_scale) cuBLAS reads alpha from the factor's word
+// and beta from the queue's 1 (device pointer mode): a step graph replays
+// no alpha of the host's.
 static int k_apply_sgd_matmul(const kern_args *a)
 {
     gemm_rm g = gemm_args(a, (float *)a->in[0]);
     g.alpha = -(float)a->node->attr.f[ATTR_SGDMM_LR];
     g.beta = 1.0f;
-    gemm_run(a, &g);
+    if (!a->lr_scale || g.m == 0 || g.n == 0 || g.k == 0) {
+        gemm_run(a, &g);
+        return 0;
+    }
+    CUDA_LAUNCH(1, 1, 0, cuda_stream(a), neg_lr_kernel)(a->lr_scale, -g.alpha);
+    CUDA_LAUNCHED(a);
+    CUBLAS_CHECK(cuda_blas.set_pointer_mode(a->queue->blas, CUBLAS_POINTER_MODE_DEVICE), a);
+    gemm_blas(a, &g, a->lr_scale, a->queue->one);
+    CUBLAS_CHECK(cuda_blas.set_pointer_mode(a->queue->blas, CUBLAS_POINTER_MODE_HOST), a);
     return 0;
 }
 

@@ -18,10 +18,24 @@
 #include "../optim.h"
 #include "cu_a_args.cuh"
 
+// --stale-lr: the update's lr times its staleness factor, into the
+// factor's word (which the runtime sets on the stream before each update).
+__global__ static void lr_scale_kernel(float *scale, const float *lr)
+{
+    *scale = cua_mul(*lr, *scale);
+}
+
 // The learning rate and the gradient scale of update a (device pointers).
+// Under --stale-lr (a->lr_scale) the lr is scaled on the stream first: call
+// upd_lr before CUDA_LAUNCH, not inside the launch's arguments (cua_launch's
+// are evaluated before it launches).
 static const float *upd_lr(const kern_args *a)
 {
-    return (const float *)a->in[a->n_in - 2];
+    const float *lr = (const float *)a->in[a->n_in - 2];
+    if (!a->lr_scale) return lr;
+    CUDA_LAUNCH(1, 1, 0, cuda_stream(a), lr_scale_kernel)(a->lr_scale, lr);
+    CUDA_LAUNCHED(a);
+    return a->lr_scale;
 }
 static const float *upd_gs(const kern_args *a)
 {
@@ -91,8 +105,9 @@ static int k_apply_sgd_rows(const kern_args *a)
     if (n <= 0 || d <= 0) return 0;
     unsigned threads = d >= CUDA_BLOCK ? (unsigned)CUDA_BLOCK : (unsigned)((d + 31) / 32 * 32);
     unsigned blocks = n > 65535 * 8 ? 65535 * 8 : (unsigned)n;
+    const float *lr = upd_lr(a);
     CUDA_LAUNCH(blocks, threads, 0, cuda_stream(a), sgd_rows_kernel)
-    ((float *)a->in[0], (const float *)a->in[1], ids, n, d, v->dim[0], upd_lr(a), upd_gs(a),
+    ((float *)a->in[0], (const float *)a->in[1], ids, n, d, v->dim[0], lr, upd_gs(a),
      a->queue->fault, a->queue->seq);
     CUDA_LAUNCHED(a);
     return 0;
@@ -329,8 +344,9 @@ static int k_apply_momentum_rows(const kern_args *a)
 {
     rows_args r = rows_begin(a, 1);
     if (r.n <= 0 || r.d <= 0) return 0;
+    const float *lr = upd_lr(a);
     CUDA_LAUNCH(rows_blocks(r.n), rows_threads(r.d), 0, cuda_stream(a), momentum_rows_kernel)
-    (r, upd_lr(a), upd_gs(a), cua_attr_f(a, ATTR_MOMENTUM_M), cua_attr_i(a, ATTR_NESTEROV) != 0,
+    (r, lr, upd_gs(a), cua_attr_f(a, ATTR_MOMENTUM_M), cua_attr_i(a, ATTR_NESTEROV) != 0,
      cua_attr_f(a, ATTR_WD));
     CUDA_LAUNCHED(a);
     return 0;
@@ -342,8 +358,9 @@ static int k_apply_adam_rows(const kern_args *a)
                   cua_attr_f(a, ATTR_ADAM_EPS), cua_attr_f(a, ATTR_ADAM_WD)};
     rows_args r = rows_begin(a, 2);
     if (r.n <= 0 || r.d <= 0) return 0;
+    const float *lr = upd_lr(a);
     CUDA_LAUNCH(rows_blocks(r.n), rows_threads(r.d), 0, cuda_stream(a), adam_rows_kernel)
-    (r, (const float *)a->in[5], upd_lr(a), upd_gs(a), hp);
+    (r, (const float *)a->in[5], lr, upd_gs(a), hp);
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -367,8 +384,9 @@ static int k_apply_sgd_rows_wd(const kern_args *a)
     rows_args r = rows_begin(a, 0);
     r.s1 = NULL;
     if (r.n <= 0 || r.d <= 0) return 0;
+    const float *lr = upd_lr(a);
     CUDA_LAUNCH(rows_blocks(r.n), rows_threads(r.d), 0, cuda_stream(a), sgd_rows_wd_kernel)
-    (r, upd_lr(a), upd_gs(a), cua_attr_f(a, ATTR_WD));
+    (r, lr, upd_gs(a), cua_attr_f(a, ATTR_WD));
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -444,8 +462,9 @@ static int k_apply_adaptive_rows(const kern_args *a)
     rows_args r = rows_begin(a, 1);
     r.s1 = s[0], r.s2 = s[1], r.s3 = s[2];
     if (r.n <= 0 || r.d <= 0) return 0;
+    const float *lr = upd_lr(a);
     CUDA_LAUNCH(rows_blocks(r.n), rows_threads(r.d), 0, cuda_stream(a), adaptive_rows_kernel)
-    (kind, r, upd_lr(a), upd_gs(a), hp);
+    (kind, r, lr, upd_gs(a), hp);
     CUDA_LAUNCHED(a);
     return 0;
 }

@@ -136,6 +136,7 @@ static const char *changed_field(const sim_call *c)
     if (now->scratch != was->scratch || now->max_tasks != was->max_tasks) return "scratch";
     if (now->seed != was->seed) return "seed";
     if (now->step_dev != was->step_dev) return "step_dev";
+    if (now->lr_scale != was->lr_scale) return "lr_scale";
     if (now->step != was->step && !was->step_dev && was->node &&
         ops_has(was->node->op, OPF_PER_RUN))
         return "step";

@@ -372,6 +372,7 @@ void sim_queue_launch(device_obj *d, dev_queue *q, kernel_fn fn, const kern_args
     e->a.scratch = sim_kernel_buf(d, a, "scratch", 0, a->scratch,
                                   a->scratch_task_bytes * (size_t)a->max_tasks);
     e->a.step_dev = sim_kernel_buf(d, a, "run counter", 0, a->step_dev, sizeof *a->step_dev);
+    e->a.lr_scale = sim_kernel_buf(d, a, "learning-rate scale", 0, a->lr_scale, sizeof(float));
     e->a.pool = NULL; /* the sim runs a kernel on its worker alone */
     sim_push(q, e);
 }

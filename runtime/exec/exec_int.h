@@ -49,6 +49,10 @@ typedef struct exec_part {
      * counter in device memory (kern_args.step_dev) and the pinned word it
      * is copied from on the queue as each step starts (parts.c); else NULL. */
     uint64_t *step_dev, *step_host;
+    /* --stale-lr: the learning-rate factors of its updates (stale.c), in
+     * device memory, and on an async device the pinned words they are
+     * copied from; else NULL. */
+    float *scale_dev, *scale_host;
     pthread_t thread;
     int started;
     gr_status *st; /* a NaN found by check_numerics on this partition's thread */
@@ -83,6 +87,7 @@ typedef struct exec_data {
 typedef struct exec_stale {
     int *var, n_var;
     uint64_t *seen;
+    int *call_var; /* per call: its variable's index in var when its lr is scaled, else -1 */
     _Atomic uint64_t sum, count[GR_STALENESS_BUCKETS];
 } exec_stale;
 
@@ -140,6 +145,12 @@ void stale_build(rt_exec *e);
 void stale_free(rt_exec *e);
 void stale_begin(rt_exec *e);
 void stale_end(rt_exec *e);
+/* --stale-lr: a word per scaled update of partition pt (kern_args.lr_scale)
+ * and its release; each step, the factors of level L's updates written
+ * before it runs (an async device's: copied on its queue). */
+gr_code stale_link(rt_exec *e, exec_part *pt, gr_status *st);
+void stale_unlink(exec_part *pt);
+void stale_scale(const rt_exec *e, const exec_part *pt, const exec_level *L);
 
 /* One level's calls, in order or over the partition's pool, or enqueued on
  * its queue: GR_OK, or the error of a kernel that failed (at its node's

@@ -266,7 +266,7 @@ static void set_step(rt_exec *e, exec_part *pt)
  * racing another executor's), and, per stretch, no copy into host memory
  * that is not pinned (a dev -> host send writes the CPU's arena).  Calls
  * that read the run counter are recorded: they read it from device memory
- * (link_step). */
+ * (link_step), as updates read their learning-rate factor (stale.c). */
 static void mark_recordable(rt_exec *e, exec_part *pt)
 {
     if (!pt->q || !pt->dev->vt->capture_begin || e->env->opt->check_numerics ||
@@ -306,20 +306,25 @@ static void seg_enqueue(rt_exec *e, int k, const exec_seg *sg, int recording)
     for (int l = sg->first; l < sg->first + sg->n; l++) {
         const exec_level *L = &e->levels[l];
         for (int i = 0; i < L->n_wait; i++) xfer_copy_in(e, L->wait[i]);
-        if ((recording || !atomic_load(&e->failed)) &&
-            (sched_run_level(e, L, pt->st) != GR_OK || sched_check_level(e, L, pt->st) != GR_OK))
-            atomic_store(&e->failed, k + 1);
+        if (recording || !atomic_load(&e->failed)) {
+            if (!pt->q) stale_scale(e, pt, L); /* the CPU: as the level runs */
+            if (sched_run_level(e, L, pt->st) != GR_OK || sched_check_level(e, L, pt->st) != GR_OK)
+                atomic_store(&e->failed, k + 1);
+        }
         for (int i = 0; i < L->n_send; i++) xfer_copy_out(e, L->send[i]);
     }
 }
 
 /* The first step of a recordable stretch runs call by call (first calls
  * may set things up: cuBLAS does), the second records it; from then on
- * each step replays the recording. */
+ * each step replays the recording.  On an async device the stretch's
+ * learning-rate factors (--stale-lr) are copied first, outside any
+ * recording, as the run counter is. */
 static void seg_run(rt_exec *e, int k, exec_seg *sg)
 {
     exec_part *pt = &e->parts[k];
     const device_vtable *vt = pt->dev->vt;
+    for (int l = sg->first; pt->q && l < sg->first + sg->n; l++) stale_scale(e, pt, &e->levels[l]);
     if (sg->record && !sg->graph && sg->runs++ == 1) {
         vt->capture_begin(pt->dev, pt->q);
         seg_enqueue(e, k, sg, 1);
@@ -379,7 +384,9 @@ gr_code parts_link(rt_exec *e, gr_status *st)
     gr_code c = link_xfers(e, st);
     for (int k = 0; c == GR_OK && k < e->n_parts; k++) {
         build_segs(e, &e->parts[k]);
-        if ((c = link_step(e, &e->parts[k], st)) == GR_OK) mark_recordable(e, &e->parts[k]);
+        if ((c = link_step(e, &e->parts[k], st)) == GR_OK &&
+            (c = stale_link(e, &e->parts[k], st)) == GR_OK)
+            mark_recordable(e, &e->parts[k]);
     }
     if (c == GR_OK) /* parts_stop's sign that parts_start ran */
         e->xfer_ready = base_xcalloc((size_t)p->n_xfers + 1, sizeof *e->xfer_ready);
@@ -440,6 +447,7 @@ void parts_stop(rt_exec *e)
     for (int k = 0; e->parts && k < e->n_parts; k++) {
         free_segs(&e->parts[k]);
         unlink_step(&e->parts[k]);
+        stale_unlink(&e->parts[k]);
     }
     unlink_xfers(e);
     if (!e->xfer_ready) return; /* parts_link never ran */

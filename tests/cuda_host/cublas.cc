@@ -4,7 +4,9 @@
 // and beta it was given, so a wrong argument in our calls gives a wrong
 // result here too.  Arguments are checked as cuBLAS checks them (leading
 // dimensions at least the rows stored), and each matrix must lie inside
-// one live device allocation: the span a leading dimension implies.
+// one live device allocation: the span a leading dimension implies.  In
+// device pointer mode alpha and beta are device memory, read as the GEMM
+// runs on its stream (as cuBLAS reads them), not when it is called.
 // Linked against nothing of the runtime: it reaches its stream through the
 // table every stream starts with (host_abi.h).
 #include <cblas.h>
@@ -23,6 +25,7 @@ struct cublasContext {
     cudaStream_t stream;
     void *ws;
     size_t ws_bytes;
+    cublasPointerMode_t mode;
 };
 
 namespace
@@ -35,6 +38,7 @@ struct gemm {
     float *C;
     long long sa, sb, sc;
     const abi *ops;
+    const float *alpha_dev, *beta_dev; /* device pointer mode: read when it runs; else NULL */
 };
 
 CBLAS_TRANSPOSE cblas_op(cublasOperation_t t)
@@ -62,9 +66,26 @@ const float *at(const gemm *g, const float *p, size_t elems, const char *which, 
     return q;
 }
 
+// Device pointer mode: alpha and beta from device memory, now.
+bool read_scalars(gemm *g, char *why, size_t n)
+{
+    if (!g->alpha_dev) return true;
+    const float *al = (const float *)g->ops->device_span(g->alpha_dev, sizeof(float));
+    const float *be = (const float *)g->ops->device_span(g->beta_dev, sizeof(float));
+    if (!al || !be) {
+        snprintf(why, n,
+                 "cublasSgemm (pointer mode device): alpha %p or beta %p not in device memory",
+                 (const void *)g->alpha_dev, (const void *)g->beta_dev);
+        return false;
+    }
+    g->alpha = *al, g->beta = *be;
+    return true;
+}
+
 bool gemm_run(void *ctx, char *why, size_t n)
 {
-    const gemm *g = (const gemm *)ctx;
+    gemm *g = (gemm *)ctx;
+    if (!read_scalars(g, why, n)) return false;
     int ar = g->ta == CUBLAS_OP_N ? g->m : g->k, ac = g->ta == CUBLAS_OP_N ? g->k : g->m;
     int br = g->tb == CUBLAS_OP_N ? g->k : g->n, bc = g->tb == CUBLAS_OP_N ? g->n : g->k;
     const float *A = at(g, g->A, extent(ar, ac, g->lda, g->sa, g->batch), "A", why, n);
@@ -94,6 +115,16 @@ bool valid(const gemm &g)
                   (g.tb == CUBLAS_OP_N || g.tb == CUBLAS_OP_T);
     return ops_ok && g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0 &&
            g.lda >= (ar > 1 ? ar : 1) && g.ldb >= (br > 1 ? br : 1) && g.ldc >= (g.m > 1 ? g.m : 1);
+}
+
+// alpha and beta as h's pointer mode says: their values now, or device
+// pointers read as the GEMM runs.
+void set_scalars(cublasHandle_t h, gemm &g, const float *alpha, const float *beta)
+{
+    if (h && h->mode == CUBLAS_POINTER_MODE_DEVICE)
+        g.alpha_dev = alpha, g.beta_dev = beta;
+    else
+        g.alpha = *alpha, g.beta = *beta;
 }
 
 cublasStatus_t submit(cublasHandle_t h, const gemm &g0, const char *name)
@@ -153,11 +184,21 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *ws, size_t bytes)
     return CUBLAS_STATUS_SUCCESS;
 }
 
+cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t mode)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (mode != CUBLAS_POINTER_MODE_HOST && mode != CUBLAS_POINTER_MODE_DEVICE)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    h->mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                               int n, int k, const float *alpha, const float *A, int lda,
                               const float *B, int ldb, const float *beta, float *C, int ldc)
 {
-    gemm g = {ta, tb, m, n, k, lda, ldb, ldc, 1, *alpha, *beta, A, B, C, 0, 0, 0, NULL};
+    gemm g = {ta, tb, m, n, k, lda, ldb, ldc, 1, 0, 0, A, B, C, 0, 0, 0, NULL, NULL, NULL};
+    set_scalars(h, g, alpha, beta);
     return submit(h, g, "cublasSgemm");
 }
 
@@ -168,8 +209,9 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          long long strideB, const float *beta, float *C, int ldc,
                                          long long strideC, int batch)
 {
-    gemm g = {ta,     tb,    m, n, k, lda,     ldb,     ldc,     batch,
-              *alpha, *beta, A, B, C, strideA, strideB, strideC, NULL};
+    gemm g = {ta, tb, m, n, k,       lda,     ldb,     ldc,  batch, 0,
+              0,  A,  B, C, strideA, strideB, strideC, NULL, NULL,  NULL};
+    set_scalars(h, g, alpha, beta);
     return submit(h, g, "cublasSgemmStridedBatched");
 }
 }

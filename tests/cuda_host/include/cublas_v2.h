@@ -20,19 +20,23 @@ typedef enum {
 
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
 
+typedef enum { CUBLAS_POINTER_MODE_HOST = 0, CUBLAS_POINTER_MODE_DEVICE = 1 } cublasPointerMode_t;
+
 typedef struct cublasContext *cublasHandle_t;
 
-#define cublasCreate       cublasCreate_v2
-#define cublasDestroy      cublasDestroy_v2
-#define cublasSetStream    cublasSetStream_v2
-#define cublasSetWorkspace cublasSetWorkspace_v2
-#define cublasSgemm        cublasSgemm_v2
+#define cublasCreate         cublasCreate_v2
+#define cublasDestroy        cublasDestroy_v2
+#define cublasSetStream      cublasSetStream_v2
+#define cublasSetWorkspace   cublasSetWorkspace_v2
+#define cublasSgemm          cublasSgemm_v2
+#define cublasSetPointerMode cublasSetPointerMode_v2
 
 extern "C" {
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h);
 cublasStatus_t cublasDestroy_v2(cublasHandle_t h);
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s);
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *ws, size_t bytes);
+cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t mode);
 cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                               int n, int k, const float *alpha, const float *A, int lda,
                               const float *B, int ldb, const float *beta, float *C, int ldc);
