@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/spectrum.sh: between synchronous and asynchronous on one machine
 # (issue 29, docs/distributed.md): the Fashion-MNIST MLP trained by one
-# executor and by two concurrent ones, unbounded (Hogwild!) and under
-# --max-staleness S, each with and without a straggler (--slow 1:F); for
+# executor and by two concurrent ones, unbounded (Hogwild!, also with the
+# staleness-aware learning rate, --stale-lr) and under --max-staleness S,
+# each with and without a straggler (--slow 1:F); for
 # each, the seconds of training until the test accuracy first reaches
 # TARGET (evaluated every EVAL_EVERY steps), the staleness the summary
 # reports, and the final accuracy.  Then the same over RANKS MPI processes
@@ -17,8 +18,7 @@
 # Environment: GRAPHRUN (default build/graphrun), TARGET (0.85), STEPS
 # (8000), EVAL_EVERY (250), SLOW (3), SEED (1), RANKS (3), ROWS (all,
 # local or mpi), OUT (a temporary folder).
-# Not here yet: periodic averaging over MPI ranks and the staleness-aware
-# learning rate.
+# Not here yet: periodic averaging over MPI ranks.
 set -eu
 set -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,6 +63,8 @@ if [ "$ROWS" != mpi ]; then
     for slow in "" "--slow 1:$SLOW"; do
         tag=${slow:+, worker 1 ${SLOW}x slower}
         run "2 executors, Hogwild!$tag" --executors 2 --threads 2 $slow
+        run "2 executors, Hogwild! with the staleness-aware learning rate$tag" --executors 2 \
+            --threads 2 --stale-lr $slow
         for S in 0 1 4; do
             run "2 executors, --max-staleness $S$tag" --executors 2 --threads 2 --max-staleness $S $slow
         done
