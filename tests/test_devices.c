@@ -1670,6 +1670,11 @@ static const grad_case grad_cases[] = {
      "zeros([3, 6]) - 0.2, ones([2, 6]) * 0.7, x1, x1)"},
     {.vars = "var x0 = zeros([2, 4, 3, 2])\n  var x1 = zeros([4])\n  var x2 = zeros([4])",
      "groupnorm(x0, x1 + 1.0, x2, groups=2)"},
+    /* the sequence forms: 3 steps of x0 [B, T, X], slices' gradients concatenated */
+    {.vars = "var x0 = zeros([2, 3, 3])\n  var x1 = zeros([8])\n  var x2 = zeros([2, 4])",
+     "lstm_seq(x0, x2, zeros([5, 8]) + 0.3, x1)[0]"},
+    {.vars = "var x0 = zeros([2, 3, 3])\n  var x1 = zeros([6])\n  var x2 = zeros([2, 2])",
+     "gru_seq(x0, x2, zeros([3, 6]) + 0.3, ones([2, 6]) - 1.5, x1, x1 * 0.5)[1]"},
 };
 
 #define GC_EPS   1e-2
