@@ -51,6 +51,10 @@ void cli_mpi_note(void);
  * aborting the job).  0 without --distributed. */
 struct train_opts;
 int cli_mpi_agree(const struct train_opts *o, gr_session *s, gr_status *st);
+/* --backup, after the last step: every rank ended at rank 0's step (a
+ * collective, so a rank that stalled ends the job with a message naming
+ * it, rather than MPI_Finalize waiting for it); -1 after printing why. */
+int cli_mpi_done(const struct train_opts *o, gr_session *s, gr_status *st);
 /* gr_session_new failed with st: when every process failed so together
  * (their options, graphs or initial variables differ: GR_ERR_ARG,
  * "distributed: rank R ..."; include/graphrun.h), each ends by itself after

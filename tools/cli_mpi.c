@@ -70,6 +70,19 @@ void cli_mpi_session_failed(const gr_status *st)
         failed_together = 1;
 }
 
+/* Each (what, value) compared across the ranks, in order; -1 after
+ * printing the first difference or failure. */
+static int agree_all(gr_session *s, const char *(*pairs)[2], size_t n, gr_status *st)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (gr_session_dist_agree(s, pairs[i][0], pairs[i][1], st) == GR_OK) continue;
+        cli_print_status(st);
+        failed_together = gr_status_code(st) == GR_ERR_ARG;
+        return -1;
+    }
+    return 0;
+}
+
 int cli_mpi_agree(const train_opts *o, gr_session *s, gr_status *st)
 {
     char steps[24], every[24], ckpt_every[24], evals[1024];
@@ -86,13 +99,16 @@ int cli_mpi_agree(const train_opts *o, gr_session *s, gr_status *st)
                               {"--init-from", given(o->init_path)},
                               {"--allow-missing", o->restore.allow_missing ? "on" : "off"}};
     if (!o->comp.distributed) return 0;
-    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
-        if (gr_session_dist_agree(s, pairs[i][0], pairs[i][1], st) == GR_OK) continue;
-        cli_print_status(st);
-        failed_together = gr_status_code(st) == GR_ERR_ARG;
-        return -1;
-    }
-    return 0;
+    return agree_all(s, pairs, sizeof pairs / sizeof *pairs, st);
+}
+
+int cli_mpi_done(const train_opts *o, gr_session *s, gr_status *st)
+{
+    char step[24];
+    snprintf(step, sizeof step, "%llu", (unsigned long long)gr_session_step(s));
+    const char *pairs[][2] = {{"the last step", step}};
+    if (!o->sess.backup || trep_interrupted()) return 0;
+    return agree_all(s, pairs, 1, st);
 }
 
 int cli_mpi_check(const train_opts *o, int size)

@@ -268,7 +268,8 @@ static int train_session(train_opts *o, gr_program *prog, gr_status *st)
     trep_cancel_evals_of(o->comp.distributed ? NULL : s);
     int rc = restore_checkpoint(o, s, st) < 0 ||
              (concurrent(o) ? train_async(o, s, &secs, &loss, &pg, st)
-                            : train_loop(o, s, &ti, &secs, &loss, &pg, st)) < 0;
+                            : train_loop(o, s, &ti, &secs, &loss, &pg, st)) < 0 ||
+             cli_mpi_done(o, s, st) < 0;
     if (!rc)
         rc = trep_interrupted() ? interrupted(o, s, 0, st) : finish(o, s, &ti, secs, loss, &pg, st);
     if (pg.tb && gr_session_scalar_flush(s, st) != GR_OK) { /* the last TensorBoard values */
