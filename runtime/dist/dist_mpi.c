@@ -203,9 +203,10 @@ static int backup_gradient(rt_dist *d, const float *in, float *out, size_t n, co
     if (bk_gradient(d->bk, d->h.step(d->h.ctx), in, out, n, step, &b.w, &odd_rank, &odd_n) == 0)
         return 0;
     if (odd_rank >= 0)
-        coll_fail(&d->sched, f->msg, sizeof f->msg,
-                  "distributed: rank %d averages %llu floats while rank 0 averages %zu in its %s",
-                  odd_rank, (unsigned long long)odd_n, n, backup_what(d, odd_rank, a, sizeof a));
+        coll_fail(
+            &d->sched, f->msg, sizeof f->msg,
+            "distributed: rank %d averages %llu floats while rank 0 averages %zu, waiting for %s",
+            odd_rank, (unsigned long long)odd_n, n, backup_what(d, odd_rank, a, sizeof a));
     return -1;
 }
 
