@@ -265,15 +265,32 @@ int coll_poll(coll_sched *c, double waited, int missing, char *why, size_t len)
     return 0;
 }
 
-int coll_watch(coll_sched *c, double waited, int who, const char *what, char *why, size_t len)
+/* The rank whose goodbye ends a watch: who, or (who < 0) the last of the
+ * others to have left once fewer than need are still there; -1 none. */
+static int gone(const coll_sched *c, int who, int need)
+{
+    if (who >= 0) return c->peers[who].bye_seq >= 0 ? who : -1;
+    int here = 0, last = -1;
+    for (int r = 0; r < c->size; r++) {
+        if (r == c->rank) continue;
+        if (c->peers[r].bye_seq >= 0)
+            last = r;
+        else
+            here++;
+    }
+    return here < need ? last : -1;
+}
+
+int coll_watch(coll_sched *c, double waited, int who, int need, const char *what, char *why,
+               size_t len)
 {
     drain(c);
-    const coll_peer *p = who >= 0 ? &c->peers[who] : NULL;
-    if (p && p->bye_seq >= 0)
+    int r = gone(c, who, need);
+    if (r >= 0)
         return coll_fail(c, why, len,
                          "distributed: rank %d left (gr_session_free) at step %lld while rank %d "
                          "waits for %s",
-                         who, (long long)p->bye_step, c->rank, what);
+                         r, (long long)c->peers[r].bye_step, c->rank, what);
     if (waited > c->timeout)
         return coll_fail(c, why, len,
                          "distributed: rank %d waited %.3g s for %s, which stopped coming "

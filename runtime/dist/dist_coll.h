@@ -91,10 +91,11 @@ int coll_wait(coll_sched *c, MPI_Request *rq, char *why, size_t len);
 int coll_poll(coll_sched *c, double waited, int missing, char *why, size_t len);
 /* A wait outside the numbered collectives (backup workers' exchange,
  * dist_backup.h), for `what`: reads the control messages and fails when
- * rank `who` (-1: none in particular) left, or after the timeout.  It
- * announces nothing: the others do not wait for this process there.  0,
- * or -1 with why. */
-int coll_watch(coll_sched *c, double waited, int who, const char *what, char *why, size_t len);
+ * rank `who` left (who < 0: when fewer than `need` of the others are still
+ * there), or after the timeout.  It announces nothing: the others do not
+ * wait for this process there.  0, or -1 with why. */
+int coll_watch(coll_sched *c, double waited, int who, int need, const char *what, char *why,
+               size_t len);
 /* The gradient allreduce over c->fast of n floats: every process's (seq,
  * n) is compared first, in a nonblocking allreduce.  0, or -1 with why. */
 int coll_fast_check(coll_sched *c, size_t n, char *why, size_t len);

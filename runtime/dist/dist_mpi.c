@@ -184,7 +184,7 @@ static int backup_poll(bk_wait *w, int missing, double waited)
     backup_wait *b = (backup_wait *)w;
     char what[128];
     if (waited >= 1e-3)
-        return coll_watch(&b->d->sched, waited, missing,
+        return coll_watch(&b->d->sched, waited, missing, b->d->size - b->d->backup - 1,
                           backup_what(b->d, missing, what, sizeof what), b->why, b->len);
     if (waited > 20e-6) sched_yield(); /* as grad_poll */
     return 0;

@@ -48,6 +48,9 @@
 #             ends the job, naming the step
 #   backup-stall-root  rank 0 stops: the others' wait for its variables ends
 #             the job
+#   backup-leave  every rank but 0 frees its session after 3 steps: rank 0's
+#             wait for a gradient ends at once (GR_DIST_TIMEOUT is 600 s),
+#             naming one
 #   backup-cli  --backup without --distributed sync, --backup >= P and --slow
 #             of a rank that does not exist are usage errors (exit 2)
 set -u
@@ -291,6 +294,12 @@ other 2 ranks for step 4 (--backup 1), which stopped coming (GR_DIST_TIMEOUT)" ;
 (--backup 1), which stopped coming (GR_DIST_TIMEOUT)" ;;
     esac
     grep -q "$want" sched.out || fail "no message: $want: $(cat sched.out)"
+    ;;
+backup-leave)
+    job sched.out $R3 "$P" "$T" leave-others sync 1
+    quick_failure sched.out
+    grep -q "^rank 0: .*rank [12] left (gr_session_free) at step 3 while rank 0 waits for the \
+gradients of 1 of the other 2 ranks for step 4 (--backup 1)" sched.out || fail "$(cat sched.out)"
     ;;
 backup-cli)
     "$G" "$T" --steps 1 --backup 1 2> e1; [ $? -eq 2 ] || fail "--backup alone"

@@ -7,6 +7,7 @@
  *   mpi_schedule MODEL CASE [MODE [BACKUP [TARGET]]]
  *   CASE  together  both ranks: 10 steps, an evaluation, a save, a restore
  *         leave     rank 1 frees its session after 3 steps; rank 0 goes on to 10
+ *         leave-others  every rank but 0 does
  *         stop      rank 1 stops calling after 3 steps (sleeps for a minute)
  *         eval      rank 1 evaluates after 3 steps while rank 0 trains
  *         target    rank 1 trains another target (other lengths to average)
@@ -135,7 +136,9 @@ static int run_case(gr_session *s, const gr_program *p, const char *what, gr_sta
         return 3;
     }
     if (rank == 1 && strcmp(what, "target") == 0) target = "train_b";
-    train(s, rank == 1 && strcmp(what, "target") != 0 ? 3 : 10, st);
+    int leaves =
+        strcmp(what, "leave-others") == 0 ? rank != 0 : rank == 1 && strcmp(what, "target") != 0;
+    train(s, leaves ? 3 : 10, st);
     if (rank == 1 && strcmp(what, "stop") == 0) sleep(60);
     if (rank == 1 && strcmp(what, "eval") == 0 && gr_eval(s, "loss", &loss, st) != GR_OK) die(st);
     return 0;
