@@ -53,7 +53,7 @@ if(GR_FUZZ AND GR_CLANG)
        ${GR_FUZZ_SRC}/runtime/*.c ${GR_FUZZ_SRC}/runtime/*/*.c
        ${GR_FUZZ_SRC}/devices/*.c ${GR_FUZZ_SRC}/devices/cpu/*.c ${GR_FUZZ_SRC}/devices/sim/*.c)
   # no MPI here; core_calls.c belongs to the modules only
-  list(FILTER GR_FZ_SRCS EXCLUDE REGEX "/runtime/dist/dist_(mpi|shm|coll)\\.c$|/devices/core_calls\\.c$")
+  list(FILTER GR_FZ_SRCS EXCLUDE REGEX "/runtime/dist/dist_(mpi|shm|coll|backup)\\.c$|/devices/core_calls\\.c$")
   set_source_files_properties(${GR_PROTO_C} PROPERTIES GENERATED TRUE)
   list(APPEND GR_FZ_SRCS ${GR_FUZZ_GEN} ${GR_PROTO_C} ${GR_FUZZ_SRC}/tests/fuzz/fuzz_compile.c)
   set(GR_FZ_CFLAGS -std=c11 -g -O1 -D_GNU_SOURCE
