@@ -16,10 +16,20 @@
 #define ACT_FN static inline
 #endif
 
+/* The e^x (of x <= 0) and tanh below: libm's, unless the includer names
+ * its own first (the CPU's cpu_impl.h: straight-line code that vectorises,
+ * where libm's are a call per element). */
+#ifndef ACT_EXPF
+#define ACT_EXPF expf
+#endif
+#ifndef ACT_TANHF
+#define ACT_TANHF tanhf
+#endif
+
 /* 1 / (1 + e^-x) without overflow on either side. */
 ACT_FN float act_sigmoid(float x)
 {
-    float e = expf(-fabsf(x));
+    float e = ACT_EXPF(-fabsf(x));
     return x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
 
@@ -98,28 +108,40 @@ ACT_FN int32_t act_minimum_i32(int32_t x, int32_t y)
  * z = (i, f, g, o) and the old cell c give
  *   c' = sigmoid(f) c + sigmoid(i) tanh(g),   h' = sigmoid(o) tanh(c')
  * (lstm_cell; devices/cpu/cpu_rnn.c and k_elementwise.cu call these). */
+/* c' of one unit from its gates' pre-activations i, f, g and its c. */
+ACT_FN float act_lstm_c(float zi, float zf, float zg, float c)
+{
+    return act_sigmoid(zf) * c + act_sigmoid(zi) * ACT_TANHF(zg);
+}
+
 ACT_FN void act_lstm_cell(const float z[4], float c, float *h_out, float *c_out)
 {
-    float i = act_sigmoid(z[0]), f = act_sigmoid(z[1]), g = tanhf(z[2]), o = act_sigmoid(z[3]);
-    float cn = f * c + i * g;
+    float cn = act_lstm_c(z[0], z[1], z[2], c);
     *c_out = cn;
-    *h_out = o * tanhf(cn);
+    *h_out = act_sigmoid(z[3]) * ACT_TANHF(cn);
 }
 
 /* lstm_cell_grad: from dh' and dc' (and z and c, the forward's inputs), dz
  * of the four gates and dc.  dc' takes in what reaches it through h':
- * dc'' = dc' + dh' sigmoid(o) (1 - tanh(c')^2). */
+ * dc'' = dc' + dh' sigmoid(o) (1 - tanh(c')^2).  By scalars (the CPU's
+ * loops vectorise over units then), and by arrays. */
+ACT_FN void act_lstm_unit_grad(float zi, float zf, float zg, float zo, float c, float dh, float dcn,
+                               float *di, float *df, float *dg, float *d_o, float *dc)
+{
+    float i = act_sigmoid(zi), f = act_sigmoid(zf), g = ACT_TANHF(zg), o = act_sigmoid(zo);
+    float tc = ACT_TANHF(f * c + i * g);
+    float d = dcn + dh * o * (1.0f - tc * tc);
+    *di = d * g * i * (1.0f - i);
+    *df = d * c * f * (1.0f - f);
+    *dg = d * i * (1.0f - g * g);
+    *d_o = dh * tc * o * (1.0f - o);
+    *dc = d * f;
+}
+
 ACT_FN void act_lstm_cell_grad(const float z[4], float c, float dh, float dcn, float dz[4],
                                float *dc)
 {
-    float i = act_sigmoid(z[0]), f = act_sigmoid(z[1]), g = tanhf(z[2]), o = act_sigmoid(z[3]);
-    float tc = tanhf(f * c + i * g);
-    float d = dcn + dh * o * (1.0f - tc * tc);
-    dz[0] = d * g * i * (1.0f - i);
-    dz[1] = d * c * f * (1.0f - f);
-    dz[2] = d * i * (1.0f - g * g);
-    dz[3] = dh * tc * o * (1.0f - o);
-    *dc = d * f;
+    act_lstm_unit_grad(z[0], z[1], z[2], z[3], c, dh, dcn, &dz[0], &dz[1], &dz[2], &dz[3], dc);
 }
 
 /* One unit of a GRU cell, PyTorch's nn.GRUCell: gx = (r, z, n) of x @ w_ih +
@@ -130,23 +152,32 @@ ACT_FN void act_lstm_cell_grad(const float z[4], float c, float dh, float dcn, f
 ACT_FN float act_gru_cell(const float gx[3], const float gh[3], float h)
 {
     float r = act_sigmoid(gx[0] + gh[0]), z = act_sigmoid(gx[1] + gh[1]);
-    float n = tanhf(gx[2] + r * gh[2]);
+    float n = ACT_TANHF(gx[2] + r * gh[2]);
     return (1.0f - z) * n + z * h;
 }
 
-/* gru_cell_grad: from dh' (and the forward's inputs), dgx, dgh and dh. */
+/* gru_cell_grad: from dh' (and the forward's inputs), dgx, dgh and dh; by
+ * scalars, and by arrays. */
+ACT_FN void act_gru_unit_grad(float xr, float xz, float xn, float hr, float hz, float hn, float h,
+                              float dy, float *dxr, float *dxz, float *dxn, float *dhn, float *dh)
+{
+    float r = act_sigmoid(xr + hr), z = act_sigmoid(xz + hz);
+    float n = ACT_TANHF(xn + r * hn);
+    float dn = dy * (1.0f - z) * (1.0f - n * n);
+    *dxr = dn * hn * r * (1.0f - r); /* dgh's r and z are dgx's */
+    *dxz = dy * (h - n) * z * (1.0f - z);
+    *dxn = dn;
+    *dhn = dn * r;
+    *dh = dy * z;
+}
+
 ACT_FN void act_gru_cell_grad(const float gx[3], const float gh[3], float h, float dy, float dgx[3],
                               float dgh[3], float *dh)
 {
-    float r = act_sigmoid(gx[0] + gh[0]), z = act_sigmoid(gx[1] + gh[1]);
-    float n = tanhf(gx[2] + r * gh[2]);
-    float dn = dy * (1.0f - z) * (1.0f - n * n);
-    float dr = dn * gh[2] * r * (1.0f - r), dz = dy * (h - n) * z * (1.0f - z);
-    dgx[0] = dgh[0] = dr;
-    dgx[1] = dgh[1] = dz;
-    dgx[2] = dn;
-    dgh[2] = dn * r;
-    *dh = dy * z;
+    act_gru_unit_grad(gx[0], gx[1], gx[2], gh[0], gh[1], gh[2], h, dy, &dgx[0], &dgx[1], &dgx[2],
+                      &dgh[2], dh);
+    dgh[0] = dgx[0];
+    dgh[1] = dgx[1];
 }
 
 #endif

@@ -12,6 +12,60 @@
 #include <stdint.h>
 #include <string.h>
 
+/* e^x in straight-line code that vectorises (libm's expf is a call):
+ * x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2, e^r by its Taylor
+ * polynomial to r^7 (truncation below 1e-8), 2^n from the exponent bits.
+ * Within 1e-7 of e^x relative; x is clamped to [-87, 80], so the result is
+ * a normal float (a NaN x comes out as e^-87), and so is 1 / (1 + e^x): GCC
+ * computes each clamp's case from its constant whatever x is, and a
+ * denormal there (1 / e^88 is one) costs a microcode assist per vector, 3x
+ * the time of gelu. */
+static inline float cpu_exp_vec(float x)
+{
+    x = x > -87.0f ? x : -87.0f;
+    x = x < 80.0f ? x : 80.0f;
+    float n = (x * 1.44269504088896341f + 0x1.8p23f) - 0x1.8p23f;         /* round to nearest */
+    float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-6f; /* ln2 in two parts */
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) * (1 << 23);
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* e^x, a NaN passed on (act.h's sigmoid on the CPU). */
+static inline float cpu_exp_nan(float x)
+{
+    return x != x ? x : cpu_exp_vec(x);
+}
+
+/* tanh(x) in straight-line code that vectorises: for |x| < 0.3 its odd
+ * Taylor polynomial to x^11 (truncation below 1e-9 relative), beyond it
+ * (1 - e) / (1 + e) with e = e^-2|x| <= 0.55 (no cancellation: within
+ * 2e-7 relative), the sign of x, and a NaN passed on. */
+static inline float cpu_tanh_vec(float x)
+{
+    float a = fabsf(x), x2 = x * x;
+    float p = -1382.0f / 155925;
+    p = p * x2 + 62.0f / 2835;
+    p = p * x2 - 17.0f / 315;
+    p = p * x2 + 2.0f / 15;
+    p = p * x2 - 1.0f / 3;
+    float small = x + x * x2 * p;
+    float e = cpu_exp_vec(-2.0f * a), big = copysignf((1.0f - e) / (1.0f + e), x);
+    float y = a < 0.3f ? small : big;
+    return x != x ? x : y;
+}
+
+#define ACT_EXPF  cpu_exp_nan
+#define ACT_TANHF cpu_tanh_vec
 #include "../act.h"
 #include "../bcast.h"
 #include "../optim.h"
@@ -72,8 +126,8 @@ void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, 
     X(LOG, logf(x))                                                                                \
     X(SQRT, sqrtf(x))                                                                              \
     X(RELU, x > 0.0f ? x : 0.0f)                                                                   \
-    X(SIGMOID, 1.0f / (1.0f + expf(-x)))                                                           \
-    X(TANH, tanhf(x))                                                                              \
+    X(SIGMOID, act_sigmoid(x))                                                                     \
+    X(TANH, cpu_tanh_vec(x))                                                                       \
     X(GELU, cpu_gelu(x))                                                                           \
     X(ABS, fabsf(x))                                                                               \
     X(SIN, sinf(x))                                                                                \
@@ -93,34 +147,6 @@ void cpu_bcast_walk(const cpu_bcast *bc, int64_t lo, int64_t hi, cpu_row_fn fn, 
     X(LOG_SIGMOID_GRAD, act_log_sigmoid_grad(dy, v))                                               \
     X(SILU_GRAD, act_silu_grad(dy, v))                                                             \
     X(ELU_GRAD, act_elu_grad(dy, v))
-
-/* e^x in straight-line code that vectorises (libm's expf is a call):
- * x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2, e^r by its Taylor
- * polynomial to r^7 (truncation below 1e-8), 2^n from the exponent bits.
- * Within 1e-7 of e^x relative; x is clamped to [-87, 80], so the result is
- * a normal float (a NaN x comes out as e^-87), and so is 1 / (1 + e^x): GCC
- * computes each clamp's case from its constant whatever x is, and a
- * denormal there (1 / e^88 is one) costs a microcode assist per vector, 3x
- * the time of gelu. */
-static inline float cpu_exp_vec(float x)
-{
-    x = x > -87.0f ? x : -87.0f;
-    x = x < 80.0f ? x : 80.0f;
-    float n = (x * 1.44269504088896341f + 0x1.8p23f) - 0x1.8p23f;         /* round to nearest */
-    float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-6f; /* ln2 in two parts */
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) * (1 << 23);
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
 
 /* GPT-2's gelu, the tanh approximation 0.5 x (1 + tanh(u)) with
  * u = sqrt(2/pi) (x + 0.044715 x^3), computed as x * s, s = sigmoid(2u)
