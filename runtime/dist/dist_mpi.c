@@ -246,6 +246,7 @@ static int backup_step_end(rt_dist *d, char *why)
     d->comm_secs += now() - t;
     state_copy(d, d->state, 1);
     d->h.set_step(d->h.ctx, step);
+    coll_set_step(&d->sched, step, 0); /* what a goodbye or a wait tells */
     return 0;
 }
 
