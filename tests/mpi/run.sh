@@ -7,8 +7,8 @@
 #             path between nodes); sgd also with 3 processes (1e-5 of 1 x 96).
 #             sgd's update of fc1/w is fused with its allreduce on both paths
 #             (apply_sgd_allreduce in --profile), momentum's and adam's are not;
-#             with backup workers (3 processes, --backup 1, one of them 10 ms
-#             slower a step) every process's variables are rank 0's bit for bit
+#             with backup workers (3 processes, --backup 1, one of them 4 times
+#             slower) every process's variables are rank 0's bit for bit
 #             after 30 steps (async processes' are not: the check can fail), and
 #             the slow one skipped steps (ran fewer than 30 times)
 #   resume    25 steps, checkpoint, resume to 50 == 50 uninterrupted, bit for
