@@ -189,10 +189,50 @@ static int merge_slice_grads(ad_ctx *c, int x, int ga, int gb)
     return ir_add_like(g, x, OP_SLICE_GRAD, &dy, 1, &sg);
 }
 
+/* The gradient a^T dy of a matrix's use in a @ w at a step of lstm_seq or
+ * gru_seq (ATTR_MM_STEP, which ops_grad_matmul passes on), both of rank 2. */
+static int is_weight_grad(const ir_graph *g, int n)
+{
+    const ir_node *m = &g->nodes[n];
+    return m->op == OP_MATMUL && m->attr.i[ATTR_MM_STEP] && m->attr.i[ATTR_TRANS_A] &&
+           !m->attr.i[ATTR_TRANS_B] && g->nodes[m->in[0]].type.rank == 2 &&
+           g->nodes[m->in[1]].type.rank == 2;
+}
+
+/* Two such gradients of one matrix on one device, a1^T dy1 + a2^T dy2,
+ * become one GEMM of their rows stacked, [a1; a2]^T [dy1; dy2]: the
+ * matrix a sequence uses at every step gets its gradient from one GEMM over
+ * all the steps' rows, not a thin GEMM and an add of matrix-sized tensors
+ * per step.  Only for the steps of one lstm_seq or gru_seq, which are on
+ * one device wherever it is: a matrix used in GEMMs the program places
+ * (towers, a for loop) keeps its adds, so its bits do not depend on the
+ * placement.  0 when they do not go together. */
+static int merge_weight_grads(ad_ctx *c, int ga, int gb)
+{
+    ir_graph *g = c->g;
+    const ir_node *a = &g->nodes[ga], *b = &g->nodes[gb];
+    if (place_requested(g, ga) != place_requested(g, gb) || !ir_type_eq(&a->type, &b->type))
+        return 0;
+    int cat[2];
+    ir_attrs rows = {.i = {[ATTR_AXIS] = 0}}, t = a->attr;
+    for (int k = 0; k < 2; k++) {
+        const ir_node *pa = &g->nodes[a->in[k]], *pb = &g->nodes[b->in[k]];
+        if (pa->type.dtype != pb->type.dtype || pa->type.dim[1] != pb->type.dim[1]) return 0;
+        int na = pa->op == OP_CONCAT ? pa->n_in : 1, nb = pb->op == OP_CONCAT ? pb->n_in : 1;
+        int *parts = base_xmalloc(sizeof(int) * (size_t)(na + nb));
+        int n = slice_pieces(g, b->in[k], 0, parts, slice_pieces(g, a->in[k], 0, parts, 0));
+        cat[k] = ir_add_like(g, ga, OP_CONCAT, parts, n, &rows);
+        free(parts);
+        if (cat[k] < 0) return -1;
+        a = &g->nodes[ga], b = &g->nodes[gb]; /* ir_add may move the nodes */
+    }
+    return ir_add_like(g, ga, OP_MATMUL, cat, 2, &t);
+}
+
 /* Adds gradient gx into grad[x]; several consumers sum with ADD, which goes
  * with x (a variable's gradients meet where the variable lives), several
- * gathers' rows merge (merge_gather_grads) and so do slices that meet
- * (merge_slice_grads). */
+ * gathers' rows merge (merge_gather_grads), so do a matrix's uses in
+ * GEMMs (merge_weight_grads) and slices that meet (merge_slice_grads). */
 static int accumulate(ad_ctx *c, int x, int gx)
 {
     int *gr = &c->grad[at(c, x)];
@@ -203,6 +243,14 @@ static int accumulate(ad_ctx *c, int x, int gx)
     if (is_gather_grad(c, *gr) && is_gather_grad(c, gx)) {
         *gr = merge_gather_grads(c, x, *gr, gx);
         return *gr < 0 ? -1 : 0;
+    }
+    if (is_weight_grad(c->g, *gr) && is_weight_grad(c->g, gx)) {
+        int m = merge_weight_grads(c, *gr, gx);
+        if (m < 0) return -1;
+        if (m > 0) {
+            *gr = m;
+            return 0;
+        }
     }
     if (c->g->nodes[*gr].op == OP_SLICE_GRAD && c->g->nodes[gx].op == OP_SLICE_GRAD) {
         int m = merge_slice_grads(c, x, *gr, gx);

@@ -142,6 +142,10 @@ typedef struct place_options {
  * used device implements (place_implements), reports at the nodes; returns
  * 0, or -1 when it reported an error. */
 int place_run(ir_graph *g, const place_options *opt);
+/* The device place_run's rules 1-4 will ask for node i, known before it
+ * runs (autodiff asks whether two nodes will share a device): equal for
+ * two nodes means one device. */
+int place_requested(const ir_graph *g, int i);
 /* Whether device dev implements op, as place_run recorded it (a graph it
  * has not run on: every device runs every op).  Fusion asks this. */
 int place_implements(const ir_graph *g, op_kind op, int dev);

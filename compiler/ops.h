@@ -209,6 +209,9 @@ typedef enum op_kind {
  *   data                     i ATTR_DATA_WHICH           0 = x, 1 = y
  *                            i ATTR_DATA_INDEX           the data source (-> node->data)
  *   matmul, matmul_bias      i ATTR_TRANS_A, ATTR_TRANS_B  transpose a, b
+ *   matmul                   i ATTR_MM_STEP              a step of lstm_seq/gru_seq (internal:
+ *                                                        autodiff merges such GEMMs' weight
+ *                                                        gradients)
  *   matmul_bias, conv2d_bias i ATTR_BIAS_RELU            relu after the bias
  *   apply_sgd_matmul         f ATTR_SGDMM_LR             the learning rate
  *                            i ATTR_SGDMM_TRANS_A, _B    transpose a (in[1]), b (in[2])
@@ -273,6 +276,7 @@ enum op_attr_slot {
     ATTR_TRANS_A = 0,
     ATTR_TRANS_B = 1,
     ATTR_BIAS_RELU = 2,
+    ATTR_MM_STEP = 2,
     ATTR_SGDMM_LR = 0,
     ATTR_SGDMM_TRANS_A = 1,
     ATTR_SGDMM_TRANS_B = 2,

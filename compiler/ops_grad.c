@@ -164,6 +164,7 @@ int ops_grad_matmul(ir_graph *g, int id, int dy, int *dx)
     } else {
         gb = mm_grad_b(g, id, a, dy, ta, tb);
     }
+    if (gb >= 0 && g->nodes[id].attr.i[ATTR_MM_STEP]) g->nodes[gb].attr.i[ATTR_MM_STEP] = 1;
     return finish2(g, id, dx, ga, gb);
 }
 

@@ -35,19 +35,29 @@ static int runs_on_host(op_kind op)
     return op == OP_DATA || op == OP_ALLREDUCE;
 }
 
+/* Rules 1, 2 and 4 for a node that goes with no other. */
+static int asked_alone(const ir_graph *g, const ir_node *n)
+{
+    if (runs_on_host(n->op) || n->place_req < 0) return PLACE_HOST;
+    return g->place_reqs[n->place_req].dev;
+}
+
 /* Rules 1-4 for node i; used[site] notes an annotation that placed it. */
 static int place_asked(const ir_graph *g, int i, unsigned char *used)
 {
     const ir_node *n = &g->nodes[i];
-    if (runs_on_host(n->op)) return PLACE_HOST;
-    if (n->coloc >= 0) {
+    if (n->coloc >= 0 && !runs_on_host(n->op)) {
         GR_ASSERT(n->coloc < i);
         return g->nodes[n->coloc].device;
     }
-    if (n->place_req < 0) return PLACE_HOST;
-    const ir_place_req *r = &g->place_reqs[n->place_req];
-    used[r->site] = 1;
-    return r->dev;
+    if (!runs_on_host(n->op) && n->place_req >= 0) used[g->place_reqs[n->place_req].site] = 1;
+    return asked_alone(g, n);
+}
+
+int place_requested(const ir_graph *g, int i)
+{
+    while (g->nodes[i].coloc >= 0 && !runs_on_host(g->nodes[i].op)) i = g->nodes[i].coloc;
+    return asked_alone(g, &g->nodes[i]);
 }
 
 static void describe(const ir_graph *g, const ir_node *n, char *what, size_t len)

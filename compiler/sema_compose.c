@@ -501,6 +501,16 @@ static int rows_of(sema *S, const ast_node *call, int w, int64_t begin, int64_t 
     return ir_add(S->g, OP_SLICE, &w, 1, &a, S->src, call->span);
 }
 
+/* h @ w at one step of lstm_seq or gru_seq: autodiff gives w one gradient
+ * GEMM over every step's rows (merge_weight_grads), whatever the placement. */
+static int step_matmul(sema *S, const ast_node *call, int h, int w)
+{
+    int in[2] = {h, w};
+    if (h < 0 || w < 0) return -1;
+    return ir_add(S->g, OP_MATMUL, in, 2, &(ir_attrs){.i = {[ATTR_MM_STEP] = 1}}, S->src,
+                  call->span);
+}
+
 /* lstm_seq(xs, s, w, b): lstm() over the T steps of xs [B, T, X], the x
  * rows of w applied to every step in one GEMM first (xs @ w[:X] + b, [B,
  * T, 4H], as cuDNN does), then per step the h rows, h @ w[X:], and the
@@ -515,7 +525,7 @@ static value lstm_unroll(sema *S, const ast_node *call, const int *in)
     int wh = rows_of(S, call, in[2], nx, nx + nh);
     int *hs = base_xcalloc((size_t)steps, sizeof *hs);
     for (int64_t t = 0; t < steps && s >= 0 && xz >= 0 && wh >= 0; t++) {
-        int hw = binary_node(S, call, OP_MATMUL, lstm_half(S, call, s, 0), wh);
+        int hw = step_matmul(S, call, lstm_half(S, call, s, 0), wh);
         s = binary_node(S, call, OP_LSTM_CELL,
                         binary_node(S, call, OP_ADD, time_step(S, call, xz, t), hw), s);
         if (s >= 0 && (hs[t] = as_step(S, call, lstm_half(S, call, s, 0))) < 0) s = -1;
@@ -604,10 +614,12 @@ static int gru_args(sema *S, const char *name, const sema_args *args, int *in)
     return in[5] < 0 ? -1 : 0;
 }
 
-/* gru_cell(gx, h @ w_hh + b_hh, h): one step on gx [B, 3H]. */
-static int gru_step(sema *S, const ast_node *call, int gx, int h, const int *in)
+/* gru_cell(gx, h @ w_hh + b_hh, h): one step on gx [B, 3H], of gru_seq
+ * when seq. */
+static int gru_step(sema *S, const ast_node *call, int gx, int h, const int *in, int seq)
 {
-    int gh = binary_node(S, call, OP_ADD, binary_node(S, call, OP_MATMUL, h, in[3]), in[5]);
+    int hw = seq ? step_matmul(S, call, h, in[3]) : binary_node(S, call, OP_MATMUL, h, in[3]);
+    int gh = binary_node(S, call, OP_ADD, hw, in[5]);
     int cell[3] = {gx, gh, h};
     if (gx < 0 || gh < 0) return -1;
     return ir_add(S->g, OP_GRU_CELL, cell, 3, &(ir_attrs){0}, S->src, call->span);
@@ -626,11 +638,11 @@ static value call_gru(sema *S, const char *name, const sema_args *args)
     if (gru_args(S, name, args, in) < 0) return sema_value_err();
     int h = in[1];
     int gx = binary_node(S, call, OP_ADD, binary_node(S, call, OP_MATMUL, in[0], in[2]), in[4]);
-    if (strcmp(name, "gru_seq") != 0) return sema_value_tensor(gru_step(S, call, gx, h, in));
+    if (strcmp(name, "gru_seq") != 0) return sema_value_tensor(gru_step(S, call, gx, h, in, 0));
     int64_t steps = S->g->nodes[in[0]].type.dim[1];
     int *hs = base_xcalloc((size_t)steps, sizeof *hs);
     for (int64_t t = 0; t < steps && h >= 0 && gx >= 0; t++) {
-        h = gru_step(S, call, time_step(S, call, gx, t), h, in);
+        h = gru_step(S, call, time_step(S, call, gx, t), h, in, 1);
         if ((hs[t] = as_step(S, call, h)) < 0) h = -1;
     }
     value r = h < 0 || gx < 0 ? sema_value_err() : seq_result(S, call, hs, steps, h);

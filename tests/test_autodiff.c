@@ -169,6 +169,78 @@ static void test_matmul_gradients_use_transpose_attrs(void **state)
     assert_int_equal(dw2->type.dim[1], 5);
 }
 
+/* x @ w at a step of lstm_seq or gru_seq (ATTR_MM_STEP), or not. */
+static int step_mm(int x, int w, int step)
+{
+    int in[2] = {x, w};
+    ir_attrs a;
+    memset(&a, 0, sizeof(a));
+    a.i[ATTR_MM_STEP] = step;
+    return ir_add(g, OP_MATMUL, in, 2, &a, src, line2);
+}
+
+/* sum of x_k @ w over three GEMMs, each a sequence's step or not. */
+static int three_gemms(int w, int step, int *y)
+{
+    int loss = -1;
+    for (int k = 0; k < 3; k++) {
+        char name[4] = {'x', (char)('1' + k), 0};
+        y[k] = step_mm(irfx_input(name, "f32[2,5]"), w, step);
+        loss = loss < 0 ? sum_all(y[k]) : op2(OP_ADD, loss, sum_all(y[k]));
+    }
+    return loss;
+}
+
+/* A matrix used at three steps of a sequence gets its gradient from one
+ * GEMM of their rows stacked, x1..x3 and dy1..dy3 in concats; used in
+ * three GEMMs of the program's own (towers, a for loop) its gradients add,
+ * so that their bits do not depend on where they are placed; and so do a
+ * sequence's steps asked for on two devices. */
+static void test_a_matrix_used_in_gemms_gets_one_gemm_of_their_rows(void **state)
+{
+    (void)state;
+    int w = irfx_var("w", "f32[5,3]", IR_DEV(DEV_CPU, 0), 1), y[3];
+    int loss = three_gemms(w, 1, y);
+    int train = minimize(loss, AD_SGD);
+    const ir_node *dw = &g->nodes[grad_of(train, w)];
+    assert_int_equal(dw->op, OP_MATMUL);
+    assert_int_equal(dw->attr.i[ATTR_TRANS_A], 1);
+    assert_int_equal(dw->type.dim[0], 5);
+    assert_int_equal(dw->type.dim[1], 3);
+    for (int k = 0; k < 2; k++) {
+        const ir_node *cat = &g->nodes[dw->in[k]];
+        assert_int_equal(cat->op, OP_CONCAT);
+        assert_int_equal(cat->n_in, 3);
+        assert_int_equal(cat->type.dim[0], 6); /* every use's 2 rows */
+    }
+    for (int k = 0; k < 3; k++) /* x_k, in the order of the steps' gradients */
+        assert_int_equal(g->nodes[dw->in[0]].in[k], g->nodes[y[2 - k]].in[0]);
+}
+
+static void test_program_gemms_add_their_gradients(void **state)
+{
+    (void)state;
+    int w = irfx_var("w", "f32[5,3]", IR_DEV(DEV_CPU, 0), 1), y[3];
+    int train = minimize(three_gemms(w, 0, y), AD_SGD);
+    const ir_node *dw = &g->nodes[grad_of(train, w)];
+    assert_int_equal(dw->op, OP_ADD);
+    assert_int_equal(g->nodes[dw->in[1]].op, OP_MATMUL);
+}
+
+static void test_steps_on_two_devices_add_their_gradients(void **state)
+{
+    (void)state;
+    int w = irfx_var("w", "f32[5,3]", IR_DEV(DEV_CPU, 0), 1);
+    int y1 = step_mm(irfx_input("x1", "f32[2,5]"), w, 1);
+    int y2 = step_mm(irfx_input("x2", "f32[2,5]"), w, 1);
+    g->nodes[y2].place_req = ir_add_place_req(g, &(ir_place_req){.dev = IR_DEV(DEV_GPU, 1)});
+    int train = minimize(op2(OP_ADD, sum_all(y1), sum_all(y2)), AD_SGD);
+    const ir_node *dw = &g->nodes[grad_of(train, w)];
+    assert_int_equal(dw->op, OP_ADD);
+    assert_int_equal(g->nodes[dw->in[0]].op, OP_MATMUL);
+    assert_int_equal(g->nodes[dw->in[1]].op, OP_MATMUL);
+}
+
 /* Autodiff decides no device: it records what goes with what, and the
  * placement pass (place.c) follows the records. */
 static void test_gradient_ops_live_on_forward_device(void **state)
@@ -484,6 +556,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_broadcast_bias_gradient_uses_sum_to, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_same_shape_binary_has_no_sum_to, setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_a_matrix_used_in_gemms_gets_one_gemm_of_their_rows,
+                                        setup, irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_program_gemms_add_their_gradients, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_steps_on_two_devices_add_their_gradients, setup,
+                                        irfx_teardown),
         cmocka_unit_test_setup_teardown(test_matmul_gradients_use_transpose_attrs, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_gradient_ops_live_on_forward_device, setup,
