@@ -222,9 +222,15 @@ static float *conv_col(const conv_job *j, int t)
 {
     return cpu_task_slice(&j->tasks, t);
 }
+/* The column matrix's floats: none for a pointwise convolution, whose
+ * GEMM reads the images themselves. */
+static int64_t conv_col_floats(const conv_job *j)
+{
+    return conv_is_pointwise(j->s) ? 0 : conv_ckk(j->s) * j->ld;
+}
 static float *conv_rows(const conv_job *j, int t)
 {
-    return conv_col(j, t) + conv_ckk(j->s) * j->ld;
+    return conv_col(j, t) + conv_col_floats(j);
 }
 static float *conv_gw_partial(const conv_job *j, int t)
 {
@@ -342,9 +348,9 @@ static int conv_open(const cpu_conv_ctx *cx, conv_job *j, int64_t extra)
     j->imgs = conv_is_pointwise(s) ? 1 : conv_im2col_imgs((s->n + nt - 1) / nt, conv_ckk(s), ohw);
     j->ld = j->imgs * ohw;
     j->n_chunks = (s->n + j->imgs - 1) / j->imgs;
-    int64_t col = conv_is_pointwise(s) ? 0 : conv_ckk(s) * j->ld;
     int64_t rows = j->imgs > 1 ? s->oc * j->ld : 0;
-    return cpu_tasks_open(cx, j->n_chunks, (size_t)(col + rows + extra) * 4, &j->tasks);
+    return cpu_tasks_open(cx, j->n_chunks, (size_t)(conv_col_floats(j) + rows + extra) * 4,
+                          &j->tasks);
 }
 
 static void conv_run(const cpu_conv_ctx *cx, conv_job *j, void (*fn)(void *, int))
