@@ -21,18 +21,16 @@ Prints `steps/s=...` for the training loop alone and, with --eval, the
 validation loss over every window of the held-out part as `val_loss=...`.
 """
 import sys
-import time
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 # the text, the windows and the validation pass of torch_llama.py, whose
 # BATCH and BLOCK (32, 64) are this model's too
-from torch_llama import batch_of, load_text, val_loss
+from torch_llama import load_text, train_and_report
 
 EMBED, HIDDEN = 64, 256
-LR, CLIP = 2e-3, 1.0
+LR = 2e-3  # gradients clipped to 1.0: torch_llama.CLIP, train_and_report
 
 
 class CharLSTM(nn.Module):
@@ -61,28 +59,12 @@ def main():
     torch.set_num_threads(threads)
     seed = next((int(a) for a in sys.argv[3:] if a != "--eval"), 0)
     torch.manual_seed(seed)
-    train_ids, val_ids, vocab = load_text()
-    model = CharLSTM(vocab)
+    data = load_text()
+    model = CharLSTM(data[2])
     model.lstm.bias_hh_l0.requires_grad_(False)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=LR,
                            betas=(0.9, 0.999), eps=1e-8)
-    g = torch.Generator().manual_seed(seed + 1)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        x, y = batch_of(train_ids, g)
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), CLIP)
-        opt.step()
-    dt = time.perf_counter() - t0
-    out = "torch %s char_lstm threads=%d steps=%d time=%.3fs steps/s=%.2f loss=%.4f" % (
-        torch.__version__, threads, steps, dt, steps / dt, loss.item())
-    if "--eval" in sys.argv:
-        out += " val_loss=%.4f" % val_loss(model, val_ids)
-    print(out, flush=True)
-
+    train_and_report("char_lstm", model, opt, data, steps, threads, seed)
 
 if __name__ == "__main__":
     main()

@@ -149,24 +149,18 @@ def val_loss(model, ids):
     return total / max(batches, 1)
 
 
-def main():
-    steps, threads = int(sys.argv[1]), int(sys.argv[2])
-    torch.set_num_threads(threads)
-    seed = next((int(a) for a in sys.argv[3:] if a != "--eval"), 0)
-    torch.manual_seed(seed)
-    train_ids, val_ids, vocab = load_text()
-    model = Llama(vocab)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": DECAY},
-                             {"params": rest, "weight_decay": 0.0}],
-                            lr=LR, betas=(0.9, 0.95), eps=1e-8)
+def train_and_report(name, model, opt, data, steps, threads, seed, lr_of=None):
+    """STEPS batches of data = load_text() (drawn by a generator of SEED + 1),
+    with the learning rate lr_of(t) at step t from 1 when given and gradients
+    clipped to CLIP; prints the steps/s line, and val_loss with --eval (also
+    used by torch_char_lstm.py)."""
+    train_ids, val_ids, vocab = data
     g = torch.Generator().manual_seed(seed + 1)
     t0 = time.perf_counter()
     for t in range(1, steps + 1):
         x, y = batch_of(train_ids, g)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(t)
+        for group in opt.param_groups if lr_of else ():
+            group["lr"] = lr_of(t)
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -174,11 +168,26 @@ def main():
         nn.utils.clip_grad_norm_(model.parameters(), CLIP)
         opt.step()
     dt = time.perf_counter() - t0
-    out = "torch %s llama threads=%d steps=%d time=%.3fs steps/s=%.2f loss=%.4f" % (
-        torch.__version__, threads, steps, dt, steps / dt, loss.item())
+    out = "torch %s %s threads=%d steps=%d time=%.3fs steps/s=%.2f loss=%.4f" % (
+        torch.__version__, name, threads, steps, dt, steps / dt, loss.item())
     if "--eval" in sys.argv:
         out += " val_loss=%.4f" % val_loss(model, val_ids)
     print(out, flush=True)
+
+
+def main():
+    steps, threads = int(sys.argv[1]), int(sys.argv[2])
+    torch.set_num_threads(threads)
+    seed = next((int(a) for a in sys.argv[3:] if a != "--eval"), 0)
+    torch.manual_seed(seed)
+    data = load_text()
+    model = Llama(data[2])
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": DECAY},
+                             {"params": rest, "weight_decay": 0.0}],
+                            lr=LR, betas=(0.9, 0.95), eps=1e-8)
+    train_and_report("llama", model, opt, data, steps, threads, seed, lr_at)
 
 
 if __name__ == "__main__":

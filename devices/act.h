@@ -107,18 +107,25 @@ ACT_FN int32_t act_minimum_i32(int32_t x, int32_t y)
 /* One unit of an LSTM cell, PyTorch's nn.LSTMCell: the gates' pre-activations
  * z = (i, f, g, o) and the old cell c give
  *   c' = sigmoid(f) c + sigmoid(i) tanh(g),   h' = sigmoid(o) tanh(c')
- * (lstm_cell; devices/cpu/cpu_rnn.c and k_elementwise.cu call these). */
-/* c' of one unit from its gates' pre-activations i, f, g and its c. */
+ * (lstm_cell; devices/cpu/cpu_rnn.c and k_norm.cu call these).
+ * c' of one unit from its gates' pre-activations i, f, g and its c, and
+ * h' from o and c': by scalars (the CPU's loops vectorise over units then),
+ * and both by arrays. */
 ACT_FN float act_lstm_c(float zi, float zf, float zg, float c)
 {
     return act_sigmoid(zf) * c + act_sigmoid(zi) * ACT_TANHF(zg);
+}
+
+ACT_FN float act_lstm_h(float zo, float cn)
+{
+    return act_sigmoid(zo) * ACT_TANHF(cn);
 }
 
 ACT_FN void act_lstm_cell(const float z[4], float c, float *h_out, float *c_out)
 {
     float cn = act_lstm_c(z[0], z[1], z[2], c);
     *c_out = cn;
-    *h_out = act_sigmoid(z[3]) * ACT_TANHF(cn);
+    *h_out = act_lstm_h(z[3], cn);
 }
 
 /* lstm_cell_grad: from dh' and dc' (and z and c, the forward's inputs), dz

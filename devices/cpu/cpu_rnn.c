@@ -35,7 +35,7 @@ RNN_ROW void lstm_row(int64_t h, const float *restrict zi, const float *restrict
     for (int64_t j = 0; j < h; j++) {
         float cn = act_lstm_c(zi[j], zf[j], zg[j], c[j]);
         co[j] = cn;
-        ho[j] = act_sigmoid(zo[j]) * ACT_TANHF(cn);
+        ho[j] = act_lstm_h(zo[j], cn);
     }
 }
 
