@@ -152,6 +152,33 @@ static value call_ema(sema *S, const sema_args *args)
 
 /* group(a, b, ...): one target.  A training target among them comes
  * first, so the group trains (its loss and lr are the group's). */
+/* The training record whose group node is grp, or -1. */
+static int train_record_of(const sema *S, int grp)
+{
+    for (int r = 0; r < S->n_trains; r++)
+        if (S->train_group[r] == grp) return r;
+    return -1;
+}
+
+/* Member node m of a group that trains with train (its minimize's group):
+ * its training version (the loss's dropout masks, batchnorm's batch
+ * statistics), and each assign or assign_add in it waits for train's
+ * updates, so that no op of the step (its backward pass included) reads
+ * a variable the assign has already written.  -1 on error. */
+static int group_member_in_step(sema *S, int m, int train)
+{
+    int r = train_record_of(S, train);
+    if (r >= 0 && (m = mode_train_copy(S->g, &S->train_copy[r], m)) < 0) return -1;
+    const ir_node *n = node_of(S, m);
+    if (n->op == OP_ASSIGN || n->op == OP_ASSIGN_ADD) ir_add_ctrl(S->g, m, train);
+    for (int k = 0; n->op == OP_GROUP && k < n->n_in; k++) {
+        const ir_node *u = node_of(S, n->in[k]);
+        if (u->op == OP_ASSIGN || u->op == OP_ASSIGN_ADD) ir_add_ctrl(S->g, n->in[k], train);
+        n = node_of(S, m); /* ir_add_ctrl may move the nodes */
+    }
+    return m;
+}
+
 static value call_group(sema *S, const sema_args *args)
 {
     int n = args->n_pos, *in = ir_alloc(S->g, sizeof(int) * (size_t)(n + 1)), train = -1;
@@ -174,6 +201,8 @@ static value call_group(sema *S, const sema_args *args)
         memmove(in + 1, in, sizeof(int) * (size_t)train);
         in[0] = t;
     }
+    for (int i = 1; train >= 0 && i < n; i++)
+        if ((in[i] = group_member_in_step(S, in[i], in[0])) < 0) return sema_value_err();
     value v = sema_value_tensor(ir_add(S->g, OP_GROUP, in, n, NULL, S->src, args->call->span));
     if (train >= 0 && v.k == V_TENSOR) v.is_train = 1, v.id = args->pos[train].id;
     return v;

@@ -102,6 +102,47 @@ static void test_ema_of_a_tensor_and_group(void **state)
     run_close(&r);
 }
 
+/* In a group with a minimize, assign runs after the step: every op of
+ * the step reads the variable's old value, the backward pass too (the
+ * gradient of tanh(tanh(w) * s) reads s after the forward pass), as a
+ * state carried across batches (truncated BPTT) needs. */
+static void test_assign_in_a_group_runs_after_the_step(void **state)
+{
+    (void)state;
+    run r;
+    run_open(&r, "var s = ones([2], trainable=false)\nvar w = ones([2])\n"
+                 "h = tanh(w)\nloss = sum(tanh(h * s))\n"
+                 "train = group(sgd(1.0).minimize(loss), assign(s, s * 3))\n");
+    float w[2], sv[2], h = tanhf(1.0f), z = tanhf(h);
+    float want = 1.0f - (1.0f - z * z) * (1.0f - h * h);
+    run_target(&r, "train", NULL, 0);
+    read_var(&r, "w", w, 2);
+    read_var(&r, "s", sv, 2);
+    assert_float_equal(sv[0], 3.0f, 0);
+    assert_float_equal(w[0], want, 1e-6);
+    assert_float_equal(w[1], want, 1e-6);
+    run_close(&r);
+}
+
+/* The other members of a group with a minimize are computed as its loss
+ * is, in training mode: an assign of dropout(w) stores the step's mask
+ * (about half zeros), not the identity of evaluation. */
+static void test_group_members_run_in_training_mode(void **state)
+{
+    (void)state;
+    run r;
+    run_open(&r, "var c = ones([4000], trainable=false)\nvar w = ones([4000])\n"
+                 "z = dropout(w, 0.5)\nloss = mean(z * w)\n"
+                 "train = group(sgd(1e-9).minimize(loss), assign(c, z))\n");
+    static float c[4000];
+    run_target(&r, "train", NULL, 0);
+    read_var(&r, "c", c, 4000);
+    int zeros = 0;
+    for (int i = 0; i < 4000; i++) zeros += c[i] == 0;
+    assert_true(zeros > 1800 && zeros < 2200);
+    run_close(&r);
+}
+
 /* dropout without training= drops in a training target and is the
  * identity in every other; training= still forces either. */
 static void test_dropout_follows_the_target_mode(void **state)
@@ -292,6 +333,8 @@ int main(void)
         cmocka_unit_test(test_assign_and_assign_add_update_a_variable),
         cmocka_unit_test(test_ema_of_a_variable_follows_its_updates),
         cmocka_unit_test(test_ema_of_a_tensor_and_group),
+        cmocka_unit_test(test_assign_in_a_group_runs_after_the_step),
+        cmocka_unit_test(test_group_members_run_in_training_mode),
         cmocka_unit_test(test_dropout_follows_the_target_mode),
         cmocka_unit_test(test_batchnorm_trains_on_the_batch_and_evaluates_on_running_stats),
         cmocka_unit_test(test_accumulate_equals_the_large_batch),
