@@ -3,19 +3,23 @@
 
     torch_char_lstm.py STEPS THREADS [SEED] [--eval]
 
-SEED (default 0) seeds the initialisation and, plus 1, the windows' order.
+SEED (default 0) seeds the initialisation.
 
 The same model, initialisation, data and hyperparameters as the .graph file
 at its defaults: characters of Debian's fortunes read as graphrun's text()
-reads them (as bench/torch_llama.py does), the first 90% for training,
-random windows of 64 + 1 characters in batches of 32; embeddings of 64
-drawn N(0, 1), one nn.LSTM layer of 256 (batch_first, a zero first state
-for every window) whose weights are one Glorot-uniform [64 + 256, 4 x 256]
-matrix split into weight_ih and weight_hh (graphrun's w, rows x's then
-h's, gates i, f, g, o as PyTorch's), biases 0 (bias_hh stays 0: graphrun
-has one bias), a Glorot-uniform output layer with a zero bias; Adam (lr
-2e-3, 0.9, 0.999, eps 1e-8), gradients clipped to norm 1.  The windows'
-order comes from another generator than graphrun's.
+reads them (as bench/torch_llama.py does), the first 90% for training, cut
+into 32 contiguous streams as text(..., streams=true) cuts them (PyTorch's
+word_language_model's batchify), batch k's row b the window k of 64 + 1
+characters of stream b, back to window 0 after the last; embeddings of 64
+drawn N(0, 1), one nn.LSTM layer of 256 (batch_first) whose hidden state is
+carried from one batch to the next and detached (truncated BPTT, graphrun's
+`carry`), zero at the start; its weights are one Glorot-uniform [64 + 256,
+4 x 256] matrix split into weight_ih and weight_hh (graphrun's w, rows x's
+then h's, gates i, f, g, o as PyTorch's), biases 0 (bias_hh stays 0:
+graphrun has one bias), a Glorot-uniform output layer with a zero bias;
+Adam (lr 2e-3, 0.9, 0.999, eps 1e-8), gradients clipped to norm 1.  The
+training batches are graphrun's, in its order.  The validation pass starts
+every window from a zero state, as graphrun's --eval val_loss does.
 
 Prints `steps/s=...` for the training loop alone and, with --eval, the
 validation loss over every window of the held-out part as `val_loss=...`.
@@ -27,7 +31,7 @@ import torch.nn as nn
 
 # the text, the windows and the validation pass of torch_llama.py, whose
 # BATCH and BLOCK (32, 64) are this model's too
-from torch_llama import load_text, train_and_report
+from torch_llama import BATCH, BLOCK, load_text, train_and_report
 
 EMBED, HIDDEN = 64, 256
 LR = 2e-3  # gradients clipped to 1.0: torch_llama.CLIP, train_and_report
@@ -50,8 +54,24 @@ class CharLSTM(nn.Module):
             self.out.bias.zero_()
 
     def forward(self, ids):
-        hs, _ = self.lstm(self.emb[ids])  # a zero first state
+        if not self.training:  # evaluation: a zero first state for every window
+            return self.out(self.lstm(self.emb[ids])[0])
+        hs, state = self.lstm(self.emb[ids], getattr(self, "state", None))
+        self.state = tuple(s.detach() for s in state)  # carried, no gradient into the past
         return self.out(hs)
+
+
+def stream_batches(ids):
+    """batch_at(t): text(..., streams=true)'s batch t (from 1): BATCH streams
+    of len(ids) // BATCH ids, row b the window (t - 1) mod W of stream b."""
+    per = len(ids) // BATCH
+    streams, windows = ids[:BATCH * per].view(BATCH, per), (per - 1) // BLOCK
+
+    def batch_at(t):
+        k = (t - 1) % windows * BLOCK
+        w = streams[:, k:k + BLOCK + 1]
+        return w[:, :-1], w[:, 1:]
+    return batch_at
 
 
 def main():
@@ -64,7 +84,8 @@ def main():
     model.lstm.bias_hh_l0.requires_grad_(False)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=LR,
                            betas=(0.9, 0.999), eps=1e-8)
-    train_and_report("char_lstm", model, opt, data, steps, threads, seed)
+    train_and_report("char_lstm", model, opt, data, steps, threads, seed,
+                     batch_at=stream_batches(data[0]))
 
 if __name__ == "__main__":
     main()

@@ -140,6 +140,7 @@ def val_loss(model, ids):
     starts = list(range(0, len(ids) - BLOCK, BLOCK))
     n = len(starts) // BATCH * BATCH
     total, batches = 0.0, 0
+    model.eval()
     with torch.no_grad():
         for i in range(0, n, BATCH):
             w = torch.stack([ids[s:s + BLOCK + 1] for s in starts[i:i + BATCH]])
@@ -149,16 +150,17 @@ def val_loss(model, ids):
     return total / max(batches, 1)
 
 
-def train_and_report(name, model, opt, data, steps, threads, seed, lr_of=None):
-    """STEPS batches of data = load_text() (drawn by a generator of SEED + 1),
-    with the learning rate lr_of(t) at step t from 1 when given and gradients
-    clipped to CLIP; prints the steps/s line, and val_loss with --eval (also
-    used by torch_char_lstm.py)."""
+def train_and_report(name, model, opt, data, steps, threads, seed, lr_of=None, batch_at=None):
+    """STEPS batches of data = load_text(): batch_at(t) at step t from 1 when
+    given, else random windows drawn by a generator of SEED + 1; with the
+    learning rate lr_of(t) when given and gradients clipped to CLIP; prints
+    the steps/s line, and val_loss (in model.eval()) with --eval (also used
+    by torch_char_lstm.py)."""
     train_ids, val_ids, vocab = data
     g = torch.Generator().manual_seed(seed + 1)
     t0 = time.perf_counter()
     for t in range(1, steps + 1):
-        x, y = batch_of(train_ids, g)
+        x, y = batch_at(t) if batch_at else batch_of(train_ids, g)
         for group in opt.param_groups if lr_of else ():
             group["lr"] = lr_of(t)
         logits = model(x)

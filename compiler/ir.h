@@ -114,6 +114,7 @@ typedef struct ir_data {
     double split;
     int val_part;
     int byte_vocab;          /* ids are bytes */
+    int streams;             /* batch contiguous streams, read in order (data_spec.streams) */
     int64_t word_vocab;      /* > 0: ids are words, this many at most (<unk> included) */
     int64_t vocab;           /* ids are in [0, vocab) */
     const char *vocab_chars; /* chars: the characters in id order, UTF-8 (words: the words,

@@ -715,7 +715,7 @@ static value call_data(sema *S, int b, const sema_args *args)
 }
 
 /* ---- text(path, block=, batch=, shuffle=true, seed=0, split=1.0,
- * part="train", stride=, vocab="chars") ---- */
+ * part="train", stride=, vocab="chars", vocab_size=10000, streams=false) ---- */
 
 /* Which of the n strings choices v is (def when absent), else -1 after
  * reporting. */
@@ -788,6 +788,31 @@ static int text_options(sema *S, const ast_node *call, const value *x, ir_data *
     return -1;
 }
 
+/* streams=true (x[10]): batch contiguous streams read in order, so it
+ * sets stride = block and no shuffle; a stride or shuffle=true beside it is
+ * an error at that argument. */
+static int text_streams(sema *S, const ast_node *call, const value *x, ir_data *d)
+{
+    double on = 0;
+    if (sema_num_arg(S, call, x[10], 0, &on) < 0) return -1;
+    if (!(d->streams = on != 0)) return 0;
+    if (x[7].k != V_NONE) {
+        sema_err(S, sema_arg_at(&x[7], call),
+                 "'stride' does not go with streams=true: a stream's windows follow each other "
+                 "(stride = block)");
+        return -1;
+    }
+    if (x[3].k != V_NONE && d->shuffle) {
+        sema_err(S, sema_arg_at(&x[3], call),
+                 "'shuffle=true' does not go with streams=true: row b of each batch continues "
+                 "row b of the batch before, in order");
+        return -1;
+    }
+    d->shuffle = 0;
+    d->stride = d->block;
+    return 0;
+}
+
 /* x and y: i32[batch, block]; the vocabulary moves into the graph. */
 static int text_types(sema *S, const ast_node *call, sema_data_shape *info, ir_data *d)
 {
@@ -802,16 +827,16 @@ static int text_types(sema *S, const ast_node *call, sema_data_shape *info, ir_d
 
 static value call_text(sema *S, const sema_args *args)
 {
-    static const argspec spec[] = {{"path", 1},  {"block", 1},     {"batch", 1}, {"shuffle", 0},
-                                   {"seed", 0},  {"split", 0},     {"part", 0},  {"stride", 0},
-                                   {"vocab", 0}, {"vocab_size", 0}};
+    static const argspec spec[] = {{"path", 1},  {"block", 1},      {"batch", 1},  {"shuffle", 0},
+                                   {"seed", 0},  {"split", 0},      {"part", 0},   {"stride", 0},
+                                   {"vocab", 0}, {"vocab_size", 0}, {"streams", 0}};
     const ast_node *call = args->call;
-    value x[10];
+    value x[11];
     ir_data d = {.src = S->src, .span = call->span, .kind = DATA_TEXT};
     sema_data_shape info = {0};
-    if (sema_bind_args(S, "text", spec, 10, args, 0, x) < 0 || data_room(S, call) ||
-        text_options(S, call, x, &d) < 0 || probe_data(S, call, &d, &info) < 0 ||
-        text_types(S, call, &info, &d) < 0)
+    if (sema_bind_args(S, "text", spec, 11, args, 0, x) < 0 || data_room(S, call) ||
+        text_options(S, call, x, &d) < 0 || text_streams(S, call, x, &d) < 0 ||
+        probe_data(S, call, &d, &info) < 0 || text_types(S, call, &info, &d) < 0)
         return sema_value_err();
     return (value){.k = V_DATA, .id = ir_add_data(S->g, &d)};
 }

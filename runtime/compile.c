@@ -34,7 +34,8 @@ void rt_data_spec(const ir_data *d, data_spec *s)
                      .split = d->split,
                      .val_part = d->val_part,
                      .byte_vocab = d->byte_vocab,
-                     .word_vocab = d->word_vocab};
+                     .word_vocab = d->word_vocab,
+                     .streams = d->streams};
     for (int i = 0; i < d->x_rank; i++) s->x_dims[i] = d->x_dims[i];
 }
 

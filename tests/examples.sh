@@ -17,7 +17,10 @@
 #             the test accuracy is well above chance
 #   llama     (issue 27) the validation loss is a number below that of the
 #             untrained model (log 113 = 4.7 nats per character)
-#   char_lstm (issue 27) the same for the character LSTM of lstm_seq
+#   char_lstm (issue 27) the same for the character LSTM of lstm_seq, and
+#             the LSTM state carried across batches (carry, truncated
+#             BPTT) is in the checkpoint and not all zeros: the steps
+#             assigned it their last state
 set -u
 G=$1 EX=$2 M=$3
 shift 3
@@ -83,12 +86,16 @@ llama)
   ;;
 char_lstm)
   "$G" "$EX/char_lstm.graph" --set batch=8 --set block=16 --set embed=16 --set hidden=32 \
-      --set lr=0.01 --steps 100 --log-every 10 --log "$M.jsonl" --eval val_loss --quiet "$@" \
-      > "$M.out" || fail "training: $(cat "$M.out")"
+      --set lr=0.01 --steps 100 --log-every 10 --log "$M.jsonl" --eval val_loss \
+      --checkpoint "$M.st" --quiet "$@" > "$M.out" || fail "training: $(cat "$M.out")"
   loss_falls "$M.jsonl" 0.9
   val=$(sed -n 's/^val_loss = \([0-9.e+-]*\)$/\1/p' "$M.out")
   echo "val_loss $val"
   awk -v v="$val" 'BEGIN { exit !(v != "" && v > 0 && v < 4.2) }' || fail "val_loss '$val' is not below 4.2"
+  "$G" inspect "$M.st" > "$M.inspect" || fail "inspect"
+  line=$(grep '^carry ' "$M.inspect") || fail "no carried state: $(cat "$M.inspect")"
+  echo "$line"
+  echo "$line" | awk '{ exit !($5 != 0 || $6 != 0) }' || fail "the state was not carried: $line"
   ;;
 *) fail "unknown model" ;;
 esac

@@ -1,9 +1,10 @@
 /* test_text.c - the text data source, text(...): windows and their
  * shifted labels, the vocabulary, the split, directories, seeded shuffles
- * and resuming from a cursor, every error; then through the public API: the
- * vocabulary of a program and of its checkpoints, and a model that trains
- * on tests/text/tiny.txt and resumes to the same weights.  Fixture files
- * are written into a mkdtemp folder. */
+ * and resuming from a cursor, contiguous streams (streams=true), every
+ * error; then through the public API: the vocabulary of a program and of
+ * its checkpoints, a model that trains on tests/text/tiny.txt and resumes
+ * to the same weights, and an LSTM that carries its state across batches
+ * of streams.  Fixture files are written into a mkdtemp folder. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -244,44 +245,116 @@ static void test_directory_and_list_of_files(void **state)
 }
 
 /* Windows in a seeded order: the same seed gives the same batches, and a
- * reader that seeks to a cursor gives what the first gave from there. */
+ * reader that seeks to a cursor gives what the first gave from there; so
+ * does a streams reader, across its wrap (checkpoints store the cursor). */
 static void read_batches(data_reader *r, int n, int32_t *out, int per)
 {
     int32_t y[64];
     for (int b = 0; b < n; b++) assert_int_equal(data_next(r, (float *)(out + b * per), y), 0);
 }
 
-static void test_shuffled_windows_resume_from_a_cursor(void **state)
+/* A reader of s read for an epoch and 5 batches more, and another that
+ * stops after 7, is reopened, seeks to its cursor and reads on: the same
+ * batches.  The first batch into first0. */
+static void check_resume(const data_spec *s, int32_t *first0)
+{
+    data_reader *a = open_ok(s), *b = open_ok(s);
+    data_info info;
+    data_reader_info(a, &info);
+    int per = (int)(s->batch * s->block), steps = (int)(info.n / s->batch) + 5;
+    int32_t *first = calloc((size_t)(steps * per), 4), *again = calloc((size_t)(steps * per), 4);
+    read_batches(a, steps, first, per);
+    read_batches(b, 7, again, per);
+    uint64_t e, p;
+    data_cursor(b, &e, &p);
+    data_close(b);
+    b = open_ok(s);
+    assert_int_equal(data_seek(b, e, p), 0);
+    read_batches(b, steps - 7, again + 7 * per, per);
+    assert_memory_equal(first, again, (size_t)(steps * per) * 4);
+    memcpy(first0, first, (size_t)per * 4);
+    data_close(a);
+    data_close(b);
+    free(first);
+    free(again);
+}
+
+static void test_shuffled_windows_and_streams_resume_from_a_cursor(void **state)
 {
     (void)state;
     const char *paths[] = {TINY};
     data_spec s = spec_of(paths, 1, 8, 4);
     s.shuffle = 1;
     s.seed = 11;
-    data_reader *a = open_ok(&s), *b = open_ok(&s);
-    data_info info;
-    data_reader_info(a, &info);
-    int per = 4 * 8, steps = (int)(info.n / 4) + 5; /* into the second epoch */
-    int32_t *first = calloc((size_t)(steps * per), 4), *again = calloc((size_t)(steps * per), 4);
-    read_batches(a, steps, first, per);
-    read_batches(b, 7, again, per);
-    assert_memory_equal(first, again, (size_t)(7 * per) * 4);
-    uint64_t e, p;
-    data_cursor(b, &e, &p);
-    data_close(b);
-    b = open_ok(&s);
-    assert_int_equal(data_seek(b, e, p), 0);
-    read_batches(b, steps - 7, again + 7 * per, per);
-    assert_memory_equal(first, again, (size_t)(steps * per) * 4);
-    data_close(b);
+    int32_t first[32], other[32];
+    check_resume(&s, first);
     s.seed = 12;
-    b = open_ok(&s);
-    read_batches(b, 1, again, per);
-    assert_true(memcmp(first, again, (size_t)per * 4) != 0);
-    data_close(a);
+    data_reader *b = open_ok(&s);
+    read_batches(b, 1, other, 32);
+    assert_true(memcmp(first, other, sizeof first) != 0);
     data_close(b);
-    free(first);
-    free(again);
+    s = spec_of(paths, 1, 8, 4); /* across the streams' wrap too */
+    s.stride = 8;
+    s.streams = 1;
+    check_resume(&s, first);
+}
+
+/* streams=true: 26 letters in batch 2 streams of 13 (a..m, n..z), block
+ * 3, so 4 windows a stream: batch k's row b is stream b's window k, x one
+ * id before y, and row b of batch k + 1 starts where row b of batch k's y
+ * ends; after 4 batches (an epoch, no tail) every stream starts again. */
+static void test_streams_rows_continue_and_wrap(void **state)
+{
+    (void)state;
+    const char *paths[] = {fixture_str("streams.txt", "abcdefghijklmnopqrstuvwxyz")};
+    data_spec s = spec_of(paths, 1, 3, 2);
+    s.stride = 3;
+    s.streams = 1;
+    data_info info;
+    char err[512];
+    assert_int_equal(data_probe(&s, &info, err, sizeof err), 0);
+    assert_int_equal(info.n, 2 * 4);
+    data_reader *r = open_ok(&s);
+    int32_t x[6], y[6], last[2] = {-1, -1};
+    for (int k = 0; k < 6; k++) {
+        assert_int_equal(data_next(r, (float *)x, y), 0);
+        for (int b = 0; b < 2; b++) {
+            for (int t = 0; t < 3; t++) {
+                assert_int_equal(x[b * 3 + t], 13 * b + 3 * (k % 4) + t);
+                assert_int_equal(y[b * 3 + t], x[b * 3 + t] + 1);
+            }
+            if (k % 4) assert_int_equal(x[b * 3], last[b]); /* continues row b */
+            last[b] = y[b * 3 + 2];
+        }
+    }
+    uint64_t e, p;
+    data_cursor(r, &e, &p);
+    assert_true(e == 1 && p == 2);
+    data_close(r);
+}
+
+/* s is refused with the message fmt names, its %s the first path. */
+static void assert_refused(const data_spec *s, const char *fmt)
+{
+    char want[1024];
+    snprintf(want, sizeof want, fmt, s->path[0]);
+    assert_string_equal(refusal(s), want);
+}
+
+/* Streams shorter than a window, and streams split among processes. */
+static void test_streams_errors(void **state)
+{
+    (void)state;
+    const char *paths[] = {fixture_str("short_streams.txt", "abcdefghij")};
+    data_spec s = spec_of(paths, 1, 3, 4);
+    s.streams = 1;
+    assert_refused(&s, "%s: streams=true cuts the text's training part (10 characters) into "
+                       "batch 4 streams of 2, shorter than a window (block + 1 = 4)");
+    s = spec_of(paths, 1, 2, 1);
+    s.streams = 1;
+    s.shards = 2;
+    assert_refused(&s, "%s: streams=true cannot be split among 2 processes (each row must "
+                       "continue its own stream)");
 }
 
 static void test_errors_name_the_file_and_why(void **state)
@@ -395,14 +468,37 @@ static void test_program_tells_its_vocabulary(void **state)
     gr_status_free(st);
 }
 
+/* A session of program text trained 17 steps, saved, restored into a new
+ * one and trained 23 more: variable var's values then, which an
+ * uninterrupted run of 40 steps must give (the data cursor, the step
+ * counter and every variable restored). */
+static gr_tensor *resumed_var(const char *text, const char *var, gr_status *st)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/model.safetensors", g_dir);
+    gr_program *p = NULL;
+    gr_session *s = session(&p, text, st);
+    float last;
+    gr_tensor *t;
+    train(s, 17, &last, st);
+    assert_gr_ok(gr_session_save(s, path, st), st);
+    gr_session_free(s);
+    gr_program_free(p);
+    s = session(&p, text, st);
+    assert_gr_ok(gr_session_restore(s, path, NULL, st), st);
+    train(s, 23, &last, st);
+    assert_gr_ok(gr_variable_get(s, var, &t, st), st);
+    gr_session_free(s);
+    gr_program_free(p);
+    return t;
+}
+
 /* The loss falls on the training part and is measured on the other; a
  * resumed run (the data cursor and step counter restored) ends with the
  * weights of an uninterrupted one. */
 static void test_model_trains_and_resumes_to_the_same_weights(void **state)
 {
     (void)state;
-    char path[300];
-    snprintf(path, sizeof path, "%s/model.safetensors", g_dir);
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
     gr_session *s = session(&p, model, st);
@@ -417,20 +513,71 @@ static void test_model_trains_and_resumes_to_the_same_weights(void **state)
     assert_gr_ok(gr_variable_get(s, "emb", &w1, st), st);
     gr_session_free(s);
     gr_program_free(p);
-    s = session(&p, model, st);
-    train(s, 17, &last, st);
-    assert_gr_ok(gr_session_save(s, path, st), st);
-    gr_session_free(s);
-    gr_program_free(p);
-    s = session(&p, model, st);
-    assert_gr_ok(gr_session_restore(s, path, NULL, st), st);
-    train(s, 23, &last, st);
-    assert_gr_ok(gr_variable_get(s, "emb", &w2, st), st);
+    w2 = resumed_var(model, "emb", st);
     assert_memory_equal(gr_tensor_data(w1), gr_tensor_data(w2), gr_tensor_bytes(w1));
     gr_tensor_free(w1);
     gr_tensor_free(w2);
+    gr_status_free(st);
+}
+
+/* Truncated BPTT: an LSTM on streams whose last state each step assigns
+ * to `carry`, the next step's first state. */
+static const char *stream_model =
+    "data train = text(\"" TINY "\", block=8, batch=4, streams=true)\n"
+    "var emb = normal([train.vocab, 8], std=0.5)\n"
+    "var w = glorot([16, 32])\n"
+    "var b = zeros([32])\n"
+    "var w_out = glorot([8, train.vocab])\n"
+    "var carry = zeros([4, 16], trainable=false)\n"
+    "out = lstm_seq(gather(emb, train.x), carry, w, b)\n"
+    "last = out[1]\n"
+    "loss = mean(softmax_xent(reshape(out[0] @ w_out, [-1, train.vocab]), "
+    "reshape(train.y, [-1])))\n"
+    "train = group(adam(0.01).minimize(loss), assign(carry, last))\n";
+
+/* One step of stream_model: its last state, and carry afterwards. */
+static void stream_step(gr_session *s, float *last, float *carry, gr_status *st)
+{
+    gr_fetch f = {"last", last, 64 * sizeof *last, NULL};
+    gr_tensor *t;
+    assert_gr_ok(gr_run(s, "train", NULL, 0, &f, 1, st), st);
+    assert_gr_ok(gr_variable_get(s, "carry", &t, st), st);
+    memcpy(carry, gr_tensor_data(t), 64 * sizeof *carry);
+    gr_tensor_free(t);
+}
+
+/* Each step leaves its last state in carry (non-zero, and another each
+ * step); a run resumed from a checkpoint, which keeps carry and the
+ * streams' cursor, ends with the weights and state of an uninterrupted
+ * one (a resumed carry of zeros would change both). */
+static void test_lstm_state_carries_across_batches_and_resumes(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = session(&p, stream_model, st);
+    float last[2][64], carry[2][64];
+    stream_step(s, last[0], carry[0], st);
+    stream_step(s, last[1], carry[1], st);
+    assert_memory_equal(last[0], carry[0], sizeof last[0]);
+    assert_memory_equal(last[1], carry[1], sizeof last[1]);
+    int nonzero = 0;
+    for (int i = 0; i < 64; i++) nonzero += carry[0][i] != 0 && carry[1][i] != carry[0][i];
+    assert_true(nonzero > 32);
+    train(s, 38, &(float){0}, st);
+    gr_tensor *w1, *c1, *w2, *c2;
+    assert_gr_ok(gr_variable_get(s, "w", &w1, st), st);
+    assert_gr_ok(gr_variable_get(s, "carry", &c1, st), st);
     gr_session_free(s);
     gr_program_free(p);
+    w2 = resumed_var(stream_model, "w", st);
+    c2 = resumed_var(stream_model, "carry", st);
+    assert_memory_equal(gr_tensor_data(w1), gr_tensor_data(w2), gr_tensor_bytes(w1));
+    assert_memory_equal(gr_tensor_data(c1), gr_tensor_data(c2), gr_tensor_bytes(c1));
+    gr_tensor_free(w1);
+    gr_tensor_free(c1);
+    gr_tensor_free(w2);
+    gr_tensor_free(c2);
     gr_status_free(st);
 }
 
@@ -482,10 +629,13 @@ int main(void)
         cmocka_unit_test(test_word_vocabulary_by_frequency_with_unk),
         cmocka_unit_test(test_split_holds_out_the_end),
         cmocka_unit_test(test_directory_and_list_of_files),
-        cmocka_unit_test(test_shuffled_windows_resume_from_a_cursor),
+        cmocka_unit_test(test_shuffled_windows_and_streams_resume_from_a_cursor),
+        cmocka_unit_test(test_streams_rows_continue_and_wrap),
+        cmocka_unit_test(test_streams_errors),
         cmocka_unit_test(test_errors_name_the_file_and_why),
         cmocka_unit_test(test_program_tells_its_vocabulary),
         cmocka_unit_test(test_model_trains_and_resumes_to_the_same_weights),
+        cmocka_unit_test(test_lstm_state_carries_across_batches_and_resumes),
         cmocka_unit_test(test_checkpoint_of_another_vocabulary_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -65,6 +65,12 @@ typedef struct data_spec {
     int val_part;
     int byte_vocab;     /* ids are bytes (256), not the characters present */
     int64_t word_vocab; /* > 0: ids are words, at most this many (<unk> = 0 included) */
+    /* text: the part is cut into `batch` contiguous streams of equal length,
+       and batch k's row b is stream b's window k (its ids [k * block, k *
+       block + block], stride and shuffle unused): row b of batch k + 1
+       continues row b of batch k.  An epoch is the windows of one stream;
+       the next starts at window 0 of every stream again.  Not with shards. */
+    int streams;
 } data_spec;
 
 typedef struct data_info {

@@ -32,7 +32,7 @@ typedef enum data_elem {
     DATA_ELEM_F32,
     DATA_ELEM_F64,
     DATA_ELEM_GAUSS,
-    DATA_ELEM_TEXT, /* x: the i32 ids of a text; example i is the window at i * stride */
+    DATA_ELEM_TEXT, /* x: the i32 ids of a text; example i is the window at data_text_at(ds, i) */
 } data_elem;
 
 typedef struct data_set {
@@ -43,6 +43,8 @@ typedef struct data_set {
     int32_t *y;         /* n labels, or NULL */
     uint64_t seed;      /* GAUSS only */
     int64_t stride;     /* TEXT only */
+    int64_t streams;    /* TEXT only: 0, or the streams (data_spec.streams) */
+    int64_t stream_len; /* TEXT with streams: the ids of each stream */
     float scale;        /* x values are multiplied by it (data_spec.x_scale); 0: not */
     const char *x_path; /* for messages (borrowed from the spec) */
     const char *y_path;
@@ -89,6 +91,9 @@ int data_gauss_load(const data_spec *s, data_set *ds, char *err, size_t errlen);
 int data_text_probe(const data_spec *s, data_info *info, char *err, size_t errlen);
 int data_text_load(const data_spec *s, data_set *ds, char *err, size_t errlen);
 
+/* Text: where example i's window starts in ds->x: i * stride, or with
+ * streams, window i / streams of stream i % streams. */
+int64_t data_text_at(const data_set *ds, int64_t i);
 /* Converts example i of the set to f32 into out (ex_elems floats; a text
  * window's i32 ids, as they are). */
 void data_set_example(const data_set *ds, int64_t i, float *out);

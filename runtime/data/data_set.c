@@ -167,12 +167,19 @@ int data_spec_dims(const data_spec *s, const char *what, int64_t *prod, char *er
             for (int64_t k = 0; k < m; k++) out[k] = (float)src[k];                                \
     } while (0)
 
+int64_t data_text_at(const data_set *ds, int64_t i)
+{
+    if (!ds->streams) return i * ds->stride;
+    return i % ds->streams * ds->stream_len + i / ds->streams * ds->ex_elems;
+}
+
 void data_set_prefetch(const data_set *ds, int64_t i)
 {
     if (ds->elem == DATA_ELEM_GAUSS) return;
     size_t bytes = (size_t)ds->ex_elems * data_elem_size(ds->elem);
-    const char *p = ds->elem == DATA_ELEM_TEXT ? (const char *)ds->x + (size_t)(i * ds->stride) * 4
-                                               : (const char *)ds->x + (size_t)i * bytes;
+    const char *p = ds->elem == DATA_ELEM_TEXT
+                        ? (const char *)ds->x + (size_t)data_text_at(ds, i) * 4
+                        : (const char *)ds->x + (size_t)i * bytes;
     for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
 }
 
@@ -209,7 +216,7 @@ void data_set_example(const data_set *ds, int64_t i, float *out)
         break;
     }
     case DATA_ELEM_TEXT:
-        memcpy(out, (const int32_t *)ds->x + i * ds->stride, (size_t)m * sizeof(int32_t));
+        memcpy(out, (const int32_t *)ds->x + data_text_at(ds, i), (size_t)m * sizeof(int32_t));
         break;
     }
 }
@@ -217,7 +224,7 @@ void data_set_example(const data_set *ds, int64_t i, float *out)
 void data_set_labels(const data_set *ds, int64_t i, int32_t *y)
 {
     if (ds->elem == DATA_ELEM_TEXT) /* the window's next characters */
-        memcpy(y, (const int32_t *)ds->x + i * ds->stride + 1, (size_t)ds->info.y_per * 4);
+        memcpy(y, (const int32_t *)ds->x + data_text_at(ds, i) + 1, (size_t)ds->info.y_per * 4);
     else
         y[0] = ds->y ? ds->y[i] : 0;
 }

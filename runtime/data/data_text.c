@@ -5,8 +5,10 @@
  * frequent words.  An example is a window of block + 1
  * ids: x is its first block, y its last block (each id's next one).
  * Windows start every stride ids of the first `split` of the text (the
- * training part) or of the rest (the validation part); the vocabulary comes
- * from the whole text, so both parts agree on it. */
+ * training part) or of the rest (the validation part), or with streams
+ * the part is cut into batch contiguous streams whose windows follow each
+ * other, one row of every batch each; the vocabulary comes from the whole
+ * text, so both parts agree on it. */
 #include "data_impl.h"
 
 #include <dirent.h>
@@ -471,6 +473,52 @@ static int text_load_corpus(const data_spec *s, text_corpus *c, char *err, size_
     return rc;
 }
 
+static const char *text_unit(const data_spec *s)
+{
+    return s->word_vocab ? "words" : s->byte_vocab ? "bytes" : "characters";
+}
+
+/* streams=true: the windows of the batch streams, len / batch ids each,
+ * into *n (one process reads them all). */
+static int text_stream_windows(const data_spec *s, int64_t len, const char *part, int64_t *n,
+                               char *err, size_t errlen)
+{
+    int64_t per = len / s->batch;
+    if (s->shards > 1) {
+        data_err(err, errlen,
+                 "%s: streams=true cannot be split among %d processes (each row must continue "
+                 "its own stream)",
+                 s->path[0], s->shards);
+        return -1;
+    }
+    if (per < s->block + 1) {
+        data_err(err, errlen,
+                 "%s: streams=true cuts the text's %s part (%lld %s) into batch %lld streams of "
+                 "%lld, shorter than a window (block + 1 = %lld)",
+                 s->path[0], part, (long long)len, text_unit(s), (long long)s->batch,
+                 (long long)per, (long long)(s->block + 1));
+        return -1;
+    }
+    *n = (per - 1) / s->block * s->batch;
+    return 0;
+}
+
+/* The windows of a part of len ids into *n: one every stride, or the
+ * streams'. */
+static int text_windows(const data_spec *s, int64_t len, const char *part, int64_t *n, char *err,
+                        size_t errlen)
+{
+    if (s->streams) return text_stream_windows(s, len, part, n, err, errlen);
+    *n = (len - s->block - 1) / s->stride + 1;
+    if (s->batch <= *n) return 0;
+    data_err(err, errlen,
+             "%s: batch %lld is larger than the %lld windows of the text's %s part (block %lld, "
+             "stride %lld)",
+             s->path[0], (long long)s->batch, (long long)*n, part, (long long)s->block,
+             (long long)s->stride);
+    return -1;
+}
+
 /* The part's ids [*first, *first + *len) and its windows, checked. */
 static int text_part(const data_spec *s, const text_corpus *c, int64_t *first, int64_t *len,
                      data_info *info, char *err, size_t errlen)
@@ -492,22 +540,11 @@ static int text_part(const data_spec *s, const text_corpus *c, int64_t *first, i
         data_err(err, errlen,
                  "%s: block %lld is longer than the text's %s part (%lld %s; a window needs "
                  "block + 1)",
-                 s->path[0], (long long)s->block, part, (long long)*len,
-                 s->word_vocab   ? "words"
-                 : s->byte_vocab ? "bytes"
-                                 : "characters");
+                 s->path[0], (long long)s->block, part, (long long)*len, text_unit(s));
         return -1;
     }
     memset(info, 0, sizeof *info);
-    info->n = (*len - s->block - 1) / s->stride + 1;
-    if (s->batch > info->n) {
-        data_err(err, errlen,
-                 "%s: batch %lld is larger than the %lld windows of the text's %s part (block "
-                 "%lld, stride %lld)",
-                 s->path[0], (long long)s->batch, (long long)info->n, part, (long long)s->block,
-                 (long long)s->stride);
-        return -1;
-    }
+    if (text_windows(s, *len, part, &info->n, err, errlen)) return -1;
     info->x_rank = 1;
     info->x_dims[0] = s->block;
     info->has_y = 1;
@@ -542,6 +579,8 @@ int data_text_load(const data_spec *s, data_set *ds, char *err, size_t errlen)
     ds->elem = DATA_ELEM_TEXT;
     ds->ex_elems = s->block;
     ds->stride = s->stride;
+    ds->streams = s->streams ? s->batch : 0;
+    ds->stream_len = len / s->batch;
     ds->x_path = s->path[0];
     return 0;
 }
