@@ -96,6 +96,15 @@ typedef struct kern_args {
  * and the .graph line. */
 typedef int (*kernel_fn)(const kern_args *a);
 
+/* The staleness-aware learning rate's factor (Zhang et al. 2016) for an
+ * update of staleness s: 1 / max(1, s).  runtime/exec/stale.c writes it
+ * into kern_args.lr_scale; MPI async ranks scale their change by it
+ * (runtime/dist/dist_mpi.c). */
+static inline float kern_stale_factor(uint64_t s)
+{
+    return s > 1 ? 1.0f / (float)s : 1.0f;
+}
+
 /* A variable's lock, taken by its locking updates.  On a device whose
  * kernels enqueue (vt->enqueues) the mutex alone would order only the
  * enqueueing: ev (made on the variable's device dev) orders the updates

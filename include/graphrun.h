@@ -269,8 +269,19 @@ typedef struct gr_session_options {
     /* the staleness-aware learning rate (Zhang et al. 2016) for concurrent
        executors: each update's learning rate is scaled by 1 / max(1, s), s
        the updates of its variable that other steps made since its step
-       began (gr_session_staleness); an update of staleness 0 is unscaled */
+       began (gr_session_staleness); an update of staleness 0 is unscaled.
+       GR_DIST_ASYNC through rank 0 (sync_every 0): each rank's change is
+       scaled by the factor of its staleness across the ranks; refused in
+       the other distributed modes */
     int stale_lr;
+    /* GR_DIST_ASYNC through rank 0 (sync_every 0), bounded staleness: with
+       bounded = 1, a rank waits before a step while it is more than
+       max_staleness steps ahead of the slowest rank still training (one
+       that freed its session, or waits in a collective, stops counting);
+       a wait longer than GR_DIST_TIMEOUT fails, naming the rank and its
+       step.  Refused in the other distributed modes. */
+    int bounded;
+    int max_staleness; /* S >= 0 */
 } gr_session_options;
 
 /* opt may be NULL (all defaults); a field outside its range is refused
@@ -458,7 +469,12 @@ typedef struct gr_staleness {
     uint64_t count[GR_STALENESS_BUCKETS];
 } gr_staleness;
 /* The counts so far, over every executor of the session (all zero for a
- * NULL session).  Safe while other threads run steps. */
+ * NULL session).  Safe while other threads run steps.  A GR_DIST_ASYNC
+ * session through rank 0 (sync_every 0) counts instead every rank's
+ * changes to rank 0's shared variables, each update of a variable being
+ * one rank's change after one step, its staleness the changes of other
+ * ranks that landed between its step's read and its own (the same counts
+ * on every rank: rank 0 keeps them). */
 void gr_session_staleness(gr_session *s, gr_staleness *out);
 /* The updates counted between two readings (before may be all zero: since
  * the session began): their mean, 99th percentile and maximum staleness,

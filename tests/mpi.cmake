@@ -9,7 +9,8 @@ set(GR_MPI_TRAIN_CASES oracle-sgd oracle-momentum oracle-adam resume kill mismat
 set(GR_MPI_SCHEDULE_CASES agree-steps agree-seed agree-eval agree-eval-every agree-sync-every
     agree-checkpoint agree-checkpoint-every agree-api leave-sync leave-mpi leave-every stop-sync
     stop-mpi other-eval other-target-sync other-target-mpi together backup-stall
-    backup-stall-others backup-stall-root backup-leave backup-cli)
+    backup-stall-others backup-stall-root backup-leave backup-cli stale stale-lr bound bound-leave
+    bound-eval bound-stop bound-cli)
 if(GR_HAVE_MPI AND MPIEXEC_EXECUTABLE AND EXISTS /usr/bin/python3)
   add_executable(mpi_schedule ${CMAKE_CURRENT_SOURCE_DIR}/mpi/schedule.c)
   target_link_libraries(mpi_schedule PRIVATE graphrun_internal MPI::MPI_C)

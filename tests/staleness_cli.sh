@@ -44,7 +44,7 @@ timeout 60 "$G" "$T/m.graph" --steps 300 --executors 2 --threads 2 --stale-lr > 
 [ -n "$(max_of "$T/s.out")" ] || fail "--stale-lr's summary: $(cat "$T/s.out")"
 for bad in "--max-staleness 1" "--executors 2 --slow 2:3" "--executors 2 --slow 1:0.5" \
     "--executors 2 --slow x" "--executors 2 --max-staleness -1" "--stale-lr" \
-    "--stale-lr --distributed async"; do
+    "--stale-lr --distributed sync"; do
     timeout 20 "$G" "$T/m.graph" --steps 10 $bad > "$T/u.out" 2>&1
     [ $? -eq 2 ] || fail "$bad: want exit 2: $(cat "$T/u.out")"
     [ "$(wc -l < "$T/u.out")" -eq 1 ] || fail "$bad: want one line: $(cat "$T/u.out")"

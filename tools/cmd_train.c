@@ -85,7 +85,7 @@ static int summary(const train_opts *o, const gr_session *s, const gr_target_inf
     for (int i = 0; i < o->n_targets; i++) printf("%s %s", i ? "," : "", o->targets[i]);
     printf(": %ld steps in %.2fs, %.1f steps/s", done, secs, sps);
     if (ti->loss) printf(", final loss %.4f", (double)loss);
-    if (concurrent(o)) { /* one executor's updates are never stale */
+    if (concurrent(o) || o->comp.distributed) { /* one executor's updates are never stale */
         char stale[96];
         trep_staleness(pg, stale, sizeof stale);
         fputs(stale, stdout);

@@ -63,9 +63,10 @@ static const cli_opt train_opts_table[] = {
     {"locking", O_LOCKING, NULL, "every variable update takes that variable's lock", CLI_V_NONE,
      NULL},
     {"max-staleness", O_MAX_STALENESS, "S",
-     "bounded staleness for concurrent executors: none starts a step\n"
-     "more than S steps ahead of the slowest still running (0: in\n"
-     "lockstep; S in [0, 2^31 - 1]; default: unbounded, Hogwild!)",
+     "bounded staleness for concurrent executors, or --distributed\n"
+     "async ranks: none starts a step more than S steps ahead of the\n"
+     "slowest still running (0: in lockstep; S in [0, 2^31 - 1];\n"
+     "default: unbounded, Hogwild!)",
      CLI_V_NONE, NULL},
     {"slow", O_SLOW, "W:F",
      "a straggler, for experiments: concurrent worker W (0 is the\n"
@@ -73,8 +74,9 @@ static const cli_opt train_opts_table[] = {
      "that its steps take F times as long (F a number in [1, 1000])",
      CLI_V_NONE, NULL},
     {"stale-lr", O_STALE_LR, NULL,
-     "staleness-aware learning rate for concurrent executors: each\n"
-     "update's lr is scaled by 1 / max(1, its staleness)",
+     "staleness-aware learning rate for concurrent executors, or\n"
+     "--distributed async ranks: each update's lr (a rank's change)\n"
+     "is scaled by 1 / max(1, its staleness)",
      CLI_V_NONE, NULL},
     {"eval", O_EVAL, "NAME", "scalar target evaluated over its data at the end (repeatable)",
      CLI_V_TARGET, NULL},
@@ -291,10 +293,14 @@ static int check_dist_opts(const train_opts *o)
         return bad_usage("--sync-every needs --distributed async", NULL);
     if (o->sess.backup && o->comp.distributed != GR_DIST_SYNC)
         return bad_usage("--backup needs --distributed sync", NULL);
-    if (o->sess.stale_lr && o->comp.distributed)
-        return bad_usage("--stale-lr acts on the concurrent executors of one process; the "
-                         "staleness of MPI ranks is not counted",
-                         NULL);
+    const char *ssp = o->max_staleness >= 0 ? "--max-staleness" : "--stale-lr";
+    if ((o->max_staleness >= 0 || o->sess.stale_lr) && o->comp.distributed &&
+        (o->comp.distributed != GR_DIST_ASYNC || o->sess.sync_every))
+        return cli_usage_error(&cli_train_spec,
+                               "%s with --distributed needs async without --sync-every: sync "
+                               "ranks never apply a stale update, and --sync-every K already "
+                               "waits for every rank every K steps",
+                               ssp);
     if (o->comp.distributed && (o->executors > 1 || o->n_targets > 1))
         return bad_usage("--distributed runs one executor of one target per process; give "
                          "each process more cores with --threads, or start more processes",
@@ -321,7 +327,7 @@ static int parse_slow(const char *s, train_opts *o)
  * on a rank (cli_mpi_check, once the ranks are known). */
 static int check_worker_opts(const train_opts *o)
 {
-    if (o->comp.distributed && o->max_staleness < 0) return 0;
+    if (o->comp.distributed) return 0;
     int workers = (o->executors > 1 ? o->executors : 1) * (o->n_targets > 1 ? o->n_targets : 1);
     const char *which = o->max_staleness >= 0 ? "--max-staleness"
                         : o->slow_worker >= 0 ? "--slow"
@@ -453,5 +459,7 @@ int parse_train_opts(int argc, char **argv, train_opts *o)
     if (o->steps < 0) return bad_usage("--steps N is required", NULL);
     o->comp.params = o->params.v;
     o->comp.n_params = o->params.n;
+    if (o->comp.distributed && o->max_staleness >= 0) /* the ranks' bound is the session's */
+        o->sess.bounded = 1, o->sess.max_staleness = (int)o->max_staleness;
     return check_dist_opts(o) || check_worker_opts(o) ? 2 : check_ckpt_opts(o);
 }

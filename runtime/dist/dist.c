@@ -76,6 +76,11 @@ double dist_comm_seconds(const rt_dist *d)
     return d ? mod->comm_seconds(d) : 0;
 }
 
+int dist_staleness(rt_dist *d, gr_staleness *out)
+{
+    return d ? mod->staleness(d, out) : 0;
+}
+
 gr_code dist_step_begin(rt_dist *d, gr_status *st)
 {
     return mod->step_begin(d, st);

@@ -56,6 +56,10 @@ int dist_data_shards(const rt_dist *d, int di);
 kern_comm *dist_kern_comm(rt_dist *d);
 /* Seconds this process has spent communicating (allreduce, window). */
 double dist_comm_seconds(const rt_dist *d);
+/* Async through rank 0's window: every rank's updates of the shared
+ * variables and their staleness, as rank 0 counted them, into *out; 1.
+ * Other modes (and NULL): 0, out untouched (the executors count). */
+int dist_staleness(rt_dist *d, gr_staleness *out);
 
 /* Around each train step (gr_run of a .minimize() target), outside the
  * pause lock: the async mode's read and write of the shared variables. */

@@ -42,6 +42,7 @@ typedef struct dist_module {
     int (*data_shards)(const rt_dist *d, int di);
     kern_comm *(*kern_comm)(rt_dist *d);
     double (*comm_seconds)(const rt_dist *d);
+    int (*staleness)(rt_dist *d, gr_staleness *out);
     gr_code (*step_begin)(rt_dist *d, gr_status *st);
     gr_code (*step_end)(rt_dist *d, int ran, gr_status *st);
     gr_code (*refresh)(rt_dist *d, gr_status *st);

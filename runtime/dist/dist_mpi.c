@@ -40,9 +40,12 @@ struct rt_dist {
     float *base, *cur;  /* async: the values a step started from; a packed staging copy */
     int use_win;        /* async without sync_every: rank 0's window holds the variables */
     MPI_Win win;
-    float *win_mem;
+    uint8_t *win_mem; /* rank 0's: the words below, then the shared floats */
+    int64_t seen;     /* async: the window's version the step's values were read at */
+    int64_t *steps;   /* --max-staleness: every rank's steps done, as last read */
+    int bounded, max_staleness, stale_lr;
     char *sharded; /* per data source: a train target reads it */
-    uint64_t steps;
+    uint64_t done; /* sync_every: steps since the session began */
     double comm_secs;
 };
 
@@ -531,14 +534,17 @@ static gr_code agree_options(rt_dist *d, gr_status *st)
 {
     static const char *const modes[] = {"none", "sync", "async"};
     const gr_session_options *o = d->h.opt;
-    char seed[24], every[16], backup[16];
+    char seed[24], every[16], backup[16], bound[16] = "(none)";
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     snprintf(every, sizeof every, "%d", o->sync_every);
     snprintf(backup, sizeof backup, "%d", o->backup);
+    if (o->bounded) snprintf(bound, sizeof bound, "%d", o->max_staleness);
     const char *pairs[][2] = {{"--distributed", modes[d->h.mode]},
                               {"--seed", seed},
                               {"--sync-every", every},
                               {"--backup", backup},
+                              {"--max-staleness", bound},
+                              {"--stale-lr", o->stale_lr ? "on" : "off"},
                               {"--locking", o->locking ? "on" : "off"},
                               {"--check-numerics", o->check_numerics ? "on" : "off"}};
     gr_code c = GR_OK;
@@ -549,49 +555,116 @@ static gr_code agree_options(rt_dist *d, gr_status *st)
 
 /* ---- async: rank 0's window ---- */
 
+/* Its first words (int64): the updates applied so far (the version), their
+ * staleness (gr_staleness's sum and count[], of variables: each update
+ * counts once per shared variable), and each rank's steps done
+ * (--max-staleness).  The shared floats follow. */
+enum { W_VERSION, W_SUM, W_COUNT, W_STEPS = W_COUNT + GR_STALENESS_BUCKETS };
+
+static MPI_Aint word_at(int w)
+{
+    return (MPI_Aint)w * (MPI_Aint)sizeof(int64_t);
+}
+
+static MPI_Aint floats_at(const rt_dist *d)
+{
+    return word_at(W_STEPS + d->size);
+}
+
 static void window_open(rt_dist *d)
 {
-    MPI_Aint bytes = d->rank == 0 ? (MPI_Aint)(d->total * sizeof(float)) : 0;
-    MPI_Win_allocate(bytes, sizeof(float), MPI_INFO_NULL, d->sched.comm, &d->win_mem, &d->win);
+    MPI_Aint bytes = d->rank == 0 ? floats_at(d) + (MPI_Aint)(d->total * sizeof(float)) : 0;
+    MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, d->sched.comm, &d->win_mem, &d->win);
+    d->steps = base_xcalloc((size_t)d->size, sizeof *d->steps);
     d->use_win = 1;
 }
 
 /* Rank 0's variables become the shared ones (at the start, after a
- * restore); the header that follows is the barrier after which the others
- * read them. */
+ * restore, when every rank is at rank 0's step); the header that follows
+ * is the barrier after which the others read them. */
 static gr_code window_fill(rt_dist *d, coll_kind kind, gr_status *st)
 {
     char why[WHY];
     if (d->rank == 0) {
+        int64_t *w = (int64_t *)(void *)d->win_mem;
         MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, d->win);
-        pack_vars(d, d->win_mem);
+        if (kind == COLL_OPEN) memset(w, 0, (size_t)word_at(W_STEPS));
+        for (int r = 0; r < d->size; r++) w[W_STEPS + r] = (int64_t)d->h.step(d->h.ctx);
+        pack_vars(d, (float *)(void *)(d->win_mem + floats_at(d)));
         MPI_Win_unlock(0, d->win);
     }
     if (coll_begin(&d->sched, kind, why, sizeof why)) return dm_fail(st, COLL_ERR, "%s\n", why);
     return GR_OK;
 }
 
-/* Passive-target reads and updates of rank 0's window: not collectives. */
-static void window_rma(rt_dist *d, float *buf, int get)
+/* The shared floats read from (get) or added to rank 0's window, in a
+ * passive-target epoch already open (not a collective). */
+static void window_floats(rt_dist *d, float *buf, int get)
+{
+    for (size_t i = 0; i < d->total; i += CHUNK) {
+        int k = (int)(d->total - i < CHUNK ? d->total - i : CHUNK);
+        MPI_Aint at = floats_at(d) + (MPI_Aint)(i * sizeof(float));
+        if (get)
+            MPI_Get(buf + i, k, MPI_FLOAT, 0, at, k, MPI_FLOAT, d->win);
+        else
+            MPI_Accumulate(buf + i, k, MPI_FLOAT, 0, at, k, MPI_FLOAT, MPI_SUM, d->win);
+    }
+}
+
+/* n words of the window from w on, read atomically (as others add to them). */
+static void window_words(rt_dist *d, int w, int64_t *out, int n)
+{
+    MPI_Get_accumulate(NULL, 0, MPI_INT64_T, out, n, MPI_INT64_T, 0, word_at(w), n, MPI_INT64_T,
+                       MPI_NO_OP, d->win);
+}
+
+/* Local variables <- the shared ones, and the version they are of (async). */
+static void pull_shared(rt_dist *d)
 {
     double t = now();
     MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, d->win);
-    for (size_t i = 0; i < d->total; i += CHUNK) {
-        int k = (int)(d->total - i < CHUNK ? d->total - i : CHUNK);
-        if (get)
-            MPI_Get(buf + i, k, MPI_FLOAT, 0, (MPI_Aint)i, k, MPI_FLOAT, d->win);
-        else
-            MPI_Accumulate(buf + i, k, MPI_FLOAT, 0, (MPI_Aint)i, k, MPI_FLOAT, MPI_SUM, d->win);
-    }
+    window_words(d, W_VERSION, &d->seen, 1);
+    window_floats(d, d->base, 1);
     MPI_Win_unlock(0, d->win);
     d->comm_secs += now() - t;
+    unpack_vars(d, d->base);
 }
 
-/* Local variables <- the shared ones (async). */
-static void pull_shared(rt_dist *d)
+/* This step's update (after its window's fetch-and-add): its staleness,
+ * one per shared variable, and this rank's steps done. */
+static void count_update(rt_dist *d, uint64_t k, int64_t *words)
 {
-    window_rma(d, d->base, 1);
-    unpack_vars(d, d->base);
+    words[0] = (int64_t)k * d->n_shared;
+    words[1] = d->n_shared;
+    words[2] = (int64_t)d->h.step(d->h.ctx);
+    int bucket = k < GR_STALENESS_BUCKETS ? (int)k : GR_STALENESS_BUCKETS - 1;
+    MPI_Accumulate(&words[0], 1, MPI_INT64_T, 0, word_at(W_SUM), 1, MPI_INT64_T, MPI_SUM, d->win);
+    MPI_Accumulate(&words[1], 1, MPI_INT64_T, 0, word_at(W_COUNT + bucket), 1, MPI_INT64_T, MPI_SUM,
+                   d->win);
+    MPI_Accumulate(&words[2], 1, MPI_INT64_T, 0, word_at(W_STEPS + d->rank), 1, MPI_INT64_T,
+                   MPI_REPLACE, d->win);
+}
+
+/* After a step (async): this rank's change, new values less the ones it
+ * read, added to the shared ones as one update, whose staleness is the
+ * updates other ranks added since that read (the version's advance);
+ * --stale-lr scales the change by kern_stale_factor of it. */
+static void push_change(rt_dist *d)
+{
+    int64_t one = 1, was = 0, words[3];
+    pack_vars(d, d->cur);
+    for (size_t i = 0; i < d->total; i++) d->cur[i] -= d->base[i];
+    double t = now();
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, d->win);
+    MPI_Fetch_and_op(&one, &was, MPI_INT64_T, 0, word_at(W_VERSION), MPI_SUM, d->win);
+    MPI_Win_flush(0, d->win);
+    uint64_t k = was > d->seen ? (uint64_t)(was - d->seen) : 0;
+    float f = d->stale_lr ? kern_stale_factor(k) : 1.0f;
+    for (size_t i = 0; f != 1.0f && i < d->total; i++) d->cur[i] *= f;
+    window_floats(d, d->cur, 0);
+    count_update(d, k, words);
+    MPI_Win_unlock(0, d->win);
+    d->comm_secs += now() - t;
 }
 
 /* sync_every: every process's variables become their mean (after the
@@ -660,6 +733,11 @@ static gr_code open_mode(rt_dist *d, gr_status *st)
 {
     if (d->backup && d->mode != GR_DIST_SYNC)
         return dm_fail(st, GR_ERR_ARG, "distributed: backup workers need sync mode\n");
+    if ((d->bounded || d->stale_lr) && (d->mode != GR_DIST_ASYNC || d->sync_every))
+        return dm_fail(st, GR_ERR_ARG,
+                       "distributed: bounded staleness and the staleness-aware learning rate "
+                       "need async mode without sync_every (sync ranks never apply a stale "
+                       "update; periodic averaging waits for every rank every K steps)\n");
     if (d->mode == GR_DIST_ASYNC && d->sync_every == 0) {
         window_open(d);
         return window_fill(d, COLL_OPEN, st);
@@ -706,6 +784,9 @@ static gr_code mpi_open(const dist_host *h, rt_dist **out, gr_status *st)
     d->mode = h->mode;
     d->sync_every = o->sync_every;
     d->backup = o->backup;
+    d->bounded = o->bounded;
+    d->max_staleness = o->max_staleness;
+    d->stale_lr = o->stale_lr;
     pthread_mutex_init(&d->mu, NULL);
     pick_shared(d, h->g);
     pick_sharded(d, h->g);
@@ -748,6 +829,7 @@ static void mpi_close(rt_dist *d)
     free(d->off);
     free(d->base);
     free(d->cur);
+    free(d->steps);
     if (!d->sched.abandoned) free(d); /* else a pending duplicate may write d->sched */
 }
 
@@ -776,6 +858,66 @@ static double mpi_comm_seconds(const rt_dist *d)
     return d->comm_secs;
 }
 
+/* The slowest rank still training but this one (-1: none), its steps done
+ * into *at: a rank that left, or waits in a collective this one has not
+ * reached (it takes no step before this one joins), stops counting. */
+static int slowest(const rt_dist *d, int64_t *at)
+{
+    const coll_sched *c = &d->sched;
+    int who = -1;
+    for (int r = 0; r < d->size; r++) {
+        const coll_peer *p = &c->peers[r];
+        if (r == d->rank || p->bye_seq >= 0 || p->wait.seq > c->now.seq) continue;
+        if (who < 0 || d->steps[r] < d->steps[who]) who = r;
+    }
+    if (who >= 0) *at = d->steps[who];
+    return who;
+}
+
+/* --max-staleness S: waits while this rank is more than S steps ahead of
+ * the slowest rank still training (which never waits itself), as long as
+ * GR_DIST_TIMEOUT allows.  0, or -1 with why. */
+static int bound_wait(rt_dist *d, char *why)
+{
+    int64_t mine = (int64_t)d->h.step(d->h.ctx), at = 0;
+    char what[128];
+    double t0 = now();
+    for (;;) {
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, d->win);
+        window_words(d, W_STEPS, d->steps, d->size);
+        MPI_Win_unlock(0, d->win);
+        int who = slowest(d, &at);
+        double waited = now() - t0;
+        if (who < 0 || mine - at <= d->max_staleness) {
+            d->comm_secs += waited; /* not busy: --slow does not count it */
+            return 0;
+        }
+        snprintf(what, sizeof what,
+                 "rank %d, at step %lld, to start step %lld (--max-staleness %d)", who,
+                 (long long)at, (long long)mine + 1, d->max_staleness);
+        if (coll_watch(&d->sched, waited, -1, 0, what, why, WHY)) return -1;
+        if (waited > 1e-3) nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+    }
+}
+
+static int mpi_staleness(rt_dist *d, gr_staleness *out)
+{
+    int64_t w[W_STEPS];
+    if (!d->use_win) return 0;
+    dist_lock(d);
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, d->win);
+    window_words(d, 0, w, W_STEPS);
+    MPI_Win_unlock(0, d->win);
+    dist_unlock(d);
+    memset(out, 0, sizeof *out);
+    out->sum = (uint64_t)w[W_SUM];
+    for (int k = 0; k < GR_STALENESS_BUCKETS; k++) {
+        out->count[k] = (uint64_t)w[W_COUNT + k];
+        out->updates += out->count[k];
+    }
+    return 1;
+}
+
 static gr_code mpi_step_begin(rt_dist *d, gr_status *st)
 {
     dist_lock(d);
@@ -783,6 +925,8 @@ static gr_code mpi_step_begin(rt_dist *d, gr_status *st)
     if (d->sched.broken) /* the lock stays taken: mpi_step_end lets it go */
         return dm_fail(st, COLL_ERR, "distributed: an earlier collective failed: %s\n",
                        coll_failure(&d->sched));
+    char why[WHY];
+    if (d->bounded && bound_wait(d, why)) return dm_fail(st, COLL_ERR, "%s\n", why);
     if (d->use_win) pull_shared(d);
     if (d->bk) bk_step_begin(d->bk);
     d->began = d->h.step(d->h.ctx);
@@ -797,10 +941,8 @@ static gr_code mpi_step_end(rt_dist *d, int ran, gr_status *st)
     if (ran && d->bk && backup_step_end(d, why)) {
         c = dm_fail(st, COLL_ERR, "%s\n", why);
     } else if (ran && d->use_win) {
-        pack_vars(d, d->cur);
-        for (size_t i = 0; i < d->total; i++) d->cur[i] -= d->base[i];
-        window_rma(d, d->cur, 0);
-    } else if (ran && d->mode == GR_DIST_ASYNC && ++d->steps % (uint64_t)d->sync_every == 0) {
+        push_change(d);
+    } else if (ran && d->mode == GR_DIST_ASYNC && ++d->done % (uint64_t)d->sync_every == 0) {
         if (coll_begin(&d->sched, COLL_AVERAGE, why, sizeof why))
             c = dm_fail(st, COLL_ERR, "%s\n", why);
         else
@@ -932,6 +1074,7 @@ static const dist_module mpi_module = {
     .data_shards = mpi_data_shards,
     .kern_comm = mpi_kern_comm,
     .comm_seconds = mpi_comm_seconds,
+    .staleness = mpi_staleness,
     .step_begin = mpi_step_begin,
     .step_end = mpi_step_end,
     .refresh = mpi_refresh,

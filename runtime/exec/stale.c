@@ -103,8 +103,7 @@ static float scale_of(const rt_exec *e, int j)
 {
     const exec_stale *s = &e->stale;
     uint64_t now = __atomic_load_n(&e->env->var_lock[s->var[j]].version, __ATOMIC_RELAXED);
-    uint64_t k = now - s->seen[j];
-    return k > 1 ? 1.0f / (float)k : 1.0f;
+    return kern_stale_factor(now - s->seen[j]);
 }
 
 void stale_scale(const rt_exec *e, const exec_part *pt, const exec_level *L)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/dist/dist.h"
 #include "runtime/exec/exec_int.h"
 
 typedef struct node_time {
@@ -91,7 +92,7 @@ static void add_stale(const rt_exec *e, void *ctx)
 void gr_session_staleness(gr_session *s, gr_staleness *out)
 {
     memset(out, 0, sizeof *out);
-    if (s) rt_plans_each_exec(s, add_stale, out);
+    if (s && !dist_staleness(rt_session_dist(s), out)) rt_plans_each_exec(s, add_stale, out);
 }
 
 void gr_staleness_between(const gr_staleness *now, const gr_staleness *before, double *mean,

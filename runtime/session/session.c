@@ -28,7 +28,9 @@ static gr_code check_session_options(const gr_session_options *o, gr_status *st)
     if (opt_out_of_range("threads", o->threads, 0, SESSION_MAX_THREADS, st) ||
         opt_out_of_range("executors", o->executors, 0, SESSION_MAX_THREADS, st) ||
         opt_out_of_range("sync_every", o->sync_every, 0, INT_MAX, st) ||
-        opt_out_of_range("backup", o->backup, 0, INT_MAX, st))
+        opt_out_of_range("backup", o->backup, 0, INT_MAX, st) ||
+        opt_out_of_range("bounded", o->bounded, 0, 1, st) ||
+        opt_out_of_range("max_staleness", o->max_staleness, 0, INT_MAX, st))
         return GR_ERR_ARG;
     return GR_OK;
 }

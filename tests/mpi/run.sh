@@ -53,10 +53,27 @@
 #             naming one
 #   backup-cli  --backup without --distributed sync, --backup >= P and --slow
 #             of a rank that does not exist are usage errors (exit 2)
+#   stale     3 async ranks count stale updates (the summary line's and the
+#             log's maximum above 0); 2 sync ranks count none
+#   stale-lr  tests/mpi/stale.graph: a rank's update that others' updates
+#             overtook (2 or more) lands scaled by 1 / staleness with
+#             --stale-lr, whole without; one async rank trains to the same
+#             bits with and without it
+#   bound     3 async ranks, --max-staleness 1, rank 2 3 times slower: no
+#             update more than (P - 1)(2S + 1) = 6 behind
+#   bound-leave  rank 1 frees its session after 3 steps: rank 0, bounded to
+#             1 step ahead, trains on to 10 (a rank that left stops counting)
+#   bound-eval  rank 1 evaluates after 3 steps: rank 0 stops counting it
+#             (it waits in a collective), trains to 10 and leaves, and rank
+#             1's evaluation ends the job at once, naming rank 0
+#   bound-stop  rank 1 stops calling after 3 steps: rank 0's wait to start
+#             step 6 ends the job (GR_DIST_TIMEOUT=2) naming rank 1's step
+#   bound-cli  --max-staleness and --stale-lr with sync or --sync-every are
+#             usage errors (exit 2); ranks with other bounds are refused
 set -u
 case_=$1 G=$2 MPIRUN=$3 P=${4:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
-M=$HERE/mlp.graph T=$HERE/tiny.graph
+M=$HERE/mlp.graph T=$HERE/tiny.graph SG=$HERE/stale.graph
 PY=/usr/bin/python3
 export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers: no CMA
 R="$MPIRUN -np 2 --oversubscribe --allow-run-as-root"
@@ -315,6 +332,70 @@ backup-cli)
     job e5 $R "$G" "$T" --steps 20 --quiet --distributed sync --backup 1 --slow 1:2
     [ $rc -eq 0 ] || fail "--backup 1 --slow 1:2: exit status $rc: $(cat e5)"
     grep -q "trained train_b: 20 steps" e5 || fail "$(cat e5)"
+    ;;
+stale)
+    job st.out $R3 "$G" "$T" --steps 4000 --threads 1 --distributed async --eval loss --log st.log
+    [ $rc -eq 0 ] || fail "async: exit status $rc: $(cat st.out)"
+    grep -q "^trained train_b: 4000 steps.*, staleness mean [0-9.]* p99 [0-9]* max [1-9]" st.out ||
+        fail "no stale update counted: $(cat st.out)"
+    grep -q '"event":"done".*"staleness_max":[1-9]' st.log || fail "log: $(tail -1 st.log)"
+    job sy.out $R "$G" "$T" --steps 400 --threads 1 --distributed sync --log sy.log
+    [ $rc -eq 0 ] || fail "sync: exit status $rc: $(cat sy.out)"
+    grep -q "^trained train_b: 400 steps.*, staleness mean 0.00 p99 0 max 0$" sy.out ||
+        fail "sync: $(cat sy.out)"
+    ! grep -q '"staleness_max":[1-9]' sy.log || fail "sync log: $(cat sy.log)"
+    ;;
+stale-lr)
+    for mode in async stale-lr; do
+        job sl.out $R "$P" "$SG" stale $mode
+        [ $rc -eq 0 ] || fail "$mode: exit status $rc: $(cat sl.out)"
+        k=$(sed -n 's/^stale: \([0-9]*\)$/\1/p' sl.out)
+        [ "${k:-0}" -ge 2 ] || fail "$mode: no update 2 or more behind: $(cat sl.out)"
+        want=$([ $mode = async ] && echo whole || echo scaled)
+        grep -qx "stale: $want" sl.out || fail "$mode: not $want: $(cat sl.out)"
+    done
+    for lr in "" --stale-lr; do
+        # shellcheck disable=SC2086 # no word, or the option
+        $MPIRUN -np 1 --allow-run-as-root "$G" "$T" --steps 50 --threads 1 --quiet \
+            --distributed async --checkpoint "one$lr.st" $lr > /dev/null || fail "1 rank $lr"
+    done
+    $PY "$HERE/compare.py" one.st one--stale-lr.st 0 || fail "one rank: --stale-lr changed the bits"
+    ;;
+bound)
+    job b.out $R3 "$G" "$T" --steps 1000 --threads 1 --distributed async --max-staleness 1 \
+        --slow 2:3 --eval loss
+    [ $rc -eq 0 ] || fail "exit status $rc: $(cat b.out)"
+    max=$(sed -n 's/^trained .*, staleness mean [0-9.]* p99 [0-9]* max \([0-9]*\)$/\1/p' b.out)
+    [ -n "$max" ] && [ "$max" -le 6 ] || fail "more than 6 behind: $(cat b.out)"
+    ;;
+bound-leave)
+    schedule leave bound
+    [ $rc -eq 0 ] || fail "exit status $rc: $(cat sched.out)"
+    ;;
+bound-eval)
+    schedule eval bound
+    quick_failure sched.out
+    grep -q "^rank 1: .*rank 0 left (gr_session_free) after its collective [0-9]*, at step 10, \
+while rank 1 waits in its collective [0-9]* (evaluation total, after step 3)" sched.out ||
+        fail "$(cat sched.out)"
+    ;;
+bound-stop)
+    export GR_DIST_TIMEOUT=2
+    schedule stop bound "rank 0 waited 2[.0-9]* s for rank 1, at step 3, to start step 6 \
+(--max-staleness 1), which stopped coming (GR_DIST_TIMEOUT)"
+    [ $secs -ge 2 ] || fail "ended before the timeout: $(cat sched.out)"
+    ;;
+bound-cli)
+    for bad in "sync --max-staleness 1" "sync --stale-lr" "async --sync-every 5 --max-staleness 1" \
+        "async --sync-every 5 --stale-lr"; do
+        # shellcheck disable=SC2086 # the options are words
+        "$G" "$T" --steps 1 --distributed $bad 2> e1
+        [ $? -eq 2 ] || fail "$bad: not a usage error: $(cat e1)"
+        grep -q "with --distributed needs async without --sync-every" e1 || fail "$(cat e1)"
+    done
+    agree async "--max-staleness 1" "--max-staleness 2" \
+        "rank 1: --max-staleness 2 differs from rank 0's --max-staleness 1"
+    agree async "--stale-lr" "" "rank 1: --stale-lr off differs from rank 0's --stale-lr on"
     ;;
 *)
     fail "unknown case $case_"

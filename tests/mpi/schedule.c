@@ -20,7 +20,13 @@
  *                   train to 10 and evaluate
  *         stall-others  every rank but 0 stops after 3 steps
  *         stall-root    rank 0 stops after 3 steps
- *   MODE  sync (default), async, or every (async with sync_every 2)
+ *         stale     (tests/mpi/stale.graph) rank 1 takes one step of
+ *                   train_slow while rank 0 steps train every 10 ms; rank 1
+ *                   prints "stale: K" (its update's staleness) then "stale:
+ *                   scaled" when v's shared change is its own times
+ *                   1 / K, "stale: whole" when it is its own, bit for bit
+ *   MODE  sync (default), async, every (async with sync_every 2), bound
+ *         (async, max_staleness 1) or stale-lr (async, stale_lr)
  *   BACKUP  backup workers (sync; default 0); TARGET default train
  *
  * Training runs until the session's step reaches a number, not a number of
@@ -118,9 +124,52 @@ static void stall(gr_session *s, const char *what, gr_status *st)
     if (gr_eval(s, "loss", &loss, st) != GR_OK) die(st);
 }
 
+static float variable_v(gr_session *s, gr_status *st)
+{
+    gr_tensor *t = NULL;
+    if (gr_variable_get(s, "v", &t, st) != GR_OK) die(st);
+    float v = ((const float *)gr_tensor_data(t))[0];
+    gr_tensor_free(t);
+    return v;
+}
+
+/* Rank 1's step against rank 0's, then v's change: rank 1's own (its local
+ * copy after its step) against the shared one (after the evaluation's
+ * refresh); rank 0 never changes v. */
+static void stale(gr_session *s, gr_status *st)
+{
+    double loss = 0;
+    int done = 0;
+    gr_staleness n = {0}, zero = {0};
+    uint64_t k = 0;
+    if (rank == 1) {
+        if (gr_run(s, "train_slow", NULL, 0, NULL, 0, st) != GR_OK) die(st);
+        MPI_Send(&done, 1, MPI_INT, 0, 7, MPI_COMM_WORLD);
+    }
+    while (rank == 0 && !done) {
+        if (gr_run(s, "train", NULL, 0, NULL, 0, st) != GR_OK) die(st);
+        usleep(10000);
+        MPI_Iprobe(1, 7, MPI_COMM_WORLD, &done, MPI_STATUS_IGNORE);
+    }
+    if (rank == 0) MPI_Recv(&done, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    float own = variable_v(s, st);
+    if (gr_eval(s, "loss", &loss, st) != GR_OK) die(st);
+    float shared = variable_v(s, st);
+    gr_session_staleness(s, &n); /* rank 0's updates are 0 or 1 behind */
+    gr_staleness_between(&n, &zero, NULL, NULL, &k);
+    if (rank != 1) return;
+    printf("stale: %llu\n", (unsigned long long)k);
+    if (shared == own) printf("stale: whole\n");
+    if (k > 1 && shared == own * (1.0f / (float)k)) printf("stale: scaled\n");
+}
+
 static int run_case(gr_session *s, const gr_program *p, const char *what, gr_status *st)
 {
     double loss = 0;
+    if (strcmp(what, "stale") == 0) {
+        stale(s, st);
+        return 0;
+    }
     if (strcmp(what, "together") == 0) {
         together(s, st);
         return 0;
@@ -161,7 +210,10 @@ int main(int argc, char **argv)
     gr_compile_options co = {.distributed = strcmp(mode, "sync") ? GR_DIST_ASYNC : GR_DIST_SYNC};
     gr_session_options so = {.threads = 1,
                              .sync_every = strcmp(mode, "every") ? 0 : 2,
-                             .backup = argc > 4 ? atoi(argv[4]) : 0};
+                             .backup = argc > 4 ? atoi(argv[4]) : 0,
+                             .bounded = strcmp(mode, "bound") == 0,
+                             .max_staleness = 1,
+                             .stale_lr = strcmp(mode, "stale-lr") == 0};
     if (argc > 5) target = argv[5];
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
