@@ -1,7 +1,7 @@
 /* test_api_options.c - the option structs of the C API are range-checked
- * (issue 23): gr_session_new refuses threads, executors and sync_every
- * outside their ranges, gr_compile_file and gr_compile_string refuse a
- * negative n_params, params NULL with n_params > 0 and a param without a
+ * (issue 23): gr_session_new refuses threads, executors, sync_every,
+ * bounded and max_staleness outside their ranges, gr_compile_file and
+ * gr_compile_string refuse a negative n_params, params NULL with n_params > 0 and a param without a
  * name or value; each with GR_ERR_ARG and a message naming the function
  * and the field, before anything is made. */
 #include <setjmp.h>
@@ -33,10 +33,14 @@ static void test_session_options_out_of_range_are_refused(void **state)
     static const struct {
         gr_session_options o;
         const char *field;
-    } bad[] = {
-        {{.threads = -1}, "options.threads"},          {{.threads = 1025}, "options.threads"},
-        {{.threads = INT32_MIN}, "options.threads"},   {{.executors = -1}, "options.executors"},
-        {{.executors = 1 << 20}, "options.executors"}, {{.sync_every = -1}, "options.sync_every"}};
+    } bad[] = {{{.threads = -1}, "options.threads"},
+               {{.threads = 1025}, "options.threads"},
+               {{.threads = INT32_MIN}, "options.threads"},
+               {{.executors = -1}, "options.executors"},
+               {{.executors = 1 << 20}, "options.executors"},
+               {{.sync_every = -1}, "options.sync_every"},
+               {{.bounded = 2}, "options.bounded"},
+               {{.max_staleness = -1}, "options.max_staleness"}};
     gr_status *st = gr_status_new();
     gr_program *p = NULL;
     assert_gr_ok(gr_compile_string("o.graph", prog, strlen(prog), NULL, &p, st), st);

@@ -11,7 +11,9 @@
  *  - sync: the program's allreduce nodes average gradients (kern_comm).
  *  - async: rank 0 keeps the trained variables in an MPI window; each
  *    train step first reads them (MPI_Get) and afterwards adds its own
- *    change to them (MPI_Accumulate, MPI_SUM), waiting for nobody.  With
+ *    change to them (MPI_Accumulate, MPI_SUM), waiting for nobody (but
+ *    under bounded staleness); a version in the window counts each
+ *    change's staleness (dist_staleness).  With
  *    sync_every K, there is no window: every K steps the variables are
  *    averaged (MPI_Allreduce).
  *
