@@ -299,25 +299,14 @@ const ir_type *ops_in_type(const ir_graph *g, int id, int k)
 
 /* ---- scratch rules: per task, for the CPU's algorithm (conv_algo.h) ---- */
 
-/* x [N, C, H, W], w [OC, C, K, K], y [N, OC, OH, OW]; grad_x: the input
- * gradient (Winograd's roles of x and y swap), grad_w: the filter's (its
- * partial sums take the place of the transformed filters). */
+/* x [N, C, H, W], w [OC, C, K, K], y [N, OC, OH, OW]; grad: 1 the input
+ * gradient, 2 the filter's (conv_algo.h). */
 static size_t conv_scratch(const ir_node *n, const ir_type *x, const ir_type *w, const ir_type *y,
-                           int grad_x)
+                           int grad)
 {
-    size_t col = conv_im2col_bytes(x->dim[0], w->dim[1], w->dim[2], w->dim[3], y->dim[1], y->dim[2],
-                                   y->dim[3]),
-           wino;
-    if (n->op == OP_CONV2D_GRAD_W) col += (size_t)ir_numel(w) * 4;
     int64_t stride = n->attr.i[ATTR_CONV_STRIDE] > 0 ? n->attr.i[ATTR_CONV_STRIDE] : 1;
-    int64_t pad = n->attr.i[ATTR_CONV_PAD];
-    if (!conv_wino_ok(x->dim[1], y->dim[1], w->dim[2], w->dim[3], stride, pad)) return col;
-    conv_wino p;
-    if (grad_x)
-        wino = conv_wino_plan(&p, x->dim[0], y->dim[1], x->dim[1], w->dim[2], x->dim[2], x->dim[3]);
-    else
-        wino = conv_wino_plan(&p, x->dim[0], x->dim[1], y->dim[1], w->dim[2], y->dim[2], y->dim[3]);
-    return wino > col ? wino : col; /* the CUDA device's im2col plans with the same rule */
+    return conv_task_bytes(grad, x->dim[0], x->dim[1], x->dim[2], x->dim[3], y->dim[1], w->dim[2],
+                           w->dim[3], stride, n->attr.i[ATTR_CONV_PAD], y->dim[2], y->dim[3]);
 }
 
 size_t ops_scratch_conv2d(const ir_graph *g, int id)
@@ -333,7 +322,7 @@ size_t ops_scratch_conv2d_grad_w(const ir_graph *g, int id)
 {
     /* in dy, x; out dw */
     return conv_scratch(&g->nodes[id], ops_in_type(g, id, 1), &g->nodes[id].type,
-                        ops_in_type(g, id, 0), 0);
+                        ops_in_type(g, id, 0), 2);
 }
 
 /* layernorm_grad_params: 2C floats of partial sums per CPU task (rows are

@@ -1369,14 +1369,9 @@ static void conv_call(call *c, op_kind op, const conv_case *q, void *out, const 
                       int threads, void **scratch)
 {
     int64_t oh = conv_out(q->h, q->kh, q->s, q->p), ow = conv_out(q->w, q->kw, q->s, q->p);
-    size_t per = conv_im2col_bytes(q->n, q->c, q->kh, q->kw, q->oc, oh, ow), wino = 0;
-    if (op == OP_CONV2D_GRAD_W) per += (size_t)(q->oc * q->c * q->kh * q->kw) * 4;
-    conv_wino pl; /* the plan's scratch for Winograd, as ops.c gives it */
-    if (conv_wino_ok(q->c, q->oc, q->kh, q->kw, q->s, q->p) && op == OP_CONV2D_GRAD_X)
-        wino = conv_wino_plan(&pl, q->n, q->oc, q->c, q->kh, q->h, q->w);
-    else if (conv_wino_ok(q->c, q->oc, q->kh, q->kw, q->s, q->p))
-        wino = conv_wino_plan(&pl, q->n, q->c, q->oc, q->kh, oh, ow);
-    if (wino > per) per = wino;
+    int grad = op == OP_CONV2D_GRAD_X ? 1 : op == OP_CONV2D_GRAD_W ? 2 : 0;
+    size_t per = conv_task_bytes(grad, q->n, q->c, q->h, q->w, q->oc, q->kh, q->kw, q->s, q->p, oh,
+                                 ow); /* the plan's scratch, as ops.c gives it */
     call_init(c, op, ot, out);
     c->node.attr.i[ATTR_CONV_STRIDE] = q->s;
     c->node.attr.i[ATTR_CONV_PAD] = q->p;
@@ -1492,6 +1487,13 @@ static void test_conv2d_and_grads_against_naive(void **state)
         {7, 8, 9, 9, 10, 3, 3, 1, 1},
         {2, 12, 5, 8, 8, 3, 3, 1, 0},
         {1, 8, 3, 4, 8, 3, 3, 1, 2},
+        /* direct 3x3 (conv_algo.h, on CPUs with AVX-512): strides 1 and 2,
+         * paddings 0-2, channels that fill no tile evenly, the filter
+         * gradient in chunks of 4, 4 and 1 images */
+        {5, 17, 9, 11, 19, 3, 3, 2, 0},
+        {3, 10, 12, 7, 33, 3, 3, 2, 2},
+        {2, 9, 11, 10, 8, 3, 3, 1, 2},
+        {9, 16, 28, 28, 16, 3, 3, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int threads = 0; threads <= 2; threads++) check_conv(&cases[i], threads);

@@ -368,6 +368,10 @@ static int conv_is_wino(const cpu_conv_shape *s)
 void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
                 const float *w, const float *bias, int relu)
 {
+    if (cpu_direct_ok(s, 0)) {
+        cpu_direct_conv2d(cx, s, out, x, w, bias, relu);
+        return;
+    }
     if (conv_is_wino(s)) {
         cpu_wino_conv2d(cx, s, out, x, w, bias, relu);
         return;
@@ -379,6 +383,10 @@ void cpu_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, con
 void cpu_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx, const float *dy,
                        const float *w)
 {
+    if (cpu_direct_ok(s, 1)) {
+        cpu_direct_conv2d_grad_x(cx, s, dx, dy, w);
+        return;
+    }
     if (conv_is_wino(s)) {
         cpu_wino_conv2d_grad_x(cx, s, dx, dy, w);
         return;
@@ -393,6 +401,10 @@ void cpu_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *d
     int64_t wn = s->oc * conv_ckk(s);
     if (s->n == 0) {
         cpu_fill_f32(dw, 0.0f, wn);
+        return;
+    }
+    if (cpu_direct_ok(s, 2)) {
+        cpu_direct_conv2d_grad_w(cx, s, dw, dy, x);
         return;
     }
     if (conv_is_wino(s)) {

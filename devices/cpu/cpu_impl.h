@@ -405,6 +405,17 @@ void cpu_wino_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, flo
                             const float *dy, const float *w);
 void cpu_wino_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw,
                             const float *dy, const float *x);
+/* Direct 3x3 convolutions with AVX-512 (cpu_direct.c): whether this CPU
+ * runs the layer's forward pass (grad 0), input gradient (1) or filter
+ * gradient (2) that way (conv_algo.h's rules; never without AVX-512, nor
+ * with GR_NO_AVX512 set in the environment). */
+int cpu_direct_ok(const cpu_conv_shape *s, int grad);
+void cpu_direct_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
+                       const float *w, const float *bias, int relu);
+void cpu_direct_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx,
+                              const float *dy, const float *w);
+void cpu_direct_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw,
+                              const float *dy, const float *x);
 typedef struct cpu_pool_shape {
     int64_t planes, h, w; /* planes = N*C */
     int64_t oh, ow, size, stride;

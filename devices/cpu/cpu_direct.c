@@ -1,0 +1,374 @@
+/* cpu_direct.c - 3x3 convolutions computed directly with AVX-512, for the
+ * layers conv_direct_ok takes on a CPU that has it (cpu_direct_ok).
+ *
+ * Each image is copied once into a zero-padded "source": per channel,
+ * stride^2 phase planes, plane (a, b) holding the padded image's rows
+ * i * stride + a and columns j * stride + b.  Output position (oh, ow),
+ * numbered q = oh * WQ + ow over a grid as wide as a plane (WQ; the columns
+ * past OW are junk, dropped), reads tap (kh, kw) at
+ *     source + plane(kh % s, kw % s) + (kh / s) * WQ + kw / s + q,
+ * so every tap of 16 consecutive outputs is one contiguous load whatever
+ * the stride, and a convolution is, per output channel o,
+ *     y[o][q] = sum over c, taps t of w[o][c][t] * source[c][off[t] + q].
+ * The forward pass keeps a tile of 8 channels x 16 J outputs in
+ * registers (J = 1-3 vectors); the input gradient of a stride-1 layer is
+ * the same pass over dy with the filters turned by 180 degrees and their
+ * channels swapped, padded by k - 1 - pad; the filter gradient is
+ *     dw[o][c][t] = sum over images, q of dy[o][q] * source[c][off[t] + q]
+ * with dy laid out on the same grid (0 in the junk columns), 2 channels x
+ * 9 taps in registers across a chunk of images.
+ *
+ * Against Winograd and im2col + GEMM this skips every transform and column
+ * matrix, and it runs at AVX-512's width where OpenBLAS may have been told
+ * to use AVX2 (OPENBLAS_CORETYPE).  Sums run in another order than the
+ * GEMMs': test_kernels checks all three kernels against the reference. */
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../compiler/conv_algo.h"
+#include "cpu_impl.h"
+
+#define DR     CONV_DIRECT_OC
+#define GR     CONV_DIRECT_GW_OC
+#define DV     16 /* floats a vector */
+#define AVX512 __attribute__((target("avx512f")))
+
+/* Whether this CPU has AVX-512 (valgrind hides it) and it is wanted. */
+static int direct_cpu(void)
+{
+    static atomic_int has = -1; /* racing threads store the same answer */
+    int v = atomic_load_explicit(&has, memory_order_relaxed);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx512f") && !getenv("GR_NO_AVX512");
+        atomic_store_explicit(&has, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+int cpu_direct_ok(const cpu_conv_shape *s, int grad)
+{
+    if (s->n <= 0 || !direct_cpu()) return 0;
+    return grad == 1 ? conv_direct_gx_ok(s->c, s->oc, s->kh, s->kw, s->stride, s->pad)
+                     : conv_direct_ok(s->c, s->oc, s->kh, s->kw, s->stride, s->pad);
+}
+
+/* One pass: `cin` channels of h x w in, `cout` of oh x ow out, at stride. */
+typedef struct direct_job {
+    conv_direct g;
+    int64_t n, cin, cout, h, w, oh, ow, stride, pad;
+    const float *x, *filt, *bias;
+    const float *dy; /* the filter gradient's */
+    float *y;
+    int relu, flip;
+    cpu_tasks tasks;
+} direct_job;
+
+/* The source of one image over zeros: channels `cs` apart, their phase
+ * planes `ps` apart. */
+static void source_image(const direct_job *j, const float *x, float *src, int64_t cs, int64_t ps)
+{
+    const conv_direct *g = &j->g;
+    int64_t s = j->stride;
+    for (int64_t c = 0; c < j->cin; c++)
+        for (int64_t a = 0; a < s; a++)
+            for (int64_t b = 0; b < s; b++) {
+                float *pl = src + c * cs + (a * s + b) * ps;
+                for (int64_t i = 0; i < g->hq; i++) {
+                    int64_t r = i * s + a - j->pad; /* the image's row */
+                    if (r < 0 || r >= j->h) continue;
+                    const float *row = x + (c * j->h + r) * j->w;
+                    for (int64_t k = 0; k < g->wq; k++) {
+                        int64_t col = k * s + b - j->pad;
+                        if (col >= 0 && col < j->w) pl[i * g->wq + k] = row[col];
+                    }
+                }
+            }
+}
+
+/* Tap t = kh * k + kw of a source channel whose phase planes are `ps`
+ * apart: where its output 0 reads. */
+static void tap_offsets(const direct_job *j, int64_t ps, int32_t *off)
+{
+    const conv_direct *g = &j->g;
+    int64_t k = g->k, s = j->stride;
+    for (int64_t kh = 0; kh < k; kh++)
+        for (int64_t kw = 0; kw < k; kw++)
+            off[kh * k + kw] = (int32_t)(((kh % s) * s + kw % s) * ps + (kh / s) * g->wq + kw / s);
+}
+
+/* wp[ob][c][t][r] = filter (ob * DR + r, c, t), 0 past cout; flip: the
+ * input gradient's, w's channels swapped and its taps reversed. */
+static void pack_filter(const direct_job *j, float *wp)
+{
+    int64_t kk = j->g.k * j->g.k, blocks = (j->cout + DR - 1) / DR;
+    for (int64_t ob = 0; ob < blocks; ob++)
+        for (int64_t c = 0; c < j->cin; c++)
+            for (int64_t t = 0; t < kk; t++)
+                for (int64_t r = 0; r < DR; r++) {
+                    int64_t o = ob * DR + r;
+                    float v = 0.0f;
+                    if (o < j->cout)
+                        v = j->flip ? j->filt[(c * j->cout + o) * kk + kk - 1 - t]
+                                    : j->filt[(o * j->cin + c) * kk + t];
+                    *wp++ = v;
+                }
+}
+
+/* DR channels x 16 J outputs: dst[r][q] for the tile's q, ldd apart. */
+static inline __attribute__((always_inline)) AVX512 void fwd_tile(const float *src, int64_t cs,
+                                                                  int64_t cin, const int32_t *off,
+                                                                  int nt, const float *wp,
+                                                                  float *dst, int64_t ldd, int J)
+{
+    __m512 acc[DR][3];
+#pragma GCC unroll 8
+    for (int r = 0; r < DR; r++)
+#pragma GCC unroll 3
+        for (int v = 0; v < J; v++) acc[r][v] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cin; c++, src += cs)
+        for (int t = 0; t < nt; t++, wp += DR) {
+            const float *p = src + off[t];
+            __m512 x0 = _mm512_loadu_ps(p);
+            __m512 x1 = J > 1 ? _mm512_loadu_ps(p + DV) : x0;
+            __m512 x2 = J > 2 ? _mm512_loadu_ps(p + 2 * DV) : x0;
+#pragma GCC unroll 8
+            for (int r = 0; r < DR; r++) {
+                __m512 wv = _mm512_set1_ps(wp[r]);
+                acc[r][0] = _mm512_fmadd_ps(x0, wv, acc[r][0]);
+                if (J > 1) acc[r][1] = _mm512_fmadd_ps(x1, wv, acc[r][1]);
+                if (J > 2) acc[r][2] = _mm512_fmadd_ps(x2, wv, acc[r][2]);
+            }
+        }
+#pragma GCC unroll 8
+    for (int r = 0; r < DR; r++)
+#pragma GCC unroll 3
+        for (int v = 0; v < J; v++) _mm512_storeu_ps(dst + r * ldd + v * DV, acc[r][v]);
+}
+
+#define FWD_TILES(J)                                                                               \
+    static AVX512 __attribute__((noinline)) void fwd_tiles##J(                                     \
+        const direct_job *j, const float *src, const int32_t *off, const float *wp, float *dst)    \
+    {                                                                                              \
+        const conv_direct *g = &j->g;                                                              \
+        int64_t blocks = (j->cout + DR - 1) / DR, nt = g->k * g->k;                                \
+        for (int64_t q = 0; q < g->nqp; q += J * DV)                                               \
+            for (int64_t ob = 0; ob < blocks; ob++)                                                \
+                fwd_tile(src + q, g->cs, j->cin, off, (int)nt, wp + ob * j->cin * nt * DR,         \
+                         dst + ob * DR * g->nqp + q, g->nqp, J);                                   \
+    }
+FWD_TILES(1)
+FWD_TILES(2)
+FWD_TILES(3)
+
+/* The grid's valid columns into y, with the bias and the relu. */
+static void store_image(const direct_job *j, const float *dst, float *y)
+{
+    const conv_direct *g = &j->g;
+    for (int64_t o = 0; o < j->cout; o++) {
+        float b = j->bias ? j->bias[o] : 0.0f;
+        for (int64_t i = 0; i < j->oh; i++) {
+            const float *restrict d = dst + o * g->nqp + i * g->wq;
+            float *restrict out = y + (o * j->oh + i) * j->ow;
+            for (int64_t k = 0; k < j->ow; k++) {
+                float v = d[k] + b;
+                out[k] = j->relu && !(v > 0.0f) ? 0.0f : v;
+            }
+        }
+    }
+}
+
+/* The task's slice: the packed filters, the source, the output grid. */
+static void fwd_task(void *arg, int t)
+{
+    const direct_job *j = arg;
+    const conv_direct *g = &j->g;
+    float *wp = cpu_task_slice(&j->tasks, t), *src = wp + g->wp, *dst = src + j->cin * g->cs;
+    int32_t off[CONV_DIRECT_TAPS];
+    tap_offsets(j, g->plane, off);
+    pack_filter(j, wp);
+    for (int64_t n = t; n < j->n; n += j->tasks.n) {
+        memset(src, 0, (size_t)(j->cin * g->cs) * sizeof *src);
+        source_image(j, j->x + n * j->cin * j->h * j->w, src, g->cs, g->plane);
+        if (g->jv == 3)
+            fwd_tiles3(j, src, off, wp, dst);
+        else if (g->jv == 2)
+            fwd_tiles2(j, src, off, wp, dst);
+        else
+            fwd_tiles1(j, src, off, wp, dst);
+        store_image(j, dst, j->y + n * j->cout * j->oh * j->ow);
+    }
+}
+
+static void direct_plan(direct_job *j)
+{
+    conv_direct_plan(&j->g, j->n, j->cin, j->cout, j->h, j->w, j->stride, j->pad, j->oh, j->ow);
+}
+
+static void direct_fwd(const cpu_conv_ctx *cx, direct_job *j)
+{
+    direct_plan(j);
+    if (cpu_tasks_open(cx, j->n, (size_t)j->g.fwd * 4, &j->tasks) == 0)
+        cpu_pool_for(cx->pool, j->tasks.n, fwd_task, j);
+    cpu_tasks_close(&j->tasks);
+}
+
+void cpu_direct_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
+                       const float *w, const float *bias, int relu)
+{
+    direct_job j = {.n = s->n,
+                    .cin = s->c,
+                    .cout = s->oc,
+                    .h = s->h,
+                    .w = s->w,
+                    .oh = s->oh,
+                    .ow = s->ow,
+                    .stride = s->stride,
+                    .pad = s->pad,
+                    .x = x,
+                    .filt = w,
+                    .bias = bias,
+                    .y = out,
+                    .relu = relu};
+    direct_fwd(cx, &j);
+}
+
+/* The layers conv_direct_gx_ok takes: the forward pass of dy. */
+void cpu_direct_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx,
+                              const float *dy, const float *w)
+{
+    direct_job j = {.n = s->n,
+                    .cin = s->oc,
+                    .cout = s->c,
+                    .h = s->oh,
+                    .w = s->ow,
+                    .oh = s->h,
+                    .ow = s->w,
+                    .stride = 1,
+                    .pad = s->kh - 1 - s->pad,
+                    .x = dy,
+                    .filt = w,
+                    .y = dx,
+                    .flip = 1};
+    direct_fwd(cx, &j);
+}
+
+/* ---- the filter gradient ----
+ * Across the output channels: for 16 of them in a vector, each output
+ * position's dy (transposed, [OH*OW][OCP]) times the source at each tap of
+ * CT channels, broadcast: dwT[c][t][o] += dy[o][q] * source[c][off[t] + q]
+ * over the valid positions q of a chunk of images.  No lane is junk and
+ * no sum crosses lanes; the transposed partial sums are turned at the end. */
+
+#define GW_CT 3 /* source channels a tile: 27 accumulators */
+
+/* dy of one image transposed: dt[(oh * OW + ow) * ocp + o], 0 past cout. */
+static void transpose_dy(const direct_job *j, const float *dy, float *dt)
+{
+    int64_t ohw = j->oh * j->ow, ocp = j->g.ocp;
+    for (int64_t q = 0; q < ohw; q++) {
+        float *restrict row = dt + q * ocp;
+        for (int64_t o = 0; o < j->cout; o++) row[o] = dy[o * ohw + q];
+        for (int64_t o = j->cout; o < ocp; o++) row[o] = 0.0f;
+    }
+}
+
+/* 16 output channels x the taps of CT source channels over a chunk's imgs
+ * images: added to partT[(c * 9 + t) * ocp]. */
+static inline __attribute__((always_inline)) AVX512 void gw_tile(const direct_job *j,
+                                                                 const float *src, const float *dt,
+                                                                 int64_t imgs, const int32_t *off,
+                                                                 float *part, int CT)
+{
+    const conv_direct *g = &j->g;
+    int64_t ohw = j->oh * j->ow, ocp = g->ocp;
+    __m512 acc[GW_CT * CONV_DIRECT_TAPS];
+#pragma GCC unroll 27
+    for (int p = 0; p < CT * CONV_DIRECT_TAPS; p++) acc[p] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < imgs; i++, src += j->cin * g->cs, dt += ohw * ocp)
+        for (int64_t oh = 0; oh < j->oh; oh++) {
+            const float *sq = src + oh * g->wq, *dq = dt + oh * j->ow * ocp;
+            for (int64_t ow = 0; ow < j->ow; ow++, sq++, dq += ocp) {
+                __m512 dv = _mm512_loadu_ps(dq);
+#pragma GCC unroll 3
+                for (int ct = 0; ct < CT; ct++)
+#pragma GCC unroll 9
+                    for (int t = 0; t < CONV_DIRECT_TAPS; t++)
+                        acc[ct * 9 + t] = _mm512_fmadd_ps(
+                            dv, _mm512_set1_ps(sq[ct * g->cs + off[t]]), acc[ct * 9 + t]);
+            }
+        }
+#pragma GCC unroll 27
+    for (int p = 0; p < CT * CONV_DIRECT_TAPS; p++)
+        _mm512_storeu_ps(part + p * ocp, _mm512_add_ps(_mm512_loadu_ps(part + p * ocp), acc[p]));
+}
+
+#define GW_TILE(CT)                                                                                \
+    static AVX512 __attribute__((noinline)) void gw_tile##CT(                                      \
+        const direct_job *j, const float *src, const float *dt, int64_t imgs, const int32_t *off,  \
+        float *part)                                                                               \
+    {                                                                                              \
+        gw_tile(j, src, dt, imgs, off, part, CT);                                                  \
+    }
+GW_TILE(1)
+GW_TILE(3)
+
+/* The task's slice: its partial dwT, then a chunk's sources and dy. */
+static void gw_task(void *arg, int t)
+{
+    const direct_job *j = arg;
+    const conv_direct *g = &j->g;
+    float *part = cpu_task_slice(&j->tasks, t), *src = part + g->dw;
+    float *dt = src + g->imgs * j->cin * g->cs;
+    int64_t chunks = (j->n + g->imgs - 1) / g->imgs, ohw = j->oh * j->ow;
+    int32_t off[CONV_DIRECT_TAPS];
+    tap_offsets(j, g->plane, off);
+    memset(part, 0, (size_t)(g->dw) * sizeof *part);
+    for (int64_t ch = t; ch < chunks; ch += j->tasks.n) {
+        int64_t n0 = ch * g->imgs, imgs = j->n - n0 < g->imgs ? j->n - n0 : g->imgs;
+        memset(src, 0, (size_t)(imgs * j->cin * g->cs) * sizeof *src);
+        for (int64_t i = 0; i < imgs; i++) {
+            source_image(j, j->x + (n0 + i) * j->cin * j->h * j->w, src + i * j->cin * g->cs, g->cs,
+                         g->plane);
+            transpose_dy(j, j->dy + (n0 + i) * j->cout * ohw, dt + i * ohw * g->ocp);
+        }
+        for (int64_t o = 0; o < g->ocp; o += DV)
+            for (int64_t c = 0; c < j->cin;) {
+                float *pc = part + c * CONV_DIRECT_TAPS * g->ocp + o;
+                if (j->cin - c >= GW_CT)
+                    gw_tile3(j, src + c * g->cs, dt + o, imgs, off, pc), c += GW_CT;
+                else
+                    gw_tile1(j, src + c * g->cs, dt + o, imgs, off, pc), c++;
+            }
+    }
+}
+
+void cpu_direct_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw,
+                              const float *dy, const float *x)
+{
+    direct_job j = {.n = s->n,
+                    .cin = s->c,
+                    .cout = s->oc,
+                    .h = s->h,
+                    .w = s->w,
+                    .oh = s->oh,
+                    .ow = s->ow,
+                    .stride = s->stride,
+                    .pad = s->pad,
+                    .x = x,
+                    .dy = dy};
+    direct_plan(&j);
+    int64_t ocp = j.g.ocp, ct = s->c * CONV_DIRECT_TAPS;
+    if (cpu_tasks_open(cx, (j.n + j.g.imgs - 1) / j.g.imgs, (size_t)j.g.gw * 4, &j.tasks) == 0) {
+        cpu_pool_for(cx->pool, j.tasks.n, gw_task, &j);
+        for (int64_t o = 0; o < s->oc; o++)
+            for (int64_t p = 0; p < ct; p++) {
+                float sum = 0.0f;
+                for (int t = 0; t < j.tasks.n; t++) sum += cpu_task_slice(&j.tasks, t)[p * ocp + o];
+                dw[o * ct + p] = sum;
+            }
+    }
+    cpu_tasks_close(&j.tasks);
+}
