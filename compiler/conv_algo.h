@@ -121,12 +121,11 @@ static inline int conv_direct_ok(int64_t c, int64_t oc, int64_t kh, int64_t kw, 
            oc > 0;
 }
 
-/* ... and its input gradient: stride 1, into enough channels to fill a
- * tile (a strided one goes by im2col). */
+/* ... and its input gradient, into enough channels to fill a tile. */
 static inline int conv_direct_gx_ok(int64_t c, int64_t oc, int64_t kh, int64_t kw, int64_t stride,
                                     int64_t pad)
 {
-    return conv_direct_ok(c, oc, kh, kw, stride, pad) && stride == 1 && c >= CONV_DIRECT_OC;
+    return conv_direct_ok(c, oc, kh, kw, stride, pad) && c >= CONV_DIRECT_OC;
 }
 
 static inline int64_t conv_round_up(int64_t v, int64_t m)
@@ -182,7 +181,10 @@ static inline size_t conv_direct_bytes(int grad, int64_t n, int64_t c, int64_t h
     conv_direct g;
     if (grad == 1) {
         if (!conv_direct_gx_ok(c, oc, k, k, stride, pad)) return 0;
-        conv_direct_plan(&g, n, oc, c, oh, ow, 1, k - 1 - pad, h, w);
+        if (stride == 1)
+            conv_direct_plan(&g, n, oc, c, oh, ow, 1, k - 1 - pad, h, w);
+        else /* dy padded by 1, a grid a row and a column larger (cpu_direct.c) */
+            conv_direct_plan(&g, n, oc, c, oh, ow, 1, 1, oh + 1, ow + 1);
         return (size_t)g.fwd * 4;
     }
     if (!conv_direct_ok(c, oc, k, k, stride, pad)) return 0;

@@ -13,10 +13,12 @@
  * The forward pass keeps a tile of 8 channels x 16 J outputs in
  * registers (J = 1-3 vectors); the input gradient of a stride-1 layer is
  * the same pass over dy with the filters turned by 180 degrees and their
- * channels swapped, padded by k - 1 - pad; the filter gradient is
- *     dw[o][c][t] = sum over images, q of dy[o][q] * source[c][off[t] + q]
- * with dy laid out on the same grid (0 in the junk columns), 2 channels x
- * 9 taps in registers across a chunk of images.
+ * channels swapped, padded by k - 1 - pad, a stride-2 layer's four passes
+ * over dy, one a parity of dx's rows and columns (phase_taps); the filter
+ * gradient is
+ *     dw[o][c][t] = sum over images, valid q of dy[o][q] * source[c][off[t] + q],
+ * 16 output channels a vector (dy transposed) x the 9 taps of 3 source
+ * channels in registers across a chunk of images.
  *
  * Against Winograd and im2col + GEMM this skips every transform and column
  * matrix, and it runs at AVX-512's width where OpenBLAS may have been told
@@ -55,16 +57,26 @@ int cpu_direct_ok(const cpu_conv_shape *s, int grad)
                      : conv_direct_ok(s->c, s->oc, s->kh, s->kw, s->stride, s->pad);
 }
 
-/* One pass: `cin` channels of h x w in, `cout` of oh x ow out, at stride. */
+/* One pass: `cin` channels of h x w in, `cout` of oh x ow out, at stride;
+ * flip: the filters' channels swapped (an input gradient's). */
 typedef struct direct_job {
     conv_direct g;
     int64_t n, cin, cout, h, w, oh, ow, stride, pad;
+    int64_t dh, dw, dpad; /* a strided layer's input gradient: dx's size, the padding */
     const float *x, *filt, *bias;
     const float *dy; /* the filter gradient's */
     float *y;
     int relu, flip;
     cpu_tasks tasks;
 } direct_job;
+
+/* A pass's taps: where output 0 reads each in a source channel, and which
+ * of the filter's k*k it is. */
+typedef struct direct_taps {
+    int n;
+    int32_t off[CONV_DIRECT_TAPS];
+    int f[CONV_DIRECT_TAPS];
+} direct_taps;
 
 /* The source of one image over zeros: channels `cs` apart, their phase
  * planes `ps` apart. */
@@ -88,31 +100,49 @@ static void source_image(const direct_job *j, const float *x, float *src, int64_
             }
 }
 
-/* Tap t = kh * k + kw of a source channel whose phase planes are `ps`
- * apart: where its output 0 reads. */
-static void tap_offsets(const direct_job *j, int64_t ps, int32_t *off)
+/* The k*k taps of a source channel whose phase planes are `ps` apart;
+ * flip: the filter turned by 180 degrees (a stride-1 input gradient). */
+static void all_taps(const direct_job *j, int64_t ps, direct_taps *tp)
 {
     const conv_direct *g = &j->g;
     int64_t k = g->k, s = j->stride;
+    tp->n = (int)(k * k);
     for (int64_t kh = 0; kh < k; kh++)
-        for (int64_t kw = 0; kw < k; kw++)
-            off[kh * k + kw] = (int32_t)(((kh % s) * s + kw % s) * ps + (kh / s) * g->wq + kw / s);
+        for (int64_t kw = 0; kw < k; kw++) {
+            int64_t t = kh * k + kw;
+            tp->off[t] = (int32_t)(((kh % s) * s + kw % s) * ps + (kh / s) * g->wq + kw / s);
+            tp->f[t] = (int)(j->flip ? k * k - 1 - t : t);
+        }
 }
 
-/* wp[ob][c][t][r] = filter (ob * DR + r, c, t), 0 past cout; flip: the
- * input gradient's, w's channels swapped and its taps reversed. */
-static void pack_filter(const direct_job *j, float *wp)
+/* A stride-2 layer's input gradient at the dx positions of parity (a, b)
+ * (of row + pad, column + pad): dx at (2U + a - pad, 2V + b - pad) takes
+ * dy at (U - m, V - n) through filter tap (a + 2m, b + 2n), read from dy
+ * padded by one row and column before. */
+static void phase_taps(const direct_job *j, int64_t a, int64_t b, direct_taps *tp)
+{
+    int64_t k = j->g.k;
+    tp->n = 0;
+    for (int64_t m = 0; a + 2 * m < k; m++)
+        for (int64_t n = 0; b + 2 * n < k; n++, tp->n++) {
+            tp->off[tp->n] = (int32_t)((1 - m) * j->g.wq + 1 - n);
+            tp->f[tp->n] = (int)((a + 2 * m) * k + b + 2 * n);
+        }
+}
+
+/* wp[ob][c][t][r] = filter (ob * DR + r, c, tap t), 0 past cout. */
+static void pack_filter(const direct_job *j, const direct_taps *tp, float *wp)
 {
     int64_t kk = j->g.k * j->g.k, blocks = (j->cout + DR - 1) / DR;
     for (int64_t ob = 0; ob < blocks; ob++)
         for (int64_t c = 0; c < j->cin; c++)
-            for (int64_t t = 0; t < kk; t++)
+            for (int t = 0; t < tp->n; t++)
                 for (int64_t r = 0; r < DR; r++) {
                     int64_t o = ob * DR + r;
                     float v = 0.0f;
                     if (o < j->cout)
-                        v = j->flip ? j->filt[(c * j->cout + o) * kk + kk - 1 - t]
-                                    : j->filt[(o * j->cin + c) * kk + t];
+                        v = j->flip ? j->filt[(c * j->cout + o) * kk + tp->f[t]]
+                                    : j->filt[(o * j->cin + c) * kk + tp->f[t]];
                     *wp++ = v;
                 }
 }
@@ -150,13 +180,13 @@ static inline __attribute__((always_inline)) AVX512 void fwd_tile(const float *s
 
 #define FWD_TILES(J)                                                                               \
     static AVX512 __attribute__((noinline)) void fwd_tiles##J(                                     \
-        const direct_job *j, const float *src, const int32_t *off, const float *wp, float *dst)    \
+        const direct_job *j, const float *src, const direct_taps *tp, const float *wp, float *dst) \
     {                                                                                              \
         const conv_direct *g = &j->g;                                                              \
-        int64_t blocks = (j->cout + DR - 1) / DR, nt = g->k * g->k;                                \
+        int64_t blocks = (j->cout + DR - 1) / DR;                                                  \
         for (int64_t q = 0; q < g->nqp; q += J * DV)                                               \
             for (int64_t ob = 0; ob < blocks; ob++)                                                \
-                fwd_tile(src + q, g->cs, j->cin, off, (int)nt, wp + ob * j->cin * nt * DR,         \
+                fwd_tile(src + q, g->cs, j->cin, tp->off, tp->n, wp + ob * j->cin * tp->n * DR,    \
                          dst + ob * DR * g->nqp + q, g->nqp, J);                                   \
     }
 FWD_TILES(1)
@@ -180,25 +210,64 @@ static void store_image(const direct_job *j, const float *dst, float *y)
     }
 }
 
-/* The task's slice: the packed filters, the source, the output grid. */
+/* Phase (a, b)'s grid into the dx positions of that parity (phase_taps). */
+static void scatter_phase(const direct_job *j, const float *dst, int64_t a, int64_t b, float *dx)
+{
+    const conv_direct *g = &j->g;
+    for (int64_t c = 0; c < j->cout; c++)
+        for (int64_t u = 0; u < j->oh; u++) {
+            int64_t i = 2 * u + a - j->dpad;
+            if (i < 0 || i >= j->dh) continue;
+            const float *restrict d = dst + c * g->nqp + u * g->wq;
+            float *restrict out = dx + (c * j->dh + i) * j->dw;
+            for (int64_t v = 0; v < j->ow; v++) {
+                int64_t col = 2 * v + b - j->dpad;
+                if (col >= 0 && col < j->dw) out[col] = d[v];
+            }
+        }
+}
+
+static void tiles(const direct_job *j, const float *src, const direct_taps *tp, const float *wp,
+                  float *dst)
+{
+    if (j->g.jv == 3)
+        fwd_tiles3(j, src, tp, wp, dst);
+    else if (j->g.jv == 2)
+        fwd_tiles2(j, src, tp, wp, dst);
+    else
+        fwd_tiles1(j, src, tp, wp, dst);
+}
+
+/* The task's slice: the packed filters (of each phase, for a strided
+ * input gradient), the source, the output grid. */
 static void fwd_task(void *arg, int t)
 {
     const direct_job *j = arg;
     const conv_direct *g = &j->g;
     float *wp = cpu_task_slice(&j->tasks, t), *src = wp + g->wp, *dst = src + j->cin * g->cs;
-    int32_t off[CONV_DIRECT_TAPS];
-    tap_offsets(j, g->plane, off);
-    pack_filter(j, wp);
+    int phases = j->dh ? 4 : 1;
+    direct_taps tp[4];
+    const float *wph[4];
+    for (int p = 0; p < phases; p++) {
+        if (j->dh)
+            phase_taps(j, p / 2, p % 2, &tp[p]);
+        else
+            all_taps(j, g->plane, &tp[p]);
+        pack_filter(j, &tp[p], wp);
+        wph[p] = wp;
+        wp += conv_round_up(j->cout, DR) * j->cin * tp[p].n;
+    }
+    int64_t out = j->dh ? j->dh * j->dw : j->oh * j->ow;
     for (int64_t n = t; n < j->n; n += j->tasks.n) {
         memset(src, 0, (size_t)(j->cin * g->cs) * sizeof *src);
         source_image(j, j->x + n * j->cin * j->h * j->w, src, g->cs, g->plane);
-        if (g->jv == 3)
-            fwd_tiles3(j, src, off, wp, dst);
-        else if (g->jv == 2)
-            fwd_tiles2(j, src, off, wp, dst);
-        else
-            fwd_tiles1(j, src, off, wp, dst);
-        store_image(j, dst, j->y + n * j->cout * j->oh * j->ow);
+        for (int p = 0; p < phases; p++) {
+            tiles(j, src, &tp[p], wph[p], dst);
+            if (j->dh)
+                scatter_phase(j, dst, p / 2, p % 2, j->y + n * j->cout * out);
+            else
+                store_image(j, dst, j->y + n * j->cout * out);
+        }
     }
 }
 
@@ -235,7 +304,10 @@ void cpu_direct_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *o
     direct_fwd(cx, &j);
 }
 
-/* The layers conv_direct_gx_ok takes: the forward pass of dy. */
+/* The layers conv_direct_gx_ok takes: a stride-1 layer's is the forward
+ * pass of dy with the filters turned, a stride-2 layer's four passes over
+ * dy, one a parity of dx's rows and columns (phase_taps), each on a grid
+ * of (OH + 1) x (OW + 1). */
 void cpu_direct_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx,
                               const float *dy, const float *w)
 {
@@ -252,6 +324,8 @@ void cpu_direct_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, f
                     .filt = w,
                     .y = dx,
                     .flip = 1};
+    if (s->stride == 2)
+        j.oh = s->oh + 1, j.ow = s->ow + 1, j.pad = 1, j.dh = s->h, j.dw = s->w, j.dpad = s->pad;
     direct_fwd(cx, &j);
 }
 
@@ -323,8 +397,8 @@ static void gw_task(void *arg, int t)
     float *part = cpu_task_slice(&j->tasks, t), *src = part + g->dw;
     float *dt = src + g->imgs * j->cin * g->cs;
     int64_t chunks = (j->n + g->imgs - 1) / g->imgs, ohw = j->oh * j->ow;
-    int32_t off[CONV_DIRECT_TAPS];
-    tap_offsets(j, g->plane, off);
+    direct_taps tp;
+    all_taps(j, g->plane, &tp);
     memset(part, 0, (size_t)(g->dw) * sizeof *part);
     for (int64_t ch = t; ch < chunks; ch += j->tasks.n) {
         int64_t n0 = ch * g->imgs, imgs = j->n - n0 < g->imgs ? j->n - n0 : g->imgs;
@@ -338,9 +412,9 @@ static void gw_task(void *arg, int t)
             for (int64_t c = 0; c < j->cin;) {
                 float *pc = part + c * CONV_DIRECT_TAPS * g->ocp + o;
                 if (j->cin - c >= GW_CT)
-                    gw_tile3(j, src + c * g->cs, dt + o, imgs, off, pc), c += GW_CT;
+                    gw_tile3(j, src + c * g->cs, dt + o, imgs, tp.off, pc), c += GW_CT;
                 else
-                    gw_tile1(j, src + c * g->cs, dt + o, imgs, off, pc), c++;
+                    gw_tile1(j, src + c * g->cs, dt + o, imgs, tp.off, pc), c++;
             }
     }
 }
