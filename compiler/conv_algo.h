@@ -153,7 +153,9 @@ static inline void conv_direct_plan(conv_direct *g, int64_t n, int64_t cin, int6
     g->hq = (h + 2 * pad + s - 1) / s, g->wq = (w + 2 * pad + s - 1) / s;
     g->plane = g->hq * g->wq;
     g->nq = oh * g->wq;
-    for (int64_t jv = 3; jv >= 1; jv--) /* the fewest junk outputs, then the widest tile */
+    /* tiles of 3 or 2 vectors, whichever leaves fewer junk outputs (one
+     * vector a tile is ~12% slower: 8 broadcasts feed only 8 FMAs) */
+    for (int64_t jv = g->nq > 16 ? 3 : 1; jv >= (g->nq > 16 ? 2 : 1); jv--)
         if (best < 0 || conv_round_up(g->nq, 16 * jv) < best)
             best = conv_round_up(g->nq, 16 * jv), g->jv = jv;
     g->nqp = best;

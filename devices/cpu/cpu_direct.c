@@ -84,20 +84,26 @@ static void source_image(const direct_job *j, const float *x, float *src, int64_
 {
     const conv_direct *g = &j->g;
     int64_t s = j->stride;
-    for (int64_t c = 0; c < j->cin; c++)
-        for (int64_t a = 0; a < s; a++)
-            for (int64_t b = 0; b < s; b++) {
+    for (int64_t a = 0; a < s; a++)
+        for (int64_t b = 0; b < s; b++) {
+            /* the plane's columns [lo, hi) read the image: col = k s + b - pad */
+            int64_t off = b - j->pad, lo = off >= 0 ? 0 : (-off + s - 1) / s;
+            int64_t hi = (j->w - off + s - 1) / s;
+            if (hi > g->wq) hi = g->wq;
+            for (int64_t c = 0; c < j->cin; c++) {
                 float *pl = src + c * cs + (a * s + b) * ps;
                 for (int64_t i = 0; i < g->hq; i++) {
                     int64_t r = i * s + a - j->pad; /* the image's row */
                     if (r < 0 || r >= j->h) continue;
-                    const float *row = x + (c * j->h + r) * j->w;
-                    for (int64_t k = 0; k < g->wq; k++) {
-                        int64_t col = k * s + b - j->pad;
-                        if (col >= 0 && col < j->w) pl[i * g->wq + k] = row[col];
-                    }
+                    const float *restrict row = x + (c * j->h + r) * j->w + off;
+                    float *restrict dst = pl + i * g->wq;
+                    if (s == 1)
+                        for (int64_t k = lo; k < hi; k++) dst[k] = row[k];
+                    else
+                        for (int64_t k = lo; k < hi; k++) dst[k] = row[2 * k];
                 }
             }
+        }
 }
 
 /* The k*k taps of a source channel whose phase planes are `ps` apart;
