@@ -7,18 +7,21 @@
 # each, the seconds of training until the test accuracy first reaches
 # TARGET (evaluated every EVAL_EVERY steps), the staleness the summary
 # reports, and the final accuracy.  Then the same over RANKS MPI processes
-# (`graphrun launch`, one thread each): sync, and sync with one backup
-# worker (--backup 1), each with and without the last rank slowed (--slow
-# R:F).  Prints a markdown table; the runs' logs stay in OUT.
+# (`graphrun launch`, one thread each): sync, sync with one backup worker
+# (--backup 1), async through rank 0 (Hogwild! across ranks, also with
+# --stale-lr), async under --max-staleness S, and periodic averaging
+# (async --sync-every K), each with and without the last rank slowed
+# (--slow R:F).  Prints a markdown table; the runs' logs stay in OUT.
 #
 #   bench/spectrum.sh                 # builds build/graphrun if missing
 #   TARGET=0.84 STEPS=4000 bench/spectrum.sh
 #   ROWS=mpi bench/spectrum.sh        # only the MPI rows
+#   ROWS=mpi-async bench/spectrum.sh  # only the MPI rows past sync and --backup
 #
 # Environment: GRAPHRUN (default build/graphrun), TARGET (0.85), STEPS
 # (8000), EVAL_EVERY (250), SLOW (3), SEED (1), RANKS (3), ROWS (all,
-# local or mpi), OUT (a temporary folder).
-# Not here yet: periodic averaging over MPI ranks.
+# local, mpi or mpi-async), SYNC_EVERY (the MPI periodic averaging's K, 10), OUT (a
+# temporary folder).
 set -eu
 set -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,9 +31,11 @@ STEPS=${STEPS:-8000}
 EVAL_EVERY=${EVAL_EVERY:-250}
 SLOW=${SLOW:-3}
 SEED=${SEED:-1}
+SYNC_EVERY=${SYNC_EVERY:-10}
 RANKS=${RANKS:-3}
 ROWS=${ROWS:-all}
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 MODEL=$ROOT/examples/fashion_mlp.graph
 if [ ! -x "$G" ]; then
     cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release > /dev/null
@@ -58,7 +63,7 @@ run() {
 
 echo "| mode (\`examples/fashion_mlp.graph\`, $STEPS steps) | seconds to accuracy $TARGET | seconds in all | staleness mean / p99 / max | final accuracy |"
 echo "|---|---|---|---|---|"
-if [ "$ROWS" != mpi ]; then
+if [ "$ROWS" = all ] || [ "$ROWS" = local ]; then
     run "1 executor (synchronous), 2 threads" --threads 2
     for slow in "" "--slow 1:$SLOW"; do
         tag=${slow:+, worker 1 ${SLOW}x slower}
@@ -75,8 +80,20 @@ if [ "$ROWS" != local ]; then
     last=$((RANKS - 1))
     for slow in "" "--slow $last:$SLOW"; do
         tag=${slow:+, rank $last ${SLOW}x slower}
-        run "$RANKS MPI ranks, sync$tag" --threads 1 --distributed sync $slow
-        run "$RANKS MPI ranks, sync, --backup 1$tag" --threads 1 --distributed sync --backup 1 $slow
+        if [ "$ROWS" != mpi-async ]; then
+            run "$RANKS MPI ranks, sync$tag" --threads 1 --distributed sync $slow
+            run "$RANKS MPI ranks, sync, --backup 1$tag" --threads 1 --distributed sync --backup 1 \
+                $slow
+        fi
+        run "$RANKS MPI ranks, async (Hogwild!)$tag" --threads 1 --distributed async $slow
+        run "$RANKS MPI ranks, async with the staleness-aware learning rate$tag" --threads 1 \
+            --distributed async --stale-lr $slow
+        for S in 0 1 4; do
+            run "$RANKS MPI ranks, async, --max-staleness $S$tag" --threads 1 --distributed async \
+                --max-staleness $S $slow
+        done
+        run "$RANKS MPI ranks, periodic averaging (async --sync-every $SYNC_EVERY)$tag" --threads 1 \
+            --distributed async --sync-every "$SYNC_EVERY" $slow
     done
 fi
 echo "logs: $OUT" >&2
