@@ -24,7 +24,8 @@
  *                   train_slow while rank 0 steps train every 10 ms; rank 1
  *                   prints "stale: K" (its update's staleness) then "stale:
  *                   scaled" when v's shared change is its own times
- *                   1 / K, "stale: whole" when it is its own, bit for bit
+ *                   1 / K (K 255, the counts' last bucket: under half its
+ *                   own), "stale: whole" when it is its own, bit for bit
  *   MODE  sync (default), async, every (async with sync_every 2), bound
  *         (async, max_staleness 1) or stale-lr (async, stale_lr)
  *   BACKUP  backup workers (sync; default 0); TARGET default train
@@ -35,6 +36,7 @@
  * A failed call prints "rank R: MESSAGE" and ends the job (MPI_Abort), as
  * the header asks.  A gr_session_dist_agree difference, which every rank
  * finds, is printed by each and ends each cleanly with exit status 3. */
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,7 +162,9 @@ static void stale(gr_session *s, gr_status *st)
     if (rank != 1) return;
     printf("stale: %llu\n", (unsigned long long)k);
     if (shared == own) printf("stale: whole\n");
-    if (k > 1 && shared == own * (1.0f / (float)k)) printf("stale: scaled\n");
+    int capped = k == GR_STALENESS_BUCKETS - 1; /* 255 or more: s itself is not counted */
+    if (k > 1 && (capped ? fabsf(shared) * 2 < fabsf(own) : shared == own * (1.0f / (float)k)))
+        printf("stale: scaled\n");
 }
 
 static int run_case(gr_session *s, const gr_program *p, const char *what, gr_status *st)
