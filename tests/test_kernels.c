@@ -844,6 +844,9 @@ static void test_matmul_transpose_combos_pool_1_and_2(void **state)
             check_matmul(13, 7, 31, ta, tb, 0, 0);
             check_matmul(131, 67, 61, ta, tb, 0, 0); /* > 2e5: split rows */
             check_matmul(3, 401, 257, ta, tb, 0, 0); /* few rows: split columns */
+            /* cpu_sgemm.c's panels (on CPUs where it runs): depth past
+             * KC = 256, columns past NC = 768, rows not a multiple of 8 */
+            check_matmul(21, 790, 300, ta, tb, 0, 0);
         }
 }
 

@@ -30,15 +30,14 @@
 #include <string.h>
 
 #include "../../compiler/conv_algo.h"
+#include "cpu_avx512.h"
 #include "cpu_impl.h"
 
-#define DR     CONV_DIRECT_OC
-#define GR     CONV_DIRECT_GW_OC
-#define DV     16 /* floats a vector */
-#define AVX512 __attribute__((target("avx512f")))
+#define DR CONV_DIRECT_OC
+#define DV AVX512_W
+_Static_assert(DR == AVX512_ROWS, "a forward tile is avx512_tile's rows");
 
-/* Whether this CPU has AVX-512 (valgrind hides it) and it is wanted. */
-static int direct_cpu(void)
+int cpu_has_avx512(void)
 {
     static atomic_int has = -1; /* racing threads store the same answer */
     int v = atomic_load_explicit(&has, memory_order_relaxed);
@@ -52,7 +51,7 @@ static int direct_cpu(void)
 
 int cpu_direct_ok(const cpu_conv_shape *s, int grad)
 {
-    if (s->n <= 0 || !direct_cpu()) return 0;
+    if (s->n <= 0 || !cpu_has_avx512()) return 0;
     return grad == 1 ? conv_direct_gx_ok(s->c, s->oc, s->kh, s->kw, s->stride, s->pad)
                      : conv_direct_ok(s->c, s->oc, s->kh, s->kw, s->stride, s->pad);
 }
@@ -153,37 +152,6 @@ static void pack_filter(const direct_job *j, const direct_taps *tp, float *wp)
                 }
 }
 
-/* DR channels x 16 J outputs: dst[r][q] for the tile's q, ldd apart. */
-static inline __attribute__((always_inline)) AVX512 void fwd_tile(const float *src, int64_t cs,
-                                                                  int64_t cin, const int32_t *off,
-                                                                  int nt, const float *wp,
-                                                                  float *dst, int64_t ldd, int J)
-{
-    __m512 acc[DR][3];
-#pragma GCC unroll 8
-    for (int r = 0; r < DR; r++)
-#pragma GCC unroll 3
-        for (int v = 0; v < J; v++) acc[r][v] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < cin; c++, src += cs)
-        for (int t = 0; t < nt; t++, wp += DR) {
-            const float *p = src + off[t];
-            __m512 x0 = _mm512_loadu_ps(p);
-            __m512 x1 = J > 1 ? _mm512_loadu_ps(p + DV) : x0;
-            __m512 x2 = J > 2 ? _mm512_loadu_ps(p + 2 * DV) : x0;
-#pragma GCC unroll 8
-            for (int r = 0; r < DR; r++) {
-                __m512 wv = _mm512_set1_ps(wp[r]);
-                acc[r][0] = _mm512_fmadd_ps(x0, wv, acc[r][0]);
-                if (J > 1) acc[r][1] = _mm512_fmadd_ps(x1, wv, acc[r][1]);
-                if (J > 2) acc[r][2] = _mm512_fmadd_ps(x2, wv, acc[r][2]);
-            }
-        }
-#pragma GCC unroll 8
-    for (int r = 0; r < DR; r++)
-#pragma GCC unroll 3
-        for (int v = 0; v < J; v++) _mm512_storeu_ps(dst + r * ldd + v * DV, acc[r][v]);
-}
-
 #define FWD_TILES(J)                                                                               \
     static AVX512 __attribute__((noinline)) void fwd_tiles##J(                                     \
         const direct_job *j, const float *src, const direct_taps *tp, const float *wp, float *dst) \
@@ -192,8 +160,8 @@ static inline __attribute__((always_inline)) AVX512 void fwd_tile(const float *s
         int64_t blocks = (j->cout + DR - 1) / DR;                                                  \
         for (int64_t q = 0; q < g->nqp; q += J * DV)                                               \
             for (int64_t ob = 0; ob < blocks; ob++)                                                \
-                fwd_tile(src + q, g->cs, j->cin, tp->off, tp->n, wp + ob * j->cin * tp->n * DR,    \
-                         dst + ob * DR * g->nqp + q, g->nqp, J);                                   \
+                avx512_tile(src + q, g->cs, j->cin, tp->off, tp->n, wp + ob * j->cin * tp->n * DR, \
+                            dst + ob * DR * g->nqp + q, g->nqp, J, 1.0f, 0);                       \
     }
 FWD_TILES(1)
 FWD_TILES(2)

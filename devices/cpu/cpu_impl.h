@@ -272,6 +272,12 @@ typedef struct cpu_gemm_args {
     float alpha;
 } cpu_gemm_args;
 void cpu_matmul(cpu_pool *p, const cpu_gemm_args *g);
+/* AVX-512 GEMM (cpu_sgemm.c), row-major: c = alpha op(a) op(b), + c when
+ * add; for the products cpu_sgemm_wanted gives it (a CPU with AVX-512
+ * whose BLAS runs narrower kernels).  0, or -1 when memory ran out. */
+int cpu_sgemm_wanted(int64_t m, int64_t n, int64_t k);
+int cpu_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+              int64_t lda, const float *b, int64_t ldb, int add, float *c, int64_t ldc);
 /* `batches` products [M,K] @ [K,N], g's operands being the first batch's:
  * output batch i reads a and b at the batch offsets bc gives (a plan of the
  * batch axes, in matrices). */
@@ -410,6 +416,8 @@ void cpu_wino_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, flo
  * gradient (2) that way (conv_algo.h's rules; never without AVX-512, nor
  * with GR_NO_AVX512 set in the environment). */
 int cpu_direct_ok(const cpu_conv_shape *s, int grad);
+/* This CPU has AVX-512 (valgrind hides it) and GR_NO_AVX512 is not set. */
+int cpu_has_avx512(void);
 void cpu_direct_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
                        const float *w, const float *bias, int relu);
 void cpu_direct_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dx,
