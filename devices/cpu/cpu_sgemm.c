@@ -8,6 +8,7 @@
  * ([k][8], rows past M zero), and avx512_tile (cpu_avx512.h) computes 8
  * rows x 48 columns of C per call, adding into C after the first panel of
  * rows.  Tiles that would cross C's edge go through a small buffer. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,14 +122,37 @@ static void rows_panel(const sgemm *g, const float *ap, int64_t mb, int64_t m0, 
     }
 }
 
+/* Floats of the packing buffer: a panel of B and 8 rows of A. */
+#define BUF_FLOATS (KC * (NC + AVX512_W) + KC * AVX512_ROWS)
+
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+static void buf_key_make(void)
+{
+    if (pthread_key_create(&buf_key, free) != 0) abort(); /* PTHREAD_KEYS_MAX reached */
+}
+
+/* This thread's packing buffer, made on its first product as large as any
+ * needs, so that a step in steady state allocates nothing (test_no_malloc);
+ * freed when the thread ends.  NULL when memory ran out. */
+static float *thread_buf(void)
+{
+    pthread_once(&buf_once, buf_key_make);
+    float *b = pthread_getspecific(buf_key);
+    if (!b && (b = malloc(BUF_FLOATS * sizeof *b)) && pthread_setspecific(buf_key, b) != 0) {
+        free(b);
+        b = NULL;
+    }
+    return b;
+}
+
 int cpu_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
               int64_t lda, const float *b, int64_t ldb, int add, float *c, int64_t ldc)
 {
     sgemm g = {ta, tb, add, m, n, k, lda, ldb, ldc, alpha, a, b, c};
-    int64_t ncp = (n < NC ? n : NC) + AVX512_W, kcp = k < KC ? k : KC;
-    float *bp = malloc((size_t)(kcp * ncp + kcp * AVX512_ROWS) * sizeof *bp);
+    float *bp = thread_buf();
     if (!bp) return -1;
-    float *ap = bp + kcp * ncp;
+    float *ap = bp + KC * (NC + AVX512_W);
     for (int64_t n0 = 0; n0 < n; n0 += NC) {
         int64_t nb = n - n0 < NC ? n - n0 : NC, ldp = (nb + AVX512_W - 1) / AVX512_W * AVX512_W;
         for (int64_t k0 = 0; k0 < k; k0 += KC) {
@@ -141,6 +165,5 @@ int cpu_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, cons
             }
         }
     }
-    free(bp);
     return 0;
 }

@@ -2,7 +2,7 @@
 # run.sh CASE GRAPHRUN MPIRUN - one distributed-training test (tests/mpi.cmake),
 # run in the current folder with the model tests/mpi/mlp.graph.
 #   oracle-T  2 processes x batch 32 x 50 steps of target train_T leave the
-#             same variables (within 1e-5) as 1 process x batch 64, through the
+#             same variables (within 1e-5, Adam's 5e-5) as 1 process x batch 64, through the
 #             one-node shared-memory allreduce and through MPI_Allreduce (the
 #             path between nodes); sgd also with 3 processes (1e-5 of 1 x 96).
 #             sgd's update of fc1/w is fused with its allreduce on both paths
@@ -139,10 +139,15 @@ oracle-*)
     t=train_${case_#oracle-}
     train 2 "$t" 50 32 sync --checkpoint p2.st --profile > p2.out 2>&1 || fail "2 processes"
     train 1 "$t" 50 64 --checkpoint p1.st > /dev/null || fail "1 process"
-    $PY "$HERE/compare.py" p2.st p1.st 1e-5 || fail "2 x 32 differs from 1 x 64"
+    # Adam's normalised step carries rounding differences of the summation
+    # order into the trajectory: after 50 steps 3.5e-6 with OpenBLAS's AVX2
+    # GEMM, 6e-6 to 1.9e-5 with cpu_sgemm.c's (panels of 16 or 256 rows)
+    tol=1e-5
+    [ "$t" = train_adam ] && tol=5e-5
+    $PY "$HERE/compare.py" p2.st p1.st $tol || fail "2 x 32 differs from 1 x 64"
     GR_MPI_ALLREDUCE=1 train 2 "$t" 50 32 sync --checkpoint pm.st --profile > pm.out 2>&1 ||
         fail "MPI path"
-    $PY "$HERE/compare.py" pm.st p1.st 1e-5 || fail "2 x 32 through MPI_Allreduce differs"
+    $PY "$HERE/compare.py" pm.st p1.st $tol || fail "2 x 32 through MPI_Allreduce differs"
     # fc1/w's gradient is averaged alone: sgd's update joins its allreduce, others' do not
     for out in p2.out pm.out; do
         fused=$(grep -c " apply_sgd_allreduce *f32\[784,128\]" $out)
