@@ -258,23 +258,26 @@ static void direct_fwd(const cpu_conv_ctx *cx, direct_job *j)
     cpu_tasks_close(&j->tasks);
 }
 
+/* The layer's forward pass over x, as its filter gradient reads it too. */
+static direct_job layer_job(const cpu_conv_shape *s, const float *x)
+{
+    return (direct_job){.n = s->n,
+                        .cin = s->c,
+                        .cout = s->oc,
+                        .h = s->h,
+                        .w = s->w,
+                        .oh = s->oh,
+                        .ow = s->ow,
+                        .stride = s->stride,
+                        .pad = s->pad,
+                        .x = x};
+}
+
 void cpu_direct_conv2d(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *out, const float *x,
                        const float *w, const float *bias, int relu)
 {
-    direct_job j = {.n = s->n,
-                    .cin = s->c,
-                    .cout = s->oc,
-                    .h = s->h,
-                    .w = s->w,
-                    .oh = s->oh,
-                    .ow = s->ow,
-                    .stride = s->stride,
-                    .pad = s->pad,
-                    .x = x,
-                    .filt = w,
-                    .bias = bias,
-                    .y = out,
-                    .relu = relu};
+    direct_job j = layer_job(s, x);
+    j.filt = w, j.bias = bias, j.y = out, j.relu = relu;
     direct_fwd(cx, &j);
 }
 
@@ -396,17 +399,8 @@ static void gw_task(void *arg, int t)
 void cpu_direct_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, float *dw,
                               const float *dy, const float *x)
 {
-    direct_job j = {.n = s->n,
-                    .cin = s->c,
-                    .cout = s->oc,
-                    .h = s->h,
-                    .w = s->w,
-                    .oh = s->oh,
-                    .ow = s->ow,
-                    .stride = s->stride,
-                    .pad = s->pad,
-                    .x = x,
-                    .dy = dy};
+    direct_job j = layer_job(s, x);
+    j.dy = dy;
     direct_plan(&j);
     int64_t ocp = j.g.ocp, ct = s->c * CONV_DIRECT_TAPS;
     if (cpu_tasks_open(cx, (j.n + j.g.imgs - 1) / j.g.imgs, (size_t)j.g.gw * 4, &j.tasks) == 0) {
