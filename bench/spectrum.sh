@@ -11,7 +11,11 @@
 # (--backup 1), async through rank 0 (Hogwild! across ranks, also with
 # --stale-lr), async under --max-staleness S, and periodic averaging
 # (async --sync-every K), each with and without the last rank slowed
-# (--slow R:F).  Prints a markdown table; the runs' logs stay in OUT.
+# (--slow R:F).  Prints a markdown table; the runs' logs stay in OUT, and
+# `graphrun plot --time` charts them (loss and test accuracy against the
+# seconds of training) in PLOTS: spectrum-local.svg and spectrum-mpi.svg
+# without the straggler, spectrum-local-slow.svg and spectrum-mpi-slow.svg
+# with it (each beside the synchronous baseline).
 #
 #   bench/spectrum.sh                 # builds build/graphrun if missing
 #   TARGET=0.84 STEPS=4000 bench/spectrum.sh
@@ -21,7 +25,7 @@
 # Environment: GRAPHRUN (default build/graphrun), TARGET (0.85), STEPS
 # (8000), EVAL_EVERY (250), SLOW (3), SEED (1), RANKS (3), ROWS (all,
 # local, mpi or mpi-async), SYNC_EVERY (the MPI periodic averaging's K, 10), OUT (a
-# temporary folder).
+# temporary folder), PLOTS (the charts' folder, default OUT).
 set -eu
 set -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +39,8 @@ SYNC_EVERY=${SYNC_EVERY:-10}
 RANKS=${RANKS:-3}
 ROWS=${ROWS:-all}
 OUT=${OUT:-$(mktemp -d)}
-mkdir -p "$OUT"
+PLOTS=${PLOTS:-$OUT}
+mkdir -p "$OUT" "$PLOTS"
 MODEL=$ROOT/examples/fashion_mlp.graph
 if [ ! -x "$G" ]; then
     cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release > /dev/null
@@ -96,4 +101,24 @@ if [ "$ROWS" != local ]; then
             --distributed async --sync-every "$SYNC_EVERY" $slow
     done
 fi
+# chart SVG PREFIX SLOW: the logs of the rows named PREFIX..., those with
+# the straggler (SLOW 1) or without (0), and the synchronous baseline
+chart() {
+    local files=() f
+    for f in "$OUT"/$2*.jsonl; do
+        [ -e "$f" ] || continue
+        case $f in
+        *slower*) [ "$3" = 1 ] && files+=("$f") ;;
+        *executor__synchronous* | *MPI_ranks__sync.jsonl) files+=("$f") ;;
+        *) [ "$3" = 0 ] && files+=("$f") ;;
+        esac
+    done
+    [ ${#files[@]} -gt 0 ] || return 0
+    "$G" plot --time "${files[@]}" -o "$PLOTS/$1"
+    echo "spectrum: chart $PLOTS/$1" >&2
+}
+chart spectrum-local.svg "[12]_executor" 0
+chart spectrum-local-slow.svg "[12]_executor" 1
+chart spectrum-mpi.svg "${RANKS}_MPI" 0
+chart spectrum-mpi-slow.svg "${RANKS}_MPI" 1
 echo "logs: $OUT" >&2

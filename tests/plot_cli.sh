@@ -3,8 +3,9 @@
 # folder: two short training runs' --log files charted together (linear and
 # log scale), checked by plot_check.py and rendered by rsvg-convert; then
 # the errors: a missing file, a line that is not JSON, a record without a
-# step, --log-y on a loss that is not positive, a file with no records, a
-# bad --smooth.
+# step (or, with --time, without its seconds), --log-y on a loss that is
+# not positive, a file with no records, a bad --smooth; and the chart
+# against the seconds of training (--time).
 set -u
 G=$1
 SRC=$2
@@ -27,6 +28,9 @@ done
 rsvg-convert "$T/lin.svg" -o "$T/lin.png" && [ -s "$T/lin.png" ] || fail "rsvg-convert lin.svg"
 rsvg-convert "$T/log.svg" -o "$T/log.png" && [ -s "$T/log.png" ] || fail "rsvg-convert log.svg"
 grep -q '>run1<' "$T/lin.svg" && grep -q '>run2<' "$T/lin.svg" || fail "legend labels"
+"$G" plot --time "$T/run1.jsonl" "$T/run2.jsonl" -o "$T/time.svg" || fail "plot --time"
+"$PY" "$CHECK" "$T/time.svg" 2 2 || fail "chart against time"
+grep -q '>seconds<' "$T/time.svg" && ! grep -q '>step<' "$T/time.svg" || fail "--time's axis label"
 
 # expect CODE PATTERN ARGS...: the plot exits CODE and its stderr matches PATTERN
 expect() {
@@ -43,6 +47,7 @@ echo '{"step": 5, "loss": 0.3' >> "$T/corrupt.jsonl"
 expect 1 "^$T/corrupt.jsonl:3: error: not a JSON object" "$T/corrupt.jsonl"
 printf '{"step":1,"loss":1}\n{"loss":0.5}\n' > "$T/nostep.jsonl"
 expect 1 "^$T/nostep.jsonl:2: error: \"step\" is missing" "$T/nostep.jsonl"
+expect 1 "^$T/nostep.jsonl:1: error: \"elapsed_s\" is missing" "$T/nostep.jsonl" --time
 printf '{"step":1,"loss":1}\n\n{"step":2,"loss":0}\n' > "$T/zero.jsonl"
 expect 1 "^$T/zero.jsonl:3: error: --log-y" "$T/zero.jsonl" --log-y
 : > "$T/empty.jsonl"

@@ -13,21 +13,23 @@
 #include "cli_opts.h"
 #include "plot.h"
 
-enum { O_LOG_Y = 256, O_SMOOTH };
+enum { O_LOG_Y = 256, O_SMOOTH, O_TIME };
 
 static const cli_opt plot_table[] = {
     {"output", 'o', "OUT.svg", "write the SVG here (default: standard output)", CLI_V_FILE, NULL},
     {"log-y", O_LOG_Y, NULL, "the loss on a logarithmic scale", CLI_V_NONE, NULL},
     {"smooth", O_SMOOTH, "S", "smoothing weight of the loss, 0 (none) to 0.99 (default 0.6)",
      CLI_V_NONE, NULL},
+    {"time", O_TIME, NULL, "against the seconds of training instead of the step", CLI_V_NONE, NULL},
 };
 
 const cli_spec cli_plot_spec = {
     "plot",
-    "plot RUN.jsonl... [-o OUT.svg] [--log-y] [--smooth S]",
+    "plot RUN.jsonl... [-o OUT.svg] [--log-y] [--smooth S] [--time]",
     "chart the curves of --log files",
     "Charts the training loss (smoothed, raw values faint) and the --eval metrics of\n"
-    "graphrun --log files against the step, one colour per file, as one SVG.\n",
+    "graphrun --log files against the step (or, with --time, the seconds of training),\n"
+    "one colour per file, as one SVG.\n",
     plot_table,
     sizeof plot_table / sizeof *plot_table,
     "*.jsonl",
@@ -110,12 +112,18 @@ static int read_line(plot_run *r, const char *text, const plot_opts *o, plot_src
         cJSON_Delete(j);
         return plot_err(src, "not a JSON object (is this a graphrun --log file?)", NULL);
     }
-    const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step"),
+    const char *xkey = o->time ? "elapsed_s" : "step";
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, xkey),
                 *ev = cJSON_GetObjectItemCaseSensitive(j, "eval"),
                 *loss = cJSON_GetObjectItemCaseSensitive(j, "loss");
     int is_event = cJSON_HasObjectItem(j, "event"), rc = 0;
+    if (is_event && o->time && !cJSON_IsNumber(step))
+        ev = NULL; /* an older log's summary: its final values have no time */
     if (!cJSON_IsNumber(step) && (ev || (loss && !is_event)))
-        rc = plot_err(src, "\"step\" is missing or not a number", NULL);
+        rc = plot_err(src,
+                      o->time ? "\"elapsed_s\" is missing or not a number"
+                              : "\"step\" is missing or not a number",
+                      NULL);
     else if (ev)
         rc = read_evals(r, ev, step->valuedouble, src);
     else if (loss && !is_event)
@@ -214,6 +222,8 @@ static int parse_plot_opts(int argc, char **argv, plot_opts *o)
             o->out = optarg;
         else if (c == O_LOG_Y)
             o->log_y = 1;
+        else if (c == O_TIME)
+            o->time = 1;
         else if (c == O_SMOOTH && parse_smooth(optarg, &o->smooth) < 0)
             return CLI_USAGE;
     }

@@ -24,6 +24,7 @@ typedef struct plot_opts {
     const char *out; /* -o: the SVG file; NULL: stdout */
     int log_y;       /* --log-y: the loss on a log scale */
     double smooth;   /* --smooth: exponential moving average weight, in [0, 1) */
+    int time;        /* --time: against the seconds of training ("elapsed_s"), not the step */
 } plot_opts;
 
 /* Writes the chart of n runs: training loss (smoothed, raw faint) above,

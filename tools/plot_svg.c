@@ -158,14 +158,14 @@ static void grid_and_ticks(const panel *p, FILE *out)
     }
 }
 
-static void frame(const panel *p, const char *title, FILE *out)
+static void frame(const panel *p, const char *title, const char *xlabel, FILE *out)
 {
     fprintf(out, "<g class=\"panel\">\n");
     grid_and_ticks(p, out);
     fprintf(out, "<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>\n",
             p->x, p->y, p->w, p->h);
     text(out, p->x, p->y - 10, "start", "title", title);
-    text(out, p->x + p->w, p->y + p->h + 34, "end", "label", "step");
+    text(out, p->x + p->w, p->y + p->h + 34, "end", "label", xlabel);
 }
 
 /* A polyline through the points; per pixel column only the lowest and the
@@ -226,7 +226,7 @@ static void loss_panel(const plot_run *runs, int n, const plot_opts *o, const pa
     char title[96];
     snprintf(title, sizeof title, "training loss (smoothing %g%s)", o->smooth,
              o->log_y ? ", log scale" : "");
-    frame(p, title, out);
+    frame(p, title, o->time ? "seconds" : "step", out);
     for (int r = 0; r < n; r++) {
         const plot_series *s = &runs[r].loss;
         char attrs[200];
@@ -277,12 +277,12 @@ static void eval_series(const plot_series *s, int r, int dash, const panel *p, F
                 py(p, s->y[i]), colors[r % N_COLORS]);
 }
 
-static void eval_panel(const plot_run *runs, int n, const char **names, int m, const panel *p,
-                       FILE *out)
+static void eval_panel(const plot_run *runs, int n, const char **names, int m, const plot_opts *o,
+                       const panel *p, FILE *out)
 {
     char title[160];
     snprintf(title, sizeof title, m == 1 ? "eval: %s" : "evaluation", names[0]);
-    frame(p, title, out);
+    frame(p, title, o->time ? "seconds" : "step", out);
     for (int r = 0; r < n; r++)
         for (int k = 0; k < runs[r].n_evals; k++)
             eval_series(&runs[r].evals[k], r, metric_index(names, m, runs[r].evals[k].name), p,
@@ -351,7 +351,7 @@ void plot_svg(const plot_run *runs, int n, const plot_opts *o, FILE *out)
     }
     if (m) {
         make_axis(&ae, ee, 5, 0);
-        eval_panel(runs, n, names, m, &ep, out);
+        eval_panel(runs, n, names, m, o, &ep, out);
     }
     legend(runs, n, names, m > 1 ? m : 0, legend_y, out);
     fputs("</svg>\n", out);

@@ -293,6 +293,7 @@ int trep_log_done(const train_opts *o, trep_progress *pg, long done, long step, 
     cJSON_AddNumberToObject(j, "staleness_p99", (double)p99);
     cJSON_AddNumberToObject(j, "staleness_max", (double)max);
     json_add_evals(j, o, vals);
+    json_add(j, "elapsed_s", trep_now() - pg->t0, 3, 1);
     return log_line(pg, j);
 }
 
