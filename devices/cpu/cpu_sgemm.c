@@ -7,7 +7,15 @@
  * rows, columns padded with zeros to a vector), A eight rows at a time
  * ([k][8], rows past M zero), and avx512_tile (cpu_avx512.h) computes 8
  * rows x 48 columns of C per call, adding into C after the first panel of
- * rows.  Tiles that would cross C's edge go through a small buffer. */
+ * rows.  Tiles that would cross C's edge go through a small buffer.
+ *
+ * Like the BLAS it stands in for, its loads and stores of A, B and C are
+ * not instrumented by ThreadSanitizer (NO_TSAN): a Hogwild! update adds
+ * into the shared variable through it (apply_sgd_matmul), the intended
+ * race that devices/cpu/tsan.supp suppresses in the update kernels, and
+ * reporting it on every vector (each report suppressed, but unwound and
+ * symbolized first) made a TSan run of two Hogwild! threads take minutes
+ * a step. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -16,6 +24,15 @@
 #include "cpu.h"
 #include "cpu_avx512.h"
 #include "cpu_impl.h"
+
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize)
+#define NO_TSAN __attribute__((no_sanitize("thread")))
+#endif
+#endif
+#ifndef NO_TSAN
+#define NO_TSAN
+#endif
 
 #define KC 256 /* depth a packed panel of B */
 #define NC 768 /* columns a packed panel of B: 16 tiles */
@@ -50,13 +67,22 @@ typedef struct sgemm {
     float *c;
 } sgemm;
 
+/* A row of B: not memcpy, whose TSan interceptor would check it. */
+static inline AVX512 NO_TSAN void copy_row(float *dst, const float *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + AVX512_W <= n; i += AVX512_W) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i));
+    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, tail, _mm512_maskz_loadu_ps(tail, src + i));
+}
+
 /* bp[kk][j] = op(B)[k0 + kk][n0 + j] for j < nb, 0 up to ldp. */
-static void pack_b(const sgemm *g, int64_t k0, int64_t kb, int64_t n0, int64_t nb, float *bp,
-                   int64_t ldp)
+static AVX512 NO_TSAN void pack_b(const sgemm *g, int64_t k0, int64_t kb, int64_t n0, int64_t nb,
+                                  float *bp, int64_t ldp)
 {
     for (int64_t kk = 0; kk < kb; kk++) {
         float *restrict row = bp + kk * ldp;
-        if (!g->tb) memcpy(row, g->b + (k0 + kk) * g->ldb + n0, (size_t)nb * sizeof *row);
+        if (!g->tb) copy_row(row, g->b + (k0 + kk) * g->ldb + n0, nb);
         for (int64_t j = nb; j < ldp; j++) row[j] = 0.0f;
     }
     /* B^T: 16 of its rows at a time, so that each cache line read serves
@@ -70,7 +96,8 @@ static void pack_b(const sgemm *g, int64_t k0, int64_t kb, int64_t n0, int64_t n
 }
 
 /* ap[kk][r] = op(A)[m0 + r][k0 + kk] for r < mb, 0 for the other rows. */
-static void pack_a(const sgemm *g, int64_t m0, int64_t mb, int64_t k0, int64_t kb, float *ap)
+static NO_TSAN void pack_a(const sgemm *g, int64_t m0, int64_t mb, int64_t k0, int64_t kb,
+                           float *ap)
 {
     for (int64_t kk = 0; kk < kb; kk++)
         for (int64_t r = 0; r < AVX512_ROWS; r++)
@@ -80,9 +107,9 @@ static void pack_a(const sgemm *g, int64_t m0, int64_t mb, int64_t k0, int64_t k
 }
 
 #define SGEMM_TILE(J)                                                                              \
-    static AVX512 __attribute__((noinline)) void tile##J(const float *bp, int64_t ldp, int64_t kb, \
-                                                         const float *ap, float *c, int64_t ldc,   \
-                                                         float alpha, int add)                     \
+    static AVX512 NO_TSAN __attribute__((noinline)) void tile##J(                                  \
+        const float *bp, int64_t ldp, int64_t kb, const float *ap, float *c, int64_t ldc,          \
+        float alpha, int add)                                                                      \
     {                                                                                              \
         static const int32_t zero[1] = {0};                                                        \
         avx512_tile(bp, ldp, kb, zero, 1, ap, c, ldc, J, alpha, add);                              \
@@ -103,8 +130,9 @@ static void tile(int J, const float *bp, int64_t ldp, int64_t kb, const float *a
 }
 
 /* Rows [m0, m0 + mb) of C against a packed panel: columns [n0, n0 + nb). */
-static void rows_panel(const sgemm *g, const float *ap, int64_t mb, int64_t m0, const float *bp,
-                       int64_t ldp, int64_t kb, int64_t n0, int64_t nb, int add)
+static NO_TSAN void rows_panel(const sgemm *g, const float *ap, int64_t mb, int64_t m0,
+                               const float *bp, int64_t ldp, int64_t kb, int64_t n0, int64_t nb,
+                               int add)
 {
     float tmp[AVX512_ROWS * TW];
     for (int64_t j = 0; j < nb; j += TW) {
