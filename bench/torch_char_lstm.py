@@ -24,14 +24,13 @@ every window from a zero state, as graphrun's --eval val_loss does.
 Prints `steps/s=...` for the training loop alone and, with --eval, the
 validation loss over every window of the held-out part as `val_loss=...`.
 """
-import sys
 
 import torch
 import torch.nn as nn
 
 # the text, the windows and the validation pass of torch_llama.py, whose
 # BATCH and BLOCK (32, 64) are this model's too
-from torch_llama import BATCH, BLOCK, load_text, train_and_report
+from torch_llama import BATCH, BLOCK, setup_run, train_and_report
 
 EMBED, HIDDEN = 64, 256
 LR = 2e-3  # gradients clipped to 1.0: torch_llama.CLIP, train_and_report
@@ -75,11 +74,7 @@ def stream_batches(ids):
 
 
 def main():
-    steps, threads = int(sys.argv[1]), int(sys.argv[2])
-    torch.set_num_threads(threads)
-    seed = next((int(a) for a in sys.argv[3:] if a != "--eval"), 0)
-    torch.manual_seed(seed)
-    data = load_text()
+    steps, threads, seed, data = setup_run()
     model = CharLSTM(data[2])
     model.lstm.bias_hh_l0.requires_grad_(False)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=LR,

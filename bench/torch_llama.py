@@ -177,12 +177,18 @@ def train_and_report(name, model, opt, data, steps, threads, seed, lr_of=None, b
     print(out, flush=True)
 
 
-def main():
+def setup_run():
+    """STEPS THREADS [SEED] [--eval] from the command line: the threads and
+    the seed set, the text loaded.  Returns (steps, threads, seed, data)."""
     steps, threads = int(sys.argv[1]), int(sys.argv[2])
     torch.set_num_threads(threads)
     seed = next((int(a) for a in sys.argv[3:] if a != "--eval"), 0)
     torch.manual_seed(seed)
-    data = load_text()
+    return steps, threads, seed, load_text()
+
+
+def main():
+    steps, threads, seed, data = setup_run()
     model = Llama(data[2])
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]

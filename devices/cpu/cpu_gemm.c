@@ -39,8 +39,8 @@ static void gemm_block(const cpu_gemm_args *g, int64_t m0, int64_t m1, int64_t n
         if (!g->bias && !g->accumulate)
             for (int64_t i = 0; i < bm; i++) cpu_fill_f32(c + i * N, 0.0f, bn);
     } else if (!cpu_sgemm_wanted(bm, bn, K) ||
-               cpu_sgemm(g->trans_a, g->trans_b, bm, bn, K, g->accumulate ? g->alpha : 1.0f, a,
-                         lda, b, ldb, g->bias || g->accumulate, c, N) != 0) {
+               cpu_sgemm(g->trans_a, g->trans_b, bm, bn, K, g->accumulate ? g->alpha : 1.0f, a, lda,
+                         b, ldb, g->bias || g->accumulate, c, N) != 0) {
         cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
                     g->trans_b ? CblasTrans : CblasNoTrans, (int)bm, (int)bn, (int)K,
                     g->accumulate ? g->alpha : 1.0f, a, lda, b, ldb,
