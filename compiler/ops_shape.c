@@ -506,8 +506,8 @@ static ops_tstr conv_layout_hint(const ir_type *x, const ir_type *w)
     const int64_t *d = w->dim;
     if (d[2] == x->dim[1] && d[0] == d[1])
         snprintf(r.s, sizeof r.s,
-                 " (filters are [OC, C, KH, KW], not TensorFlow's [KH, KW, C, OC]: "
-                 "write [%lld, %lld, %lld, %lld])",
+                 " (inputs are [N, C, H, W] and filters [OC, C, KH, KW], not TensorFlow's "
+                 "[KH, KW, C, OC]: write [%lld, %lld, %lld, %lld])",
                  (long long)d[3], (long long)d[2], (long long)d[0], (long long)d[1]);
     else if (x->dim[3] == d[1])
         snprintf(r.s, sizeof r.s,

@@ -232,11 +232,8 @@ static const char *suggest_name(env *e, const char *name)
     int bd = 4;
     for (; e; e = e->parent)
         for (int i = 0; i < e->n; i++) sema_closer(name, e->v[i].name, &best, &bd);
-    for (int op = 0; op < OP_COUNT; op++)
-        if (ops_has(op, OPF_PUBLIC)) sema_closer(name, ops_name(op), &best, &bd);
-    for (int i = 0; sema_builtin_name(i); i++) sema_closer(name, sema_builtin_name(i), &best, &bd);
-    for (int i = 0; sema_state_name(i); i++) sema_closer(name, sema_state_name(i), &best, &bd);
-    sema_closer(name, "gradients", &best, &bd);
+    for (int i = 0; sema_callable_name(i); i++)
+        sema_closer(name, sema_callable_name(i), &best, &bd);
     return best;
 }
 
@@ -246,7 +243,8 @@ static const char *suggest_name(env *e, const char *name)
 static void unknown_name(sema *S, env *e, const ast_node *n)
 {
     int shown = !diag_full(S->g->diags);
-    const char *hint = shown ? sema_foreign_hint(n->name) : NULL;
+    char buf[160];
+    const char *hint = shown ? sema_foreign_hint(n->name, buf, sizeof buf) : NULL;
     const char *near = shown && !hint ? suggest_name(e, n->name) : NULL;
     if (hint)
         sema_err(S, n, "unknown name '%s': %s", n->name, hint);
@@ -402,13 +400,41 @@ static EVAL_FRAME value eval_index(sema *S, env *e, const ast_node *n)
     return x.items[k];
 }
 
+/* n is MODULE.name or MODULE.sub.name (torch.relu, tf.nn.relu) with an
+ * unbound module of TF, PyTorch or numpy: one error, at all of it. */
+static int foreign_module(sema *S, env *e, const ast_node *n)
+{
+    const ast_node *root = n->a;
+    while (root->kind == AST_FIELD) root = root->a;
+    if (root->kind != AST_NAME || env_find(e, root->name) || !sema_is_module(root->name)) return 0;
+    char buf[160];
+    const src_span *a = &n->a->span;
+    sema_err(S, n, "'%s' is not a module: everything is built in (for %.*s.%s, %s)", root->name,
+             (int)(a->end - a->begin), S->src->text + a->begin, n->name,
+             sema_module_hint(n->name, buf, sizeof buf));
+    return 1;
+}
+
+/* x.name that x does not have, with what to write instead on a tensor. */
+static value no_member(sema *S, const ast_node *n, const value *x, const char *what)
+{
+    char buf[160];
+    int tensor = x->k == V_TENSOR || x->k == V_INIT;
+    const char *hint = tensor ? sema_tensor_member_hint(n->name, buf, sizeof buf) : NULL;
+    if (hint)
+        sema_err(S, n, "%s has no %s '%s': %s", sema_value_kind(x), what, n->name, hint);
+    else
+        sema_err(S, n, "%s has no %s '%s'", sema_value_kind(x), what, n->name);
+    return sema_value_err();
+}
+
 static EVAL_FRAME value eval_field(sema *S, env *e, const ast_node *n)
 {
+    if (foreign_module(S, e, n)) return sema_value_err();
     value x = sema_eval(S, e, n->a);
     if (x.k == V_ERR) return x;
     if (x.k == V_DATA) return sema_data_field(S, n, x.id, n->name);
-    sema_err(S, n, "%s has no field '%s'", sema_value_kind(&x), n->name);
-    return sema_value_err();
+    return no_member(S, n, &x, "field");
 }
 
 /* A variable of vars= (the list form): trainable, not an optimizer's slot. */
@@ -649,6 +675,7 @@ static value method_apply(sema *S, env *e, const ast_node *n, ad_optimizer *opt)
 
 static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
 {
+    if (foreign_module(S, e, n)) return sema_value_err();
     value obj = sema_eval(S, e, n->a);
     if (obj.k == V_ERR) return obj;
     if (obj.k == V_OPT && strcmp(n->name, "minimize") == 0)
@@ -656,8 +683,7 @@ static EVAL_FRAME value eval_method(sema *S, env *e, const ast_node *n)
     if (obj.k == V_OPT && strcmp(n->name, "gradients") == 0)
         return method_gradients(S, e, n, &obj.opt);
     if (obj.k == V_OPT && strcmp(n->name, "apply") == 0) return method_apply(S, e, n, &obj.opt);
-    sema_err(S, n, "%s has no method '%s'", sema_value_kind(&obj), n->name);
-    return sema_value_err();
+    return no_member(S, n, &obj, "method");
 }
 
 /* A new training target's record: the copy of its loss (compiler/modes.c)
@@ -1403,7 +1429,9 @@ static int stmt_stmt(sema *S, env *e, const ast_node *st)
         break;
     case AST_RETURN:
         if (!S->in_fn) {
-            sema_err(S, st, "return outside of a function");
+            sema_err(S, st,
+                     "return outside of a function: only a fn returns a value; at the top level, "
+                     "name it (y = ...) and fetch it (graphrun FILE --eval y)");
             break;
         }
         S->ret = sema_eval(S, e, st->a);

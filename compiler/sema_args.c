@@ -18,6 +18,7 @@ void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const args
         len += (size_t)snprintf(have + len, sizeof have - len, "%s%s", i ? ", " : "", spec[i].name);
         sema_closer(kw->name, spec[i].name, &best, &bd);
     }
+    if (!best) best = sema_arg_alias(kw->name, spec, n_spec);
     if (n_spec == 0)
         sema_err(S, kw, "%s() has no argument named '%s' (it takes none by name)", fname, kw->name);
     else if (best)
@@ -85,5 +86,22 @@ int sema_num_arg(sema *S, const ast_node *at, value v, double def, double *out)
         return -1;
     }
     *out = v.num;
+    return 0;
+}
+
+int sema_bool_arg(sema *S, const ast_node *at, value v, int def, int *out)
+{
+    if (v.k == V_NONE) {
+        *out = def;
+        return 0;
+    }
+    if (v.k != V_BOOL && !(v.k == V_NUM && v.is_int)) {
+        char lb[96];
+        const char *label = sema_arg_label(&v, lb, sizeof lb);
+        sema_err(S, sema_arg_at(&v, at), "%s must be true or false, got %s",
+                 label ? label : "the argument", sema_value_kind(&v));
+        return -1;
+    }
+    *out = v.num != 0;
     return 0;
 }

@@ -144,13 +144,12 @@ static int op_attr_value(sema *S, const ast_node *at, const op_attr *spec, value
         if (sema_int_arg(S, at, v, &iv) < 0) return -1;
         a->i[slot] = iv;
         return 0;
-    case ATTR_BOOL:
-        if (v.k != V_BOOL && !(v.k == V_NUM && v.is_int)) {
-            sema_err(S, at, "'%s' must be true or false, got %s", spec->name, sema_value_kind(&v));
-            return -1;
-        }
-        a->i[slot] = v.num != 0;
+    case ATTR_BOOL: {
+        int b;
+        if (sema_bool_arg(S, at, v, 0, &b) < 0) return -1;
+        a->i[slot] = b;
         return 0;
+    }
     case ATTR_FLOAT:
         return sema_num_arg(S, at, v, 0, &a->f[slot]);
     case ATTR_DTYPE:

@@ -101,10 +101,8 @@ static int is_axes_call(sema *S, int op, const sema_args *args, value *axes, int
         is_list |= strcmp(args->kw_at[k]->name, "axis") == 0 && args->kw[k].k == V_LIST;
     if (!is_list || sema_bind_args(S, ops_name(op), spec, 2, args, 1, v) < 0)
         return is_list ? -1 : 0;
-    double kd;
-    if (sema_num_arg(S, args->call, v[1], 0, &kd) < 0) return -1;
+    if (sema_bool_arg(S, args->call, v[1], 0, keep) < 0) return -1;
     *axes = v[0];
-    *keep = kd != 0;
     return 1;
 }
 

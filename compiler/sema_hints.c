@@ -7,6 +7,7 @@
  * (diag_full). */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "graphrun.h"
 #include "sema_int.h"
@@ -74,7 +75,80 @@ static const struct {
     {"permute", "write transpose(x, perm=[...])"},
     {"cat", "write concat([a, b], axis=)"},
     {"equal", "write a == b"},
+    {"True", "booleans are written true and false"},
+    {"False", "booleans are written true and false"},
+    {"None", "there is no None: an activation argument takes none (the identity, act=none), and "
+             "a size is a number or a param (param batch = 64)"},
+    {"zeros_like", "write zeros(shape) with x's shape spelled out (rows(x), cols(x) and params "
+                   "give its sizes)"},
+    {"ones_like", "write ones(shape) with x's shape spelled out (rows(x), cols(x) and params give "
+                  "its sizes)"},
+    {"tensor", "a constant tensor is a list, [[1.0, 2.0]], or constant(value, shape)"},
+    {"clamp", "write clip(x, lo, hi)"},
+    {"clip_by_value", "write clip(x, lo, hi)"},
+    {"clip_by_global_norm", "global-norm clipping is an optimizer's option: adam(lr, clip=1.0)"},
+    {"clip_grad_norm_", "global-norm clipping is an optimizer's option: adam(lr, clip=1.0)"},
+    {"nll_loss", "write mean(nll(log_softmax(logits), labels))"},
+    {"mse_loss", "write mse(pred, target) (the mean over every element)"},
+    {"mean_squared_error", "write mse(pred, target) (the mean over every element)"},
+    {"binary_cross_entropy_with_logits", "write mean(sigmoid_xent(logits, targets))"},
+    {"sigmoid_cross_entropy_with_logits", "write mean(sigmoid_xent(logits, targets))"},
+    {"BCEWithLogitsLoss", "write mean(sigmoid_xent(logits, targets))"},
+    {"unsqueeze", "write reshape(x, [...]) with the new axis of size 1"},
+    {"expand_dims", "write reshape(x, [...]) with the new axis of size 1"},
+    {"squeeze", "write reshape(x, [...]) without the axes of size 1"},
+    {"stack", "write concat([reshape(a, [1, ...]), reshape(b, [1, ...])], axis=0)"},
+    {"Embedding", "an embedding is a table read by ids: var emb = normal([vocab, dim]); "
+                  "gather(emb, ids)"},
+    {"embedding_lookup", "write gather(table, ids)"},
 };
+
+/* Argument names of TensorFlow and PyTorch, and graphrun's. */
+static const struct {
+    const char *theirs, *ours;
+} arg_aliases[] = {
+    {"dim", "axis"},
+    {"axes", "axis"},
+    {"keepdim", "keepdims"},
+    {"keep_dims", "keepdims"},
+    {"learning_rate", "lr"},
+    {"momentum", "m"},
+    {"beta1", "b1"},
+    {"beta2", "b2"},
+    {"betas", "b1"},
+    {"epsilon", "eps"},
+    {"strides", "stride"},
+    {"kernel_size", "size"},
+    {"ksize", "size"},
+    {"pool_size", "size"},
+    {"p", "rate"},
+    {"alpha", "rho"},
+    {"decay", "rho"},
+    {"negative_slope", "alpha"},
+    {"stddev", "std"},
+    {"minval", "low"},
+    {"maxval", "high"},
+    {"num_classes", "depth"},
+    {"initial_accumulator_value", "initial"},
+    {"var_list", "vars"},
+    {"num_groups", "groups"},
+};
+
+const char *sema_arg_alias(const char *name, const argspec *spec, int n_spec)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof arg_aliases / sizeof *arg_aliases; i++)
+        for (int k = 0; k < n_spec && strcmp(arg_aliases[i].theirs, name) == 0; k++)
+            if (strcmp(arg_aliases[i].ours, spec[k].name) == 0) return spec[k].name;
+    for (int k = 0; n >= 2 && k < n_spec; k++) /* pad: padding */
+        if (strncmp(spec[k].name, name, n) == 0) return spec[k].name;
+    return NULL;
+}
+
+/* Modules of TensorFlow, PyTorch and numpy: here everything is built in. */
+static const char *const modules[] = {"tf",     "torch",  "nn",        "F",    "np",
+                                      "numpy",  "math",   "keras",     "init", "optim",
+                                      "layers", "losses", "functional"};
 
 /* TensorFlow and PyTorch optimizers graphrun does not have. */
 static const char *const other_optimizers[] = {
@@ -131,14 +205,81 @@ const char *ir_near_name(const ir_graph *g, const char *name)
     return best;
 }
 
-const char *sema_foreign_hint(const char *name)
+const char *sema_callable_name(int i)
+{
+    for (int op = 0; op < OP_COUNT; op++)
+        if (ops_has(op, OPF_PUBLIC) && i-- == 0) return ops_name(op);
+    for (int k = 0; sema_builtin_name(k); k++)
+        if (i-- == 0) return sema_builtin_name(k);
+    for (int k = 0; sema_state_name(k); k++)
+        if (i-- == 0) return sema_state_name(k);
+    return i == 0 ? "gradients" : NULL;
+}
+
+/* The callable spelled name in another case (ReLU, Conv2d), or NULL. */
+static const char *callable_any_case(const char *name)
+{
+    for (int i = 0; sema_callable_name(i); i++)
+        if (strcasecmp(sema_callable_name(i), name) == 0) return sema_callable_name(i);
+    return NULL;
+}
+
+const char *sema_foreign_hint(const char *name, char *buf, size_t n)
 {
     for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++)
         if (strcmp(foreign[i].name, name) == 0) return foreign[i].hint;
+    const char *same = callable_any_case(name);
+    if (same) {
+        snprintf(buf, n, "write %s(...) (ops are functions, called by name)", same);
+        return buf;
+    }
     for (size_t i = 0; i < sizeof other_optimizers / sizeof *other_optimizers; i++)
         if (strcmp(other_optimizers[i], name) == 0)
             return "graphrun's optimizers are sgd(lr), momentum(lr, m=), adam(lr), "
                    "adamw(lr, weight_decay=), rmsprop(lr), adagrad(lr) and adadelta(lr) "
                    "(docs/language.md, Optimizers)";
     return NULL;
+}
+
+int sema_is_module(const char *name)
+{
+    for (size_t i = 0; i < sizeof modules / sizeof *modules; i++)
+        if (strcmp(modules[i], name) == 0) return 1;
+    return 0;
+}
+
+/* name as a callable, a foreign name or a near miss, after "torch.": what
+ * to write. */
+const char *sema_module_hint(const char *name, char *buf, size_t n)
+{
+    const char *near = NULL;
+    int bd = 99;
+    for (int i = 0; sema_callable_name(i); i++) {
+        if (strcmp(sema_callable_name(i), name) == 0) {
+            snprintf(buf, n, "write %s(...)", name);
+            return buf;
+        }
+        sema_closer(name, sema_callable_name(i), &near, &bd);
+    }
+    const char *hint = sema_foreign_hint(name, buf, n);
+    if (hint) return hint;
+    if (near) snprintf(buf, n, "did you mean %s(...)?", near);
+    return near ? buf : "docs/language.md, Builtins, lists what there is";
+}
+
+/* x.name on a tensor: the function to call instead, or NULL. */
+const char *sema_tensor_member_hint(const char *name, char *buf, size_t n)
+{
+    if (strcmp(name, "shape") == 0 || strcmp(name, "size") == 0)
+        return "shapes are fixed when the graph is built: rows(x) and cols(x) give the first and "
+               "last sizes, and params name the others";
+    if (strcmp(name, "T") == 0 || strcmp(name, "t") == 0)
+        return "write transpose(x) (its axes reversed)";
+    if (strcmp(name, "detach") == 0) return "write stop_gradient(x)";
+    const char *same = callable_any_case(name);
+    if (same) {
+        snprintf(buf, n, "ops are functions: write %s(x, ...)", same);
+        return buf;
+    }
+    return sema_foreign_hint(name, buf, n);
 }

@@ -169,6 +169,8 @@ int sema_bind_args(sema *S, const char *fname, const argspec *spec, int n_spec,
                    const sema_args *args, int skip, value *out);
 /* A number, or def when v is V_NONE. */
 int sema_num_arg(sema *S, const ast_node *at, value v, double def, double *out);
+/* true, false or an integer (nonzero is true), or def when v is V_NONE. */
+int sema_bool_arg(sema *S, const ast_node *at, value v, int def, int *out);
 /* kw names no argument of fname: the error lists spec's, with a "did you
  * mean" when one is close. */
 void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const argspec *spec,
@@ -206,8 +208,21 @@ int sema_edit_distance(const char *a, const char *b);
 /* Keeps cand in *best when it is closer to name than *bd edits (and close
  * at all: at most a third of the name, one edit allowed). */
 void sema_closer(const char *name, const char *cand, const char **best, int *bd);
-/* What to write instead of a TensorFlow, PyTorch or Python name, or NULL. */
-const char *sema_foreign_hint(const char *name);
+/* What to write instead of a TensorFlow, PyTorch or Python name, or NULL
+ * (the text may be in buf). */
+const char *sema_foreign_hint(const char *name, char *buf, size_t n);
+/* The argument of spec that TF's or PyTorch's name stands for (dim: axis),
+ * or that name begins (pad: padding); NULL if none. */
+const char *sema_arg_alias(const char *name, const argspec *spec, int n_spec);
+/* Whether name is a module of TensorFlow, PyTorch or numpy (tf, torch). */
+int sema_is_module(const char *name);
+/* What to write instead of MODULE.name. */
+const char *sema_module_hint(const char *name, char *buf, size_t n);
+/* What to write instead of x.name on a tensor, or NULL. */
+const char *sema_tensor_member_hint(const char *name, char *buf, size_t n);
+/* The i-th name a program can call besides its own fns (the public ops,
+ * the builtins, the state builtins, gradients); NULL past the last. */
+const char *sema_callable_name(int i);
 value sema_call_state(sema *S, int which, const sema_args *args);
 
 #endif

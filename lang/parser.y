@@ -276,9 +276,78 @@ static int is_operator_token(int tok)
            tok == GE || tok == DOTDOT;
 }
 
+#define NO_BOOL                                                                                    \
+    "there are no boolean operators: a comparison of tensors is f32 0/1, so (a > 0) * (b > 0) "   \
+    "is 'and' and 1 - (a > 0) is 'not'"
+#define NO_IF_EXPR "there is no conditional expression: where(cond, a, b) picks a where cond is " \
+                   "nonzero, else b"
+
+/* Python words that turn up inside an expression, and what to write. */
+static const struct {
+    const char *word, *say;
+} expr_words[] = {
+    {"and", NO_BOOL},
+    {"or", NO_BOOL},
+    {"not", NO_BOOL},
+    {"is", "'is' is Python: compare with == and !="},
+    {"lambda", "there is no lambda: write fn NAME(x) { return ... }"},
+    {"if", NO_IF_EXPR},
+    {"else", NO_IF_EXPR},
+};
+
+static const char *expr_word_hint(const ps_ctx *c, int tok, src_span at)
+{
+    size_t n = at.end - at.begin;
+    for (size_t i = 0; tok == NAME && i < sizeof expr_words / sizeof *expr_words; i++)
+        if (strlen(expr_words[i].word) == n &&
+            memcmp(expr_words[i].word, c->src->text + at.begin, n) == 0)
+            return expr_words[i].say;
+    return NULL;
+}
+
+/* A Python word at the token that broke, or just before it. */
+static void python_word_hint(ps_ctx *c)
+{
+    const char *say = expr_word_hint(c, c->last_tok, c->last_span);
+    if (say) {
+        diag_note(c->d, c->src, c->last_span, "%s", say);
+    } else if ((say = expr_word_hint(c, c->prev_tok, c->prev_span)))
+        diag_note(c->d, c->src, c->prev_span, "%s", say);
+}
+
+/* Operators of Python and C made of two tokens here: **, //, +=. */
+static void python_operator_hint(ps_ctx *c)
+{
+    src_span both = {c->prev_span.begin, c->last_span.end};
+    int a = c->prev_tok, b = c->last_tok;
+    if (c->prev_span.end != c->last_span.begin) return;
+    if (a == '*' && b == '*')
+        diag_note(c->d, c->src, both, "there is no '**': a power is pow(x, 2.0)");
+    else if (a == '/' && b == '/')
+        diag_note(c->d, c->src, both, "comments start with '#', and there is no '//': '/' divides");
+    else if (b == '=' && (a == '+' || a == '-' || a == '*' || a == '/'))
+        diag_note(c->d, c->src, both, "there is no '%c=': write x = x %c ...", a, a);
+}
+
+/* x[:, 0] or x[1:3]: an index takes one expression. */
+static int slice_hint(ps_ctx *c)
+{
+    if (c->last_tok != ':' || c->depth == 0 || c->open[c->depth - 1] != '[') return 0;
+    diag_note(c->d, c->src, c->last_span,
+              "there is no slicing syntax: slice(x, axis=1, begin=0, end=1) takes a range of one "
+              "axis, and gather(table, ids) picks rows");
+    return 1;
+}
+
 /* Adds what the user most likely meant, when that is cheap to tell. */
 static void add_hints(ps_ctx *c, const char *msg)
 {
+    python_word_hint(c);
+    python_operator_hint(c);
+    if (slice_hint(c)) {
+        ps_forget_brackets(c);
+        return;
+    }
     if (c->stmt_tok == FOR && strncmp(msg, "unexpected ':'", 14) == 0)
         diag_note(c->d, c->src, c->stmt_span, "a loop is written for i in 0..n { ... }");
     if (c->last_tok == NL && is_operator_token(c->prev_tok))

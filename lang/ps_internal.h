@@ -36,6 +36,7 @@ typedef struct ps_ctx {
     int last_tok; /* the token just returned, for hints */
     src_span last_span;
     int prev_tok; /* the one before it */
+    src_span prev_span;
     int stmt_tok; /* the first token of the statement being read */
     src_span stmt_span;
     src_span *comments; /* every comment, in source order (arena memory) */
