@@ -420,7 +420,8 @@ static value no_member(sema *S, const ast_node *n, const value *x, const char *w
 {
     char buf[160];
     int tensor = x->k == V_TENSOR || x->k == V_INIT;
-    const char *hint = tensor ? sema_tensor_member_hint(n->name, buf, sizeof buf) : NULL;
+    const char *hint =
+        tensor || x->k == V_OPT ? sema_member_hint(n->name, tensor, buf, sizeof buf) : NULL;
     if (hint)
         sema_err(S, n, "%s has no %s '%s': %s", sema_value_kind(x), what, n->name, hint);
     else

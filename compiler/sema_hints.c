@@ -101,6 +101,12 @@ static const struct {
     {"Embedding", "an embedding is a table read by ids: var emb = normal([vocab, dim]); "
                   "gather(emb, ids)"},
     {"embedding_lookup", "write gather(table, ids)"},
+    {"Sequential", "a model is a function: fn net(x) { h = dense(x, 128) as fc1; return dense(h, "
+                   "10, act=none) as fc2 }, with dense a function of yours"},
+    {"Module", "a model is a function: fn net(x) { ... return ... }, and its variables live in "
+               "the scope of its call (net(x) as model)"},
+    {"no_grad", "only minimize() and gradients() differentiate, so an evaluation computes no "
+                "gradients; stop_gradient(x) cuts one path"},
 };
 
 /* Argument names of TensorFlow and PyTorch, and graphrun's. */
@@ -267,19 +273,44 @@ const char *sema_module_hint(const char *name, char *buf, size_t n)
     return near ? buf : "docs/language.md, Builtins, lists what there is";
 }
 
-/* x.name on a tensor: the function to call instead, or NULL. */
-const char *sema_tensor_member_hint(const char *name, char *buf, size_t n)
+#define SHAPES                                                                                     \
+    "shapes are fixed when the graph is built: rows(x) and cols(x) give the first and last "       \
+    "sizes, and params name the others"
+#define TRAINING                                                                                   \
+    "training is a target: train = adam(lr).minimize(loss) makes the backward pass and the "       \
+    "update, and graphrun FILE --steps N runs it"
+#define DEVICES "devices are annotations: x @gpu:0, or scope s @gpu:0 { ... }"
+
+/* Members of PyTorch's and TensorFlow's tensors and optimizers. */
+static const struct {
+    const char *name, *hint;
+} members[] = {
+    {"shape", SHAPES},
+    {"size", SHAPES},
+    {"T", "write transpose(x) (its axes reversed)"},
+    {"t", "write transpose(x) (its axes reversed)"},
+    {"detach", "write stop_gradient(x)"},
+    {"backward", TRAINING},
+    {"step", TRAINING},
+    {"zero_grad", TRAINING},
+    {"compute_gradients", "write opt.gradients(loss) (a list of [gradient, variable] pairs)"},
+    {"apply_gradients", "write opt.apply(pairs)"},
+    {"cuda", DEVICES},
+    {"cpu", DEVICES},
+    {"to", DEVICES},
+    {"float", "write cast(x, dtype=\"f32\")"},
+    {"int", "write cast(x, dtype=\"i32\")"},
+    {"long", "write cast(x, dtype=\"i32\")"},
+};
+
+const char *sema_member_hint(const char *name, int tensor, char *buf, size_t n)
 {
-    if (strcmp(name, "shape") == 0 || strcmp(name, "size") == 0)
-        return "shapes are fixed when the graph is built: rows(x) and cols(x) give the first and "
-               "last sizes, and params name the others";
-    if (strcmp(name, "T") == 0 || strcmp(name, "t") == 0)
-        return "write transpose(x) (its axes reversed)";
-    if (strcmp(name, "detach") == 0) return "write stop_gradient(x)";
-    const char *same = callable_any_case(name);
+    for (size_t i = 0; i < sizeof members / sizeof *members; i++)
+        if (strcmp(members[i].name, name) == 0) return members[i].hint;
+    const char *same = tensor ? callable_any_case(name) : NULL;
     if (same) {
         snprintf(buf, n, "ops are functions: write %s(x, ...)", same);
         return buf;
     }
-    return sema_foreign_hint(name, buf, n);
+    return tensor ? sema_foreign_hint(name, buf, n) : NULL;
 }

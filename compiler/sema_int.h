@@ -218,8 +218,9 @@ const char *sema_arg_alias(const char *name, const argspec *spec, int n_spec);
 int sema_is_module(const char *name);
 /* What to write instead of MODULE.name. */
 const char *sema_module_hint(const char *name, char *buf, size_t n);
-/* What to write instead of x.name on a tensor, or NULL. */
-const char *sema_tensor_member_hint(const char *name, char *buf, size_t n);
+/* What to write instead of x.name, a member x lacks (of a tensor when
+ * tensor, else of an optimizer), or NULL. */
+const char *sema_member_hint(const char *name, int tensor, char *buf, size_t n);
 /* The i-th name a program can call besides its own fns (the public ops,
  * the builtins, the state builtins, gradients); NULL past the last. */
 const char *sema_callable_name(int i);

@@ -329,13 +329,29 @@ static void python_operator_hint(ps_ctx *c)
         diag_note(c->d, c->src, both, "there is no '%c=': write x = x %c ...", a, a);
 }
 
-/* x[:, 0] or x[1:3]: an index takes one expression. */
-static int slice_hint(ps_ctx *c)
+/* Python's blocks: fn f(x): */
+static void python_block_hint(ps_ctx *c, const char *msg)
 {
-    if (c->last_tok != ':' || c->depth == 0 || c->open[c->depth - 1] != '[') return 0;
-    diag_note(c->d, c->src, c->last_span,
-              "there is no slicing syntax: slice(x, axis=1, begin=0, end=1) takes a range of one "
-              "axis, and gather(table, ids) picks rows");
+    if (c->last_tok == ':' && strstr(msg, "'{'"))
+        diag_note(c->d, c->src, c->last_span,
+                  "a block is written in braces, { ... }, not after a ':'");
+}
+
+/* Python's slices, x[:, 0] (an index takes one expression), and tuples,
+ * ones((3, 3)) (a ',' in parentheses that are not a call's): 1 when the
+ * note says what the bracket is for. */
+static int python_bracket_hint(ps_ctx *c)
+{
+    int top = c->depth > 0 ? c->open[c->depth - 1] : 0;
+    if (c->last_tok == ':' && top == '[')
+        diag_note(c->d, c->src, c->last_span,
+                  "there is no slicing syntax: slice(x, axis=1, begin=0, end=1) takes a range of "
+                  "one axis, and gather(table, ids) picks rows");
+    else if (c->last_tok == ',' && top == '(' && c->prev_tok != ',' && c->prev_tok != '(')
+        diag_note(c->d, c->src, c->last_span,
+                  "there are no tuples: a shape or a list is written in brackets, [3, 3]");
+    else
+        return 0;
     return 1;
 }
 
@@ -344,7 +360,8 @@ static void add_hints(ps_ctx *c, const char *msg)
 {
     python_word_hint(c);
     python_operator_hint(c);
-    if (slice_hint(c)) {
+    python_block_hint(c, msg);
+    if (python_bracket_hint(c)) {
         ps_forget_brackets(c);
         return;
     }
