@@ -243,7 +243,7 @@ static const char *suggest_name(env *e, const char *name)
 static void unknown_name(sema *S, env *e, const ast_node *n)
 {
     int shown = !diag_full(S->g->diags);
-    char buf[160];
+    char buf[256];
     const char *hint = shown ? sema_foreign_hint(n->name, buf, sizeof buf) : NULL;
     const char *near = shown && !hint ? suggest_name(e, n->name) : NULL;
     if (hint)
@@ -407,7 +407,7 @@ static int foreign_module(sema *S, env *e, const ast_node *n)
     const ast_node *root = n->a;
     while (root->kind == AST_FIELD) root = root->a;
     if (root->kind != AST_NAME || env_find(e, root->name) || !sema_is_module(root->name)) return 0;
-    char buf[160];
+    char buf[256];
     const src_span *a = &n->a->span;
     sema_err(S, n, "'%s' is not a module: everything is built in (for %.*s.%s, %s)", root->name,
              (int)(a->end - a->begin), S->src->text + a->begin, n->name,
@@ -418,7 +418,7 @@ static int foreign_module(sema *S, env *e, const ast_node *n)
 /* x.name that x does not have, with what to write instead on a tensor. */
 static value no_member(sema *S, const ast_node *n, const value *x, const char *what)
 {
-    char buf[160];
+    char buf[256];
     int tensor = x->k == V_TENSOR || x->k == V_INIT;
     const char *hint =
         tensor || x->k == V_OPT ? sema_member_hint(n->name, tensor, buf, sizeof buf) : NULL;

@@ -2,6 +2,7 @@
  * registry ops (by name, arguments mapped to attribute slots), variable
  * initializers, data sources, optimizers and shape helpers. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -82,6 +83,19 @@ int sema_builtin_lookup(const char *name)
 const char *sema_builtin_name(int i)
 {
     return i >= 0 && i < B_COUNT ? builtin_names[i] : NULL;
+}
+
+const char *sema_optimizer_names(char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int b = B_SGD; b <= B_ADADELTA && len < n; b++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s",
+                                b == B_SGD        ? ""
+                                : b == B_ADADELTA ? " and "
+                                                  : ", ",
+                                builtin_names[b]);
+    return buf;
 }
 
 /* A shape such as [784, 10] (or one number) as an f32 type, checked:
@@ -288,9 +302,9 @@ static value call_init(sema *S, int b, const sema_args *args)
     int ns = b == B_CONSTANT ? 3 : (b == B_NORMAL || b == B_UNIFORM) ? 4 : 2;
     if (sema_bind_args(S, builtin_names[b], sp, ns, args, 0, bound) < 0) return sema_value_err();
     value v = {.k = V_INIT};
-    double trainable;
-    if (sema_num_arg(S, call, bound[ns - 1], 1, &trainable) < 0) return sema_value_err();
-    v.init_frozen = trainable == 0; /* trainable=false: no optimizer updates it */
+    int trainable;
+    if (sema_bool_arg(S, call, bound[ns - 1], 1, &trainable) < 0) return sema_value_err();
+    v.init_frozen = !trainable; /* trainable=false: no optimizer updates it */
     static const ir_init kinds[] = {[B_ZEROS] = INIT_ZEROS,
                                     [B_ONES] = INIT_ONES,
                                     [B_CONSTANT] = INIT_CONSTANT,
@@ -600,15 +614,15 @@ static int data_from_call(sema *S, const ast_node *call, int b, const data_call 
 {
     static const ir_data_kind kinds[] = {
         [B_IDX] = DATA_IDX, [B_CSV] = DATA_CSV, [B_RAW] = DATA_RAW, [B_GAUSSIAN] = DATA_GAUSSIAN};
-    double shuffle = 0, nonfinite = 0;
+    int shuffle, nonfinite;
     int64_t seed, classes, label, n;
     ir_type dims = {0};
     /* the readers take these as ints and counts: bounded here, never cast */
     if (str_or_none(S, call, c->paths[0], &d->path[0]) < 0 ||
         str_or_none(S, call, c->paths[1], &d->path[1]) < 0 ||
         sema_int_in(S, call, "batch", c->batch, 0, 1, LIM_DIM, &d->batch) < 0 ||
-        sema_num_arg(S, call, c->shuffle, 0, &shuffle) < 0 ||
-        sema_num_arg(S, call, c->nonfinite, 0, &nonfinite) < 0 ||
+        sema_bool_arg(S, call, c->shuffle, 0, &shuffle) < 0 ||
+        sema_bool_arg(S, call, c->nonfinite, 0, &nonfinite) < 0 ||
         sema_int_in(S, call, "seed", c->seed, 0, 0, LIM_INT, &seed) < 0 ||
         sema_int_in(S, call, "classes", c->classes, 0, 0, LIM_DIM, &classes) < 0 ||
         sema_int_in(S, call, "label", c->label, -1, -2, LIM_DIM, &label) < 0 ||
@@ -620,8 +634,8 @@ static int data_from_call(sema *S, const ast_node *call, int b, const data_call 
         return -1;
     }
     d->kind = kinds[b];
-    d->shuffle = shuffle != 0;
-    d->nonfinite = nonfinite != 0;
+    d->shuffle = shuffle;
+    d->nonfinite = nonfinite;
     d->seed = (uint64_t)seed;
     d->n_classes = classes;
     d->label_col = (int)label;

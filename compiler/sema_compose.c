@@ -151,9 +151,9 @@ static value call_global_avgpool(sema *S, const sema_args *args)
 {
     static const argspec spec[] = {{"x", 1}, {"keepdims", 0}};
     value v[2];
-    double keep;
+    int keep;
     if (sema_bind_args(S, "global_avgpool", spec, 2, args, 0, v) < 0 ||
-        sema_num_arg(S, args->call, v[1], 0, &keep) < 0)
+        sema_bool_arg(S, args->call, v[1], 0, &keep) < 0)
         return sema_value_err();
     int x = sema_to_tensor(S, sema_arg_at(&v[0], args->call), v[0], DT_F32);
     if (x < 0) return sema_value_err();
@@ -167,7 +167,7 @@ static value call_global_avgpool(sema *S, const sema_args *args)
     }
     value hw[2] = {sema_value_num(2, 1), sema_value_num(3, 1)};
     value axes = {.k = V_LIST, .items = hw, .n_items = 2, .arg_fn = "global_avgpool"};
-    return reduce_axes(S, OP_MEAN, args, x, axes, keep != 0);
+    return reduce_axes(S, OP_MEAN, args, x, axes, keep);
 }
 
 static int binary_node(sema *S, const ast_node *call, op_kind op, int a, int b)

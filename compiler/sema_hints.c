@@ -240,10 +240,12 @@ const char *sema_foreign_hint(const char *name, char *buf, size_t n)
         return buf;
     }
     for (size_t i = 0; i < sizeof other_optimizers / sizeof *other_optimizers; i++)
-        if (strcmp(other_optimizers[i], name) == 0)
-            return "graphrun's optimizers are sgd(lr), momentum(lr, m=), adam(lr), "
-                   "adamw(lr, weight_decay=), rmsprop(lr), adagrad(lr) and adadelta(lr) "
-                   "(docs/language.md, Optimizers)";
+        if (strcmp(other_optimizers[i], name) == 0) {
+            char names[160];
+            snprintf(buf, n, "graphrun's optimizers are %s (docs/language.md, Optimizers)",
+                     sema_optimizer_names(names, sizeof names));
+            return buf;
+        }
     return NULL;
 }
 

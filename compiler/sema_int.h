@@ -179,6 +179,8 @@ void sema_unknown_arg(sema *S, const ast_node *kw, const char *fname, const args
 /* sema_builtins.c: data sources, initializers, optimizers, helpers */
 int sema_builtin_lookup(const char *name);
 const char *sema_builtin_name(int i); /* NULL past the last */
+/* "sgd, momentum, ... and adadelta", into buf. */
+const char *sema_optimizer_names(char *buf, size_t n);
 value sema_call_builtin(sema *S, int builtin, const sema_args *args);
 value sema_call_op(sema *S, int op, const sema_args *args);
 value sema_data_field(sema *S, const ast_node *at, int data, const char *field);
