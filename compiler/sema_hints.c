@@ -101,6 +101,10 @@ static const struct {
     {"Embedding", "an embedding is a table read by ids: var emb = normal([vocab, dim]); "
                   "gather(emb, ids)"},
     {"embedding_lookup", "write gather(table, ids)"},
+    {"Session", "graphrun runs the graph itself: graphrun FILE --steps N trains, and --eval NAME "
+                "evaluates"},
+    {"global_variables_initializer", "variables start from their var statements' initializers "
+                                     "when the session starts"},
     {"Sequential", "a model is a function: fn net(x) { h = dense(x, 128) as fc1; return dense(h, "
                    "10, act=none) as fc2 }, with dense a function of yours"},
     {"Module", "a model is a function: fn net(x) { ... return ... }, and its variables live in "

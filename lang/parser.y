@@ -329,12 +329,17 @@ static void python_operator_hint(ps_ctx *c)
         diag_note(c->d, c->src, both, "there is no '%c=': write x = x %c ...", a, a);
 }
 
-/* Python's blocks: fn f(x): */
-static void python_block_hint(ps_ctx *c, const char *msg)
+/* Python's blocks (fn f(x):) and type annotations (var w: f32[2] = ...). */
+static void python_colon_hint(ps_ctx *c, const char *msg)
 {
-    if (c->last_tok == ':' && strstr(msg, "'{'"))
+    if (c->last_tok != ':') return;
+    if (strstr(msg, "'{'"))
         diag_note(c->d, c->src, c->last_span,
                   "a block is written in braces, { ... }, not after a ':'");
+    else if (c->stmt_tok == VAR || c->stmt_tok == PARAM)
+        diag_note(c->d, c->src, c->last_span,
+                  "a var or a param takes its type from its value (var w = glorot([784, 10])); "
+                  "only an input is declared with one (input x: f32[batch, 784])");
 }
 
 /* Python's slices, x[:, 0] (an index takes one expression), and tuples,
@@ -360,7 +365,7 @@ static void add_hints(ps_ctx *c, const char *msg)
 {
     python_word_hint(c);
     python_operator_hint(c);
-    python_block_hint(c, msg);
+    python_colon_hint(c, msg);
     if (python_bracket_hint(c)) {
         ps_forget_brackets(c);
         return;
@@ -371,7 +376,8 @@ static void add_hints(ps_ctx *c, const char *msg)
         diag_note(c->d, c->src, c->last_span,
                   "a statement ends with its line: to go on on the next line, put the "
                   "expression in parentheses (newlines inside ( ) and [ ] are ignored)");
-    if (is_keyword_token(c->last_tok) && strstr(msg, "expecting name"))
+    int in_expr = is_operator_token(c->prev_tok) || c->prev_tok == '(' || c->prev_tok == '[';
+    if (is_keyword_token(c->last_tok) && (strstr(msg, "expecting name") || in_expr))
         diag_note(c->d, c->src, c->last_span, "'%.*s' is a keyword and cannot be used as a name",
                   (int)(c->last_span.end - c->last_span.begin), c->src->text + c->last_span.begin);
     int top = c->depth - 1;
