@@ -40,7 +40,8 @@
 #define ATTRS_LRN {[ATTR_LRN_RADIUS] = A_INT("depth_radius", 5), [ATTR_LRN_BIAS] = A_FLT("bias", 1), \
                    [ATTR_LRN_ALPHA] = A_FLT("alpha", 1), [ATTR_LRN_BETA] = A_FLT("beta", 0.5)}
 #define ATTRS_ROPE {[ATTR_ROPE_BASE] = A_FLT("base", 10000)}
-#define ATTRS_NORM_BN {[ATTR_AXIS] = A_INT("axis", 1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5)}
+#define A_BN_RELU [ATTR_BN_RELU] = A_BOOL("relu", 0)
+#define ATTRS_NORM_BN {[ATTR_AXIS] = A_INT("axis", 1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5), A_BN_RELU}
 
 /* E(op, arity, flags, shape, grad); the name comes from OPS_LIST (ops.h). */
 #define E(op, ar, fl, sh, gr) [op] = {.arity = ar, .flags = fl, .shape = sh, .grad = gr
@@ -133,9 +134,10 @@ const op_info ops_table[OP_COUNT] = {
     E(OP_GRU_CELL_GRAD, 4, 0, ops_shape_gru_cell, NULL)},
     E(OP_BN_STATS, 1, 0, ops_shape_bn_stats, ops_grad_none), .attrs = {[ATTR_AXIS] = A_INT("axis", 1)}},
     E(OP_BATCHNORM, 4, 0, ops_shape_batchnorm, ops_grad_batchnorm), .attrs = ATTRS_NORM_BN},
-    E(OP_BN_GRAD_PARAMS, 3, 0, ops_shape_bn_grad, NULL), .attrs = ATTRS_NORM_BN},
-    E(OP_BN_GRAD, 5, 0, ops_shape_bn_grad, NULL),
-        .attrs = {[ATTR_AXIS] = A_INT("axis", 1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5), [ATTR_BN_BATCH] = A_BOOL("batch", 1)}},
+    /* the grads: one more input, y, with their relu (ops_shape_bn_grad) */
+    E(OP_BN_GRAD_PARAMS, -1, 0, ops_shape_bn_grad, NULL), .attrs = ATTRS_NORM_BN},
+    E(OP_BN_GRAD, -1, 0, ops_shape_bn_grad, NULL),
+        .attrs = {[ATTR_AXIS] = A_INT("axis", 1), [ATTR_NORM_EPS] = A_FLT("eps", 1e-5), [ATTR_BN_BATCH] = A_BOOL("batch", 1), A_BN_RELU}},
     UN(OP_GELU, ops_shape_unary_f32, ops_grad_gelu),
     HELPER(OP_GELU_GRAD, 2, ops_shape_grad_pair),
     HELPER(OP_RELU_GRAD, 2, ops_shape_grad_pair),

@@ -118,8 +118,8 @@
     /* batch normalisation over every axis but the channel axis 1 of [N,C] or [N,C,H,W] */         \
     X(BN_STATS, "batchnorm_stats") /* in: x; attr0 axis; out [2,C]: mean, biased variance */       \
     X(BATCHNORM, "batchnorm_apply") /* in: x, gain[C], bias[C], stats[2,C]; attr0 axis, f1 eps */  \
-    X(BN_GRAD_PARAMS, "batchnorm_grad_params") /* in: dy, x, stats; out [2,C]: dgain, dbias */     \
-    X(BN_GRAD, "batchnorm_grad")   /* in: dy, x, gain, stats, params; as batchnorm, i2 batch */    \
+    X(BN_GRAD_PARAMS, "batchnorm_grad_params") /* in: dy, x, stats[, y]; out [2,C] dgain, dbias */\
+    X(BN_GRAD, "batchnorm_grad")   /* in: dy, x, gain, stats, params[, y]; i2 batch */             \
     X(GELU, "gelu")                /* tanh approximation (GPT-2's) */                              \
     X(GELU_GRAD, "gelu_grad")      /* in: dy, x */                                                 \
     /* gradient helpers, created by autodiff only */                                               \
@@ -248,6 +248,9 @@ typedef enum op_kind {
  *   batchnorm_stats batchnorm_apply (+_grad, _grad_params) i ATTR_AXIS  1, the channels
  *   batchnorm_apply batchnorm_grad f ATTR_NORM_EPS       eps
  *   batchnorm_grad           i ATTR_BN_BATCH             1: stats are batchnorm_stats of x
+ *   batchnorm_apply          i ATTR_BN_RELU              a relu after it, fused
+ *   batchnorm_grad(_params)  i ATTR_BN_RELU              a relu_grad before them, fused: a
+ *                                                        last input y, dy passed where y > 0
  *   reshape broadcast sum_to gather_grad  list           the output's shape
  *   transpose                list                        the permutation (empty: reverse)
  *   every update (OPF_UPDATE) i ATTR_LOCKING             hold the variable's lock
@@ -307,6 +310,7 @@ enum op_attr_slot {
     ATTR_LRN_BETA = 3,
     ATTR_ROPE_BASE = 0,
     ATTR_BN_BATCH = 2,
+    ATTR_BN_RELU = 3,
     ATTR_LOCKING = 5,
     ATTR_MOMENTUM_M = 1,
     ATTR_NESTEROV = 2,

@@ -855,10 +855,26 @@ int ops_shape_batchnorm(ir_graph *g, int id)
     return set_type(g, id, *x);
 }
 
-/* batchnorm_grad_params (in: dy, x, stats; out [2,C]) and batchnorm_grad
- * (in: dy, x, gain, stats, params; out like x). */
+/* A batchnorm grad takes n_in inputs, and with its relu flag one more, y
+ * (the relu's input or output), last and like x. */
+static int need_bn_grad_inputs(ir_graph *g, int id, int n_in)
+{
+    const ir_node *n = NODE(id);
+    int relu = n->attr.i[ATTR_BN_RELU] != 0;
+    if (n->n_in != n_in + relu)
+        return ops_error(g, id, "%s: takes %d inputs%s, got %d", OPNAME(id), n_in + relu,
+                         relu ? " with its relu" : "", n->n_in);
+    const ir_type *x = ops_in_type(g, id, 1), *y = relu ? ops_in_type(g, id, n_in) : x;
+    if (ir_type_eq(y, x)) return 0;
+    return ops_error(g, id, "%s: the relu's y %s does not match x %s", OPNAME(id), ops_ts(y).s,
+                     ops_ts(x).s);
+}
+
+/* batchnorm_grad_params (in: dy, x, stats[, y]; out [2,C]) and
+ * batchnorm_grad (in: dy, x, gain, stats, params[, y]; out like x). */
 int ops_shape_bn_grad(ir_graph *g, int id)
 {
+    if (need_bn_grad_inputs(g, id, NODE(id)->op == OP_BN_GRAD_PARAMS ? 3 : 5) < 0) return -1;
     const ir_type *dy = ops_in_type(g, id, 0), *x = ops_in_type(g, id, 1);
     if (need_bn_input(g, id, x) < 0 || need_grad_like(g, id, dy, x) < 0) return -1;
     if (NODE(id)->op == OP_BN_GRAD_PARAMS)

@@ -14,7 +14,10 @@
  *         x > 0 exactly where relu(x) > 0); a relu_grad of a maxpool2d_grad
  *         whose forward pooled that relu's output becomes the maxpool2d_grad
  *         with its relu flag (a window's maximum passes its gradient only
- *         when it is > 0); apply_sgd of a matmul (a weight
+ *         when it is > 0); a relu after a batchnorm_apply joins it too, and
+ *         a relu_grad(dy, y) that only batchnorm grads read as their dy
+ *         joins them (they read dy and y, and pass dy where y > 0);
+ *         apply_sgd of a matmul (a weight
  *         gradient) becomes apply_sgd_matmul, one GEMM that accumulates
  *         -lr * a@b straight into the variable: the gradient is never
  *         stored, and the variable is read and written once; apply_sgd
@@ -285,10 +288,11 @@ static int fusable_bias(const ir_graph *g, const ir_node *n, const int *uses, in
     return 0;
 }
 
-/* The fused ops a relu joins (attr i2). */
-static int is_bias_op(op_kind op)
+/* The slot of the relu flag of the ops a relu joins, else -1. */
+static int relu_flag(op_kind op)
 {
-    return op == OP_MATMUL_BIAS || op == OP_CONV2D_BIAS;
+    if (op == OP_MATMUL_BIAS || op == OP_CONV2D_BIAS) return ATTR_BIAS_RELU;
+    return op == OP_BATCHNORM ? ATTR_BN_RELU : -1;
 }
 
 /* Whether node `like`'s device runs op, the fused op that would replace it
@@ -322,7 +326,7 @@ static void pass_fuse(ir_graph *g)
     free(uses);
 }
 
-/* Per matmul_bias or conv2d_bias f: the relu consuming it when f's only other consumers
+/* Per op f a relu joins: the relu consuming it when f's only other consumers
  * are relu_grad nodes reading f as their x, else -1 (one sweep for all). */
 static int *fusable_relus(const ir_graph *g)
 {
@@ -334,7 +338,7 @@ static int *fusable_relus(const ir_graph *g)
         if (n->dead) continue;
         for (int j = 0; j < n->n_in; j++) {
             int f = n->in[j];
-            if (!is_bias_op(g->nodes[f].op)) continue;
+            if (relu_flag(g->nodes[f].op) < 0) continue;
             if (n->op == OP_RELU && relu[f] == -1)
                 relu[f] = i;
             else if (!(n->op == OP_RELU_GRAD && j == 1 && n->in[0] != f))
@@ -351,10 +355,9 @@ static void pass_fuse_relu(ir_graph *g)
     repl r = repl_new(g);
     IR_WORK(g->n_nodes);
     for (int f = 0; f < g->n_nodes; f++) {
-        if (g->nodes[f].dead || !is_bias_op(g->nodes[f].op) || g->nodes[f].attr.i[ATTR_BIAS_RELU] ||
-            relu[f] < 0)
-            continue;
-        g->nodes[f].attr.i[ATTR_BIAS_RELU] = 1;
+        int flag = relu_flag(g->nodes[f].op);
+        if (g->nodes[f].dead || flag < 0 || g->nodes[f].attr.i[flag] || relu[f] < 0) continue;
+        g->nodes[f].attr.i[flag] = 1;
         repl_set(g, &r, relu[f], f);
     }
     repl_apply(g, &r);
@@ -389,6 +392,52 @@ static void pass_fuse_pool_relu(ir_graph *g)
     }
     repl_apply(g, &r);
     free(uses);
+}
+
+/* Per relu_grad node: 1 when its only readers are batchnorm_grad_params and
+ * batchnorm_grad nodes without their relu, on its device, reading it as dy
+ * (one sweep for all). */
+static char *fusable_bn_relu_grads(const ir_graph *g)
+{
+    char *ok = base_xmalloc((size_t)g->n_nodes + 1);
+    IR_WORK(2 * g->n_nodes + g->n_names);
+    for (int i = 0; i < g->n_nodes; i++) ok[i] = g->nodes[i].op == OP_RELU_GRAD;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        int bn = (n->op == OP_BN_GRAD_PARAMS || n->op == OP_BN_GRAD) && !n->attr.i[ATTR_BN_RELU];
+        for (int j = 0; j < n->n_in; j++)
+            if (!(bn && j == 0 && g->nodes[n->in[0]].device == n->device)) ok[n->in[j]] = 0;
+    }
+    for (int i = 0; i < g->n_names; i++) ok[g->names[i].node] = 0;
+    return ok;
+}
+
+/* batchnorm_grad(_params)(relu_grad(dy, y), ...) becomes
+ * batchnorm_grad(_params)(dy, ..., y) with its relu flag: each passes dy
+ * where y > 0 as it reads it, and the masked gradient is never stored. */
+static void pass_fuse_bn_relu_grad(ir_graph *g)
+{
+    char *ok = fusable_bn_relu_grads(g);
+    int n0 = g->n_nodes;
+    repl r = repl_new(g);
+    IR_WORK(n0);
+    for (int i = 0; i < n0; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->dead || (n->op != OP_BN_GRAD_PARAMS && n->op != OP_BN_GRAD) || !ok[n->in[0]])
+            continue;
+        int rg = n->in[0], k = n->n_in, in[6];
+        for (int j = 1; j < k; j++) in[j] = repl_find(&r, n->in[j]);
+        in[0] = repl_find(&r, g->nodes[rg].in[0]), in[k] = repl_find(&r, g->nodes[rg].in[1]);
+        ir_attrs a = n->attr;
+        a.i[ATTR_BN_RELU] = 1;
+        int f = ir_add_like(g, i, n->op, in, k + 1, &a);
+        if (f < 0) continue;
+        g->nodes[rg].dead = 1;
+        repl_set(g, &r, i, f);
+    }
+    repl_apply(g, &r);
+    free(ok);
 }
 
 /* Group nodes' input edges by the node they read, kept current as regroup
@@ -615,6 +664,7 @@ void pass_run_all(ir_graph *g, unsigned off, const pass_evaluator *ev)
     if (!(off & PASS_CSE)) pass_cse(g);
     if (!(off & PASS_FUSE)) {
         pass_data_scale(g), pass_fuse(g), pass_fuse_relu(g);
-        pass_fuse_pool_relu(g), pass_fuse_sgd(g), pass_fuse_allreduce_sgd(g);
+        pass_fuse_pool_relu(g), pass_fuse_bn_relu_grad(g), pass_fuse_sgd(g);
+        pass_fuse_allreduce_sgd(g);
     }
 }

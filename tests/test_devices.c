@@ -181,6 +181,17 @@ typedef struct dev_case {
     {.op = OP_BN_GRAD, {"f32[" X "]", "f32[" X "]", "f32[" C "]", "f32[2," C "]", "f32[2," C "]"}, \
      {1, 0, 1}, {0, 1e-5}, .fills = {ANY, ANY, ANY, POS, ANY}}
 
+/* The same with their relu flags (i3): batchnorm_apply's relu after it, the
+ * grads' y last (dy passed where y > 0). */
+#define BN_RELU_ROWS(X, C)                                                                         \
+    {.op = OP_BATCHNORM, {"f32[" X "]", "f32[" C "]", "f32[" C "]", "f32[2," C "]"}, {1, 0, 0, 1}, \
+     {0, 1e-5}, .fills = {ANY, ANY, ANY, POS}},                                                    \
+    {.op = OP_BN_GRAD_PARAMS, {"f32[" X "]", "f32[" X "]", "f32[2," C "]", "f32[" X "]"},          \
+     {1, 0, 0, 1}, {0, 1e-5}, .fills = {ANY, ANY, POS, ANY}},                                      \
+    {.op = OP_BN_GRAD,                                                                             \
+     {"f32[" X "]", "f32[" X "]", "f32[" C "]", "f32[2," C "]", "f32[2," C "]", "f32[" X "]"},     \
+     {1, 0, 1, 1}, {0, 1e-5}, .fills = {ANY, ANY, ANY, POS, ANY, ANY}}
+
 #define UNARY(o, fx)                                                                               \
     {.op = o, {"f32[a,b,c]"}, .fills = {fx}},                                                      \
     {.op = o, {"f32[1001,257]"}, .fills = {fx}}
@@ -342,6 +353,9 @@ static const dev_case cases[] = {
     BN_ROWS("5,3,1,7", "3"),
     BN_ROWS("32,64,14,14", "64"),
     BN_ROWS("2048,96", "96"),
+    BN_RELU_ROWS("a,b", "b"),
+    BN_RELU_ROWS("a,b,c,d", "b"),
+    BN_RELU_ROWS("32,64,14,14", "64"),
     {.op = OP_BN_GRAD,
      {"f32[a,b,c,d]", "f32[a,b,c,d]", "f32[b]", "f32[2,b]", "f32[2,b]"},
      {1, 0, 0},

@@ -571,6 +571,81 @@ static void test_pool_grad_read_elsewhere_keeps_its_relu_grad(void **state)
     assert_int_equal(g->nodes[g->names[2].node].attr.i[ATTR_POOL_RELU], 0);
 }
 
+/* ---- fusing a relu into batchnorm ---- */
+
+static int bn_op(op_kind op, const int *in, int n_in)
+{
+    ir_attrs at;
+    memset(&at, 0, sizeof at);
+    at.i[ATTR_AXIS] = 1;
+    at.f[ATTR_NORM_EPS] = 1e-5;
+    at.i[ATTR_BN_BATCH] = op == OP_BN_GRAD;
+    return ir_add(g, op, in, n_in, &at, src, sp(0, 1));
+}
+
+/* relu(batchnorm_apply(x, gain, bias, batchnorm_stats(x))), named r, and
+ * its backward as autodiff builds it: relu_grad(dr, y) into
+ * batchnorm_grad_params and batchnorm_grad (named dx); *rg: the
+ * relu_grad. */
+static void bn_layer(int *rg)
+{
+    ir_type xt = irfx_type("f32[4,3,2,2]"), ct = irfx_type("f32[3]");
+    int x = ir_add_input(g, "x", &xt, src, sp(0, 1)),
+        dr = ir_add_input(g, "dr", &xt, src, sp(0, 1));
+    int gain = ir_add_input(g, "gain", &ct, src, sp(0, 1)),
+        bias = ir_add_input(g, "bias", &ct, src, sp(0, 1));
+    int st = bn_op(OP_BN_STATS, (int[]){x}, 1),
+        y = bn_op(OP_BATCHNORM, (int[]){x, gain, bias, st}, 4);
+    ir_set_name(g, "r", add_op(OP_RELU, y, -1, 0, 0), 0);
+    *rg = add_op(OP_RELU_GRAD, dr, y, 0, 0);
+    int p = bn_op(OP_BN_GRAD_PARAMS, (int[]){*rg, x, st}, 3);
+    ir_set_name(g, "dx", bn_op(OP_BN_GRAD, (int[]){*rg, x, gain, st, p}, 5), 0);
+}
+
+/* The relu joins batchnorm_apply (its relu flag); both grads read dr and
+ * the fused output y, with their relu flag, and the relu_grad goes. */
+static void test_fuse_batchnorm_relu_forward_and_backward(void **state)
+{
+    (void)state;
+    int rg;
+    bn_layer(&rg);
+    pass_run_all(g, PASS_CSE | PASS_FOLD, NULL);
+    int y = g->names[0].node;
+    const ir_node *f = &g->nodes[y], *dx = &g->nodes[g->names[1].node];
+    const ir_node *p = &g->nodes[dx->in[4]];
+    int dr = g->nodes[rg].in[0];
+    assert_int_equal(f->op, OP_BATCHNORM);
+    assert_int_equal(f->attr.i[ATTR_BN_RELU], 1);
+    assert_true(g->nodes[rg].dead);
+    assert_int_equal(dx->op, OP_BN_GRAD);
+    assert_int_equal(dx->attr.i[ATTR_BN_RELU], 1);
+    assert_int_equal(dx->attr.i[ATTR_BN_BATCH], 1);
+    assert_int_equal(dx->n_in, 6);
+    assert_int_equal(dx->in[0], dr);
+    assert_int_equal(dx->in[5], y);
+    assert_int_equal(p->op, OP_BN_GRAD_PARAMS);
+    assert_int_equal(p->attr.i[ATTR_BN_RELU], 1);
+    assert_int_equal(p->n_in, 4);
+    assert_int_equal(p->in[0], dr);
+    assert_int_equal(p->in[3], y);
+}
+
+/* A relu_grad something else reads keeps its value: the grads read it. */
+static void test_bn_relu_grad_read_elsewhere_stays(void **state)
+{
+    (void)state;
+    int rg;
+    bn_layer(&rg);
+    ir_set_name(g, "drg", rg, 0);
+    pass_run_all(g, PASS_CSE | PASS_FOLD, NULL);
+    const ir_node *dx = &g->nodes[g->names[1].node];
+    assert_int_equal(g->nodes[g->names[0].node].attr.i[ATTR_BN_RELU], 1);
+    assert_int_equal(dx->attr.i[ATTR_BN_RELU], 0);
+    assert_int_equal(dx->n_in, 5);
+    assert_int_equal(dx->in[0], rg);
+    assert_int_equal(g->nodes[dx->in[4]].in[0], rg);
+}
+
 /* ---- the data scale ---- */
 
 /* A data source's x node (as sema makes it) and mul(x, c). */
@@ -893,6 +968,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sgd_fuses_into_its_allreduce_in_sequence, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_pool_grad_read_elsewhere_keeps_its_relu_grad, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_fuse_batchnorm_relu_forward_and_backward, setup,
+                                        irfx_teardown),
+        cmocka_unit_test_setup_teardown(test_bn_relu_grad_read_elsewhere_stays, setup,
                                         irfx_teardown),
         cmocka_unit_test_setup_teardown(test_data_scale_moves_a_common_scale_into_the_reader, setup,
                                         irfx_teardown),

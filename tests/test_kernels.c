@@ -1128,13 +1128,14 @@ static int64_t bn_at(const bn_data *d, int64_t i, int64_t j, int64_t k)
 }
 
 static void run_bn(op_kind op, const ir_type *ot, float *out, float **in, const ir_type **it,
-                   int n_in, cpu_pool *pool, int batch)
+                   int n_in, cpu_pool *pool, int batch, int relu)
 {
     call c;
     call_init(&c, op, ot, out);
     c.node.attr.i[ATTR_AXIS] = 1;
     c.node.attr.f[ATTR_NORM_EPS] = 1e-5;
     c.node.attr.i[ATTR_BN_BATCH] = batch;
+    c.node.attr.i[ATTR_BN_RELU] = relu;
     for (int k = 0; k < n_in; k++) call_in(&c, in[k], it[k]);
     c.pool = pool;
     call_run(&c);
@@ -1211,17 +1212,17 @@ static void check_batchnorm(int64_t n, int64_t c, int64_t h, int64_t w, cpu_pool
     float *st = falloc(&d.pt), *y = falloc(&d.xt), *pr = falloc(&d.pt), *dx = falloc(&d.xt);
     float *rst = to_f32(r.stats, 2 * c), *rpr = to_f32(r.params, 2 * c);
     const ir_type *xt = &d.xt, *vt = &d.vt, *pt = &d.pt;
-    run_bn(OP_BN_STATS, pt, st, (float *[]){d.x}, (const ir_type *[]){xt}, 1, pool, 0);
+    run_bn(OP_BN_STATS, pt, st, (float *[]){d.x}, (const ir_type *[]){xt}, 1, pool, 0, 0);
     check_close(st, r.stats, 2 * c, "batchnorm_stats");
     run_bn(OP_BATCHNORM, xt, y, (float *[]){d.x, d.gain, d.bias, rst},
-           (const ir_type *[]){xt, vt, vt, pt}, 4, pool, 0);
+           (const ir_type *[]){xt, vt, vt, pt}, 4, pool, 0, 0);
     check_close(y, r.y, ne, "batchnorm_apply");
     run_bn(OP_BN_GRAD_PARAMS, pt, pr, (float *[]){d.dy, d.x, rst}, (const ir_type *[]){xt, xt, pt},
-           3, pool, 0);
+           3, pool, 0, 0);
     check_close_s(pr, r.params, 2 * c, TOL, sqrt((double)(n * d.s)), "batchnorm_grad_params");
     for (int batch = 0; batch < 2; batch++) {
         run_bn(OP_BN_GRAD, xt, dx, (float *[]){d.dy, d.x, d.gain, rst, rpr},
-               (const ir_type *[]){xt, xt, vt, pt, pt}, 5, pool, batch);
+               (const ir_type *[]){xt, xt, vt, pt, pt}, 5, pool, batch, 0);
         check_close(dx, batch ? r.dx_batch : r.dx_fixed, ne, "batchnorm_grad");
     }
     free(st), free(y), free(pr), free(dx), free(rst), free(rpr);
@@ -1238,6 +1239,64 @@ static void test_batchnorm_ops_match_a_double_reference(void **state)
     check_batchnorm(33, 130, 0, 0, pool2); /* [N,C]: blocks of channels over the pool */
     check_batchnorm(3, 70, 3, 5, pool2);
     check_batchnorm(6, 16, 14, 14, pool2);
+}
+
+/* The grads given dy and y (their relu flag) against the plain grads given
+ * dy masked as relu_grad writes it (dy where y > 0), bit for bit. */
+static void check_bn_grads_relu(const bn_data *d, const float *y, const float *st, const float *pr,
+                                cpu_pool *pool)
+{
+    int64_t ne = numel(&d->xt), c = d->c;
+    const ir_type *xt = &d->xt, *vt = &d->vt, *pt = &d->pt;
+    float *dym = falloc(xt), *p0 = falloc(pt), *p1 = falloc(pt), *dx0 = falloc(xt),
+          *dx1 = falloc(xt);
+    for (int64_t e = 0; e < ne; e++) dym[e] = y[e] > 0 ? d->dy[e] : 0.0f;
+    run_bn(OP_BN_GRAD_PARAMS, pt, p0, (float *[]){dym, d->x, (float *)st},
+           (const ir_type *[]){xt, xt, pt}, 3, pool, 0, 0);
+    run_bn(OP_BN_GRAD_PARAMS, pt, p1, (float *[]){d->dy, d->x, (float *)st, (float *)y},
+           (const ir_type *[]){xt, xt, pt, xt}, 4, pool, 0, 1);
+    assert_memory_equal(p0, p1, sizeof(float) * (size_t)(2 * c));
+    for (int batch = 0; batch < 2; batch++) {
+        run_bn(OP_BN_GRAD, xt, dx0, (float *[]){dym, d->x, d->gain, (float *)st, (float *)pr},
+               (const ir_type *[]){xt, xt, vt, pt, pt}, 5, pool, batch, 0);
+        run_bn(OP_BN_GRAD, xt, dx1,
+               (float *[]){d->dy, d->x, d->gain, (float *)st, (float *)pr, (float *)y},
+               (const ir_type *[]){xt, xt, vt, pt, pt, xt}, 6, pool, batch, 1);
+        assert_memory_equal(dx0, dx1, sizeof(float) * (size_t)ne);
+    }
+    free(dym), free(p0), free(p1), free(dx0), free(dx1);
+}
+
+/* batchnorm_apply with its relu flag writes relu of what it writes
+ * without, and the grads with theirs mask dy by that output. */
+static void check_batchnorm_relu(int64_t n, int64_t c, int64_t h, int64_t w, cpu_pool *pool)
+{
+    bn_data d;
+    bn_ref r;
+    bn_data_init(&d, n, c, h, w);
+    ref_bn(&d, &r);
+    int64_t ne = numel(&d.xt);
+    float *y = falloc(&d.xt), *yr = falloc(&d.xt);
+    float *rst = to_f32(r.stats, 2 * c), *rpr = to_f32(r.params, 2 * c);
+    const ir_type *xt = &d.xt, *vt = &d.vt, *pt = &d.pt;
+    for (int relu = 0; relu < 2; relu++)
+        run_bn(OP_BATCHNORM, xt, relu ? yr : y, (float *[]){d.x, d.gain, d.bias, rst},
+               (const ir_type *[]){xt, vt, vt, pt}, 4, pool, 0, relu);
+    for (int64_t e = 0; e < ne; e++) y[e] = y[e] > 0 ? y[e] : 0.0f;
+    assert_memory_equal(y, yr, sizeof(float) * (size_t)ne);
+    check_bn_grads_relu(&d, yr, rst, rpr, pool);
+    free(y), free(yr), free(rst), free(rpr);
+    bn_ref_free(&r);
+    bn_data_free(&d);
+}
+
+static void test_batchnorm_relu_flags_match_the_separate_relu(void **state)
+{
+    (void)state;
+    check_batchnorm_relu(7, 3, 0, 0, NULL);
+    check_batchnorm_relu(5, 3, 1, 7, NULL);
+    check_batchnorm_relu(33, 130, 0, 0, pool2);
+    check_batchnorm_relu(6, 16, 14, 14, pool2);
 }
 
 /* L = sum(w * y), y = batchnorm_apply(x, gain, bias, batchnorm_stats(x)),
@@ -1292,11 +1351,11 @@ static void check_bn_training_grads(int64_t n, int64_t c, int64_t h, int64_t w)
     for (int64_t i = 0; i < numel(&d.xt); i++) d.x[i] = frand(-1, 1); /* to feel x's moments */
     const ir_type *xt = &d.xt, *vt = &d.vt, *pt = &d.pt;
     float *st = falloc(pt), *pr = falloc(pt), *dx = falloc(xt);
-    run_bn(OP_BN_STATS, pt, st, (float *[]){d.x}, (const ir_type *[]){xt}, 1, NULL, 0);
+    run_bn(OP_BN_STATS, pt, st, (float *[]){d.x}, (const ir_type *[]){xt}, 1, NULL, 0, 0);
     run_bn(OP_BN_GRAD_PARAMS, pt, pr, (float *[]){d.dy, d.x, st}, (const ir_type *[]){xt, xt, pt},
-           3, NULL, 0);
+           3, NULL, 0, 0);
     run_bn(OP_BN_GRAD, xt, dx, (float *[]){d.dy, d.x, d.gain, st, pr},
-           (const ir_type *[]){xt, xt, vt, pt, pt}, 5, NULL, 1);
+           (const ir_type *[]){xt, xt, vt, pt, pt}, 5, NULL, 1, 0);
     check_bn_fd(dx, &d, d.x, numel(xt), d.dy, "d/dx");
     check_bn_fd(pr, &d, d.gain, c, d.dy, "d/dgain");
     check_bn_fd(pr + c, &d, d.bias, c, d.dy, "d/dbias");
@@ -2633,6 +2692,7 @@ int main(void)
         cmocka_unit_test(test_ids_out_of_range_fault),
         /* last: the numbers they draw leave the other tests' data as it was */
         cmocka_unit_test(test_batchnorm_ops_match_a_double_reference),
+        cmocka_unit_test(test_batchnorm_relu_flags_match_the_separate_relu),
         cmocka_unit_test(test_batchnorm_training_grads_match_finite_differences),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -180,14 +180,22 @@ static void test_same_seed_same_weights_and_passes_do_not_change_results(void **
     for (int i = 0; i < 2560; i++) assert_true(fabsf(a[i] - d[i]) <= 1e-4f);
 }
 
-/* tests/models/tiny_cnn.graph compiled with co, and a session on it. */
+/* tests/models/<model> compiled with co, and a session on it. */
+static gr_session *open_model(const char *model, const gr_compile_options *co,
+                              const gr_session_options *so, gr_program **p, gr_status *st)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/models/%s", GR_SOURCE_DIR, model);
+    gr_session *s = NULL;
+    assert_gr_ok(gr_compile_file(path, co, p, st), st);
+    assert_gr_ok(gr_session_new(*p, so, &s, st), st);
+    return s;
+}
+
 static gr_session *open_tiny_cnn(const gr_compile_options *co, const gr_session_options *so,
                                  gr_program **p, gr_status *st)
 {
-    gr_session *s = NULL;
-    assert_gr_ok(gr_compile_file(GR_SOURCE_DIR "/tests/models/tiny_cnn.graph", co, p, st), st);
-    assert_gr_ok(gr_session_new(*p, so, &s, st), st);
-    return s;
+    return open_model("tiny_cnn.graph", co, so, p, st);
 }
 
 /* The CNN learns: every layer kind of the LeNet example (convolution,
@@ -265,17 +273,18 @@ static void test_random_tensors_are_fresh_each_run_and_seeded(void **state)
     gr_status_free(st);
 }
 
-/* tiny_cnn's first layer after 40 steps, with the passes in passes_off off. */
-static void run_tiny_cnn(unsigned passes_off, float *w, size_t n)
+/* Variable var of a model after 40 steps, with the passes in passes_off
+ * off. */
+static void run_tiny(const char *model, const char *var, unsigned passes_off, float *w, size_t n)
 {
     gr_status *st = gr_status_new();
     gr_compile_options co = {.passes_off = passes_off, .cpu_as_gpu = gr_test_on_gpu()};
     gr_session_options so = {.seed = 11, .threads = 2};
     gr_program *p = NULL;
-    gr_session *s = open_tiny_cnn(&co, &so, &p, st);
+    gr_session *s = open_model(model, &co, &so, &p, st);
     float loss;
     train_steps(s, "train", 40, &loss, st);
-    assert_gr_ok(gr_variable_read(s, "model/conv1/w", w, n * sizeof *w, st), st);
+    assert_gr_ok(gr_variable_read(s, var, w, n * sizeof *w, st), st);
     gr_session_free(s);
     gr_program_free(p);
     gr_status_free(st);
@@ -287,13 +296,32 @@ static void test_cnn_fusions_do_not_change_results(void **state)
 {
     (void)state;
     float a[36], b[36], c[36];
-    run_tiny_cnn(0, a, 36);
-    run_tiny_cnn(GR_PASS_FUSE, b, 36);
-    run_tiny_cnn(GR_PASS_FUSE, c, 36);
+    run_tiny("tiny_cnn.graph", "model/conv1/w", 0, a, 36);
+    run_tiny("tiny_cnn.graph", "model/conv1/w", GR_PASS_FUSE, b, 36);
+    run_tiny("tiny_cnn.graph", "model/conv1/w", GR_PASS_FUSE, c, 36);
     assert_memory_equal(b, c, sizeof b);
     for (int i = 0; i < 36; i++)
         if (fabsf(a[i] - b[i]) > 1e-5f * fmaxf(1.0f, fabsf(b[i])))
             fail_msg("w[%d]: %g fused vs %g separate", i, (double)a[i], (double)b[i]);
+}
+
+/* batchnorm_apply with its relu, and its grads with the relu_grad folded
+ * in, train the weights the separate ops do: the stem's filters (before
+ * every fused op) and the second batchnorm's gain. */
+static void test_batchnorm_relu_fusions_do_not_change_results(void **state)
+{
+    (void)state;
+    static const char *vars[] = {"model/stem/w", "model/bn1/gain", "model/w"};
+    static const size_t n[] = {36, 4, 192};
+    for (int v = 0; v < 3; v++) {
+        float a[192], b[192];
+        run_tiny("tiny_resnet.graph", vars[v], 0, a, n[v]);
+        run_tiny("tiny_resnet.graph", vars[v], GR_PASS_FUSE, b, n[v]);
+        for (size_t i = 0; i < n[v]; i++)
+            if (fabsf(a[i] - b[i]) > 1e-5f * fmaxf(1.0f, fabsf(b[i])))
+                fail_msg("%s[%zu]: %g fused vs %g separate", vars[v], i, (double)a[i],
+                         (double)b[i]);
+    }
 }
 
 /* gr_session_profile: a row per node that ran, costliest first, with its
@@ -624,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_same_seed_same_weights_and_passes_do_not_change_results),
         cmocka_unit_test(test_threads_do_not_change_results),
         cmocka_unit_test(test_cnn_fusions_do_not_change_results),
+        cmocka_unit_test(test_batchnorm_relu_fusions_do_not_change_results),
         cmocka_unit_test(test_profile_counts_every_call),
         cmocka_unit_test(test_unknown_target_and_bad_feed_give_clear_status),
         cmocka_unit_test(test_tensors_describe_inputs_variables_and_results),

@@ -353,9 +353,11 @@ typedef struct cpu_bn_args {
     const float *x, *dy, *gain, *bias;
     const float *stats;  /* [2, c]: mean, biased variance */
     const float *params; /* [2, c]: dgain, dbias (cpu_bn_grad) */
+    const float *y;      /* the grads' fused relu_grad: dy counts where y > 0 (NULL: all) */
     int64_t n, c, s;     /* s = H*W of [N,C,H,W], 1 for [N,C] */
     float eps;
     int batch; /* cpu_bn_grad: stats are x's own (a training step) */
+    int relu;  /* cpu_batchnorm: a relu after it, fused */
 } cpu_bn_args;
 /* out [2, c] = the mean and biased variance of each channel of x. */
 void cpu_bn_stats(cpu_pool *p, const cpu_bn_args *a);

@@ -155,19 +155,45 @@ static float run_sqdev(const float *restrict x, int64_t s, float m)
     return v;
 }
 
-static float run_dotdev(const float *restrict dy, const float *restrict x, int64_t s, float m)
+/* The helpers a fused relu_grad's y reaches are inlined into bn_sum and
+ * bn_affine, each built twice, for y NULL and not: no loop tests y. */
+#define BN_INLINE static inline __attribute__((always_inline))
+
+/* dy[k], or 0 where a fused relu_grad's y[k] is not > 0 (y NULL: none). */
+BN_INLINE float bn_dy(const float *restrict dy, const float *restrict y, int64_t k)
+{
+    float g = dy[k]; /* read either way: the select needs no branch */
+    return y && !(y[k] > 0.0f) ? 0.0f : g;
+}
+
+/* A run's sum of dy (x - m), dy by bn_dy. */
+BN_INLINE float run_dotdev(const float *restrict dy, const float *restrict y,
+                           const float *restrict x, int64_t s, float m)
 {
     float acc[8] = {0}, v = 0.0f;
     int64_t i = 0;
     for (; i + 8 <= s; i += 8)
-        for (int j = 0; j < 8; j++) acc[j] += dy[i + j] * (x[i + j] - m);
-    for (; i < s; i++) v += dy[i] * (x[i] - m);
+        for (int j = 0; j < 8; j++) acc[j] += bn_dy(dy, y, i + j) * (x[i + j] - m);
+    for (; i < s; i++) v += bn_dy(dy, y, i) * (x[i] - m);
+    for (int j = 0; j < 8; j++) v += acc[j];
+    return v;
+}
+
+/* A run's sum of dy by bn_dy, in cpu_row_sum's order. */
+BN_INLINE float run_dysum(const float *restrict dy, const float *restrict y, int64_t s)
+{
+    float acc[8] = {0}, v = 0.0f;
+    int64_t i = 0;
+    for (; i + 8 <= s; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += bn_dy(dy, y, i + j);
+    for (; i < s; i++) v += bn_dy(dy, y, i);
     for (int j = 0; j < 8; j++) v += acc[j];
     return v;
 }
 
 /* One row of the block with s = 1: element j is channel lo + j. */
-static void bn_sum_row(bn_block *b, int kind, const float *restrict x, const float *restrict dy)
+BN_INLINE void bn_sum_row(bn_block *b, int kind, const float *restrict x, const float *restrict dy,
+                          const float *restrict y)
 {
     double *restrict s0 = b->s0, *restrict s1 = b->s1;
     const float *restrict m = b->m;
@@ -177,13 +203,15 @@ static void bn_sum_row(bn_block *b, int kind, const float *restrict x, const flo
         for (int64_t j = 0; j < b->nc; j++) s0[j] += (x[j] - m[j]) * (x[j] - m[j]);
     else
         for (int64_t j = 0; j < b->nc; j++) {
-            s0[j] += dy[j] * (x[j] - m[j]);
-            s1[j] += dy[j];
+            float g = bn_dy(dy, y, j);
+            s0[j] += g * (x[j] - m[j]);
+            s1[j] += g;
         }
 }
 
 /* One sample's runs of the block's channels. */
-static void bn_sum_runs(bn_block *b, int kind, const float *x, const float *dy, int64_t s)
+BN_INLINE void bn_sum_runs(bn_block *b, int kind, const float *x, const float *dy, const float *y,
+                           int64_t s)
 {
     for (int64_t j = 0; j < b->nc; j++) {
         const float *xr = x + j * s;
@@ -192,52 +220,78 @@ static void bn_sum_runs(bn_block *b, int kind, const float *x, const float *dy, 
         else if (kind == BN_SQDEV)
             b->s0[j] += run_sqdev(xr, s, b->m[j]);
         else {
-            b->s0[j] += run_dotdev(dy + j * s, xr, s, b->m[j]);
-            b->s1[j] += cpu_row_sum(dy + j * s, s);
+            const float *dr = dy + j * s, *yr = y ? y + j * s : NULL;
+            b->s0[j] += run_dotdev(dr, yr, xr, s, b->m[j]);
+            b->s1[j] += run_dysum(dr, yr, s);
         }
     }
 }
 
-static void bn_sum(const cpu_bn_args *a, bn_block *b, int kind)
+/* The sums of the pass into b->s0 (and s1), dy masked by ym (a->y or NULL). */
+BN_INLINE void bn_sum_masked(const cpu_bn_args *a, bn_block *b, int kind, const float *ym)
 {
     memset(b->s0, 0, sizeof b->s0);
     memset(b->s1, 0, sizeof b->s1);
     for (int64_t i = 0; i < a->n; i++) {
         int64_t off = (i * a->c + b->lo) * a->s;
-        const float *dy = a->dy ? a->dy + off : NULL;
+        const float *dy = a->dy ? a->dy + off : NULL, *y = ym ? ym + off : NULL;
         if (a->s == 1)
-            bn_sum_row(b, kind, a->x + off, dy);
+            bn_sum_row(b, kind, a->x + off, dy, y);
         else
-            bn_sum_runs(b, kind, a->x + off, dy, a->s);
+            bn_sum_runs(b, kind, a->x + off, dy, y, a->s);
     }
 }
 
+static void bn_sum(const cpu_bn_args *a, bn_block *b, int kind)
+{
+    if (a->y)
+        bn_sum_masked(a, b, kind, a->y);
+    else
+        bn_sum_masked(a, b, kind, NULL);
+}
+
 /* out = p (x - m) + q dy + r for one sample's channels of the block, element
- * k of channel j at j * s + k (dy NULL: no q term). */
-static void bn_affine_sample(const bn_block *b, float *restrict o, const float *restrict x,
-                             const float *restrict dy, int64_t s)
+ * k of channel j at j * s + k (dy NULL: no q term; dy by bn_dy); relu:
+ * max(out, 0) after, while the run is in cache. */
+BN_INLINE void bn_affine_sample(const bn_block *b, float *restrict o, const float *restrict x,
+                                const float *restrict dy, const float *restrict y, int64_t s,
+                                int relu)
 {
     const float *restrict p = b->p, *restrict q = b->q, *restrict r = b->r, *restrict m = b->m;
     if (s == 1 && dy)
-        for (int64_t j = 0; j < b->nc; j++) o[j] = p[j] * (x[j] - m[j]) + q[j] * dy[j] + r[j];
+        for (int64_t j = 0; j < b->nc; j++)
+            o[j] = p[j] * (x[j] - m[j]) + q[j] * bn_dy(dy, y, j) + r[j];
     else if (s == 1)
         for (int64_t j = 0; j < b->nc; j++) o[j] = p[j] * (x[j] - m[j]) + r[j];
+    if (s == 1 && relu) cpu_relu_inplace(o, b->nc);
     for (int64_t j = 0; s > 1 && j < b->nc; j++) {
         const float *restrict xr = x + j * s, *restrict dr = dy ? dy + j * s : NULL;
+        const float *restrict yr = y ? y + j * s : NULL;
         float *restrict ow = o + j * s, pj = p[j], qj = q[j], rj = r[j], mj = m[j];
         if (dr)
-            for (int64_t k = 0; k < s; k++) ow[k] = pj * (xr[k] - mj) + qj * dr[k] + rj;
+            for (int64_t k = 0; k < s; k++) ow[k] = pj * (xr[k] - mj) + qj * bn_dy(dr, yr, k) + rj;
         else
             for (int64_t k = 0; k < s; k++) ow[k] = pj * (xr[k] - mj) + rj;
+        if (relu) cpu_relu_inplace(ow, s);
+    }
+}
+
+/* bn_affine_sample over the samples, dy masked by ym (a->y or NULL). */
+BN_INLINE void bn_affine_masked(const cpu_bn_args *a, const bn_block *b, const float *ym)
+{
+    for (int64_t i = 0; i < a->n; i++) {
+        int64_t off = (i * a->c + b->lo) * a->s;
+        bn_affine_sample(b, a->out + off, a->x + off, a->dy ? a->dy + off : NULL,
+                         ym ? ym + off : NULL, a->s, a->relu && !a->dy);
     }
 }
 
 static void bn_affine(const cpu_bn_args *a, const bn_block *b)
 {
-    for (int64_t i = 0; i < a->n; i++) {
-        int64_t off = (i * a->c + b->lo) * a->s;
-        bn_affine_sample(b, a->out + off, a->x + off, a->dy ? a->dy + off : NULL, a->s);
-    }
+    if (a->y)
+        bn_affine_masked(a, b, a->y);
+    else
+        bn_affine_masked(a, b, NULL);
 }
 
 /* The block's mean and rstd from stats [2, c]. */

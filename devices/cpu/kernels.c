@@ -315,7 +315,8 @@ static int k_layernorm_grad_params(const kern_args *a)
 /* ---- batch normalisation: x is in[0], or in[1] after dy (the gradients) ---- */
 
 /* in: x (stats); x, gain, bias, stats (batchnorm_apply); dy, x, stats
- * (grad_params); dy, x, gain, stats, params (grad) */
+ * (grad_params); dy, x, gain, stats, params (grad); the grads' relu flag:
+ * y last */
 static cpu_bn_args bn_args(const kern_args *a)
 {
     op_kind op = a->node->op;
@@ -328,7 +329,9 @@ static cpu_bn_args bn_args(const kern_args *a)
                      .c = xt->dim[1],
                      .s = xt->rank == 4 ? xt->dim[2] * xt->dim[3] : 1,
                      .eps = ATTR_F(ATTR_NORM_EPS),
-                     .batch = (int)ATTR_I(ATTR_BN_BATCH)};
+                     .batch = (int)ATTR_I(ATTR_BN_BATCH),
+                     .relu = ATTR_I(ATTR_BN_RELU) != 0};
+    if (grad && n.relu) n.y = INF(a->node->n_in - 1);
     if (op == OP_BATCHNORM) n.gain = INF(1), n.bias = INF(2), n.stats = INF(3);
     if (op == OP_BN_GRAD_PARAMS) n.stats = INF(2);
     if (op == OP_BN_GRAD) n.gain = INF(2), n.stats = INF(3), n.params = INF(4);

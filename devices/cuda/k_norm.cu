@@ -195,8 +195,15 @@ __global__ static void bn_stats_kernel(float *out, const float *x, bn_dims d)
     }
 }
 
-// out [2, c]: dgain = sum dy * xhat, dbias = sum dy per channel.
-__global__ static void bn_params_kernel(float *out, const float *dy, const float *x,
+// dy[k], or 0 where a fused relu_grad's y[k] is not > 0 (y NULL: none), as
+// relu_grad.
+__device__ static float bn_dy(const float *dy, const float *y, int64_t k)
+{
+    return y && !(y[k] > 0.0f) ? 0.0f : dy[k];
+}
+
+// out [2, c]: dgain = sum dy * xhat, dbias = sum dy per channel (dy by bn_dy).
+__global__ static void bn_params_kernel(float *out, const float *dy, const float *x, const float *y,
                                         const float *stats, bn_dims d, float eps)
 {
     int64_t m_el = d.n * d.s;
@@ -204,18 +211,20 @@ __global__ static void bn_params_kernel(float *out, const float *dy, const float
         float m = stats[ch], rs = 1.0f / sqrtf(stats[d.c + ch] + eps);
         float g = row_sum<CUDA_BLOCK>(m_el, [=](int64_t e) {
             int64_t k = d.at(ch, e);
-            return dy[k] * (x[k] - m);
+            return bn_dy(dy, y, k) * (x[k] - m);
         });
-        float b = row_sum<CUDA_BLOCK>(m_el, [=](int64_t e) { return dy[d.at(ch, e)]; });
+        float b = row_sum<CUDA_BLOCK>(m_el, [=](int64_t e) { return bn_dy(dy, y, d.at(ch, e)); });
         if (threadIdx.x == 0) out[ch] = g * rs, out[d.c + ch] = b;
     }
 }
 
-// batchnorm_apply (dy NULL: y = gain rstd (x - m) + bias) or batchnorm_grad
-// (dx = gain rstd (dy - dbias / M - xhat dgain / M), batch; gain rstd dy).
-__global__ static void bn_affine_kernel(float *out, const float *x, const float *dy,
+// batchnorm_apply (dy NULL: y = gain rstd (x - m) + bias, then max(y, 0)
+// with relu, as the CPU's) or batchnorm_grad (dx = gain rstd (dy - dbias / M
+// - xhat dgain / M), batch; gain rstd dy; dy by bn_dy).
+__global__ static void bn_affine_kernel(float *out, const float *x, const float *dy, const float *y,
                                         const float *gain, const float *bias, const float *stats,
-                                        const float *params, bn_dims d, float eps, int batch)
+                                        const float *params, bn_dims d, float eps, int batch,
+                                        int relu)
 {
     int64_t total = d.n * d.c * d.s;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
@@ -223,13 +232,14 @@ __global__ static void bn_affine_kernel(float *out, const float *x, const float 
         int64_t ch = e / d.s % d.c;
         float m = stats[ch], rs = 1.0f / sqrtf(stats[d.c + ch] + eps), k = gain[ch] * rs;
         if (!dy) {
-            out[e] = k * (x[e] - m) + bias[ch];
+            float v = k * (x[e] - m) + bias[ch];
+            out[e] = relu && !(v > 0.0f) ? 0.0f : v;
         } else if (batch) {
             float inv = 1.0f / d.count();
-            out[e] =
-                k * dy[e] - k * params[d.c + ch] * inv - k * rs * params[ch] * inv * (x[e] - m);
+            out[e] = k * bn_dy(dy, y, e) - k * params[d.c + ch] * inv -
+                     k * rs * params[ch] * inv * (x[e] - m);
         } else {
-            out[e] = k * dy[e];
+            out[e] = k * bn_dy(dy, y, e);
         }
     }
 }
@@ -256,13 +266,19 @@ static int k_bn_stats(const kern_args *a)
     return 0;
 }
 
-// in: dy, x, stats; out [2, c]
+// The grads' fused relu_grad's y, their last input (ATTR_BN_RELU), or NULL.
+static const float *bn_relu_y(const kern_args *a)
+{
+    return a->node->attr.i[ATTR_BN_RELU] ? IN_F(a->node->n_in - 1) : NULL;
+}
+
+// in: dy, x, stats[, y]; out [2, c]
 static int k_bn_grad_params(const kern_args *a)
 {
     bn_dims d = bn_dims_of(a->in_t[1]);
     if (d.c <= 0) return 0;
     CUDA_LAUNCH(bn_channel_blocks(d), CUDA_BLOCK, 0, cuda_stream(a), bn_params_kernel)
-    (OUT_F, IN_F(0), IN_F(1), IN_F(2), d, eps_of(a));
+    (OUT_F, IN_F(0), IN_F(1), bn_relu_y(a), IN_F(2), d, eps_of(a));
     CUDA_LAUNCHED(a);
     return 0;
 }
@@ -271,20 +287,22 @@ static int bn_affine(const kern_args *a, const bn_dims &d, const float *x, const
                      const float *gain, const float *bias, const float *stats, const float *params)
 {
     int64_t n = d.n * d.c * d.s;
+    const ir_attrs &at = a->node->attr;
     if (n == 0) return 0;
     CUDA_LAUNCH(cuda_blocks(n), CUDA_BLOCK, 0, cuda_stream(a), bn_affine_kernel)
-    (OUT_F, x, dy, gain, bias, stats, params, d, eps_of(a), (int)a->node->attr.i[ATTR_BN_BATCH]);
+    (OUT_F, x, dy, dy ? bn_relu_y(a) : NULL, gain, bias, stats, params, d, eps_of(a),
+     (int)at.i[ATTR_BN_BATCH], at.i[ATTR_BN_RELU] != 0);
     CUDA_LAUNCHED(a);
     return 0;
 }
 
-// in: x, gain, bias, stats
+// in: x, gain, bias, stats; relu: max(y, 0)
 static int k_batchnorm(const kern_args *a)
 {
     return bn_affine(a, bn_dims_of(a->in_t[0]), IN_F(0), NULL, IN_F(1), IN_F(2), IN_F(3), NULL);
 }
 
-// in: dy, x, gain, stats, params
+// in: dy, x, gain, stats, params[, y]
 static int k_bn_grad(const kern_args *a)
 {
     return bn_affine(a, bn_dims_of(a->in_t[1]), IN_F(1), IN_F(0), IN_F(2), NULL, IN_F(3), IN_F(4));
