@@ -8,7 +8,10 @@
 #                                   runs 2 Hogwild! executors, PyTorch 2 intra-op threads)
 #   examples/cifar_towers.graph     bench/torch_cifar_towers.py (and the test accuracy;
 #                                   graphrun's two sync towers, PyTorch one model
-#                                   with both towers' batch)
+#                                   with both towers' batch; at 1 thread both towers
+#                                   run on one partition, --devices cpu:0
+#                                   --soft-placement: --threads 1 alone gives each
+#                                   tower's partition, cpu:0 and cpu:1, a thread)
 #   examples/llama.graph            bench/torch_llama.py      (and the validation loss)
 #   examples/char_lstm.graph        bench/torch_char_lstm.py  (and the validation loss)
 # Prints a markdown table on stdout, progress on stderr.  The results (test
@@ -39,6 +42,7 @@ gr() { # gr MODEL THREADS: the summary line's steps/s, then the evaluation
   local ev threads="--threads $2"
   ev=$(eval_of "$1")
   [ "$1" = word2vec ] && [ "$2" -gt 1 ] && threads="--executors $2 --threads $2"
+  [ "$1" = cifar_towers ] && [ "$2" = 1 ] && threads="$threads --devices cpu:0 --soft-placement"
   # shellcheck disable=SC2086
   "$GRAPHRUN" "$ROOT/examples/$(graph_of "$1").graph" --steps "$(steps_of "$1")" $threads \
     ${ev:+--eval $ev} --quiet > "$TMP/out" 2>&1 || return

@@ -1665,6 +1665,101 @@ static void test_maxpool_grad_first_max_in_window(void **state)
     assert_true(dx[0] == 0 && dx[1] == 5 && dx[2] == 0 && dx[3] == 0);
 }
 
+/* ---- local response normalisation ---- */
+
+/* lrn (grad 0) or lrn_grad (grad 1) of x [n, c, sp] (and dy) into out. */
+static void run_lrn(int grad, const ir_type *xt, float *out, float *x, float *dy, int64_t r,
+                    const float f[3], cpu_pool *pool)
+{
+    call c;
+    call_init(&c, grad ? OP_LRN_GRAD : OP_LRN, xt, out);
+    c.node.attr.i[ATTR_LRN_RADIUS] = r;
+    c.node.attr.f[ATTR_LRN_BIAS] = f[0];
+    c.node.attr.f[ATTR_LRN_ALPHA] = f[1];
+    c.node.attr.f[ATTR_LRN_BETA] = f[2];
+    if (grad) call_in(&c, dy, xt);
+    call_in(&c, x, xt);
+    c.pool = pool;
+    c.max_tasks = pool ? cpu_pool_size(pool) : 1;
+    c.task_bytes = (size_t)(2 * xt->dim[1] * OP_LRN_CHUNK) * sizeof(float);
+    c.scratch = grad ? calloc((size_t)c.max_tasks, c.task_bytes) : NULL;
+    call_run(&c);
+    free(c.scratch);
+}
+
+/* TF's lrn and its gradient in double, across the channels of [n, c, sp]:
+ * s_k = bias + alpha sum_j x_j^2 over j in [k - r, k + r] inside [0, c),
+ * y_k = x_k s_k^-beta, dx_k = dy_k s_k^-beta - 2 alpha beta x_k sum_j dy_j
+ * x_j s_j^(-beta - 1), against the kernels serial and on 2 threads. */
+static void check_lrn(int64_t n, int64_t ch, int64_t sp, int64_t r, float bias, float alpha,
+                      float beta)
+{
+    ir_type xt = ty(DT_F32, 3, n, ch, sp);
+    int64_t total = n * ch * sp;
+    float *x = frandom(&xt, -2, 2), *dy = frandom(&xt, -1, 1), *y = falloc(&xt), *dx = falloc(&xt);
+    double *ss = dalloc(total), *ry = dalloc(total), *rdx = dalloc(total);
+    const float f[3] = {bias, alpha, beta};
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t i = 0; i < total; i++) {
+            int64_t k = i / sp % ch, img = i / (sp * ch), p = i % sp;
+            double acc = 0;
+            for (int64_t j = k - r; j <= k + r; j++) {
+                if (j < 0 || j >= ch) continue;
+                int64_t ij = (img * ch + j) * sp + p;
+                acc += pass ? dy[ij] * (double)x[ij] * pow(ss[ij], -beta - 1.0)
+                            : (double)x[ij] * x[ij];
+            }
+            if (!pass) ss[i] = bias + alpha * acc;
+            ry[i] = x[i] * pow(ss[i], -beta);
+            rdx[i] = dy[i] * pow(ss[i], -beta) - 2.0 * alpha * beta * x[i] * acc;
+        }
+    for (int threads = 0; threads < 2; threads++) {
+        run_lrn(0, &xt, y, x, NULL, r, f, threads ? pool2 : NULL);
+        run_lrn(1, &xt, dx, x, dy, r, f, threads ? pool2 : NULL);
+        check_close(y, ry, total, "lrn");
+        check_close(dx, rdx, total, "lrn_grad");
+    }
+    free(x), free(dy), free(y), free(dx), free(ss), free(ry), free(rdx);
+}
+
+static void test_lrn_and_grad(void **state)
+{
+    (void)state;
+    check_lrn(2, 3, 5, 4, 1.0f, 0.5f, 0.75f);     /* fewer channels than the window */
+    check_lrn(3, 64, 196, 4, 1.0f, 0.1f, 0.75f);  /* cifar_towers' window */
+    check_lrn(1, 7, 300, 2, 2.0f, 0.3f, 0.5f);    /* blocks of positions and a partial one */
+    check_lrn(2, 5, 1, 0, 0.5f, 1.0f, 1.0f);      /* one position, a window of one */
+    check_lrn(2, 6, 33, 1, 1.0f, 0.4f, -0.5f);    /* a negative power */
+    check_lrn(2, 9, 37, 3, 1e-3f, 2.0f, 2.0f);    /* s far from 1 */
+    check_lrn(16, 16, 300, 2, 1.0f, 0.2f, 0.75f); /* split over the pool */
+}
+
+/* With bias 0, a position whose window is all zeros has s = 0: powf's
+ * 0^-beta = inf, so y and dx are NaN there (0 * inf), as before the
+ * vector power (lrn_pow's fallback); the other positions are finite. */
+static void test_lrn_zero_scale_is_powf(void **state)
+{
+    (void)state;
+    ir_type xt = ty(DT_F32, 3, 1L, 3L, 300L);
+    float *x = frandom(&xt, 0.5f, 1), *dy = frandom(&xt, -1, 1), *y = falloc(&xt);
+    float *dx = falloc(&xt);
+    const float f[3] = {0.0f, 1.0f, 0.75f};
+    for (int64_t k = 0; k < 3; k++) x[k * 300 + 7] = 0.0f;
+    run_lrn(0, &xt, y, x, NULL, 1, f, NULL);
+    run_lrn(1, &xt, dx, x, dy, 1, f, NULL);
+    for (int64_t i = 0; i < 900; i++) {
+        double s = 0;
+        for (int64_t j = 0; j < 3; j++)
+            s += abs((int)(j - i / 300)) <= 1 ? (double)x[j * 300 + i % 300] * x[j * 300 + i % 300]
+                                              : 0.0;
+        if (i % 300 == 7)
+            assert_true(isnan(y[i]) && isnan(dx[i]));
+        else
+            assert_float_equal(y[i], x[i] * pow(s, -0.75), 1e-5 * fabs(x[i] * pow(s, -0.75)));
+    }
+    free(x), free(dy), free(y), free(dx);
+}
+
 /* ---- shape ops ---- */
 
 static void test_gather_and_gather_grad(void **state)
@@ -2661,6 +2756,8 @@ int main(void)
         cmocka_unit_test(test_conv2d_and_grads_against_naive),
         cmocka_unit_test(test_pools_and_grads),
         cmocka_unit_test(test_maxpool_grad_first_max_in_window),
+        cmocka_unit_test(test_lrn_and_grad),
+        cmocka_unit_test(test_lrn_zero_scale_is_powf),
         cmocka_unit_test(test_gather_and_gather_grad),
         cmocka_unit_test(test_one_hot),
         cmocka_unit_test(test_slice_and_slice_grad),
