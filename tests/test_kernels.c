@@ -1665,6 +1665,70 @@ static void test_maxpool_grad_first_max_in_window(void **state)
     assert_true(dx[0] == 0 && dx[1] == 5 && dx[2] == 0 && dx[3] == 0);
 }
 
+/* ---- max pooling: ties, signed zeros and the fused relu ---- */
+
+/* maxpool2d and maxpool2d_grad (relu 0 and 1) of x [n, ch, h, w] with many
+ * ties (cells of -1, -0, 0, 1, 2), exactly against the rule: a window's
+ * maximum and gradient are its first cell in row-major order that no later
+ * one exceeds, its dy added window after window (and under relu only when
+ * the maximum is > 0). */
+static void check_maxpool_ties(int64_t n, int64_t ch, int64_t h, int64_t w, int64_t size,
+                               int64_t stride, int64_t pad)
+{
+    int64_t oh = pad == OP_PAD_SAME ? (h + stride - 1) / stride : (h + 2 * pad - size) / stride + 1;
+    int64_t ow = pad == OP_PAD_SAME ? (w + stride - 1) / stride : (w + 2 * pad - size) / stride + 1;
+    int64_t ph = ops_pool_pad_begin(pad, h, oh, size, stride);
+    int64_t pw = ops_pool_pad_begin(pad, w, ow, size, stride);
+    static const float cells[5] = {-1.0f, -0.0f, 0.0f, 1.0f, 2.0f};
+    ir_type xt = ty(DT_F32, 4, n, ch, h, w), yt = ty(DT_F32, 4, n, ch, oh, ow);
+    float *x = falloc(&xt), *dy = frandom(&yt, -1, 1), *y = falloc(&yt), *ry = falloc(&yt);
+    for (int64_t i = 0; i < numel(&xt); i++) x[i] = cells[rnd() % 5];
+    for (int relu = 0; relu < 2; relu++) {
+        float *dx = frandom(&xt, 3, 4), *rdx = falloc(&xt);
+        for (int64_t p = 0; p < n * ch; p++)
+            for (int64_t yi = p * oh * ow; yi < (p + 1) * oh * ow; yi++) {
+                int64_t best = -1, i0 = yi / ow % oh * stride - ph, j0 = yi % ow * stride - pw;
+                for (int64_t a = i0 > 0 ? i0 : 0; a < i0 + size && a < h; a++)
+                    for (int64_t b = j0 > 0 ? j0 : 0; b < j0 + size && b < w; b++)
+                        if (best < 0 || x[(p * h + a) * w + b] > x[best])
+                            best = (p * h + a) * w + b;
+                ry[yi] = x[best];
+                if (!relu || x[best] > 0.0f) rdx[best] += dy[yi];
+            }
+        call c;
+        for (int k = 0; k < 2; k++) {
+            call_init(&c, k ? OP_MAXPOOL_GRAD : OP_MAXPOOL2D, k ? &xt : &yt, k ? dx : y);
+            c.node.attr.i[ATTR_POOL_SIZE] = size;
+            c.node.attr.i[ATTR_POOL_STRIDE] = stride;
+            c.node.attr.i[ATTR_POOL_PAD] = pad;
+            c.node.attr.i[ATTR_POOL_RELU] = k ? relu : 0;
+            call_in(&c, k ? dy : x, k ? &yt : &xt);
+            if (k) call_in(&c, x, &xt);
+            c.pool = pool2;
+            call_run(&c);
+        }
+        assert_memory_equal(y, ry, (size_t)numel(&yt) * sizeof *y);
+        assert_memory_equal(dx, rdx, (size_t)numel(&xt) * sizeof *dx);
+        free(dx), free(rdx);
+    }
+    free(x), free(dy), free(y), free(ry);
+}
+
+static void test_maxpool_ties_and_relu(void **state)
+{
+    (void)state;
+    check_maxpool_ties(4, 8, 28, 28, 3, 2, OP_PAD_SAME); /* cifar_towers' pools */
+    check_maxpool_ties(4, 8, 14, 14, 3, 2, OP_PAD_SAME);
+    check_maxpool_ties(2, 3, 10, 10, 3, 2, 1);             /* padding before: a left edge */
+    check_maxpool_ties(2, 3, 12, 8, 4, 2, OP_PAD_SAME);    /* 4x4, one padded each side */
+    check_maxpool_ties(2, 3, 6, 5, 3, 1, OP_PAD_SAME);     /* stride 1 */
+    check_maxpool_ties(1, 2, 5, 5, 5, 1, 2);               /* a window as wide as the row */
+    check_maxpool_ties(1, 2, 100, 128, 3, 2, OP_PAD_SAME); /* bands of rows */
+    check_maxpool_ties(2, 3, 9, 9, 3, 2, OP_PAD_SAME);     /* w != stride * ow */
+    check_maxpool_ties(2, 3, 8, 8, 2, 2, 0);               /* 2x2 */
+    check_maxpool_ties(2, 3, 7, 6, 3, 2, 0);               /* valid, a row's last cells unread */
+}
+
 /* ---- local response normalisation ---- */
 
 /* lrn (grad 0) or lrn_grad (grad 1) of x [n, c, sp] (and dy) into out. */
@@ -2756,6 +2820,7 @@ int main(void)
         cmocka_unit_test(test_conv2d_and_grads_against_naive),
         cmocka_unit_test(test_pools_and_grads),
         cmocka_unit_test(test_maxpool_grad_first_max_in_window),
+        cmocka_unit_test(test_maxpool_ties_and_relu),
         cmocka_unit_test(test_lrn_and_grad),
         cmocka_unit_test(test_lrn_zero_scale_is_powf),
         cmocka_unit_test(test_gather_and_gather_grad),

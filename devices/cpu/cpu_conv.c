@@ -489,6 +489,141 @@ static void maxpool2_plane(const cpu_pool_shape *s, float *restrict out, const f
     }
 }
 
+/* ---- max pooling by bands of rows: each row's windows across its
+ * columns first (their maximum and its first column, the leftmost), then
+ * down each window's rows (the first row with the maximum, the topmost):
+ * the first maximum in row-major order, pool_plane's, in loops over whole
+ * bands that vectorise. ---- */
+
+/* Along-the-row maxima a band holds (on the stack, with their columns). */
+#define POOL_BAND 4096
+
+/* Output rows a band holds, or 0 where this path does not apply: the
+ * windows of a row must tile it (w == stride * ow, so a band's rows run as
+ * one loop) and one output row's input rows must fit. */
+static int64_t pool_band_rows(const cpu_pool_shape *s)
+{
+    if (s->ow <= 0 || s->w != s->stride * s->ow) return 0;
+    int64_t rows = POOL_BAND / s->ow;
+    return rows >= s->size ? (rows - s->size) / s->stride + 1 : 0;
+}
+
+/* The windows [*lo, *hi) of a row inside its columns (none padded). */
+static void pool_inner_cols(const cpu_pool_shape *s, int64_t *lo, int64_t *hi)
+{
+    int64_t a = (s->pad_w + s->stride - 1) / s->stride, room = s->w + s->pad_w - s->size;
+    int64_t b = room >= 0 ? room / s->stride + 1 : 0;
+    *lo = a < s->ow ? a : s->ow;
+    *hi = b < s->ow ? b : s->ow;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* hm[f], hk[f] for f < n: the maximum of x[stride f + k] over k < size and
+ * its first k.  stride is a constant where inlined, so the loads
+ * vectorise. */
+static inline void pool_hmax_at(const float *x, int64_t n, int64_t size, int64_t stride,
+                                float *restrict hm, int32_t *restrict hk)
+{
+    for (int64_t f = 0; f < n; f++) hm[f] = x[stride * f], hk[f] = 0;
+    for (int64_t k = 1; k < size; k++)
+        for (int64_t f = 0; f < n; f++) {
+            float v = x[stride * f + k];
+            hk[f] = v > hm[f] ? (int32_t)k : hk[f];
+            hm[f] = v > hm[f] ? v : hm[f];
+        }
+}
+
+/* Windows [o0, o1) of row xi: hm[o], hk[o] the maximum of the window's
+ * columns inside the row and its first, from the window's first column. */
+static void pool_hmax_edge(const cpu_pool_shape *s, const float *xi, int64_t o0, int64_t o1,
+                           float *hm, int32_t *hk)
+{
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t c0 = o * s->stride - s->pad_w, a = c0 > 0 ? c0 : 0;
+        int64_t b = c0 + s->size < s->w ? c0 + s->size : s->w, best = a;
+        for (int64_t c = a + 1; c < b; c++) best = xi[c] > xi[best] ? c : best;
+        hm[o] = xi[best], hk[o] = (int32_t)(best - c0);
+    }
+}
+
+/* Rows [r0, r1) of plane x across the columns: hm[(i - r0) ow + o], hk
+ * likewise, row i's window o (pool_hmax_at over the band's windows inside
+ * the plane as one run, pool_hmax_edge at the padded edges). */
+static void pool_hmax(const cpu_pool_shape *s, const float *x, int64_t r0, int64_t r1,
+                      float *restrict hm, int32_t *restrict hk)
+{
+    int64_t n = (r1 - r0) * s->ow, start = r0 * s->w - s->pad_w, lo, hi;
+    int64_t f0 = start >= 0 ? 0 : (s->stride - 1 - start) / s->stride;
+    int64_t room = s->h * s->w - s->size - start, f1 = room >= 0 ? room / s->stride + 1 : 0;
+    f1 = f1 < n ? f1 : n;
+    if (f1 > f0 && s->stride == 2)
+        pool_hmax_at(x + start + 2 * f0, f1 - f0, s->size, 2, hm + f0, hk + f0);
+    else if (f1 > f0)
+        pool_hmax_at(x + start + s->stride * f0, f1 - f0, s->size, s->stride, hm + f0, hk + f0);
+    pool_inner_cols(s, &lo, &hi);
+    for (int64_t i = r0; i < r1; i++) {
+        float *hmi = hm + (i - r0) * s->ow;
+        int32_t *hki = hk + (i - r0) * s->ow;
+        pool_hmax_edge(s, x + i * s->w, 0, lo, hmi, hki);
+        pool_hmax_edge(s, x + i * s->w, hi, s->ow, hmi, hki);
+    }
+}
+
+/* Output row oh: the maximum down window oh's rows of hm (rows from rb). */
+static void maxpool_vrow(const cpu_pool_shape *s, float *restrict out, const float *hm, int64_t rb,
+                         int64_t oh)
+{
+    int64_t r[4];
+    pool_window(s, oh, 0, r);
+    const float *h0 = hm + (r[0] - rb) * s->ow;
+    for (int64_t o = 0; o < s->ow; o++) out[o] = h0[o];
+    for (int64_t i = 1; i < r[1] - r[0]; i++)
+        for (int64_t o = 0; o < s->ow; o++)
+            out[o] = h0[i * s->ow + o] > out[o] ? h0[i * s->ow + o] : out[o];
+}
+
+/* Output row oh's gradient g added into plane dx at each window's first
+ * maximum (unless relu and it is not > 0), from hm and hk (rows from rb),
+ * window after window as maxpool_grad_range's. */
+static void maxpool_grad_vrow(const cpu_pool_shape *s, float *dx, const float *g, const float *hm,
+                              const int32_t *hk, int64_t rb, int64_t oh, int relu)
+{
+    int64_t r[4];
+    pool_window(s, oh, 0, r);
+    for (int64_t o = 0; o < s->ow; o++) {
+        const float *h = hm + (r[0] - rb) * s->ow + o;
+        float m = h[0];
+        int64_t best = 0; /* the row, from r[0] */
+        for (int64_t i = 1; i < r[1] - r[0]; i++) {
+            best = h[i * s->ow] > m ? i : best;
+            m = h[i * s->ow] > m ? h[i * s->ow] : m;
+        }
+        int32_t k = hk[(r[0] - rb + best) * s->ow + o];
+        if (!relu || m > 0.0f) dx[(r[0] + best) * s->w + o * s->stride - s->pad_w + k] += g[o];
+    }
+}
+
+/* A plane's max pool (dx NULL) or its gradient into dx (zeroed first), a
+ * band of `band` output rows at a time (pool_band_rows). */
+static void maxpool_plane_bands(const cpu_pool_shape *s, int64_t band, float *out, float *dx,
+                                const float *dy, const float *x, int relu)
+{
+    float hm[POOL_BAND];
+    int32_t hk[POOL_BAND];
+    if (dx) memset(dx, 0, (size_t)(s->h * s->w) * sizeof *dx);
+    for (int64_t oh0 = 0; oh0 < s->oh; oh0 += band) {
+        int64_t oh1 = oh0 + band < s->oh ? oh0 + band : s->oh, first[4], last[4];
+        pool_window(s, oh0, 0, first);
+        pool_window(s, oh1 - 1, 0, last);
+        pool_hmax(s, x, first[0], last[1], hm, hk);
+        for (int64_t oh = oh0; oh < oh1; oh++)
+            if (dx)
+                maxpool_grad_vrow(s, dx, dy + oh * s->ow, hm, hk, first[0], oh, relu);
+            else
+                maxpool_vrow(s, out + oh * s->ow, hm, first[0], oh);
+    }
+}
+
 static void pool_range(void *vctx, int64_t lo, int64_t hi)
 {
     const pool_job *j = vctx;
@@ -496,8 +631,11 @@ static void pool_range(void *vctx, int64_t lo, int64_t hi)
     for (int64_t pl = lo; pl < hi; pl++) {
         float *out = j->out + pl * s->oh * s->ow;
         const float *x = j->x + pl * s->h * s->w;
+        int64_t band = j->avg ? 0 : pool_band_rows(s);
         if (!j->avg && pool_is_2x2(s))
             maxpool2_plane(s, out, x);
+        else if (band)
+            maxpool_plane_bands(s, band, out, NULL, NULL, x, 0);
         else
             pool_plane(s, out, x, j->avg);
     }
@@ -575,6 +713,11 @@ static void maxpool_grad_range(void *vctx, int64_t lo, int64_t hi)
                                 j->x + pl * s->h * s->w, j->relu);
         return;
     }
+    int64_t band = pool_band_rows(s);
+    for (int64_t pl = lo; band && pl < hi; pl++)
+        maxpool_plane_bands(s, band, NULL, j->dx + pl * s->h * s->w, j->dy + pl * s->oh * s->ow,
+                            j->x + pl * s->h * s->w, j->relu);
+    if (band) return;
     memset(j->dx + lo * s->h * s->w, 0, (size_t)((hi - lo) * s->h * s->w) * sizeof *j->dx);
     for (int64_t pl = lo; pl < hi; pl++) {
         const float *xp = j->x + pl * s->h * s->w;
