@@ -150,12 +150,14 @@ def val_loss(model, ids):
     return total / max(batches, 1)
 
 
-def train_and_report(name, model, opt, data, steps, threads, seed, lr_of=None, batch_at=None):
+def train_and_report(name, model, opt, data, steps, threads, seed, lr_of=None, batch_at=None,
+                     evaluate=None):
     """STEPS batches of data = load_text(): batch_at(t) at step t from 1 when
     given, else random windows drawn by a generator of SEED + 1; with the
     learning rate lr_of(t) when given and gradients clipped to CLIP; prints
-    the steps/s line, and val_loss (in model.eval()) with --eval (also used
-    by torch_char_lstm.py)."""
+    the steps/s line, and with --eval the validation loss evaluate(model,
+    val_ids) (default val_loss, in model.eval()) (also used by
+    torch_char_lstm.py)."""
     train_ids, val_ids, vocab = data
     g = torch.Generator().manual_seed(seed + 1)
     t0 = time.perf_counter()
@@ -173,7 +175,7 @@ def train_and_report(name, model, opt, data, steps, threads, seed, lr_of=None, b
     out = "torch %s %s threads=%d steps=%d time=%.3fs steps/s=%.2f loss=%.4f" % (
         torch.__version__, name, threads, steps, dt, steps / dt, loss.item())
     if "--eval" in sys.argv:
-        out += " val_loss=%.4f" % val_loss(model, val_ids)
+        out += " val_loss=%.4f" % (evaluate or val_loss)(model, val_ids)
     print(out, flush=True)
 
 

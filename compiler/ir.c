@@ -470,6 +470,12 @@ void ir_group_append(ir_graph *g, int group, int node)
     grp->n_in++;
 }
 
+int ir_value_node(const ir_graph *g, int node)
+{
+    while (g->nodes[node].op == OP_GROUP && g->nodes[node].n_in > 0) node = g->nodes[node].in[0];
+    return node;
+}
+
 int ir_add_side(ir_graph *g, const ir_side *s)
 {
     grow(g, (void **)&g->sides, g->n_sides, &g->cap_sides, sizeof(ir_side));

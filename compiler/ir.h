@@ -242,6 +242,10 @@ int ir_find_var(const ir_graph *g, const char *name);  /* index into vars or -1 
 void ir_add_ctrl(ir_graph *g, int node, int dep);
 /* One more input of an OP_GROUP node. */
 void ir_group_append(ir_graph *g, int group, int node);
+/* The node that node's value is: a group's first member's, in turn
+ * (group(loss, assign(...)): the loss), any other node itself.  A fetch of
+ * node reads it; gr_eval averages it. */
+int ir_value_node(const ir_graph *g, int node);
 /* A side update of training (ir_side); returns its index. */
 int ir_add_side(ir_graph *g, const ir_side *s);
 /* ir_add_ctrl for a caller that knows dep is not there yet (it keeps its

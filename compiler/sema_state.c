@@ -4,7 +4,8 @@
  *   assign(v, x), assign_add(v, x)  an update of variable v: a target
  *   ema(x, decay)                    x's moving average, a variable that
  *                                    every training step reaching x moves
- *   group(a, b, ...)                 one target that runs all of them
+ *   group(a, b, ...)                 one target that runs all of them (its
+ *                                    value, when it does not train, is a's)
  *   batchnorm(x, gain, bias, ...)    batch statistics in training, running
  *                                    statistics in evaluation
  *
@@ -160,6 +161,19 @@ static int train_record_of(const sema *S, int grp)
     return -1;
 }
 
+/* Each assign or assign_add that member m is, or that a group m holds,
+ * waits for node `after`. */
+static void updates_wait_for(sema *S, int m, int after)
+{
+    const ir_node *n = node_of(S, m);
+    if (n->op == OP_ASSIGN || n->op == OP_ASSIGN_ADD) ir_add_ctrl(S->g, m, after);
+    for (int k = 0; n->op == OP_GROUP && k < n->n_in; k++) {
+        const ir_node *u = node_of(S, n->in[k]);
+        if (u->op == OP_ASSIGN || u->op == OP_ASSIGN_ADD) ir_add_ctrl(S->g, n->in[k], after);
+        n = node_of(S, m); /* ir_add_ctrl may move the nodes */
+    }
+}
+
 /* Member node m of a group that trains with train (its minimize's group):
  * its training version (the loss's dropout masks, batchnorm's batch
  * statistics), and each assign or assign_add in it waits for train's
@@ -169,14 +183,18 @@ static int group_member_in_step(sema *S, int m, int train)
 {
     int r = train_record_of(S, train);
     if (r >= 0 && (m = mode_train_copy(S->g, &S->train_copy[r], m)) < 0) return -1;
-    const ir_node *n = node_of(S, m);
-    if (n->op == OP_ASSIGN || n->op == OP_ASSIGN_ADD) ir_add_ctrl(S->g, m, train);
-    for (int k = 0; n->op == OP_GROUP && k < n->n_in; k++) {
-        const ir_node *u = node_of(S, n->in[k]);
-        if (u->op == OP_ASSIGN || u->op == OP_ASSIGN_ADD) ir_add_ctrl(S->g, n->in[k], train);
-        n = node_of(S, m); /* ir_add_ctrl may move the nodes */
-    }
+    updates_wait_for(S, m, train);
     return m;
+}
+
+/* A group that does not train and starts with a value (not a token): the
+ * value is the group's (gr_eval averages it), and each assign or
+ * assign_add among the other members waits for it, so the value reads
+ * every variable as it was before the run, as a training step does. */
+static void group_after_value(sema *S, const int *in, int n)
+{
+    if (ir_numel(&node_of(S, in[0])->type) == 0) return;
+    for (int i = 1; i < n; i++) updates_wait_for(S, in[i], in[0]);
 }
 
 static value call_group(sema *S, const sema_args *args)
@@ -203,6 +221,7 @@ static value call_group(sema *S, const sema_args *args)
     }
     for (int i = 1; train >= 0 && i < n; i++)
         if ((in[i] = group_member_in_step(S, in[i], in[0])) < 0) return sema_value_err();
+    if (train < 0) group_after_value(S, in, n);
     value v = sema_value_tensor(ir_add(S->g, OP_GROUP, in, n, NULL, S->src, args->call->span));
     if (train >= 0 && v.k == V_TENSOR) v.is_train = 1, v.id = args->pos[train].id;
     return v;

@@ -297,7 +297,7 @@ typedef struct gr_feed {
 } gr_feed;
 
 typedef struct gr_fetch {
-    const char *name; /* any named tensor of the program */
+    const char *name; /* any named tensor of the program (a group: its first member) */
     void *data;       /* the value is copied here; NULL asks for a view */
     size_t bytes;     /* must equal the tensor's size (any value for a view) */
     const void *view; /* set when data is NULL: the tensor in place, no copy.
@@ -323,7 +323,12 @@ gr_code gr_prepare(gr_session *s, const char *target, const gr_fetch *fetches, i
  * of a value per example, every position weighted alike (mean(argmax(...)
  * == y), mean(softmax_xent(...)), mse(...), multiples and sums of such),
  * which gr_eval checks from the graph; another target is refused with
- * GR_ERR_ARG, naming why and a batch that divides the data (docs/api.md). */
+ * GR_ERR_ARG, naming why and a batch that divides the data (docs/api.md).
+ * A group target (group(loss, assign(state, ...))) is evaluated by its
+ * first member, its assigns run after each batch: the variables they
+ * write start the pass at their initial values and get their own values
+ * back after it, so a recurrent state is carried across the pass and
+ * nothing else sees it (docs/language.md, "State"). */
 gr_code gr_eval(gr_session *s, const char *target, double *value, gr_status *st);
 /* Makes the gr_eval calls in progress on s, and every later one, stop
  * before their next batch and fail with GR_ERR_CANCELLED (the data

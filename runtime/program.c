@@ -243,7 +243,7 @@ gr_code gr_target_info_get(const gr_program *p, const char *target, gr_target_in
     int k = ir_find_name(p->g, target);
     if (k < 0) return no_target(p, target, st);
     const ir_graph *g = p->g;
-    const ir_type *t = &g->nodes[g->names[k].node].type;
+    const ir_type *t = &g->nodes[ir_value_node(g, g->names[k].node)].type;
     info->is_train = g->names[k].is_train;
     info->is_scalar = t->dtype == DT_F32 && ir_numel(t) == 1;
     if (info->is_train) {

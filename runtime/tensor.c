@@ -87,7 +87,8 @@ gr_code rt_tensor_like(const ir_type *ty, gr_tensor **out, gr_status *st)
     return rt_fail(st, GR_ERR_NOMEM, "cannot allocate a %zu-byte tensor\n", ir_nbytes(ty));
 }
 
-/* The type of an input, a variable or a named tensor, or NULL. */
+/* The type of an input, a variable or a named tensor (a group's value's),
+ * or NULL. */
 static const ir_type *named_type(const ir_graph *g, const char *name)
 {
     for (int i = 0; i < g->n_inputs; i++)
@@ -95,7 +96,7 @@ static const ir_type *named_type(const ir_graph *g, const char *name)
     int v = ir_find_var(g, name);
     if (v >= 0) return &g->vars[v].type;
     int k = ir_find_name(g, name);
-    return k >= 0 ? &g->nodes[g->names[k].node].type : NULL;
+    return k >= 0 ? &g->nodes[ir_value_node(g, g->names[k].node)].type : NULL;
 }
 
 gr_code gr_program_tensor(const gr_program *p, const char *name, gr_tensor **out, gr_status *st)

@@ -20,7 +20,9 @@
 #   char_lstm (issue 27) the same for the character LSTM of lstm_seq, and
 #             the LSTM state carried across batches (carry, truncated
 #             BPTT) is in the checkpoint and not all zeros: the steps
-#             assigned it their last state
+#             assigned it their last state; the validation's (val_carry),
+#             which an evaluation in the middle carried through its pass,
+#             is zeros again: the pass's state was its own
 set -u
 G=$1 EX=$2 M=$3
 shift 3
@@ -86,7 +88,7 @@ llama)
   ;;
 char_lstm)
   "$G" "$EX/char_lstm.graph" --set batch=8 --set block=16 --set embed=16 --set hidden=32 \
-      --set lr=0.01 --steps 100 --log-every 10 --log "$M.jsonl" --eval val_loss \
+      --set lr=0.01 --steps 100 --log-every 10 --log "$M.jsonl" --eval val_loss --eval-every 50 \
       --checkpoint "$M.st" --quiet "$@" > "$M.out" || fail "training: $(cat "$M.out")"
   loss_falls "$M.jsonl" 0.9
   val=$(sed -n 's/^val_loss = \([0-9.e+-]*\)$/\1/p' "$M.out")
@@ -96,6 +98,8 @@ char_lstm)
   line=$(grep '^carry ' "$M.inspect") || fail "no carried state: $(cat "$M.inspect")"
   echo "$line"
   echo "$line" | awk '{ exit !($5 != 0 || $6 != 0) }' || fail "the state was not carried: $line"
+  line=$(grep '^val_carry ' "$M.inspect") || fail "no validation state: $(cat "$M.inspect")"
+  echo "$line" | awk '{ exit !($5 == 0 && $6 == 0) }' || fail "an evaluation left its state: $line"
   ;;
 *) fail "unknown model" ;;
 esac

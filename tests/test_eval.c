@@ -2,7 +2,9 @@
  * a multiple of the batch gives the value a batch that divides it gives
  * (the last, partial batch is read padded and only its real examples are
  * counted), and a target whose value over a padded batch cannot be split
- * by example is refused with the reason and a batch that works. */
+ * by example is refused with the reason and a batch that works.  A group
+ * is evaluated by its first member, its assigns carrying a state of the
+ * pass's own from batch to batch. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -350,6 +352,50 @@ static void test_cancel_stops_evaluations_only(void **state)
     gr_status_free(st);
 }
 
+/* count = group(feature + sum(c), assign_add(c, 1)) over 5 batches of 2:
+ * its value is feature's plus c from before each batch's assign (made
+ * first, the assign still runs after the value), which the pass carries
+ * from c's initial 0: 0, 1, 2, 3, 4, so 2 more than feature's mean (a
+ * state zeroed every batch adds 0, one read after the assign 3, one not
+ * reset at the start of a pass 7).  c itself keeps its value: the pass's
+ * is its own. */
+static void test_group_carries_its_state_across_batches(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = csv_model(2, 0,
+                              "var c = zeros([1], trainable=false)\n"
+                              "inc = assign_add(c, 1)\n"
+                              "count = group(feature + sum(c), inc)\n"
+                              "assign_first = group(inc, feature)\n",
+                              st);
+    gr_session *s = NULL;
+    assert_gr_ok(gr_session_new(p, NULL, &s, st), st);
+    double feature, count, again;
+    assert_gr_ok(gr_eval(s, "feature", &feature, st), st);
+    assert_gr_ok(gr_eval(s, "count", &count, st), st);
+    assert_close(count, feature + 2, "count", 2);
+    float c = 7, f[2];
+    assert_gr_ok(gr_variable_write(s, "c", &c, sizeof c, st), st);
+    assert_gr_ok(gr_eval(s, "count", &again, st), st);
+    assert_true(again == count);
+    assert_gr_ok(gr_variable_read(s, "c", &c, sizeof c, st), st);
+    assert_true(c == 7);
+    gr_fetch fe[2] = {{"count", &f[0], sizeof f[0], NULL}, {"feature", &f[1], sizeof f[1], NULL}};
+    assert_gr_ok(gr_run(s, "count", NULL, 0, fe, 2, st), st); /* a fetch of a group: its value */
+    assert_float_equal(f[0] - f[1], 7, 1e-5);
+    gr_target_info ti;
+    assert_gr_ok(gr_target_info_get(p, "count", &ti, st), st);
+    assert_true(ti.is_scalar && !ti.is_train);
+    assert_int_equal(gr_eval(s, "assign_first", &again, st), GR_ERR_ARG);
+    assert_string_equal(gr_status_message(st),
+                        "gr_eval: 'assign_first' is a group whose first member is f32[0], not a "
+                        "scalar\n");
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_partial_last_batch_through_an_lstm_from_a_zero_state),
         cmocka_unit_test(test_partial_last_batch_through_a_transformer_block),
         cmocka_unit_test(test_cancel_stops_evaluations_only),
+        cmocka_unit_test(test_group_carries_its_state_across_batches),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,7 +4,11 @@
  * error; then through the public API: the vocabulary of a program and of
  * its checkpoints, a model that trains on tests/text/tiny.txt and resumes
  * to the same weights, and an LSTM that carries its state across batches
- * of streams.  Fixture files are written into a mkdtemp folder. */
+ * of streams, in training and in evaluation (a state of the pass's own,
+ * which leaves training's alone, from one thread or several).  Fixture
+ * files are written into a mkdtemp folder. */
+#include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -581,6 +585,182 @@ static void test_lstm_state_carries_across_batches_and_resumes(void **state)
     gr_status_free(st);
 }
 
+/* stream_model with validation streams: val_loss carries the state of its
+ * own, val_carry, from window to window (6 of them), val_zero starts each
+ * window from zeros, and probe carries training's `carry` itself through
+ * the validation windows. */
+static const char *eval_stream_model =
+    "data train = text(\"" TINY "\", block=8, batch=4, split=0.75, streams=true)\n"
+    "data val = text(\"" TINY "\", block=8, batch=4, split=0.75, part=\"val\", streams=true)\n"
+    "var emb = normal([train.vocab, 8], std=0.5)\n"
+    "var w = glorot([16, 32])\n"
+    "var b = zeros([32])\n"
+    "var w_out = glorot([8, train.vocab])\n"
+    "var carry = zeros([4, 16], trainable=false)\n"
+    "var val_carry = zeros([4, 16], trainable=false)\n"
+    "fn cell(ids, first) { return lstm_seq(gather(emb, ids), first, w, b) }\n"
+    "fn xent(h, y) {\n"
+    "  return mean(softmax_xent(reshape(h @ w_out, [-1, train.vocab]), reshape(y, [-1])))\n"
+    "}\n"
+    "out = cell(train.x, carry)\n"
+    "loss = xent(out[0], train.y)\n"
+    "v = cell(val.x, val_carry)\n"
+    "val_loss = group(xent(v[0], val.y), assign(val_carry, v[1]))\n"
+    "z = cell(val.x, zeros([4, 16]))\n"
+    "val_zero = xent(z[0], val.y)\n"
+    "p = cell(val.x, carry)\n"
+    "probe = group(xent(p[0], val.y), assign(carry, p[1]))\n"
+    "train = group(adam(0.01).minimize(loss), assign(carry, out[1]))\n";
+#define VAL_WINDOWS 6
+
+static double eval_of(gr_session *s, const char *target, gr_status *st)
+{
+    double v = NAN;
+    assert_gr_ok(gr_eval(s, target, &v, st), st);
+    return v;
+}
+
+/* gr_eval of val_loss is the mean of its value over the 6 windows run one
+ * after the other with the state carried from zeros (gr_run of the group,
+ * whose fetch is its first member), not the loss from zero states; each
+ * pass starts from val_carry's initial zeros and leaves val_carry as it
+ * found it. */
+static void test_evaluation_carries_a_state_of_its_own(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = session(&p, eval_stream_model, st);
+    train(s, 5, &(float){0}, st);
+    double carried = eval_of(s, "val_loss", st), zeroed = eval_of(s, "val_zero", st);
+    assert_true(fabs(carried - zeroed) > 1e-3);
+    assert_true(fabs(eval_of(s, "probe", st) - carried) <= 1e-6); /* carry starts at zeros too */
+    double sum = 0;
+    float x;
+    gr_fetch f = {"val_loss", &x, sizeof x, NULL};
+    for (int k = 0; k < VAL_WINDOWS; k++) {
+        assert_gr_ok(gr_run(s, "val_loss", NULL, 0, &f, 1, st), st);
+        sum += x;
+    }
+    assert_true(fabs(sum / VAL_WINDOWS - carried) <= 1e-6);
+    gr_tensor *before, *after;
+    assert_gr_ok(gr_variable_get(s, "val_carry", &before, st), st);
+    assert_true(eval_of(s, "val_loss", st) == carried);
+    assert_gr_ok(gr_variable_get(s, "val_carry", &after, st), st);
+    assert_true(((const float *)gr_tensor_data(before))[0] != 0);
+    assert_memory_equal(gr_tensor_data(before), gr_tensor_data(after), gr_tensor_bytes(after));
+    gr_tensor_free(before);
+    gr_tensor_free(after);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
+/* Variables a and b of two sessions hold the same bytes. */
+static void assert_same_var(gr_session *a, gr_session *b, const char *var, gr_status *st)
+{
+    gr_tensor *x, *y;
+    assert_gr_ok(gr_variable_get(a, var, &x, st), st);
+    assert_gr_ok(gr_variable_get(b, var, &y, st), st);
+    assert_memory_equal(gr_tensor_data(x), gr_tensor_data(y), gr_tensor_bytes(x));
+    gr_tensor_free(x);
+    gr_tensor_free(y);
+}
+
+/* Losses of 6 training steps of eval_stream_model, alone. */
+static void reference_losses(float *loss, gr_status *st)
+{
+    gr_program *p = NULL;
+    gr_session *s = session(&p, eval_stream_model, st);
+    for (int k = 0; k < 6; k++) train(s, 1, &loss[k], st);
+    gr_session_free(s);
+    gr_program_free(p);
+}
+
+/* Training after evaluations (probe's assigns write training's own
+ * `carry`) gives the losses, state and weights of training without them. */
+static void test_evaluation_leaves_the_training_state_alone(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL, *q = NULL;
+    gr_session *s = session(&p, eval_stream_model, st), *alone = session(&q, eval_stream_model, st);
+    float with[6], without[6];
+    for (int k = 0; k < 6; k++) {
+        train(s, 1, &with[k], st);
+        train(alone, 1, &without[k], st);
+        if (k != 2) continue;
+        eval_of(s, "val_loss", st);
+        eval_of(s, "probe", st);
+    }
+    assert_memory_equal(with, without, sizeof with);
+    assert_same_var(s, alone, "carry", st);
+    assert_same_var(s, alone, "w", st);
+    gr_session_free(s);
+    gr_session_free(alone);
+    gr_program_free(p);
+    gr_program_free(q);
+    gr_status_free(st);
+}
+
+typedef struct eval_worker {
+    gr_session *s;
+    const char *target; /* evaluated 3 times; NULL: 6 training steps */
+    double value[3];
+    float loss[6];
+    int failures;
+} eval_worker;
+
+static void *eval_work(void *arg)
+{
+    eval_worker *w = arg;
+    gr_status *st = gr_status_new();
+    gr_fetch f = {"train/loss", NULL, sizeof(float), NULL};
+    for (int k = 0; k < (w->target ? 3 : 6); k++) {
+        f.data = &w->loss[k];
+        gr_code c = w->target ? gr_eval(w->s, w->target, &w->value[k], st)
+                              : gr_run(w->s, "train", NULL, 0, &f, 1, st);
+        w->failures += c != GR_OK;
+    }
+    gr_status_free(st);
+    return NULL;
+}
+
+/* Runs the workers w[0..n) on threads of their own, to the end. */
+static void run_workers(eval_worker *w, int n)
+{
+    pthread_t th[3];
+    for (int i = 0; i < n; i++) assert_int_equal(pthread_create(&th[i], NULL, eval_work, &w[i]), 0);
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].failures, 0);
+    }
+}
+
+/* gr_eval from two threads at once gives each the value of one thread
+ * alone; beside training on a third thread, the training losses are
+ * those of training alone. */
+static void test_concurrent_evaluations_keep_their_states_apart(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = NULL;
+    gr_session *s = session(&p, eval_stream_model, st);
+    double alone = eval_of(s, "val_loss", st);
+    eval_worker w[3] = {{.s = s, .target = "val_loss"}, {.s = s, .target = "probe"}};
+    run_workers(w, 2);
+    for (int k = 0; k < 3; k++) assert_true(w[0].value[k] == alone && w[1].value[k] == alone);
+    float without[6];
+    reference_losses(without, st);
+    w[2] = (eval_worker){.s = s}; /* trains; w[0] and w[1] evaluate again */
+    w[0].failures = w[1].failures = 0;
+    run_workers(w, 3);
+    assert_memory_equal(w[2].loss, without, sizeof without);
+    gr_session_free(s);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 /* A checkpoint of a model trained on other text does not load: its ids
  * mean other characters. */
 static void test_checkpoint_of_another_vocabulary_is_refused(void **state)
@@ -636,6 +816,9 @@ int main(void)
         cmocka_unit_test(test_program_tells_its_vocabulary),
         cmocka_unit_test(test_model_trains_and_resumes_to_the_same_weights),
         cmocka_unit_test(test_lstm_state_carries_across_batches_and_resumes),
+        cmocka_unit_test(test_evaluation_carries_a_state_of_its_own),
+        cmocka_unit_test(test_evaluation_leaves_the_training_state_alone),
+        cmocka_unit_test(test_concurrent_evaluations_keep_their_states_apart),
         cmocka_unit_test(test_checkpoint_of_another_vocabulary_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,6 +1,10 @@
-/* eval.c - gr_eval and gr_eval_check: the mean of a scalar target over one
- * pass of the data it reads, every example counted once (a tail batch
- * too, where the target allows), with the cursors put back afterwards. */
+/* eval.c - gr_eval and gr_eval_check: the mean of a scalar target (or of
+ * a group's value, its first member) over one pass of the data it reads,
+ * every example counted once (a tail batch too, where the target allows),
+ * with the cursors put back afterwards.  The variables the target's
+ * updates write (a group's assigns: a recurrent state carried from batch
+ * to batch) are the pass's own: they start at their initial values and
+ * get back afterwards the values they had. */
 #include <stdlib.h>
 
 #include "runtime/eval_rows.h"
@@ -60,7 +64,8 @@ static gr_code eval_no_tail(const char *target, const eval_pass *ep, const char 
                    (long long)d->n, ep->shards > 1 ? " (times the processes)" : "", hint);
 }
 
-/* The pass over the sources plan p reads, for target (node id), checked. */
+/* The pass over the sources plan p reads, for target's value (node id),
+ * checked. */
 static gr_code eval_pass_of(const gr_session *s, const plan_graph *p, const char *target, int id,
                             eval_pass *ep, gr_status *st)
 {
@@ -183,17 +188,72 @@ static void eval_cursors(gr_session *s, const plan_graph *p, uint64_t (*saved)[2
     }
 }
 
+/* The variables plan p's updates write (a group's assigns), each once. */
+typedef struct eval_state {
+    int *var, n;
+    void **saved; /* the first n_saved's values before the pass, on the host */
+    int n_saved;
+} eval_state;
+
+static void eval_state_find(const plan_graph *p, eval_state *es)
+{
+    const ir_graph *g = p->g;
+    es->var = base_xcalloc((size_t)p->n + 1, sizeof *es->var);
+    for (int i = 0; i < p->n; i++) {
+        const ir_node *n = &g->nodes[p->order[i]];
+        if (!ops_has(n->op, OPF_UPDATE)) continue;
+        int v = g->nodes[n->in[0]].var, k = 0;
+        while (k < es->n && es->var[k] != v) k++;
+        if (k == es->n) es->var[es->n++] = v;
+    }
+    es->saved = base_xcalloc((size_t)es->n + 1, sizeof *es->saved);
+}
+
+/* The pass's own state: each variable saved, then set to its initial
+ * value, so every pass starts alike whatever ran before it. */
+static gr_code eval_state_begin(gr_session *s, eval_state *es, gr_status *st)
+{
+    for (int k = 0; k < es->n; k++) {
+        int v = es->var[k];
+        size_t bytes = ir_nbytes(&s->g->vars[v].type);
+        if (!(es->saved[k] = malloc(bytes ? bytes : 1)))
+            return rt_fail(st, GR_ERR_NOMEM, "gr_eval: cannot save variable '%s' (%zu bytes)\n",
+                           s->g->vars[v].name, bytes);
+        rt_var_read(s, v, es->saved[k]);
+        es->n_saved = k + 1;
+        gr_code c = sess_var_reset(s, v, st);
+        if (c != GR_OK) return c;
+    }
+    return GR_OK;
+}
+
+/* The saved values back, whatever the pass did. */
+static void eval_state_end(gr_session *s, eval_state *es)
+{
+    for (int k = 0; k < es->n_saved; k++) {
+        rt_var_write(s, es->var[k], es->saved[k]);
+        free(es->saved[k]);
+    }
+    free(es->saved);
+    free(es->var);
+}
+
 /* The pass itself: the pause lock held throughout, so no run takes a batch
  * from a cursor the pass has moved (training beside it once re-read the
- * epoch's first batches), and the pass sees one set of weights. */
+ * epoch's first batches) or sees the pass's state, and the pass sees one
+ * set of weights. */
 static gr_code eval_locked(gr_session *s, const plan_graph *p, rt_exec *e, gr_fetch *f,
                            const eval_pass *ep, eval_tail *t, double *sum, double *tail_sum,
                            gr_status *st)
 {
     uint64_t(*saved)[2] = base_xcalloc((size_t)p->n_data_used + 1, sizeof *saved);
+    eval_state es = {0};
+    eval_state_find(p, &es);
     rt_session_pause(s);
     eval_cursors(s, p, saved, 0);
-    gr_code c = eval_run_pass(s, p, e, f, ep, t, sum, tail_sum, st);
+    gr_code c = eval_state_begin(s, &es, st);
+    if (c == GR_OK) c = eval_run_pass(s, p, e, f, ep, t, sum, tail_sum, st);
+    eval_state_end(s, &es);
     eval_cursors(s, p, saved, 1);
     rt_session_resume(s);
     free(saved);
@@ -221,14 +281,14 @@ static gr_code eval_mean(gr_session *s, const plan_graph *p, const eval_pass *ep
 typedef struct eval_call {
     float x;
     gr_fetch f;
-    int id, pi;
+    int id, value, pi; /* the target's node, its value's (ir_value_node), its plan */
     rt_exec *e;
     eval_pass ep;
 } eval_call;
 
-/* What gr_eval and gr_eval_check start with: the target, a scalar, an
- * executor fetching it, and a pass over its data it can count (eval_end
- * ends it). */
+/* What gr_eval and gr_eval_check start with: the target, whose value is a
+ * scalar, an executor fetching it, and a pass over its data it can count
+ * (eval_end ends it). */
 static gr_code eval_begin(gr_session *s, const char *fn, const char *target, eval_call *ec,
                           gr_status *st)
 {
@@ -237,17 +297,19 @@ static gr_code eval_begin(gr_session *s, const char *fn, const char *target, eva
     sess_drop_held(s);
     if (!target) return rt_null(st, fn, "target");
     if ((ec->id = sess_find_tensor(s, target, st)) < 0) return GR_ERR_ARG;
-    const ir_type *t = &s->g->nodes[ec->id].type;
+    ec->value = ir_value_node(s->g, ec->id);
+    const ir_type *t = &s->g->nodes[ec->value].type;
     if (ir_numel(t) != 1 || t->dtype != DT_F32) {
         char b[96];
-        return rt_fail(st, GR_ERR_ARG, "%s: '%s' is %s, not a scalar\n", fn, target,
+        return rt_fail(st, GR_ERR_ARG, "%s: '%s' is %s%s, not a scalar\n", fn, target,
+                       ec->value != ec->id ? "a group whose first member is " : "",
                        ir_type_str(t, b, sizeof b));
     }
     int is_train;
     ec->f = (gr_fetch){target, &ec->x, sizeof ec->x, NULL};
     gr_code c = sess_acquire(s, target, &ec->f, 1, &ec->e, &ec->pi, &is_train, st);
     if (c != GR_OK) return c;
-    c = eval_pass_of(s, exec_plan(ec->e), target, ec->id, &ec->ep, st);
+    c = eval_pass_of(s, exec_plan(ec->e), target, ec->value, &ec->ep, st);
     if (c != GR_OK) sess_release(s, ec->pi, ec->e);
     return c;
 }

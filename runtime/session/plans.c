@@ -59,15 +59,18 @@ static int plan_matches(const rt_plan_entry *pe, uint64_t h, const char *target,
     return 1;
 }
 
-/* Root 0 is the target, root k + 1 fetch k: the executor copies fetches
- * out by these ids, so names are looked up only here. */
+/* Root 0 is the target, root k + 1 fetch k (a group's value, its first
+ * member's: ir_value_node): the executor copies fetches out by these ids,
+ * so names are looked up only here. */
 static gr_code new_plan(gr_session *s, const char *target, const gr_fetch *fetches, int n_fetches,
                         plan_graph **p, gr_status *st)
 {
     int *roots = base_xcalloc((size_t)n_fetches + 1, sizeof *roots);
     int ok = (roots[0] = sess_find_tensor(s, target, st)) >= 0;
-    for (int i = 0; ok && i < n_fetches; i++)
+    for (int i = 0; ok && i < n_fetches; i++) {
         ok = (roots[i + 1] = sess_find_tensor(s, fetches[i].name, st)) >= 0;
+        if (ok) roots[i + 1] = ir_value_node(s->g, roots[i + 1]);
+    }
     *p = ok ? rt_plan_build(s->g, roots, n_fetches + 1, st) : NULL;
     free(roots);
     return !ok ? GR_ERR_ARG : *p ? GR_OK : GR_ERR_NOMEM;

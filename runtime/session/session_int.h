@@ -6,7 +6,8 @@
  *
  *   session.c  gr_session_new / gr_session_free and the option checks: makes
  *              and ends what every other file keeps
- *   eval.c     gr_eval / gr_eval_check: a pass over the data
+ *   eval.c     gr_eval / gr_eval_check: a pass over the data, with a state
+ *              of its own for the variables its target assigns
  *   plans.c    the plan cache, each plan's executor pool, the views a thread
  *              holds, gr_prepare / gr_run
  *   vars.c     the variables: their initial values and gr_variable_*
@@ -78,6 +79,8 @@ gr_code sess_readers_open(gr_session *s, const plan_graph *p, gr_status *st);
  * (sess_vars_free frees them, after an error too). */
 gr_code sess_vars_init(gr_session *s, gr_status *st);
 void sess_vars_free(gr_session *s);
+/* Variable i back to its initial value (an evaluation's state, eval.c). */
+gr_code sess_var_reset(gr_session *s, int i, gr_status *st);
 
 /* plans.c */
 /* The node id of target or tensor `name`, else -1 with an error naming the

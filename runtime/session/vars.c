@@ -5,18 +5,15 @@
 
 #include "session_int.h"
 
-/* Initialised on the host, then copied to the variable's device, so values
- * are the same bit for bit on every device. */
-static gr_code init_var(gr_session *s, int i, gr_status *st)
+/* Computed on the host (in place where the device's memory is the host's),
+ * then copied to the variable's device, so values are the same bit for bit
+ * on every device. */
+gr_code sess_var_reset(gr_session *s, int i, gr_status *st)
 {
     const ir_var *v = &s->g->vars[i];
     device_obj *d = rt_device(s, v->device);
     size_t n = ir_nbytes(&v->type);
     char h[32];
-    if (!(s->var[i] = d->vt->alloc(d, n)))
-        return rt_fail_at(st, GR_ERR_NOMEM, &s->g->nodes[v->node],
-                          "cannot allocate variable '%s' on %s: %s", v->name, d->vt->name,
-                          rt_human_bytes(n, h, sizeof h));
     if (!d->vt->async) {
         rt_init_var(v, s->var[i], s->opt.seed);
         return GR_OK;
@@ -30,6 +27,20 @@ static gr_code init_var(gr_session *s, int i, gr_status *st)
     d->vt->to_device(d, s->var[i], host, n);
     free(host);
     return GR_OK;
+}
+
+/* Variable i allocated on its device, with its initial value. */
+static gr_code init_var(gr_session *s, int i, gr_status *st)
+{
+    const ir_var *v = &s->g->vars[i];
+    device_obj *d = rt_device(s, v->device);
+    size_t n = ir_nbytes(&v->type);
+    char h[32];
+    if (!(s->var[i] = d->vt->alloc(d, n)))
+        return rt_fail_at(st, GR_ERR_NOMEM, &s->g->nodes[v->node],
+                          "cannot allocate variable '%s' on %s: %s", v->name, d->vt->name,
+                          rt_human_bytes(n, h, sizeof h));
+    return sess_var_reset(s, i, st);
 }
 
 gr_code sess_vars_init(gr_session *s, gr_status *st)
