@@ -386,9 +386,10 @@ static inline long long ops_pool_pad_begin(long long pad, long long in, long lon
     long long total = (out - 1) * stride + size - in;
     return pad != OP_PAD_SAME ? pad : total > 0 ? total / 2 : 0;
 }
-/* lrn_grad on the CPU takes the positions of an image this many at a
- * time, with two [C, OP_LRN_CHUNK] floats of scratch per task (ops.c). */
-#define OP_LRN_CHUNK 32
+/* lrn and lrn_grad on the CPU take the positions of an image this many at
+ * a time (a 14x14 image in one: contiguous rows of every channel), lrn_grad
+ * with two [C, OP_LRN_CHUNK] floats of scratch per task (ops.c). */
+#define OP_LRN_CHUNK 256
 /* random's attr i0. */
 enum { OP_RANDOM_UNIFORM, OP_RANDOM_NORMAL, OP_RANDOM_BERNOULLI };
 /* categorical's attr i0: a table of non-negative weights, or logits. */

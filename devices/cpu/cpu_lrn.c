@@ -6,9 +6,9 @@
  * and its gradient
  *   dx_k = dy_k s_k^-beta - 2 alpha beta x_k sum_j dy_j x_j s_j^-beta / s_j.
  * Sums run over j upwards, as devices/cuda/k_norm.cu's.  Every loop runs
- * over a block of contiguous positions (LRN_BLOCK, OP_LRN_CHUNK for the
- * gradient) and vectorises, s^-beta included (lrn_pow): libm's powf, a call
- * per element, took half of the time. */
+ * over a block of OP_LRN_CHUNK contiguous positions and vectorises,
+ * s^-beta included (lrn_pow): libm's powf, a call per element, took half
+ * of the time. */
 #include <float.h>
 
 /* No floating-point exception flags are read: cpu_exp_vec's clamps can be
@@ -18,9 +18,6 @@
 #endif
 
 #include "cpu_impl.h"
-
-/* lrn's positions at a time: a cifar image's 14x14 in one block. */
-#define LRN_BLOCK 256
 
 /* The channels [*j0, *j1] of channel k's window. */
 static void lrn_window(const cpu_lrn_args *l, int64_t k, int64_t *j0, int64_t *j1)
@@ -100,9 +97,9 @@ static void lrn_range(void *vctx, int64_t lo, int64_t hi)
         const float *img = l->x + (plane - k) * s, *restrict xk = l->x + plane * s;
         float *restrict y = l->out + plane * s;
         lrn_window(l, k, &j0, &j1);
-        for (int64_t p0 = 0; p0 < s; p0 += LRN_BLOCK) {
-            int64_t np = s - p0 < LRN_BLOCK ? s - p0 : LRN_BLOCK;
-            float sum[LRN_BLOCK], e[LRN_BLOCK];
+        for (int64_t p0 = 0; p0 < s; p0 += OP_LRN_CHUNK) {
+            int64_t np = s - p0 < OP_LRN_CHUNK ? s - p0 : OP_LRN_CHUNK;
+            float sum[OP_LRN_CHUNK], e[OP_LRN_CHUNK];
             lrn_sum_sq(sum, img + p0, j0, j1, s, np);
             lrn_pow(l, e, sum, np);
             for (int64_t q = 0; q < np; q++) y[p0 + q] = xk[p0 + q] * e[q];
