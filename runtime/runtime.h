@@ -140,6 +140,8 @@ void rt_session_resume(gr_session *s);
  * executor run: dropout's masks).  Set only with the session paused. */
 void rt_session_counters(const gr_session *s, uint64_t *train_steps, uint64_t *runs);
 void rt_session_set_counters(gr_session *s, uint64_t train_steps, uint64_t runs);
+/* The run counter alone (an evaluation gives its runs back). */
+void rt_session_set_runs(gr_session *s, uint64_t runs);
 
 /* runtime/session/vars.c: variable vi's value copied from its device into
  * host memory dst, or from host memory src onto its device (the session

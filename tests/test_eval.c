@@ -396,6 +396,39 @@ static void test_group_carries_its_state_across_batches(void **state)
     gr_status_free(st);
 }
 
+/* One run of `draw` (fresh numbers each run, from the run counter). */
+static float draw_once(gr_session *s, gr_status *st)
+{
+    float v = NAN;
+    gr_fetch fe = {"draw", &v, sizeof v, NULL};
+    assert_gr_ok(gr_run(s, "draw", NULL, 0, &fe, 1, st), st);
+    return v;
+}
+
+/* An evaluation leaves the run counter as it found it: the runs after it
+ * draw what they would have drawn without it (dropout's masks in
+ * training), the pass's own draws come from a counter it gives back. */
+static void test_evaluation_leaves_the_draws_of_later_runs(void **state)
+{
+    (void)state;
+    gr_status *st = gr_status_new();
+    gr_program *p = csv_model(3, 0, "draw = mean(uniform([8]))\n", st);
+    gr_session *a = NULL, *b = NULL;
+    gr_session_options so = {.seed = 9, .threads = 1};
+    assert_gr_ok(gr_session_new(p, &so, &a, st), st);
+    assert_gr_ok(gr_session_new(p, &so, &b, st), st);
+    float first = draw_once(a, st), second = draw_once(a, st);
+    double xent;
+    assert_true(draw_once(b, st) == first);
+    assert_gr_ok(gr_eval(b, "xent", &xent, st), st); /* 4 runs */
+    assert_true(draw_once(b, st) == second);
+    assert_true(first != second);
+    gr_session_free(a);
+    gr_session_free(b);
+    gr_program_free(p);
+    gr_status_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -409,6 +442,7 @@ int main(void)
         cmocka_unit_test(test_partial_last_batch_through_a_transformer_block),
         cmocka_unit_test(test_cancel_stops_evaluations_only),
         cmocka_unit_test(test_group_carries_its_state_across_batches),
+        cmocka_unit_test(test_evaluation_leaves_the_draws_of_later_runs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

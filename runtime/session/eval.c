@@ -241,7 +241,8 @@ static void eval_state_end(gr_session *s, eval_state *es)
 /* The pass itself: the pause lock held throughout, so no run takes a batch
  * from a cursor the pass has moved (training beside it once re-read the
  * epoch's first batches) or sees the pass's state, and the pass sees one
- * set of weights. */
+ * set of weights.  The run counter is given back too: the runs after the
+ * pass draw (dropout's masks) what they would have drawn without it. */
 static gr_code eval_locked(gr_session *s, const plan_graph *p, rt_exec *e, gr_fetch *f,
                            const eval_pass *ep, eval_tail *t, double *sum, double *tail_sum,
                            gr_status *st)
@@ -249,12 +250,15 @@ static gr_code eval_locked(gr_session *s, const plan_graph *p, rt_exec *e, gr_fe
     uint64_t(*saved)[2] = base_xcalloc((size_t)p->n_data_used + 1, sizeof *saved);
     eval_state es = {0};
     eval_state_find(p, &es);
+    uint64_t train_steps, runs;
     rt_session_pause(s);
+    rt_session_counters(s, &train_steps, &runs);
     eval_cursors(s, p, saved, 0);
     gr_code c = eval_state_begin(s, &es, st);
     if (c == GR_OK) c = eval_run_pass(s, p, e, f, ep, t, sum, tail_sum, st);
     eval_state_end(s, &es);
     eval_cursors(s, p, saved, 1);
+    rt_session_set_runs(s, runs);
     rt_session_resume(s);
     free(saved);
     return c;

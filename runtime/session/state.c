@@ -123,6 +123,11 @@ void rt_session_set_counters(gr_session *s, uint64_t train_steps, uint64_t runs)
     atomic_store(&s->steps, runs);
 }
 
+void rt_session_set_runs(gr_session *s, uint64_t runs)
+{
+    atomic_store(&s->steps, runs);
+}
+
 uint64_t gr_session_step(const gr_session *s)
 {
     return s ? atomic_load(&((gr_session *)s)->train_steps) : 0;
