@@ -5,9 +5,7 @@
  * graphrun way to say it, and an unknown argument lists the arguments
  * that exist.  Only errors that are shown pay for the scans
  * (diag_full). */
-#include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "graphrun.h"
 #include "sema_int.h"
@@ -160,16 +158,6 @@ static const char *const modules[] = {"tf",     "torch",  "nn",        "F",    "
                                       "numpy",  "math",   "keras",     "init", "optim",
                                       "layers", "losses", "functional"};
 
-/* TensorFlow and PyTorch optimizers graphrun does not have. */
-static const char *const other_optimizers[] = {
-    "ftrl",          "nadam",
-    "adamax",        "lamb",
-    "lars",          "lbfgs",
-    "adafactor",     "GradientDescentOptimizer",
-    "AdamOptimizer", "MomentumOptimizer",
-    "SGD",           "Adam",
-};
-
 int sema_edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
@@ -215,41 +203,10 @@ const char *ir_near_name(const ir_graph *g, const char *name)
     return best;
 }
 
-const char *sema_callable_name(int i)
-{
-    for (int op = 0; op < OP_COUNT; op++)
-        if (ops_has(op, OPF_PUBLIC) && i-- == 0) return ops_name(op);
-    for (int k = 0; sema_builtin_name(k); k++)
-        if (i-- == 0) return sema_builtin_name(k);
-    for (int k = 0; sema_state_name(k); k++)
-        if (i-- == 0) return sema_state_name(k);
-    return i == 0 ? "gradients" : NULL;
-}
-
-/* The callable spelled name in another case (ReLU, Conv2d), or NULL. */
-static const char *callable_any_case(const char *name)
-{
-    for (int i = 0; sema_callable_name(i); i++)
-        if (strcasecmp(sema_callable_name(i), name) == 0) return sema_callable_name(i);
-    return NULL;
-}
-
-const char *sema_foreign_hint(const char *name, char *buf, size_t n)
+const char *sema_foreign_name(const char *name)
 {
     for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++)
         if (strcmp(foreign[i].name, name) == 0) return foreign[i].hint;
-    const char *same = callable_any_case(name);
-    if (same) {
-        snprintf(buf, n, "write %s(...) (ops are functions, called by name)", same);
-        return buf;
-    }
-    for (size_t i = 0; i < sizeof other_optimizers / sizeof *other_optimizers; i++)
-        if (strcmp(other_optimizers[i], name) == 0) {
-            char names[160];
-            snprintf(buf, n, "graphrun's optimizers are %s (docs/language.md, Optimizers)",
-                     sema_optimizer_names(names, sizeof names));
-            return buf;
-        }
     return NULL;
 }
 
@@ -258,65 +215,4 @@ int sema_is_module(const char *name)
     for (size_t i = 0; i < sizeof modules / sizeof *modules; i++)
         if (strcmp(modules[i], name) == 0) return 1;
     return 0;
-}
-
-/* name as a callable, a foreign name or a near miss, after "torch.": what
- * to write. */
-const char *sema_module_hint(const char *name, char *buf, size_t n)
-{
-    const char *near = NULL;
-    int bd = 99;
-    for (int i = 0; sema_callable_name(i); i++) {
-        if (strcmp(sema_callable_name(i), name) == 0) {
-            snprintf(buf, n, "write %s(...)", name);
-            return buf;
-        }
-        sema_closer(name, sema_callable_name(i), &near, &bd);
-    }
-    const char *hint = sema_foreign_hint(name, buf, n);
-    if (hint) return hint;
-    if (near) snprintf(buf, n, "did you mean %s(...)?", near);
-    return near ? buf : "docs/language.md, Builtins, lists what there is";
-}
-
-#define SHAPES                                                                                     \
-    "shapes are fixed when the graph is built: rows(x) and cols(x) give the first and last "       \
-    "sizes, and params name the others"
-#define TRAINING                                                                                   \
-    "training is a target: train = adam(lr).minimize(loss) makes the backward pass and the "       \
-    "update, and graphrun FILE --steps N runs it"
-#define DEVICES "devices are annotations: x @gpu:0, or scope s @gpu:0 { ... }"
-
-/* Members of PyTorch's and TensorFlow's tensors and optimizers. */
-static const struct {
-    const char *name, *hint;
-} members[] = {
-    {"shape", SHAPES},
-    {"size", SHAPES},
-    {"T", "write transpose(x) (its axes reversed)"},
-    {"t", "write transpose(x) (its axes reversed)"},
-    {"detach", "write stop_gradient(x)"},
-    {"backward", TRAINING},
-    {"step", TRAINING},
-    {"zero_grad", TRAINING},
-    {"compute_gradients", "write opt.gradients(loss) (a list of [gradient, variable] pairs)"},
-    {"apply_gradients", "write opt.apply(pairs)"},
-    {"cuda", DEVICES},
-    {"cpu", DEVICES},
-    {"to", DEVICES},
-    {"float", "write cast(x, dtype=\"f32\")"},
-    {"int", "write cast(x, dtype=\"i32\")"},
-    {"long", "write cast(x, dtype=\"i32\")"},
-};
-
-const char *sema_member_hint(const char *name, int tensor, char *buf, size_t n)
-{
-    for (size_t i = 0; i < sizeof members / sizeof *members; i++)
-        if (strcmp(members[i].name, name) == 0) return members[i].hint;
-    const char *same = tensor ? callable_any_case(name) : NULL;
-    if (same) {
-        snprintf(buf, n, "ops are functions: write %s(x, ...)", same);
-        return buf;
-    }
-    return tensor ? sema_foreign_hint(name, buf, n) : NULL;
 }

@@ -210,22 +210,29 @@ int sema_edit_distance(const char *a, const char *b);
 /* Keeps cand in *best when it is closer to name than *bd edits (and close
  * at all: at most a third of the name, one edit allowed). */
 void sema_closer(const char *name, const char *cand, const char **best, int *bd);
-/* What to write instead of a TensorFlow, PyTorch or Python name, or NULL
- * (the text may be in buf). */
-const char *sema_foreign_hint(const char *name, char *buf, size_t n);
+/* What to write instead of a TensorFlow, PyTorch or Python name in the
+ * table of those, or NULL. */
+const char *sema_foreign_name(const char *name);
 /* The argument of spec that TF's or PyTorch's name stands for (dim: axis),
  * or that name begins (pad: padding); NULL if none. */
 const char *sema_arg_alias(const char *name, const argspec *spec, int n_spec);
 /* Whether name is a module of TensorFlow, PyTorch or numpy (tf, torch). */
 int sema_is_module(const char *name);
+
+/* sema_names.c: the names a program can call, and the hints made from
+ * them (for sema.c). */
+/* The i-th name a program can call besides its own fns (the public ops,
+ * the builtins, the state builtins, gradients); NULL past the last. */
+const char *sema_callable_name(int i);
+/* What to write instead of a TensorFlow, PyTorch or Python name, or NULL
+ * (the text may be in buf): sema_foreign_name's, a callable in another
+ * case, an optimizer graphrun lacks. */
+const char *sema_foreign_hint(const char *name, char *buf, size_t n);
 /* What to write instead of MODULE.name. */
 const char *sema_module_hint(const char *name, char *buf, size_t n);
 /* What to write instead of x.name, a member x lacks (of a tensor when
  * tensor, else of an optimizer), or NULL. */
 const char *sema_member_hint(const char *name, int tensor, char *buf, size_t n);
-/* The i-th name a program can call besides its own fns (the public ops,
- * the builtins, the state builtins, gradients); NULL past the last. */
-const char *sema_callable_name(int i);
 value sema_call_state(sema *S, int which, const sema_args *args);
 
 #endif
