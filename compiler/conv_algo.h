@@ -15,7 +15,7 @@
  *    (k+1)x(k+1) inputs, so (k+1)^2 multiplies per 4 outputs instead of
  *    4 k^2 (2.8x fewer for 5x5, 2.25x for 3x3), as (k+1)^2 GEMMs over a
  *    chunk of about CONV_WINO_TILES tiles.
- *  - direct 3x3 (stride 1 or 2) and 5x5 (stride 1) (conv_direct_ok), on CPUs with AVX-512
+ *  - direct 3x3, stride 1 or 2 (conv_direct_ok), on CPUs with AVX-512
  *    (devices/cpu/cpu_direct.c decides at run time, so a plan reserves the
  *    most that any of the three needs: conv_task_bytes). */
 #ifndef GR_CONV_ALGO_H
@@ -106,19 +106,19 @@ static inline size_t conv_wino_plan(conv_wino *w, int64_t n, int64_t cin, int64_
     return (size_t)(w->u + w->v + w->m + w->p) * 4;
 }
 
-/* ---- direct 3x3 and 5x5 convolutions (devices/cpu/cpu_direct.c), on
- * CPUs with AVX-512: each image copied into stride^2 zero-padded phase
- * planes per channel, outputs computed on a grid as wide as a plane ---- */
-#define CONV_DIRECT_TAPS 25 /* the most: a 5x5 filter's */
-#define CONV_DIRECT_OC   8  /* output channels a forward tile */
+/* ---- direct 3x3 convolutions (devices/cpu/cpu_direct.c), on CPUs with
+ * AVX-512: each image copied into stride^2 zero-padded phase planes per
+ * channel, outputs computed on a grid as wide as a plane ---- */
+#define CONV_DIRECT_TAPS 9
+#define CONV_DIRECT_OC   8 /* output channels a forward tile */
 /* Floats of the images a filter-gradient chunk holds (sources and dy). */
 #define CONV_DIRECT_GW_FLOATS (1 << 17)
 
 static inline int conv_direct_ok(int64_t c, int64_t oc, int64_t kh, int64_t kw, int64_t stride,
                                  int64_t pad)
 {
-    int k3 = kh == 3 && (stride == 1 || stride == 2), k5 = kh == 5 && stride == 1;
-    return kh == kw && (k3 || k5) && pad >= 0 && pad < kh && c > 0 && oc > 0;
+    return kh == 3 && kw == 3 && (stride == 1 || stride == 2) && pad >= 0 && pad <= 2 && c > 0 &&
+           oc > 0;
 }
 
 /* ... and its input gradient, into enough channels to fill a tile. */
@@ -145,11 +145,10 @@ typedef struct conv_direct {
     int64_t ocp, imgs, dw, gw;
 } conv_direct;
 
-static inline void conv_direct_plan(conv_direct *g, int64_t n, int64_t cin, int64_t cout, int64_t k,
-                                    int64_t h, int64_t w, int64_t s, int64_t pad, int64_t oh,
-                                    int64_t ow)
+static inline void conv_direct_plan(conv_direct *g, int64_t n, int64_t cin, int64_t cout, int64_t h,
+                                    int64_t w, int64_t s, int64_t pad, int64_t oh, int64_t ow)
 {
-    int64_t best = -1;
+    int64_t k = 3, best = -1;
     g->k = k;
     g->hq = (h + 2 * pad + s - 1) / s, g->wq = (w + 2 * pad + s - 1) / s;
     g->plane = g->hq * g->wq;
@@ -164,14 +163,14 @@ static inline void conv_direct_plan(conv_direct *g, int64_t n, int64_t cin, int6
     int64_t last = ph * g->plane + tail; /* the last tap's offset */
     g->cs = conv_round_up(last + g->nqp > s * s * g->plane ? last + g->nqp : s * s * g->plane, 16);
     int64_t oc8 = conv_round_up(cout, CONV_DIRECT_OC);
-    g->wp = oc8 * cin * k * k;
+    g->wp = oc8 * cin * CONV_DIRECT_TAPS;
     g->fwd = g->wp + cin * g->cs + oc8 * g->nqp;
     g->ocp = conv_round_up(cout, 16);
     int64_t img = cin * g->cs + oh * ow * g->ocp;
     g->imgs = CONV_DIRECT_GW_FLOATS / img;
     if (g->imgs > n) g->imgs = n;
     if (g->imgs < 1) g->imgs = 1;
-    g->dw = cin * k * k * g->ocp;
+    g->dw = cin * CONV_DIRECT_TAPS * g->ocp;
     g->gw = g->dw + g->imgs * img;
 }
 
@@ -185,13 +184,13 @@ static inline size_t conv_direct_bytes(int grad, int64_t n, int64_t c, int64_t h
     if (grad == 1) {
         if (!conv_direct_gx_ok(c, oc, k, k, stride, pad)) return 0;
         if (stride == 1)
-            conv_direct_plan(&g, n, oc, c, k, oh, ow, 1, k - 1 - pad, h, w);
+            conv_direct_plan(&g, n, oc, c, oh, ow, 1, k - 1 - pad, h, w);
         else /* dy padded by 1, a grid a row and a column larger (cpu_direct.c) */
-            conv_direct_plan(&g, n, oc, c, k, oh, ow, 1, 1, oh + 1, ow + 1);
+            conv_direct_plan(&g, n, oc, c, oh, ow, 1, 1, oh + 1, ow + 1);
         return (size_t)g.fwd * 4;
     }
     if (!conv_direct_ok(c, oc, k, k, stride, pad)) return 0;
-    conv_direct_plan(&g, n, c, oc, k, h, w, stride, pad, oh, ow);
+    conv_direct_plan(&g, n, c, oc, h, w, stride, pad, oh, ow);
     return (size_t)(grad ? g.gw : g.fwd) * 4;
 }
 

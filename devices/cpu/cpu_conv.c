@@ -6,6 +6,7 @@
  * of the node's scratch for its im2col buffer (and, for the filter
  * gradient, its partial dW, summed at the end so no two tasks ever write
  * the same memory). */
+#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -298,7 +299,8 @@ static void conv_fwd_task(void *arg, int t)
         int64_t nb = conv_chunk(j, k, &n0);
         const float *col = conv_cols_of(j, n0, nb, conv_col(j, t));
         float *y = j->out + n0 * s->oc * ohw, *rows = j->imgs == 1 ? y : conv_rows(j, t);
-        cpu_gemm(0, 0, s->oc, nb * ohw, ckk, 1.0f, j->w, ckk, col, j->ld, 0, rows, j->ld);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->oc, (int)(nb * ohw),
+                    (int)ckk, 1.0f, j->w, (int)ckk, col, (int)j->ld, 0.0f, rows, (int)j->ld);
         conv_finish(j, rows, nb, y); /* while it is in cache */
     }
 }
@@ -311,8 +313,9 @@ static void conv_gx_task(void *arg, int t)
     for (int64_t k = t; k < j->n_chunks; k += j->tasks.n) {
         int64_t nb = conv_chunk(j, k, &n0);
         float *dx = j->out + n0 * img, *col = conv_is_pointwise(s) ? dx : conv_col(j, t);
-        cpu_gemm(1, 0, ckk, nb * ohw, s->oc, 1.0f, j->w, ckk,
-                 conv_dy_of(j, n0, nb, conv_rows(j, t)), j->ld, 0, col, j->ld);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk, (int)(nb * ohw), (int)s->oc,
+                    1.0f, j->w, (int)ckk, conv_dy_of(j, n0, nb, conv_rows(j, t)), (int)j->ld, 0.0f,
+                    col, (int)j->ld);
         if (conv_is_pointwise(s)) continue;
         memset(dx, 0, (size_t)(nb * img) * sizeof *dx);
         for (int64_t b = 0; b < nb; b++) col2im(s, col + b * ohw, j->ld, dx + b * img);
@@ -324,12 +327,14 @@ static void conv_gw_task(void *arg, int t)
     const conv_job *j = arg;
     const cpu_conv_shape *s = j->s;
     int64_t ckk = conv_ckk(s), ohw = conv_ohw(s), n0;
+    float beta = 0.0f;
     if (!conv_is_pointwise(s)) im2col_start(s, conv_col(j, t), j->ld);
-    for (int64_t k = t; k < j->n_chunks; k += j->tasks.n) {
+    for (int64_t k = t; k < j->n_chunks; k += j->tasks.n, beta = 1.0f) {
         int64_t nb = conv_chunk(j, k, &n0);
         const float *col = conv_cols_of(j, n0, nb, conv_col(j, t));
-        cpu_gemm(0, 1, s->oc, ckk, nb * ohw, 1.0f, conv_dy_of(j, n0, nb, conv_rows(j, t)), j->ld,
-                 col, j->ld, k != t, conv_gw_partial(j, t), ckk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->oc, (int)ckk, (int)(nb * ohw),
+                    1.0f, conv_dy_of(j, n0, nb, conv_rows(j, t)), (int)j->ld, col, (int)j->ld, beta,
+                    conv_gw_partial(j, t), (int)ckk);
     }
 }
 

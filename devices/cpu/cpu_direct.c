@@ -1,5 +1,5 @@
-/* cpu_direct.c - 3x3 and 5x5 convolutions computed directly with AVX-512,
- * for the layers conv_direct_ok takes on a CPU that has it (cpu_direct_ok).
+/* cpu_direct.c - 3x3 convolutions computed directly with AVX-512, for the
+ * layers conv_direct_ok takes on a CPU that has it (cpu_direct_ok).
  *
  * Each image is copied once into a zero-padded "source": per channel,
  * stride^2 phase planes, plane (a, b) holding the padded image's rows
@@ -18,8 +18,7 @@
  * gradient is
  *     dw[o][c][t] = sum over images, valid q of dy[o][q] * source[c][off[t] + q],
  * 16 output channels a vector (dy transposed) x the 9 taps of 3 source
- * channels (a 5x5 filter: the 25 of one) in registers across a chunk of
- * images.
+ * channels in registers across a chunk of images.
  *
  * Against Winograd and im2col + GEMM this skips every transform and column
  * matrix, and it runs at AVX-512's width where OpenBLAS may have been told
@@ -61,7 +60,7 @@ int cpu_direct_ok(const cpu_conv_shape *s, int grad)
  * flip: the filters' channels swapped (an input gradient's). */
 typedef struct direct_job {
     conv_direct g;
-    int64_t n, cin, cout, k, h, w, oh, ow, stride, pad;
+    int64_t n, cin, cout, h, w, oh, ow, stride, pad;
     int64_t dh, dw, dpad; /* a strided layer's input gradient: dx's size, the padding */
     const float *x, *filt, *bias;
     const float *dy; /* the filter gradient's */
@@ -248,8 +247,7 @@ static void fwd_task(void *arg, int t)
 
 static void direct_plan(direct_job *j)
 {
-    conv_direct_plan(&j->g, j->n, j->cin, j->cout, j->k, j->h, j->w, j->stride, j->pad, j->oh,
-                     j->ow);
+    conv_direct_plan(&j->g, j->n, j->cin, j->cout, j->h, j->w, j->stride, j->pad, j->oh, j->ow);
 }
 
 static void direct_fwd(const cpu_conv_ctx *cx, direct_job *j)
@@ -266,7 +264,6 @@ static direct_job layer_job(const cpu_conv_shape *s, const float *x)
     return (direct_job){.n = s->n,
                         .cin = s->c,
                         .cout = s->oc,
-                        .k = s->kh,
                         .h = s->h,
                         .w = s->w,
                         .oh = s->oh,
@@ -294,7 +291,6 @@ void cpu_direct_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, f
     direct_job j = {.n = s->n,
                     .cin = s->oc,
                     .cout = s->c,
-                    .k = s->kh,
                     .h = s->oh,
                     .w = s->ow,
                     .oh = s->h,
@@ -317,7 +313,7 @@ void cpu_direct_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, f
  * over the valid positions q of a chunk of images.  No lane is junk and
  * no sum crosses lanes; the transposed partial sums are turned at the end. */
 
-#define GW_ACC 27 /* accumulators a tile: 3 source channels x 9 taps, or 1 x 25 */
+#define GW_CT 3 /* source channels a tile: 27 accumulators */
 
 /* dy of one image transposed: dt[(oh * OW + ow) * ocp + o], 0 past cout. */
 static void transpose_dy(const direct_job *j, const float *dy, float *dt)
@@ -330,18 +326,18 @@ static void transpose_dy(const direct_job *j, const float *dy, float *dt)
     }
 }
 
-/* 16 output channels x the T taps of CT source channels over a chunk's
- * imgs images: added to partT[(c * T + t) * ocp]. */
+/* 16 output channels x the taps of CT source channels over a chunk's imgs
+ * images: added to partT[(c * 9 + t) * ocp]. */
 static inline __attribute__((always_inline)) AVX512 void gw_tile(const direct_job *j,
                                                                  const float *src, const float *dt,
                                                                  int64_t imgs, const int32_t *off,
-                                                                 float *part, int CT, int T)
+                                                                 float *part, int CT)
 {
     const conv_direct *g = &j->g;
     int64_t ohw = j->oh * j->ow, ocp = g->ocp;
-    __m512 acc[GW_ACC];
+    __m512 acc[GW_CT * CONV_DIRECT_TAPS];
 #pragma GCC unroll 27
-    for (int p = 0; p < CT * T; p++) acc[p] = _mm512_setzero_ps();
+    for (int p = 0; p < CT * CONV_DIRECT_TAPS; p++) acc[p] = _mm512_setzero_ps();
     for (int64_t i = 0; i < imgs; i++, src += j->cin * g->cs, dt += ohw * ocp)
         for (int64_t oh = 0; oh < j->oh; oh++) {
             const float *sq = src + oh * g->wq, *dq = dt + oh * j->ow * ocp;
@@ -349,43 +345,26 @@ static inline __attribute__((always_inline)) AVX512 void gw_tile(const direct_jo
                 __m512 dv = _mm512_loadu_ps(dq);
 #pragma GCC unroll 3
                 for (int ct = 0; ct < CT; ct++)
-#pragma GCC unroll 25
-                    for (int t = 0; t < T; t++)
-                        acc[ct * T + t] = _mm512_fmadd_ps(
-                            dv, _mm512_set1_ps(sq[ct * g->cs + off[t]]), acc[ct * T + t]);
+#pragma GCC unroll 9
+                    for (int t = 0; t < CONV_DIRECT_TAPS; t++)
+                        acc[ct * 9 + t] = _mm512_fmadd_ps(
+                            dv, _mm512_set1_ps(sq[ct * g->cs + off[t]]), acc[ct * 9 + t]);
             }
         }
 #pragma GCC unroll 27
-    for (int p = 0; p < CT * T; p++)
+    for (int p = 0; p < CT * CONV_DIRECT_TAPS; p++)
         _mm512_storeu_ps(part + p * ocp, _mm512_add_ps(_mm512_loadu_ps(part + p * ocp), acc[p]));
 }
 
-#define GW_TILE(CT, T)                                                                             \
-    static AVX512 __attribute__((noinline)) void gw_tile##CT##_##T(                                \
+#define GW_TILE(CT)                                                                                \
+    static AVX512 __attribute__((noinline)) void gw_tile##CT(                                      \
         const direct_job *j, const float *src, const float *dt, int64_t imgs, const int32_t *off,  \
         float *part)                                                                               \
     {                                                                                              \
-        gw_tile(j, src, dt, imgs, off, part, CT, T);                                               \
+        gw_tile(j, src, dt, imgs, off, part, CT);                                                  \
     }
-GW_TILE(1, 9)
-GW_TILE(3, 9)
-GW_TILE(1, 25)
-
-/* Source channels [c, c + return) of the filter gradient into part. */
-static int64_t gw_tiles(const direct_job *j, const float *src, const float *dt, int64_t imgs,
-                        const int32_t *off, float *part, int64_t c)
-{
-    if (j->g.k == 5) {
-        gw_tile1_25(j, src, dt, imgs, off, part);
-        return 1;
-    }
-    if (j->cin - c >= 3) {
-        gw_tile3_9(j, src, dt, imgs, off, part);
-        return 3;
-    }
-    gw_tile1_9(j, src, dt, imgs, off, part);
-    return 1;
-}
+GW_TILE(1)
+GW_TILE(3)
 
 /* The task's slice: its partial dwT, then a chunk's sources and dy. */
 static void gw_task(void *arg, int t)
@@ -407,9 +386,13 @@ static void gw_task(void *arg, int t)
             transpose_dy(j, j->dy + (n0 + i) * j->cout * ohw, dt + i * ohw * g->ocp);
         }
         for (int64_t o = 0; o < g->ocp; o += DV)
-            for (int64_t c = 0; c < j->cin;)
-                c += gw_tiles(j, src + c * g->cs, dt + o, imgs, tp.off,
-                              part + c * tp.n * g->ocp + o, c);
+            for (int64_t c = 0; c < j->cin;) {
+                float *pc = part + c * CONV_DIRECT_TAPS * g->ocp + o;
+                if (j->cin - c >= GW_CT)
+                    gw_tile3(j, src + c * g->cs, dt + o, imgs, tp.off, pc), c += GW_CT;
+                else
+                    gw_tile1(j, src + c * g->cs, dt + o, imgs, tp.off, pc), c++;
+            }
     }
 }
 
@@ -419,7 +402,7 @@ void cpu_direct_conv2d_grad_w(const cpu_conv_ctx *cx, const cpu_conv_shape *s, f
     direct_job j = layer_job(s, x);
     j.dy = dy;
     direct_plan(&j);
-    int64_t ocp = j.g.ocp, ct = s->c * s->kh * s->kw;
+    int64_t ocp = j.g.ocp, ct = s->c * CONV_DIRECT_TAPS;
     if (cpu_tasks_open(cx, (j.n + j.g.imgs - 1) / j.g.imgs, (size_t)j.g.gw * 4, &j.tasks) == 0) {
         cpu_pool_for(cx->pool, j.tasks.n, gw_task, &j);
         for (int64_t o = 0; o < s->oc; o++)

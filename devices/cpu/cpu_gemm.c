@@ -2,7 +2,7 @@
  *
  * The BLAS runs single-threaded (cpu_blas_init); a big GEMM is split here
  * into blocks of output rows (or columns when there are few rows), one
- * cpu_gemm per pool task.  Row-major throughout: a is [M,K] ([K,M] when
+ * cblas_sgemm per pool task.  Row-major throughout: a is [M,K] ([K,M] when
  * trans_a), b is [K,N] ([N,K] when trans_b), c is [M,N]. */
 #include <cblas.h>
 
@@ -16,17 +16,6 @@ typedef struct gemm_ctx {
     int ntasks;
     int split_rows;
 } gemm_ctx;
-
-void cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-              int64_t lda, const float *b, int64_t ldb, int add, float *c, int64_t ldc)
-{
-    if (cpu_sgemm_wanted(m, n, k) &&
-        cpu_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, add, c, ldc) == 0)
-        return;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, add ? 1.0f : 0.0f, c,
-                (int)ldc);
-}
 
 /* C[m0:m1, n0:n1] = bias (when given) and beta = 1, so the bias add costs no
  * extra pass; relu runs on the block right after, while it is in cache.
@@ -49,9 +38,13 @@ static void gemm_block(const cpu_gemm_args *g, int64_t m0, int64_t m1, int64_t n
     if (K == 0) {
         if (!g->bias && !g->accumulate)
             for (int64_t i = 0; i < bm; i++) cpu_fill_f32(c + i * N, 0.0f, bn);
-    } else {
-        cpu_gemm(g->trans_a, g->trans_b, bm, bn, K, g->accumulate ? g->alpha : 1.0f, a, lda, b, ldb,
-                 g->bias || g->accumulate, c, N);
+    } else if (!cpu_sgemm_wanted(bm, bn, K) ||
+               cpu_sgemm(g->trans_a, g->trans_b, bm, bn, K, g->accumulate ? g->alpha : 1.0f, a, lda,
+                         b, ldb, g->bias || g->accumulate, c, N) != 0) {
+        cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+                    g->trans_b ? CblasTrans : CblasNoTrans, (int)bm, (int)bn, (int)K,
+                    g->accumulate ? g->alpha : 1.0f, a, lda, b, ldb,
+                    g->bias || g->accumulate ? 1.0f : 0.0f, c, (int)N);
     }
     if (g->relu)
         for (int64_t i = 0; i < bm; i++) cpu_relu_inplace(c + i * N, bn);

@@ -278,10 +278,6 @@ void cpu_matmul(cpu_pool *p, const cpu_gemm_args *g);
 int cpu_sgemm_wanted(int64_t m, int64_t n, int64_t k);
 int cpu_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
               int64_t lda, const float *b, int64_t ldb, int add, float *c, int64_t ldc);
-/* c = alpha op(a) op(b), + c when add, row-major, on the calling thread:
- * cpu_sgemm where cpu_sgemm_wanted says so, else the BLAS's. */
-void cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-              int64_t lda, const float *b, int64_t ldb, int add, float *c, int64_t ldc);
 /* `batches` products [M,K] @ [K,N], g's operands being the first batch's:
  * output batch i reads a and b at the batch offsets bc gives (a plan of the
  * batch axes, in matrices). */

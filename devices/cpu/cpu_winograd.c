@@ -22,6 +22,7 @@
  * order.  The transforms' coefficients (up to 5, and 1/24) cost accuracy:
  * on LeNet's conv2 (5x5) the largest error is about 7e-6 of the largest
  * output, where im2col's is 1e-7; 3x3 stays near 2e-7 (test_kernels). */
+#include <cblas.h>
 
 #include "../../compiler/conv_algo.h"
 #include "cpu_impl.h"
@@ -325,8 +326,9 @@ static void fwd_task(void *arg, int t)
         int64_t cols = chunk_images(j, c, &n0, &n1);
         in_chunk(j, n0, n1, v, plane);
         for (int64_t p = 0; p < aa; p++)
-            cpu_gemm(0, 0, j->cout, cols, j->cin, 1.0f, u + p * j->cout * j->cin, j->cin,
-                     v + p * j->cin * ld, ld, 0, m + p * j->cout * ld, ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->cout, (int)cols,
+                        (int)j->cin, 1.0f, u + p * j->cout * j->cin, (int)j->cin,
+                        v + p * j->cin * ld, (int)ld, 0.0f, m + p * j->cout * ld, (int)ld);
         for (int64_t n = n0; n < n1; n++)
             out_image(j, m, (n - n0) * j->pl.tiles, j->y + n * j->cout * j->oh * j->ow);
     }
@@ -436,15 +438,16 @@ static void gw_task(void *arg, int t)
     float *v, *m, *plane, *du = task_u(j, t);
     task_regions(j, t, &v, &m, &plane);
     int64_t aa = j->pl.a * j->pl.a, ld = j->pl.ld, n0, n1;
-    for (int64_t c = t; c < j->n_chunks; c += j->tasks.n) {
-        int add = c != t;
+    float beta = 0.0f;
+    for (int64_t c = t; c < j->n_chunks; c += j->tasks.n, beta = 1.0f) {
         int64_t cols = chunk_images(j, c, &n0, &n1);
         in_chunk(j, n0, n1, v, plane);
         for (int64_t n = n0; n < n1; n++)
             dy_image(j, j->dy + n * j->cout * j->oh * j->ow, m, (n - n0) * j->pl.tiles, plane);
         for (int64_t p = 0; p < aa; p++)
-            cpu_gemm(0, 1, j->cout, j->cin, cols, 1.0f, m + p * j->cout * ld, ld,
-                     v + p * j->cin * ld, ld, add, du + p * j->cout * j->cin, j->cin);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->cout, (int)j->cin,
+                        (int)cols, 1.0f, m + p * j->cout * ld, (int)ld, v + p * j->cin * ld,
+                        (int)ld, beta, du + p * j->cout * j->cin, (int)j->cin);
     }
 }
 
