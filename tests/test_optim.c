@@ -121,7 +121,8 @@ static void test_trainable_false_is_never_updated(void **state)
     static const char *bad[][2] = {
         {"train = sgd(1.0).minimize(sum(w * w))", "does not depend on any trainable variable"},
         {"train = sgd(1.0).minimize(sum(w * d), vars=[w])", "lists 'w', which is not trainable"},
-        {"var e = zeros([2], trainable=[1])", "zeros(): 'trainable' must be true or false, got a list"},
+        {"var e = zeros([2], trainable=[1])",
+         "zeros(): 'trainable' must be true or false, got a list"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         char text[256];
