@@ -16,10 +16,13 @@
 #   kill      a rank killed mid-run ends the job, non-zero, within 10 s
 #   mismatch  processes that compiled different graphs get an error, no hang
 #   async     async (and --sync-every) reach sync's test accuracy within 2.5 points
-#             (1500 steps, near the plateau).  Async is not deterministic: which
-#             steps overlap depends on the scheduler.  Measured: 0.842-0.853
-#             (Release), 0.848-0.852 (ASan), once 0.829 in CI, against sync's
-#             0.845; a run that loses its updates or diverges ends far below
+#             (1500 steps, near the plateau), in the mean of the evaluations
+#             at steps 1100, 1200, ..., 1500: one evaluation is too noisy (sgd
+#             at lr 0.1 on one process, 3000 steps of 32, 31 seeds: 0.795-0.856
+#             at the last step, 0.827-0.849 as the mean of the last 5; one
+#             async run in CI, 0.8118, failed the single-point check).  Async
+#             is not deterministic: which steps overlap depends on the
+#             scheduler.  A run that diverges or loses its updates ends far below
 #   cli       usage errors, and the note for mpirun without --distributed
 # The schedule cases use tests/mpi/tiny.graph (no data files) and, for the
 # embedding side, PROGRAM (tests/mpi/schedule.c); each job must end by
@@ -91,7 +94,11 @@ train() { # train NPROC TARGET STEPS BATCH EXTRA...
     fi
 }
 
-acc() { sed -n 's/^accuracy = //p' "$1"; }
+plateau() { # plateau LOG: the mean of the --log's last 5 accuracies
+    $PY -c 'import json, sys
+a = [r["eval"]["accuracy"] for r in map(json.loads, open(sys.argv[1])) if "eval" in r]
+print(f"{sum(a[-5:]) / 5:.4f}" if len(a) >= 5 else "none")' "$1"
+}
 
 job() { # job OUT CMD...: the job's exit status in $rc and its seconds in $secs
     out=$1
@@ -206,11 +213,15 @@ mismatch)
     grep -q "rank 1 compiled a different graph than rank 0" mm.out || fail "$(cat mm.out)"
     ;;
 async)
-    train 2 train_sgd 1500 32 sync --eval accuracy > sync.out || fail sync
-    train 2 train_sgd 1500 32 async --eval accuracy > async.out || fail async
-    train 2 train_sgd 1500 32 async --sync-every 10 --eval accuracy > every.out || fail every
-    s=$(acc sync.out) a=$(acc async.out) e=$(acc every.out)
-    echo "accuracy: sync $s, async $a, async --sync-every 10 $e"
+    for m in sync async every; do
+        opts=$m
+        [ $m = every ] && opts="async --sync-every 10"
+        # shellcheck disable=SC2086 # the options are words
+        train 2 train_sgd 1500 32 $opts --eval accuracy --eval-every 100 --log $m.jsonl \
+            > $m.out || fail "$opts"
+    done
+    s=$(plateau sync.jsonl) a=$(plateau async.jsonl) e=$(plateau every.jsonl)
+    echo "accuracy, mean of steps 1100-1500: sync $s, async $a, async --sync-every 10 $e"
     $PY -c "import sys; s, a, e = map(float, sys.argv[1:]); sys.exit(a < s - 0.025 or e < s - 0.025)" \
         "$s" "$a" "$e" || fail "async is more than 2.5 points below sync"
     ;;
