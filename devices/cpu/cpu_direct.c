@@ -106,32 +106,61 @@ static inline void ahead_some(direct_ahead *a)
             __builtin_prefetch(a->p);
 }
 
-/* The source of one image over zeros: channels `cs` apart, their phase
- * planes `ps` apart. */
-static void source_image(const direct_job *j, const float *x, float *src, int64_t cs, int64_t ps)
+/* Lanes of the vector at column k of a row n wide. */
+static inline __mmask16 lanes_of(int64_t k, int64_t n)
+{
+    return k + DV <= n ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1);
+}
+
+/* The lanes whose columns k + lane lie in [0, n). */
+static inline AVX512 __mmask16 inside(int64_t k, int64_t n)
+{
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i col = _mm512_add_epi32(_mm512_set1_epi32((int)k), lane);
+    return _mm512_cmpge_epi32_mask(col, _mm512_setzero_si512()) &
+           _mm512_cmplt_epi32_mask(col, _mm512_set1_epi32((int)n));
+}
+
+/* One row of a phase plane, wq wide: its column k is the image row's
+ * column k * s + off, zero outside the row's w.  Masked lanes are never
+ * read, so the loads may start before the row or end past it. */
+static AVX512 void source_row(const float *row, int64_t w, int64_t off, int64_t s, int64_t wq,
+                              float *dst)
+{
+    const __m512i even =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (int64_t k = 0; k < wq; k += DV) {
+        int64_t e = k * s + off; /* the row's column at lane 0 */
+        __m512 v = _mm512_maskz_loadu_ps(inside(e, w), row + e);
+        if (s == 2)
+            v = _mm512_permutex2var_ps(v, even,
+                                       _mm512_maskz_loadu_ps(inside(e + DV, w), row + e + DV));
+        _mm512_mask_storeu_ps(dst + k, lanes_of(k, wq), v);
+    }
+}
+
+/* The source of one image: channels `cs` apart, their phase planes `ps`
+ * apart, every float of them written (the padding and each channel's
+ * tail past its planes are zeros). */
+static AVX512 void source_image(const direct_job *j, const float *x, float *src, int64_t cs,
+                                int64_t ps)
 {
     const conv_direct *g = &j->g;
     int64_t s = j->stride;
-    for (int64_t a = 0; a < s; a++)
-        for (int64_t b = 0; b < s; b++) {
-            /* the plane's columns [lo, hi) read the image: col = k s + b - pad */
-            int64_t off = b - j->pad, lo = off >= 0 ? 0 : (-off + s - 1) / s;
-            int64_t hi = (j->w - off + s - 1) / s;
-            if (hi > g->wq) hi = g->wq;
-            for (int64_t c = 0; c < j->cin; c++) {
-                float *pl = src + c * cs + (a * s + b) * ps;
+    for (int64_t c = 0; c < j->cin; c++) {
+        float *ch = src + c * cs;
+        for (int64_t a = 0; a < s; a++)
+            for (int64_t b = 0; b < s; b++)
                 for (int64_t i = 0; i < g->hq; i++) {
+                    float *dst = ch + (a * s + b) * ps + i * g->wq;
                     int64_t r = i * s + a - j->pad; /* the image's row */
-                    if (r < 0 || r >= j->h) continue;
-                    const float *restrict row = x + (c * j->h + r) * j->w + off;
-                    float *restrict dst = pl + i * g->wq;
-                    if (s == 1)
-                        for (int64_t k = lo; k < hi; k++) dst[k] = row[k];
+                    if (r < 0 || r >= j->h)
+                        memset(dst, 0, (size_t)g->wq * sizeof *dst);
                     else
-                        for (int64_t k = lo; k < hi; k++) dst[k] = row[2 * k];
+                        source_row(x + (c * j->h + r) * j->w, j->w, b - j->pad, s, g->wq, dst);
                 }
-            }
-        }
+        memset(ch + s * s * ps, 0, (size_t)(cs - s * s * ps) * sizeof *ch);
+    }
 }
 
 /* The k*k taps of a source channel whose phase planes are `ps` apart;
@@ -199,36 +228,47 @@ FWD_TILES(1)
 FWD_TILES(2)
 FWD_TILES(3)
 
-/* The grid's valid columns into y, with the bias and the relu. */
-static void store_image(const direct_job *j, const float *dst, float *y)
+/* The grid's valid columns into y, with the bias and the relu (a NaN
+ * becomes 0, as cpu_relu makes it). */
+static AVX512 void store_image(const direct_job *j, const float *dst, float *y)
 {
     const conv_direct *g = &j->g;
     for (int64_t o = 0; o < j->cout; o++) {
-        float b = j->bias ? j->bias[o] : 0.0f;
+        __m512 b = _mm512_set1_ps(j->bias ? j->bias[o] : 0.0f);
         for (int64_t i = 0; i < j->oh; i++) {
-            const float *restrict d = dst + o * g->nqp + i * g->wq;
-            float *restrict out = y + (o * j->oh + i) * j->ow;
-            for (int64_t k = 0; k < j->ow; k++) {
-                float v = d[k] + b;
-                out[k] = j->relu && !(v > 0.0f) ? 0.0f : v;
+            const float *d = dst + o * g->nqp + i * g->wq;
+            float *out = y + (o * j->oh + i) * j->ow;
+            for (int64_t k = 0; k < j->ow; k += DV) {
+                __mmask16 m = lanes_of(k, j->ow);
+                __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, d + k), b);
+                if (j->relu) v = _mm512_max_ps(v, _mm512_setzero_ps()); /* max(NaN, 0) is 0 */
+                _mm512_mask_storeu_ps(out + k, m, v);
             }
         }
     }
 }
 
-/* Phase (a, b)'s grid into the dx positions of that parity (phase_taps). */
-static void scatter_phase(const direct_job *j, const float *dst, int64_t a, int64_t b, float *dx)
+/* Phase (a, b)'s grid into the dx positions of that parity (phase_taps):
+ * 8 of a row's grid values spread over the even lanes of a vector, stored
+ * at their columns 2v + b - dpad. */
+static AVX512 void scatter_phase(const direct_job *j, const float *dst, int64_t a, int64_t b,
+                                 float *dx)
 {
     const conv_direct *g = &j->g;
+    const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     for (int64_t c = 0; c < j->cout; c++)
         for (int64_t u = 0; u < j->oh; u++) {
             int64_t i = 2 * u + a - j->dpad;
             if (i < 0 || i >= j->dh) continue;
-            const float *restrict d = dst + c * g->nqp + u * g->wq;
-            float *restrict out = dx + (c * j->dh + i) * j->dw;
-            for (int64_t v = 0; v < j->ow; v++) {
-                int64_t col = 2 * v + b - j->dpad;
-                if (col >= 0 && col < j->dw) out[col] = d[v];
+            const float *d = dst + c * g->nqp + u * g->wq;
+            float *out = dx + (c * j->dh + i) * j->dw;
+            for (int64_t v = 0; v < j->ow; v += DV / 2) {
+                int64_t col = 2 * v + b - j->dpad, n = j->ow - v < DV / 2 ? j->ow - v : DV / 2;
+                __mmask16 m =
+                    inside(col, j->dw) & (__mmask16)0x5555 & (__mmask16)((1u << (2 * n)) - 1);
+                __m512 e =
+                    _mm512_permutexvar_ps(twice, _mm512_maskz_loadu_ps(lanes_of(0, n), d + v));
+                _mm512_mask_storeu_ps(out + col, m, e);
             }
         }
 }
@@ -266,7 +306,6 @@ static void fwd_task(void *arg, int t)
     int64_t out = j->dh ? j->dh * j->dw : j->oh * j->ow, img = j->cin * j->h * j->w;
     int64_t calls = phases * ((g->nqp + g->jv * DV - 1) / (g->jv * DV));
     for (int64_t n = t; n < j->n; n += j->tasks.n) {
-        memset(src, 0, (size_t)(j->cin * g->cs) * sizeof *src);
         source_image(j, j->x + n * img, src, g->cs, g->plane);
         int64_t m = n + j->tasks.n;
         direct_ahead next[2] = {
@@ -417,7 +456,6 @@ static void gw_task(void *arg, int t)
     memset(part, 0, (size_t)(g->dw) * sizeof *part);
     for (int64_t ch = t; ch < chunks; ch += j->tasks.n) {
         int64_t n0 = ch * g->imgs, imgs = j->n - n0 < g->imgs ? j->n - n0 : g->imgs;
-        memset(src, 0, (size_t)(imgs * j->cin * g->cs) * sizeof *src);
         for (int64_t i = 0; i < imgs; i++) {
             source_image(j, j->x + (n0 + i) * img, src + i * j->cin * g->cs, g->cs, g->plane);
             transpose_dy(j, j->dy + (n0 + i) * j->cout * ohw, dt + i * ohw * g->ocp);
