@@ -1556,6 +1556,10 @@ static void test_conv2d_and_grads_against_naive(void **state)
         {3, 10, 12, 7, 33, 3, 3, 2, 2},
         {2, 9, 11, 10, 8, 3, 3, 1, 2},
         {9, 16, 28, 28, 16, 3, 3, 1, 1},
+        /* the ResNet's strided layers (padding 1), and a source row of two
+         * vectors at stride 2 with an input gradient of several per row */
+        {4, 16, 14, 14, 32, 3, 3, 2, 1},
+        {2, 8, 40, 37, 9, 3, 3, 2, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int threads = 0; threads <= 2; threads++) check_conv(&cases[i], threads);

@@ -121,46 +121,43 @@ static inline AVX512 __mmask16 inside(int64_t k, int64_t n)
            _mm512_cmplt_epi32_mask(col, _mm512_set1_epi32((int)n));
 }
 
-/* One row of a phase plane, wq wide: its column k is the image row's
- * column k * s + off, zero outside the row's w.  Masked lanes are never
- * read, so the loads may start before the row or end past it. */
-static AVX512 void source_row(const float *row, int64_t w, int64_t off, int64_t s, int64_t wq,
-                              float *dst)
-{
-    const __m512i even =
-        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    for (int64_t k = 0; k < wq; k += DV) {
-        int64_t e = k * s + off; /* the row's column at lane 0 */
-        __m512 v = _mm512_maskz_loadu_ps(inside(e, w), row + e);
-        if (s == 2)
-            v = _mm512_permutex2var_ps(v, even,
-                                       _mm512_maskz_loadu_ps(inside(e + DV, w), row + e + DV));
-        _mm512_mask_storeu_ps(dst + k, lanes_of(k, wq), v);
-    }
-}
-
 /* The source of one image: channels `cs` apart, their phase planes `ps`
- * apart, every float of them written (the padding and each channel's
- * tail past its planes are zeros). */
+ * apart, every float of them written (the padding and each channel's tail
+ * past its planes are zeros).  Column k of plane (a, b)'s row i is the
+ * image's row i s + a - pad, column k s + b - pad; a vector of 16 columns
+ * at a time, through the same masks in every row and channel.  Masked
+ * lanes are never read, so a load may start before its row or end past it. */
 static AVX512 void source_image(const direct_job *j, const float *x, float *src, int64_t cs,
                                 int64_t ps)
 {
     const conv_direct *g = &j->g;
-    int64_t s = j->stride;
-    for (int64_t c = 0; c < j->cin; c++) {
-        float *ch = src + c * cs;
-        for (int64_t a = 0; a < s; a++)
-            for (int64_t b = 0; b < s; b++)
-                for (int64_t i = 0; i < g->hq; i++) {
-                    float *dst = ch + (a * s + b) * ps + i * g->wq;
-                    int64_t r = i * s + a - j->pad; /* the image's row */
-                    if (r < 0 || r >= j->h)
-                        memset(dst, 0, (size_t)g->wq * sizeof *dst);
-                    else
-                        source_row(x + (c * j->h + r) * j->w, j->w, b - j->pad, s, g->wq, dst);
+    const __m512i even =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    int64_t s = j->stride, w = j->w;
+    for (int64_t a = 0; a < s; a++)
+        for (int64_t b = 0; b < s; b++)
+            for (int64_t k = 0; k < g->wq; k += DV) {
+                int64_t e = k * s + b - j->pad; /* the image's column at lane 0 */
+                __mmask16 in0 = inside(e, w), in1 = s == 2 ? inside(e + DV, w) : 0;
+                __mmask16 out = lanes_of(k, g->wq);
+                for (int64_t c = 0; c < j->cin; c++) {
+                    float *dst = src + c * cs + (a * s + b) * ps + k;
+                    const float *img = x + c * j->h * w + e;
+                    for (int64_t i = 0; i < g->hq; i++, dst += g->wq) {
+                        int64_t r = i * s + a - j->pad;
+                        __m512 v = _mm512_setzero_ps();
+                        if (r >= 0 && r < j->h) {
+                            v = _mm512_maskz_loadu_ps(in0, img + r * w);
+                            if (s == 2)
+                                v = _mm512_permutex2var_ps(
+                                    v, even, _mm512_maskz_loadu_ps(in1, img + r * w + DV));
+                        }
+                        _mm512_mask_storeu_ps(dst, out, v);
+                    }
                 }
-        memset(ch + s * s * ps, 0, (size_t)(cs - s * s * ps) * sizeof *ch);
-    }
+            }
+    for (int64_t c = 0; c < j->cin; c++)
+        memset(src + c * cs + s * s * ps, 0, (size_t)(cs - s * s * ps) * sizeof *src);
 }
 
 /* The k*k taps of a source channel whose phase planes are `ps` apart;
@@ -250,27 +247,25 @@ static AVX512 void store_image(const direct_job *j, const float *dst, float *y)
 
 /* Phase (a, b)'s grid into the dx positions of that parity (phase_taps):
  * 8 of a row's grid values spread over the even lanes of a vector, stored
- * at their columns 2v + b - dpad. */
+ * at their columns 2v + b - dpad, through the same mask in every row. */
 static AVX512 void scatter_phase(const direct_job *j, const float *dst, int64_t a, int64_t b,
                                  float *dx)
 {
     const conv_direct *g = &j->g;
     const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    for (int64_t c = 0; c < j->cout; c++)
-        for (int64_t u = 0; u < j->oh; u++) {
-            int64_t i = 2 * u + a - j->dpad;
-            if (i < 0 || i >= j->dh) continue;
-            const float *d = dst + c * g->nqp + u * g->wq;
-            float *out = dx + (c * j->dh + i) * j->dw;
-            for (int64_t v = 0; v < j->ow; v += DV / 2) {
-                int64_t col = 2 * v + b - j->dpad, n = j->ow - v < DV / 2 ? j->ow - v : DV / 2;
-                __mmask16 m =
-                    inside(col, j->dw) & (__mmask16)0x5555 & (__mmask16)((1u << (2 * n)) - 1);
-                __m512 e =
-                    _mm512_permutexvar_ps(twice, _mm512_maskz_loadu_ps(lanes_of(0, n), d + v));
-                _mm512_mask_storeu_ps(out + col, m, e);
+    for (int64_t v = 0; v < j->ow; v += DV / 2) {
+        int64_t col = 2 * v + b - j->dpad, n = j->ow - v < DV / 2 ? j->ow - v : DV / 2;
+        __mmask16 in = lanes_of(0, n);
+        __mmask16 m = inside(col, j->dw) & (__mmask16)0x5555 & (__mmask16)((1u << (2 * n)) - 1);
+        for (int64_t c = 0; c < j->cout; c++)
+            for (int64_t u = 0; u < j->oh; u++) {
+                int64_t i = 2 * u + a - j->dpad;
+                if (i < 0 || i >= j->dh) continue;
+                __m512 e = _mm512_maskz_loadu_ps(in, dst + c * g->nqp + u * g->wq + v);
+                _mm512_mask_storeu_ps(dx + (c * j->dh + i) * j->dw + col, m,
+                                      _mm512_permutexvar_ps(twice, e));
             }
-        }
+    }
 }
 
 static void tiles(const direct_job *j, const float *src, const direct_taps *tp, const float *wp,
