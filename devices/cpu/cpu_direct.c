@@ -33,6 +33,13 @@
 #include "cpu_avx512.h"
 #include "cpu_impl.h"
 
+/* GCC's predictive commoning would keep the filter gradient's broadcasts
+ * of one column for the next (spilled: 27 accumulators fill the registers)
+ * instead of loading each again, 10% slower. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-predictive-commoning")
+#endif
+
 #define DR CONV_DIRECT_OC
 #define DV AVX512_W
 _Static_assert(DR == AVX512_ROWS, "a forward tile is avx512_tile's rows");
@@ -386,14 +393,55 @@ void cpu_direct_conv2d_grad_x(const cpu_conv_ctx *cx, const cpu_conv_shape *s, f
 
 #define GW_CT 3 /* source channels a tile: 27 accumulators */
 
-/* dy of one image transposed: dt[(oh * OW + ow) * ocp + o], 0 past cout. */
-static void transpose_dy(const direct_job *j, const float *dy, float *dt)
+/* r[i][k] becomes r[k][i]: pairs, then quads within 128-bit blocks, then
+ * the blocks. */
+static inline __attribute__((always_inline)) AVX512 void transpose16(__m512 r[16])
+{
+    __m512 t[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) { /* r[4i + k], block b: rows 4i..4i+3 at column 4b + k */
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        __m512 u0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+        __m512 u1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xDD);
+        __m512 u2 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+        __m512 u3 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xDD);
+        t[k] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+        t[8 + k] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
+        t[4 + k] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+        t[12 + k] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
+/* dy of one image transposed, 16 x 16 at a time: dt[(oh * OW + ow) * ocp
+ * + o], 0 past cout. */
+static AVX512 void transpose_dy(const direct_job *j, const float *dy, float *dt)
 {
     int64_t ohw = j->oh * j->ow, ocp = j->g.ocp;
-    for (int64_t q = 0; q < ohw; q++) {
-        float *restrict row = dt + q * ocp;
-        for (int64_t o = 0; o < j->cout; o++) row[o] = dy[o * ohw + q];
-        for (int64_t o = j->cout; o < ocp; o++) row[o] = 0.0f;
+    for (int64_t q = 0; q < ohw; q += DV) {
+        __mmask16 m = lanes_of(q, ohw);
+        int64_t nq = ohw - q < DV ? ohw - q : DV;
+        for (int64_t o = 0; o < ocp; o += DV) {
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                r[i] = o + i < j->cout ? _mm512_maskz_loadu_ps(m, dy + (o + i) * ohw + q)
+                                       : _mm512_setzero_ps();
+            transpose16(r);
+            for (int64_t i = 0; i < nq; i++) _mm512_storeu_ps(dt + (q + i) * ocp + o, r[i]);
+        }
     }
 }
 
@@ -401,7 +449,7 @@ static void transpose_dy(const direct_job *j, const float *dy, float *dt)
  * images: added to partT[(c * 9 + t) * ocp]. */
 static inline __attribute__((always_inline)) AVX512 void
 gw_tile(const direct_job *j, const float *src, const float *dt, int64_t imgs, const int32_t *off,
-        float *part, direct_ahead *next, int CT)
+        float *part, direct_ahead *next, int CT, int S1)
 {
     const conv_direct *g = &j->g;
     int64_t ohw = j->oh * j->ow, ocp = g->ocp;
@@ -412,6 +460,18 @@ gw_tile(const direct_job *j, const float *src, const float *dt, int64_t imgs, co
         for (int64_t oh = 0; oh < j->oh; oh++) {
             ahead_some(&next[0]), ahead_some(&next[1]);
             const float *sq = src + oh * g->wq, *dq = dt + oh * j->ow * ocp;
+            if (S1) { /* taps kh * wq + kw: 3 rows a channel, read at ow + kw */
+                const float *r[GW_CT * 3];
+#pragma GCC unroll 9
+                for (int k = 0; k < CT * 3; k++) r[k] = sq + (k / 3) * g->cs + (k % 3) * g->wq;
+                for (int64_t ow = 0; ow < j->ow; ow++, dq += ocp) {
+                    __m512 dv = _mm512_loadu_ps(dq);
+#pragma GCC unroll 27
+                    for (int p = 0; p < CT * 9; p++)
+                        acc[p] = _mm512_fmadd_ps(dv, _mm512_set1_ps(r[p / 3][ow + p % 3]), acc[p]);
+                }
+                continue;
+            }
             for (int64_t ow = 0; ow < j->ow; ow++, sq++, dq += ocp) {
                 __m512 dv = _mm512_loadu_ps(dq);
 #pragma GCC unroll 3
@@ -427,15 +487,17 @@ gw_tile(const direct_job *j, const float *src, const float *dt, int64_t imgs, co
         _mm512_storeu_ps(part + p * ocp, _mm512_add_ps(_mm512_loadu_ps(part + p * ocp), acc[p]));
 }
 
-#define GW_TILE(CT)                                                                                \
-    static AVX512 __attribute__((noinline)) void gw_tile##CT(                                      \
+#define GW_TILE(CT, S1)                                                                            \
+    static AVX512 __attribute__((noinline)) void gw_tile##CT##_##S1(                               \
         const direct_job *j, const float *src, const float *dt, int64_t imgs, const int32_t *off,  \
         float *part, direct_ahead *next)                                                           \
     {                                                                                              \
-        gw_tile(j, src, dt, imgs, off, part, next, CT);                                            \
+        gw_tile(j, src, dt, imgs, off, part, next, CT, S1);                                        \
     }
-GW_TILE(1)
-GW_TILE(3)
+GW_TILE(1, 0)
+GW_TILE(3, 0)
+GW_TILE(1, 1)
+GW_TILE(3, 1)
 
 /* The task's slice: its partial dwT, then a chunk's sources and dy. */
 static void gw_task(void *arg, int t)
@@ -464,10 +526,13 @@ static void gw_task(void *arg, int t)
         for (int64_t o = 0; o < g->ocp; o += DV)
             for (int64_t c = 0; c < j->cin;) {
                 float *pc = part + c * CONV_DIRECT_TAPS * g->ocp + o;
-                if (j->cin - c >= GW_CT)
-                    gw_tile3(j, src + c * g->cs, dt + o, imgs, tp.off, pc, next), c += GW_CT;
+                const float *sc = src + c * g->cs;
+                int three = j->cin - c >= GW_CT;
+                if (j->stride == 1)
+                    (three ? gw_tile3_1 : gw_tile1_1)(j, sc, dt + o, imgs, tp.off, pc, next);
                 else
-                    gw_tile1(j, src + c * g->cs, dt + o, imgs, tp.off, pc, next), c++;
+                    (three ? gw_tile3_0 : gw_tile1_0)(j, sc, dt + o, imgs, tp.off, pc, next);
+                c += three ? GW_CT : 1;
             }
     }
 }
