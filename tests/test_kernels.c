@@ -1560,6 +1560,10 @@ static void test_conv2d_and_grads_against_naive(void **state)
          * vectors at stride 2 with an input gradient of several per row */
         {4, 16, 14, 14, 32, 3, 3, 2, 1},
         {2, 8, 40, 37, 9, 3, 3, 2, 1},
+        /* 1x1 layers wide enough for the AVX-512 GEMM (cpu_conv.c's
+         * conv_gemm), strided as the ResNet's projections and not */
+        {3, 16, 14, 13, 32, 1, 1, 2, 0},
+        {2, 32, 9, 9, 40, 1, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int threads = 0; threads <= 2; threads++) check_conv(&cases[i], threads);
