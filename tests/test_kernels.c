@@ -1560,6 +1560,9 @@ static void test_conv2d_and_grads_against_naive(void **state)
          * vectors at stride 2 with an input gradient of several per row */
         {4, 16, 14, 14, 32, 3, 3, 2, 1},
         {2, 8, 40, 37, 9, 3, 3, 2, 1},
+        /* padding 1 at stride 1 reads x itself (cpu_direct.c's implicit
+         * tiles): not square, 5 vectors of outputs, 11 output channels */
+        {3, 9, 5, 13, 11, 3, 3, 1, 1},
         /* 1x1 layers wide enough for the AVX-512 GEMM (cpu_conv.c's
          * conv_gemm), strided as the ResNet's projections and not */
         {3, 16, 14, 13, 32, 1, 1, 2, 0},

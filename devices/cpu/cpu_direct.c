@@ -197,19 +197,21 @@ static void phase_taps(const direct_job *j, int64_t a, int64_t b, direct_taps *t
         }
 }
 
-/* wp[ob][c][t][r] = filter (ob * DR + r, c, tap t), 0 past cout. */
-static void pack_filter(const direct_job *j, const direct_taps *tp, float *wp)
+/* wp[ob][c][t][r] = filter (ob * DR + r, c, tap t), 0 past cout;
+ * wp[ob][t][c][r] when taps_outer. */
+static void pack_filter(const direct_job *j, const direct_taps *tp, float *wp, int taps_outer)
 {
     int64_t kk = j->g.k * j->g.k, blocks = (j->cout + DR - 1) / DR;
     for (int64_t ob = 0; ob < blocks; ob++)
-        for (int64_t c = 0; c < j->cin; c++)
-            for (int t = 0; t < tp->n; t++)
+        for (int64_t a = 0; a < (taps_outer ? tp->n : j->cin); a++)
+            for (int64_t b = 0; b < (taps_outer ? j->cin : tp->n); b++)
                 for (int64_t r = 0; r < DR; r++) {
-                    int64_t o = ob * DR + r;
+                    int64_t o = ob * DR + r, c = taps_outer ? b : a;
+                    int f = tp->f[taps_outer ? a : b];
                     float v = 0.0f;
                     if (o < j->cout)
-                        v = j->flip ? j->filt[(c * j->cout + o) * kk + tp->f[t]]
-                                    : j->filt[(o * j->cin + c) * kk + tp->f[t]];
+                        v = j->flip ? j->filt[(c * j->cout + o) * kk + f]
+                                    : j->filt[(o * j->cin + c) * kk + f];
                     *wp++ = v;
                 }
 }
@@ -286,12 +288,141 @@ static void tiles(const direct_job *j, const float *src, const direct_taps *tp, 
         fwd_tiles1(j, src, tp, wp, dst, next);
 }
 
+/* ---- stride 1, padding 1, y as large as x: no source ----
+ * Output q = row * W + column reads tap (kh, kw) at x + q + (kh - 1) W +
+ * kw - 1 of each channel: one load of 16 consecutive outputs' inputs,
+ * across rows, but for the lanes whose input lies in the padding (first
+ * or last row or column), masked to zero.  The outputs are y itself: no
+ * source copied in, no grid copied out, no junk lane but the last
+ * vector's tail.  Taps outermost, so one tap's J masks are live at a time
+ * (the forward pass and input gradient of the ResNet's stride-1 3x3
+ * layers: 8-22% faster a pass than through a source, and its stem 40%). */
+#define IMPLICIT_MAX 4096 /* outputs of an image: the masks live on the stack */
+
+static int implicit_ok(const direct_job *j)
+{
+    return j->stride == 1 && j->pad == 1 && !j->dh && j->h == j->oh && j->w == j->ow &&
+           j->oh * j->ow <= IMPLICIT_MAX;
+}
+
+/* mk[v * 9 + t]: the lanes of output vector v whose tap t lies inside the
+ * image (none past the last output). */
+static void implicit_masks(const direct_job *j, __mmask16 *mk)
+{
+    int64_t ohw = j->oh * j->ow, nv = (ohw + DV - 1) / DV;
+    memset(mk, 0, (size_t)(nv * CONV_DIRECT_TAPS) * sizeof *mk);
+    for (int64_t q = 0; q < ohw; q++) {
+        int64_t r = q / j->ow, c = q % j->ow;
+        for (int t = 0; t < CONV_DIRECT_TAPS; t++) {
+            int kh = t / 3, kw = t % 3;
+            if ((kh == 0 && r == 0) || (kh == 2 && r == j->oh - 1) || (kw == 0 && c == 0) ||
+                (kw == 2 && c == j->ow - 1))
+                continue;
+            mk[q / DV * CONV_DIRECT_TAPS + t] |= (__mmask16)(1u << (q % DV));
+        }
+    }
+}
+
+/* 8 output channels x J vectors from q (x and y at q), the taps' weights
+ * wp[t][c][8]; rows: the output channels that exist. */
+static inline __attribute__((always_inline)) AVX512 void
+implicit_tile(const direct_job *j, const float *x, const __mmask16 *mk, const float *wp, float *y,
+              int64_t q, const float *bias, int64_t rows, int J)
+{
+    int64_t plane = j->h * j->w, ohw = j->oh * j->ow;
+    __m512 acc[DR][3];
+#pragma GCC unroll 8
+    for (int r = 0; r < DR; r++)
+#pragma GCC unroll 3
+        for (int v = 0; v < J; v++) acc[r][v] = _mm512_setzero_ps();
+    for (int t = 0; t < CONV_DIRECT_TAPS; t++) {
+        const float *p = x + (t / 3 - 1) * j->w + (t % 3 - 1);
+        __mmask16 m0 = mk[t], m1 = J > 1 ? mk[CONV_DIRECT_TAPS + t] : 0;
+        __mmask16 m2 = J > 2 ? mk[2 * CONV_DIRECT_TAPS + t] : 0;
+        for (int64_t c = 0; c < j->cin; c++, p += plane, wp += DR) {
+            __m512 x0 = _mm512_maskz_loadu_ps(m0, p);
+            __m512 x1 = J > 1 ? _mm512_maskz_loadu_ps(m1, p + DV) : x0;
+            __m512 x2 = J > 2 ? _mm512_maskz_loadu_ps(m2, p + 2 * DV) : x0;
+#pragma GCC unroll 8
+            for (int r = 0; r < DR; r++) {
+                __m512 wv = _mm512_set1_ps(wp[r]);
+                acc[r][0] = _mm512_fmadd_ps(x0, wv, acc[r][0]);
+                if (J > 1) acc[r][1] = _mm512_fmadd_ps(x1, wv, acc[r][1]);
+                if (J > 2) acc[r][2] = _mm512_fmadd_ps(x2, wv, acc[r][2]);
+            }
+        }
+    }
+#pragma GCC unroll 8 /* a constant r, so the accumulators stay in registers */
+    for (int r = 0; r < DR; r++) {
+        if (r >= rows) break;
+        __m512 b = _mm512_set1_ps(bias ? bias[r] : 0.0f);
+#pragma GCC unroll 3
+        for (int v = 0; v < J; v++) {
+            __m512 o = _mm512_add_ps(acc[r][v], b);
+            if (j->relu) o = _mm512_max_ps(o, _mm512_setzero_ps()); /* max(NaN, 0) is 0 */
+            _mm512_mask_storeu_ps(y + r * ohw + v * DV, lanes_of(q + v * DV, ohw), o);
+        }
+    }
+}
+
+#define IMPLICIT_TILES(J)                                                                          \
+    static AVX512 __attribute__((noinline)) void implicit_tiles##J(                                \
+        const direct_job *j, const float *x, const __mmask16 *mk, const float *wp, float *y,       \
+        int64_t q)                                                                                 \
+    {                                                                                              \
+        int64_t blocks = (j->cout + DR - 1) / DR, ohw = j->oh * j->ow;                             \
+        for (int64_t ob = 0; ob < blocks; ob++) {                                                  \
+            int64_t rows = j->cout - ob * DR < DR ? j->cout - ob * DR : DR;                        \
+            implicit_tile(j, x + q, mk, wp + ob * CONV_DIRECT_TAPS * j->cin * DR,                  \
+                          y + ob * DR * ohw + q, q, j->bias ? j->bias + ob * DR : NULL, rows, J);  \
+        }                                                                                          \
+    }
+IMPLICIT_TILES(1)
+IMPLICIT_TILES(2)
+IMPLICIT_TILES(3)
+
+/* The task's slice: the packed filters. */
+static void implicit_task(const direct_job *j, int t)
+{
+    float *wp = cpu_task_slice(&j->tasks, t);
+    direct_taps tp;
+    all_taps(j, 0, &tp);
+    pack_filter(j, &tp, wp, 1);
+    __mmask16 mk[IMPLICIT_MAX / DV * CONV_DIRECT_TAPS];
+    implicit_masks(j, mk);
+    int64_t ohw = j->oh * j->ow, nv = (ohw + DV - 1) / DV, img = j->cin * j->h * j->w;
+    for (int64_t n = t; n < j->n; n += j->tasks.n) {
+        int64_t m = n + j->tasks.n, calls = (nv + 2) / 3;
+        direct_ahead next[2] = {
+            ahead_of(m < j->n ? j->x + m * img : NULL, img, calls, 0),
+            ahead_of(m < j->n ? j->y + m * j->cout * ohw : NULL, j->cout * ohw, calls, 1)};
+        const float *x = j->x + n * img;
+        float *y = j->y + n * j->cout * ohw;
+        for (int64_t v = 0, jv; v < nv; v += jv) { /* 4 left: 2 + 2, not 3 + 1 */
+            int64_t left = nv - v;
+            jv = left == 4 || left == 2 ? 2 : left >= 3 ? 3 : 1;
+            ahead_some(&next[0]), ahead_some(&next[1]);
+            const __mmask16 *mv = mk + v * CONV_DIRECT_TAPS;
+            if (jv == 3)
+                implicit_tiles3(j, x, mv, wp, y, v * DV);
+            else if (jv == 2)
+                implicit_tiles2(j, x, mv, wp, y, v * DV);
+            else
+                implicit_tiles1(j, x, mv, wp, y, v * DV);
+        }
+    }
+}
+
 /* The task's slice: the packed filters (of each phase, for a strided
  * input gradient), the source, the output grid. */
 static void fwd_task(void *arg, int t)
 {
     const direct_job *j = arg;
     const conv_direct *g = &j->g;
+    if (implicit_ok(j)) {
+        implicit_task(j, t);
+        return;
+    }
     float *wp = cpu_task_slice(&j->tasks, t), *src = wp + g->wp, *dst = src + j->cin * g->cs;
     int phases = j->dh ? 4 : 1;
     direct_taps tp[4];
@@ -301,7 +432,7 @@ static void fwd_task(void *arg, int t)
             phase_taps(j, p / 2, p % 2, &tp[p]);
         else
             all_taps(j, g->plane, &tp[p]);
-        pack_filter(j, &tp[p], wp);
+        pack_filter(j, &tp[p], wp, 0);
         wph[p] = wp;
         wp += conv_round_up(j->cout, DR) * j->cin * tp[p].n;
     }
