@@ -1563,6 +1563,8 @@ static void test_conv2d_and_grads_against_naive(void **state)
         /* padding 1 at stride 1 reads x itself (cpu_direct.c's implicit
          * tiles): not square, 5 vectors of outputs, 11 output channels */
         {3, 9, 5, 13, 11, 3, 3, 1, 1},
+        /* ... and one too large for its masks (IMPLICIT_MAX): a source */
+        {1, 8, 66, 70, 9, 3, 3, 1, 1},
         /* 1x1 layers wide enough for the AVX-512 GEMM (cpu_conv.c's
          * conv_gemm), strided as the ResNet's projections and not */
         {3, 16, 14, 13, 32, 1, 1, 2, 0},
