@@ -196,9 +196,45 @@ signal_run() {
     no_temps
 }
 
+# SIGTERM, and 20 ms later another, while the 64 MB checkpoint is saved:
+# one request delivered twice (timeout(1) sends the signal it gets to its
+# command and to the command's process group; a terminal's Ctrl-C reaches
+# every process of the group), so one clean stop, the checkpoint complete
+twice_run() {
+    cat > big.graph << 'EOF'
+data d = gaussian(n=3000000, dims=[1], batch=1, seed=1)
+var w = zeros([1, 1])
+var big = ones([4096, 4096])
+loss = mse(d.x @ w, d.x)
+total = sum(big)
+train = sgd(0.1).minimize(loss)
+EOF
+    rm -f b.jsonl* ck
+    "$G" big.graph --steps 100000000 --log-every 100 --log b.jsonl --checkpoint ck --quiet \
+        2> err.txt &
+    pid=$!
+    n=0
+    while [ $n -lt 500 ] && ! cat b.jsonl* 2> /dev/null | grep -q step; do
+        sleep 0.01
+        n=$((n + 1))
+    done
+    kill -TERM $pid
+    sleep 0.02
+    kill -TERM $pid 2> /dev/null
+    wait $pid
+    rc=$?
+    [ $rc -eq 143 ] || fail "SIGTERM twice: exit $rc, expected 143: $(cat err.txt)"
+    step=$(sed -n 's/^graphrun: interrupted at step \([0-9]*\)$/\1/p' err.txt)
+    [ -n "$step" ] || fail "SIGTERM twice: $(cat err.txt)"
+    "$G" big.graph --restore ck --steps 0 2>&1 | grep -q "resumed from step $step" ||
+        fail "SIGTERM twice: no checkpoint of step $step"
+    no_temps
+}
+
 case_signals() {
     signal_run TERM 143
     signal_run INT 130
+    twice_run
 }
 
 # waits (10 s at most) until the log's temporary or file holds $1

@@ -26,20 +26,37 @@ typedef struct trep_scalar {
 static atomic_int interrupted; /* the first signal; lock-free: safe to set in a handler */
 
 /* The first SIGINT or SIGTERM asks training to stop; a second one of
- * either takes its default action, at once. */
+ * either, a second or more after it, takes its default action, at once.
+ * One that comes sooner is the same request delivered twice: timeout(1)
+ * sends the signal it gets to its command and then to the command's
+ * process group, a terminal's Ctrl-C goes to every process of the
+ * foreground group, and a run killed by the copy would lose its
+ * checkpoint and leave its log a temporary. */
+#define REPEAT_NS 1000000000LL
 static gr_session *_Atomic cancel_target; /* trep_cancel_evals_of */
 static atomic_int in_handler;             /* handlers that may be using cancel_target */
+static atomic_llong first_ns;             /* when the first signal came */
+
+static long long now_ns(void) /* clock_gettime is async-signal-safe */
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
 
 static void on_interrupt(int sig)
 {
     int none = 0;
     if (atomic_compare_exchange_strong(&interrupted, &none, sig)) {
+        atomic_store(&first_ns, now_ns());
         atomic_fetch_add(&in_handler, 1);
         gr_session *s = atomic_load(&cancel_target);
         if (s) gr_eval_cancel(s); /* sets a flag: safe in a handler */
         atomic_fetch_sub(&in_handler, 1);
         return;
     }
+    long long first = atomic_load(&first_ns); /* 0: the first is still being taken */
+    if (first == 0 || now_ns() - first < REPEAT_NS) return;
     signal(sig, SIG_DFL);
     raise(sig); /* delivered when this handler returns */
 }
