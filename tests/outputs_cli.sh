@@ -171,12 +171,13 @@ for n, line in enumerate(open(sys.argv[1]), 1):
     ! grep -q '0000000[0-9]' nan.jsonl || fail "numbers are not rounded: $(head -n 2 nan.jsonl)"
 }
 
-# starts a long run with a log and a checkpoint, waits for its first records,
-# sends $1 and checks the exit status $2
+# starts a long run of $3 (m.graph unless given) with a log and a checkpoint,
+# waits for its first records, sends $1 (and again $4 seconds later, if
+# given) and checks the exit status $2
 signal_run() {
     rm -f s.jsonl* ck
-    "$G" m.graph --steps 100000000 --log-every 1000 --log s.jsonl --checkpoint ck --quiet \
-        2> err.txt &
+    "$G" "${3:-m.graph}" --steps 100000000 --log-every 1000 --log s.jsonl --checkpoint ck \
+        --quiet 2> err.txt &
     pid=$!
     n=0
     while [ $n -lt 500 ] && ! cat s.jsonl* 2> /dev/null | grep -q step; do
@@ -184,6 +185,7 @@ signal_run() {
         n=$((n + 1))
     done
     kill -"$1" $pid
+    [ $# -lt 4 ] || { sleep "$4" && kill -"$1" $pid 2> /dev/null; }
     wait $pid
     rc=$?
     [ $rc -eq "$2" ] || fail "SIG$1: exit $rc, expected $2: $(cat err.txt)"
@@ -191,16 +193,19 @@ signal_run() {
     [ -n "$step" ] || fail "SIG$1: $(cat err.txt)"
     tail -n 1 s.jsonl | grep -q "^{\"step\":$step,\"loss\":" ||
         fail "SIG$1: the log's last line is not the record of step $step: $(tail -n 1 s.jsonl)"
-    "$G" m.graph --restore ck --steps 0 2>&1 | grep -q "resumed from step $step" ||
+    "$G" "${3:-m.graph}" --restore ck --steps 0 2>&1 | grep -q "resumed from step $step" ||
         fail "SIG$1: no checkpoint of step $step"
     no_temps
 }
 
-# SIGTERM, and 20 ms later another, while the 64 MB checkpoint is saved:
-# one request delivered twice (timeout(1) sends the signal it gets to its
-# command and to the command's process group; a terminal's Ctrl-C reaches
-# every process of the group), so one clean stop, the checkpoint complete
-twice_run() {
+case_signals() {
+    signal_run TERM 143
+    signal_run INT 130
+    # SIGTERM, and 20 ms later another, while a 64 MB checkpoint is saved:
+    # one request delivered twice (timeout(1) sends the signal it gets to
+    # its command and to the command's process group; a terminal's Ctrl-C
+    # reaches every process of the group), so one clean stop, the
+    # checkpoint complete
     cat > big.graph << 'EOF'
 data d = gaussian(n=3000000, dims=[1], batch=1, seed=1)
 var w = zeros([1, 1])
@@ -209,32 +214,7 @@ loss = mse(d.x @ w, d.x)
 total = sum(big)
 train = sgd(0.1).minimize(loss)
 EOF
-    rm -f b.jsonl* ck
-    "$G" big.graph --steps 100000000 --log-every 100 --log b.jsonl --checkpoint ck --quiet \
-        2> err.txt &
-    pid=$!
-    n=0
-    while [ $n -lt 500 ] && ! cat b.jsonl* 2> /dev/null | grep -q step; do
-        sleep 0.01
-        n=$((n + 1))
-    done
-    kill -TERM $pid
-    sleep 0.02
-    kill -TERM $pid 2> /dev/null
-    wait $pid
-    rc=$?
-    [ $rc -eq 143 ] || fail "SIGTERM twice: exit $rc, expected 143: $(cat err.txt)"
-    step=$(sed -n 's/^graphrun: interrupted at step \([0-9]*\)$/\1/p' err.txt)
-    [ -n "$step" ] || fail "SIGTERM twice: $(cat err.txt)"
-    "$G" big.graph --restore ck --steps 0 2>&1 | grep -q "resumed from step $step" ||
-        fail "SIGTERM twice: no checkpoint of step $step"
-    no_temps
-}
-
-case_signals() {
-    signal_run TERM 143
-    signal_run INT 130
-    twice_run
+    signal_run TERM 143 big.graph 0.02
 }
 
 # waits (10 s at most) until the log's temporary or file holds $1

@@ -290,8 +290,8 @@ static void conv_finish(const conv_job *j, const float *rows, int64_t nb, float 
 }
 
 /* c = a b (+ c when add), both row-major, transposed as asked: our AVX-512
- * GEMM for a 1x1 layer's (the ResNet's projections: six passes 1.40 ->
- * 1.13 ms), where it is wanted, else the BLAS.  Only for 1x1: under
+ * GEMM for a 1x1 layer's (the ResNet's projections: six passes 1.37 ->
+ * 1.06 ms), where it is wanted, else the BLAS.  Only for 1x1: under
  * AddressSanitizer our kernels are instrumented where the BLAS is not, and
  * the larger GEMMs of im2col then take twice as long. */
 static void conv_gemm(const cpu_conv_shape *s, int ta, int tb, int64_t m, int64_t n, int64_t k,

@@ -1,6 +1,9 @@
 /* cpu_direct.c - 3x3 convolutions computed directly with AVX-512, for the
  * layers conv_direct_ok takes on a CPU that has it (cpu_direct_ok).
  *
+ * (A layer of stride 1 and padding 1 whose output is as large as its
+ * input skips the source below and reads x itself: "implicit" tiles.)
+ *
  * Each image is copied once into a zero-padded "source": per channel,
  * stride^2 phase planes, plane (a, b) holding the padded image's rows
  * i * stride + a and columns j * stride + b.  Output position (oh, ow),
