@@ -201,7 +201,7 @@ signal_run() {
 case_signals() {
     signal_run TERM 143
     signal_run INT 130
-    # SIGTERM, and 20 ms later another, while a 64 MB checkpoint is saved:
+    # SIGTERM (SIGINT), and 20 ms later another, while a 64 MB checkpoint is saved:
     # one request delivered twice (timeout(1) sends the signal it gets to
     # its command and to the command's process group; a terminal's Ctrl-C
     # reaches every process of the group), so one clean stop, the
@@ -215,6 +215,7 @@ total = sum(big)
 train = sgd(0.1).minimize(loss)
 EOF
     signal_run TERM 143 big.graph 0.02
+    signal_run INT 130 big.graph 0.02
 }
 
 # waits (10 s at most) until the log's temporary or file holds $1
